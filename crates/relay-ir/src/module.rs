@@ -1,0 +1,106 @@
+//! Modules: global functions, algebraic data types and `extern type`s, plus the source text
+//! they came from (for diagnostics).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use crate::{CtorRef, Function, Span, Symbol, Type, TypeVar};
+
+/// The text a module was parsed from.
+#[derive(Debug)]
+pub struct Source {
+    /// The file name (or `"<string>"`).
+    pub name: String,
+    /// The whole text.
+    pub text: String,
+}
+
+/// Whether the module was written as definitions or as a single expression.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ModuleKind {
+    /// `def`s and `type`s.
+    #[default]
+    Definitions,
+    /// A bare expression (TVM's `parse_expr` text, printed with `free_var` lines). It is held as
+    /// `def @main` whose parameters are the expression's free variables, as TVM's
+    /// `IRModule.from_expr` does, and printed back as an expression.
+    Expr,
+}
+
+/// A global function definition `def @name ...`.
+#[derive(Clone, Debug)]
+pub struct GlobalFunc {
+    /// Its name, without `@`.
+    pub name: Symbol,
+    /// The function.
+    pub func: Function,
+    /// Where the definition was written.
+    pub span: Span,
+}
+
+/// `type Name[A, ...] { Ctor(T, ...), ... }` or `extern type Name[A, ...]`.
+#[derive(Clone, Debug)]
+pub struct TypeDef {
+    /// The ADT's name.
+    pub name: Symbol,
+    /// Its type parameters.
+    pub params: Vec<TypeVar>,
+    /// Its constructors, in tag order.
+    pub ctors: Vec<CtorDef>,
+    /// Whether it is an `extern type` (opaque, no constructors).
+    pub external: bool,
+    /// Where it was written.
+    pub span: Span,
+}
+
+/// One constructor of a [`TypeDef`].
+#[derive(Clone, Debug)]
+pub struct CtorDef {
+    /// Its name.
+    pub name: Symbol,
+    /// Its field types, over the ADT's type parameters.
+    pub fields: Vec<Type>,
+    /// Where it was written.
+    pub span: Span,
+}
+
+/// A Relay module.
+#[derive(Clone, Debug, Default)]
+pub struct Module {
+    /// Global functions, in definition order.
+    pub functions: Vec<GlobalFunc>,
+    /// Type definitions, in definition order.
+    pub types: Vec<TypeDef>,
+    /// How the text wrote it.
+    pub kind: ModuleKind,
+    /// The source text, when parsed from one.
+    pub source: Option<Arc<Source>>,
+}
+
+impl Module {
+    /// The global function called `name`.
+    pub fn function(&self, name: Symbol) -> Option<&GlobalFunc> {
+        self.functions.iter().find(|f| f.name == name)
+    }
+
+    /// The type definition called `name`.
+    pub fn type_def(&self, name: Symbol) -> Option<&TypeDef> {
+        self.types.iter().find(|t| t.name == name)
+    }
+
+    /// Every constructor by name.
+    pub fn constructors(&self) -> HashMap<Symbol, CtorRef> {
+        let mut map = HashMap::new();
+        for t in &self.types {
+            for (tag, c) in t.ctors.iter().enumerate() {
+                map.insert(c.name, CtorRef { adt: t.name, name: c.name, tag: tag as u32 });
+            }
+        }
+        map
+    }
+
+    /// The definition of a constructor.
+    pub fn ctor_def(&self, ctor: CtorRef) -> Option<&CtorDef> {
+        self.type_def(ctor.adt)?.ctors.get(ctor.tag as usize)
+    }
+}

@@ -1,0 +1,60 @@
+//! Interned names: a global, thread-safe interner mapping strings to `u32` symbols.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::{OnceLock, RwLock};
+
+/// An interned string. Comparing and hashing symbols is comparing integers.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Symbol(u32);
+
+struct Interner {
+    map: HashMap<&'static str, u32>,
+    strings: Vec<&'static str>,
+}
+
+fn interner() -> &'static RwLock<Interner> {
+    static INTERNER: OnceLock<RwLock<Interner>> = OnceLock::new();
+    INTERNER.get_or_init(|| RwLock::new(Interner { map: HashMap::new(), strings: Vec::new() }))
+}
+
+impl Symbol {
+    /// Interns `s`. Interned strings live for the rest of the process.
+    pub fn intern(s: &str) -> Symbol {
+        if let Some(&id) = interner().read().unwrap_or_else(|e| e.into_inner()).map.get(s) {
+            return Symbol(id);
+        }
+        let mut guard = interner().write().unwrap_or_else(|e| e.into_inner());
+        if let Some(&id) = guard.map.get(s) {
+            return Symbol(id);
+        }
+        let id = u32::try_from(guard.strings.len()).expect("fewer than 2^32 distinct names");
+        let leaked: &'static str = Box::leak(s.to_owned().into_boxed_str());
+        guard.strings.push(leaked);
+        guard.map.insert(leaked, id);
+        Symbol(id)
+    }
+
+    /// The interned text.
+    pub fn as_str(self) -> &'static str {
+        interner().read().unwrap_or_else(|e| e.into_inner()).strings[self.0 as usize]
+    }
+}
+
+impl fmt::Debug for Symbol {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:?}", self.as_str())
+    }
+}
+
+impl fmt::Display for Symbol {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl From<&str> for Symbol {
+    fn from(s: &str) -> Symbol {
+        Symbol::intern(s)
+    }
+}
