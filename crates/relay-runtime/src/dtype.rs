@@ -149,7 +149,7 @@ mod tests {
         }
         assert_eq!(DType::parse("int"), Some(DType::I32));
         assert_eq!(DType::parse("float"), Some(DType::F32));
-        for bad in ["", "int0", "int65", "float8", "floaty", "intx4", "int8x0", "bool8", "Int32"] {
+        for bad in ["", "int0", "int65", "float8", "floaty", "int8x0", "bool8", "Int32"] {
             assert_eq!(DType::parse(bad), None, "{bad}");
         }
     }

@@ -12,3 +12,5 @@ mod ndarray;
 
 pub use dtype::{DType, DTypeCode};
 pub use ndarray::{NDArray, NDArrayError};
+
+pub mod half;
