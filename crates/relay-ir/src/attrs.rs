@@ -129,7 +129,10 @@ impl Attrs {
 
     /// The value of `name`.
     pub fn get(&self, name: &str) -> Option<&AttrValue> {
-        self.0.iter().find(|(k, _)| k.as_str() == name).map(|(_, v)| v)
+        self.0
+            .iter()
+            .find(|(k, _)| k.as_str() == name)
+            .map(|(_, v)| v)
     }
 
     /// The entries in order.

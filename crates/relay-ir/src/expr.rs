@@ -258,7 +258,14 @@ impl Expr {
 
     /// A call with no attributes.
     pub fn call(callee: Expr, args: Vec<Expr>) -> Expr {
-        Expr::new(ExprKind::Call { callee, args, attrs: Attrs::empty() }, Span::DUMMY)
+        Expr::new(
+            ExprKind::Call {
+                callee,
+                args,
+                attrs: Attrs::empty(),
+            },
+            Span::DUMMY,
+        )
     }
 
     /// A constant.

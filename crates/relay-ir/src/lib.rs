@@ -34,11 +34,13 @@ pub use expr::{
     Binding, BindingKind, Clause, CtorRef, Expr, ExprKind, ExprNode, Function, Pattern,
     PatternKind, Var, VarData, VarId,
 };
+pub use metadata::{MetaEntry, MetaTable, MetadataError};
 pub use module::{CtorDef, GlobalFunc, Module, ModuleKind, Source, TypeDef};
 pub use op::{AttrDefault, AttrField, AttrKind, OpRef, OpSchema};
 pub use printer::{PrintOptions, print_expr, print_module};
 pub use relay_runtime::{DType, DTypeCode, NDArray};
 pub use span::Span;
+pub use structural::{module_eq, module_hash, type_eq};
 pub use structural::{structural_eq, structural_hash};
 pub use symbol::Symbol;
 pub use ty::{Dim, FuncType, Type, TypeKind, TypeNode, TypeVar, TypeVarData, TypeVarId};

@@ -93,7 +93,14 @@ impl Module {
         let mut map = HashMap::new();
         for t in &self.types {
             for (tag, c) in t.ctors.iter().enumerate() {
-                map.insert(c.name, CtorRef { adt: t.name, name: c.name, tag: tag as u32 });
+                map.insert(
+                    c.name,
+                    CtorRef {
+                        adt: t.name,
+                        name: c.name,
+                        tag: tag as u32,
+                    },
+                );
             }
         }
         map

@@ -87,7 +87,9 @@ impl AttrDefault {
             AttrDefault::Int(i) => AttrValue::Int(i),
             AttrDefault::Float(f) => AttrValue::Float(f),
             AttrDefault::Str(s) => AttrValue::Str(s.into()),
-            AttrDefault::Ints(v) => AttrValue::Array(v.iter().map(|&i| AttrValue::Int(i)).collect()),
+            AttrDefault::Ints(v) => {
+                AttrValue::Array(v.iter().map(|&i| AttrValue::Int(i)).collect())
+            }
         })
     }
 }

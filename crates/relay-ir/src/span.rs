@@ -17,7 +17,10 @@ impl Span {
     /// A span from byte offsets (saturating at `u32::MAX`).
     pub fn new(lo: usize, hi: usize) -> Span {
         let clamp = |x: usize| u32::try_from(x).unwrap_or(u32::MAX);
-        Span { lo: clamp(lo), hi: clamp(hi) }
+        Span {
+            lo: clamp(lo),
+            hi: clamp(hi),
+        }
     }
 
     /// The smallest span covering both.
@@ -28,7 +31,10 @@ impl Span {
         if other == Span::DUMMY {
             return self;
         }
-        Span { lo: self.lo.min(other.lo), hi: self.hi.max(other.hi) }
+        Span {
+            lo: self.lo.min(other.lo),
+            hi: self.hi.max(other.hi),
+        }
     }
 
     /// Whether this is [`Span::DUMMY`].

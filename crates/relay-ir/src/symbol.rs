@@ -15,13 +15,23 @@ struct Interner {
 
 fn interner() -> &'static RwLock<Interner> {
     static INTERNER: OnceLock<RwLock<Interner>> = OnceLock::new();
-    INTERNER.get_or_init(|| RwLock::new(Interner { map: HashMap::new(), strings: Vec::new() }))
+    INTERNER.get_or_init(|| {
+        RwLock::new(Interner {
+            map: HashMap::new(),
+            strings: Vec::new(),
+        })
+    })
 }
 
 impl Symbol {
     /// Interns `s`. Interned strings live for the rest of the process.
     pub fn intern(s: &str) -> Symbol {
-        if let Some(&id) = interner().read().unwrap_or_else(|e| e.into_inner()).map.get(s) {
+        if let Some(&id) = interner()
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .map
+            .get(s)
+        {
             return Symbol(id);
         }
         let mut guard = interner().write().unwrap_or_else(|e| e.into_inner());

@@ -138,7 +138,11 @@ impl TypeVar {
     /// A fresh type variable.
     pub fn new(name: Symbol, span: Span) -> TypeVar {
         static NEXT: AtomicU64 = AtomicU64::new(0);
-        TypeVar(Arc::new(TypeVarData { id: TypeVarId(NEXT.fetch_add(1, Ordering::Relaxed)), name, span }))
+        TypeVar(Arc::new(TypeVarData {
+            id: TypeVarId(NEXT.fetch_add(1, Ordering::Relaxed)),
+            name,
+            span,
+        }))
     }
 
     /// Its identity.

@@ -58,7 +58,11 @@ impl DType {
 
     /// A one-lane type.
     pub const fn scalar(code: DTypeCode, bits: u8) -> DType {
-        DType { code, bits, lanes: 1 }
+        DType {
+            code,
+            bits,
+            lanes: 1,
+        }
     }
 
     /// Bytes one element occupies in an `NDArray`: `ceil(bits / 8) * lanes`.
@@ -140,8 +144,22 @@ mod tests {
     #[test]
     fn parses_and_prints_tvm_spellings() {
         for s in [
-            "bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
-            "float16", "float32", "float64", "int8x4", "uint1x4", "float16x4", "bfloat16",
+            "bool",
+            "int8",
+            "int16",
+            "int32",
+            "int64",
+            "uint8",
+            "uint16",
+            "uint32",
+            "uint64",
+            "float16",
+            "float32",
+            "float64",
+            "int8x4",
+            "uint1x4",
+            "float16x4",
+            "bfloat16",
             "handle",
         ] {
             let d = DType::parse(s).unwrap_or_else(|| panic!("{s} should parse"));
@@ -149,7 +167,9 @@ mod tests {
         }
         assert_eq!(DType::parse("int"), Some(DType::I32));
         assert_eq!(DType::parse("float"), Some(DType::F32));
-        for bad in ["", "int0", "int65", "float8", "floaty", "int8x0", "bool8", "Int32"] {
+        for bad in [
+            "", "int0", "int65", "float8", "floaty", "int8x0", "bool8", "Int32",
+        ] {
             assert_eq!(DType::parse(bad), None, "{bad}");
         }
     }

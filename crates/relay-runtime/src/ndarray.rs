@@ -102,7 +102,11 @@ impl NDArray {
     /// A zero-filled tensor.
     pub fn zeros(dtype: DType, shape: &[i64]) -> Result<NDArray, NDArrayError> {
         let len = Self::byte_len(dtype, shape)?;
-        Ok(NDArray { dtype, shape: shape.to_vec(), data: AlignedBuf::zeroed(len) })
+        Ok(NDArray {
+            dtype,
+            shape: shape.to_vec(),
+            data: AlignedBuf::zeroed(len),
+        })
     }
 
     /// A tensor holding a copy of `bytes` (native-endian element data in row-major order).
@@ -124,16 +128,22 @@ impl NDArray {
     pub fn byte_len(dtype: DType, shape: &[i64]) -> Result<usize, NDArrayError> {
         let mut elems: usize = 1;
         for &d in shape {
-            let d = usize::try_from(d)
-                .map_err(|_| NDArrayError::NegativeDim { dim: d, shape: shape.to_vec() })?;
-            elems = elems
-                .checked_mul(d)
-                .ok_or_else(|| NDArrayError::TooLarge { shape: shape.to_vec(), dtype })?;
+            let d = usize::try_from(d).map_err(|_| NDArrayError::NegativeDim {
+                dim: d,
+                shape: shape.to_vec(),
+            })?;
+            elems = elems.checked_mul(d).ok_or_else(|| NDArrayError::TooLarge {
+                shape: shape.to_vec(),
+                dtype,
+            })?;
         }
         let bytes = elems
             .checked_mul(dtype.size_bytes())
             .filter(|&b| b <= isize::MAX as usize - ALIGNMENT)
-            .ok_or_else(|| NDArrayError::TooLarge { shape: shape.to_vec(), dtype })?;
+            .ok_or_else(|| NDArrayError::TooLarge {
+                shape: shape.to_vec(),
+                dtype,
+            })?;
         Ok(bytes)
     }
 
@@ -191,7 +201,9 @@ impl Clone for NDArray {
 impl PartialEq for NDArray {
     /// Bitwise equality of dtype, shape and data (so NaNs with equal bits are equal).
     fn eq(&self, other: &NDArray) -> bool {
-        self.dtype == other.dtype && self.shape == other.shape && self.as_bytes() == other.as_bytes()
+        self.dtype == other.dtype
+            && self.shape == other.shape
+            && self.as_bytes() == other.as_bytes()
     }
 }
 
@@ -199,7 +211,11 @@ impl Eq for NDArray {}
 
 impl fmt::Debug for NDArray {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "NDArray({}, {:?}, {} bytes)", self.dtype, self.shape, self.data.len)
+        write!(
+            f,
+            "NDArray({}, {:?}, {} bytes)",
+            self.dtype, self.shape, self.data.len
+        )
     }
 }
 
@@ -222,7 +238,10 @@ mod tests {
 
     #[test]
     fn rejects_bad_shapes() {
-        assert!(matches!(NDArray::zeros(DType::F32, &[-1]), Err(NDArrayError::NegativeDim { .. })));
+        assert!(matches!(
+            NDArray::zeros(DType::F32, &[-1]),
+            Err(NDArrayError::NegativeDim { .. })
+        ));
         assert!(matches!(
             NDArray::zeros(DType::F32, &[i64::MAX, i64::MAX]),
             Err(NDArrayError::TooLarge { .. })

@@ -1,0 +1,761 @@
+//! The lexer: logos recognizes raw tokens; [`tokenize`] then classifies keywords, folds a `-`
+//! into a following number when it is a sign (the friendly negative-literal rule of SPEC §1),
+//! checks numbers, strings and `#[...]` directives, and records lexical errors.
+//!
+//! Differences from TVM's tokenizer, all deliberate: real multi-character operators
+//! (`== != <= >= -> =>`), `.N` projection tokens (so `%x.0.1` lexes), string escapes, `nanf` /
+//! `inff` (with optional widths), `i8` suffixes, and errors instead of crashes.
+
+use logos::Logos;
+use relay_ir::{DType, Span, Symbol};
+
+use crate::ParseError;
+
+/// A token as the grammar sees it.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Tok {
+    /// An identifier (`nn`, `Cons`, `float32`, `A`).
+    Ident(Symbol),
+    /// `%name`.
+    Local(Symbol),
+    /// `%N`.
+    Graph(u64),
+    /// `@name`.
+    Global(Symbol),
+    /// An integer literal with its dtype.
+    Int(i64, DType),
+    /// A float literal: its value (full `f64` precision) and dtype.
+    Float(f64, DType),
+    /// `True` / `False`.
+    Bool(bool),
+    /// A string literal, escapes decoded.
+    Str(String),
+    /// `meta[key][index]`.
+    Meta(MetaRef),
+    /// `.N` after an expression.
+    Proj(u32),
+    /// `#[version = "..."]`; the quoted text.
+    Version(String),
+    /// `#[metadata]` and the rest of the file.
+    Metadata(String),
+    // Keywords.
+    Let,
+    Fn,
+    Def,
+    If,
+    Else,
+    Type,
+    Match,
+    MatchQ,
+    Extern,
+    FreeVar,
+    Ref,
+    RefRead,
+    RefWrite,
+    Tensor,
+    Underscore,
+    // Punctuation.
+    LParen,
+    RParen,
+    LBracket,
+    RBracket,
+    LBrace,
+    RBrace,
+    Comma,
+    Dot,
+    Eq,
+    Semi,
+    Colon,
+    Plus,
+    Minus,
+    Star,
+    Slash,
+    Lt,
+    Gt,
+    Le,
+    Ge,
+    EqEq,
+    Ne,
+    Arrow,
+    FatArrow,
+    Question,
+}
+
+/// A `meta[key][index]` reference.
+#[derive(Clone, Debug, PartialEq)]
+pub struct MetaRef {
+    /// The type key, e.g. `relay.Constant`.
+    pub key: String,
+    /// The index.
+    pub index: u64,
+}
+
+#[derive(Logos, Clone, Debug, PartialEq)]
+#[logos(skip r"[ \t\r\n\f]+")]
+enum Raw {
+    #[regex(r"//[^\n]*", allow_greedy = true)]
+    LineComment,
+    #[token("/*", block_comment)]
+    BlockComment(bool),
+    #[regex(r"#\[[^\]\n]*\]?", directive)]
+    Directive(Directive),
+    #[regex(r"meta\[[^\]\n]*\]\[[0-9]*\]")]
+    Meta,
+    #[regex(r"%[A-Za-z_][A-Za-z0-9_/]*")]
+    Local,
+    #[regex(r"%[0-9]+")]
+    Graph,
+    #[regex(r"@[A-Za-z_][A-Za-z0-9_/]*")]
+    Global,
+    #[regex(r"[A-Za-z_][A-Za-z0-9_/]*")]
+    Ident,
+    #[regex(r"[0-9]+(\.[0-9]*)?([eE][+-]?[0-9]+)?[A-Za-z_0-9]*")]
+    Number,
+    #[regex(r"\.[0-9]+")]
+    Proj,
+    #[regex(r#""([^"\\]|\\(.|\n))*""#)]
+    Str,
+    #[regex(r#""([^"\\]|\\(.|\n))*\\?"#)]
+    UnterminatedStr,
+    #[token("(")]
+    LParen,
+    #[token(")")]
+    RParen,
+    #[token("[")]
+    LBracket,
+    #[token("]")]
+    RBracket,
+    #[token("{")]
+    LBrace,
+    #[token("}")]
+    RBrace,
+    #[token(",")]
+    Comma,
+    #[token(".")]
+    Dot,
+    #[token("=")]
+    Eq,
+    #[token(";")]
+    Semi,
+    #[token(":")]
+    Colon,
+    #[token("+")]
+    Plus,
+    #[token("-")]
+    Minus,
+    #[token("*")]
+    Star,
+    #[token("/")]
+    Slash,
+    #[token("<")]
+    Lt,
+    #[token(">")]
+    Gt,
+    #[token("<=")]
+    Le,
+    #[token(">=")]
+    Ge,
+    #[token("==")]
+    EqEq,
+    #[token("!=")]
+    Ne,
+    #[token("->")]
+    Arrow,
+    #[token("=>")]
+    FatArrow,
+    #[token("?")]
+    Question,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+enum Directive {
+    Version(String),
+    Metadata(String),
+    Other(String),
+}
+
+/// Consumes a nested block comment; `true` when it is closed.
+fn block_comment(lex: &mut logos::Lexer<Raw>) -> bool {
+    let rest = lex.remainder().as_bytes();
+    let mut depth = 1usize;
+    let mut i = 0;
+    while i < rest.len() {
+        if rest[i..].starts_with(b"/*") {
+            depth += 1;
+            i += 2;
+        } else if rest[i..].starts_with(b"*/") {
+            depth -= 1;
+            i += 2;
+            if depth == 0 {
+                lex.bump(i);
+                return true;
+            }
+        } else {
+            i += 1;
+        }
+    }
+    lex.bump(rest.len());
+    false
+}
+
+/// Classifies `#[...]`; `#[metadata]` swallows the rest of the file.
+fn directive(lex: &mut logos::Lexer<Raw>) -> Directive {
+    let text = lex.slice();
+    let inner = text.trim_start_matches("#[").trim_end_matches(']').trim();
+    if inner == "metadata" && text.ends_with(']') {
+        let rest = lex.remainder().to_owned();
+        lex.bump(lex.remainder().len());
+        return Directive::Metadata(rest);
+    }
+    if let Some((key, value)) = inner.split_once('=')
+        && key.trim() == "version"
+        && text.ends_with(']')
+    {
+        return Directive::Version(value.trim().to_owned());
+    }
+    Directive::Other(inner.to_owned())
+}
+
+/// A token with its byte span, as lalrpop wants it.
+pub type Spanned = (usize, Tok, usize);
+
+/// Tokenizes the whole text. Lexical errors are appended to `errors`; `fatal` tells whether any
+/// of them makes the token stream unusable for the grammar (an invalid character, an
+/// unterminated string or comment, a malformed directive). Number errors are not fatal: a
+/// placeholder token keeps the parse going so later errors are found too.
+pub fn tokenize(text: &str, errors: &mut Vec<ParseError>) -> (Vec<Spanned>, bool) {
+    let mut raw: Vec<(Raw, usize, usize)> = Vec::new();
+    let mut fatal = false;
+    let mut lex = Raw::lexer(text);
+    while let Some(result) = lex.next() {
+        let span = lex.span();
+        match result {
+            Ok(Raw::LineComment) | Ok(Raw::BlockComment(true)) => {}
+            Ok(Raw::BlockComment(false)) => {
+                fatal = true;
+                errors.push(ParseError::UnterminatedComment {
+                    span: (span.start, 2).into(),
+                });
+            }
+            Ok(Raw::UnterminatedStr) => {
+                fatal = true;
+                errors.push(ParseError::UnterminatedString {
+                    span: (span.start, 1).into(),
+                });
+            }
+            Ok(tok) => raw.push((tok, span.start, span.end)),
+            Err(()) => {
+                fatal = true;
+                let slice = lex.slice();
+                let help = match slice {
+                    "!" => Some("Relay has no `!` operator: write `logical_not(x)`".to_owned()),
+                    "&" | "|" => Some(
+                        "Relay has no `&&`/`||` operators: write `logical_and(a, b)` / `logical_or(a, b)`"
+                            .to_owned(),
+                    ),
+                    "%" => Some("`%` starts a variable name (`%x`, `%0`); modulo is `mod(a, b)`".to_owned()),
+                    "@" => Some("`@` starts a global name such as `@main`".to_owned()),
+                    "#" => Some("directives are written `#[version = \"0.0.5\"]` or `#[metadata]`".to_owned()),
+                    _ => None,
+                };
+                errors.push(ParseError::InvalidCharacter {
+                    text: slice.to_owned(),
+                    span: (span.start, span.end - span.start).into(),
+                    help,
+                });
+            }
+        }
+    }
+
+    let mut out: Vec<Spanned> = Vec::with_capacity(raw.len());
+    let mut i = 0;
+    while i < raw.len() {
+        let (ref tok, lo, hi) = raw[i];
+        let slice = &text[lo..hi];
+        // A run of `-` glued to a number is a sign when the previous token cannot end an operand.
+        if *tok == Raw::Minus && !out.last().is_some_and(|(_, t, _)| ends_operand(t)) {
+            let mut j = i;
+            let mut end = hi;
+            while j + 1 < raw.len() && raw[j + 1].1 == end && raw[j + 1].0 == Raw::Minus {
+                j += 1;
+                end = raw[j].2;
+            }
+            if j + 1 < raw.len()
+                && raw[j + 1].1 == end
+                && is_numeric(&raw[j + 1].0, &text[raw[j + 1].1..raw[j + 1].2])
+            {
+                let negative = (j - i + 1) % 2 == 1;
+                let (_, nlo, nhi) = raw[j + 1];
+                let tok = number(&text[nlo..nhi], negative, Span::new(lo, nhi), errors);
+                out.push((lo, tok, nhi));
+                i = j + 2;
+                continue;
+            }
+        }
+        let tok = match tok {
+            Raw::Ident => keyword(slice).unwrap_or_else(|| {
+                if let Some(t) = special_float(slice, false) {
+                    t
+                } else {
+                    Tok::Ident(Symbol::intern(slice))
+                }
+            }),
+            Raw::Local => Tok::Local(Symbol::intern(&slice[1..])),
+            Raw::Global => Tok::Global(Symbol::intern(&slice[1..])),
+            Raw::Graph => match slice[1..].parse::<u64>() {
+                Ok(n) => Tok::Graph(n),
+                Err(_) => {
+                    errors.push(bad_number(
+                        format!("graph variable number `{slice}` is too large"),
+                        Span::new(lo, hi),
+                        "too large",
+                        None,
+                    ));
+                    Tok::Graph(u64::MAX)
+                }
+            },
+            Raw::Number => number(slice, false, Span::new(lo, hi), errors),
+            Raw::Proj => match slice[1..].parse::<u32>() {
+                Ok(n) => Tok::Proj(n),
+                Err(_) => {
+                    errors.push(bad_number(
+                        format!("tuple index `{}` is too large", &slice[1..]),
+                        Span::new(lo, hi),
+                        "too large",
+                        None,
+                    ));
+                    Tok::Proj(u32::MAX)
+                }
+            },
+            Raw::Str => match unescape(&slice[1..slice.len() - 1], lo + 1) {
+                Ok(s) => Tok::Str(s),
+                Err((text, at, len)) => {
+                    errors.push(ParseError::BadEscape {
+                        text,
+                        span: (at, len).into(),
+                    });
+                    fatal = true;
+                    Tok::Str(String::new())
+                }
+            },
+            Raw::Meta => match meta_ref(slice) {
+                Some(m) => Tok::Meta(m),
+                None => {
+                    errors.push(ParseError::BadMetaReference {
+                        message: format!("malformed meta reference `{slice}`"),
+                        span: (lo, hi - lo).into(),
+                        label: "expected `meta[TypeKey][index]`".into(),
+                        help: None,
+                    });
+                    fatal = true;
+                    Tok::Meta(MetaRef {
+                        key: String::new(),
+                        index: 0,
+                    })
+                }
+            },
+            Raw::Directive(d) => match d {
+                Directive::Version(v) => Tok::Version(v.clone()),
+                Directive::Metadata(m) => Tok::Metadata(m.clone()),
+                Directive::Other(inner) => {
+                    fatal = true;
+                    let message = if slice.ends_with(']') {
+                        format!("unsupported directive `#[{inner}]`")
+                    } else {
+                        "unterminated directive: `#[` needs a closing `]`".to_owned()
+                    };
+                    errors.push(ParseError::BadDirective {
+                        message,
+                        span: (lo, hi - lo).into(),
+                    });
+                    i += 1;
+                    continue;
+                }
+            },
+            Raw::LParen => Tok::LParen,
+            Raw::RParen => Tok::RParen,
+            Raw::LBracket => Tok::LBracket,
+            Raw::RBracket => Tok::RBracket,
+            Raw::LBrace => Tok::LBrace,
+            Raw::RBrace => Tok::RBrace,
+            Raw::Comma => Tok::Comma,
+            Raw::Dot => Tok::Dot,
+            Raw::Eq => Tok::Eq,
+            Raw::Semi => Tok::Semi,
+            Raw::Colon => Tok::Colon,
+            Raw::Plus => Tok::Plus,
+            Raw::Minus => Tok::Minus,
+            Raw::Star => Tok::Star,
+            Raw::Slash => Tok::Slash,
+            Raw::Lt => Tok::Lt,
+            Raw::Gt => Tok::Gt,
+            Raw::Le => Tok::Le,
+            Raw::Ge => Tok::Ge,
+            Raw::EqEq => Tok::EqEq,
+            Raw::Ne => Tok::Ne,
+            Raw::Arrow => Tok::Arrow,
+            Raw::FatArrow => Tok::FatArrow,
+            Raw::Question => Tok::Question,
+            Raw::LineComment | Raw::BlockComment(_) | Raw::UnterminatedStr => {
+                unreachable!("filtered above")
+            }
+        };
+        // `match?` is one token only when the `?` is glued to `match`.
+        if tok == Tok::Match
+            && raw
+                .get(i + 1)
+                .is_some_and(|n| n.0 == Raw::Question && n.1 == hi)
+        {
+            out.push((lo, Tok::MatchQ, hi + 1));
+            i += 2;
+            continue;
+        }
+        out.push((lo, tok, hi));
+        i += 1;
+    }
+    (out, fatal)
+}
+
+fn keyword(s: &str) -> Option<Tok> {
+    Some(match s {
+        "let" => Tok::Let,
+        "fn" => Tok::Fn,
+        "def" => Tok::Def,
+        "if" => Tok::If,
+        "else" => Tok::Else,
+        "type" => Tok::Type,
+        "match" => Tok::Match,
+        "extern" => Tok::Extern,
+        "free_var" => Tok::FreeVar,
+        "ref" => Tok::Ref,
+        "ref_read" => Tok::RefRead,
+        "ref_write" => Tok::RefWrite,
+        "Tensor" => Tok::Tensor,
+        "True" => Tok::Bool(true),
+        "False" => Tok::Bool(false),
+        "_" => Tok::Underscore,
+        _ => return None,
+    })
+}
+
+/// `inff`, `nanf`, with an optional width (`inff64`), as float tokens.
+fn special_float(s: &str, negative: bool) -> Option<Tok> {
+    let (value, width) = if let Some(w) = s.strip_prefix("inff") {
+        (
+            if negative {
+                f64::NEG_INFINITY
+            } else {
+                f64::INFINITY
+            },
+            w,
+        )
+    } else if let Some(w) = s.strip_prefix("nanf") {
+        (f64::NAN, w)
+    } else {
+        return None;
+    };
+    let dtype = match width {
+        "" | "32" => DType::F32,
+        "16" => DType::F16,
+        "64" => DType::F64,
+        _ => return None,
+    };
+    Some(Tok::Float(value, dtype))
+}
+
+fn is_numeric(tok: &Raw, slice: &str) -> bool {
+    *tok == Raw::Number || (*tok == Raw::Ident && special_float(slice, false).is_some())
+}
+
+/// Whether a token can be the last token of an operand, so a following `-` is binary.
+fn ends_operand(tok: &Tok) -> bool {
+    matches!(
+        tok,
+        Tok::Ident(_)
+            | Tok::Local(_)
+            | Tok::Graph(_)
+            | Tok::Global(_)
+            | Tok::Int(..)
+            | Tok::Float(..)
+            | Tok::Bool(_)
+            | Tok::Str(_)
+            | Tok::Meta(_)
+            | Tok::Proj(_)
+            | Tok::RParen
+            | Tok::RBracket
+            | Tok::RBrace
+    )
+}
+
+fn bad_number(message: String, span: Span, label: &str, help: Option<String>) -> ParseError {
+    ParseError::BadNumber {
+        message,
+        span: ParseError::span_of(span),
+        label: label.to_owned(),
+        help,
+    }
+}
+
+/// Checks and converts a numeric literal (without its sign).
+fn number(slice: &str, negative: bool, span: Span, errors: &mut Vec<ParseError>) -> Tok {
+    if let Some(t) = special_float(slice, negative) {
+        return t;
+    }
+    // Split into the numeric body and the suffix.
+    let bytes = slice.as_bytes();
+    let mut end = 0;
+    while end < bytes.len() && bytes[end].is_ascii_digit() {
+        end += 1;
+    }
+    let mut is_float_body = false;
+    if end < bytes.len() && bytes[end] == b'.' {
+        is_float_body = true;
+        end += 1;
+        while end < bytes.len() && bytes[end].is_ascii_digit() {
+            end += 1;
+        }
+    }
+    if end < bytes.len() && (bytes[end] == b'e' || bytes[end] == b'E') {
+        let mut k = end + 1;
+        if k < bytes.len() && (bytes[k] == b'+' || bytes[k] == b'-') {
+            k += 1;
+        }
+        if k < bytes.len() && bytes[k].is_ascii_digit() {
+            while k < bytes.len() && bytes[k].is_ascii_digit() {
+                k += 1;
+            }
+            is_float_body = true;
+            end = k;
+        }
+    }
+    let body = &slice[..end];
+    let suffix = &slice[end..];
+    let signed = if negative {
+        format!("-{body}")
+    } else {
+        body.to_owned()
+    };
+    let text = if negative {
+        format!("-{slice}")
+    } else {
+        slice.to_owned()
+    };
+
+    let float_dtype = match suffix {
+        "f" | "f32" => Some(DType::F32),
+        "f16" => Some(DType::F16),
+        "f64" => Some(DType::F64),
+        _ => None,
+    };
+    if let Some(dtype) = float_dtype {
+        let value = signed.parse::<f64>().unwrap_or(f64::NAN);
+        let max = match dtype.bits {
+            16 => 65504.0,
+            32 => f32::MAX as f64,
+            _ => f64::MAX,
+        };
+        if !value.is_finite() || value.abs() > max {
+            errors.push(bad_number(
+                format!("float literal `{text}` is not representable in {dtype}"),
+                span,
+                "out of range",
+                Some(format!(
+                    "the largest finite {dtype} is {max:e}; write `inff` for infinity"
+                )),
+            ));
+        }
+        return Tok::Float(value, dtype);
+    }
+    let int_dtype = match suffix {
+        "" => None,
+        "i" | "i32" => Some(DType::I32),
+        "i8" => Some(DType::I8),
+        "i16" => Some(DType::I16),
+        "i64" => Some(DType::I64),
+        _ => {
+            errors.push(ParseError::BadSuffix {
+                suffix: suffix.to_owned(),
+                span: ParseError::span_of(span),
+            });
+            return Tok::Int(0, DType::I32);
+        }
+    };
+    if is_float_body {
+        errors.push(bad_number(
+            format!("float literal `{text}` has no width suffix"),
+            span,
+            "needs a suffix",
+            Some(format!(
+                "float literals need a width suffix: write `{text}f`"
+            )),
+        ));
+        return Tok::Float(signed.parse::<f64>().unwrap_or(0.0), DType::F32);
+    }
+    let Ok(value) = signed.parse::<i128>() else {
+        errors.push(bad_number(
+            format!("integer literal `{text}` is too large"),
+            span,
+            "too large",
+            None,
+        ));
+        return Tok::Int(0, DType::I32);
+    };
+    let dtype = match int_dtype {
+        Some(d) => d,
+        None if i32::try_from(value).is_ok() => DType::I32,
+        None => DType::I64,
+    };
+    let bits = dtype.bits as u32;
+    let (min, max) = (-(1i128 << (bits - 1)), (1i128 << (bits - 1)) - 1);
+    if value < min || value > max {
+        errors.push(bad_number(
+            format!("integer literal `{text}` is out of range for {dtype}"),
+            span,
+            "out of range",
+            Some(format!("{dtype} holds {min} to {max}")),
+        ));
+        return Tok::Int(0, dtype);
+    }
+    Tok::Int(value as i64, dtype)
+}
+
+/// Decodes the escapes of a string literal's body; an unknown escape is returned as its text
+/// and byte range.
+fn unescape(body: &str, offset: usize) -> Result<String, (String, usize, usize)> {
+    let mut out = String::with_capacity(body.len());
+    let mut chars = body.char_indices();
+    while let Some((i, c)) = chars.next() {
+        if c != '\\' {
+            out.push(c);
+            continue;
+        }
+        match chars.next() {
+            Some((_, '"')) => out.push('"'),
+            Some((_, '\\')) => out.push('\\'),
+            Some((_, 'n')) => out.push('\n'),
+            Some((_, 't')) => out.push('\t'),
+            Some((_, other)) => {
+                return Err((format!("\\{other}"), offset + i, 1 + other.len_utf8()));
+            }
+            None => return Err(("\\".into(), offset + i, 1)),
+        }
+    }
+    Ok(out)
+}
+
+fn meta_ref(slice: &str) -> Option<MetaRef> {
+    let rest = slice.strip_prefix("meta[")?;
+    let (key, rest) = rest.split_once("][")?;
+    let index = rest.strip_suffix(']')?.parse::<u64>().ok()?;
+    Some(MetaRef {
+        key: key.trim().to_owned(),
+        index,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn toks(text: &str) -> Vec<Tok> {
+        let mut errors = Vec::new();
+        let (toks, fatal) = tokenize(text, &mut errors);
+        assert!(errors.is_empty() && !fatal, "{text}: {errors:?}");
+        toks.into_iter().map(|(_, t, _)| t).collect()
+    }
+
+    fn first_error(text: &str) -> String {
+        let mut errors = Vec::new();
+        tokenize(text, &mut errors);
+        errors.first().map(|e| e.to_string()).unwrap_or_default()
+    }
+
+    #[test]
+    fn numbers() {
+        assert_eq!(toks("1"), vec![Tok::Int(1, DType::I32)]);
+        assert_eq!(toks("2147483648"), vec![Tok::Int(2147483648, DType::I64)]);
+        assert_eq!(
+            toks("5i8 5i16 5i 5i64"),
+            vec![
+                Tok::Int(5, DType::I8),
+                Tok::Int(5, DType::I16),
+                Tok::Int(5, DType::I32),
+                Tok::Int(5, DType::I64)
+            ]
+        );
+        assert_eq!(toks("1e-05f"), vec![Tok::Float(1e-5, DType::F32)]);
+        assert_eq!(
+            toks("3f16 2.5f64 1.f"),
+            vec![
+                Tok::Float(3.0, DType::F16),
+                Tok::Float(2.5, DType::F64),
+                Tok::Float(1.0, DType::F32)
+            ]
+        );
+        assert!(first_error("1.5").contains("no width suffix"));
+        assert!(first_error("2147483648i32").contains("out of range"));
+        assert!(first_error("32768i16").contains("out of range"));
+        assert!(first_error("65505f16").contains("not representable"));
+        assert!(first_error("5u8").contains("unsupported numeric suffix"));
+    }
+
+    #[test]
+    fn signs() {
+        assert_eq!(toks("(-1)")[1], Tok::Int(-1, DType::I32));
+        assert_eq!(toks("(--10)")[1], Tok::Int(10, DType::I32));
+        assert_eq!(toks("(---10)")[1], Tok::Int(-10, DType::I32));
+        assert_eq!(toks("%x -1")[1], Tok::Minus);
+        assert_eq!(
+            toks("1-2"),
+            vec![Tok::Int(1, DType::I32), Tok::Minus, Tok::Int(2, DType::I32)]
+        );
+        assert_eq!(
+            toks("(-inff)")[1],
+            Tok::Float(f64::NEG_INFINITY, DType::F32)
+        );
+        assert_eq!(toks("(-2147483648)")[1], Tok::Int(-2147483648, DType::I32));
+    }
+
+    #[test]
+    fn names_and_projections() {
+        assert_eq!(
+            toks("%x.0.1"),
+            vec![Tok::Local("x".into()), Tok::Proj(0), Tok::Proj(1)]
+        );
+        assert_eq!(toks("%0.0"), vec![Tok::Graph(0), Tok::Proj(0)]);
+        assert_eq!(
+            toks("nn.relu"),
+            vec![Tok::Ident("nn".into()), Tok::Dot, Tok::Ident("relu".into())]
+        );
+        assert_eq!(toks("%base/x"), vec![Tok::Local("base/x".into())]);
+        assert_eq!(
+            toks("match? match ?"),
+            vec![Tok::MatchQ, Tok::Match, Tok::Question]
+        );
+        assert_eq!(
+            toks("/* a /* b */ c */ _ _x"),
+            vec![Tok::Underscore, Tok::Ident("_x".into())]
+        );
+    }
+
+    #[test]
+    fn strings_and_directives() {
+        assert_eq!(toks(r#""a\"b\\c\nd""#), vec![Tok::Str("a\"b\\c\nd".into())]);
+        assert_eq!(
+            toks("#[version = \"0.0.5\"]"),
+            vec![Tok::Version("\"0.0.5\"".into())]
+        );
+        assert_eq!(toks("#[metadata]\n{}"), vec![Tok::Metadata("\n{}".into())]);
+        assert!(first_error("\"abc").contains("unterminated string"));
+        assert!(first_error("/* abc").contains("unterminated block comment"));
+        assert!(first_error("#[foo]").contains("unsupported directive"));
+        assert!(first_error(r#""\q""#).contains("unknown escape"));
+        assert_eq!(
+            toks("meta[relay.Constant][3]"),
+            vec![Tok::Meta(MetaRef {
+                key: "relay.Constant".into(),
+                index: 3
+            })]
+        );
+    }
+}
