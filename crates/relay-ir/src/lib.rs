@@ -48,3 +48,15 @@ pub use ty::{Dim, FuncType, Type, TypeKind, TypeNode, TypeVar, TypeVarData, Type
 /// The deepest expression, type or pattern nesting the parser accepts; deeper input is a
 /// "nested too deeply" diagnostic. Flat binding chains do not count towards it.
 pub const MAX_NESTING: u32 = 1000;
+
+/// Runs `f`, first moving to a fresh stack segment on the heap if less than 64 KiB of the
+/// current stack is left (rustc's `ensure_sufficient_stack`). Every recursive walk over
+/// expressions, types or patterns calls this once per level, so walks of nesting up to
+/// [`MAX_NESTING`] (or deeper trees that passes build) never overflow the native stack, whatever
+/// the thread's stack size and however large a debug build's frames are.
+#[inline]
+pub fn ensure_sufficient_stack<R>(f: impl FnOnce() -> R) -> R {
+    const RED_ZONE: usize = 64 * 1024;
+    const NEW_SEGMENT: usize = 1024 * 1024;
+    stacker::maybe_grow(RED_ZONE, NEW_SEGMENT, f)
+}

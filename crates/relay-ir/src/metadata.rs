@@ -586,10 +586,17 @@ pub fn base64_decode(text: &str) -> Result<Vec<u8>, Base64Error> {
 
 /// Parses a metadata section (the JSON after `#[metadata]`).
 pub fn decode(json: &str) -> Result<MetaTable, MetadataError> {
-    let value: Value = serde_json::from_str(json).map_err(|e| MetadataError::Json {
-        message: e.to_string(),
-        line: e.line(),
-        column: e.column(),
+    let value: Value = serde_json::from_str(json).map_err(|e| {
+        // The position is kept separately (relative to the section); drop serde_json's
+        // "at line L column C" suffix from the message so it is not read as a file position.
+        let full = e.to_string();
+        let suffix = format!(" at line {} column {}", e.line(), e.column());
+        let message = full.strip_suffix(&suffix).unwrap_or(&full).to_owned();
+        MetadataError::Json {
+            message,
+            line: e.line(),
+            column: e.column(),
+        }
     })?;
     let section = "the section".to_owned();
     let top = value.as_object().ok_or(MetadataError::Field {

@@ -295,6 +295,10 @@ impl Printer {
     // ----- Expressions -----
 
     fn expr(&mut self, e: &Expr, ctx: Ctx) {
+        crate::ensure_sufficient_stack(|| self.expr_inner(e, ctx))
+    }
+
+    fn expr_inner(&mut self, e: &Expr, ctx: Ctx) {
         match e.kind() {
             ExprKind::Let { .. } => self.let_chain(e, ctx),
             ExprKind::Constant(c) => self.constant(c, ctx),
@@ -484,10 +488,13 @@ impl Printer {
             && attrs.is_empty()
             && self.ctor_fields.get(&(c.adt, c.tag)) == Some(&0)
         {
-            // A nullary constructor call is written bare; the parser reads `Nil` as `Nil()`.
-            self.open_paren_if(ctx == Ctx::Postfix);
+            // A nullary constructor call is written bare; the parser reads `Nil` as `Nil()`. As a
+            // callee or projection operand it is written `Nil()`, because the parser gives a
+            // constructor name directly before `(` its call meaning (`Nil()()` calls the result).
             self.out.push_str(c.name.as_str());
-            self.close_paren_if(ctx == Ctx::Postfix);
+            if ctx == Ctx::Postfix {
+                self.out.push_str("()");
+            }
             return;
         }
         self.expr(callee, Ctx::Postfix);
@@ -607,6 +614,10 @@ impl Printer {
     // ----- Patterns -----
 
     fn pattern(&mut self, p: &Pattern) {
+        crate::ensure_sufficient_stack(|| self.pattern_inner(p))
+    }
+
+    fn pattern_inner(&mut self, p: &Pattern) {
         match &p.kind {
             PatternKind::Wildcard => self.out.push('_'),
             PatternKind::Var(v) => {
@@ -641,6 +652,10 @@ impl Printer {
     // ----- Types -----
 
     fn ty(&mut self, t: &Type) {
+        crate::ensure_sufficient_stack(|| self.ty_inner(t))
+    }
+
+    fn ty_inner(&mut self, t: &Type) {
         match t.kind() {
             TypeKind::Tensor { shape, dtype } => {
                 // `bfloat16` and `handle` are not read as scalar types, so they take the long form.
@@ -907,6 +922,10 @@ impl Scan {
     }
 
     fn walk(&mut self, e: &Expr) {
+        crate::ensure_sufficient_stack(|| self.walk_inner(e))
+    }
+
+    fn walk_inner(&mut self, e: &Expr) {
         match e.kind() {
             ExprKind::Constant(_) | ExprKind::Global(_) | ExprKind::Op(_) | ExprKind::Ctor(_) => {}
             ExprKind::Var(v) => {

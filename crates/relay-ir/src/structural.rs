@@ -169,6 +169,10 @@ impl Equal {
     }
 
     fn expr(&mut self, a: &Expr, b: &Expr) -> bool {
+        crate::ensure_sufficient_stack(|| self.expr_inner(a, b))
+    }
+
+    fn expr_inner(&mut self, a: &Expr, b: &Expr) -> bool {
         if matches!(a.kind(), ExprKind::Let { .. }) || matches!(b.kind(), ExprKind::Let { .. }) {
             return self.chain(a, b);
         }
@@ -271,6 +275,10 @@ impl Equal {
     }
 
     fn pattern(&mut self, p: &Pattern, q: &Pattern) -> bool {
+        crate::ensure_sufficient_stack(|| self.pattern_inner(p, q))
+    }
+
+    fn pattern_inner(&mut self, p: &Pattern, q: &Pattern) -> bool {
         match (&p.kind, &q.kind) {
             (PatternKind::Wildcard, PatternKind::Wildcard) => true,
             (PatternKind::Var(x), PatternKind::Var(y)) => self.bind(x, y),
@@ -297,6 +305,10 @@ impl Equal {
     }
 
     fn ty(&mut self, a: &Type, b: &Type) -> bool {
+        crate::ensure_sufficient_stack(|| self.ty_inner(a, b))
+    }
+
+    fn ty_inner(&mut self, a: &Type, b: &Type) -> bool {
         match (a.kind(), b.kind()) {
             (TypeKind::Tensor { shape: s, dtype: d }, TypeKind::Tensor { shape: t, dtype: e }) => {
                 s == t && d == e
@@ -472,6 +484,10 @@ impl Hashing {
     }
 
     fn expr(&mut self, e: &Expr) {
+        crate::ensure_sufficient_stack(|| self.expr_inner(e))
+    }
+
+    fn expr_inner(&mut self, e: &Expr) {
         match e.kind() {
             ExprKind::Let { .. } => {
                 let (bindings, body) = flatten(e);
@@ -582,6 +598,10 @@ impl Hashing {
     }
 
     fn pattern(&mut self, p: &Pattern) {
+        crate::ensure_sufficient_stack(|| self.pattern_inner(p))
+    }
+
+    fn pattern_inner(&mut self, p: &Pattern) {
         match &p.kind {
             PatternKind::Wildcard => self.put(tag::P_WILDCARD),
             PatternKind::Var(v) => {
@@ -612,6 +632,10 @@ impl Hashing {
     }
 
     fn ty(&mut self, t: &Type) {
+        crate::ensure_sufficient_stack(|| self.ty_inner(t))
+    }
+
+    fn ty_inner(&mut self, t: &Type) {
         match t.kind() {
             TypeKind::Tensor { shape, dtype } => {
                 self.put(tag::T_TENSOR);

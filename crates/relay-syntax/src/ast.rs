@@ -85,6 +85,8 @@ pub enum ParamItem {
         name: Name,
         /// Its annotation.
         ty: Option<Type>,
+        /// `{virtual_device=...}` annotations.
+        attrs: Vec<Attr>,
     },
     /// `Key=value`.
     Attr(Attr),
@@ -287,10 +289,6 @@ pub struct Ctx {
     depth_reported: bool,
 }
 
-fn deeper(children: impl IntoIterator<Item = u32>) -> u32 {
-    children.into_iter().max().unwrap_or(0) + 1
-}
-
 impl Ctx {
     fn too_deep(&mut self, span: Span) {
         if !self.depth_reported {
@@ -304,7 +302,7 @@ impl Ctx {
 
     /// Builds an expression node, enforcing the nesting limit.
     pub fn expr(&mut self, kind: ExprKind, span: Span) -> Expr {
-        let depth = deeper(expr_children_depths(&kind));
+        let depth = expr_children_depth(&kind) + 1;
         if depth > relay_ir::MAX_NESTING {
             self.too_deep(span);
             return Expr {
@@ -318,13 +316,13 @@ impl Ctx {
 
     /// Builds a type node, enforcing the nesting limit.
     pub fn ty(&mut self, kind: TypeKind, span: Span) -> Type {
-        let depth = deeper(match &kind {
-            TypeKind::Tuple(ts) => ts.iter().map(|t| t.depth).collect::<Vec<_>>(),
-            TypeKind::Func(_, ps, r) => ps.iter().map(|t| t.depth).chain([r.depth]).collect(),
-            TypeKind::Named(_, Some(args)) => args.iter().map(|t| t.depth).collect(),
-            TypeKind::Ref(t) => vec![t.depth],
-            _ => vec![],
-        });
+        let depth = 1 + match &kind {
+            TypeKind::Tuple(ts) => max_depth(ts.iter().map(|t| t.depth)),
+            TypeKind::Func(_, ps, r) => max_depth(ps.iter().map(|t| t.depth)).max(r.depth),
+            TypeKind::Named(_, Some(args)) => max_depth(args.iter().map(|t| t.depth)),
+            TypeKind::Ref(t) => t.depth,
+            _ => 0,
+        };
         if depth > relay_ir::MAX_NESTING {
             self.too_deep(span);
             return Type {
@@ -338,13 +336,13 @@ impl Ctx {
 
     /// Builds a pattern node, enforcing the nesting limit.
     pub fn pattern(&mut self, kind: PatternKind, span: Span) -> Pattern {
-        let depth = deeper(match &kind {
+        let depth = 1 + match &kind {
             PatternKind::Ctor(_, Some(ps)) | PatternKind::Tuple(ps) => {
-                ps.iter().map(|p| p.depth).collect::<Vec<_>>()
+                max_depth(ps.iter().map(|p| p.depth))
             }
-            PatternKind::Var(_, Some(t)) => vec![t.depth],
-            _ => vec![],
-        });
+            PatternKind::Var(_, Some(t)) => t.depth,
+            _ => 0,
+        };
         if depth > relay_ir::MAX_NESTING {
             self.too_deep(span);
             return Pattern {
@@ -369,33 +367,34 @@ fn sig_depth(sig: &FnSig) -> u32 {
         .unwrap_or(0)
 }
 
-fn expr_children_depths(kind: &ExprKind) -> Vec<u32> {
+fn max_depth(depths: impl Iterator<Item = u32>) -> u32 {
+    depths.max().unwrap_or(0)
+}
+
+/// The depth of the deepest child of an expression node.
+fn expr_children_depth(kind: &ExprKind) -> u32 {
     match kind {
-        ExprKind::Call(f, args) => std::iter::once(f.depth)
-            .chain(args.iter().map(|a| match a {
-                Arg::Expr(e) => e.depth,
-                Arg::Attr(_) => 0,
-            }))
-            .collect(),
-        ExprKind::BinOp(_, a, b) | ExprKind::RefWrite(a, b) => vec![a.depth, b.depth],
-        ExprKind::Fn(sig) => vec![sig_depth(sig)],
-        ExprKind::If(a, b, c) => vec![a.depth, b.depth, c.depth],
+        ExprKind::Call(f, args) => max_depth(args.iter().map(|a| match a {
+            Arg::Expr(e) => e.depth,
+            Arg::Attr(_) => 0,
+        }))
+        .max(f.depth),
+        ExprKind::BinOp(_, a, b) | ExprKind::RefWrite(a, b) => a.depth.max(b.depth),
+        ExprKind::Fn(sig) => sig_depth(sig),
+        ExprKind::If(a, b, c) => a.depth.max(b.depth).max(c.depth),
         ExprKind::RefNew(e) | ExprKind::RefRead(e) | ExprKind::Proj(e, _) | ExprKind::Braced(e) => {
-            vec![e.depth]
+            e.depth
         }
-        ExprKind::Tuple(es) => es.iter().map(|e| e.depth).collect(),
+        ExprKind::Tuple(es) => max_depth(es.iter().map(|e| e.depth)),
         ExprKind::Match {
             scrutinee, clauses, ..
-        } => std::iter::once(scrutinee.depth)
-            .chain(clauses.iter().map(|(p, e)| p.depth.max(e.depth)))
-            .collect(),
-        ExprKind::Block(items, body) => std::iter::once(body.depth)
-            .chain(items.iter().map(|item| match item {
-                BlockItem::Let(_, t, e) => e.depth.max(t.as_ref().map_or(0, |t| t.depth)),
-                BlockItem::Graph(_, _, e) | BlockItem::Seq(e) => e.depth,
-                BlockItem::FreeVar(_, t) => t.as_ref().map_or(0, |t| t.depth),
-            }))
-            .collect(),
-        _ => vec![],
+        } => max_depth(clauses.iter().map(|(p, e)| p.depth.max(e.depth))).max(scrutinee.depth),
+        ExprKind::Block(items, body) => max_depth(items.iter().map(|item| match item {
+            BlockItem::Let(_, t, e) => e.depth.max(t.as_ref().map_or(0, |t| t.depth)),
+            BlockItem::Graph(_, _, e) | BlockItem::Seq(e) => e.depth,
+            BlockItem::FreeVar(_, t) => t.as_ref().map_or(0, |t| t.depth),
+        }))
+        .max(body.depth),
+        _ => 0,
     }
 }

@@ -29,8 +29,8 @@ fn ss(span: Span) -> miette::SourceSpan {
 }
 
 /// Resolves a parsed program into a module, appending problems to `errors`.
-pub fn resolve(program: ast::Program, errors: &mut Vec<ParseError>) -> Module {
-    let mut r = Resolver::new(errors, program.metadata.clone());
+pub fn resolve(program: ast::Program, text: &str, errors: &mut Vec<ParseError>) -> Module {
+    let mut r = Resolver::new(errors, program.metadata.clone(), text);
     r.program(program)
 }
 
@@ -43,6 +43,8 @@ enum Meta {
 
 struct Resolver<'e> {
     errors: &'e mut Vec<ParseError>,
+    /// The source text, for quoting literals in messages.
+    text: &'e str,
     meta: Meta,
     types: HashMap<Symbol, (usize, Span)>,
     ctors: HashMap<Symbol, (CtorRef, usize, Span)>,
@@ -62,9 +64,14 @@ struct Resolver<'e> {
 }
 
 impl<'e> Resolver<'e> {
-    fn new(errors: &'e mut Vec<ParseError>, metadata: Option<(String, Span)>) -> Self {
+    fn new(
+        errors: &'e mut Vec<ParseError>,
+        metadata: Option<(String, Span)>,
+        text: &'e str,
+    ) -> Self {
         Resolver {
             errors,
+            text,
             meta: match metadata {
                 Some((text, span)) => Meta::Raw(text, span),
                 None => Meta::Absent,
@@ -222,7 +229,7 @@ impl<'e> Resolver<'e> {
                 if let Some(&prev) = self.globals.get(&name.0) {
                     self.error(ParseError::DuplicateDefinition {
                         what: "global function",
-                        name: name.0.to_string(),
+                        name: format!("@{}", name.0),
                         span: ss(name.1),
                         previous: ss(prev),
                         help: Some("rename one of them; a module defines each global once".into()),
@@ -318,7 +325,15 @@ impl<'e> Resolver<'e> {
         let mut attrs = Vec::new();
         for item in &sig.params {
             match item {
-                ast::ParamItem::Param { name, ty } => {
+                ast::ParamItem::Param {
+                    name,
+                    ty,
+                    attrs: param_attrs,
+                } => {
+                    // TVM gave parameter attributes meaning only for `virtual_device`, which
+                    // relayc does not model; they are checked and then dropped.
+                    let param_attrs: Vec<&ast::Attr> = param_attrs.iter().collect();
+                    self.dict_attrs(&param_attrs);
                     if !attrs.is_empty() {
                         self.error(ParseError::ArgumentAfterAttributes {
                             what: "parameter",
@@ -355,10 +370,35 @@ impl<'e> Resolver<'e> {
     }
 
     fn expr(&mut self, e: &ast::Expr) -> Expr {
+        relay_ir::ensure_sufficient_stack(|| self.expr_inner(e))
+    }
+
+    fn expr_inner(&mut self, e: &ast::Expr) -> Expr {
         let span = e.span;
         let kind = match &e.kind {
             ast::ExprKind::Int(v, dtype) => return scalar_int(*v, *dtype, span),
-            ast::ExprKind::Float(v, dtype) => return scalar_float(*v, *dtype, span),
+            ast::ExprKind::Float(v, dtype) => {
+                let constant = scalar_float(*v, *dtype, span);
+                if v.is_finite() && !constant_is_finite(&constant) {
+                    let max = match dtype.bits {
+                        16 => "65504",
+                        32 => "3.4028235e38",
+                        _ => "1.7976931348623157e308",
+                    };
+                    self.error(ParseError::BadNumber {
+                        message: format!(
+                            "float literal `{}` is not representable in {dtype}",
+                            self.text.get(std::ops::Range::from(span)).unwrap_or("")
+                        ),
+                        span: ss(span),
+                        label: format!("rounds to infinity in {dtype}"),
+                        help: Some(format!(
+                            "the largest finite {dtype} is {max}; write `inff` for infinity"
+                        )),
+                    });
+                }
+                return constant;
+            }
             ast::ExprKind::Bool(b) => return scalar_bool(*b, span),
             ast::ExprKind::Local(name) => match self.locals.get(name).and_then(|s| s.last()) {
                 Some(var) => ExprKind::Var(var.clone()),
@@ -729,7 +769,10 @@ impl<'e> Resolver<'e> {
     }
 
     fn op_attrs(&mut self, op: OpRef, attrs: &[&ast::Attr], call_span: Span) -> Attrs {
-        let mut values: Vec<Option<(AttrValue, Span)>> = vec![None; op.attrs.len()];
+        // Where each field was written (even with a bad value, so it is not also "missing"),
+        // and its checked value.
+        let mut written: Vec<Option<Span>> = vec![None; op.attrs.len()];
+        let mut values: Vec<Option<AttrValue>> = vec![None; op.attrs.len()];
         for a in attrs {
             let name = a.key.0.as_str();
             let Some((i, field)) = op.field(name) else {
@@ -750,8 +793,7 @@ impl<'e> Resolver<'e> {
                 });
                 continue;
             };
-            if let Some((_, prev)) = &values[i] {
-                let prev = *prev;
+            if let Some(prev) = written[i] {
                 self.error(ParseError::DuplicateAttribute {
                     name: name.to_owned(),
                     span: ss(a.key.1),
@@ -759,11 +801,12 @@ impl<'e> Resolver<'e> {
                 });
                 continue;
             }
+            written[i] = Some(a.key.1);
             let Some(value) = self.attr_value(&a.value) else {
                 continue;
             };
             match check_kind(field, value) {
-                Ok(v) => values[i] = Some((v, a.key.1)),
+                Ok(v) => values[i] = Some(v),
                 Err((expected, found)) => self.error(ParseError::BadAttributeValue {
                     op: op.name.to_owned(),
                     name: name.to_owned(),
@@ -776,9 +819,10 @@ impl<'e> Resolver<'e> {
             }
         }
         let mut entries = Vec::with_capacity(op.attrs.len());
-        for (field, value) in op.attrs.iter().zip(values) {
+        for ((field, value), written) in op.attrs.iter().zip(values).zip(written) {
             let value = match value {
-                Some((v, _)) => v,
+                Some(v) => v,
+                None if written.is_some() => AttrValue::Null,
                 None => match field.default.value() {
                     Some(v) => v,
                     None => {
@@ -810,9 +854,19 @@ impl<'e> Resolver<'e> {
             self.meta = match relay_ir::metadata::decode(text) {
                 Ok(table) => Meta::Decoded(table),
                 Err(e) => {
+                    // Point at the JSON error itself: the section's text starts right after
+                    // `#[metadata]`.
+                    let span = match &e {
+                        relay_ir::metadata::MetadataError::Json { line, column, .. } => {
+                            let start = section.hi as usize - text.len();
+                            let at = byte_offset(text, *line, *column);
+                            Span::new(start + at, start + at + 1)
+                        }
+                        _ => section,
+                    };
                     self.error(ParseError::BadMetadata {
                         message: e.to_string(),
-                        span: ss(section),
+                        span: ss(span),
                     });
                     Meta::Failed
                 }
@@ -875,6 +929,10 @@ impl<'e> Resolver<'e> {
     // ----- Types -----
 
     fn ty(&mut self, t: &ast::Type) -> Type {
+        relay_ir::ensure_sufficient_stack(|| self.ty_inner(t))
+    }
+
+    fn ty_inner(&mut self, t: &ast::Type) -> Type {
         let span = t.span;
         let kind = match &t.kind {
             ast::TypeKind::Tuple(ts) => TypeKind::Tuple(ts.iter().map(|t| self.ty(t)).collect()),
@@ -973,6 +1031,10 @@ impl<'e> Resolver<'e> {
     // ----- Patterns -----
 
     fn pattern(&mut self, p: &ast::Pattern) -> Pattern {
+        relay_ir::ensure_sufficient_stack(|| self.pattern_inner(p))
+    }
+
+    fn pattern_inner(&mut self, p: &ast::Pattern) -> Pattern {
         let kind = match &p.kind {
             ast::PatternKind::Wildcard | ast::PatternKind::Error => PatternKind::Wildcard,
             ast::PatternKind::Var(name, ty) => {
@@ -992,6 +1054,11 @@ impl<'e> Resolver<'e> {
                         span: ss(*nspan),
                         help,
                     });
+                    // Bind the sub-patterns' variables anyway, so their uses are not reported
+                    // as undefined too.
+                    for sub in args.iter().flatten() {
+                        self.pattern(sub);
+                    }
                     return Pattern {
                         kind: PatternKind::Wildcard,
                         span: p.span,
@@ -1161,6 +1228,29 @@ fn scalar_float(v: f64, dtype: DType, span: Span) -> Expr {
         ),
         32 => scalar(dtype, &(v as f32).to_ne_bytes(), span),
         _ => scalar(dtype, &v.to_ne_bytes(), span),
+    }
+}
+
+/// The byte offset of a 1-based line and column in `text` (clamped to the text).
+fn byte_offset(text: &str, line: usize, column: usize) -> usize {
+    let line_start: usize = text
+        .split_inclusive('\n')
+        .take(line.saturating_sub(1))
+        .map(str::len)
+        .sum();
+    (line_start + column.saturating_sub(1)).min(text.len().saturating_sub(1))
+}
+
+/// Whether a float constant built by [`scalar_float`] is finite (it may round to infinity).
+fn constant_is_finite(e: &Expr) -> bool {
+    let ExprKind::Constant(c) = e.kind() else {
+        return true;
+    };
+    let b = c.as_bytes();
+    match b.len() {
+        2 => relay_runtime::half::f16_bits_to_f32(u16::from_ne_bytes([b[0], b[1]])).is_finite(),
+        4 => f32::from_ne_bytes([b[0], b[1], b[2], b[3]]).is_finite(),
+        _ => true,
     }
 }
 

@@ -202,6 +202,13 @@ fn token_help(tok: &Tok, expected: &[String], after_semicolon: bool) -> Option<S
             Some("Relay has no unary minus on expressions: write `negative(x)`".into())
         }
         Tok::Eq if expects("==") => Some("comparison is written `==`".into()),
+        Tok::Eq if expects("=>") => Some("write `=>` with no space between `=` and `>`".into()),
+        Tok::Question if expects("local variable") => {
+            Some("a partial match is written `match?`, with no space before `?`".into())
+        }
+        Tok::Int(..) if expected.len() == 1 && expects("(") => {
+            Some("tensor shapes are parenthesised: `Tensor[(3), float32]`".into())
+        }
         _ => None,
     }
 }
