@@ -1,1 +1,134 @@
-//! placeholder
+//! Deterministic generators of large Relay programs in TVM printer style, for the parse and
+//! print benchmarks and for scale tests elsewhere in the workspace.
+//!
+//! Every generator is a pure function of its arguments: the same call always returns the same
+//! text, so benchmark numbers from different runs measure the same input.
+
+use std::fmt::Write;
+
+/// The activation type every generated block computes on.
+pub const ACTIVATION: &str = "Tensor[(1, 64, 56, 56), float32]";
+
+/// The weight type of the generated convolutions.
+pub const WEIGHT: &str = "Tensor[(64, 64, 3, 3), float32]";
+
+/// Graph bindings per generated `def` in [`tvm_style_module`].
+pub const BINDINGS_PER_DEF: usize = 400;
+
+/// A module of roughly `target_bytes` bytes (never less) that looks like what TVM's printer
+/// writes for a convolutional network after type inference: an `Option` ADT, then many
+/// `def @block<i>`s, each with [`BINDINGS_PER_DEF`] graph bindings (`nn.conv2d`, `add`,
+/// `nn.relu`, `multiply`, tuples and projections, `let`s) carrying `/* ty=... */` comments, and
+/// every eighth block followed by a `def @select<i>` that `match`es over the ADT; `@main` calls
+/// the first block.
+pub fn tvm_style_module(target_bytes: usize) -> String {
+    let mut out = String::with_capacity(target_bytes + 64 * 1024);
+    out.push_str("#[version = \"0.0.5\"]\n");
+    out.push_str("type Option[A] {\n  Some(A),\n  None,\n}\n\n");
+    let mut index = 0;
+    while out.len() < target_bytes || index == 0 {
+        block(&mut out, index, BINDINGS_PER_DEF);
+        if index % 8 == 7 {
+            select(&mut out, index);
+        }
+        index += 1;
+    }
+    let _ = writeln!(
+        out,
+        "def @main(%data: {ACTIVATION}, %weight: {WEIGHT}) -> {ACTIVATION} {{\n  \
+         @block0(%data, %weight) /* ty={ACTIVATION} */\n}}"
+    );
+    out
+}
+
+/// Writes `def @block<index>` with `bindings` graph bindings.
+fn block(out: &mut String, index: usize, bindings: usize) {
+    let t = ACTIVATION;
+    let _ = writeln!(out, "def @block{index}(%x: {t}, %w: {WEIGHT}) -> {t} {{");
+    // `current` is the value the next binding consumes; `residual` the input of the last
+    // convolution, added back after it as in a residual network.
+    let mut current = "%x".to_owned();
+    let mut residual = "%x".to_owned();
+    let mut graph = 0;
+    for k in 0..bindings {
+        let name = format!("%{graph}");
+        let line = match k % 8 {
+            0 => {
+                residual = current.clone();
+                format!(
+                    "{name} = nn.conv2d({current}, %w, padding=[1, 1, 1, 1], channels=64, \
+                     kernel_size=[3, 3]) /* ty={t} */;"
+                )
+            }
+            1 => format!("{name} = add({current}, {residual}) /* ty={t} */;"),
+            2 | 7 => format!("{name} = nn.relu({current}) /* ty={t} */;"),
+            3 => format!("{name} = ({current}, {residual}) /* ty=({t}, {t}) */;"),
+            4 => format!("{name} = {current}.0 /* ty={t} */;"),
+            5 => {
+                // A `let` in the middle of the graph bindings, as the printer writes for
+                // let-bound values.
+                let var = format!("%y{graph}");
+                let line =
+                    format!("let {var}: {t} = multiply({current}, {residual}) /* ty={t} */;");
+                let _ = writeln!(out, "  {line}");
+                current = var;
+                continue;
+            }
+            _ => format!("{name} = add({current}, 1f /* ty=float32 */) /* ty={t} */;"),
+        };
+        let _ = writeln!(out, "  {line}");
+        current = name;
+        graph += 1;
+    }
+    let _ = writeln!(out, "  {current}\n}}\n");
+}
+
+/// Writes `def @select<index>`, a `match` over `Option` whose `Some` clause calls a block.
+fn select(out: &mut String, index: usize) {
+    let t = ACTIVATION;
+    let _ = writeln!(
+        out,
+        "def @select{index}(%o: Option[{t}], %d: {t}, %w: {WEIGHT}) -> {t} {{\n  \
+         match (%o) {{\n    \
+         Some(%v) => {{\n      \
+         %0 = @block{index}(%v, %w) /* ty={t} */;\n      \
+         %1 = add(%0, %d) /* ty={t} */;\n      \
+         nn.relu(%1) /* ty={t} */\n    \
+         }},\n    \
+         None => {{\n      \
+         %d\n    \
+         }},\n  \
+         }}\n}}\n"
+    );
+}
+
+/// A module whose `@main` is one chain of `n` graph bindings, each adding the previous value to
+/// the input: `%0 = add(%x, %x); %1 = add(%0, %x); ...`. SPEC §1 requires 100,000 of them to go
+/// through every stage without stack overflow.
+pub fn chained_bindings(n: usize) -> String {
+    let mut out = String::with_capacity(32 * n + 128);
+    out.push_str("#[version = \"0.0.5\"]\n");
+    out.push_str("def @main(%x: Tensor[(4), float32]) -> Tensor[(4), float32] {\n");
+    let mut previous = "%x".to_owned();
+    for i in 0..n {
+        let _ = writeln!(out, "  %{i} = add({previous}, %x);");
+        previous = format!("%{i}");
+    }
+    let _ = writeln!(out, "  {previous}\n}}");
+    out
+}
+
+/// Whether a benchmark binary is measuring (`cargo bench`) rather than running once as a test
+/// (`cargo test --benches`): the same rule criterion uses, `--bench` without `--test`.
+pub fn bench_mode() -> bool {
+    let mut bench = false;
+    let mut test = false;
+    for arg in std::env::args() {
+        match arg.as_str() {
+            "--bench" => bench = true,
+            "--test" => test = true,
+            _ => {}
+        }
+    }
+    bench && !test
+}

@@ -2,7 +2,10 @@
 
 fn main() {
     println!("cargo:rerun-if-changed=src/grammar.lalrpop");
-    if let Err(e) = lalrpop::Configuration::new().use_cargo_dir_conventions().process() {
+    if let Err(e) = lalrpop::Configuration::new()
+        .use_cargo_dir_conventions()
+        .process()
+    {
         eprintln!("lalrpop failed: {e}");
         std::process::exit(1);
     }

@@ -1,1 +1,147 @@
-fn main() {}
+//! The `relayc` command line: `check` parses Relay files and reports diagnostics, `fmt` prints
+//! the canonical text of a file (SPEC §5).
+//!
+//! Exit codes: 0 success, 1 user error (a bad program, an unreadable file), 2 bad usage. Nothing
+//! here panics on I/O errors: output goes through `writeln!` and every error is handled, so a
+//! closed pipe or a full disk ends the process with a message instead of a panic.
+
+mod diagnostics;
+
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+use relay_ir::{Module, PrintOptions};
+
+use crate::diagnostics::{report_diagnostic, report_error};
+
+/// A compiler for Apache TVM's Relay IR.
+#[derive(Debug, Parser)]
+#[command(name = "relayc", version)]
+struct Cli {
+    /// What to do.
+    #[command(subcommand)]
+    command: Command,
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Parse each file and report diagnostics on stderr; exit 1 if any file has errors.
+    Check {
+        /// The Relay files to check.
+        #[arg(required = true, value_name = "FILE")]
+        files: Vec<PathBuf>,
+    },
+    /// Print the canonical text of a Relay file on stdout.
+    Fmt {
+        /// The Relay file to print.
+        #[arg(value_name = "FILE")]
+        file: PathBuf,
+        /// Write `/* ty=... */` comments with the inferred types.
+        #[arg(long)]
+        show_types: bool,
+    },
+}
+
+/// The process exit codes of SPEC §5.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Exit {
+    /// Everything worked.
+    Success,
+    /// A bad program, an unreadable file or a failed write.
+    UserError,
+    /// The command line itself was wrong.
+    Usage,
+}
+
+impl From<Exit> for ExitCode {
+    fn from(exit: Exit) -> ExitCode {
+        match exit {
+            Exit::Success => ExitCode::SUCCESS,
+            Exit::UserError => ExitCode::from(1),
+            Exit::Usage => ExitCode::from(2),
+        }
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(err) => {
+            // Help and version requests are "errors" that print to stdout and exit 0; usage
+            // errors print to stderr and exit 2. A failed write is ignored: there is nowhere
+            // left to report it.
+            let _ = err.print();
+            return ExitCode::from(err.exit_code().clamp(0, 255) as u8);
+        }
+    };
+    let exit = match cli.command {
+        Command::Check { files } => check(&files),
+        Command::Fmt { file, show_types } => fmt(&file, show_types),
+    };
+    exit.into()
+}
+
+/// `relayc check FILE...`: parses every file, reporting each file's diagnostics and going on
+/// with the next; fails if any file failed.
+fn check(files: &[PathBuf]) -> Exit {
+    let mut failed = false;
+    for file in files {
+        if load(file).is_none() {
+            failed = true;
+        }
+    }
+    if failed {
+        Exit::UserError
+    } else {
+        Exit::Success
+    }
+}
+
+/// `relayc fmt FILE [--show-types]`: prints the canonical text on stdout.
+fn fmt(file: &Path, show_types: bool) -> Exit {
+    if show_types {
+        report_error(format_args!(
+            "--show-types needs type inference, which is not implemented yet"
+        ));
+        return Exit::Usage;
+    }
+    let Some(module) = load(file) else {
+        return Exit::UserError;
+    };
+    let text = relay_ir::print_module(&module, &PrintOptions::default());
+    let mut stdout = io::stdout().lock();
+    match stdout
+        .write_all(text.as_bytes())
+        .and_then(|()| stdout.flush())
+    {
+        Ok(()) => Exit::Success,
+        // The reader went away (`relayc fmt x.relay | head`): stop quietly, as Unix tools do.
+        Err(err) if err.kind() == io::ErrorKind::BrokenPipe => Exit::Success,
+        Err(err) => {
+            report_error(format_args!("cannot write to stdout: {err}"));
+            Exit::UserError
+        }
+    }
+}
+
+/// Reads and parses one file. On failure reports why on stderr and returns `None`.
+fn load(file: &Path) -> Option<Module> {
+    let text = match std::fs::read_to_string(file) {
+        Ok(text) => text,
+        Err(err) => {
+            report_error(format_args!("cannot read `{}`: {err}", file.display()));
+            return None;
+        }
+    };
+    let name = file.to_string_lossy();
+    match relay_syntax::parse(&text, &name) {
+        Ok(module) => Some(module),
+        Err(errors) => {
+            report_diagnostic(&errors);
+            None
+        }
+    }
+}

@@ -1,0 +1,228 @@
+//! Runs the built `relayc` binary: exit codes, diagnostics on stderr, and `fmt` output that
+//! re-parses and is a fixpoint.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+/// A small program that uses no operators, so it does not depend on the operator registry.
+const GOOD: &str = r#"#[version = "0.0.5"]
+type List[A] {
+  Cons(A, List[A]),
+  Nil,
+}
+
+def @length[A](%xs: List[A]) -> int32 {
+  match (%xs) {
+    Cons(_, %rest) => {
+      let %n = @length(%rest);
+      (%n, %n).0
+    },
+    Nil => 0,
+  }
+}
+
+def @main(%x: Tensor[(2, 3), float32]) -> (Tensor[(2, 3), float32], int32) {
+  let %t = (%x, @length(Cons(1, Nil)));
+  %t
+}
+"#;
+
+/// A program with an undefined local variable.
+const BAD: &str = r#"#[version = "0.0.5"]
+def @main(%x: int32) -> int32 {
+  %y
+}
+"#;
+
+/// A file under the system temporary directory, removed when dropped.
+struct TempFile(PathBuf);
+
+impl TempFile {
+    /// Writes `text` to a fresh file whose name includes `stem`, the process id and a counter.
+    fn new(stem: &str, text: &str) -> TempFile {
+        static COUNTER: AtomicUsize = AtomicUsize::new(0);
+        let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+        let path = std::env::temp_dir().join(format!(
+            "relayc-cli-{}-{n}-{stem}.relay",
+            std::process::id()
+        ));
+        std::fs::write(&path, text).unwrap();
+        TempFile(path)
+    }
+
+    fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for TempFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+/// Runs `relayc` with `args`, with colors off.
+fn relayc(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_relayc"))
+        .args(args)
+        .env("NO_COLOR", "1")
+        .output()
+        .unwrap()
+}
+
+fn code(output: &Output) -> i32 {
+    output.status.code().expect("relayc was killed by a signal")
+}
+
+fn stderr(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+fn stdout(output: &Output) -> String {
+    String::from_utf8(output.stdout.clone()).unwrap()
+}
+
+fn arg(path: &Path) -> &str {
+    path.to_str().unwrap()
+}
+
+#[test]
+fn check_good_file_succeeds() {
+    let good = TempFile::new("good", GOOD);
+    let out = relayc(&["check", arg(good.path())]);
+    assert_eq!(code(&out), 0, "stderr:\n{}", stderr(&out));
+    assert!(
+        out.stdout.is_empty(),
+        "check printed on stdout: {}",
+        stdout(&out)
+    );
+}
+
+#[test]
+fn check_bad_file_fails_with_diagnostic() {
+    let bad = TempFile::new("bad", BAD);
+    let out = relayc(&["check", arg(bad.path())]);
+    assert_eq!(code(&out), 1);
+    let err = stderr(&out);
+    assert!(
+        err.contains("relay::parse::"),
+        "no error code in stderr:\n{err}"
+    );
+    assert!(out.stdout.is_empty());
+}
+
+#[test]
+fn check_continues_after_a_bad_file() {
+    let bad = TempFile::new("bad-first", BAD);
+    let also_bad = TempFile::new("bad-second", "def @f( {");
+    let out = relayc(&["check", arg(bad.path()), arg(also_bad.path())]);
+    assert_eq!(code(&out), 1);
+    let err = stderr(&out);
+    // Both files are reported: each report names its file.
+    let name = |f: &TempFile| f.path().file_name().unwrap().to_str().unwrap().to_owned();
+    assert!(err.contains(&name(&bad)), "first file not reported:\n{err}");
+    assert!(
+        err.contains(&name(&also_bad)),
+        "second file not reported:\n{err}"
+    );
+}
+
+#[test]
+fn check_missing_file_names_it() {
+    let missing = std::env::temp_dir().join(format!(
+        "relayc-cli-{}-does-not-exist.relay",
+        std::process::id()
+    ));
+    let out = relayc(&["check", arg(&missing)]);
+    assert_eq!(code(&out), 1);
+    let err = stderr(&out);
+    assert!(
+        err.contains(arg(&missing)),
+        "file not named in stderr:\n{err}"
+    );
+}
+
+#[test]
+fn check_missing_file_does_not_stop_the_others() {
+    let good = TempFile::new("good-after-missing", GOOD);
+    let out = relayc(&["check", "/nonexistent/relayc/x.relay", arg(good.path())]);
+    assert_eq!(code(&out), 1);
+    let err = stderr(&out);
+    assert!(err.contains("/nonexistent/relayc/x.relay"), "{err}");
+    assert_eq!(
+        err.lines().filter(|l| l.starts_with("error:")).count(),
+        1,
+        "{err}"
+    );
+}
+
+#[test]
+fn bad_usage_exits_2() {
+    assert_eq!(code(&relayc(&[])), 2);
+    assert_eq!(code(&relayc(&["check"])), 2);
+    assert_eq!(code(&relayc(&["frobnicate"])), 2);
+    assert_eq!(code(&relayc(&["fmt"])), 2);
+    assert_eq!(code(&relayc(&["fmt", "a.relay", "b.relay"])), 2);
+    assert_eq!(code(&relayc(&["check", "--no-such-flag", "a.relay"])), 2);
+}
+
+#[test]
+fn help_exits_0() {
+    let out = relayc(&["--help"]);
+    assert_eq!(code(&out), 0);
+    assert!(stdout(&out).contains("check"));
+}
+
+#[test]
+fn fmt_output_reparses_and_is_a_fixpoint() {
+    let good = TempFile::new("fmt", GOOD);
+    let first = relayc(&["fmt", arg(good.path())]);
+    assert_eq!(code(&first), 0, "stderr:\n{}", stderr(&first));
+    let printed = stdout(&first);
+    assert!(!printed.is_empty(), "fmt printed nothing");
+
+    let again = TempFile::new("fmt-again", &printed);
+    let check = relayc(&["check", arg(again.path())]);
+    assert_eq!(
+        code(&check),
+        0,
+        "printed text does not parse:\n{}",
+        stderr(&check)
+    );
+
+    let second = relayc(&["fmt", arg(again.path())]);
+    assert_eq!(code(&second), 0, "stderr:\n{}", stderr(&second));
+    assert_eq!(stdout(&second), printed, "fmt is not a fixpoint");
+}
+
+#[test]
+fn fmt_bad_file_fails() {
+    let bad = TempFile::new("fmt-bad", BAD);
+    let out = relayc(&["fmt", arg(bad.path())]);
+    assert_eq!(code(&out), 1);
+    assert!(out.stdout.is_empty());
+    assert!(stderr(&out).contains("relay::parse::"));
+}
+
+#[test]
+fn fmt_show_types_is_not_implemented_yet() {
+    let good = TempFile::new("fmt-types", GOOD);
+    let out = relayc(&["fmt", "--show-types", arg(good.path())]);
+    assert_eq!(code(&out), 2);
+    assert!(
+        stderr(&out).contains("--show-types needs type inference, which is not implemented yet"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
+fn unreadable_bytes_are_a_user_error() {
+    let path = std::env::temp_dir().join(format!("relayc-cli-{}-binary.relay", std::process::id()));
+    std::fs::write(&path, [0xff, 0xfe, 0x00, 0x80]).unwrap();
+    let out = relayc(&["check", arg(&path)]);
+    let _ = std::fs::remove_file(&path);
+    assert_eq!(code(&out), 1);
+    assert!(stderr(&out).contains(arg(&path)));
+}
