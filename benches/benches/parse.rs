@@ -28,7 +28,8 @@ fn parse(c: &mut Criterion) {
         .measurement_time(Duration::from_secs(10))
         .throughput(Throughput::Bytes(text.len() as u64));
     group.bench_function("tvm_style_module", |b| {
-        b.iter(|| relay_syntax::parse(black_box(&text), "generated.relay"))
+        // Dropping the module is not parsing: it happens after the timed section.
+        b.iter_with_large_drop(|| relay_syntax::parse(black_box(&text), "generated.relay"))
     });
     group.finish();
 }

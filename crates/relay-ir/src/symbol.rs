@@ -2,14 +2,36 @@
 
 use std::collections::HashMap;
 use std::fmt;
+use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::{OnceLock, RwLock};
 
 /// An interned string. Comparing and hashing symbols is comparing integers.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Symbol(u32);
 
+/// The FxHash function (rustc's): a multiply-rotate hash, much faster than SipHash for short
+/// identifiers. Interned names are not attacker-controlled keys of a long-lived server map, so
+/// HashDoS resistance is not needed here.
+#[derive(Default)]
+struct FxHasher(u64);
+
+impl Hasher for FxHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        const SEED: u64 = 0x51_7c_c1_b7_27_22_0a_95;
+        for chunk in bytes.chunks(8) {
+            let mut word = [0u8; 8];
+            word[..chunk.len()].copy_from_slice(chunk);
+            self.0 = (self.0.rotate_left(5) ^ u64::from_le_bytes(word)).wrapping_mul(SEED);
+        }
+    }
+
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
 struct Interner {
-    map: HashMap<&'static str, u32>,
+    map: HashMap<&'static str, u32, BuildHasherDefault<FxHasher>>,
     strings: Vec<&'static str>,
 }
 
@@ -17,7 +39,7 @@ fn interner() -> &'static RwLock<Interner> {
     static INTERNER: OnceLock<RwLock<Interner>> = OnceLock::new();
     INTERNER.get_or_init(|| {
         RwLock::new(Interner {
-            map: HashMap::new(),
+            map: HashMap::default(),
             strings: Vec::new(),
         })
     })

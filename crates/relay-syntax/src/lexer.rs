@@ -6,6 +6,8 @@
 //! (`== != <= >= -> =>`), `.N` projection tokens (so `%x.0.1` lexes), string escapes, `nanf` /
 //! `inff` (with optional widths), `i8` suffixes, and errors instead of crashes.
 
+use std::collections::VecDeque;
+
 use logos::Logos;
 use relay_ir::{DType, Span, Symbol};
 
@@ -29,15 +31,15 @@ pub enum Tok {
     /// `True` / `False`.
     Bool(bool),
     /// A string literal, escapes decoded.
-    Str(String),
+    Str(Box<str>),
     /// `meta[key][index]`.
-    Meta(MetaRef),
+    Meta(Box<MetaRef>),
     /// `.N` after an expression.
     Proj(u32),
     /// `#[version = "..."]`; the quoted text.
-    Version(String),
+    Version(Box<str>),
     /// `#[metadata]` and the rest of the file.
-    Metadata(String),
+    Metadata(Box<str>),
     // Keywords.
     Let,
     Fn,
@@ -219,87 +221,153 @@ fn directive(lex: &mut logos::Lexer<Raw>) -> Directive {
 /// A token with its byte span, as lalrpop wants it.
 pub type Spanned = (usize, Tok, usize);
 
-/// Tokenizes the whole text. Lexical errors are appended to `errors`; `fatal` tells whether any
-/// of them makes the token stream unusable for the grammar (an invalid character, an
-/// unterminated string or comment, a malformed directive). Number errors are not fatal: a
-/// placeholder token keeps the parse going so later errors are found too.
-pub fn tokenize(text: &str, errors: &mut Vec<ParseError>) -> (Vec<Spanned>, bool) {
-    let mut raw: Vec<(Raw, usize, usize)> = Vec::new();
-    let mut fatal = false;
-    let mut lex = Raw::lexer(text);
-    while let Some(result) = lex.next() {
-        let span = lex.span();
-        match result {
-            Ok(Raw::LineComment) | Ok(Raw::BlockComment(true)) => {}
-            Ok(Raw::BlockComment(false)) => {
-                fatal = true;
-                errors.push(ParseError::UnterminatedComment {
-                    span: (span.start, 2).into(),
-                });
-            }
-            Ok(Raw::UnterminatedStr) => {
-                fatal = true;
-                errors.push(ParseError::UnterminatedString {
-                    span: (span.start, 1).into(),
-                });
-            }
-            Ok(tok) => raw.push((tok, span.start, span.end)),
-            Err(()) => {
-                fatal = true;
-                let slice = lex.slice();
-                let help = match slice {
-                    "!" => Some("Relay has no `!` operator: write `logical_not(x)`".to_owned()),
-                    "&" | "|" => Some(
-                        "Relay has no `&&`/`||` operators: write `logical_and(a, b)` / `logical_or(a, b)`"
-                            .to_owned(),
-                    ),
-                    "%" => Some("`%` starts a variable name (`%x`, `%0`); modulo is `mod(a, b)`".to_owned()),
-                    "@" => Some("`@` starts a global name such as `@main`".to_owned()),
-                    "#" => Some("directives are written `#[version = \"0.0.5\"]` or `#[metadata]`".to_owned()),
-                    _ => None,
-                };
-                errors.push(ParseError::InvalidCharacter {
-                    text: slice.to_owned(),
-                    span: (span.start, span.end - span.start).into(),
-                    help,
-                });
+/// The token stream the grammar reads: raw logos tokens are classified one at a time, with a
+/// small lookahead buffer for the two rules that need it (signs glued to numbers, `match?`).
+///
+/// Lexical errors are appended to the error list. Number errors are not fatal: a placeholder
+/// token keeps the parse going so later errors are found too. A fatal error (an invalid
+/// character, an unterminated string or comment, a malformed directive) ends the stream with
+/// one `Err(())`; [`Lexer::drain`] then scans the rest of the text for further lexical errors.
+pub struct Lexer<'t, 'e> {
+    text: &'t str,
+    raw: logos::Lexer<'t, Raw>,
+    peeked: VecDeque<(Raw, usize, usize)>,
+    errors: &'e mut Vec<ParseError>,
+    prev_ends_operand: bool,
+    fatal: bool,
+    stopped: bool,
+}
+
+impl<'t, 'e> Lexer<'t, 'e> {
+    /// A lexer over `text`, appending problems to `errors`.
+    pub fn new(text: &'t str, errors: &'e mut Vec<ParseError>) -> Self {
+        Lexer {
+            text,
+            raw: Raw::lexer(text),
+            peeked: VecDeque::new(),
+            errors,
+            prev_ends_operand: false,
+            fatal: false,
+            stopped: false,
+        }
+    }
+
+    /// Whether a fatal lexical error was found.
+    pub fn fatal(&self) -> bool {
+        self.fatal
+    }
+
+    /// Scans the rest of the text, recording its lexical errors.
+    pub fn drain(&mut self) {
+        while self.next_token().is_some() {}
+    }
+
+    /// The next raw token, comments skipped and raw-level errors recorded.
+    fn next_raw(&mut self) -> Option<(Raw, usize, usize)> {
+        if let Some(t) = self.peeked.pop_front() {
+            return Some(t);
+        }
+        self.pull_raw()
+    }
+
+    fn pull_raw(&mut self) -> Option<(Raw, usize, usize)> {
+        loop {
+            let result = self.raw.next()?;
+            let span = self.raw.span();
+            match result {
+                Ok(Raw::LineComment) | Ok(Raw::BlockComment(true)) => {}
+                Ok(Raw::BlockComment(false)) => {
+                    self.fatal = true;
+                    self.errors.push(ParseError::UnterminatedComment {
+                        span: (span.start, 2).into(),
+                    });
+                }
+                Ok(Raw::UnterminatedStr) => {
+                    self.fatal = true;
+                    self.errors.push(ParseError::UnterminatedString {
+                        span: (span.start, 1).into(),
+                    });
+                }
+                Ok(tok) => return Some((tok, span.start, span.end)),
+                Err(()) => {
+                    self.fatal = true;
+                    let slice = self.raw.slice();
+                    self.errors.push(ParseError::InvalidCharacter {
+                        text: slice.to_owned(),
+                        span: (span.start, span.end - span.start).into(),
+                        help: invalid_character_help(slice),
+                    });
+                }
             }
         }
     }
 
-    let mut out: Vec<Spanned> = Vec::with_capacity(raw.len());
-    let mut i = 0;
-    while i < raw.len() {
-        let (ref tok, lo, hi) = raw[i];
-        let slice = &text[lo..hi];
-        // A run of `-` glued to a number is a sign when the previous token cannot end an operand.
-        if *tok == Raw::Minus && !out.last().is_some_and(|(_, t, _)| ends_operand(t)) {
-            let mut j = i;
-            let mut end = hi;
-            while j + 1 < raw.len() && raw[j + 1].1 == end && raw[j + 1].0 == Raw::Minus {
-                j += 1;
-                end = raw[j].2;
-            }
-            if j + 1 < raw.len()
-                && raw[j + 1].1 == end
-                && is_numeric(&raw[j + 1].0, &text[raw[j + 1].1..raw[j + 1].2])
-            {
-                let negative = (j - i + 1) % 2 == 1;
-                let (_, nlo, nhi) = raw[j + 1];
-                let tok = number(&text[nlo..nhi], negative, Span::new(lo, nhi), errors);
-                out.push((lo, tok, nhi));
-                i = j + 2;
-                continue;
+    /// The raw token `k` places ahead (0 is the next one).
+    fn peek_raw(&mut self, k: usize) -> Option<&(Raw, usize, usize)> {
+        while self.peeked.len() <= k {
+            let t = self.pull_raw()?;
+            self.peeked.push_back(t);
+        }
+        self.peeked.get(k)
+    }
+
+    /// The next classified token, or `None` at the end of the text.
+    fn next_token(&mut self) -> Option<Spanned> {
+        loop {
+            let (raw, lo, hi) = self.next_raw()?;
+            if let Some(t) = self.classify(raw, lo, hi) {
+                self.prev_ends_operand = ends_operand(&t.1);
+                return Some(t);
             }
         }
-        let tok = match tok {
-            Raw::Ident => keyword(slice).unwrap_or_else(|| {
-                if let Some(t) = special_float(slice, false) {
-                    t
-                } else {
-                    Tok::Ident(Symbol::intern(slice))
+    }
+
+    /// Turns one raw token (and, for signs and `match?`, the ones after it) into a token.
+    fn classify(&mut self, raw: Raw, lo: usize, hi: usize) -> Option<Spanned> {
+        let text = self.text;
+        let slice = &text[lo..hi];
+        // A run of `-` glued to a number is a sign when the previous token cannot end an operand.
+        if raw == Raw::Minus && !self.prev_ends_operand {
+            let mut minuses = 1;
+            let mut end = hi;
+            while let Some(&(Raw::Minus, l, h)) = self.peek_raw(minuses - 1) {
+                if l != end {
+                    break;
                 }
-            }),
+                minuses += 1;
+                end = h;
+            }
+            if let Some(&(ref next, nlo, nhi)) = self.peek_raw(minuses - 1)
+                && nlo == end
+                && is_numeric(next, &text[nlo..nhi])
+            {
+                self.peeked.drain(..minuses);
+                let tok = number(
+                    &text[nlo..nhi],
+                    minuses % 2 == 1,
+                    Span::new(lo, nhi),
+                    self.errors,
+                );
+                return Some((lo, tok, nhi));
+            }
+        }
+        let errors = &mut *self.errors;
+        let tok = match raw {
+            Raw::Ident => match keyword(slice) {
+                Some(Tok::Match)
+                    if self
+                        .peek_raw(0)
+                        .is_some_and(|n| n.0 == Raw::Question && n.1 == hi) =>
+                {
+                    // `match?` is one token only when the `?` is glued to `match`.
+                    self.peeked.pop_front();
+                    return Some((lo, Tok::MatchQ, hi + 1));
+                }
+                Some(t) => t,
+                None => {
+                    special_float(slice, false).unwrap_or_else(|| Tok::Ident(Symbol::intern(slice)))
+                }
+            },
             Raw::Local => Tok::Local(Symbol::intern(&slice[1..])),
             Raw::Global => Tok::Global(Symbol::intern(&slice[1..])),
             Raw::Graph => match slice[1..].parse::<u64>() {
@@ -328,18 +396,18 @@ pub fn tokenize(text: &str, errors: &mut Vec<ParseError>) -> (Vec<Spanned>, bool
                 }
             },
             Raw::Str => match unescape(&slice[1..slice.len() - 1], lo + 1) {
-                Ok(s) => Tok::Str(s),
+                Ok(s) => Tok::Str(s.into()),
                 Err((text, at, len)) => {
                     errors.push(ParseError::BadEscape {
                         text,
                         span: (at, len).into(),
                     });
-                    fatal = true;
-                    Tok::Str(String::new())
+                    self.fatal = true;
+                    Tok::Str("".into())
                 }
             },
             Raw::Meta => match meta_ref(slice) {
-                Some(m) => Tok::Meta(m),
+                Some(m) => Tok::Meta(Box::new(m)),
                 None => {
                     errors.push(ParseError::BadMetaReference {
                         message: format!("malformed meta reference `{slice}`"),
@@ -347,31 +415,28 @@ pub fn tokenize(text: &str, errors: &mut Vec<ParseError>) -> (Vec<Spanned>, bool
                         label: "expected `meta[TypeKey][index]`".into(),
                         help: None,
                     });
-                    fatal = true;
-                    Tok::Meta(MetaRef {
+                    self.fatal = true;
+                    Tok::Meta(Box::new(MetaRef {
                         key: String::new(),
                         index: 0,
-                    })
+                    }))
                 }
             },
-            Raw::Directive(d) => match d {
-                Directive::Version(v) => Tok::Version(v.clone()),
-                Directive::Metadata(m) => Tok::Metadata(m.clone()),
-                Directive::Other(inner) => {
-                    fatal = true;
-                    let message = if slice.ends_with(']') {
-                        format!("unsupported directive `#[{inner}]`")
-                    } else {
-                        "unterminated directive: `#[` needs a closing `]`".to_owned()
-                    };
-                    errors.push(ParseError::BadDirective {
-                        message,
-                        span: (lo, hi - lo).into(),
-                    });
-                    i += 1;
-                    continue;
-                }
-            },
+            Raw::Directive(Directive::Version(v)) => Tok::Version(v.into()),
+            Raw::Directive(Directive::Metadata(m)) => Tok::Metadata(m.into()),
+            Raw::Directive(Directive::Other(inner)) => {
+                self.fatal = true;
+                let message = if slice.ends_with(']') {
+                    format!("unsupported directive `#[{inner}]`")
+                } else {
+                    "unterminated directive: `#[` needs a closing `]`".to_owned()
+                };
+                errors.push(ParseError::BadDirective {
+                    message,
+                    span: (lo, hi - lo).into(),
+                });
+                return None;
+            }
             Raw::LParen => Tok::LParen,
             Raw::RParen => Tok::RParen,
             Raw::LBracket => Tok::LBracket,
@@ -396,24 +461,54 @@ pub fn tokenize(text: &str, errors: &mut Vec<ParseError>) -> (Vec<Spanned>, bool
             Raw::Arrow => Tok::Arrow,
             Raw::FatArrow => Tok::FatArrow,
             Raw::Question => Tok::Question,
-            Raw::LineComment | Raw::BlockComment(_) | Raw::UnterminatedStr => {
-                unreachable!("filtered above")
-            }
+            // Comments and unterminated strings never leave `pull_raw`.
+            Raw::LineComment | Raw::BlockComment(_) | Raw::UnterminatedStr => return None,
         };
-        // `match?` is one token only when the `?` is glued to `match`.
-        if tok == Tok::Match
-            && raw
-                .get(i + 1)
-                .is_some_and(|n| n.0 == Raw::Question && n.1 == hi)
-        {
-            out.push((lo, Tok::MatchQ, hi + 1));
-            i += 2;
-            continue;
-        }
-        out.push((lo, tok, hi));
-        i += 1;
+        Some((lo, tok, hi))
     }
-    (out, fatal)
+}
+
+impl Iterator for Lexer<'_, '_> {
+    type Item = Result<Spanned, ()>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.stopped {
+            return None;
+        }
+        let token = self.next_token();
+        if self.fatal {
+            self.stopped = true;
+            return Some(Err(()));
+        }
+        token.map(Ok)
+    }
+}
+
+fn invalid_character_help(slice: &str) -> Option<String> {
+    Some(
+        match slice {
+            "!" => "Relay has no `!` operator: write `logical_not(x)`",
+            "&" | "|" => {
+                "Relay has no `&&`/`||` operators: write `logical_and(a, b)` / `logical_or(a, b)`"
+            }
+            "%" => "`%` starts a variable name (`%x`, `%0`); modulo is `mod(a, b)`",
+            "@" => "`@` starts a global name such as `@main`",
+            "#" => "directives are written `#[version = \"0.0.5\"]` or `#[metadata]`",
+            _ => return None,
+        }
+        .to_owned(),
+    )
+}
+
+/// Tokenizes the whole text at once (for tests): the tokens, and whether a fatal error was found.
+#[cfg(test)]
+pub fn tokenize(text: &str, errors: &mut Vec<ParseError>) -> (Vec<Spanned>, bool) {
+    let mut lexer = Lexer::new(text, errors);
+    let mut tokens = Vec::new();
+    while let Some(t) = lexer.next_token() {
+        tokens.push(t);
+    }
+    (tokens, lexer.fatal())
 }
 
 fn keyword(s: &str) -> Option<Tok> {
@@ -749,10 +844,10 @@ mod tests {
         assert!(first_error(r#""\q""#).contains("unknown escape"));
         assert_eq!(
             toks("meta[relay.Constant][3]"),
-            vec![Tok::Meta(MetaRef {
+            vec![Tok::Meta(Box::new(MetaRef {
                 key: "relay.Constant".into(),
                 index: 3
-            })]
+            }))]
         );
     }
 }

@@ -33,15 +33,20 @@ pub use errors::{ParseError, ParseErrors};
 /// All problems found are returned together, in source order.
 pub fn parse(text: &str, name: &str) -> Result<Module, ParseErrors> {
     let mut errors = Vec::new();
-    let (tokens, fatal) = lexer::tokenize(text, &mut errors);
+    let mut lexical = Vec::new();
     let mut module = None;
-    if !fatal {
-        let mut ctx = ast::Ctx::default();
-        let result =
-            grammar::ProgramParser::new().parse(&mut ctx, tokens.into_iter().map(Ok::<_, ()>));
+    let mut ctx = ast::Ctx::default();
+    let mut lexer = lexer::Lexer::new(text, &mut lexical);
+    let result = grammar::ProgramParser::new().parse(&mut ctx, &mut lexer);
+    if lexer.fatal() {
+        // The token stream stopped at a lexical error: report the lexical errors of the whole
+        // text, not the syntax errors the early end caused.
+        lexer.drain();
+        errors.append(&mut lexical);
+    } else {
+        errors.append(&mut lexical);
         errors.append(&mut ctx.errors);
-        let syntax_errors: Vec<_> = ctx.recovered.drain(..).collect();
-        for e in syntax_errors {
+        for e in std::mem::take(&mut ctx.recovered) {
             errors.push(syntax::convert(e, text));
         }
         match result {

@@ -61,6 +61,12 @@ struct Resolver<'e> {
     pending_lets: Vec<Symbol>,
     /// `Some` in an expression program: the `free_var`s declared so far.
     free_vars: Option<Vec<Var>>,
+    /// Scalar constants made so far, shared.
+    scalars: HashMap<(DType, [u8; 8]), Arc<NDArray>>,
+    /// Each operator's all-defaults attributes, shared.
+    op_defaults: HashMap<*const relay_ir::OpSchema, Attrs>,
+    /// Name hints of graph variables, by number.
+    graph_names: HashMap<u64, Symbol>,
 }
 
 impl<'e> Resolver<'e> {
@@ -88,7 +94,58 @@ impl<'e> Resolver<'e> {
             type_vars: Vec::new(),
             pending_lets: Vec::new(),
             free_vars: None,
+            scalars: HashMap::new(),
+            op_defaults: HashMap::new(),
+            graph_names: HashMap::new(),
         }
+    }
+
+    /// The name hint of graph variable `%n` (its number), interned once per number.
+    fn graph_name(&mut self, n: u64) -> Symbol {
+        *self
+            .graph_names
+            .entry(n)
+            .or_insert_with(|| Symbol::intern(&n.to_string()))
+    }
+
+    /// A scalar constant. Equal scalars share one `NDArray` (constants are immutable).
+    fn scalar(&mut self, dtype: DType, (raw, len): ScalarBytes, span: Span) -> Expr {
+        let array = match self.scalars.get(&(dtype, raw)) {
+            Some(a) => a.clone(),
+            None => match NDArray::from_bytes(dtype, &[], &raw[..len]) {
+                Ok(a) => {
+                    let a = Arc::new(a);
+                    self.scalars.insert((dtype, raw), a.clone());
+                    a
+                }
+                Err(e) => {
+                    self.invalid(
+                        format!("internal error building a {dtype} constant: {e}"),
+                        span,
+                        "here",
+                        Some("this is a bug in relayc".into()),
+                    );
+                    return Self::placeholder(span);
+                }
+            },
+        };
+        Expr::new(ExprKind::Constant(array), span)
+    }
+
+    /// An operator's attributes with every field at its default (required fields `None`),
+    /// built once per operator and shared.
+    fn default_attrs(&mut self, op: OpRef) -> Attrs {
+        let key = op as *const relay_ir::OpSchema;
+        self.op_defaults
+            .entry(key)
+            .or_insert_with(|| {
+                let entries = op.attrs.iter().map(|f| {
+                    let value = f.default.value().unwrap_or(AttrValue::Null);
+                    (Symbol::intern(f.name), value)
+                });
+                Attrs::new(entries.collect())
+            })
+            .clone()
     }
 
     fn error(&mut self, e: ParseError) {
@@ -376,10 +433,12 @@ impl<'e> Resolver<'e> {
     fn expr_inner(&mut self, e: &ast::Expr) -> Expr {
         let span = e.span;
         let kind = match &e.kind {
-            ast::ExprKind::Int(v, dtype) => return scalar_int(*v, *dtype, span),
+            ast::ExprKind::Int(v, dtype) => {
+                return self.scalar(*dtype, int_bytes(*v, *dtype), span);
+            }
             ast::ExprKind::Float(v, dtype) => {
-                let constant = scalar_float(*v, *dtype, span);
-                if v.is_finite() && !constant_is_finite(&constant) {
+                let bytes = float_bytes(*v, *dtype);
+                if v.is_finite() && !float_bytes_finite(bytes) {
                     let max = match dtype.bits {
                         16 => "65504",
                         32 => "3.4028235e38",
@@ -397,9 +456,11 @@ impl<'e> Resolver<'e> {
                         )),
                     });
                 }
-                return constant;
+                return self.scalar(*dtype, bytes, span);
             }
-            ast::ExprKind::Bool(b) => return scalar_bool(*b, span),
+            ast::ExprKind::Bool(b) => {
+                return self.scalar(DType::BOOL, bytes_of([u8::from(*b)]), span);
+            }
             ast::ExprKind::Local(name) => match self.locals.get(name).and_then(|s| s.last()) {
                 Some(var) => ExprKind::Var(var.clone()),
                 None => {
@@ -574,7 +635,7 @@ impl<'e> Resolver<'e> {
                 }
                 ast::BlockItem::Graph(n, nspan, value) => {
                     let value = self.expr(value);
-                    let var = Var::new(Symbol::intern(&n.to_string()), None, *nspan);
+                    let var = Var::new(self.graph_name(*n), None, *nspan);
                     self.bind_graph(*n, &var, *nspan);
                     bindings.push(Binding {
                         var,
@@ -769,6 +830,14 @@ impl<'e> Resolver<'e> {
     }
 
     fn op_attrs(&mut self, op: OpRef, attrs: &[&ast::Attr], call_span: Span) -> Attrs {
+        let defaults = self.default_attrs(op);
+        let any_required = op
+            .attrs
+            .iter()
+            .any(|f| matches!(f.default, relay_ir::AttrDefault::Required));
+        if attrs.is_empty() && !any_required {
+            return defaults;
+        }
         // Where each field was written (even with a bad value, so it is not also "missing"),
         // and its checked value.
         let mut written: Vec<Option<Span>> = vec![None; op.attrs.len()];
@@ -819,7 +888,8 @@ impl<'e> Resolver<'e> {
             }
         }
         let mut entries = Vec::with_capacity(op.attrs.len());
-        for ((field, value), written) in op.attrs.iter().zip(values).zip(written) {
+        let keys = defaults.iter().map(|(k, _)| *k);
+        for (((field, value), written), key) in op.attrs.iter().zip(values).zip(written).zip(keys) {
             let value = match value {
                 Some(v) => v,
                 None if written.is_some() => AttrValue::Null,
@@ -841,7 +911,7 @@ impl<'e> Resolver<'e> {
                     }
                 },
             };
-            entries.push((Symbol::intern(field.name), value));
+            entries.push((key, value));
         }
         Attrs::new(entries)
     }
@@ -1203,31 +1273,39 @@ fn edit_distance(a: &str, b: &str) -> usize {
     prev[b.len()]
 }
 
-fn scalar(dtype: DType, bytes: &[u8], span: Span) -> Expr {
-    let array = NDArray::from_bytes(dtype, &[], bytes).unwrap_or_else(|_| {
-        NDArray::zeros(dtype, &[]).expect("a scalar of a supported dtype always fits")
-    });
-    Expr::new(ExprKind::Constant(Arc::new(array)), span)
+/// The native-endian bytes of a scalar literal (up to 8 of them) and how many are used.
+type ScalarBytes = ([u8; 8], usize);
+
+fn bytes_of<const N: usize>(b: [u8; N]) -> ScalarBytes {
+    let mut out = [0u8; 8];
+    out[..N].copy_from_slice(&b);
+    (out, N)
 }
 
-fn scalar_int(v: i64, dtype: DType, span: Span) -> Expr {
+fn int_bytes(v: i64, dtype: DType) -> ScalarBytes {
     match dtype.bits {
-        8 => scalar(dtype, &(v as i8).to_ne_bytes(), span),
-        16 => scalar(dtype, &(v as i16).to_ne_bytes(), span),
-        32 => scalar(dtype, &(v as i32).to_ne_bytes(), span),
-        _ => scalar(dtype, &v.to_ne_bytes(), span),
+        8 => bytes_of((v as i8).to_ne_bytes()),
+        16 => bytes_of((v as i16).to_ne_bytes()),
+        32 => bytes_of((v as i32).to_ne_bytes()),
+        _ => bytes_of(v.to_ne_bytes()),
     }
 }
 
-fn scalar_float(v: f64, dtype: DType, span: Span) -> Expr {
+fn float_bytes(v: f64, dtype: DType) -> ScalarBytes {
     match dtype.bits {
-        16 => scalar(
-            dtype,
-            &relay_runtime::half::f64_to_f16_bits(v).to_ne_bytes(),
-            span,
-        ),
-        32 => scalar(dtype, &(v as f32).to_ne_bytes(), span),
-        _ => scalar(dtype, &v.to_ne_bytes(), span),
+        16 => bytes_of(relay_runtime::half::f64_to_f16_bits(v).to_ne_bytes()),
+        32 => bytes_of((v as f32).to_ne_bytes()),
+        _ => bytes_of(v.to_ne_bytes()),
+    }
+}
+
+/// Whether float scalar bytes from [`float_bytes`] are finite (a literal may round to
+/// infinity in a narrow width).
+fn float_bytes_finite((b, len): ScalarBytes) -> bool {
+    match len {
+        2 => relay_runtime::half::f16_bits_to_f32(u16::from_ne_bytes([b[0], b[1]])).is_finite(),
+        4 => f32::from_ne_bytes([b[0], b[1], b[2], b[3]]).is_finite(),
+        _ => true,
     }
 }
 
@@ -1239,21 +1317,4 @@ fn byte_offset(text: &str, line: usize, column: usize) -> usize {
         .map(str::len)
         .sum();
     (line_start + column.saturating_sub(1)).min(text.len().saturating_sub(1))
-}
-
-/// Whether a float constant built by [`scalar_float`] is finite (it may round to infinity).
-fn constant_is_finite(e: &Expr) -> bool {
-    let ExprKind::Constant(c) = e.kind() else {
-        return true;
-    };
-    let b = c.as_bytes();
-    match b.len() {
-        2 => relay_runtime::half::f16_bits_to_f32(u16::from_ne_bytes([b[0], b[1]])).is_finite(),
-        4 => f32::from_ne_bytes([b[0], b[1], b[2], b[3]]).is_finite(),
-        _ => true,
-    }
-}
-
-fn scalar_bool(b: bool, span: Span) -> Expr {
-    scalar(DType::BOOL, &[u8::from(b)], span)
 }
