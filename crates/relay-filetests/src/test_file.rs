@@ -42,6 +42,16 @@ pub struct OutputBlock {
 }
 
 impl<'a> TestFile<'a> {
+    /// The program: the text before the `// output:` block (the whole text when there is none).
+    /// A `#[metadata]` section runs to the end of what the parser reads, so it must not see the
+    /// block.
+    pub fn program(&self) -> &'a str {
+        match &self.output {
+            Some(block) => &self.text[..block.start],
+            None => self.text,
+        }
+    }
+
     /// Splits `text` (the contents of `path`) into header, directives and output block.
     pub fn parse(path: &'a Path, text: &'a str) -> Result<TestFile<'a>, Failure> {
         let name = path.file_name().map_or_else(

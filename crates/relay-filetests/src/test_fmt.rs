@@ -11,7 +11,7 @@ pub(crate) const KIND: Kind = Kind {
 };
 
 fn run(file: &TestFile<'_>) -> Result<(), Failure> {
-    let module = round_trip::parse(file.text, &file.name)?;
+    let module = round_trip::parse(file.program(), &file.name)?;
     let printed = round_trip::check(&module, &file.name)?;
     checks::filecheck(file, &printed, "the printed text")?;
     golden::check_output_block(file, &printed)

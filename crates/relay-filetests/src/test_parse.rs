@@ -32,14 +32,14 @@ fn run(file: &TestFile<'_>) -> Result<(), Failure> {
         )));
     }
 
-    let module = round_trip::parse(file.text, &file.name)?;
+    let module = round_trip::parse(file.program(), &file.name)?;
     let printed = round_trip::check(&module, &file.name)?;
     checks::filecheck(file, &printed, "the printed text")
 }
 
 /// `// test parse error`.
 fn run_error(file: &TestFile<'_>) -> Result<(), Failure> {
-    let errors = match relay_syntax::parse(file.text, &file.name) {
+    let errors = match relay_syntax::parse(file.program(), &file.name) {
         Ok(module) => {
             let printed = relay_ir::print_module(&module, &Default::default());
             return Err(Failure::new(format!(
