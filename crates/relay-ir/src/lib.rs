@@ -27,6 +27,8 @@ pub mod printer;
 mod span;
 pub mod structural;
 mod symbol;
+#[cfg(test)]
+mod testing;
 mod ty;
 
 pub use attrs::{AttrValue, Attrs};

@@ -7,19 +7,13 @@ use relay_runtime::{DType, NDArray};
 
 use super::{PrintOptions, print_expr, print_module};
 use crate::metadata::{self, MetaEntry};
+use crate::testing::*;
 use crate::{
     AttrDefault, AttrField, AttrKind, AttrValue, Attrs, Binding, BindingKind, Clause, CtorDef,
-    CtorRef, Dim, Expr, ExprKind, FuncType, Function, GlobalFunc, Module, ModuleKind, OpSchema,
-    Pattern, PatternKind, Span, Symbol, Type, TypeDef, TypeKind, TypeVar, Var,
+    CtorRef, Dim, Expr, ExprKind, FuncType, Function, Module, ModuleKind, OpSchema, Pattern,
+    PatternKind, Span, Type, TypeDef, TypeKind, TypeVar, Var,
 };
 use relay_runtime::half::f32_to_f16_bits;
-
-static ADD: OpSchema = OpSchema {
-    name: "add",
-    inputs: &["lhs", "rhs"],
-    attrs_type: "",
-    attrs: &[],
-};
 
 static CONV: OpSchema = OpSchema {
     name: "nn.conv2d",
@@ -58,135 +52,6 @@ static CONV: OpSchema = OpSchema {
         },
     ],
 };
-
-fn sym(s: &str) -> Symbol {
-    Symbol::intern(s)
-}
-
-fn var(name: &str) -> Var {
-    Var::new(sym(name), None, Span::DUMMY)
-}
-
-fn var_t(name: &str, ty: Type) -> Var {
-    Var::new(sym(name), Some(ty), Span::DUMMY)
-}
-
-fn r(v: &Var) -> Expr {
-    Expr::var(v)
-}
-
-fn scalar(dtype: DType, bytes: &[u8]) -> Expr {
-    Expr::constant(NDArray::from_bytes(dtype, &[], bytes).unwrap())
-}
-
-fn int(x: i32) -> Expr {
-    scalar(DType::I32, &x.to_ne_bytes())
-}
-
-fn float(x: f32) -> Expr {
-    scalar(DType::F32, &x.to_ne_bytes())
-}
-
-fn op(schema: &'static OpSchema) -> Expr {
-    Expr::new(ExprKind::Op(schema), Span::DUMMY)
-}
-
-fn add(a: Expr, b: Expr) -> Expr {
-    Expr::call(op(&ADD), vec![a, b])
-}
-
-fn global(name: &str) -> Expr {
-    Expr::new(ExprKind::Global(sym(name)), Span::DUMMY)
-}
-
-fn mk(kind: ExprKind) -> Expr {
-    Expr::new(kind, Span::DUMMY)
-}
-
-fn chain(bindings: Vec<(BindingKind, &Var, Expr)>, body: Expr) -> Expr {
-    let bindings = bindings
-        .into_iter()
-        .map(|(kind, var, value)| Binding {
-            var: var.clone(),
-            value,
-            kind,
-        })
-        .collect();
-    mk(ExprKind::Let { bindings, body })
-}
-
-fn func(params: Vec<Var>, body: Expr) -> Function {
-    Function {
-        type_params: vec![],
-        params,
-        ret_type: None,
-        body,
-        attrs: Attrs::empty(),
-    }
-}
-
-fn def(name: &str, f: Function) -> GlobalFunc {
-    GlobalFunc {
-        name: sym(name),
-        func: f,
-        span: Span::DUMMY,
-    }
-}
-
-fn module(types: Vec<TypeDef>, functions: Vec<GlobalFunc>) -> Module {
-    Module {
-        functions,
-        types,
-        kind: ModuleKind::Definitions,
-        source: None,
-    }
-}
-
-fn f32t() -> Type {
-    Type::scalar(DType::F32)
-}
-
-fn tv_ty(tv: &TypeVar) -> Type {
-    Type::from_kind(TypeKind::Var(tv.clone()))
-}
-
-/// The List ADT: `type List[A] { Cons(A, List[A]), Nil }`, with its constructors.
-fn list_adt() -> (TypeDef, CtorRef, CtorRef) {
-    let a = TypeVar::new(sym("A"), Span::DUMMY);
-    let list_a = Type::from_kind(TypeKind::Adt {
-        name: sym("List"),
-        args: vec![tv_ty(&a)],
-    });
-    let def = TypeDef {
-        name: sym("List"),
-        params: vec![a.clone()],
-        ctors: vec![
-            CtorDef {
-                name: sym("Cons"),
-                fields: vec![tv_ty(&a), list_a],
-                span: Span::DUMMY,
-            },
-            CtorDef {
-                name: sym("Nil"),
-                fields: vec![],
-                span: Span::DUMMY,
-            },
-        ],
-        external: false,
-        span: Span::DUMMY,
-    };
-    let cons = CtorRef {
-        adt: sym("List"),
-        name: sym("Cons"),
-        tag: 0,
-    };
-    let nil = CtorRef {
-        adt: sym("List"),
-        name: sym("Nil"),
-        tag: 1,
-    };
-    (def, cons, nil)
-}
 
 fn opts() -> PrintOptions {
     PrintOptions::default()
@@ -443,7 +308,7 @@ fn expression_modules_print_as_programs() {
 
 #[test]
 fn every_expression_form() {
-    let (list, cons, nil) = list_adt();
+    let (list, cons, nil) = list_adt("A");
     let ctor = |c: CtorRef| mk(ExprKind::Ctor(c));
     let x = var_t("x", f32t());
     let l = var("l");
@@ -698,7 +563,7 @@ fn types_and_type_variables() {
 
 #[test]
 fn type_definitions() {
-    let (list, _, _) = list_adt();
+    let (list, _, _) = list_adt("A");
     let s = TypeVar::new(sym("S"), Span::DUMMY);
     let storage = TypeDef {
         name: sym("Storage"),
@@ -746,7 +611,7 @@ fn type_definitions() {
 
 #[test]
 fn patterns() {
-    let (list, cons, nil) = list_adt();
+    let (list, cons, nil) = list_adt("A");
     let pat = |kind| Pattern {
         kind,
         span: Span::DUMMY,
@@ -790,7 +655,7 @@ fn patterns() {
 
 #[test]
 fn nullary_constructors_print_bare_only_when_known() {
-    let (_, _, nil) = list_adt();
+    let (_, _, nil) = list_adt("A");
     let call = Expr::call(mk(ExprKind::Ctor(nil)), vec![]);
     // Without a module the field count is unknown, so the call stays explicit.
     assert_eq!(show(&call), "Nil()\n");

@@ -5,90 +5,12 @@ use std::sync::Arc;
 use relay_runtime::{DType, NDArray};
 
 use super::{module_eq, module_hash, structural_eq, structural_hash, type_eq};
+use crate::testing::*;
 use crate::{
     AttrValue, Attrs, Binding, BindingKind, Clause, CtorDef, CtorRef, Expr, ExprKind, FuncType,
-    Function, GlobalFunc, Module, ModuleKind, OpSchema, Pattern, PatternKind, Span, Symbol, Type,
-    TypeDef, TypeKind, TypeVar, Var,
+    Function, GlobalFunc, Module, ModuleKind, OpSchema, Pattern, PatternKind, Span, Type, TypeDef,
+    TypeKind, TypeVar, Var,
 };
-
-static ADD: OpSchema = OpSchema {
-    name: "add",
-    inputs: &["lhs", "rhs"],
-    attrs_type: "",
-    attrs: &[],
-};
-static SUB: OpSchema = OpSchema {
-    name: "subtract",
-    inputs: &["lhs", "rhs"],
-    attrs_type: "",
-    attrs: &[],
-};
-
-fn sym(s: &str) -> Symbol {
-    Symbol::intern(s)
-}
-
-fn var(name: &str) -> Var {
-    Var::new(sym(name), None, Span::DUMMY)
-}
-
-fn var_t(name: &str, ty: Type) -> Var {
-    Var::new(sym(name), Some(ty), Span::DUMMY)
-}
-
-fn r(v: &Var) -> Expr {
-    Expr::var(v)
-}
-
-fn mk(kind: ExprKind) -> Expr {
-    Expr::new(kind, Span::DUMMY)
-}
-
-fn int(x: i32) -> Expr {
-    Expr::constant(NDArray::from_bytes(DType::I32, &[], &x.to_ne_bytes()).unwrap())
-}
-
-fn add(a: Expr, b: Expr) -> Expr {
-    Expr::call(mk(ExprKind::Op(&ADD)), vec![a, b])
-}
-
-fn tuple(fields: Vec<Expr>) -> Expr {
-    mk(ExprKind::Tuple(fields))
-}
-
-fn chain(bindings: Vec<(BindingKind, &Var, Expr)>, body: Expr) -> Expr {
-    let bindings = bindings
-        .into_iter()
-        .map(|(kind, var, value)| Binding {
-            var: var.clone(),
-            value,
-            kind,
-        })
-        .collect();
-    mk(ExprKind::Let { bindings, body })
-}
-
-fn lambda(params: Vec<Var>, body: Expr) -> Expr {
-    mk(ExprKind::Function(Function {
-        type_params: vec![],
-        params,
-        ret_type: None,
-        body,
-        attrs: Attrs::empty(),
-    }))
-}
-
-fn f32t() -> Type {
-    Type::scalar(DType::F32)
-}
-
-fn tv(name: &str) -> TypeVar {
-    TypeVar::new(sym(name), Span::DUMMY)
-}
-
-fn tvt(v: &TypeVar) -> Type {
-    Type::from_kind(TypeKind::Var(v.clone()))
-}
 
 #[track_caller]
 fn assert_equal(a: &Expr, b: &Expr) {
@@ -196,22 +118,22 @@ fn alpha_equivalent_functions_are_equal() {
 fn generic_functions_rename_type_variables() {
     let (a, b) = (tv("A"), tv("B"));
     let generic = |t: &TypeVar, name: &str| {
-        let x = var_t(name, tvt(t));
+        let x = var_t(name, tv_ty(t));
         mk(ExprKind::Function(Function {
             type_params: vec![t.clone()],
             params: vec![x.clone()],
-            ret_type: Some(tvt(t)),
+            ret_type: Some(tv_ty(t)),
             body: r(&x),
             attrs: Attrs::new(vec![(sym("Primitive"), AttrValue::Int(1))]),
         }))
     };
     assert_equal(&generic(&a, "x"), &generic(&b, "y"));
     let plain = {
-        let x = var_t("x", tvt(&a));
+        let x = var_t("x", tv_ty(&a));
         mk(ExprKind::Function(Function {
             type_params: vec![],
             params: vec![x.clone()],
-            ret_type: Some(tvt(&a)),
+            ret_type: Some(tv_ty(&a)),
             body: r(&x),
             attrs: Attrs::new(vec![(sym("Primitive"), AttrValue::Int(1))]),
         }))
@@ -393,19 +315,19 @@ fn types_compare_up_to_renaming() {
     let poly = |t: &TypeVar| {
         Type::from_kind(TypeKind::Func(FuncType {
             type_params: vec![t.clone()],
-            params: vec![tvt(t)],
-            ret: tvt(t),
+            params: vec![tv_ty(t)],
+            ret: tv_ty(t),
         }))
     };
     assert!(type_eq(&poly(&a), &poly(&b)));
     // Free type variables map consistently.
     assert!(type_eq(
-        &Type::tuple(vec![tvt(&a), tvt(&a)]),
-        &Type::tuple(vec![tvt(&b), tvt(&b)])
+        &Type::tuple(vec![tv_ty(&a), tv_ty(&a)]),
+        &Type::tuple(vec![tv_ty(&b), tv_ty(&b)])
     ));
     assert!(!type_eq(
-        &Type::tuple(vec![tvt(&a), tvt(&a)]),
-        &Type::tuple(vec![tvt(&b), tvt(&c)])
+        &Type::tuple(vec![tv_ty(&a), tv_ty(&a)]),
+        &Type::tuple(vec![tv_ty(&b), tv_ty(&c)])
     ));
     assert!(type_eq(
         &Type::tensor(&[2, 3], DType::F32),
@@ -430,32 +352,6 @@ fn types_compare_up_to_renaming() {
     let reference = Type::from_kind(TypeKind::Ref(f32t()));
     assert!(type_eq(&reference, &Type::from_kind(TypeKind::Ref(f32t()))));
     assert!(!type_eq(&reference, &f32t()));
-}
-
-fn list_def(param: &str) -> TypeDef {
-    let a = tv(param);
-    let list_a = Type::from_kind(TypeKind::Adt {
-        name: sym("List"),
-        args: vec![tvt(&a)],
-    });
-    TypeDef {
-        name: sym("List"),
-        params: vec![a.clone()],
-        ctors: vec![
-            CtorDef {
-                name: sym("Cons"),
-                fields: vec![tvt(&a), list_a],
-                span: Span::DUMMY,
-            },
-            CtorDef {
-                name: sym("Nil"),
-                fields: vec![],
-                span: Span::DUMMY,
-            },
-        ],
-        external: false,
-        span: Span::DUMMY,
-    }
 }
 
 fn unit_def() -> TypeDef {
@@ -492,13 +388,13 @@ fn global_fn(name: &str, body_const: i32) -> GlobalFunc {
 fn modules_compare_by_name_in_any_order() {
     let a = Module {
         functions: vec![global_fn("main", 1), global_fn("f", 2)],
-        types: vec![list_def("A"), unit_def()],
+        types: vec![list_adt("A").0, unit_def()],
         kind: ModuleKind::Definitions,
         source: None,
     };
     let b = Module {
         functions: vec![global_fn("f", 2), global_fn("main", 1)],
-        types: vec![unit_def(), list_def("T")],
+        types: vec![unit_def(), list_adt("T").0],
         kind: ModuleKind::Definitions,
         source: None,
     };
