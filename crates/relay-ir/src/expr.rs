@@ -1,7 +1,7 @@
 //! Expressions, variables, functions and patterns.
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
 
 use relay_runtime::NDArray;
 
@@ -18,6 +18,8 @@ pub struct ExprNode {
     pub kind: ExprKind,
     /// Where it was written ([`Span::DUMMY`] when synthesized).
     pub span: Span,
+    /// The type inference gave it (TVM's `checked_type_`), set once by `relay-types`.
+    ty: OnceLock<Type>,
 }
 
 /// The forms an expression takes.
@@ -185,6 +187,8 @@ pub struct VarData {
     pub ty: Option<Type>,
     /// Where it was bound.
     pub span: Span,
+    /// The type inference gave it (its annotation, or what was inferred), set once.
+    checked: OnceLock<Type>,
 }
 
 impl Var {
@@ -192,7 +196,13 @@ impl Var {
     pub fn new(name: Symbol, ty: Option<Type>, span: Span) -> Var {
         static NEXT: AtomicU64 = AtomicU64::new(0);
         let id = VarId(NEXT.fetch_add(1, Ordering::Relaxed));
-        Var(Arc::new(VarData { id, name, ty, span }))
+        Var(Arc::new(VarData {
+            id,
+            name,
+            ty,
+            span,
+            checked: OnceLock::new(),
+        }))
     }
 
     /// Its identity.
@@ -214,6 +224,16 @@ impl Var {
     pub fn span(&self) -> Span {
         self.0.span
     }
+
+    /// The type inference gave the variable, once it has run.
+    pub fn checked_type(&self) -> Option<&Type> {
+        self.0.checked.get()
+    }
+
+    /// Records the variable's checked type (once; later calls are ignored and return `false`).
+    pub fn set_checked_type(&self, ty: Type) -> bool {
+        self.0.checked.set(ty).is_ok()
+    }
 }
 
 impl PartialEq for Var {
@@ -233,7 +253,11 @@ impl std::hash::Hash for Var {
 impl Expr {
     /// A new expression node.
     pub fn new(kind: ExprKind, span: Span) -> Expr {
-        Expr(Arc::new(ExprNode { kind, span }))
+        Expr(Arc::new(ExprNode {
+            kind,
+            span,
+            ty: OnceLock::new(),
+        }))
     }
 
     /// What the expression is.
@@ -244,6 +268,17 @@ impl Expr {
     /// Where it was written.
     pub fn span(&self) -> Span {
         self.0.span
+    }
+
+    /// The type inference gave this node, once it has run.
+    pub fn checked_type(&self) -> Option<&Type> {
+        self.0.ty.get()
+    }
+
+    /// Records the node's checked type. A node's type is set once; setting it again is ignored
+    /// (returns `false`), as a shared subexpression has one type.
+    pub fn set_checked_type(&self, ty: Type) -> bool {
+        self.0.ty.set(ty).is_ok()
     }
 
     /// Whether two handles point at the same node.

@@ -38,9 +38,9 @@ pub use expr::{
 };
 pub use metadata::{MetaEntry, MetaTable, MetadataError};
 pub use module::{CtorDef, GlobalFunc, Module, ModuleKind, Source, TypeDef};
-pub use op::{AttrDefault, AttrField, AttrKind, OpRef, OpSchema};
-pub use printer::{PrintOptions, print_expr, print_module};
-pub use relay_runtime::{DType, DTypeCode, NDArray};
+pub use op::{AttrDefault, AttrField, AttrKind, EvalFn, OpPattern, OpRef, OpSchema, RelationFn};
+pub use printer::{PrintOptions, print_expr, print_module, print_type};
+pub use relay_runtime::{DType, DTypeCode, NDArray, Value};
 pub use span::Span;
 pub use structural::{module_eq, module_hash, type_eq};
 pub use structural::{structural_eq, structural_hash};

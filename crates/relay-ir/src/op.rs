@@ -2,7 +2,9 @@
 //! attribute declarations with TVM's defaults), so that the printer can omit default attributes
 //! and the parser can check names and attributes.
 
-use crate::AttrValue;
+use relay_runtime::Value;
+
+use crate::{AttrValue, Attrs, Type};
 
 /// An operator as the IR refers to it: a schema in the static operator registry.
 pub type OpRef = &'static OpSchema;
@@ -18,6 +20,47 @@ pub struct OpSchema {
     pub attrs_type: &'static str,
     /// The attribute fields in declaration (printing) order.
     pub attrs: &'static [AttrField],
+    /// How the operator fuses (TVM's `TOpPattern`).
+    pub pattern: OpPattern,
+    /// The type relation: the result type from the input types and attributes. `None` for
+    /// operators relayc parses but cannot type (outside SPEC §4's Tier 1).
+    pub relation: Option<RelationFn>,
+    /// The reference evaluation the interpreter uses. `None` for operators relayc cannot run.
+    pub eval: Option<EvalFn>,
+}
+
+/// A type relation. It is called once every input type is known (tensor types may have `?`
+/// dimensions; tuple inputs hold tensor types) and returns the output type, or a message saying
+/// what is wrong with the inputs or attributes, e.g. "cannot broadcast `Tensor[(2, 3), float32]`
+/// with `Tensor[(4, 3), float32]`" or "`pool_size` must have 2 values, got 3". The type checker
+/// adds the operator name and the call's span.
+pub type RelationFn = fn(inputs: &[Type], attrs: &Attrs) -> Result<Type, String>;
+
+/// A reference evaluation: the result value from the argument values and attributes, or a
+/// run-time error message ("integer division by zero"). Inputs have the types the relation
+/// accepted. Written for clarity, not speed.
+pub type EvalFn = fn(args: &[Value], attrs: &Attrs) -> Result<Value, String>;
+
+/// How an operator may be fused with its neighbours: TVM's `TOpPattern`, in its order (a
+/// smaller pattern fuses more freely).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum OpPattern {
+    /// Elementwise: output element i depends on input element i only (`add` of equal shapes,
+    /// `exp`).
+    ElemWise = 0,
+    /// Broadcasting elementwise (`add`).
+    Broadcast = 1,
+    /// Any injective map of indices (`reshape`, `transpose`, `take`).
+    Injective = 2,
+    /// A commutative reduction (`sum`, `max`).
+    CommReduce = 3,
+    /// Complex operators whose output can take an elementwise epilogue (`nn.conv2d`,
+    /// `nn.dense`).
+    OutEWiseFusable = 4,
+    /// A tuple node.
+    Tuple = 7,
+    /// Not fusable.
+    Opaque = 8,
 }
 
 /// One attribute field of an operator.
@@ -95,6 +138,17 @@ impl AttrDefault {
 }
 
 impl OpSchema {
+    /// The operator with its fusion pattern, type relation and reference evaluation, e.g.
+    /// `plain("exp", DATA).with(OpPattern::ElemWise, unary_rel, exp_eval)` in a registry table.
+    pub const fn with(self, pattern: OpPattern, relation: RelationFn, eval: EvalFn) -> OpSchema {
+        OpSchema {
+            pattern,
+            relation: Some(relation),
+            eval: Some(eval),
+            ..self
+        }
+    }
+
     /// The field called `name`, with its position.
     pub fn field(&self, name: &str) -> Option<(usize, &'static AttrField)> {
         self.attrs.iter().enumerate().find(|(_, f)| f.name == name)

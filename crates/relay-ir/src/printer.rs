@@ -68,6 +68,20 @@ pub fn print_expr(expr: &Expr, _opts: &PrintOptions) -> String {
     p.finish()
 }
 
+/// Prints a type as the text format writes it (`Tensor[(2, 3), float32]`, `float32`,
+/// `(int32, List[A])`, `fn (A) -> B`), without a header. Type variables print by name.
+pub fn print_type(ty: &crate::Type) -> String {
+    let mut p = Printer::new(None);
+    p.ty(ty);
+    p.finish()
+}
+
+impl std::fmt::Display for crate::Type {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&print_type(self))
+    }
+}
+
 /// Where an expression is printed, which decides the parentheses it needs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Ctx {

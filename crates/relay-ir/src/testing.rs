@@ -13,6 +13,9 @@ pub static ADD: OpSchema = OpSchema {
     inputs: &["lhs", "rhs"],
     attrs_type: "",
     attrs: &[],
+    pattern: crate::OpPattern::Broadcast,
+    relation: None,
+    eval: None,
 };
 
 /// `subtract`.
@@ -21,6 +24,9 @@ pub static SUB: OpSchema = OpSchema {
     inputs: &["lhs", "rhs"],
     attrs_type: "",
     attrs: &[],
+    pattern: crate::OpPattern::Broadcast,
+    relation: None,
+    eval: None,
 };
 
 pub fn sym(s: &str) -> Symbol {

@@ -20,12 +20,13 @@
 use std::collections::HashMap;
 use std::sync::OnceLock;
 
-use relay_ir::{AttrDefault, AttrField, AttrKind, OpRef, OpSchema};
+use relay_ir::{AttrDefault, AttrField, AttrKind, OpPattern, OpRef, OpSchema};
 
 mod elementwise;
 mod nn;
 mod other;
 mod reduce;
+pub mod support;
 mod transform;
 
 /// The family tables in their stable order.
@@ -109,6 +110,9 @@ pub(crate) const fn op(
         inputs,
         attrs_type,
         attrs,
+        pattern: OpPattern::Opaque,
+        relation: None,
+        eval: None,
     }
 }
 

@@ -8,9 +8,12 @@
 //! `num_elements * dtype.size_bytes()` bytes, and is laid out compactly in row-major order.
 
 mod dtype;
+pub mod elements;
 mod ndarray;
+mod value;
 
 pub use dtype::{DType, DTypeCode};
 pub use ndarray::{NDArray, NDArrayError};
+pub use value::{AdtValue, Value};
 
 pub mod half;

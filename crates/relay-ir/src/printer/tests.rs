@@ -19,6 +19,9 @@ static CONV: OpSchema = OpSchema {
     name: "nn.conv2d",
     inputs: &["data", "weight"],
     attrs_type: "relay.attrs.Conv2DAttrs",
+    pattern: crate::OpPattern::OutEWiseFusable,
+    relation: None,
+    eval: None,
     attrs: &[
         AttrField {
             name: "strides",

@@ -1,0 +1,306 @@
+//! Helpers shared by the operator families' type relations and reference evaluations: reading
+//! tensor types, numpy broadcasting, axes, typed attribute access, arguments and row-major
+//! index arithmetic. Messages follow the project's style (lowercase, no final period) and name
+//! what was expected and what was given.
+
+use std::sync::Arc;
+
+use relay_ir::{AttrValue, Attrs, DType, Dim, NDArray, Type, TypeKind, Value};
+
+/// The shape and dtype of a tensor type, or an error naming what the input is instead.
+pub fn tensor_type<'t>(t: &'t Type, what: &str) -> Result<(&'t [Dim], DType), String> {
+    match t.kind() {
+        TypeKind::Tensor { shape, dtype } => Ok((shape, *dtype)),
+        _ => Err(format!("{what} must be a tensor, got `{t}`")),
+    }
+}
+
+/// The tensor types inside a tuple type (for `concatenate`, `stack`).
+pub fn tuple_of_tensors<'t>(t: &'t Type, what: &str) -> Result<Vec<(&'t [Dim], DType)>, String> {
+    match t.kind() {
+        TypeKind::Tuple(fields) => fields.iter().map(|f| tensor_type(f, what)).collect(),
+        _ => Err(format!("{what} must be a tuple of tensors, got `{t}`")),
+    }
+}
+
+/// A tensor type.
+pub fn tensor(shape: Vec<Dim>, dtype: DType) -> Type {
+    Type::from_kind(TypeKind::Tensor { shape, dtype })
+}
+
+/// A tensor type with known dimensions.
+pub fn tensor_of(shape: &[i64], dtype: DType) -> Type {
+    Type::tensor(shape, dtype)
+}
+
+/// Text of a shape as the text format writes it, e.g. `(2, ?, 3)`.
+pub fn shape_text(shape: &[Dim]) -> String {
+    let dims: Vec<String> = shape
+        .iter()
+        .map(|d| match d {
+            Dim::Known(n) => n.to_string(),
+            Dim::Any => "?".to_owned(),
+        })
+        .collect();
+    format!("({})", dims.join(", "))
+}
+
+/// Numpy broadcasting of two shapes (`?` broadcasts with anything, staying `?` unless the
+/// other side is a known dimension other than 1).
+pub fn broadcast_shapes(a: &[Dim], b: &[Dim]) -> Option<Vec<Dim>> {
+    let rank = a.len().max(b.len());
+    let mut out = Vec::with_capacity(rank);
+    for i in 0..rank {
+        let da = if i + a.len() >= rank {
+            a[i + a.len() - rank]
+        } else {
+            Dim::Known(1)
+        };
+        let db = if i + b.len() >= rank {
+            b[i + b.len() - rank]
+        } else {
+            Dim::Known(1)
+        };
+        out.push(match (da, db) {
+            (Dim::Known(x), Dim::Known(y)) if x == y => Dim::Known(x),
+            (Dim::Known(1), d) | (d, Dim::Known(1)) => d,
+            (Dim::Any, Dim::Known(n)) | (Dim::Known(n), Dim::Any) => Dim::Known(n),
+            (Dim::Any, Dim::Any) => Dim::Any,
+            _ => return None,
+        });
+    }
+    Some(out)
+}
+
+/// The two input types of a binary broadcasting operator with equal dtypes, broadcast.
+pub fn broadcast_types(inputs: &[Type]) -> Result<(Vec<Dim>, DType), String> {
+    let [a, b] = inputs else {
+        return Err(format!("expects 2 inputs, got {}", inputs.len()));
+    };
+    let (sa, da) = tensor_type(a, "the first input")?;
+    let (sb, db) = tensor_type(b, "the second input")?;
+    if da != db {
+        return Err(format!("input dtypes differ: `{a}` and `{b}`"));
+    }
+    let shape =
+        broadcast_shapes(sa, sb).ok_or_else(|| format!("cannot broadcast `{a}` with `{b}`"))?;
+    Ok((shape, da))
+}
+
+/// A possibly negative axis made non-negative for a tensor of `rank` dimensions.
+pub fn normalize_axis(axis: i64, rank: usize) -> Result<usize, String> {
+    let r = rank as i64;
+    let a = if axis < 0 { axis + r } else { axis };
+    if a < 0 || a >= r.max(1) && !(r == 0 && a == 0) {
+        return Err(format!(
+            "axis {axis} is out of range for a tensor of rank {rank}"
+        ));
+    }
+    Ok(a as usize)
+}
+
+// ----- Attributes -----
+
+fn attr<'a>(attrs: &'a Attrs, name: &str) -> Result<&'a AttrValue, String> {
+    attrs
+        .get(name)
+        .ok_or_else(|| format!("attribute `{name}` is missing"))
+}
+
+/// An integer attribute.
+pub fn attr_int(attrs: &Attrs, name: &str) -> Result<i64, String> {
+    attr(attrs, name)?
+        .as_int()
+        .ok_or_else(|| format!("attribute `{name}` must be an integer"))
+}
+
+/// An integer attribute that may be `None`.
+pub fn attr_opt_int(attrs: &Attrs, name: &str) -> Result<Option<i64>, String> {
+    match attrs.get(name) {
+        None | Some(AttrValue::Null) => Ok(None),
+        Some(v) => v
+            .as_int()
+            .map(Some)
+            .ok_or_else(|| format!("attribute `{name}` must be an integer")),
+    }
+}
+
+/// A float attribute (integers accepted).
+pub fn attr_float(attrs: &Attrs, name: &str) -> Result<f64, String> {
+    attr(attrs, name)?
+        .as_float()
+        .ok_or_else(|| format!("attribute `{name}` must be a number"))
+}
+
+/// A boolean attribute.
+pub fn attr_bool(attrs: &Attrs, name: &str) -> Result<bool, String> {
+    attr(attrs, name)?
+        .as_bool()
+        .ok_or_else(|| format!("attribute `{name}` must be True or False"))
+}
+
+/// A string attribute.
+pub fn attr_str<'a>(attrs: &'a Attrs, name: &str) -> Result<&'a str, String> {
+    attr(attrs, name)?
+        .as_str()
+        .ok_or_else(|| format!("attribute `{name}` must be a string"))
+}
+
+/// A list-of-integers attribute that may be `None`.
+pub fn attr_opt_ints(attrs: &Attrs, name: &str) -> Result<Option<Vec<i64>>, String> {
+    match attrs.get(name) {
+        None | Some(AttrValue::Null) => Ok(None),
+        Some(v) => v
+            .as_ints()
+            .map(Some)
+            .ok_or_else(|| format!("attribute `{name}` must be a list of integers")),
+    }
+}
+
+/// A list-of-integers attribute.
+pub fn attr_ints(attrs: &Attrs, name: &str) -> Result<Vec<i64>, String> {
+    attr_opt_ints(attrs, name)?
+        .ok_or_else(|| format!("attribute `{name}` must be a list of integers"))
+}
+
+/// A list-of-integers attribute that must have one of the given lengths, e.g. padding with
+/// 1, 2 or 4 values: "`padding` must have 1, 2 or 4 values, got 3".
+pub fn attr_ints_len(attrs: &Attrs, name: &str, lens: &[usize]) -> Result<Vec<i64>, String> {
+    let v = attr_ints(attrs, name)?;
+    if !lens.contains(&v.len()) {
+        let allowed: Vec<String> = lens.iter().map(|l| l.to_string()).collect();
+        let allowed = match allowed.as_slice() {
+            [one] => one.clone(),
+            [init @ .., last] => format!("{} or {last}", init.join(", ")),
+            [] => "no".into(),
+        };
+        return Err(format!(
+            "`{name}` must have {allowed} values, got {}",
+            v.len()
+        ));
+    }
+    Ok(v)
+}
+
+/// A dtype attribute; `None` when unset (`""`).
+pub fn attr_dtype(attrs: &Attrs, name: &str) -> Result<Option<DType>, String> {
+    match attrs.get(name) {
+        None | Some(AttrValue::Null) => Ok(None),
+        Some(AttrValue::Str(s)) if s.is_empty() => Ok(None),
+        Some(AttrValue::Str(s)) => DType::parse(s)
+            .map(Some)
+            .ok_or_else(|| format!("unknown dtype \"{s}\" in `{name}`")),
+        Some(_) => Err(format!("attribute `{name}` must be a dtype string")),
+    }
+}
+
+// ----- Arguments -----
+
+/// Argument `i` as a tensor.
+pub fn arg_tensor(args: &[Value], i: usize) -> Result<&Arc<NDArray>, String> {
+    match args.get(i) {
+        Some(Value::Tensor(t)) => Ok(t),
+        Some(v) => Err(format!(
+            "argument {i} must be a tensor, got {}",
+            v.kind_name()
+        )),
+        None => Err(format!("missing argument {i}")),
+    }
+}
+
+/// Argument `i` as a tuple of tensors.
+pub fn arg_tensors(args: &[Value], i: usize) -> Result<Vec<Arc<NDArray>>, String> {
+    match args.get(i) {
+        Some(Value::Tuple(fields)) => fields
+            .iter()
+            .map(|f| {
+                f.as_tensor()
+                    .cloned()
+                    .ok_or_else(|| format!("argument {i} must be a tuple of tensors"))
+            })
+            .collect(),
+        Some(v) => Err(format!(
+            "argument {i} must be a tuple of tensors, got {}",
+            v.kind_name()
+        )),
+        None => Err(format!("missing argument {i}")),
+    }
+}
+
+/// Wraps a freshly computed array as a value, turning a construction error into a message.
+pub fn value<E: std::fmt::Display>(array: Result<NDArray, E>) -> Result<Value, String> {
+    array.map(Value::tensor).map_err(|e| e.to_string())
+}
+
+// ----- Row-major indices -----
+
+/// Row-major strides of `shape`, in elements.
+pub fn strides(shape: &[i64]) -> Vec<i64> {
+    let mut s = vec![1i64; shape.len()];
+    for i in (0..shape.len().saturating_sub(1)).rev() {
+        s[i] = s[i + 1] * shape[i + 1];
+    }
+    s
+}
+
+/// The multi-index of flat position `flat` in `shape`.
+pub fn unravel(mut flat: i64, shape: &[i64]) -> Vec<i64> {
+    let mut idx = vec![0i64; shape.len()];
+    for d in (0..shape.len()).rev() {
+        if shape[d] > 0 {
+            idx[d] = flat % shape[d];
+            flat /= shape[d];
+        }
+    }
+    idx
+}
+
+/// The flat position, in a tensor of `shape` broadcast to `out_rank` dimensions, of output
+/// multi-index `idx` (numpy broadcasting: size-1 dimensions repeat).
+pub fn broadcast_index(idx: &[i64], shape: &[i64]) -> usize {
+    let offset = idx.len() - shape.len();
+    let mut flat = 0i64;
+    for (d, &n) in shape.iter().enumerate() {
+        let i = if n == 1 { 0 } else { idx[offset + d] };
+        flat = flat * n + i;
+    }
+    flat as usize
+}
+
+/// The known dimensions of a concrete shape (all evaluation-time shapes are known).
+pub fn known(shape: &[Dim]) -> Option<Vec<i64>> {
+    shape
+        .iter()
+        .map(|d| match d {
+            Dim::Known(n) => Some(*n),
+            Dim::Any => None,
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn broadcasting() {
+        let k = |v: &[i64]| v.iter().map(|&d| Dim::Known(d)).collect::<Vec<_>>();
+        assert_eq!(
+            broadcast_shapes(&k(&[2, 1, 3]), &k(&[4, 1])),
+            Some(k(&[2, 4, 3]))
+        );
+        assert_eq!(broadcast_shapes(&k(&[2, 3]), &k(&[4, 3])), None);
+        assert_eq!(
+            broadcast_shapes(&[Dim::Any, Dim::Known(3)], &k(&[3])),
+            Some(vec![Dim::Any, Dim::Known(3)])
+        );
+        assert_eq!(
+            broadcast_index(&[1, 2, 0], &[3, 1]),
+            2 /* row 2, col 0 */
+        );
+        assert_eq!(unravel(5, &[2, 3]), vec![1, 2]);
+        assert_eq!(normalize_axis(-1, 3), Ok(2));
+        assert!(normalize_axis(3, 3).is_err());
+        assert_eq!(normalize_axis(0, 0), Ok(0));
+    }
+}

@@ -1,0 +1,108 @@
+//! Run-time values: tensors, tuples, algebraic data type values, closures and references.
+
+use std::any::Any;
+use std::fmt;
+use std::sync::{Arc, Mutex};
+
+use crate::NDArray;
+
+/// A Relay value. Cheap to clone: every payload is shared.
+#[derive(Clone)]
+pub enum Value {
+    /// A tensor.
+    Tensor(Arc<NDArray>),
+    /// A tuple.
+    Tuple(Arc<[Value]>),
+    /// A constructed ADT value: the constructor's tag (its position in the type definition)
+    /// and its fields. The constructor's name comes from the value's type when printing.
+    Adt(Arc<AdtValue>),
+    /// A closure. Its representation belongs to the executor that made it (the interpreter or
+    /// the VM), which downcasts it.
+    Closure(Arc<dyn Any + Send + Sync>),
+    /// A mutable reference cell (`ref(v)`).
+    Ref(Arc<Mutex<Value>>),
+}
+
+/// The payload of [`Value::Adt`].
+#[derive(Clone, Debug)]
+pub struct AdtValue {
+    /// The constructor's tag.
+    pub tag: u32,
+    /// The fields, in order.
+    pub fields: Vec<Value>,
+}
+
+impl Value {
+    /// A tensor value.
+    pub fn tensor(array: NDArray) -> Value {
+        Value::Tensor(Arc::new(array))
+    }
+
+    /// A tuple value.
+    pub fn tuple(fields: Vec<Value>) -> Value {
+        Value::Tuple(fields.into())
+    }
+
+    /// An ADT value.
+    pub fn adt(tag: u32, fields: Vec<Value>) -> Value {
+        Value::Adt(Arc::new(AdtValue { tag, fields }))
+    }
+
+    /// The tensor, if this is one.
+    pub fn as_tensor(&self) -> Option<&Arc<NDArray>> {
+        match self {
+            Value::Tensor(t) => Some(t),
+            _ => None,
+        }
+    }
+
+    /// The fields, if this is a tuple.
+    pub fn as_tuple(&self) -> Option<&[Value]> {
+        match self {
+            Value::Tuple(t) => Some(t),
+            _ => None,
+        }
+    }
+
+    /// What kind of value this is, in words ("a tensor", "a tuple", ...), for error messages.
+    pub fn kind_name(&self) -> &'static str {
+        match self {
+            Value::Tensor(_) => "a tensor",
+            Value::Tuple(_) => "a tuple",
+            Value::Adt(_) => "an ADT value",
+            Value::Closure(_) => "a closure",
+            Value::Ref(_) => "a reference",
+        }
+    }
+
+    /// Every tensor leaf in depth-first order (what `--output X.npz` writes).
+    pub fn tensor_leaves(&self) -> Vec<Arc<NDArray>> {
+        let mut out = Vec::new();
+        let mut stack = vec![self.clone()];
+        while let Some(v) = stack.pop() {
+            match v {
+                Value::Tensor(t) => out.push(t),
+                Value::Tuple(fields) => stack.extend(fields.iter().rev().cloned()),
+                Value::Adt(adt) => stack.extend(adt.fields.iter().rev().cloned()),
+                Value::Ref(cell) => {
+                    let inner = cell.lock().unwrap_or_else(|e| e.into_inner()).clone();
+                    stack.push(inner);
+                }
+                Value::Closure(_) => {}
+            }
+        }
+        out
+    }
+}
+
+impl fmt::Debug for Value {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Value::Tensor(t) => write!(f, "{t:?}"),
+            Value::Tuple(fields) => f.debug_list().entries(fields.iter()).finish(),
+            Value::Adt(adt) => write!(f, "Adt({}, {:?})", adt.tag, adt.fields),
+            Value::Closure(_) => f.write_str("Closure"),
+            Value::Ref(_) => f.write_str("Ref"),
+        }
+    }
+}
