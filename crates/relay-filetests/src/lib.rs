@@ -20,6 +20,7 @@ mod round_trip;
 mod test_file;
 mod test_fmt;
 mod test_parse;
+mod test_types;
 
 use std::path::{Path, PathBuf};
 
@@ -37,7 +38,7 @@ pub(crate) struct Kind {
 }
 
 /// Every test kind, in the order `docs/ir-tests.md` describes them.
-const KINDS: &[Kind] = &[test_parse::KIND, test_fmt::KIND];
+const KINDS: &[Kind] = &[test_parse::KIND, test_fmt::KIND, test_types::KIND];
 
 /// The `ir-tests/` directory at the top of the repository.
 pub fn ir_tests_dir() -> PathBuf {
@@ -92,7 +93,7 @@ mod tests {
         let message = err.message();
         assert!(message.starts_with("ir-tests/x/y.relay: "), "{message}");
         assert!(message.contains("`frobnicate`"), "{message}");
-        assert!(message.contains("parse, fmt"), "{message}");
+        assert!(message.contains("parse, fmt, types"), "{message}");
     }
 
     #[test]

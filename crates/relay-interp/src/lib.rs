@@ -1,6 +1,29 @@
-//! The Relay reference interpreter (API placeholder; implementation pending).
+//! The Relay reference interpreter: runs a module's IR directly. It is the oracle every pass,
+//! kernel and the VM are tested against, so it is written for clarity and robustness first.
+//!
+//! Semantics (SPEC §3): strict, call-by-value, lexical scope; closures capture by value;
+//! `match` tries clauses in order; references are the only mutable state. Types are irrelevant
+//! at run time: the interpreter never reads checked types, so it runs modules that were not
+//! type-checked as long as they are well-typed.
+//!
+//! Invariants:
+//! - Relay calls never recurse natively: frames and continuations live on heap stacks
+//!   (`machine.rs`), so recursion depth is bounded only by memory and
+//!   [`InterpOptions::max_frames`]; calls in tail position replace the caller's frame, so tail
+//!   recursion runs in constant space.
+//! - Every failure is a [`RunError`] naming the global function and the source location;
+//!   no input makes the interpreter panic.
 
-use relay_ir::{Module, Value};
+mod error;
+mod format;
+mod machine;
+mod release;
+
+use relay_ir::{Expr, Module, Symbol, Type, TypeKind, Value};
+
+pub use error::{RunError, RunErrorKind};
+pub use format::{format_tensor, format_value};
+pub use release::drop_value;
 
 /// Settings of a run.
 #[derive(Clone, Debug)]
@@ -17,17 +40,123 @@ impl Default for InterpOptions {
     }
 }
 
-/// A run-time error with the function and source location where it happened.
-#[derive(Debug, thiserror::Error, miette::Diagnostic)]
-#[error("run-time error")]
-pub struct RunError {}
-
-/// Runs global function `entry` of a type-checked module on `args`.
+/// Runs global function `entry` (with or without its `@`) of a module on `args`.
+///
+/// Tensor and tuple arguments are checked against the parameters' annotations (dtype, rank and
+/// every known dimension); other values are taken as they are.
 pub fn run(
-    _module: &Module,
-    _entry: &str,
-    _args: Vec<Value>,
-    _opts: &InterpOptions,
+    module: &Module,
+    entry: &str,
+    args: Vec<Value>,
+    opts: &InterpOptions,
 ) -> Result<Value, RunError> {
-    Err(RunError {})
+    let name = Symbol::intern(entry.strip_prefix('@').unwrap_or(entry));
+    let mut machine = machine::Machine::new(module, opts);
+    let Some(func) = machine.global(name) else {
+        return Err(RunError::new(
+            RunErrorKind::UnknownFunction,
+            format!("no global function `@{name}` in the module"),
+            module,
+            None,
+            relay_ir::Span::DUMMY,
+        ));
+    };
+    let params = &func.func.params;
+    if params.len() != args.len() {
+        let count = |n: usize| {
+            if n == 1 {
+                "1 argument".to_owned()
+            } else {
+                format!("{n} arguments")
+            }
+        };
+        return Err(RunError::new(
+            RunErrorKind::Arity,
+            format!(
+                "`@{name}` takes {}, got {}",
+                count(params.len()),
+                args.len()
+            ),
+            module,
+            None,
+            func.span,
+        ));
+    }
+    for (param, arg) in params.iter().zip(&args) {
+        if let Some(ty) = param.ty()
+            && let Some(problem) = mismatch(ty, arg)
+        {
+            return Err(RunError::new(
+                RunErrorKind::BadArgument,
+                format!(
+                    "argument `%{}` of `@{name}` expects `{ty}`, got {problem}",
+                    param.name()
+                ),
+                module,
+                None,
+                param.span(),
+            ));
+        }
+    }
+    machine.call_global(func, args)
+}
+
+/// Evaluates `expr`, an expression with no free variables, in the context of `module` (its
+/// globals and constructors).
+pub fn run_expr(module: &Module, expr: &Expr, opts: &InterpOptions) -> Result<Value, RunError> {
+    machine::Machine::new(module, opts).eval_closed(expr, None)
+}
+
+/// Calls the function value `callee` (a closure the interpreter made, e.g. one a run returned)
+/// on `args`.
+pub fn apply(
+    module: &Module,
+    callee: Value,
+    args: Vec<Value>,
+    opts: &InterpOptions,
+) -> Result<Value, RunError> {
+    machine::Machine::new(module, opts).call_value(callee, args)
+}
+
+/// The result type of global function `entry` as far as it is known: its annotation, else the
+/// checked type of its body. [`format_value`] uses it to name constructors.
+pub fn result_type(module: &Module, entry: &str) -> Option<Type> {
+    let name = Symbol::intern(entry.strip_prefix('@').unwrap_or(entry));
+    let func = module.function(name)?;
+    func.func
+        .ret_type
+        .clone()
+        .or_else(|| func.func.body.checked_type().cloned())
+}
+
+/// Why `value` does not fit the annotation `ty`, if it does not. Only tensor and tuple
+/// annotations are checked; `?` dimensions accept any extent.
+fn mismatch(ty: &Type, value: &Value) -> Option<String> {
+    relay_ir::ensure_sufficient_stack(|| match (ty.kind(), value) {
+        (TypeKind::Tensor { shape, dtype }, Value::Tensor(t)) => {
+            let dims_fit = shape.len() == t.shape().len()
+                && shape.iter().zip(t.shape()).all(|(d, &n)| match d {
+                    relay_ir::Dim::Known(k) => *k == n,
+                    relay_ir::Dim::Any => true,
+                });
+            if dims_fit && *dtype == t.dtype() {
+                None
+            } else {
+                Some(format!("`{}`", Type::tensor(t.shape(), t.dtype())))
+            }
+        }
+        (TypeKind::Tensor { .. }, other) => Some(other.kind_name().to_owned()),
+        (TypeKind::Tuple(fields), Value::Tuple(values)) => {
+            if fields.len() != values.len() {
+                return Some(format!("a tuple of {} fields", values.len()));
+            }
+            fields
+                .iter()
+                .zip(values.iter())
+                .enumerate()
+                .find_map(|(i, (t, v))| mismatch(t, v).map(|m| format!("{m} in field {i}")))
+        }
+        (TypeKind::Tuple(_), other) => Some(other.kind_name().to_owned()),
+        _ => None,
+    })
 }

@@ -47,15 +47,17 @@ pub struct PrintOptions {
 }
 
 /// Prints a whole module as canonical text, header included.
-pub fn print_module(module: &Module, _opts: &PrintOptions) -> String {
+pub fn print_module(module: &Module, opts: &PrintOptions) -> String {
     let mut p = Printer::new(Some(module));
+    p.show_types = opts.show_types;
     p.module(module);
     p.finish()
 }
 
 /// Prints one expression (with `free_var` lines for its free variables), header included.
-pub fn print_expr(expr: &Expr, _opts: &PrintOptions) -> String {
+pub fn print_expr(expr: &Expr, opts: &PrintOptions) -> String {
     let mut p = Printer::new(None);
+    p.show_types = opts.show_types;
     p.out.push_str(VERSION_HEADER);
     p.out.push('\n');
     let scan = Scan::expr(expr, &[]);
@@ -131,6 +133,12 @@ struct Printer {
     self_ref: HashSet<VarId>,
     constants: Vec<Arc<NDArray>>,
     constant_index: HashMap<*const NDArray, usize>,
+    /// Write `/* ty=... */` after calls, variable references, tuples, projections, constants
+    /// and functions that have a checked type.
+    show_types: bool,
+    /// Printing a type inside a `/* ty=... */` comment: type variables not in scope print by
+    /// their name hint without taking a name.
+    in_comment: bool,
 }
 
 impl Printer {
@@ -161,6 +169,8 @@ impl Printer {
             self_ref: HashSet::new(),
             constants: Vec::new(),
             constant_index: HashMap::new(),
+            show_types: false,
+            in_comment: false,
         }
     }
 
@@ -313,6 +323,33 @@ impl Printer {
     }
 
     fn expr_inner(&mut self, e: &Expr, ctx: Ctx) {
+        self.expr_text(e, ctx);
+        if self.show_types
+            && matches!(
+                e.kind(),
+                ExprKind::Call { .. }
+                    | ExprKind::Var(_)
+                    | ExprKind::Tuple(_)
+                    | ExprKind::Proj { .. }
+                    | ExprKind::Constant(_)
+                    | ExprKind::Function(_)
+            )
+            && let Some(ty) = e.checked_type()
+        {
+            self.type_comment(ty);
+        }
+    }
+
+    /// Writes ` /* ty=T */`.
+    fn type_comment(&mut self, ty: &Type) {
+        self.out.push_str(" /* ty=");
+        self.in_comment = true;
+        self.ty(ty);
+        self.in_comment = false;
+        self.out.push_str(" */");
+    }
+
+    fn expr_text(&mut self, e: &Expr, ctx: Ctx) {
         match e.kind() {
             ExprKind::Let { .. } => self.let_chain(e, ctx),
             ExprKind::Constant(c) => self.constant(c, ctx),
@@ -717,6 +754,10 @@ impl Printer {
                     let name: &str = name;
                     self.out.push_str(name);
                 }
+                None if self.in_comment => {
+                    let name = sanitize(tv.name().as_str(), 'T', is_reserved_type_name);
+                    self.out.push_str(&name);
+                }
                 None => self.bind_type_var(tv),
             },
             TypeKind::Adt { name, args } => {
@@ -747,7 +788,14 @@ impl Printer {
         self.out.push('[');
         for (i, tv) in params.iter().enumerate() {
             self.sep(i);
-            self.bind_type_var(tv);
+            // A type comment names the parameters it repeats as the header that bound them.
+            match self.type_var_names.get(&tv.id()) {
+                Some(name) if self.in_comment => {
+                    let name = name.clone();
+                    self.out.push_str(&name);
+                }
+                _ => self.bind_type_var(tv),
+            }
         }
         self.out.push(']');
     }

@@ -1,8 +1,23 @@
 //! Neural-network operators (`nn.*`): convolutions, dense and matrix products, activations,
 //! pooling, normalization, padding, resampling and losses (reference §14.5).
+//!
+//! The Tier 1 operators of SPEC §4 also carry their fusion pattern, type relation and reference
+//! evaluation. Convolution and pooling support the NCHW (and OIHW kernel) layouts only; the
+//! normalizations and dropout compute their inference-time results, as TVM's `simplify_inference`
+//! would rewrite them.
 
-use relay_ir::{AttrDefault as D, AttrField, AttrKind as K, OpSchema};
+use std::sync::Arc;
 
+use relay_ir::{
+    AttrDefault as D, AttrField, AttrKind as K, AttrValue, Attrs, DType, DTypeCode, Dim, NDArray,
+    OpPattern as P, OpSchema, RelationFn, Type, TypeKind, Value,
+};
+
+use crate::support::{
+    arg_tensor, attr_bool, attr_dtype, attr_float, attr_int, attr_ints_len, attr_opt_int,
+    attr_opt_ints, attr_str, broadcast_shapes, known, normalize_axis, shape_text, strides, tensor,
+    tensor_type, unravel, value,
+};
 use crate::{dtype, field, nullable, op, plain, required, required_nullable};
 
 const DATA: &[&str] = &["data"];
@@ -224,7 +239,8 @@ pub(crate) static OPS: &[OpSchema] = &[
         DATA_WEIGHT,
         "relay.attrs.Conv2DAttrs",
         CONV2D_ATTRS,
-    ),
+    )
+    .with(P::OutEWiseFusable, conv2d_rel, conv2d_eval),
     op(
         "nn.conv3d",
         DATA_WEIGHT,
@@ -354,7 +370,8 @@ pub(crate) static OPS: &[OpSchema] = &[
         DATA_WEIGHT,
         "relay.attrs.DenseAttrs",
         DENSE_ATTRS,
-    ),
+    )
+    .with(P::OutEWiseFusable, dense_rel, dense_eval),
     op(
         "nn.matmul",
         &["tensor_a", "tensor_b"],
@@ -365,13 +382,15 @@ pub(crate) static OPS: &[OpSchema] = &[
             field("transpose_a", K::Bool, D::Bool(false)),
             field("transpose_b", K::Bool, D::Bool(false)),
         ],
-    ),
+    )
+    .with(P::OutEWiseFusable, matmul_rel, matmul_eval),
     op(
         "nn.batch_matmul",
         &["tensor_a", "tensor_b"],
         "relay.attrs.BatchMatmulAttrs",
         BATCH_MATMUL_ATTRS,
-    ),
+    )
+    .with(P::OutEWiseFusable, batch_matmul_rel, batch_matmul_eval),
     // TVM registers `nn.contrib_dense_pack` with `DenseAttrs` but builds `DensePackAttrs`; the
     // fields here are those of the struct the calls carry.
     op(
@@ -445,44 +464,50 @@ pub(crate) static OPS: &[OpSchema] = &[
         &[field("axis", K::Int, D::Int(0))],
     ),
     // Activations, bias and flattening.
-    plain("nn.relu", DATA),
+    plain("nn.relu", DATA).with(P::ElemWise, numeric_unary_rel, relu_eval),
     op(
         "nn.leaky_relu",
         DATA,
         "relay.attrs.LeakyReluAttrs",
         LEAKY_RELU_ATTRS,
-    ),
+    )
+    .with(P::ElemWise, numeric_unary_rel, leaky_relu_eval),
     op(
         "nn.prelu",
         &["data", "alpha"],
         "relay.attrs.PReluAttrs",
         &[field("axis", K::Int, D::Int(1))],
-    ),
+    )
+    .with(P::Broadcast, prelu_rel, prelu_eval),
     op(
         "nn.softmax",
         DATA,
         "relay.attrs.SoftmaxAttrs",
         SOFTMAX_ATTRS,
-    ),
+    )
+    .with(P::OutEWiseFusable, softmax_rel, softmax_eval),
     op(
         "nn.fast_softmax",
         DATA,
         "relay.attrs.SoftmaxAttrs",
         SOFTMAX_ATTRS,
-    ),
+    )
+    .with(P::OutEWiseFusable, softmax_rel, softmax_eval),
     op(
         "nn.log_softmax",
         DATA,
         "relay.attrs.SoftmaxAttrs",
         SOFTMAX_ATTRS,
-    ),
+    )
+    .with(P::OutEWiseFusable, softmax_rel, log_softmax_eval),
     op(
         "nn.bias_add",
         &["data", "bias"],
         "relay.attrs.BiasAddAttrs",
         &[field("axis", K::Int, D::Int(1))],
-    ),
-    plain("nn.batch_flatten", DATA),
+    )
+    .with(P::Broadcast, bias_add_rel, bias_add_eval),
+    plain("nn.batch_flatten", DATA).with(P::Injective, batch_flatten_rel, batch_flatten_eval),
     // Pooling.
     op(
         "nn.max_pool1d",
@@ -495,7 +520,8 @@ pub(crate) static OPS: &[OpSchema] = &[
         DATA,
         "relay.attrs.MaxPool2DAttrs",
         MAX_POOL2D_ATTRS,
-    ),
+    )
+    .with(P::OutEWiseFusable, pool2d_rel, max_pool2d_eval),
     op(
         "nn.max_pool3d",
         DATA,
@@ -513,7 +539,8 @@ pub(crate) static OPS: &[OpSchema] = &[
         DATA,
         "relay.attrs.AvgPool2DAttrs",
         AVG_POOL2D_ATTRS,
-    ),
+    )
+    .with(P::OutEWiseFusable, pool2d_rel, avg_pool2d_eval),
     op(
         "nn.avg_pool3d",
         DATA,
@@ -537,12 +564,22 @@ pub(crate) static OPS: &[OpSchema] = &[
         DATA,
         "relay.attrs.GlobalPool2DAttrs",
         GLOBAL_POOL2D_ATTRS,
+    )
+    .with(
+        P::OutEWiseFusable,
+        global_pool2d_rel,
+        global_max_pool2d_eval,
     ),
     op(
         "nn.global_avg_pool2d",
         DATA,
         "relay.attrs.GlobalPool2DAttrs",
         GLOBAL_POOL2D_ATTRS,
+    )
+    .with(
+        P::OutEWiseFusable,
+        global_pool2d_rel,
+        global_avg_pool2d_eval,
     ),
     op(
         "nn.adaptive_max_pool1d",
@@ -561,12 +598,22 @@ pub(crate) static OPS: &[OpSchema] = &[
         DATA,
         "relay.attrs.AdaptivePool2DAttrs",
         ADAPTIVE_POOL2D_ATTRS,
+    )
+    .with(
+        P::OutEWiseFusable,
+        adaptive_pool2d_rel,
+        adaptive_max_pool2d_eval,
     ),
     op(
         "nn.adaptive_avg_pool2d",
         DATA,
         "relay.attrs.AdaptivePool2DAttrs",
         ADAPTIVE_POOL2D_ATTRS,
+    )
+    .with(
+        P::OutEWiseFusable,
+        adaptive_pool2d_rel,
+        adaptive_avg_pool2d_eval,
     ),
     op(
         "nn.adaptive_max_pool3d",
@@ -586,13 +633,15 @@ pub(crate) static OPS: &[OpSchema] = &[
         &["data", "gamma", "beta", "moving_mean", "moving_var"],
         "relay.attrs.BatchNormAttrs",
         &norm_attrs(1),
-    ),
+    )
+    .with(P::Opaque, batch_norm_rel, batch_norm_eval),
     op(
         "nn.layer_norm",
         &["data", "gamma", "beta"],
         "relay.attrs.LayerNormAttrs",
         &norm_attrs(-1),
-    ),
+    )
+    .with(P::Opaque, layer_norm_rel, layer_norm_eval),
     op(
         "nn.instance_norm",
         &["data", "gamma", "beta"],
@@ -634,14 +683,16 @@ pub(crate) static OPS: &[OpSchema] = &[
         DATA,
         "relay.attrs.DropoutAttrs",
         &[field("rate", K::Float, D::Float(0.5))],
-    ),
+    )
+    .with(P::Opaque, dropout_rel, dropout_eval),
     // Padding; `nn.pad` takes the pad value as its second input.
     op(
         "nn.pad",
         &["data", "pad_value"],
         "relay.attrs.PadAttrs",
         PAD_ATTRS,
-    ),
+    )
+    .with(P::Injective, pad_rel, pad_eval),
     op(
         "nn.mirror_pad",
         DATA,
@@ -743,3 +794,2745 @@ pub(crate) static OPS: &[OpSchema] = &[
         ],
     ),
 ];
+
+// ----- Type relations and reference evaluation -----
+//
+// Every reference evaluation first re-runs its operator's type relation on the concrete types of
+// its arguments, so an evaluation sees exactly the inputs type inference accepts and never
+// indexes out of bounds. Contractions, convolutions and pools accumulate in `f64` for float
+// results and in wrapping `i128` for integer ones, then convert to the result dtype.
+
+/// The number type a reference evaluation computes in: `f64` for float results and `i128`
+/// (wrapping, which agrees with the result dtype's wrapping) for integer ones.
+trait Num: Copy + PartialOrd {
+    /// Zero.
+    const ZERO: Self;
+    /// Every element of `array` in this number type.
+    fn read(array: &NDArray) -> Vec<Self>;
+    /// A tensor of `dtype` holding `values`.
+    fn array(dtype: DType, shape: &[i64], values: &[Self]) -> Result<Value, String>;
+    /// A float constant (an attribute such as `alpha`); integers truncate it as TVM's
+    /// `make_const` does.
+    fn from_f64(v: f64) -> Self;
+    /// The sum.
+    fn plus(self, other: Self) -> Self;
+    /// The product.
+    fn times(self, other: Self) -> Self;
+    /// The larger value.
+    fn larger(self, other: Self) -> Self {
+        if other > self { other } else { self }
+    }
+    /// The mean of `count` values summing to `self`: integer division truncates, and an empty
+    /// window gives NaN for floats and 0 for integers.
+    fn div_count(self, count: i64) -> Self;
+    /// The value padding takes in max pooling: -inf, or the dtype's smallest integer.
+    fn lowest(dtype: DType) -> Self;
+}
+
+impl Num for f64 {
+    const ZERO: f64 = 0.0;
+
+    fn read(array: &NDArray) -> Vec<f64> {
+        array.to_f64_vec()
+    }
+
+    fn array(dtype: DType, shape: &[i64], values: &[f64]) -> Result<Value, String> {
+        value(NDArray::from_f64_slice(dtype, shape, values))
+    }
+
+    fn from_f64(v: f64) -> f64 {
+        v
+    }
+
+    fn plus(self, other: f64) -> f64 {
+        self + other
+    }
+
+    fn times(self, other: f64) -> f64 {
+        self * other
+    }
+
+    fn div_count(self, count: i64) -> f64 {
+        self / count as f64
+    }
+
+    fn lowest(_: DType) -> f64 {
+        f64::NEG_INFINITY
+    }
+}
+
+impl Num for i128 {
+    const ZERO: i128 = 0;
+
+    fn read(array: &NDArray) -> Vec<i128> {
+        array.to_i128_vec()
+    }
+
+    fn array(dtype: DType, shape: &[i64], values: &[i128]) -> Result<Value, String> {
+        value(NDArray::from_i128_slice(dtype, shape, values))
+    }
+
+    fn from_f64(v: f64) -> i128 {
+        v as i128
+    }
+
+    fn plus(self, other: i128) -> i128 {
+        self.wrapping_add(other)
+    }
+
+    fn times(self, other: i128) -> i128 {
+        self.wrapping_mul(other)
+    }
+
+    fn div_count(self, count: i64) -> i128 {
+        if count == 0 {
+            0
+        } else {
+            self / i128::from(count)
+        }
+    }
+
+    fn lowest(dtype: DType) -> i128 {
+        match dtype.code {
+            DTypeCode::Int if dtype.bits >= 1 => -(1i128 << (dtype.bits - 1)),
+            _ => 0,
+        }
+    }
+}
+
+/// The inputs of a relation as exactly `N` types.
+fn inputs<const N: usize>(inputs: &[Type]) -> Result<&[Type; N], String> {
+    inputs.try_into().map_err(|_| {
+        let s = if N == 1 { "" } else { "s" };
+        format!("expects {N} input{s}, got {}", inputs.len())
+    })
+}
+
+/// A dimension as the text format writes it.
+fn dim_text(d: Dim) -> String {
+    match d {
+        Dim::Known(n) => n.to_string(),
+        Dim::Any => "?".to_owned(),
+    }
+}
+
+/// Whether two dimensions are known to differ (`?` matches anything).
+fn differ(a: Dim, b: Dim) -> bool {
+    matches!((a, b), (Dim::Known(x), Dim::Known(y)) if x != y)
+}
+
+/// The more precise of two dimensions that do not differ.
+fn unify(a: Dim, b: Dim) -> Dim {
+    match a {
+        Dim::Known(_) => a,
+        Dim::Any => b,
+    }
+}
+
+/// A boolean as Relay's text writes it.
+fn py_bool(b: bool) -> &'static str {
+    if b { "True" } else { "False" }
+}
+
+/// Checks that a tensor has an integer or float scalar dtype.
+fn require_numeric(t: &Type, dtype: DType, what: &str) -> Result<(), String> {
+    if dtype.lanes == 1 && (dtype.is_float() || dtype.is_int()) {
+        Ok(())
+    } else {
+        Err(format!(
+            "{what} must have an integer or float dtype, got `{t}`"
+        ))
+    }
+}
+
+/// Checks that a tensor has a float scalar dtype.
+fn require_float(t: &Type, dtype: DType, what: &str) -> Result<(), String> {
+    if dtype.lanes == 1 && dtype.is_float() {
+        Ok(())
+    } else {
+        Err(format!("{what} must have a float dtype, got `{t}`"))
+    }
+}
+
+/// Checks a tensor's rank; `layout` names the dimensions, e.g. `NCHW`.
+fn require_rank(
+    t: &Type,
+    shape: &[Dim],
+    rank: usize,
+    what: &str,
+    layout: &str,
+) -> Result<(), String> {
+    if shape.len() == rank {
+        Ok(())
+    } else {
+        Err(format!(
+            "{what} must have rank {rank} ({layout}), got `{t}`"
+        ))
+    }
+}
+
+/// Checks that the layout attributes describe NCHW data (and OIHW kernels when `kernel` names
+/// the kernel layout attribute): the only layouts the reference evaluation implements.
+fn require_nchw(attrs: &Attrs, data: &str, kernel: Option<&str>) -> Result<(), String> {
+    let data_layout = attr_str(attrs, data)?;
+    let out_layout = attr_str(attrs, "out_layout")?;
+    let out_ok = out_layout.is_empty() || out_layout == "NCHW";
+    match kernel {
+        Some(kernel) => {
+            let kernel_layout = attr_str(attrs, kernel)?;
+            if data_layout == "NCHW" && kernel_layout == "OIHW" && out_ok {
+                return Ok(());
+            }
+            Err(format!(
+                "only NCHW/OIHW layouts are supported, got {data}=\"{data_layout}\", \
+                 {kernel}=\"{kernel_layout}\", out_layout=\"{out_layout}\""
+            ))
+        }
+        None if data_layout == "NCHW" && out_ok => Ok(()),
+        None => Err(format!(
+            "only the NCHW layout is supported, got {data}=\"{data_layout}\", \
+             out_layout=\"{out_layout}\""
+        )),
+    }
+}
+
+/// The largest stride, dilation, window or padding value accepted (TVM holds them in 32 bits),
+/// which keeps index arithmetic far from overflow.
+const ATTR_LIMIT: i64 = i32::MAX as i64;
+
+/// Checks that no value of a window attribute exceeds [`ATTR_LIMIT`].
+fn within_limit(name: &str, values: &[i64]) -> Result<(), String> {
+    if values.iter().any(|&v| v > ATTR_LIMIT) {
+        return Err(format!(
+            "`{name}` values must be at most {ATTR_LIMIT}, got {values:?}"
+        ));
+    }
+    Ok(())
+}
+
+/// A two-value attribute such as `strides` or `dilation`, each value at least 1.
+fn positive_pair(attrs: &Attrs, name: &str) -> Result<[i64; 2], String> {
+    let v = attr_ints_len(attrs, name, &[2])?;
+    within_limit(name, &v)?;
+    match *v.as_slice() {
+        [a, b] if a >= 1 && b >= 1 => Ok([a, b]),
+        _ => Err(format!("`{name}` must be positive, got {v:?}")),
+    }
+}
+
+/// `padding` as (top, left, bottom, right), as TVM's `get_pad_tuple2d` reads it: one value pads
+/// every side, two values are (top and bottom, left and right).
+fn padding4(attrs: &Attrs) -> Result<[i64; 4], String> {
+    let v = attr_ints_len(attrs, "padding", &[1, 2, 4])?;
+    if v.iter().any(|&p| p < 0) {
+        return Err(format!("`padding` must not be negative, got {v:?}"));
+    }
+    within_limit("padding", &v)?;
+    match *v.as_slice() {
+        [p] => Ok([p; 4]),
+        [h, w] => Ok([h, w, h, w]),
+        [t, l, b, r] => Ok([t, l, b, r]),
+        _ => Err(format!(
+            "`padding` must have 1, 2 or 4 values, got {}",
+            v.len()
+        )),
+    }
+}
+
+/// The extent `(k - 1) * dilation + 1` of a dilated window.
+fn dilated(k: i64, dilation: i64) -> Result<i64, String> {
+    let extent = (i128::from(k) - 1) * i128::from(dilation) + 1;
+    i64::try_from(extent)
+        .map_err(|_| format!("dilated window {k} with dilation {dilation} is too large"))
+}
+
+/// One spatial output extent, `(input + pad - window) / stride + 1` with the division rounded
+/// up in ceil mode; `?` when the input or window extent is unknown.
+fn window_dim(
+    input: Dim,
+    pad: i64,
+    window: Option<i64>,
+    stride: i64,
+    ceil_mode: bool,
+    axis: &str,
+    noun: &str,
+) -> Result<Dim, String> {
+    let (Dim::Known(n), Some(k)) = (input, window) else {
+        return Ok(Dim::Any);
+    };
+    let span = i128::from(n) + i128::from(pad) - i128::from(k);
+    if span < 0 {
+        return Err(format!(
+            "input {axis} {n} with padding {pad} is smaller than the {noun} {axis} {k}"
+        ));
+    }
+    let stride = i128::from(stride.max(1));
+    let steps = if ceil_mode {
+        (span + stride - 1) / stride
+    } else {
+        span / stride
+    };
+    i64::try_from(steps + 1)
+        .map(Dim::Known)
+        .map_err(|_| format!("output {axis} {} is too large", steps + 1))
+}
+
+/// The sizes before, at and after `axis` of a row-major shape: (outer, extent, inner).
+fn axis_split(shape: &[i64], axis: usize) -> (usize, usize, usize) {
+    let product = |dims: &[i64]| dims.iter().map(|&d| d.max(0) as usize).product::<usize>();
+    let extent = shape.get(axis).map_or(1, |&d| d.max(0) as usize);
+    (
+        product(&shape[..axis.min(shape.len())]),
+        extent,
+        product(&shape[(axis + 1).min(shape.len())..]),
+    )
+}
+
+/// The number of elements of a known shape.
+fn count(shape: &[i64]) -> usize {
+    shape.iter().map(|&d| d.max(0) as usize).product()
+}
+
+/// The tensor arguments, and the result type the relation gives for their concrete types.
+fn checked(
+    args: &[Value],
+    attrs: &Attrs,
+    relation: RelationFn,
+) -> Result<(Vec<Arc<NDArray>>, Type), String> {
+    let arrays = (0..args.len())
+        .map(|i| arg_tensor(args, i).cloned())
+        .collect::<Result<Vec<_>, _>>()?;
+    let types: Vec<Type> = arrays
+        .iter()
+        .map(|a| Type::tensor(a.shape(), a.dtype()))
+        .collect();
+    let result = relation(&types, attrs)?;
+    Ok((arrays, result))
+}
+
+/// The concrete shape and dtype of a result type (field `field` of a tuple type, if given).
+fn concrete(t: &Type, field: Option<usize>) -> Result<(Vec<i64>, DType), String> {
+    let t = match (t.kind(), field) {
+        (TypeKind::Tuple(fields), Some(i)) => fields
+            .get(i)
+            .ok_or_else(|| format!("the result `{t}` has no field {i}"))?,
+        _ => t,
+    };
+    let (shape, dtype) = tensor_type(t, "the result")?;
+    let shape = known(shape)
+        .ok_or_else(|| format!("the result shape {} is not fully known", shape_text(shape)))?;
+    NDArray::byte_len(dtype, &shape).map_err(|e| e.to_string())?;
+    Ok((shape, dtype))
+}
+
+/// The argument at `i` (present once `checked` succeeded).
+fn arg(arrays: &[Arc<NDArray>], i: usize) -> Result<&NDArray, String> {
+    arrays
+        .get(i)
+        .map(|a| &**a)
+        .ok_or_else(|| format!("missing argument {i}"))
+}
+
+// ----- Dense and matrix products -----
+
+/// The result dtype of a contraction: `out_dtype` when set, else the inputs' common dtype.
+fn contraction_dtype(
+    attrs: &Attrs,
+    (a, da, a_name): (&Type, DType, &str),
+    (b, db, b_name): (&Type, DType, &str),
+) -> Result<DType, String> {
+    require_numeric(a, da, a_name)?;
+    require_numeric(b, db, b_name)?;
+    match attr_dtype(attrs, "out_dtype")? {
+        Some(d) if d.lanes == 1 && (d.is_float() || d.is_int()) => Ok(d),
+        Some(d) => Err(format!(
+            "`out_dtype` must be an integer or float dtype, got {d}"
+        )),
+        None if da == db => Ok(da),
+        None => Err(format!(
+            "{a_name} `{a}` and {b_name} `{b}` have different dtypes and no `out_dtype` is set"
+        )),
+    }
+}
+
+/// Checks `units` against the weight's output dimension and returns the output dimension.
+fn units_dim(attrs: &Attrs, n: Dim, weight: &Type, what: &str) -> Result<Dim, String> {
+    match attr_opt_int(attrs, "units")? {
+        Some(u) if differ(n, Dim::Known(u)) => Err(format!(
+            "`units`={u} does not match {what} `{weight}` with {} output units",
+            dim_text(n)
+        )),
+        Some(u) => Ok(unify(n, Dim::Known(u))),
+        None => Ok(n),
+    }
+}
+
+/// `nn.dense(data[..., k], weight[units, k]) -> [..., units]`: data times weight transposed.
+fn dense_rel(types: &[Type], attrs: &Attrs) -> Result<Type, String> {
+    let [data, weight] = inputs::<2>(types)?;
+    let (ds, dd) = tensor_type(data, "dense data")?;
+    let (ws, wd) = tensor_type(weight, "dense weight")?;
+    let dtype = contraction_dtype(
+        attrs,
+        (data, dd, "dense data"),
+        (weight, wd, "dense weight"),
+    )?;
+    let Some(&k) = ds.last() else {
+        return Err(format!(
+            "dense data must have rank at least 1, got `{data}`"
+        ));
+    };
+    let &[units, wk] = ws else {
+        return Err(format!(
+            "dense weight must have rank 2 (units, k), got `{weight}`"
+        ));
+    };
+    if differ(wk, k) {
+        return Err(format!(
+            "dense weight `{weight}` does not match data `{data}`: reduction dims {} and {} differ",
+            dim_text(wk),
+            dim_text(k)
+        ));
+    }
+    let mut shape = ds.to_vec();
+    let last = shape.len() - 1;
+    shape[last] = units_dim(attrs, units, weight, "dense weight")?;
+    Ok(tensor(shape, dtype))
+}
+
+/// Operand layout for [`contract`]: element strides per batch, per output row or column, and
+/// per step along the reduction.
+#[derive(Clone, Copy)]
+struct Operand {
+    batch: usize,
+    outer: usize,
+    k: usize,
+}
+
+/// `out[b, i, j] = Σ_k a[b, i, k] · b[b, k, j]` over the operands' layouts.
+fn contract<T: Num>(
+    (a, la): (&[T], Operand),
+    (b, lb): (&[T], Operand),
+    [batch, m, n, k]: [usize; 4],
+) -> Vec<T> {
+    let mut out = Vec::with_capacity(batch * m * n);
+    for bi in 0..batch {
+        for i in 0..m {
+            for j in 0..n {
+                let mut acc = T::ZERO;
+                for kk in 0..k {
+                    let x = a[bi * la.batch + i * la.outer + kk * la.k];
+                    let y = b[bi * lb.batch + j * lb.outer + kk * lb.k];
+                    acc = acc.plus(x.times(y));
+                }
+                out.push(acc);
+            }
+        }
+    }
+    out
+}
+
+/// Runs [`contract`] in the number type of `dtype` and wraps the result.
+fn contract_to(
+    dtype: DType,
+    shape: &[i64],
+    (a, la): (&NDArray, Operand),
+    (b, lb): (&NDArray, Operand),
+    sizes: [usize; 4],
+) -> Result<Value, String> {
+    if dtype.is_float() {
+        let out = contract::<f64>((&f64::read(a), la), (&f64::read(b), lb), sizes);
+        f64::array(dtype, shape, &out)
+    } else {
+        let out = contract::<i128>((&i128::read(a), la), (&i128::read(b), lb), sizes);
+        i128::array(dtype, shape, &out)
+    }
+}
+
+fn dense_eval(args: &[Value], attrs: &Attrs) -> Result<Value, String> {
+    let (arrays, result) = checked(args, attrs, dense_rel)?;
+    let (shape, dtype) = concrete(&result, None)?;
+    let (x, w) = (arg(&arrays, 0)?, arg(&arrays, 1)?);
+    let k = x.shape().last().map_or(0, |&d| d as usize);
+    let rows = count(&x.shape()[..x.ndim() - 1]);
+    let units = w.shape()[0] as usize;
+    let layout = Operand {
+        batch: 0,
+        outer: k,
+        k: 1,
+    };
+    contract_to(dtype, &shape, (x, layout), (w, layout), [1, rows, units, k])
+}
+
+/// `nn.matmul(a, b)`: `a` is `[..., m, k]` (`[..., k, m]` with `transpose_a`) and `b` is
+/// `[k, n]` (`[n, k]` with `transpose_b`); the result is `[..., m, n]`.
+fn matmul_rel(types: &[Type], attrs: &Attrs) -> Result<Type, String> {
+    let [a, b] = inputs::<2>(types)?;
+    let (sa, da) = tensor_type(a, "matmul tensor_a")?;
+    let (sb, db) = tensor_type(b, "matmul tensor_b")?;
+    let dtype = contraction_dtype(
+        attrs,
+        (a, da, "matmul tensor_a"),
+        (b, db, "matmul tensor_b"),
+    )?;
+    let (ta, tb) = (
+        attr_bool(attrs, "transpose_a")?,
+        attr_bool(attrs, "transpose_b")?,
+    );
+    let min_rank = if ta { 2 } else { 1 };
+    if sa.len() < min_rank {
+        return Err(format!(
+            "matmul tensor_a must have rank at least {min_rank}, got `{a}`"
+        ));
+    }
+    let &[b0, b1] = sb else {
+        return Err(format!("matmul tensor_b must have rank 2, got `{b}`"));
+    };
+    let r = sa.len();
+    let mut shape = sa.to_vec();
+    let ka = if ta {
+        shape[r - 2] = sa[r - 1];
+        sa[r - 2]
+    } else {
+        sa[r - 1]
+    };
+    let (kb, n) = if tb { (b1, b0) } else { (b0, b1) };
+    if differ(ka, kb) {
+        return Err(format!(
+            "matmul reduction dims {} and {} differ: tensor_a `{a}`, tensor_b `{b}`, \
+             transpose_a={}, transpose_b={}",
+            dim_text(ka),
+            dim_text(kb),
+            py_bool(ta),
+            py_bool(tb)
+        ));
+    }
+    shape[r - 1] = units_dim(attrs, n, b, "matmul tensor_b")?;
+    Ok(tensor(shape, dtype))
+}
+
+fn matmul_eval(args: &[Value], attrs: &Attrs) -> Result<Value, String> {
+    let (arrays, result) = checked(args, attrs, matmul_rel)?;
+    let (shape, dtype) = concrete(&result, None)?;
+    let (a, b) = (arg(&arrays, 0)?, arg(&arrays, 1)?);
+    let (ta, tb) = (
+        attr_bool(attrs, "transpose_a")?,
+        attr_bool(attrs, "transpose_b")?,
+    );
+    let sa = a.shape();
+    let r = sa.len();
+    let dim = |i: usize| sa[i] as usize;
+    let (m, k, la) = if ta {
+        let (k, m) = (dim(r - 2), dim(r - 1));
+        (
+            m,
+            k,
+            Operand {
+                batch: m * k,
+                outer: 1,
+                k: m,
+            },
+        )
+    } else {
+        let k = dim(r - 1);
+        let m = if r >= 2 { dim(r - 2) } else { 1 };
+        (
+            m,
+            k,
+            Operand {
+                batch: m * k,
+                outer: k,
+                k: 1,
+            },
+        )
+    };
+    let batch = count(&sa[..r.saturating_sub(2)]);
+    let (b0, b1) = (b.shape()[0] as usize, b.shape()[1] as usize);
+    let (n, lb) = if tb {
+        (
+            b0,
+            Operand {
+                batch: 0,
+                outer: b1,
+                k: 1,
+            },
+        )
+    } else {
+        (
+            b1,
+            Operand {
+                batch: 0,
+                outer: 1,
+                k: b1,
+            },
+        )
+    };
+    contract_to(dtype, &shape, (a, la), (b, lb), [batch, m, n, k])
+}
+
+/// `nn.batch_matmul(a[b, m, k], b[b, k, n])`, with `transpose_a` reading `a` as `[b, k, m]` and
+/// `transpose_b` reading `b` as `[b, n, k]`; a batch dimension of 1 broadcasts.
+fn batch_matmul_rel(types: &[Type], attrs: &Attrs) -> Result<Type, String> {
+    let [a, b] = inputs::<2>(types)?;
+    let (sa, da) = tensor_type(a, "batch_matmul tensor_a")?;
+    let (sb, db) = tensor_type(b, "batch_matmul tensor_b")?;
+    let dtype = contraction_dtype(
+        attrs,
+        (a, da, "batch_matmul tensor_a"),
+        (b, db, "batch_matmul tensor_b"),
+    )?;
+    let (ta, tb) = (
+        attr_bool(attrs, "transpose_a")?,
+        attr_bool(attrs, "transpose_b")?,
+    );
+    let &[a0, a1, a2] = sa else {
+        return Err(format!("batch_matmul tensor_a must have rank 3, got `{a}`"));
+    };
+    let &[b0, b1, b2] = sb else {
+        return Err(format!("batch_matmul tensor_b must have rank 3, got `{b}`"));
+    };
+    let (m, ka) = if ta { (a2, a1) } else { (a1, a2) };
+    let (kb, n) = if tb { (b2, b1) } else { (b1, b2) };
+    if differ(ka, kb) {
+        return Err(format!(
+            "batch_matmul reduction dims {} and {} differ: tensor_a `{a}`, tensor_b `{b}`, \
+             transpose_a={}, transpose_b={}",
+            dim_text(ka),
+            dim_text(kb),
+            py_bool(ta),
+            py_bool(tb)
+        ));
+    }
+    let batch = match broadcast_shapes(&[a0], &[b0]).as_deref() {
+        Some(&[d]) => d,
+        _ => {
+            return Err(format!(
+                "batch_matmul batch dims {} and {} differ and neither is 1: `{a}` and `{b}`",
+                dim_text(a0),
+                dim_text(b0)
+            ));
+        }
+    };
+    Ok(tensor(vec![batch, m, n], dtype))
+}
+
+fn batch_matmul_eval(args: &[Value], attrs: &Attrs) -> Result<Value, String> {
+    let (arrays, result) = checked(args, attrs, batch_matmul_rel)?;
+    let (shape, dtype) = concrete(&result, None)?;
+    let (a, b) = (arg(&arrays, 0)?, arg(&arrays, 1)?);
+    let (ta, tb) = (
+        attr_bool(attrs, "transpose_a")?,
+        attr_bool(attrs, "transpose_b")?,
+    );
+    let d = |t: &NDArray, i: usize| t.shape()[i] as usize;
+    let (a0, a1, a2) = (d(a, 0), d(a, 1), d(a, 2));
+    let (b0, b1, b2) = (d(b, 0), d(b, 1), d(b, 2));
+    let a_batch = if a0 == 1 { 0 } else { a1 * a2 };
+    let b_batch = if b0 == 1 { 0 } else { b1 * b2 };
+    let (m, k, la) = if ta {
+        (
+            a2,
+            a1,
+            Operand {
+                batch: a_batch,
+                outer: 1,
+                k: a2,
+            },
+        )
+    } else {
+        (
+            a1,
+            a2,
+            Operand {
+                batch: a_batch,
+                outer: a2,
+                k: 1,
+            },
+        )
+    };
+    let (n, lb) = if tb {
+        (
+            b1,
+            Operand {
+                batch: b_batch,
+                outer: b2,
+                k: 1,
+            },
+        )
+    } else {
+        (
+            b2,
+            Operand {
+                batch: b_batch,
+                outer: 1,
+                k: b2,
+            },
+        )
+    };
+    let batch = shape[0] as usize;
+    contract_to(dtype, &shape, (a, la), (b, lb), [batch, m, n, k])
+}
+
+// ----- Activations, bias and flattening -----
+
+/// The type of a numeric elementwise operator: its input's.
+fn numeric_unary_rel(types: &[Type], _: &Attrs) -> Result<Type, String> {
+    let [data] = inputs::<1>(types)?;
+    let (_, dtype) = tensor_type(data, "the input")?;
+    require_numeric(data, dtype, "the input")?;
+    Ok(data.clone())
+}
+
+/// Applies `f` to every element in the number type of the tensor's dtype.
+fn map_elements(x: &NDArray, f: fn(f64) -> f64, g: fn(i128) -> i128) -> Result<Value, String> {
+    if x.dtype().is_float() {
+        let out: Vec<f64> = x.to_f64_vec().into_iter().map(f).collect();
+        f64::array(x.dtype(), x.shape(), &out)
+    } else {
+        let out: Vec<i128> = x.to_i128_vec().into_iter().map(g).collect();
+        i128::array(x.dtype(), x.shape(), &out)
+    }
+}
+
+fn relu_eval(args: &[Value], attrs: &Attrs) -> Result<Value, String> {
+    let (arrays, _) = checked(args, attrs, numeric_unary_rel)?;
+    map_elements(
+        arg(&arrays, 0)?,
+        |v| v.max(0.0),
+        |v| if v > 0 { v } else { 0 },
+    )
+}
+
+fn leaky_relu_eval(args: &[Value], attrs: &Attrs) -> Result<Value, String> {
+    let (arrays, _) = checked(args, attrs, numeric_unary_rel)?;
+    let x = arg(&arrays, 0)?;
+    let alpha = attr_float(attrs, "alpha")?;
+    if x.dtype().is_float() {
+        let out: Vec<f64> = x
+            .to_f64_vec()
+            .into_iter()
+            .map(|v| if v > 0.0 { v } else { v * alpha })
+            .collect();
+        f64::array(x.dtype(), x.shape(), &out)
+    } else {
+        let alpha = i128::from_f64(alpha);
+        let out: Vec<i128> = x
+            .to_i128_vec()
+            .into_iter()
+            .map(|v| if v > 0 { v } else { v.wrapping_mul(alpha) })
+            .collect();
+        i128::array(x.dtype(), x.shape(), &out)
+    }
+}
+
+/// The relation of `nn.bias_add` and `nn.prelu`: a numeric tensor and a vector as long as its
+/// `axis` dimension, of the same dtype.
+fn channel_vector_rel(types: &[Type], attrs: &Attrs, what: &str) -> Result<Type, String> {
+    let [data, vector] = inputs::<2>(types)?;
+    let (ds, dd) = tensor_type(data, "the data")?;
+    require_numeric(data, dd, "the data")?;
+    let axis = normalize_axis(attr_int(attrs, "axis")?, ds.len())?;
+    let dim = ds.get(axis).copied().unwrap_or(Dim::Known(1));
+    check_vector(vector, what, dim, dd, data, axis)?;
+    Ok(data.clone())
+}
+
+/// Checks that `t` is a vector of `dim` elements of `dtype`, matching axis `axis` of `data`,
+/// and returns the unified length.
+fn check_vector(
+    t: &Type,
+    what: &str,
+    dim: Dim,
+    dtype: DType,
+    data: &Type,
+    axis: usize,
+) -> Result<Dim, String> {
+    let mismatch = || {
+        format!(
+            "{what} must be `{}` to match axis {axis} of data `{data}`, got `{t}`",
+            tensor(vec![dim], dtype)
+        )
+    };
+    let (shape, d) = tensor_type(t, what)?;
+    match shape {
+        [n] if d == dtype && !differ(*n, dim) => Ok(unify(dim, *n)),
+        _ => Err(mismatch()),
+    }
+}
+
+fn bias_add_rel(types: &[Type], attrs: &Attrs) -> Result<Type, String> {
+    channel_vector_rel(types, attrs, "bias")
+}
+
+fn prelu_rel(types: &[Type], attrs: &Attrs) -> Result<Type, String> {
+    channel_vector_rel(types, attrs, "alpha")
+}
+
+/// Combines every element of `x` with the element of the vector `v` at its `axis` index.
+fn channel_map<T: Num>(
+    x: &NDArray,
+    v: &NDArray,
+    axis: usize,
+    f: impl Fn(T, T) -> T,
+) -> Result<Value, String> {
+    let (_, extent, inner) = axis_split(x.shape(), axis);
+    let vs = T::read(v);
+    let out: Vec<T> = T::read(x)
+        .into_iter()
+        .enumerate()
+        .map(|(i, e)| f(e, vs[(i / inner.max(1)) % extent.max(1)]))
+        .collect();
+    T::array(x.dtype(), x.shape(), &out)
+}
+
+fn bias_add_eval(args: &[Value], attrs: &Attrs) -> Result<Value, String> {
+    let (arrays, _) = checked(args, attrs, bias_add_rel)?;
+    let (x, b) = (arg(&arrays, 0)?, arg(&arrays, 1)?);
+    let axis = normalize_axis(attr_int(attrs, "axis")?, x.ndim())?;
+    if x.dtype().is_float() {
+        channel_map::<f64>(x, b, axis, Num::plus)
+    } else {
+        channel_map::<i128>(x, b, axis, Num::plus)
+    }
+}
+
+fn prelu_eval(args: &[Value], attrs: &Attrs) -> Result<Value, String> {
+    let (arrays, _) = checked(args, attrs, prelu_rel)?;
+    let (x, alpha) = (arg(&arrays, 0)?, arg(&arrays, 1)?);
+    let axis = normalize_axis(attr_int(attrs, "axis")?, x.ndim())?;
+    if x.dtype().is_float() {
+        channel_map::<f64>(x, alpha, axis, |v, a| if v > 0.0 { v } else { v * a })
+    } else {
+        channel_map::<i128>(x, alpha, axis, |v, a| if v > 0 { v } else { v.times(a) })
+    }
+}
+
+/// `nn.softmax` and `nn.log_softmax`: a float tensor, normalized along `axis`.
+fn softmax_rel(types: &[Type], attrs: &Attrs) -> Result<Type, String> {
+    let [data] = inputs::<1>(types)?;
+    let (shape, dtype) = tensor_type(data, "softmax data")?;
+    require_float(data, dtype, "softmax data")?;
+    normalize_axis(attr_int(attrs, "axis")?, shape.len())?;
+    Ok(data.clone())
+}
+
+/// Softmax along `axis` (its logarithm when `log`), computed in `f64` with the maximum
+/// subtracted first.
+fn softmax_run(args: &[Value], attrs: &Attrs, log: bool) -> Result<Value, String> {
+    let (arrays, _) = checked(args, attrs, softmax_rel)?;
+    let x = arg(&arrays, 0)?;
+    let axis = normalize_axis(attr_int(attrs, "axis")?, x.ndim())?;
+    let (outer, extent, inner) = axis_split(x.shape(), axis);
+    let xs = x.to_f64_vec();
+    let mut out = vec![0.0; xs.len()];
+    for o in 0..outer {
+        for r in 0..inner {
+            let at = |d: usize| (o * extent + d) * inner + r;
+            let max = (0..extent)
+                .map(|d| xs[at(d)])
+                .fold(f64::NEG_INFINITY, f64::max);
+            let sum: f64 = (0..extent).map(|d| (xs[at(d)] - max).exp()).sum();
+            for d in 0..extent {
+                let shifted = xs[at(d)] - max;
+                out[at(d)] = if log {
+                    shifted - sum.ln()
+                } else {
+                    shifted.exp() / sum
+                };
+            }
+        }
+    }
+    f64::array(x.dtype(), x.shape(), &out)
+}
+
+fn softmax_eval(args: &[Value], attrs: &Attrs) -> Result<Value, String> {
+    softmax_run(args, attrs, false)
+}
+
+fn log_softmax_eval(args: &[Value], attrs: &Attrs) -> Result<Value, String> {
+    softmax_run(args, attrs, true)
+}
+
+/// `nn.batch_flatten`: `[n, d1, d2, ...]` to `[n, d1 * d2 * ...]`.
+fn batch_flatten_rel(types: &[Type], _: &Attrs) -> Result<Type, String> {
+    let [data] = inputs::<1>(types)?;
+    let (shape, dtype) = tensor_type(data, "batch_flatten data")?;
+    let Some((&n, rest)) = shape.split_first() else {
+        return Err(format!(
+            "batch_flatten data must have rank at least 1, got `{data}`"
+        ));
+    };
+    let mut flat = Some(1i64);
+    for d in rest {
+        flat = match (flat, d) {
+            (Some(f), Dim::Known(k)) => Some(
+                f.checked_mul(*k)
+                    .ok_or_else(|| format!("batch_flatten of `{data}` is too large"))?,
+            ),
+            _ => None,
+        };
+    }
+    Ok(tensor(vec![n, flat.map_or(Dim::Any, Dim::Known)], dtype))
+}
+
+fn batch_flatten_eval(args: &[Value], attrs: &Attrs) -> Result<Value, String> {
+    let (arrays, result) = checked(args, attrs, batch_flatten_rel)?;
+    let (shape, dtype) = concrete(&result, None)?;
+    value(NDArray::from_bytes(
+        dtype,
+        &shape,
+        arg(&arrays, 0)?.as_bytes(),
+    ))
+}
+
+// ----- Convolution -----
+
+/// The attributes that shape `nn.conv2d`'s computation.
+struct Conv2d {
+    strides: [i64; 2],
+    /// Top, left, bottom, right.
+    padding: [i64; 4],
+    dilation: [i64; 2],
+    groups: i64,
+}
+
+impl Conv2d {
+    fn new(attrs: &Attrs) -> Result<Conv2d, String> {
+        let groups = attr_int(attrs, "groups")?;
+        if groups < 1 {
+            return Err(format!("`groups` must be positive, got {groups}"));
+        }
+        Ok(Conv2d {
+            strides: positive_pair(attrs, "strides")?,
+            padding: padding4(attrs)?,
+            dilation: positive_pair(attrs, "dilation")?,
+            groups,
+        })
+    }
+}
+
+/// `nn.conv2d(data[n, c, h, w], weight[o, c / groups, kh, kw]) -> [n, o, oh, ow]`.
+fn conv2d_rel(types: &[Type], attrs: &Attrs) -> Result<Type, String> {
+    let [data, weight] = inputs::<2>(types)?;
+    let (ds, dd) = tensor_type(data, "conv2d data")?;
+    let (ws, wd) = tensor_type(weight, "conv2d weight")?;
+    require_nchw(attrs, "data_layout", Some("kernel_layout"))?;
+    let dtype = contraction_dtype(
+        attrs,
+        (data, dd, "conv2d data"),
+        (weight, wd, "conv2d weight"),
+    )?;
+    require_rank(data, ds, 4, "conv2d data", "NCHW")?;
+    require_rank(weight, ws, 4, "conv2d weight", "OIHW")?;
+    let p = Conv2d::new(attrs)?;
+    let groups = p.groups;
+    let mut out_channels = ws[0];
+    if let Some(channels) = attr_opt_int(attrs, "channels")? {
+        if differ(out_channels, Dim::Known(channels)) {
+            return Err(format!(
+                "conv2d `channels`={channels} does not match weight `{weight}` with {} output \
+                 channels",
+                dim_text(out_channels)
+            ));
+        }
+        out_channels = unify(out_channels, Dim::Known(channels));
+    }
+    let mut kernel = [ws[2], ws[3]];
+    if let Some(size) = attr_opt_ints(attrs, "kernel_size")? {
+        let &[kh, kw] = size.as_slice() else {
+            return Err(format!(
+                "`kernel_size` must have 2 values, got {}",
+                size.len()
+            ));
+        };
+        if differ(kernel[0], Dim::Known(kh)) || differ(kernel[1], Dim::Known(kw)) {
+            return Err(format!(
+                "conv2d `kernel_size`=[{kh}, {kw}] does not match weight `{weight}` with kernel \
+                 ({}, {})",
+                dim_text(kernel[0]),
+                dim_text(kernel[1])
+            ));
+        }
+        kernel = [
+            unify(kernel[0], Dim::Known(kh)),
+            unify(kernel[1], Dim::Known(kw)),
+        ];
+    }
+    if let (Dim::Known(c), Dim::Known(per_group)) = (ds[1], ws[1])
+        && i128::from(per_group) * i128::from(groups) != i128::from(c)
+    {
+        return Err(format!(
+            "conv2d weight has {per_group} input channels per group but data has {c} channels \
+             and groups={groups}"
+        ));
+    }
+    if let Dim::Known(o) = out_channels
+        && o % groups != 0
+    {
+        return Err(format!(
+            "conv2d weight has {o} output channels, which groups={groups} does not divide"
+        ));
+    }
+    let mut spatial = [Dim::Any; 2];
+    for (i, axis) in ["height", "width"].into_iter().enumerate() {
+        let window = match kernel[i] {
+            Dim::Known(k) if k < 1 => {
+                return Err(format!(
+                    "conv2d weight must have a non-empty kernel, got `{weight}`"
+                ));
+            }
+            Dim::Known(k) => Some(dilated(k, p.dilation[i])?),
+            Dim::Any => None,
+        };
+        let pad = p.padding[i].saturating_add(p.padding[i + 2]);
+        spatial[i] = window_dim(
+            ds[2 + i],
+            pad,
+            window,
+            p.strides[i],
+            false,
+            axis,
+            "dilated kernel",
+        )?;
+    }
+    Ok(tensor(
+        vec![ds[0], out_channels, spatial[0], spatial[1]],
+        dtype,
+    ))
+}
+
+fn conv2d_run<T: Num>(
+    x: &NDArray,
+    w: &NDArray,
+    p: &Conv2d,
+    shape: &[i64],
+    dtype: DType,
+) -> Result<Value, String> {
+    let (xs, ws) = (x.shape(), w.shape());
+    let (c, h, wd) = (xs[1], xs[2], xs[3]);
+    let (o, per_group, kh, kw) = (ws[0], ws[1], ws[2], ws[3]);
+    let (n, oh, ow) = (shape[0], shape[2], shape[3]);
+    let [sh, sw] = p.strides;
+    let [dh, dw] = p.dilation;
+    let (pt, pl) = (p.padding[0], p.padding[1]);
+    let per_group_out = (o / p.groups).max(1);
+    let (xv, wv) = (T::read(x), T::read(w));
+    let mut out = Vec::with_capacity(count(shape));
+    for b in 0..n {
+        for oc in 0..o {
+            let g = oc / per_group_out;
+            for i in 0..oh {
+                for j in 0..ow {
+                    let mut acc = T::ZERO;
+                    for ic in 0..per_group {
+                        let ci = g * per_group + ic;
+                        for ki in 0..kh {
+                            let y = i * sh - pt + ki * dh;
+                            if y < 0 || y >= h {
+                                continue;
+                            }
+                            for kj in 0..kw {
+                                let z = j * sw - pl + kj * dw;
+                                if z < 0 || z >= wd {
+                                    continue;
+                                }
+                                let xi = ((b * c + ci) * h + y) * wd + z;
+                                let wi = ((oc * per_group + ic) * kh + ki) * kw + kj;
+                                acc = acc.plus(xv[xi as usize].times(wv[wi as usize]));
+                            }
+                        }
+                    }
+                    out.push(acc);
+                }
+            }
+        }
+    }
+    T::array(dtype, shape, &out)
+}
+
+fn conv2d_eval(args: &[Value], attrs: &Attrs) -> Result<Value, String> {
+    let (arrays, result) = checked(args, attrs, conv2d_rel)?;
+    let (shape, dtype) = concrete(&result, None)?;
+    let (x, w) = (arg(&arrays, 0)?, arg(&arrays, 1)?);
+    let p = Conv2d::new(attrs)?;
+    if dtype.is_float() {
+        conv2d_run::<f64>(x, w, &p, &shape, dtype)
+    } else {
+        conv2d_run::<i128>(x, w, &p, &shape, dtype)
+    }
+}
+
+// ----- Pooling -----
+
+/// The attributes of `nn.max_pool2d` and `nn.avg_pool2d`.
+struct Pool2d {
+    size: [i64; 2],
+    strides: [i64; 2],
+    dilation: [i64; 2],
+    /// Top, left, bottom, right.
+    padding: [i64; 4],
+    ceil_mode: bool,
+    count_include_pad: bool,
+}
+
+impl Pool2d {
+    fn new(attrs: &Attrs) -> Result<Pool2d, String> {
+        let count_include_pad = match attrs.get("count_include_pad") {
+            Some(_) => attr_bool(attrs, "count_include_pad")?,
+            None => false,
+        };
+        Ok(Pool2d {
+            size: positive_pair(attrs, "pool_size")?,
+            strides: positive_pair(attrs, "strides")?,
+            dilation: positive_pair(attrs, "dilation")?,
+            padding: padding4(attrs)?,
+            ceil_mode: attr_bool(attrs, "ceil_mode")?,
+            count_include_pad,
+        })
+    }
+}
+
+/// An NCHW pooling input: its shape and dtype after the common checks.
+fn pool_input<'t>(
+    types: &'t [Type],
+    attrs: &Attrs,
+    layout: &str,
+) -> Result<(&'t Type, &'t [Dim], DType), String> {
+    let [data] = inputs::<1>(types)?;
+    let (shape, dtype) = tensor_type(data, "pooling data")?;
+    require_nchw(attrs, layout, None)?;
+    require_rank(data, shape, 4, "pooling data", "NCHW")?;
+    require_numeric(data, dtype, "pooling data")?;
+    Ok((data, shape, dtype))
+}
+
+/// `nn.max_pool2d` and `nn.avg_pool2d` on NCHW data.
+fn pool2d_rel(types: &[Type], attrs: &Attrs) -> Result<Type, String> {
+    let (_, shape, dtype) = pool_input(types, attrs, "layout")?;
+    let p = Pool2d::new(attrs)?;
+    let mut spatial = [Dim::Any; 2];
+    for (i, axis) in ["height", "width"].into_iter().enumerate() {
+        let window = dilated(p.size[i], p.dilation[i])?;
+        let pad = p.padding[i].saturating_add(p.padding[i + 2]);
+        spatial[i] = window_dim(
+            shape[2 + i],
+            pad,
+            Some(window),
+            p.strides[i],
+            p.ceil_mode,
+            axis,
+            "pool window",
+        )?;
+    }
+    Ok(tensor(
+        vec![shape[0], shape[1], spatial[0], spatial[1]],
+        dtype,
+    ))
+}
+
+/// Max or average pooling over windows of NCHW data. Max pooling pads with the dtype's lowest
+/// value; average pooling divides by the in-bounds taps, or with `count_include_pad` by the
+/// taps inside the padded input (TVM's rule, which leaves out what ceil mode adds past the
+/// bottom and right padding).
+fn pool2d_run<T: Num>(x: &NDArray, p: &Pool2d, shape: &[i64], max: bool) -> Result<Value, String> {
+    let dtype = x.dtype();
+    let (h, w) = (x.shape()[2], x.shape()[3]);
+    let (oh, ow) = (shape[2], shape[3]);
+    let [kh, kw] = p.size;
+    let [sh, sw] = p.strides;
+    let [dh, dw] = p.dilation;
+    let [pt, pl, pb, pr] = p.padding;
+    let xv = T::read(x);
+    let planes = count(&shape[..2]);
+    let mut out = Vec::with_capacity(count(shape));
+    for plane in 0..planes as i64 {
+        for i in 0..oh {
+            for j in 0..ow {
+                let (y0, z0) = (i * sh - pt, j * sw - pl);
+                let mut acc = if max { T::lowest(dtype) } else { T::ZERO };
+                let mut taps = 0i64;
+                for ki in 0..kh {
+                    let y = y0 + ki * dh;
+                    if y < 0 || y >= h {
+                        continue;
+                    }
+                    for kj in 0..kw {
+                        let z = z0 + kj * dw;
+                        if z < 0 || z >= w {
+                            continue;
+                        }
+                        let v = xv[((plane * h + y) * w + z) as usize];
+                        acc = if max { acc.larger(v) } else { acc.plus(v) };
+                        taps += 1;
+                    }
+                }
+                if !max {
+                    let divisor = if p.count_include_pad {
+                        let rows = (0..kh).filter(|ki| y0 + ki * dh < h + pb).count();
+                        let cols = (0..kw).filter(|kj| z0 + kj * dw < w + pr).count();
+                        (rows * cols) as i64
+                    } else {
+                        taps
+                    };
+                    acc = acc.div_count(divisor);
+                }
+                out.push(acc);
+            }
+        }
+    }
+    T::array(dtype, shape, &out)
+}
+
+fn pool2d_eval(args: &[Value], attrs: &Attrs, max: bool) -> Result<Value, String> {
+    let (arrays, result) = checked(args, attrs, pool2d_rel)?;
+    let (shape, _) = concrete(&result, None)?;
+    let x = arg(&arrays, 0)?;
+    let p = Pool2d::new(attrs)?;
+    if x.dtype().is_float() {
+        pool2d_run::<f64>(x, &p, &shape, max)
+    } else {
+        pool2d_run::<i128>(x, &p, &shape, max)
+    }
+}
+
+fn max_pool2d_eval(args: &[Value], attrs: &Attrs) -> Result<Value, String> {
+    pool2d_eval(args, attrs, true)
+}
+
+fn avg_pool2d_eval(args: &[Value], attrs: &Attrs) -> Result<Value, String> {
+    pool2d_eval(args, attrs, false)
+}
+
+/// `nn.global_avg_pool2d` and `nn.global_max_pool2d`: `[n, c, h, w]` to `[n, c, 1, 1]`.
+fn global_pool2d_rel(types: &[Type], attrs: &Attrs) -> Result<Type, String> {
+    let (_, shape, dtype) = pool_input(types, attrs, "layout")?;
+    Ok(tensor(
+        vec![shape[0], shape[1], Dim::Known(1), Dim::Known(1)],
+        dtype,
+    ))
+}
+
+/// `output_size` of an adaptive pool: (height, width), `None` keeping the input's extent.
+fn adaptive_output_size(attrs: &Attrs) -> Result<[Option<i64>; 2], String> {
+    let items: &[AttrValue] = match attrs.get("output_size") {
+        None | Some(AttrValue::Null) => &[],
+        Some(v) => v
+            .as_array()
+            .ok_or("attribute `output_size` must be a list of integers")?,
+    };
+    let sizes = items
+        .iter()
+        .map(|item| match item {
+            AttrValue::Null => Ok(None),
+            AttrValue::Int(n) if *n >= 1 => Ok(Some(*n)),
+            AttrValue::Int(n) => Err(format!("`output_size` must be positive, got {n}")),
+            _ => Err("attribute `output_size` must be a list of integers".to_owned()),
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    match *sizes.as_slice() {
+        [] => Ok([None, None]),
+        [s] => Ok([s, s]),
+        [h, w] => Ok([h, w]),
+        _ => Err(format!(
+            "`output_size` must have 0, 1 or 2 values, got {}",
+            sizes.len()
+        )),
+    }
+}
+
+/// `nn.adaptive_avg_pool2d`: NCHW data pooled to `output_size`.
+fn adaptive_pool2d_rel(types: &[Type], attrs: &Attrs) -> Result<Type, String> {
+    let (_, shape, dtype) = pool_input(types, attrs, "layout")?;
+    let [oh, ow] = adaptive_output_size(attrs)?;
+    let pick = |size: Option<i64>, input: Dim| size.map_or(input, Dim::Known);
+    Ok(tensor(
+        vec![shape[0], shape[1], pick(oh, shape[2]), pick(ow, shape[3])],
+        dtype,
+    ))
+}
+
+/// Adaptive pooling as TVM computes it: output cell `(i, j)` averages (or takes the maximum of)
+/// input rows `floor(i * h / oh) .. ceil((i + 1) * h / oh)` and the columns found the same way.
+/// With a 1x1 output this is global pooling over the whole plane.
+fn plane_pool_run<T: Num>(x: &NDArray, shape: &[i64], max: bool) -> Result<Value, String> {
+    let dtype = x.dtype();
+    let (h, w) = (i128::from(x.shape()[2]), i128::from(x.shape()[3]));
+    let (oh, ow) = (i128::from(shape[2]).max(1), i128::from(shape[3]).max(1));
+    let xv = T::read(x);
+    let planes = count(&shape[..2]);
+    let mut out = Vec::with_capacity(count(shape));
+    for plane in 0..planes as i128 {
+        for i in 0..oh {
+            let (y0, y1) = ((i * h) / oh, ((i + 1) * h + oh - 1) / oh);
+            for j in 0..ow {
+                let (z0, z1) = ((j * w) / ow, ((j + 1) * w + ow - 1) / ow);
+                let mut acc = if max { T::lowest(dtype) } else { T::ZERO };
+                for y in y0..y1 {
+                    for z in z0..z1 {
+                        let v = xv[((plane * h + y) * w + z) as usize];
+                        acc = if max { acc.larger(v) } else { acc.plus(v) };
+                    }
+                }
+                if !max {
+                    acc = acc.div_count(((y1 - y0) * (z1 - z0)) as i64);
+                }
+                out.push(acc);
+            }
+        }
+    }
+    T::array(dtype, shape, &out)
+}
+
+fn plane_pool_eval(
+    args: &[Value],
+    attrs: &Attrs,
+    relation: RelationFn,
+    max: bool,
+) -> Result<Value, String> {
+    let (arrays, result) = checked(args, attrs, relation)?;
+    let (shape, _) = concrete(&result, None)?;
+    let x = arg(&arrays, 0)?;
+    if x.dtype().is_float() {
+        plane_pool_run::<f64>(x, &shape, max)
+    } else {
+        plane_pool_run::<i128>(x, &shape, max)
+    }
+}
+
+fn global_avg_pool2d_eval(args: &[Value], attrs: &Attrs) -> Result<Value, String> {
+    plane_pool_eval(args, attrs, global_pool2d_rel, false)
+}
+
+fn global_max_pool2d_eval(args: &[Value], attrs: &Attrs) -> Result<Value, String> {
+    plane_pool_eval(args, attrs, global_pool2d_rel, true)
+}
+
+fn adaptive_avg_pool2d_eval(args: &[Value], attrs: &Attrs) -> Result<Value, String> {
+    plane_pool_eval(args, attrs, adaptive_pool2d_rel, false)
+}
+
+fn adaptive_max_pool2d_eval(args: &[Value], attrs: &Attrs) -> Result<Value, String> {
+    plane_pool_eval(args, attrs, adaptive_pool2d_rel, true)
+}
+
+// ----- Normalization and dropout -----
+
+/// A float tensor and the index of its normalized `axis`.
+fn norm_input<'t>(
+    data: &'t Type,
+    attrs: &Attrs,
+    what: &str,
+) -> Result<(&'t [Dim], DType, usize), String> {
+    let (shape, dtype) = tensor_type(data, what)?;
+    require_float(data, dtype, what)?;
+    let axis = normalize_axis(attr_int(attrs, "axis")?, shape.len())?;
+    attr_float(attrs, "epsilon")?;
+    Ok((shape, dtype, axis))
+}
+
+/// `nn.batch_norm(data, gamma, beta, moving_mean, moving_var)`: the tuple (normalized data,
+/// moving_mean, moving_var), the result TVM gives in inference.
+fn batch_norm_rel(types: &[Type], attrs: &Attrs) -> Result<Type, String> {
+    let [data, params @ ..] = inputs::<5>(types)?;
+    let (shape, dtype, axis) = norm_input(data, attrs, "batch_norm data")?;
+    let mut dim = shape.get(axis).copied().unwrap_or(Dim::Known(1));
+    for (t, what) in params
+        .iter()
+        .zip(["gamma", "beta", "moving_mean", "moving_var"])
+    {
+        dim = check_vector(t, what, dim, dtype, data, axis)?;
+    }
+    let vector = tensor(vec![dim], dtype);
+    Ok(Type::tuple(vec![data.clone(), vector.clone(), vector]))
+}
+
+/// `nn.layer_norm(data, gamma, beta)`: data normalized along `axis`.
+fn layer_norm_rel(types: &[Type], attrs: &Attrs) -> Result<Type, String> {
+    let [data, gamma, beta] = inputs::<3>(types)?;
+    let (shape, dtype, axis) = norm_input(data, attrs, "layer_norm data")?;
+    let dim = shape.get(axis).copied().unwrap_or(Dim::Known(1));
+    let dim = check_vector(gamma, "gamma", dim, dtype, data, axis)?;
+    check_vector(beta, "beta", dim, dtype, data, axis)?;
+    Ok(data.clone())
+}
+
+/// `(x - mean) / sqrt(var + epsilon) * gamma + beta`, leaving out `gamma` without `scale` and
+/// `beta` without `center`.
+fn normalize(x: f64, mean: f64, var: f64, gamma: f64, beta: f64, attrs: &NormAttrs) -> f64 {
+    let mut y = (x - mean) / (var + attrs.epsilon).sqrt();
+    if attrs.scale {
+        y *= gamma;
+    }
+    if attrs.center {
+        y += beta;
+    }
+    y
+}
+
+/// The attributes shared by the normalizations.
+struct NormAttrs {
+    axis: usize,
+    epsilon: f64,
+    center: bool,
+    scale: bool,
+}
+
+impl NormAttrs {
+    fn new(attrs: &Attrs, rank: usize) -> Result<NormAttrs, String> {
+        Ok(NormAttrs {
+            axis: normalize_axis(attr_int(attrs, "axis")?, rank)?,
+            epsilon: attr_float(attrs, "epsilon")?,
+            center: attr_bool(attrs, "center")?,
+            scale: attr_bool(attrs, "scale")?,
+        })
+    }
+}
+
+fn batch_norm_eval(args: &[Value], attrs: &Attrs) -> Result<Value, String> {
+    let (arrays, _) = checked(args, attrs, batch_norm_rel)?;
+    let x = arg(&arrays, 0)?;
+    let a = NormAttrs::new(attrs, x.ndim())?;
+    let [gamma, beta, mean, var] = [1, 2, 3, 4].map(|i| arrays.get(i).map(|t| t.to_f64_vec()));
+    let (Some(gamma), Some(beta), Some(mean), Some(var)) = (gamma, beta, mean, var) else {
+        return Err(format!("expects 5 arguments, got {}", arrays.len()));
+    };
+    let (_, extent, inner) = axis_split(x.shape(), a.axis);
+    let out: Vec<f64> = x
+        .to_f64_vec()
+        .into_iter()
+        .enumerate()
+        .map(|(i, v)| {
+            let c = (i / inner.max(1)) % extent.max(1);
+            normalize(v, mean[c], var[c], gamma[c], beta[c], &a)
+        })
+        .collect();
+    Ok(Value::tuple(vec![
+        f64::array(x.dtype(), x.shape(), &out)?,
+        Value::Tensor(arrays[3].clone()),
+        Value::Tensor(arrays[4].clone()),
+    ]))
+}
+
+fn layer_norm_eval(args: &[Value], attrs: &Attrs) -> Result<Value, String> {
+    let (arrays, _) = checked(args, attrs, layer_norm_rel)?;
+    let x = arg(&arrays, 0)?;
+    let a = NormAttrs::new(attrs, x.ndim())?;
+    let (gamma, beta) = (arg(&arrays, 1)?.to_f64_vec(), arg(&arrays, 2)?.to_f64_vec());
+    let (outer, extent, inner) = axis_split(x.shape(), a.axis);
+    let xs = x.to_f64_vec();
+    let mut out = vec![0.0; xs.len()];
+    for o in 0..outer {
+        for r in 0..inner {
+            let at = |d: usize| (o * extent + d) * inner + r;
+            let n = extent as f64;
+            let mean = (0..extent).map(|d| xs[at(d)]).sum::<f64>() / n;
+            let var = (0..extent).map(|d| (xs[at(d)] - mean).powi(2)).sum::<f64>() / n;
+            for d in 0..extent {
+                out[at(d)] = normalize(xs[at(d)], mean, var, gamma[d], beta[d], &a);
+            }
+        }
+    }
+    f64::array(x.dtype(), x.shape(), &out)
+}
+
+/// `nn.dropout`: the tuple (output, mask), both of the input's type.
+fn dropout_rel(types: &[Type], attrs: &Attrs) -> Result<Type, String> {
+    let [data] = inputs::<1>(types)?;
+    tensor_type(data, "dropout data")?;
+    attr_float(attrs, "rate")?;
+    Ok(Type::tuple(vec![data.clone(), data.clone()]))
+}
+
+/// Inference dropout: the data unchanged and a mask of ones.
+fn dropout_eval(args: &[Value], attrs: &Attrs) -> Result<Value, String> {
+    let (arrays, _) = checked(args, attrs, dropout_rel)?;
+    let x = arg(&arrays, 0)?;
+    let ones = vec![1.0; x.num_elements()];
+    Ok(Value::tuple(vec![
+        Value::Tensor(arrays[0].clone()),
+        f64::array(x.dtype(), x.shape(), &ones)?,
+    ]))
+}
+
+// ----- Padding -----
+
+/// How `nn.pad` fills the border.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum PadMode {
+    /// With `pad_value`.
+    Constant,
+    /// By repeating the edge element.
+    Edge,
+    /// By mirroring without repeating the edge element (numpy's `reflect`).
+    Reflect,
+}
+
+/// `pad_width` as one `[before, after]` pair per axis.
+fn pad_widths(attrs: &Attrs) -> Result<Vec<[i64; 2]>, String> {
+    let malformed = || "`pad_width` must be a list of [before, after] pairs".to_owned();
+    let items = attrs
+        .get("pad_width")
+        .and_then(AttrValue::as_array)
+        .ok_or_else(malformed)?;
+    items
+        .iter()
+        .enumerate()
+        .map(|(axis, item)| match item.as_ints().as_deref() {
+            Some(&[before, after]) if before >= 0 && after >= 0 => Ok([before, after]),
+            Some(&[before, after]) => Err(format!(
+                "`pad_width` must not be negative, got [{before}, {after}] for axis {axis}"
+            )),
+            _ => Err(malformed()),
+        })
+        .collect()
+}
+
+fn pad_mode(attrs: &Attrs) -> Result<PadMode, String> {
+    match attr_str(attrs, "pad_mode")? {
+        "constant" => Ok(PadMode::Constant),
+        "edge" => Ok(PadMode::Edge),
+        "reflect" => Ok(PadMode::Reflect),
+        other => Err(format!(
+            "`pad_mode` must be \"constant\", \"edge\" or \"reflect\", got \"{other}\""
+        )),
+    }
+}
+
+/// `nn.pad(data, pad_value)`: every axis grown by its `[before, after]` pair.
+fn pad_rel(types: &[Type], attrs: &Attrs) -> Result<Type, String> {
+    let [data, pad_value] = inputs::<2>(types)?;
+    let (shape, dtype) = tensor_type(data, "pad data")?;
+    let (value_shape, _) = tensor_type(pad_value, "the pad value")?;
+    if !value_shape.is_empty() {
+        return Err(format!("the pad value must be a scalar, got `{pad_value}`"));
+    }
+    let widths = pad_widths(attrs)?;
+    let mode = pad_mode(attrs)?;
+    if widths.len() != shape.len() {
+        return Err(format!(
+            "`pad_width` has {} pairs but data `{data}` has rank {}",
+            widths.len(),
+            shape.len()
+        ));
+    }
+    let mut out = Vec::with_capacity(shape.len());
+    for (axis, (&d, &[before, after])) in shape.iter().zip(&widths).enumerate() {
+        let Dim::Known(n) = d else {
+            out.push(Dim::Any);
+            continue;
+        };
+        let widest = before.max(after);
+        if mode == PadMode::Reflect && widest >= n.max(1) && widest > 0 {
+            return Err(format!(
+                "reflect padding of {widest} on axis {axis} needs that axis to be longer than \
+                 {widest}, got {n}"
+            ));
+        }
+        if mode == PadMode::Edge && n == 0 && widest > 0 {
+            return Err(format!(
+                "edge padding needs axis {axis} to be non-empty, got `{data}`"
+            ));
+        }
+        let grown = n
+            .checked_add(before)
+            .and_then(|m| m.checked_add(after))
+            .ok_or_else(|| format!("padding axis {axis} of `{data}` makes it too large"))?;
+        out.push(Dim::Known(grown));
+    }
+    Ok(tensor(out, dtype))
+}
+
+fn pad_run<T: Num>(
+    x: &NDArray,
+    fill: T,
+    widths: &[[i64; 2]],
+    mode: PadMode,
+    shape: &[i64],
+) -> Result<Value, String> {
+    let xs = x.shape();
+    let xstrides = strides(xs);
+    let xv = T::read(x);
+    let mut out = Vec::with_capacity(count(shape));
+    for flat in 0..count(shape) as i64 {
+        let index = unravel(flat, shape);
+        let mut source = Some(0i64);
+        for (axis, &i) in index.iter().enumerate() {
+            let n = xs[axis];
+            let mut s = i - widths[axis][0];
+            if s < 0 || s >= n {
+                s = match mode {
+                    PadMode::Constant => {
+                        source = None;
+                        break;
+                    }
+                    PadMode::Edge => s.clamp(0, n - 1),
+                    PadMode::Reflect if s < 0 => -s,
+                    PadMode::Reflect => 2 * (n - 1) - s,
+                };
+            }
+            source = source.map(|f| f + s * xstrides[axis]);
+        }
+        out.push(source.map_or(fill, |f| xv[f as usize]));
+    }
+    T::array(x.dtype(), shape, &out)
+}
+
+fn pad_eval(args: &[Value], attrs: &Attrs) -> Result<Value, String> {
+    let (arrays, result) = checked(args, attrs, pad_rel)?;
+    let (shape, _) = concrete(&result, None)?;
+    let (x, fill) = (arg(&arrays, 0)?, arg(&arrays, 1)?);
+    let widths = pad_widths(attrs)?;
+    let mode = pad_mode(attrs)?;
+    if x.dtype().is_float() {
+        let fill = fill
+            .to_f64_vec()
+            .first()
+            .copied()
+            .ok_or("the pad value is empty")?;
+        pad_run::<f64>(x, fill, &widths, mode, &shape)
+    } else {
+        let fill = fill
+            .to_i128_vec()
+            .first()
+            .copied()
+            .ok_or("the pad value is empty")?;
+        pad_run::<i128>(x, fill, &widths, mode, &shape)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::slice::from_ref;
+
+    use relay_ir::{AttrValue as V, Symbol};
+
+    use super::*;
+
+    fn schema(name: &str) -> &'static OpSchema {
+        crate::lookup(name).unwrap()
+    }
+
+    /// A call's attributes: every schema field, the given ones set and the rest defaulted.
+    fn attrs(name: &str, set: &[(&str, V)]) -> Attrs {
+        let op = schema(name);
+        for (field, _) in set {
+            assert!(op.field(field).is_some(), "`{name}` has no `{field}`");
+        }
+        Attrs::new(
+            op.attrs
+                .iter()
+                .map(|f| {
+                    let v = set
+                        .iter()
+                        .find(|(n, _)| *n == f.name)
+                        .map(|(_, v)| v.clone())
+                        .or_else(|| f.default.value())
+                        .unwrap_or(V::Null);
+                    (Symbol::intern(f.name), v)
+                })
+                .collect(),
+        )
+    }
+
+    fn ints(v: &[i64]) -> V {
+        V::Array(v.iter().map(|&i| V::Int(i)).collect())
+    }
+
+    fn s(text: &str) -> V {
+        V::Str(text.into())
+    }
+
+    /// A tensor type; -1 is `?`.
+    fn ty(shape: &[i64], dtype: &str) -> Type {
+        let dims = shape
+            .iter()
+            .map(|&d| if d < 0 { Dim::Any } else { Dim::Known(d) })
+            .collect();
+        tensor(dims, DType::parse(dtype).unwrap())
+    }
+
+    fn f32s(shape: &[i64]) -> Type {
+        ty(shape, "float32")
+    }
+
+    fn rel(name: &str, types: &[Type], set: &[(&str, V)]) -> Result<String, String> {
+        let relation = schema(name).relation.unwrap();
+        relation(types, &attrs(name, set)).map(|t| t.to_string())
+    }
+
+    fn ok(name: &str, types: &[Type], set: &[(&str, V)]) -> String {
+        rel(name, types, set).unwrap()
+    }
+
+    fn err(name: &str, types: &[Type], set: &[(&str, V)]) -> String {
+        rel(name, types, set).unwrap_err()
+    }
+
+    fn t_of(dtype: &str, shape: &[i64], values: &[f64]) -> Value {
+        Value::tensor(NDArray::from_f64_slice(DType::parse(dtype).unwrap(), shape, values).unwrap())
+    }
+
+    fn t(shape: &[i64], values: &[f64]) -> Value {
+        t_of("float32", shape, values)
+    }
+
+    /// `count` values from a small deterministic pattern (the one the expected numbers below
+    /// were computed from with `conformance/make_expected.py`'s `conv2d` and `pool2d`).
+    fn pattern(count: usize, mul: usize, modulo: usize, shift: f64, scale: f64) -> Vec<f64> {
+        (0..count)
+            .map(|i| ((i * mul) % modulo) as f64 / scale - shift / scale)
+            .collect()
+    }
+
+    fn eval(name: &str, args: &[Value], set: &[(&str, V)]) -> Result<Value, String> {
+        let eval = schema(name).eval.unwrap();
+        eval(args, &attrs(name, set))
+    }
+
+    fn run(name: &str, args: &[Value], set: &[(&str, V)]) -> (Vec<i64>, Vec<f64>) {
+        let v = eval(name, args, set).unwrap();
+        let a = v.as_tensor().unwrap();
+        (a.shape().to_vec(), a.to_f64_vec())
+    }
+
+    fn assert_close(got: &[f64], want: &[f64]) {
+        assert_eq!(got.len(), want.len(), "{got:?} vs {want:?}");
+        for (g, w) in got.iter().zip(want) {
+            assert!(
+                (g - w).abs() <= 1e-5 + 1e-4 * w.abs(),
+                "{got:?}\nvs\n{want:?}"
+            );
+        }
+    }
+
+    const NINE: [f64; 9] = [1., 2., 3., 4., 5., 6., 7., 8., 9.];
+
+    #[test]
+    fn patterns() {
+        let pattern = |name: &str| schema(name).pattern;
+        for name in [
+            "nn.conv2d",
+            "nn.dense",
+            "nn.matmul",
+            "nn.batch_matmul",
+            "nn.softmax",
+        ] {
+            assert_eq!(pattern(name), P::OutEWiseFusable, "{name}");
+        }
+        for name in ["nn.max_pool2d", "nn.avg_pool2d", "nn.global_avg_pool2d"] {
+            assert_eq!(pattern(name), P::OutEWiseFusable, "{name}");
+        }
+        assert_eq!(pattern("nn.relu"), P::ElemWise);
+        assert_eq!(pattern("nn.bias_add"), P::Broadcast);
+        assert_eq!(pattern("nn.batch_norm"), P::Opaque);
+        assert_eq!(pattern("nn.pad"), P::Injective);
+        assert_eq!(pattern("nn.batch_flatten"), P::Injective);
+        for name in [
+            "nn.dense",
+            "nn.matmul",
+            "nn.batch_matmul",
+            "nn.bias_add",
+            "nn.relu",
+            "nn.leaky_relu",
+            "nn.prelu",
+            "nn.softmax",
+            "nn.log_softmax",
+            "nn.conv2d",
+            "nn.max_pool2d",
+            "nn.avg_pool2d",
+            "nn.global_avg_pool2d",
+            "nn.global_max_pool2d",
+            "nn.adaptive_avg_pool2d",
+            "nn.batch_norm",
+            "nn.layer_norm",
+            "nn.dropout",
+            "nn.pad",
+            "nn.batch_flatten",
+        ] {
+            let op = schema(name);
+            assert!(op.relation.is_some() && op.eval.is_some(), "{name}");
+        }
+    }
+
+    #[test]
+    fn conv2d_relation() {
+        let data = f32s(&[1, 4, 9, 9]);
+        let w = f32s(&[6, 4, 3, 3]);
+        let two = [data.clone(), w.clone()];
+        assert_eq!(ok("nn.conv2d", &two, &[]), "Tensor[(1, 6, 7, 7), float32]");
+        // One padding value pads every side; two are (vertical, horizontal).
+        assert_eq!(
+            ok("nn.conv2d", &two, &[("padding", ints(&[1]))]),
+            "Tensor[(1, 6, 9, 9), float32]"
+        );
+        assert_eq!(
+            ok("nn.conv2d", &two, &[("padding", ints(&[1, 0]))]),
+            "Tensor[(1, 6, 9, 7), float32]"
+        );
+        // Four are (top, left, bottom, right).
+        assert_eq!(
+            ok(
+                "nn.conv2d",
+                &two,
+                &[("strides", ints(&[1, 2])), ("padding", ints(&[0, 1, 2, 0]))]
+            ),
+            "Tensor[(1, 6, 9, 4), float32]"
+        );
+        assert_eq!(
+            ok(
+                "nn.conv2d",
+                &two,
+                &[
+                    ("padding", ints(&[2, 2])),
+                    ("dilation", ints(&[2, 2])),
+                    ("channels", V::Int(6)),
+                    ("kernel_size", ints(&[3, 3]))
+                ]
+            ),
+            "Tensor[(1, 6, 9, 9), float32]"
+        );
+        // Depthwise.
+        let depthwise = [data.clone(), f32s(&[4, 1, 3, 3])];
+        assert_eq!(
+            ok(
+                "nn.conv2d",
+                &depthwise,
+                &[
+                    ("strides", ints(&[2, 2])),
+                    ("padding", ints(&[1, 1, 1, 1])),
+                    ("groups", V::Int(4))
+                ]
+            ),
+            "Tensor[(1, 4, 5, 5), float32]"
+        );
+        // Grouped, and `?` dimensions.
+        assert_eq!(
+            ok(
+                "nn.conv2d",
+                &[f32s(&[-1, 4, -1, 9]), f32s(&[6, 2, 3, 3])],
+                &[("groups", V::Int(2))]
+            ),
+            "Tensor[(?, 6, ?, 7), float32]"
+        );
+        assert_eq!(
+            ok(
+                "nn.conv2d",
+                &[data.clone(), f32s(&[-1, 4, -1, -1])],
+                &[("channels", V::Int(8)), ("kernel_size", ints(&[3, 5]))]
+            ),
+            "Tensor[(1, 8, 7, 5), float32]"
+        );
+        assert_eq!(
+            ok(
+                "nn.conv2d",
+                &[ty(&[1, 4, 9, 9], "int8"), ty(&[6, 4, 3, 3], "int8")],
+                &[("out_dtype", s("int32"))]
+            ),
+            "Tensor[(1, 6, 7, 7), int32]"
+        );
+
+        assert_eq!(
+            err("nn.conv2d", &[data.clone(), f32s(&[6, 3, 3, 3])], &[]),
+            "conv2d weight has 3 input channels per group but data has 4 channels and groups=1"
+        );
+        assert_eq!(
+            err("nn.conv2d", &two, &[("groups", V::Int(4))]),
+            "conv2d weight has 4 input channels per group but data has 4 channels and groups=4"
+        );
+        assert_eq!(
+            err(
+                "nn.conv2d",
+                &[data.clone(), f32s(&[6, 1, 3, 3])],
+                &[("groups", V::Int(4))]
+            ),
+            "conv2d weight has 6 output channels, which groups=4 does not divide"
+        );
+        assert!(
+            err("nn.conv2d", &two, &[("data_layout", s("NHWC"))])
+                .starts_with("only NCHW/OIHW layouts are supported")
+        );
+        assert!(
+            err("nn.conv2d", &two, &[("kernel_layout", s("HWIO"))])
+                .starts_with("only NCHW/OIHW layouts are supported")
+        );
+        assert_eq!(
+            err("nn.conv2d", &two, &[("padding", ints(&[1, 1, 1]))]),
+            "`padding` must have 1, 2 or 4 values, got 3"
+        );
+        assert_eq!(
+            err("nn.conv2d", &two, &[("padding", ints(&[-1]))]),
+            "`padding` must not be negative, got [-1]"
+        );
+        assert_eq!(
+            err("nn.conv2d", &two, &[("strides", ints(&[0, 1]))]),
+            "`strides` must be positive, got [0, 1]"
+        );
+        assert_eq!(
+            err("nn.conv2d", &two, &[("dilation", ints(&[1]))]),
+            "`dilation` must have 2 values, got 1"
+        );
+        assert_eq!(
+            err("nn.conv2d", &two, &[("channels", V::Int(8))]),
+            "conv2d `channels`=8 does not match weight `Tensor[(6, 4, 3, 3), float32]` with 6 \
+             output channels"
+        );
+        assert_eq!(
+            err("nn.conv2d", &two, &[("kernel_size", ints(&[5, 5]))]),
+            "conv2d `kernel_size`=[5, 5] does not match weight `Tensor[(6, 4, 3, 3), float32]` \
+             with kernel (3, 3)"
+        );
+        assert_eq!(
+            err("nn.conv2d", &[f32s(&[1, 4, 2, 9]), w.clone()], &[]),
+            "input height 2 with padding 0 is smaller than the dilated kernel height 3"
+        );
+        assert_eq!(
+            err("nn.conv2d", &[f32s(&[1, 4, 9]), w.clone()], &[]),
+            "conv2d data must have rank 4 (NCHW), got `Tensor[(1, 4, 9), float32]`"
+        );
+        assert!(
+            err("nn.conv2d", &[data, ty(&[6, 4, 3, 3], "float64")], &[])
+                .contains("different dtypes")
+        );
+        assert_eq!(err("nn.conv2d", &[w], &[]), "expects 2 inputs, got 1");
+    }
+
+    #[test]
+    fn pool_relations() {
+        let data = [f32s(&[1, 6, 9, 9])];
+        let pool = |set: &[(&str, V)]| ok("nn.max_pool2d", &data, set);
+        assert_eq!(
+            pool(&[("pool_size", ints(&[2, 2])), ("strides", ints(&[2, 2]))]),
+            "Tensor[(1, 6, 4, 4), float32]"
+        );
+        assert_eq!(
+            pool(&[
+                ("pool_size", ints(&[2, 2])),
+                ("strides", ints(&[2, 2])),
+                ("ceil_mode", V::Bool(true))
+            ]),
+            "Tensor[(1, 6, 5, 5), float32]"
+        );
+        assert_eq!(
+            pool(&[
+                ("pool_size", ints(&[2, 2])),
+                ("strides", ints(&[2, 2])),
+                ("padding", ints(&[0, 0, 1, 1])),
+                ("ceil_mode", V::Bool(true))
+            ]),
+            "Tensor[(1, 6, 5, 5), float32]"
+        );
+        assert_eq!(
+            pool(&[("pool_size", ints(&[3, 3])), ("padding", ints(&[1]))]),
+            "Tensor[(1, 6, 9, 9), float32]"
+        );
+        assert_eq!(
+            pool(&[("pool_size", ints(&[3, 3])), ("padding", ints(&[1, 0]))]),
+            "Tensor[(1, 6, 9, 7), float32]"
+        );
+        assert_eq!(
+            pool(&[("pool_size", ints(&[3, 3])), ("dilation", ints(&[2, 1]))]),
+            "Tensor[(1, 6, 5, 7), float32]"
+        );
+        assert_eq!(
+            ok(
+                "nn.avg_pool2d",
+                &data,
+                &[
+                    ("pool_size", ints(&[3, 3])),
+                    ("strides", ints(&[2, 2])),
+                    ("padding", ints(&[1, 1, 1, 1])),
+                    ("count_include_pad", V::Bool(true))
+                ]
+            ),
+            "Tensor[(1, 6, 5, 5), float32]"
+        );
+        assert_eq!(
+            ok(
+                "nn.avg_pool2d",
+                &[ty(&[-1, 2, -1, 5], "int32")],
+                &[("pool_size", ints(&[2, 2]))]
+            ),
+            "Tensor[(?, 2, ?, 4), int32]"
+        );
+        assert_eq!(
+            err("nn.max_pool2d", &data, &[("pool_size", ints(&[2, 2, 2]))]),
+            "`pool_size` must have 2 values, got 3"
+        );
+        assert_eq!(
+            err(
+                "nn.max_pool2d",
+                &data,
+                &[("pool_size", ints(&[2, 2])), ("padding", ints(&[1, 2, 3]))]
+            ),
+            "`padding` must have 1, 2 or 4 values, got 3"
+        );
+        assert_eq!(
+            err("nn.avg_pool2d", &data, &[("pool_size", ints(&[10, 2]))]),
+            "input height 9 with padding 0 is smaller than the pool window height 10"
+        );
+        assert!(
+            err(
+                "nn.max_pool2d",
+                &data,
+                &[("pool_size", ints(&[2, 2])), ("layout", s("NHWC"))]
+            )
+            .starts_with("only the NCHW layout is supported")
+        );
+        assert_eq!(
+            err(
+                "nn.max_pool2d",
+                &[ty(&[1, 6, 9, 9], "bool")],
+                &[("pool_size", ints(&[2, 2]))]
+            ),
+            "pooling data must have an integer or float dtype, got `Tensor[(1, 6, 9, 9), bool]`"
+        );
+
+        assert_eq!(
+            ok("nn.global_avg_pool2d", &data, &[]),
+            "Tensor[(1, 6, 1, 1), float32]"
+        );
+        assert_eq!(
+            ok("nn.global_max_pool2d", &[f32s(&[-1, 6, -1, -1])], &[]),
+            "Tensor[(?, 6, 1, 1), float32]"
+        );
+        let adaptive = |set: &[(&str, V)]| rel("nn.adaptive_avg_pool2d", &data, set);
+        assert_eq!(
+            adaptive(&[("output_size", ints(&[2, 4]))]).unwrap(),
+            "Tensor[(1, 6, 2, 4), float32]"
+        );
+        assert_eq!(
+            adaptive(&[("output_size", ints(&[3]))]).unwrap(),
+            "Tensor[(1, 6, 3, 3), float32]"
+        );
+        assert_eq!(adaptive(&[]).unwrap(), "Tensor[(1, 6, 9, 9), float32]");
+        assert_eq!(
+            adaptive(&[("output_size", V::Array(vec![V::Null, V::Int(2)]))]).unwrap(),
+            "Tensor[(1, 6, 9, 2), float32]"
+        );
+        assert_eq!(
+            adaptive(&[("output_size", ints(&[1, 2, 3]))]).unwrap_err(),
+            "`output_size` must have 0, 1 or 2 values, got 3"
+        );
+    }
+
+    #[test]
+    fn dense_and_matmul_relations() {
+        assert_eq!(
+            ok(
+                "nn.dense",
+                &[f32s(&[2, 3]), f32s(&[4, 3])],
+                &[("units", V::Int(4))]
+            ),
+            "Tensor[(2, 4), float32]"
+        );
+        assert_eq!(
+            ok(
+                "nn.dense",
+                &[f32s(&[5, 2, 3]), f32s(&[-1, 3])],
+                &[("units", V::Int(7))]
+            ),
+            "Tensor[(5, 2, 7), float32]"
+        );
+        assert_eq!(
+            ok("nn.dense", &[f32s(&[-1, -1]), f32s(&[4, 3])], &[]),
+            "Tensor[(?, 4), float32]"
+        );
+        assert_eq!(
+            err("nn.dense", &[f32s(&[2, 3]), f32s(&[4, 5])], &[]),
+            "dense weight `Tensor[(4, 5), float32]` does not match data `Tensor[(2, 3), float32]`: \
+             reduction dims 5 and 3 differ"
+        );
+        assert_eq!(
+            err(
+                "nn.dense",
+                &[f32s(&[2, 3]), f32s(&[4, 3])],
+                &[("units", V::Int(5))]
+            ),
+            "`units`=5 does not match dense weight `Tensor[(4, 3), float32]` with 4 output units"
+        );
+        assert_eq!(
+            err("nn.dense", &[f32s(&[2, 3]), f32s(&[4, 3, 1])], &[]),
+            "dense weight must have rank 2 (units, k), got `Tensor[(4, 3, 1), float32]`"
+        );
+        assert_eq!(
+            ok(
+                "nn.dense",
+                &[ty(&[2, 3], "int8"), ty(&[4, 3], "int8")],
+                &[("out_dtype", s("int32"))]
+            ),
+            "Tensor[(2, 4), int32]"
+        );
+
+        let matmul = |a: &[i64], b: &[i64], ta: bool, tb: bool| {
+            rel(
+                "nn.matmul",
+                &[f32s(a), f32s(b)],
+                &[("transpose_a", V::Bool(ta)), ("transpose_b", V::Bool(tb))],
+            )
+        };
+        assert_eq!(
+            matmul(&[2, 3], &[3, 4], false, false).unwrap(),
+            "Tensor[(2, 4), float32]"
+        );
+        assert_eq!(
+            matmul(&[3, 2], &[3, 4], true, false).unwrap(),
+            "Tensor[(2, 4), float32]"
+        );
+        assert_eq!(
+            matmul(&[2, 3], &[4, 3], false, true).unwrap(),
+            "Tensor[(2, 4), float32]"
+        );
+        assert_eq!(
+            matmul(&[3, 2], &[4, 3], true, true).unwrap(),
+            "Tensor[(2, 4), float32]"
+        );
+        assert!(
+            matmul(&[2, 3], &[4, 3], false, false)
+                .unwrap_err()
+                .starts_with("matmul reduction dims 3 and 4 differ")
+        );
+
+        let bmm = |a: &[i64], b: &[i64], ta: bool, tb: bool| {
+            rel(
+                "nn.batch_matmul",
+                &[f32s(a), f32s(b)],
+                &[("transpose_a", V::Bool(ta)), ("transpose_b", V::Bool(tb))],
+            )
+        };
+        assert_eq!(
+            bmm(&[2, 3, 4], &[2, 5, 4], false, true).unwrap(),
+            "Tensor[(2, 3, 5), float32]"
+        );
+        assert_eq!(
+            bmm(&[1, 3, 4], &[6, 4, 5], false, false).unwrap(),
+            "Tensor[(6, 3, 5), float32]"
+        );
+        assert_eq!(
+            bmm(&[6, 4, 3], &[1, 4, 5], true, false).unwrap(),
+            "Tensor[(6, 3, 5), float32]"
+        );
+        assert_eq!(
+            bmm(&[-1, 3, 4], &[2, 5, 4], false, true).unwrap(),
+            "Tensor[(2, 3, 5), float32]"
+        );
+        assert_eq!(
+            bmm(&[2, 3, 4], &[3, 5, 4], false, true).unwrap_err(),
+            "batch_matmul batch dims 2 and 3 differ and neither is 1: `Tensor[(2, 3, 4), float32]` \
+             and `Tensor[(3, 5, 4), float32]`"
+        );
+        assert!(
+            bmm(&[2, 3, 4], &[2, 5, 4], false, false)
+                .unwrap_err()
+                .starts_with("batch_matmul reduction dims 4 and 5 differ")
+        );
+        assert!(
+            bmm(&[3, 4], &[2, 5, 4], false, true)
+                .unwrap_err()
+                .contains("rank 3")
+        );
+    }
+
+    #[test]
+    fn activation_and_norm_relations() {
+        let x = f32s(&[1, 4, 2, 2]);
+        assert_eq!(
+            ok("nn.relu", from_ref(&x), &[]),
+            "Tensor[(1, 4, 2, 2), float32]"
+        );
+        assert_eq!(
+            ok("nn.bias_add", &[x.clone(), f32s(&[4])], &[]),
+            "Tensor[(1, 4, 2, 2), float32]"
+        );
+        assert_eq!(
+            ok(
+                "nn.bias_add",
+                &[x.clone(), f32s(&[2])],
+                &[("axis", V::Int(-1))]
+            ),
+            "Tensor[(1, 4, 2, 2), float32]"
+        );
+        assert_eq!(
+            err("nn.bias_add", &[x.clone(), f32s(&[5])], &[]),
+            "bias must be `Tensor[(4), float32]` to match axis 1 of data \
+             `Tensor[(1, 4, 2, 2), float32]`, got `Tensor[(5), float32]`"
+        );
+        assert!(
+            err(
+                "nn.bias_add",
+                &[x.clone(), f32s(&[4])],
+                &[("axis", V::Int(4))]
+            )
+            .contains("out of range")
+        );
+        assert_eq!(
+            ok("nn.prelu", &[x.clone(), f32s(&[4])], &[]),
+            "Tensor[(1, 4, 2, 2), float32]"
+        );
+        assert!(
+            err("nn.prelu", &[x.clone(), ty(&[4], "float64")], &[]).starts_with("alpha must be")
+        );
+        assert_eq!(
+            ok("nn.softmax", from_ref(&x), &[]),
+            "Tensor[(1, 4, 2, 2), float32]"
+        );
+        assert_eq!(
+            err("nn.log_softmax", &[ty(&[3], "int32")], &[]),
+            "softmax data must have a float dtype, got `Tensor[(3), int32]`"
+        );
+        assert_eq!(
+            ok("nn.batch_flatten", from_ref(&x), &[]),
+            "Tensor[(1, 16), float32]"
+        );
+        assert_eq!(
+            ok("nn.batch_flatten", &[f32s(&[-1, 3, -1])], &[]),
+            "Tensor[(?, ?), float32]"
+        );
+        assert!(err("nn.batch_flatten", &[f32s(&[])], &[]).contains("rank at least 1"));
+
+        let c = f32s(&[4]);
+        let bn = [x.clone(), c.clone(), c.clone(), c.clone(), c.clone()];
+        assert_eq!(
+            ok("nn.batch_norm", &bn, &[]),
+            "(Tensor[(1, 4, 2, 2), float32], Tensor[(4), float32], Tensor[(4), float32])"
+        );
+        let mut bad = bn.clone();
+        bad[3] = f32s(&[3]);
+        assert_eq!(
+            err("nn.batch_norm", &bad, &[]),
+            "moving_mean must be `Tensor[(4), float32]` to match axis 1 of data \
+             `Tensor[(1, 4, 2, 2), float32]`, got `Tensor[(3), float32]`"
+        );
+        let any = [
+            f32s(&[1, -1]),
+            f32s(&[-1]),
+            f32s(&[3]),
+            f32s(&[-1]),
+            f32s(&[-1]),
+        ];
+        assert_eq!(
+            ok("nn.batch_norm", &any, &[]),
+            "(Tensor[(1, ?), float32], Tensor[(3), float32], Tensor[(3), float32])"
+        );
+        assert_eq!(
+            ok("nn.layer_norm", &[x.clone(), f32s(&[2]), f32s(&[2])], &[]),
+            "Tensor[(1, 4, 2, 2), float32]"
+        );
+        assert!(
+            err("nn.layer_norm", &[x.clone(), f32s(&[4]), f32s(&[4])], &[])
+                .starts_with("gamma must be")
+        );
+        assert_eq!(
+            ok("nn.dropout", from_ref(&x), &[]),
+            "(Tensor[(1, 4, 2, 2), float32], Tensor[(1, 4, 2, 2), float32])"
+        );
+
+        let pad = |data: Type, widths: &[[i64; 2]], mode: &str| {
+            let widths = V::Array(widths.iter().map(|w| ints(w)).collect());
+            rel(
+                "nn.pad",
+                &[data, f32s(&[])],
+                &[("pad_width", widths), ("pad_mode", s(mode))],
+            )
+        };
+        assert_eq!(
+            pad(x.clone(), &[[0, 0], [0, 0], [1, 2], [2, 1]], "constant").unwrap(),
+            "Tensor[(1, 4, 5, 5), float32]"
+        );
+        assert_eq!(
+            pad(f32s(&[-1, 3]), &[[1, 1], [1, 0]], "edge").unwrap(),
+            "Tensor[(?, 4), float32]"
+        );
+        assert_eq!(
+            pad(x.clone(), &[[0, 0], [1, 1]], "constant").unwrap_err(),
+            "`pad_width` has 2 pairs but data `Tensor[(1, 4, 2, 2), float32]` has rank 4"
+        );
+        assert_eq!(
+            pad(f32s(&[3]), &[[3, 0]], "reflect").unwrap_err(),
+            "reflect padding of 3 on axis 0 needs that axis to be longer than 3, got 3"
+        );
+        assert_eq!(
+            pad(f32s(&[3]), &[[-1, 0]], "constant").unwrap_err(),
+            "`pad_width` must not be negative, got [-1, 0] for axis 0"
+        );
+        assert!(
+            pad(f32s(&[3]), &[[1, 0]], "wrap")
+                .unwrap_err()
+                .starts_with("`pad_mode` must be")
+        );
+        assert_eq!(
+            err(
+                "nn.pad",
+                &[f32s(&[3]), f32s(&[1])],
+                &[("pad_width", V::Array(vec![ints(&[1, 1])]))]
+            ),
+            "the pad value must be a scalar, got `Tensor[(1), float32]`"
+        );
+    }
+
+    #[test]
+    fn conv2d_evaluation() {
+        let x = t(&[1, 1, 3, 3], &NINE);
+        let ones = t(&[1, 1, 2, 2], &[1.0; 4]);
+        assert_eq!(
+            run("nn.conv2d", &[x.clone(), ones.clone()], &[]),
+            (vec![1, 1, 2, 2], vec![12., 16., 24., 28.])
+        );
+        // A Laplacian with one pixel of padding.
+        let laplacian = t(&[1, 1, 3, 3], &[0., 1., 0., 1., -4., 1., 0., 1., 0.]);
+        let (shape, out) = run(
+            "nn.conv2d",
+            &[x.clone(), laplacian],
+            &[("padding", ints(&[1, 1]))],
+        );
+        assert_eq!(shape, [1, 1, 3, 3]);
+        assert_eq!(out, [2., 1., -4., -3., 0., -7., -16., -11., -22.]);
+        // Strides and dilation on the 3x3 input: a dilated 2x2 kernel reads the corners.
+        assert_eq!(
+            run(
+                "nn.conv2d",
+                &[x.clone(), ones.clone()],
+                &[("dilation", ints(&[2, 2]))]
+            )
+            .1,
+            [20.]
+        );
+        assert_eq!(
+            run(
+                "nn.conv2d",
+                &[x.clone(), ones.clone()],
+                &[("strides", ints(&[2, 2])), ("padding", ints(&[1]))]
+            ),
+            (vec![1, 1, 2, 2], vec![1., 5., 11., 28.])
+        );
+        // Integers accumulate exactly.
+        let xi = t_of("int32", &[1, 1, 3, 3], &NINE);
+        let wi = t_of("int32", &[1, 1, 2, 2], &[1., -1., 2., 3.]);
+        let v = eval("nn.conv2d", &[xi, wi], &[]).unwrap();
+        let a = v.as_tensor().unwrap();
+        assert_eq!(a.dtype(), DType::I32);
+        assert_eq!(a.to_i128_vec(), [22, 27, 37, 42]);
+        // float16 goes through f64 and back.
+        let xh = t_of("float16", &[1, 1, 3, 3], &NINE);
+        let wh = t_of("float16", &[1, 1, 2, 2], &[1.0; 4]);
+        let v = eval("nn.conv2d", &[xh, wh], &[]).unwrap();
+        assert_eq!(v.as_tensor().unwrap().dtype(), DType::F16);
+        assert_eq!(v.as_tensor().unwrap().to_f64_vec(), [12., 16., 24., 28.]);
+        // Mismatched arguments are errors, not panics.
+        assert!(eval("nn.conv2d", &[x.clone(), t(&[1, 2, 2, 2], &[0.; 8])], &[]).is_err());
+        assert!(eval("nn.conv2d", &[x], &[]).is_err());
+    }
+
+    #[test]
+    fn conv2d_against_make_expected() {
+        let x = t(&[1, 2, 4, 4], &pattern(32, 7, 11, 5.0, 4.0));
+        let dw = t(&[2, 1, 3, 3], &pattern(18, 5, 7, 3.0, 2.0));
+        let w = t(&[2, 2, 3, 3], &pattern(36, 3, 5, 2.0, 2.0));
+        let (shape, out) = run(
+            "nn.conv2d",
+            &[x.clone(), dw],
+            &[
+                ("strides", ints(&[2, 2])),
+                ("padding", ints(&[1, 1, 1, 1])),
+                ("groups", V::Int(2)),
+            ],
+        );
+        assert_eq!(shape, [1, 2, 2, 2]);
+        assert_close(
+            &out,
+            &[-2.75, -1.75, -2.125, -1., -0.875, 1.25, -2.75, 2.875],
+        );
+        let (shape, out) = run(
+            "nn.conv2d",
+            &[x.clone(), w.clone()],
+            &[("padding", ints(&[2, 2])), ("dilation", ints(&[2, 2]))],
+        );
+        assert_eq!(shape, [1, 2, 4, 4]);
+        assert_close(
+            &out,
+            &[
+                -0.375, -0.875, -0.625, -1.625, 1.75, -0.125, -3.25, -0.125, 0.125, 0.625, 0.5,
+                0.5, -2., -0.125, 0.5, 0.5, 0.375, 1.375, 0.125, 0.625, 3., -0.125, -2., -0.125,
+                -0.375, -0.875, -0.625, -1.625, 1.75, -0.125, -3.25, -0.125,
+            ],
+        );
+        let (shape, out) = run(
+            "nn.conv2d",
+            &[x, w],
+            &[("strides", ints(&[1, 2])), ("padding", ints(&[0, 1, 2, 0]))],
+        );
+        assert_eq!(shape, [1, 2, 4, 2]);
+        assert_close(
+            &out,
+            &[
+                2.25, -5.25, -1.875, 2.875, 1.75, -2.625, -0.5, 2.375, -1.5, -1.125, 1.125, -5.25,
+                -1.5, 0.125, 1.5, -1.75,
+            ],
+        );
+    }
+
+    #[test]
+    fn pool_evaluation() {
+        let x = t(&[1, 1, 3, 3], &NINE);
+        let set = |extra: &[(&'static str, V)]| {
+            let mut v = vec![
+                ("pool_size", ints(&[2, 2])),
+                ("strides", ints(&[1, 1])),
+                ("padding", ints(&[1])),
+            ];
+            v.extend(extra.iter().cloned());
+            v
+        };
+        let (shape, out) = run("nn.avg_pool2d", from_ref(&x), &set(&[]));
+        assert_eq!(shape, [1, 1, 4, 4]);
+        assert_eq!(&out[..4], [1., 1.5, 2.5, 3.]);
+        let (_, out) = run(
+            "nn.avg_pool2d",
+            from_ref(&x),
+            &set(&[("count_include_pad", V::Bool(true))]),
+        );
+        assert_eq!(&out[..4], [0.25, 0.75, 1.25, 0.75]);
+        assert_eq!(out[5], 3.);
+        let (_, out) = run("nn.max_pool2d", from_ref(&x), &set(&[]));
+        assert_eq!(&out[..4], [1., 2., 3., 3.]);
+        // Max pooling pads with -inf, so negative inputs stay negative.
+        let negative = t(&[1, 1, 1, 1], &[-3.]);
+        let (_, out) = run(
+            "nn.max_pool2d",
+            &[negative],
+            &[("pool_size", ints(&[2, 2])), ("padding", ints(&[1]))],
+        );
+        assert_eq!(out, [-3.; 4]);
+        // Ceil mode keeps the partial last window.
+        let ceil = [
+            ("pool_size", ints(&[2, 2])),
+            ("strides", ints(&[2, 2])),
+            ("ceil_mode", V::Bool(true)),
+        ];
+        assert_eq!(
+            run("nn.max_pool2d", from_ref(&x), &ceil),
+            (vec![1, 1, 2, 2], vec![5., 6., 8., 9.])
+        );
+        assert_eq!(
+            run("nn.avg_pool2d", from_ref(&x), &ceil).1,
+            [3., 4.5, 7.5, 9.]
+        );
+        // Dilated max pooling reads the corners.
+        assert_eq!(
+            run(
+                "nn.max_pool2d",
+                &[t(&[1, 1, 3, 3], &[9., 1., 7., 1., 1., 1., 3., 1., 5.])],
+                &[("pool_size", ints(&[2, 2])), ("dilation", ints(&[2, 2]))]
+            ),
+            (vec![1, 1, 1, 1], vec![9.])
+        );
+        // Integers: max exactly, average with truncating division.
+        let xi = t_of("int32", &[1, 1, 3, 3], &NINE);
+        let v = eval("nn.avg_pool2d", from_ref(&xi), &ceil).unwrap();
+        assert_eq!(v.as_tensor().unwrap().to_i128_vec(), [3, 4, 7, 9]);
+        let v = eval("nn.global_max_pool2d", &[xi], &[]).unwrap();
+        assert_eq!(v.as_tensor().unwrap().to_i128_vec(), [9]);
+
+        assert_eq!(
+            run("nn.global_avg_pool2d", from_ref(&x), &[]),
+            (vec![1, 1, 1, 1], vec![5.])
+        );
+        assert_eq!(
+            run("nn.global_max_pool2d", from_ref(&x), &[]),
+            (vec![1, 1, 1, 1], vec![9.])
+        );
+        assert_eq!(
+            run(
+                "nn.adaptive_avg_pool2d",
+                from_ref(&x),
+                &[("output_size", ints(&[2, 2]))]
+            ),
+            (vec![1, 1, 2, 2], vec![3., 4., 6., 7.])
+        );
+        assert_eq!(
+            run(
+                "nn.adaptive_avg_pool2d",
+                &[x],
+                &[("output_size", ints(&[1]))]
+            )
+            .1,
+            [5.]
+        );
+    }
+
+    #[test]
+    fn pools_against_make_expected() {
+        let x = t(&[1, 2, 4, 4], &pattern(32, 7, 11, 5.0, 4.0));
+        let window = |extra: &[(&'static str, V)]| {
+            let mut v = vec![
+                ("pool_size", ints(&[3, 3])),
+                ("strides", ints(&[2, 2])),
+                ("padding", ints(&[1, 1, 1, 1])),
+            ];
+            v.extend(extra.iter().cloned());
+            v
+        };
+        let (shape, out) = run("nn.avg_pool2d", from_ref(&x), &window(&[]));
+        assert_eq!(shape, [1, 2, 2, 2]);
+        assert_close(
+            &out,
+            &[
+                -0.3125, 0.25, -0.125, 0.055556, 0.1875, -0.166667, 0.375, -0.055556,
+            ],
+        );
+        let (_, out) = run(
+            "nn.avg_pool2d",
+            from_ref(&x),
+            &window(&[("count_include_pad", V::Bool(true))]),
+        );
+        assert_close(
+            &out,
+            &[
+                -0.138889, 0.166667, -0.083333, 0.055556, 0.083333, -0.111111, 0.25, -0.055556,
+            ],
+        );
+        let ceil = [
+            ("pool_size", ints(&[3, 3])),
+            ("strides", ints(&[2, 2])),
+            ("ceil_mode", V::Bool(true)),
+        ];
+        let (shape, out) = run("nn.max_pool2d", from_ref(&x), &ceil);
+        assert_eq!(shape, [1, 2, 2, 2]);
+        assert_close(&out, &[1., 1.25, 1.25, 1.25, 1.25, 0.5, 1.25, 0.75]);
+        let (_, out) = run("nn.avg_pool2d", from_ref(&x), &ceil);
+        assert_close(
+            &out,
+            &[
+                -0.138889, 0.041667, 0.125, 0., 0.055556, -0.375, 0.166667, -0.1875,
+            ],
+        );
+        let mut ceil_padded = ceil.to_vec();
+        ceil_padded.push(("padding", ints(&[0, 0, 1, 1])));
+        ceil_padded.push(("count_include_pad", V::Bool(true)));
+        let (_, out) = run("nn.avg_pool2d", from_ref(&x), &ceil_padded);
+        assert_close(
+            &out,
+            &[
+                -0.138889, 0.027778, 0.083333, 0., 0.055556, -0.25, 0.111111, -0.083333,
+            ],
+        );
+        let (shape, out) = run(
+            "nn.adaptive_avg_pool2d",
+            &[x],
+            &[("output_size", ints(&[2, 3]))],
+        );
+        assert_eq!(shape, [1, 2, 2, 3]);
+        assert_close(
+            &out,
+            &[
+                -0.3125, 0.0625, 0.4375, -0.0625, 0.3125, 0., 0.1875, -0.125, -0.4375, 0.4375,
+                0.125, -0.1875,
+            ],
+        );
+    }
+
+    #[test]
+    fn dense_and_matmul_evaluation() {
+        let x = t(&[2, 3], &[1., 2., 3., 4., 5., 6.]);
+        let w = t(&[2, 3], &[1., 0., 0., 0., 1., 1.]);
+        assert_eq!(
+            run("nn.dense", &[x.clone(), w.clone()], &[("units", V::Int(2))]),
+            (vec![2, 2], vec![1., 5., 4., 11.])
+        );
+        let xi = t_of("int8", &[1, 3], &[100., 100., 100.]);
+        let wi = t_of("int8", &[1, 3], &[100., 100., 100.]);
+        let v = eval("nn.dense", &[xi, wi], &[("out_dtype", s("int32"))]).unwrap();
+        assert_eq!(v.as_tensor().unwrap().to_i128_vec(), [30000]);
+
+        // matmul with each transpose combination computes x · y for x = [[1, 2], [3, 4]] and
+        // y = [[5, 6], [7, 8]].
+        let a = [1., 2., 3., 4.];
+        let at = [1., 3., 2., 4.];
+        let b = [5., 6., 7., 8.];
+        let bt = [5., 7., 6., 8.];
+        for (ta, tb, av, bv) in [
+            (false, false, a, b),
+            (true, false, at, b),
+            (false, true, a, bt),
+            (true, true, at, bt),
+        ] {
+            let out = run(
+                "nn.matmul",
+                &[t(&[2, 2], &av), t(&[2, 2], &bv)],
+                &[("transpose_a", V::Bool(ta)), ("transpose_b", V::Bool(tb))],
+            );
+            assert_eq!(out, (vec![2, 2], vec![19., 22., 43., 50.]), "{ta} {tb}");
+        }
+        // batch_matmul broadcasts a batch of 1.
+        let left = t(&[1, 2, 2], &a);
+        let right = t(&[2, 2, 2], &[5., 7., 6., 8., 1., 0., 0., 1.]);
+        assert_eq!(
+            run(
+                "nn.batch_matmul",
+                &[left.clone(), right],
+                &[("transpose_b", V::Bool(true))]
+            ),
+            (vec![2, 2, 2], vec![19., 22., 43., 50., 1., 2., 3., 4.])
+        );
+        let right = t(&[1, 2, 2], &b);
+        assert_eq!(
+            run(
+                "nn.batch_matmul",
+                &[t(&[1, 2, 2], &at), right],
+                &[("transpose_a", V::Bool(true))]
+            )
+            .1,
+            [19., 22., 43., 50.]
+        );
+        assert!(eval("nn.dense", &[x, t(&[2, 2], &a)], &[]).is_err());
+    }
+
+    #[test]
+    fn activation_evaluation() {
+        let x = t(&[1, 2, 2], &[-2., 1., -4., 3.]);
+        assert_eq!(run("nn.relu", from_ref(&x), &[]).1, [0., 1., 0., 3.]);
+        assert_eq!(
+            run("nn.leaky_relu", from_ref(&x), &[("alpha", V::Float(0.5))]).1,
+            [-1., 1., -2., 3.]
+        );
+        assert_eq!(
+            run("nn.prelu", &[x.clone(), t(&[2], &[0.5, 0.25])], &[]).1,
+            [-1., 1., -1., 3.]
+        );
+        assert_eq!(
+            run("nn.bias_add", &[x.clone(), t(&[2], &[10., 20.])], &[]).1,
+            [8., 11., 16., 23.]
+        );
+        assert_eq!(
+            run(
+                "nn.bias_add",
+                &[x.clone(), t(&[2], &[10., 20.])],
+                &[("axis", V::Int(-1))]
+            )
+            .1,
+            [8., 21., 6., 23.]
+        );
+        let xi = t_of("int64", &[3], &[-5., 0., 5.]);
+        let v = eval("nn.relu", &[xi], &[]).unwrap();
+        assert_eq!(v.as_tensor().unwrap().to_i128_vec(), [0, 0, 5]);
+
+        let (_, out) = run("nn.softmax", &[t(&[3], &[1., 2., 3.])], &[]);
+        assert_close(&out, &[0.09003057, 0.24472847, 0.66524096]);
+        let (_, out) = run("nn.log_softmax", &[t(&[3], &[1., 2., 3.])], &[]);
+        assert_close(&out, &[-2.40760596, -1.40760596, -0.40760596]);
+        let (_, out) = run(
+            "nn.softmax",
+            &[t(&[2, 2], &[0., 0., 1000., 0.])],
+            &[("axis", V::Int(0))],
+        );
+        assert_close(&out, &[0., 0.5, 1., 0.5]);
+
+        assert_eq!(
+            run("nn.batch_flatten", &[t(&[2, 1, 2], &[1., 2., 3., 4.])], &[]),
+            (vec![2, 2], vec![1., 2., 3., 4.])
+        );
+    }
+
+    #[test]
+    fn norm_and_dropout_evaluation() {
+        let x = t(&[1, 2, 1, 2], &[1., 2., 3., 4.]);
+        let v = |values: &[f64]| t(&[2], values);
+        let args = [
+            x.clone(),
+            v(&[1., 2.]),
+            v(&[0., 1.]),
+            v(&[1.5, 3.5]),
+            v(&[0.25, 0.25]),
+        ];
+        let out = eval("nn.batch_norm", &args, &[("epsilon", V::Float(0.0))]).unwrap();
+        let fields = out.as_tuple().unwrap();
+        assert_eq!(fields.len(), 3);
+        assert_eq!(
+            fields[0].as_tensor().unwrap().to_f64_vec(),
+            [-1., 1., -1., 3.]
+        );
+        assert_eq!(fields[1].as_tensor().unwrap().to_f64_vec(), [1.5, 3.5]);
+        assert_eq!(fields[2].as_tensor().unwrap().to_f64_vec(), [0.25, 0.25]);
+        let out = eval(
+            "nn.batch_norm",
+            &args,
+            &[
+                ("epsilon", V::Float(0.0)),
+                ("center", V::Bool(false)),
+                ("scale", V::Bool(false)),
+            ],
+        )
+        .unwrap();
+        let fields = out.as_tuple().unwrap();
+        assert_eq!(
+            fields[0].as_tensor().unwrap().to_f64_vec(),
+            [-1., 1., -1., 1.]
+        );
+
+        let (_, out) = run(
+            "nn.layer_norm",
+            &[
+                t(&[2, 4], &[1., 2., 3., 4., 0., 0., 4., 4.]),
+                t(&[4], &[1., 1., 2., 2.]),
+                t(&[4], &[0., 0., 0., 1.]),
+            ],
+            &[("epsilon", V::Float(0.0))],
+        );
+        let z = 1.5 / 1.25f64.sqrt();
+        let y = 0.5 / 1.25f64.sqrt();
+        assert_close(&out, &[-z, -y, 2. * y, 2. * z + 1., -1., -1., 2., 3.]);
+        let (_, out) = run(
+            "nn.layer_norm",
+            &[t(&[2, 2], &[1., 5., 3., 7.]), v(&[1., 1.]), v(&[0., 0.])],
+            &[("axis", V::Int(0)), ("epsilon", V::Float(0.0))],
+        );
+        assert_close(&out, &[-1., -1., 1., 1.]);
+
+        let out = eval("nn.dropout", &[x], &[]).unwrap();
+        let fields = out.as_tuple().unwrap();
+        assert_eq!(
+            fields[0].as_tensor().unwrap().to_f64_vec(),
+            [1., 2., 3., 4.]
+        );
+        let mask = fields[1].as_tensor().unwrap();
+        assert_eq!(mask.shape(), [1, 2, 1, 2]);
+        assert_eq!(mask.dtype(), DType::F32);
+        assert_eq!(mask.to_f64_vec(), [1.; 4]);
+    }
+
+    #[test]
+    fn pad_evaluation() {
+        let pad = |x: Value, value: Value, widths: &[[i64; 2]], mode: &str| {
+            let widths = V::Array(widths.iter().map(|w| ints(w)).collect());
+            eval(
+                "nn.pad",
+                &[x, value],
+                &[("pad_width", widths), ("pad_mode", s(mode))],
+            )
+        };
+        let x = t(&[3], &[1., 2., 3.]);
+        let zero = t(&[], &[0.5]);
+        let out = |v: Result<Value, String>| v.unwrap().as_tensor().unwrap().to_f64_vec();
+        assert_eq!(
+            out(pad(x.clone(), zero.clone(), &[[2, 2]], "constant")),
+            [0.5, 0.5, 1., 2., 3., 0.5, 0.5]
+        );
+        assert_eq!(
+            out(pad(x.clone(), zero.clone(), &[[2, 2]], "edge")),
+            [1., 1., 1., 2., 3., 3., 3.]
+        );
+        assert_eq!(
+            out(pad(x.clone(), zero.clone(), &[[2, 2]], "reflect")),
+            [3., 2., 1., 2., 3., 2., 1.]
+        );
+        assert!(pad(x, zero.clone(), &[[3, 0]], "reflect").is_err());
+        let m = t(&[2, 2], &[1., 2., 3., 4.]);
+        let v = pad(m, zero, &[[1, 0], [0, 1]], "constant").unwrap();
+        let a = v.as_tensor().unwrap();
+        assert_eq!(a.shape(), [3, 3]);
+        assert_eq!(a.to_f64_vec(), [0.5, 0.5, 0.5, 1., 2., 0.5, 3., 4., 0.5]);
+        // An integer tensor padded with a float value converts it as TVM's cast does.
+        let xi = t_of("int32", &[2], &[1., 2.]);
+        let v = pad(xi, t(&[], &[7.9]), &[[1, 1]], "constant").unwrap();
+        assert_eq!(v.as_tensor().unwrap().to_i128_vec(), [7, 1, 2, 7]);
+    }
+}

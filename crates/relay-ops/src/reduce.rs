@@ -1,8 +1,20 @@
 //! Reductions over axes: `sum`, `mean`, `max`, …, the index-valued `argmax`/`argmin`, and
 //! `variance` (reference §14.3).
+//!
+//! Every reduction follows TVM: `axis=None` (or `[]`) folds every axis, negative axes count from
+//! the end, `exclude=True` folds every axis *not* listed, and `keepdims=True` leaves the folded
+//! axes as size 1. Reference evaluation accumulates floats in `f64` and integers in `i128`, then
+//! converts to the input dtype (integers wrap, as numpy's do); `argmax`/`argmin` return `int32`
+//! positions within the folded axes (row-major over them), like TVM.
 
-use relay_ir::{AttrDefault as D, AttrField, AttrKind as K, OpSchema};
+use relay_ir::{
+    AttrDefault as D, AttrField, AttrKind as K, Attrs, DType, Dim, NDArray, OpPattern as P,
+    OpSchema, Type, Value,
+};
 
+use crate::support::{
+    arg_tensor, attr_bool, attr_opt_ints, broadcast_shapes, shape_text, tensor, tensor_type, value,
+};
 use crate::{field, nullable, op};
 
 /// `ReduceAttrs`. `axis` is always an array (a single axis prints as `axis=[1]`); `None` reduces
@@ -32,25 +44,55 @@ const VARIANCE_ATTRS: &[AttrField] = &[
 const DATA: &[&str] = &["data"];
 
 pub(crate) static OPS: &[OpSchema] = &[
-    op("sum", DATA, "relay.attrs.ReduceAttrs", REDUCE_ATTRS),
-    op("mean", DATA, "relay.attrs.ReduceAttrs", REDUCE_ATTRS),
-    op("max", DATA, "relay.attrs.ReduceAttrs", REDUCE_ATTRS),
-    op("min", DATA, "relay.attrs.ReduceAttrs", REDUCE_ATTRS),
-    op("prod", DATA, "relay.attrs.ReduceAttrs", REDUCE_ATTRS),
-    op("all", DATA, "relay.attrs.ReduceAttrs", REDUCE_ATTRS),
-    op("any", DATA, "relay.attrs.ReduceAttrs", REDUCE_ATTRS),
+    op("sum", DATA, "relay.attrs.ReduceAttrs", REDUCE_ATTRS).with(
+        P::CommReduce,
+        reduce_rel,
+        sum_eval,
+    ),
+    op("mean", DATA, "relay.attrs.ReduceAttrs", REDUCE_ATTRS).with(
+        P::CommReduce,
+        reduce_rel,
+        mean_eval,
+    ),
+    op("max", DATA, "relay.attrs.ReduceAttrs", REDUCE_ATTRS).with(
+        P::CommReduce,
+        reduce_rel,
+        max_eval,
+    ),
+    op("min", DATA, "relay.attrs.ReduceAttrs", REDUCE_ATTRS).with(
+        P::CommReduce,
+        reduce_rel,
+        min_eval,
+    ),
+    op("prod", DATA, "relay.attrs.ReduceAttrs", REDUCE_ATTRS).with(
+        P::CommReduce,
+        reduce_rel,
+        prod_eval,
+    ),
+    op("all", DATA, "relay.attrs.ReduceAttrs", REDUCE_ATTRS).with(
+        P::CommReduce,
+        logical_reduce_rel,
+        all_eval,
+    ),
+    op("any", DATA, "relay.attrs.ReduceAttrs", REDUCE_ATTRS).with(
+        P::CommReduce,
+        logical_reduce_rel,
+        any_eval,
+    ),
     op(
         "argmax",
         DATA,
         "relay.attrs.ArgReduceAttrs",
         ARG_REDUCE_ATTRS,
-    ),
+    )
+    .with(P::CommReduce, arg_reduce_rel, argmax_eval),
     op(
         "argmin",
         DATA,
         "relay.attrs.ArgReduceAttrs",
         ARG_REDUCE_ATTRS,
-    ),
+    )
+    .with(P::CommReduce, arg_reduce_rel, argmin_eval),
     // `variance` takes the mean as a second input; `std`, `mean_variance` and `logsumexp` are
     // Python compositions, not operators.
     op(
@@ -58,5 +100,809 @@ pub(crate) static OPS: &[OpSchema] = &[
         &["data", "mean"],
         "relay.attrs.VarianceAttrs",
         VARIANCE_ATTRS,
-    ),
+    )
+    .with(P::CommReduce, variance_rel, variance_eval),
 ];
+
+// ----- Which axes fold -----
+
+/// A possibly negative axis of a tensor of `rank` dimensions, made non-negative. Unlike
+/// `support::normalize_axis`, a rank-0 tensor has no axis at all.
+fn axis_index(axis: i64, rank: usize) -> Result<usize, String> {
+    let r = rank as i64;
+    let a = if axis < 0 { axis + r } else { axis };
+    if a < 0 || a >= r {
+        return Err(format!(
+            "axis {axis} is out of range for a tensor of rank {rank}"
+        ));
+    }
+    Ok(a as usize)
+}
+
+/// For each dimension of a tensor of `rank` dimensions, whether the reduction folds it
+/// (TVM's `GetReduceAxes`).
+fn reduced_mask(rank: usize, attrs: &Attrs) -> Result<Vec<bool>, String> {
+    let exclude = attr_bool(attrs, "exclude")?;
+    let axes = attr_opt_ints(attrs, "axis")?.unwrap_or_default();
+    if axes.is_empty() {
+        return Ok(vec![true; rank]);
+    }
+    let mut listed = vec![false; rank];
+    for &axis in &axes {
+        let d = axis_index(axis, rank)?;
+        if listed[d] {
+            return Err(format!("`axis` lists dimension {d} twice"));
+        }
+        listed[d] = true;
+    }
+    Ok(listed.into_iter().map(|l| l != exclude).collect())
+}
+
+/// The shape left by folding the dimensions `mask` marks: removed, or kept as `one` with
+/// `keepdims`.
+fn reduced_shape<T: Copy>(shape: &[T], mask: &[bool], keepdims: bool, one: T) -> Vec<T> {
+    shape
+        .iter()
+        .zip(mask)
+        .filter_map(|(&d, &folded)| match (folded, keepdims) {
+            (false, _) => Some(d),
+            (true, true) => Some(one),
+            (true, false) => None,
+        })
+        .collect()
+}
+
+// ----- Type relations -----
+
+/// The single tensor input of a reduction.
+fn data_type(inputs: &[Type], count: usize) -> Result<(&[Dim], DType), String> {
+    if inputs.len() != count {
+        return Err(format!("expects {count} inputs, got {}", inputs.len()));
+    }
+    tensor_type(&inputs[0], "the data")
+}
+
+/// The type of a reduction of `data` with the attributes' axes, in `dtype`.
+fn reduced_type(shape: &[Dim], dtype: DType, attrs: &Attrs) -> Result<Type, String> {
+    let mask = reduced_mask(shape.len(), attrs)?;
+    let keepdims = attr_bool(attrs, "keepdims")?;
+    Ok(tensor(
+        reduced_shape(shape, &mask, keepdims, Dim::Known(1)),
+        dtype,
+    ))
+}
+
+/// `sum`, `mean`, `max`, `min`, `prod`: the input dtype over the remaining axes.
+fn reduce_rel(inputs: &[Type], attrs: &Attrs) -> Result<Type, String> {
+    let (shape, dtype) = data_type(inputs, 1)?;
+    reduced_type(shape, dtype, attrs)
+}
+
+/// `all`, `any`: a bool tensor reduced to bool.
+fn logical_reduce_rel(inputs: &[Type], attrs: &Attrs) -> Result<Type, String> {
+    let (shape, dtype) = data_type(inputs, 1)?;
+    if dtype != DType::BOOL {
+        return Err(format!(
+            "the data must be a bool tensor, got `{}`",
+            inputs[0]
+        ));
+    }
+    reduced_type(shape, dtype, attrs)
+}
+
+/// `argmax`, `argmin`: `int32` positions over the remaining axes.
+fn arg_reduce_rel(inputs: &[Type], attrs: &Attrs) -> Result<Type, String> {
+    let (shape, _) = data_type(inputs, 1)?;
+    attr_bool(attrs, "select_last_index")?;
+    reduced_type(shape, DType::I32, attrs)
+}
+
+/// `variance(data, mean)`: `mean` has the rank and dtype of `data` and broadcasts to it.
+fn variance_rel(inputs: &[Type], attrs: &Attrs) -> Result<Type, String> {
+    let (shape, dtype) = data_type(inputs, 2)?;
+    let (mean_shape, mean_dtype) = tensor_type(&inputs[1], "the mean")?;
+    if mean_dtype != dtype {
+        return Err(format!(
+            "the mean must have the data's dtype {dtype}, got `{}`",
+            inputs[1]
+        ));
+    }
+    let fits = mean_shape.len() == shape.len()
+        && broadcast_shapes(shape, mean_shape).is_some_and(|b| {
+            b.iter().zip(shape).all(|(b, d)| match (b, d) {
+                (Dim::Known(x), Dim::Known(y)) => x == y,
+                _ => true,
+            })
+        });
+    if !fits {
+        return Err(format!(
+            "the mean of shape {} does not broadcast to the data's shape {}",
+            shape_text(mean_shape),
+            shape_text(shape)
+        ));
+    }
+    attr_bool(attrs, "unbiased")?;
+    reduced_type(shape, dtype, attrs)
+}
+
+// ----- Reference evaluation -----
+
+/// Where each input element of a reduction goes: its output position and its position among
+/// the folded axes (row-major over them), listed in the input's row-major order.
+struct Walk {
+    /// Output flat index of every input element.
+    out: Vec<usize>,
+    /// Flat index within the folded axes of every input element.
+    inner: Vec<usize>,
+    /// Number of output elements.
+    out_len: usize,
+    /// Number of elements each output folds.
+    inner_len: usize,
+}
+
+impl Walk {
+    fn new(shape: &[i64], mask: &[bool]) -> Walk {
+        let rank = shape.len();
+        let dims: Vec<usize> = shape.iter().map(|&d| d.max(0) as usize).collect();
+        let mut out_stride = vec![0usize; rank];
+        let mut inner_stride = vec![0usize; rank];
+        let (mut out_len, mut inner_len) = (1usize, 1usize);
+        for d in (0..rank).rev() {
+            if mask[d] {
+                inner_stride[d] = inner_len;
+                inner_len *= dims[d];
+            } else {
+                out_stride[d] = out_len;
+                out_len *= dims[d];
+            }
+        }
+        let total = out_len * inner_len;
+        let mut walk = Walk {
+            out: Vec::with_capacity(total),
+            inner: Vec::with_capacity(total),
+            out_len,
+            inner_len,
+        };
+        let mut idx = vec![0usize; rank];
+        for _ in 0..total {
+            walk.out
+                .push(idx.iter().zip(&out_stride).map(|(i, s)| i * s).sum());
+            walk.inner
+                .push(idx.iter().zip(&inner_stride).map(|(i, s)| i * s).sum());
+            for d in (0..rank).rev() {
+                idx[d] += 1;
+                if idx[d] < dims[d] {
+                    break;
+                }
+                idx[d] = 0;
+            }
+        }
+        walk
+    }
+}
+
+/// The input tensor, the fold mask, the output shape and the walk of a reduction call.
+fn prepare<'a>(args: &'a [Value], attrs: &Attrs) -> Result<(&'a NDArray, Vec<i64>, Walk), String> {
+    let x = arg_tensor(args, 0)?;
+    let mask = reduced_mask(x.ndim(), attrs)?;
+    let keepdims = attr_bool(attrs, "keepdims")?;
+    let out_shape = reduced_shape(x.shape(), &mask, keepdims, 1);
+    let walk = Walk::new(x.shape(), &mask);
+    Ok((x, out_shape, walk))
+}
+
+/// The plain reductions.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Fold {
+    Sum,
+    Mean,
+    Max,
+    Min,
+    Prod,
+    All,
+    Any,
+}
+
+impl Fold {
+    fn name(self) -> &'static str {
+        match self {
+            Fold::Sum => "sum",
+            Fold::Mean => "mean",
+            Fold::Max => "max",
+            Fold::Min => "min",
+            Fold::Prod => "prod",
+            Fold::All => "all",
+            Fold::Any => "any",
+        }
+    }
+
+    fn start_f64(self) -> f64 {
+        match self {
+            Fold::Sum | Fold::Mean | Fold::Any => 0.0,
+            Fold::Prod | Fold::All => 1.0,
+            Fold::Max => f64::NEG_INFINITY,
+            Fold::Min => f64::INFINITY,
+        }
+    }
+
+    /// Combines an accumulator with one element; NaN propagates through `max` and `min` as in
+    /// numpy.
+    fn step_f64(self, acc: f64, x: f64) -> f64 {
+        match self {
+            Fold::Sum | Fold::Mean => acc + x,
+            Fold::Prod => acc * x,
+            Fold::Max => {
+                if x > acc || x.is_nan() {
+                    x
+                } else {
+                    acc
+                }
+            }
+            Fold::Min => {
+                if x < acc || x.is_nan() {
+                    x
+                } else {
+                    acc
+                }
+            }
+            Fold::All => f64::from(u8::from(acc != 0.0 && x != 0.0)),
+            Fold::Any => f64::from(u8::from(acc != 0.0 || x != 0.0)),
+        }
+    }
+
+    fn start_i128(self) -> i128 {
+        match self {
+            Fold::Sum | Fold::Mean | Fold::Any => 0,
+            Fold::Prod | Fold::All => 1,
+            Fold::Max => i128::MIN,
+            Fold::Min => i128::MAX,
+        }
+    }
+
+    /// Combines an accumulator with one element; products wrap (the result is truncated to
+    /// the dtype's width anyway).
+    fn step_i128(self, acc: i128, x: i128) -> i128 {
+        match self {
+            Fold::Sum | Fold::Mean => acc.wrapping_add(x),
+            Fold::Prod => acc.wrapping_mul(x),
+            Fold::Max => acc.max(x),
+            Fold::Min => acc.min(x),
+            Fold::All => i128::from(acc != 0 && x != 0),
+            Fold::Any => i128::from(acc != 0 || x != 0),
+        }
+    }
+}
+
+fn fold_eval(args: &[Value], attrs: &Attrs, fold: Fold) -> Result<Value, String> {
+    let (x, out_shape, walk) = prepare(args, attrs)?;
+    let dtype = x.dtype();
+    if walk.inner_len == 0 && walk.out_len > 0 && matches!(fold, Fold::Max | Fold::Min) {
+        return Err(format!(
+            "cannot take the {} of an empty reduction (input shape {:?})",
+            fold.name(),
+            x.shape()
+        ));
+    }
+    if dtype.is_float() {
+        let mut acc = vec![fold.start_f64(); walk.out_len];
+        for (i, v) in x.to_f64_vec().into_iter().enumerate() {
+            let o = walk.out[i];
+            acc[o] = fold.step_f64(acc[o], v);
+        }
+        if fold == Fold::Mean {
+            let count = walk.inner_len as f64;
+            acc.iter_mut().for_each(|a| *a /= count);
+        }
+        value(NDArray::from_f64_slice(dtype, &out_shape, &acc))
+    } else {
+        let mut acc = vec![fold.start_i128(); walk.out_len];
+        for (i, v) in x.to_i128_vec().into_iter().enumerate() {
+            let o = walk.out[i];
+            acc[o] = fold.step_i128(acc[o], v);
+        }
+        if fold == Fold::Mean && walk.out_len > 0 {
+            if walk.inner_len == 0 {
+                return Err("integer division by zero: the mean of an empty reduction".into());
+            }
+            let count = walk.inner_len as i128;
+            acc.iter_mut().for_each(|a| *a /= count);
+        }
+        value(NDArray::from_i128_slice(dtype, &out_shape, &acc))
+    }
+}
+
+fn sum_eval(args: &[Value], attrs: &Attrs) -> Result<Value, String> {
+    fold_eval(args, attrs, Fold::Sum)
+}
+
+fn mean_eval(args: &[Value], attrs: &Attrs) -> Result<Value, String> {
+    fold_eval(args, attrs, Fold::Mean)
+}
+
+fn max_eval(args: &[Value], attrs: &Attrs) -> Result<Value, String> {
+    fold_eval(args, attrs, Fold::Max)
+}
+
+fn min_eval(args: &[Value], attrs: &Attrs) -> Result<Value, String> {
+    fold_eval(args, attrs, Fold::Min)
+}
+
+fn prod_eval(args: &[Value], attrs: &Attrs) -> Result<Value, String> {
+    fold_eval(args, attrs, Fold::Prod)
+}
+
+fn all_eval(args: &[Value], attrs: &Attrs) -> Result<Value, String> {
+    fold_eval(args, attrs, Fold::All)
+}
+
+fn any_eval(args: &[Value], attrs: &Attrs) -> Result<Value, String> {
+    fold_eval(args, attrs, Fold::Any)
+}
+
+/// Whether `x` replaces the best value `best` so far of an `argmax` (`max`) or `argmin`.
+/// NaN counts as the extreme value, as in numpy; ties keep the first position unless
+/// `last` (`select_last_index`).
+fn replaces<T: PartialOrd>(
+    x: T,
+    x_nan: bool,
+    best: T,
+    best_nan: bool,
+    max: bool,
+    last: bool,
+) -> bool {
+    if best_nan {
+        return last && x_nan;
+    }
+    if x_nan {
+        return true;
+    }
+    let strictly = if max { x > best } else { x < best };
+    strictly || (last && x == best)
+}
+
+/// The position within the folded axes of the extreme element of every output.
+fn arg_positions<T: PartialOrd + Copy>(
+    values: &[T],
+    is_nan: fn(T) -> bool,
+    walk: &Walk,
+    max: bool,
+    last: bool,
+) -> Vec<i128> {
+    let mut best: Vec<Option<(T, usize)>> = vec![None; walk.out_len];
+    for (i, &x) in values.iter().enumerate() {
+        let o = walk.out[i];
+        let take = match best[o] {
+            None => true,
+            Some((b, _)) => replaces(x, is_nan(x), b, is_nan(b), max, last),
+        };
+        if take {
+            best[o] = Some((x, walk.inner[i]));
+        }
+    }
+    best.into_iter()
+        .map(|b| b.map_or(0, |(_, pos)| pos as i128))
+        .collect()
+}
+
+fn arg_eval(args: &[Value], attrs: &Attrs, max: bool) -> Result<Value, String> {
+    let (x, out_shape, walk) = prepare(args, attrs)?;
+    let last = attr_bool(attrs, "select_last_index")?;
+    if walk.inner_len == 0 && walk.out_len > 0 {
+        return Err(format!(
+            "cannot take the {} of an empty reduction (input shape {:?})",
+            if max { "argmax" } else { "argmin" },
+            x.shape()
+        ));
+    }
+    let positions = if x.dtype().is_float() {
+        arg_positions(&x.to_f64_vec(), f64::is_nan, &walk, max, last)
+    } else {
+        arg_positions(&x.to_i128_vec(), |_| false, &walk, max, last)
+    };
+    value(NDArray::from_i128_slice(DType::I32, &out_shape, &positions))
+}
+
+fn argmax_eval(args: &[Value], attrs: &Attrs) -> Result<Value, String> {
+    arg_eval(args, attrs, true)
+}
+
+fn argmin_eval(args: &[Value], attrs: &Attrs) -> Result<Value, String> {
+    arg_eval(args, attrs, false)
+}
+
+/// `variance(data, mean)`: the mean over the folded axes of `(data - mean)²`, dividing by
+/// `N - 1` instead of `N` when `unbiased` (TVM's `VarianceCompute`).
+fn variance_eval(args: &[Value], attrs: &Attrs) -> Result<Value, String> {
+    let (x, out_shape, walk) = prepare(args, attrs)?;
+    let mean = arg_tensor(args, 1)?;
+    let unbiased = attr_bool(attrs, "unbiased")?;
+    let (shape, mean_shape) = (x.shape(), mean.shape());
+    let fits = mean_shape.len() == shape.len()
+        && mean_shape
+            .iter()
+            .zip(shape)
+            .all(|(&m, &d)| m == d || m == 1);
+    if !fits {
+        return Err(format!(
+            "the mean of shape {mean_shape:?} does not broadcast to the data's shape {shape:?}"
+        ));
+    }
+    // The flat position in `mean` of every data element, broadcasting size-1 dimensions.
+    let rank = shape.len();
+    let mut mean_stride = vec![0usize; rank];
+    let mut s = 1usize;
+    for d in (0..rank).rev() {
+        if mean_shape[d] != 1 {
+            mean_stride[d] = s;
+        }
+        s *= mean_shape[d].max(0) as usize;
+    }
+    let mut mean_pos = Vec::with_capacity(x.num_elements());
+    let mut idx = vec![0usize; rank];
+    for _ in 0..x.num_elements() {
+        mean_pos.push(
+            idx.iter()
+                .zip(&mean_stride)
+                .map(|(i, s)| i * s)
+                .sum::<usize>(),
+        );
+        for d in (0..rank).rev() {
+            idx[d] += 1;
+            if (idx[d] as i64) < shape[d] {
+                break;
+            }
+            idx[d] = 0;
+        }
+    }
+    let count = walk.inner_len as i128 - i128::from(unbiased);
+    let dtype = x.dtype();
+    if dtype.is_float() {
+        let m = mean.to_f64_vec();
+        let mut acc = vec![0.0f64; walk.out_len];
+        for (i, v) in x.to_f64_vec().into_iter().enumerate() {
+            let diff = v - m[mean_pos[i]];
+            acc[walk.out[i]] += diff * diff;
+        }
+        acc.iter_mut().for_each(|a| *a /= count as f64);
+        value(NDArray::from_f64_slice(dtype, &out_shape, &acc))
+    } else {
+        if count <= 0 && walk.out_len > 0 {
+            return Err(format!(
+                "integer division by zero: the variance divides by {count}"
+            ));
+        }
+        let m = mean.to_i128_vec();
+        let mut acc = vec![0i128; walk.out_len];
+        for (i, v) in x.to_i128_vec().into_iter().enumerate() {
+            let diff = v.wrapping_sub(m[mean_pos[i]]);
+            let o = walk.out[i];
+            acc[o] = acc[o].wrapping_add(diff.wrapping_mul(diff));
+        }
+        acc.iter_mut().for_each(|a| *a /= count.max(1));
+        value(NDArray::from_i128_slice(dtype, &out_shape, &acc))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use relay_ir::{AttrValue, Symbol};
+
+    use super::*;
+
+    /// The attributes of a call to `op`: the schema's defaults with `set` applied.
+    fn attrs(op: &str, set: &[(&str, AttrValue)]) -> Attrs {
+        let schema = crate::lookup(op).unwrap();
+        Attrs::new(
+            schema
+                .attrs
+                .iter()
+                .map(|f| {
+                    let v = set
+                        .iter()
+                        .find(|(n, _)| *n == f.name)
+                        .map(|(_, v)| v.clone())
+                        .or_else(|| f.default.value())
+                        .unwrap_or(AttrValue::Null);
+                    (Symbol::intern(f.name), v)
+                })
+                .collect(),
+        )
+    }
+
+    fn ints(v: &[i64]) -> AttrValue {
+        AttrValue::Array(v.iter().map(|&i| AttrValue::Int(i)).collect())
+    }
+
+    fn axis(v: &[i64]) -> (&'static str, AttrValue) {
+        ("axis", ints(v))
+    }
+
+    fn yes(name: &'static str) -> (&'static str, AttrValue) {
+        (name, AttrValue::Bool(true))
+    }
+
+    fn ty(shape: &[i64], dtype: DType) -> Type {
+        Type::tensor(shape, dtype)
+    }
+
+    fn any_ty(shape: &[Option<i64>], dtype: DType) -> Type {
+        tensor(
+            shape
+                .iter()
+                .map(|d| d.map_or(Dim::Any, Dim::Known))
+                .collect(),
+            dtype,
+        )
+    }
+
+    /// The relation of `op` on `inputs`, printed.
+    fn rel(op: &str, inputs: &[&Type], set: &[(&str, AttrValue)]) -> Result<String, String> {
+        let f = crate::lookup(op).unwrap().relation.unwrap();
+        let inputs: Vec<Type> = inputs.iter().map(|&t| t.clone()).collect();
+        f(&inputs, &attrs(op, set)).map(|t| t.to_string())
+    }
+
+    fn eval(op: &str, args: &[&Value], set: &[(&str, AttrValue)]) -> Result<Value, String> {
+        let f = crate::lookup(op).unwrap().eval.unwrap();
+        let args: Vec<Value> = args.iter().map(|&v| v.clone()).collect();
+        f(&args, &attrs(op, set))
+    }
+
+    fn f32s(shape: &[i64], v: &[f64]) -> Value {
+        Value::tensor(NDArray::from_f64_slice(DType::F32, shape, v).unwrap())
+    }
+
+    fn typed(dtype: DType, shape: &[i64], v: &[i128]) -> Value {
+        Value::tensor(NDArray::from_i128_slice(dtype, shape, v).unwrap())
+    }
+
+    fn bools(shape: &[i64], v: &[bool]) -> Value {
+        Value::tensor(NDArray::from_bool_slice(shape, v).unwrap())
+    }
+
+    /// Shape, dtype and elements (as `f64`) of a tensor value.
+    fn parts(v: &Value) -> (Vec<i64>, DType, Vec<f64>) {
+        let t = v.as_tensor().unwrap();
+        (t.shape().to_vec(), t.dtype(), t.to_f64_vec())
+    }
+
+    /// 0, 1, ..., 23 as a float32 tensor of shape (2, 3, 4).
+    fn iota234() -> Value {
+        let v: Vec<f64> = (0..24).map(f64::from).collect();
+        f32s(&[2, 3, 4], &v)
+    }
+
+    #[test]
+    fn reduce_relations() {
+        let x = ty(&[2, 3, 4], DType::F32);
+        let t = |set: &[(&str, AttrValue)]| rel("sum", &[&x], set);
+        assert_eq!(t(&[]).unwrap(), "float32");
+        assert_eq!(t(&[axis(&[1])]).unwrap(), "Tensor[(2, 4), float32]");
+        assert_eq!(t(&[axis(&[-1, 0])]).unwrap(), "Tensor[(3), float32]");
+        assert_eq!(
+            t(&[axis(&[1]), yes("keepdims")]).unwrap(),
+            "Tensor[(2, 1, 4), float32]"
+        );
+        assert_eq!(
+            t(&[axis(&[1]), yes("exclude")]).unwrap(),
+            "Tensor[(3), float32]"
+        );
+        assert_eq!(
+            t(&[axis(&[-1]), yes("exclude"), yes("keepdims")]).unwrap(),
+            "Tensor[(1, 1, 4), float32]"
+        );
+        assert_eq!(t(&[axis(&[])]).unwrap(), "float32");
+        assert_eq!(
+            t(&[axis(&[3])]).unwrap_err(),
+            "axis 3 is out of range for a tensor of rank 3"
+        );
+        assert_eq!(
+            t(&[axis(&[-4])]).unwrap_err(),
+            "axis -4 is out of range for a tensor of rank 3"
+        );
+        assert_eq!(
+            t(&[axis(&[2, -1])]).unwrap_err(),
+            "`axis` lists dimension 2 twice"
+        );
+        // Unknown dimensions stay unknown.
+        let d = any_ty(&[None, Some(3)], DType::I64);
+        assert_eq!(
+            rel("max", &[&d], &[axis(&[1])]).unwrap(),
+            "Tensor[(?), int64]"
+        );
+        assert_eq!(
+            rel("argmax", &[&d], &[axis(&[1]), yes("keepdims")]).unwrap(),
+            "Tensor[(?, 1), int32]"
+        );
+        assert_eq!(rel("argmin", &[&x], &[]).unwrap(), "int32");
+        assert_eq!(
+            rel("all", &[&x], &[]).unwrap_err(),
+            "the data must be a bool tensor, got `Tensor[(2, 3, 4), float32]`"
+        );
+        assert_eq!(
+            rel("any", &[&ty(&[2, 3], DType::BOOL)], &[axis(&[0])]).unwrap(),
+            "Tensor[(3), bool]"
+        );
+        assert!(rel("sum", &[&Type::tuple(vec![])], &[]).is_err());
+        assert!(rel("sum", &[], &[]).is_err());
+        // A rank-0 tensor has no axes to name.
+        assert!(rel("sum", &[&ty(&[], DType::F32)], &[axis(&[0])]).is_err());
+        assert_eq!(rel("sum", &[&ty(&[], DType::F32)], &[]).unwrap(), "float32");
+    }
+
+    #[test]
+    fn variance_relation() {
+        let x = ty(&[3, 4, 5], DType::F32);
+        let m = ty(&[3, 1, 5], DType::F32);
+        assert_eq!(
+            rel("variance", &[&x, &m], &[axis(&[1])]).unwrap(),
+            "Tensor[(3, 5), float32]"
+        );
+        assert_eq!(
+            rel(
+                "variance",
+                &[&x, &ty(&[3, 2, 5], DType::F32)],
+                &[axis(&[1])]
+            )
+            .unwrap_err(),
+            "the mean of shape (3, 2, 5) does not broadcast to the data's shape (3, 4, 5)"
+        );
+        assert!(rel("variance", &[&x, &ty(&[3, 1, 5], DType::F64)], &[]).is_err());
+        assert!(rel("variance", &[&x, &ty(&[5], DType::F32)], &[]).is_err());
+        assert!(rel("variance", &[&x], &[]).is_err());
+    }
+
+    #[test]
+    fn sums_and_means() {
+        let x = iota234();
+        let (s, d, v) = parts(&eval("sum", &[&x], &[axis(&[1])]).unwrap());
+        assert_eq!((s, d), (vec![2, 4], DType::F32));
+        assert_eq!(v, [12.0, 15.0, 18.0, 21.0, 48.0, 51.0, 54.0, 57.0]);
+        let (s, _, v) = parts(&eval("sum", &[&x], &[]).unwrap());
+        assert_eq!((s, v), (vec![], vec![276.0]));
+        let (s, _, v) = parts(&eval("sum", &[&x], &[axis(&[-1, 0]), yes("keepdims")]).unwrap());
+        assert_eq!((s, v), (vec![1, 3, 1], vec![60.0, 92.0, 124.0]));
+        // `exclude` keeps the listed axis.
+        let (s, _, v) = parts(&eval("sum", &[&x], &[axis(&[1]), yes("exclude")]).unwrap());
+        assert_eq!((s, v), (vec![3], vec![60.0, 92.0, 124.0]));
+        let (s, _, v) = parts(&eval("mean", &[&x], &[axis(&[0, 2])]).unwrap());
+        assert_eq!((s, v), (vec![3], vec![7.5, 11.5, 15.5]));
+        let (_, _, v) = parts(&eval("prod", &[&x], &[axis(&[2])]).unwrap());
+        assert_eq!(v[0], 0.0);
+        assert_eq!(v[1], 4.0 * 5.0 * 6.0 * 7.0);
+        // Integers: exact, and the mean truncates toward zero like TVM's integer division.
+        let n = typed(DType::I32, &[2, 3], &[1, 2, 4, -7, 0, 0]);
+        let (_, d, v) = parts(&eval("sum", &[&n], &[axis(&[1])]).unwrap());
+        assert_eq!((d, v), (DType::I32, vec![7.0, -7.0]));
+        let (_, _, v) = parts(&eval("mean", &[&n], &[axis(&[1])]).unwrap());
+        assert_eq!(v, [2.0, -2.0]);
+        let (_, _, v) = parts(&eval("prod", &[&n], &[axis(&[0])]).unwrap());
+        assert_eq!(v, [-7.0, 0.0, 0.0]);
+        // int64 sums beyond 2^53 stay exact.
+        let big = typed(DType::I64, &[2], &[1 << 60, 3]);
+        let r = eval("sum", &[&big], &[]).unwrap();
+        assert_eq!(r.as_tensor().unwrap().to_i128_vec(), [(1 << 60) + 3]);
+        // Unsigned and float64 keep their dtype.
+        let u = typed(DType::U8, &[3], &[200, 50, 10]);
+        let (_, d, v) = parts(&eval("max", &[&u], &[]).unwrap());
+        assert_eq!((d, v), (DType::U8, vec![200.0]));
+        let f = Value::tensor(NDArray::from_f64_slice(DType::F64, &[2], &[0.1, 0.2]).unwrap());
+        let (_, d, v) = parts(&eval("sum", &[&f], &[]).unwrap());
+        assert_eq!((d, v), (DType::F64, vec![0.1 + 0.2]));
+    }
+
+    #[test]
+    fn extremes() {
+        let x = f32s(&[2, 3], &[1.0, -2.0, 5.0, 3.0, 3.0, -1.0]);
+        let (_, _, v) = parts(&eval("max", &[&x], &[axis(&[1])]).unwrap());
+        assert_eq!(v, [5.0, 3.0]);
+        let (_, _, v) = parts(&eval("min", &[&x], &[]).unwrap());
+        assert_eq!(v, [-2.0]);
+        let (s, d, v) = parts(&eval("argmax", &[&x], &[axis(&[1])]).unwrap());
+        assert_eq!((s, d, v), (vec![2], DType::I32, vec![2.0, 0.0]));
+        let (_, _, v) =
+            parts(&eval("argmax", &[&x], &[axis(&[1]), yes("select_last_index")]).unwrap());
+        assert_eq!(v, [2.0, 1.0]);
+        let (s, _, v) = parts(&eval("argmin", &[&x], &[axis(&[0]), yes("keepdims")]).unwrap());
+        assert_eq!((s, v), (vec![1, 3], vec![0.0, 0.0, 1.0]));
+        // Over all axes the position is row-major over the whole tensor.
+        let (s, _, v) = parts(&eval("argmin", &[&x], &[]).unwrap());
+        assert_eq!((s, v), (vec![], vec![1.0]));
+        // NaN wins, first occurrence, as in numpy.
+        let nan = f32s(&[4], &[1.0, f64::NAN, 7.0, f64::NAN]);
+        let (_, _, v) = parts(&eval("max", &[&nan], &[]).unwrap());
+        assert!(v[0].is_nan());
+        let (_, _, v) = parts(&eval("argmax", &[&nan], &[]).unwrap());
+        assert_eq!(v, [1.0]);
+        let (_, _, v) = parts(&eval("argmin", &[&nan], &[]).unwrap());
+        assert_eq!(v, [1.0]);
+        // Integers.
+        let n = typed(DType::I16, &[4], &[3, -9, 3, 8]);
+        let (_, _, v) = parts(&eval("argmin", &[&n], &[]).unwrap());
+        assert_eq!(v, [1.0]);
+        let (_, d, v) = parts(&eval("min", &[&n], &[]).unwrap());
+        assert_eq!((d, v), (DType::I16, vec![-9.0]));
+    }
+
+    #[test]
+    fn empty_and_unit_dimensions() {
+        let empty = f32s(&[2, 0], &[]);
+        let (s, _, v) = parts(&eval("sum", &[&empty], &[axis(&[1])]).unwrap());
+        assert_eq!((s, v), (vec![2], vec![0.0, 0.0]));
+        let (_, _, v) = parts(&eval("prod", &[&empty], &[axis(&[1])]).unwrap());
+        assert_eq!(v, [1.0, 1.0]);
+        let (_, _, v) = parts(&eval("mean", &[&empty], &[axis(&[1])]).unwrap());
+        assert!(v[0].is_nan());
+        assert_eq!(
+            eval("max", &[&empty], &[axis(&[1])]).unwrap_err(),
+            "cannot take the max of an empty reduction (input shape [2, 0])"
+        );
+        assert!(eval("argmin", &[&empty], &[axis(&[1])]).is_err());
+        // Folding the other axis leaves an empty output, which is fine.
+        let (s, _, v) = parts(&eval("max", &[&empty], &[axis(&[0])]).unwrap());
+        assert_eq!((s, v), (vec![0], vec![]));
+        let ints = typed(DType::I32, &[0], &[]);
+        assert!(eval("mean", &[&ints], &[]).is_err());
+        // Size-1 dimensions.
+        let one = f32s(&[1, 1], &[4.5]);
+        let (s, _, v) = parts(&eval("max", &[&one], &[axis(&[0])]).unwrap());
+        assert_eq!((s, v), (vec![1], vec![4.5]));
+        let (s, _, v) = parts(&eval("argmax", &[&one], &[yes("keepdims")]).unwrap());
+        assert_eq!((s, v), (vec![1, 1], vec![0.0]));
+    }
+
+    #[test]
+    fn logical() {
+        let b = bools(&[2, 3], &[true, false, true, true, true, true]);
+        let r = eval("all", &[&b], &[axis(&[1])]).unwrap();
+        let t = r.as_tensor().unwrap();
+        assert_eq!(t.dtype(), DType::BOOL);
+        assert_eq!(t.to_bool_vec(), [false, true]);
+        let r = eval("any", &[&b], &[axis(&[0])]).unwrap();
+        assert_eq!(r.as_tensor().unwrap().to_bool_vec(), [true, true, true]);
+        let none = bools(&[0], &[]);
+        let r = eval("all", &[&none], &[]).unwrap();
+        assert_eq!(r.as_tensor().unwrap().to_bool_vec(), [true]);
+        let r = eval("any", &[&none], &[]).unwrap();
+        assert_eq!(r.as_tensor().unwrap().to_bool_vec(), [false]);
+    }
+
+    #[test]
+    fn variance() {
+        let x = f32s(&[2, 3], &[1.0, 2.0, 6.0, 4.0, 4.0, 4.0]);
+        let m = f32s(&[2, 1], &[3.0, 4.0]);
+        let (s, _, v) = parts(&eval("variance", &[&x, &m], &[axis(&[1])]).unwrap());
+        assert_eq!(s, vec![2]);
+        assert!((v[0] - 14.0 / 3.0).abs() < 1e-6 && v[1] == 0.0);
+        let (_, _, v) = parts(
+            &eval(
+                "variance",
+                &[&x, &m],
+                &[axis(&[1]), yes("unbiased"), yes("keepdims")],
+            )
+            .unwrap(),
+        );
+        assert_eq!(v, [7.0, 0.0]);
+        // The mean broadcasts along the folded axis; `exclude` folds the other one.
+        let m0 = f32s(&[1, 3], &[2.5, 3.0, 5.0]);
+        let (s, _, v) =
+            parts(&eval("variance", &[&x, &m0], &[axis(&[1]), yes("exclude")]).unwrap());
+        assert_eq!((s, v), (vec![3], vec![2.25, 1.0, 1.0]));
+        assert!(eval("variance", &[&x, &f32s(&[3], &[0.0; 3])], &[]).is_err());
+        let n = typed(DType::I32, &[4], &[1, 2, 3, 6]);
+        let (_, d, v) =
+            parts(&eval("variance", &[&n, &typed(DType::I32, &[1], &[3])], &[]).unwrap());
+        assert_eq!((d, v), (DType::I32, vec![3.0]));
+    }
+
+    #[test]
+    fn patterns() {
+        for name in [
+            "sum", "mean", "max", "min", "prod", "all", "any", "argmax", "argmin", "variance",
+        ] {
+            let op = crate::lookup(name).unwrap();
+            assert_eq!(op.pattern, P::CommReduce, "{name}");
+            assert!(op.relation.is_some() && op.eval.is_some(), "{name}");
+        }
+    }
+}

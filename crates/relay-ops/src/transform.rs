@@ -1,8 +1,22 @@
 //! Shape and layout manipulation: reshaping, transposing, joining, splitting, slicing, gathering,
 //! layout transforms, and the sorting and searching operators (reference §14.4).
+//!
+//! The Tier 1 shape operators carry TVM's type relations (with `?` dimensions propagated) and
+//! reference evaluations. Evaluation is pure data movement: each output element is copied as
+//! `dtype.size_bytes()` bytes from the input position it comes from, so every dtype is handled
+//! alike, and every position is bounds-checked (`take` with `mode="fast"` reports an
+//! out-of-range index instead of reading it). Output shapes at run time come from the same
+//! functions as the relations, applied to the concrete input shapes.
 
-use relay_ir::{AttrDefault as D, AttrField, AttrKind as K, OpSchema};
+use relay_ir::{
+    AttrDefault as D, AttrField, AttrKind as K, AttrValue, Attrs, DType, Dim, NDArray,
+    OpPattern as P, OpSchema, Type, Value,
+};
 
+use crate::support::{
+    arg_tensor, arg_tensors, attr_bool, attr_int, attr_ints, attr_opt_int, attr_opt_ints, attr_str,
+    known, shape_text, strides, tensor, tensor_type, tuple_of_tensors, value,
+};
 use crate::{dtype, field, nullable, op, plain, required, required_nullable};
 
 const DATA: &[&str] = &["data"];
@@ -50,13 +64,18 @@ const LAYOUT_TRANSFORM_ATTRS: &[AttrField] = &[
 
 pub(crate) static OPS: &[OpSchema] = &[
     // Reshaping.
-    op("reshape", DATA, "relay.attrs.ReshapeAttrs", RESHAPE_ATTRS),
+    op("reshape", DATA, "relay.attrs.ReshapeAttrs", RESHAPE_ATTRS).with(
+        P::Injective,
+        reshape_rel,
+        reshape_eval,
+    ),
     op(
         "contrib_reverse_reshape",
         DATA,
         "relay.attrs.ReshapeAttrs",
         RESHAPE_ATTRS,
-    ),
+    )
+    .with(P::Injective, reverse_reshape_rel, reverse_reshape_eval),
     op(
         "reshape_like",
         &["data", "shape_like"],
@@ -67,13 +86,15 @@ pub(crate) static OPS: &[OpSchema] = &[
             field("rhs_begin", K::Int, D::Int(0)),
             nullable("rhs_end", K::Int),
         ],
-    ),
+    )
+    .with(P::Injective, reshape_like_rel, reshape_like_eval),
     op(
         "transpose",
         DATA,
         "relay.attrs.TransposeAttrs",
         &[required_nullable("axes", K::IntArray)],
-    ),
+    )
+    .with(P::Injective, transpose_rel, transpose_eval),
     op(
         "expand_dims",
         DATA,
@@ -82,21 +103,28 @@ pub(crate) static OPS: &[OpSchema] = &[
             required("axis", K::Int),
             field("num_newaxis", K::Int, D::Int(1)),
         ],
+    )
+    .with(P::Injective, expand_dims_rel, expand_dims_eval),
+    op("squeeze", DATA, "relay.attrs.SqueezeAttrs", SQUEEZE_ATTRS).with(
+        P::Injective,
+        squeeze_rel,
+        squeeze_eval,
     ),
-    op("squeeze", DATA, "relay.attrs.SqueezeAttrs", SQUEEZE_ATTRS),
     // Joining and splitting; `concatenate` and `stack` take one tuple.
     op(
         "concatenate",
         DATA,
         "relay.attrs.ConcatenateAttrs",
         &[field("axis", K::Int, D::Int(0))],
-    ),
+    )
+    .with(P::Injective, concatenate_rel, concatenate_eval),
     op(
         "stack",
         DATA,
         "relay.attrs.StackAttrs",
         &[field("axis", K::Int, D::Int(0))],
-    ),
+    )
+    .with(P::Injective, stack_rel, stack_eval),
     op(
         "split",
         DATA,
@@ -105,14 +133,16 @@ pub(crate) static OPS: &[OpSchema] = &[
             required("indices_or_sections", K::IntOrIntArray),
             field("axis", K::Int, D::Int(0)),
         ],
-    ),
+    )
+    .with(P::Injective, split_rel, split_eval),
     // Slicing.
     op(
         "strided_slice",
         DATA,
         "relay.attrs.StridedSliceAttrs",
         STRIDED_SLICE_ATTRS,
-    ),
+    )
+    .with(P::Injective, strided_slice_rel, strided_slice_eval),
     plain("strided_set", &["data", "v", "begin", "end", "strides"]),
     op(
         "slice_like",
@@ -130,7 +160,8 @@ pub(crate) static OPS: &[OpSchema] = &[
             nullable("axis", K::Int),
             field("mode", K::Str, D::Str("clip")),
         ],
-    ),
+    )
+    .with(P::Injective, take_rel, take_eval),
     op(
         "gather",
         &["data", "indices"],
@@ -153,19 +184,22 @@ pub(crate) static OPS: &[OpSchema] = &[
         DATA,
         "relay.attrs.TileAttrs",
         &[required("reps", K::IntArray)],
-    ),
+    )
+    .with(P::Injective, tile_rel, tile_eval),
     op(
         "repeat",
         DATA,
         "relay.attrs.RepeatAttrs",
         &[required("repeats", K::Int), nullable("axis", K::Int)],
-    ),
+    )
+    .with(P::Injective, repeat_rel, repeat_eval),
     op(
         "reverse",
         DATA,
         "relay.attrs.ReverseAttrs",
         &[nullable("axis", K::Int)],
-    ),
+    )
+    .with(P::Injective, reverse_rel, reverse_eval),
     op(
         "reverse_sequence",
         &["data", "seq_lengths"],
@@ -275,3 +309,2140 @@ pub(crate) static OPS: &[OpSchema] = &[
         ],
     ),
 ];
+
+// ----- Shared helpers -----
+
+/// The most dimensions `expand_dims` adds at once; more is surely a mistake, and would
+/// exhaust memory.
+const MAX_RANK: i64 = 1024;
+
+/// The most pieces `split` makes from a number of sections, for the same reason.
+const MAX_PIECES: i64 = 1 << 16;
+
+/// A possibly negative axis of a tensor of `rank` dimensions, made non-negative (a rank-0
+/// tensor has no axis).
+fn axis_index(axis: i64, rank: usize) -> Result<usize, String> {
+    let r = rank as i64;
+    let a = if axis < 0 {
+        axis.saturating_add(r)
+    } else {
+        axis
+    };
+    if a < 0 || a >= r {
+        return Err(format!(
+            "axis {axis} is out of range for a tensor of rank {rank}"
+        ));
+    }
+    Ok(a as usize)
+}
+
+/// An insertion position for a new axis in a tensor of `rank` dimensions: `-rank - 1..=rank`,
+/// negative positions counting from the end of the result.
+fn insert_index(axis: i64, rank: usize) -> Result<usize, String> {
+    let r = rank as i64;
+    let a = if axis < 0 {
+        axis.saturating_add(r + 1)
+    } else {
+        axis
+    };
+    if a < 0 || a > r {
+        return Err(format!(
+            "axis {axis} is out of range for inserting into a tensor of rank {rank}"
+        ));
+    }
+    Ok(a as usize)
+}
+
+/// The `count` inputs of an operator, checked.
+fn expect_inputs(inputs: &[Type], count: usize) -> Result<(), String> {
+    if inputs.len() != count {
+        return Err(format!(
+            "expects {count} input{}, got {}",
+            if count == 1 { "" } else { "s" },
+            inputs.len()
+        ));
+    }
+    Ok(())
+}
+
+/// The single tensor input.
+fn data_type(inputs: &[Type]) -> Result<(&[Dim], DType), String> {
+    expect_inputs(inputs, 1)?;
+    tensor_type(&inputs[0], "the data")
+}
+
+/// Known dimensions as `Dim`s.
+fn dims(shape: &[i64]) -> Vec<Dim> {
+    shape.iter().map(|&d| Dim::Known(d)).collect()
+}
+
+/// A shape computed from known dimensions, as numbers.
+fn concrete(shape: &[Dim]) -> Result<Vec<i64>, String> {
+    known(shape).ok_or_else(|| {
+        format!(
+            "internal error: shape {} is not known at run time",
+            shape_text(shape)
+        )
+    })
+}
+
+/// The number of elements of `shape`, if every dimension is known.
+fn element_count(shape: &[Dim]) -> Option<i128> {
+    shape.iter().try_fold(1i128, |acc, d| match d {
+        Dim::Known(n) => acc.checked_mul(*n as i128),
+        Dim::Any => None,
+    })
+}
+
+/// The product of two dimensions.
+fn dim_mul(a: Dim, b: Dim) -> Result<Dim, String> {
+    match (a, b) {
+        (Dim::Known(x), Dim::Known(y)) => x
+            .checked_mul(y)
+            .map(Dim::Known)
+            .ok_or_else(|| format!("dimension {x} * {y} overflows")),
+        _ => Ok(Dim::Any),
+    }
+}
+
+/// Text of a list of integers in parentheses, e.g. `(5, -1)`.
+fn list_text(values: &[i64]) -> String {
+    let items: Vec<String> = values.iter().map(i64::to_string).collect();
+    format!("({})", items.join(", "))
+}
+
+/// Steps a row-major multi-index one element forward.
+fn next_index(idx: &mut [i64], shape: &[i64]) {
+    for d in (0..shape.len()).rev() {
+        idx[d] += 1;
+        if idx[d] < shape[d] {
+            return;
+        }
+        idx[d] = 0;
+    }
+}
+
+/// A tensor of `out_shape` and `src`'s dtype whose element at each multi-index is `src`'s
+/// element at the flat position `source` gives. Pure data movement: whole elements are copied
+/// as bytes, so every dtype is handled alike. A position outside `src` is an error, never a
+/// read out of bounds.
+fn gather(
+    src: &NDArray,
+    out_shape: &[i64],
+    mut source: impl FnMut(&[i64]) -> Result<i64, String>,
+) -> Result<NDArray, String> {
+    let size = src.dtype().size_bytes();
+    let mut out = NDArray::zeros(src.dtype(), out_shape).map_err(|e| e.to_string())?;
+    let n = out.num_elements();
+    let from = src.as_bytes();
+    let to = out.as_bytes_mut();
+    let mut idx = vec![0i64; out_shape.len()];
+    for i in 0..n {
+        let s = source(&idx)?;
+        let bytes = usize::try_from(s)
+            .ok()
+            .and_then(|s| from.get(s * size..(s + 1) * size))
+            .ok_or_else(|| {
+                format!(
+                    "internal error: element {s} is outside an input of shape {:?}",
+                    src.shape()
+                )
+            })?;
+        to[i * size..(i + 1) * size].copy_from_slice(bytes);
+        next_index(&mut idx, out_shape);
+    }
+    Ok(out)
+}
+
+/// The elements of `src` in a new shape of the same size.
+fn reshaped(src: &NDArray, shape: &[Dim]) -> Result<Value, String> {
+    let shape = concrete(shape)?;
+    value(NDArray::from_bytes(src.dtype(), &shape, src.as_bytes()))
+}
+
+/// The part of `src` starting at `begin` with step `step` in every dimension, of
+/// `out_shape`.
+fn strided(
+    src: &NDArray,
+    begin: &[i64],
+    step: &[i64],
+    out_shape: &[i64],
+) -> Result<NDArray, String> {
+    let st = strides(src.shape());
+    gather(src, out_shape, |idx| {
+        Ok(idx
+            .iter()
+            .enumerate()
+            .map(|(d, &i)| (begin[d] + i * step[d]) * st[d])
+            .sum())
+    })
+}
+
+// ----- reshape, contrib_reverse_reshape, reshape_like -----
+
+/// TVM's `InferNewShape`: the shape `newshape` asks of a tensor of shape `ishape`, with the
+/// special values `0` (copy a dimension, unless `allowzero`), `-1` (infer one dimension), `-2`
+/// (copy the rest), `-3` (merge two dimensions) and `-4` (split one dimension in two, the next
+/// two values, one of which may be `-1`). Unlike TVM, `-1` after `-2`, `-3` or `-4` fills its
+/// own output position. The element counts must agree when every dimension is known.
+fn infer_reshape(ishape: &[Dim], newshape: &[i64], allowzero: bool) -> Result<Vec<Dim>, String> {
+    let fail = |why: String| {
+        format!(
+            "reshape cannot turn {} into {}: {why}",
+            shape_text(ishape),
+            list_text(newshape)
+        )
+    };
+    let rank = ishape.len();
+    let mut out: Vec<Dim> = Vec::with_capacity(newshape.len());
+    // Whether each input (output) dimension was copied, merged or split, so that inference
+    // can skip the dimensions that cancel out.
+    let mut used_in = vec![false; rank];
+    let mut used_out: Vec<bool> = Vec::with_capacity(newshape.len());
+    let mut src = 0usize;
+    let mut infer: Option<usize> = None;
+    let mut i = 0usize;
+    while i < newshape.len() {
+        match newshape[i] {
+            v if v > 0 || (v == 0 && allowzero) => {
+                out.push(Dim::Known(v));
+                used_out.push(false);
+                src += 1;
+            }
+            0 => {
+                let d = *ishape.get(src).ok_or_else(|| {
+                    fail(format!(
+                        "`0` at position {i} copies input dimension {src}, which does not exist"
+                    ))
+                })?;
+                used_in[src] = true;
+                out.push(d);
+                used_out.push(true);
+                src += 1;
+            }
+            -1 => {
+                if infer.is_some() {
+                    return Err(fail("only one dimension can be -1".into()));
+                }
+                infer = Some(out.len());
+                out.push(Dim::Known(1));
+                used_out.push(false);
+                src += 1;
+            }
+            -2 => {
+                while src < rank {
+                    used_in[src] = true;
+                    out.push(ishape[src]);
+                    used_out.push(true);
+                    src += 1;
+                }
+            }
+            -3 => {
+                if src + 1 >= rank {
+                    return Err(fail(format!(
+                        "`-3` at position {i} merges input dimensions {src} and {}, which do not both exist",
+                        src + 1
+                    )));
+                }
+                used_in[src] = true;
+                used_in[src + 1] = true;
+                out.push(dim_mul(ishape[src], ishape[src + 1])?);
+                used_out.push(true);
+                src += 2;
+            }
+            -4 => {
+                let (Some(&a), Some(&b)) = (newshape.get(i + 1), newshape.get(i + 2)) else {
+                    return Err(fail(format!(
+                        "`-4` at position {i} must be followed by two values"
+                    )));
+                };
+                let d0 = *ishape.get(src).ok_or_else(|| {
+                    fail(format!(
+                        "`-4` at position {i} splits input dimension {src}, which does not exist"
+                    ))
+                })?;
+                if a < -1 || b < -1 || (a == -1 && b == -1) {
+                    return Err(fail(format!(
+                        "`-4` must be followed by two sizes, at most one of them -1, got {a} and {b}"
+                    )));
+                }
+                let split = |d0: Dim, by: i64| -> Result<Dim, String> {
+                    match d0 {
+                        Dim::Known(n) if by == 0 || n % by != 0 => Err(fail(format!(
+                            "dimension {n} does not split into ({a}, {b})"
+                        ))),
+                        Dim::Known(n) => Ok(Dim::Known(n / by)),
+                        Dim::Any => Ok(Dim::Any),
+                    }
+                };
+                let (x, y) = match (a, b) {
+                    (-1, b) => (split(d0, b)?, Dim::Known(b)),
+                    (a, -1) => (Dim::Known(a), split(d0, a)?),
+                    (a, b) => (Dim::Known(a), Dim::Known(b)),
+                };
+                used_in[src] = true;
+                out.extend([x, y]);
+                used_out.extend([true, true]);
+                src += 1;
+                i += 2;
+            }
+            v => {
+                return Err(fail(format!(
+                    "{v} is not a size or a special value (0, -1, -2, -3, -4)"
+                )));
+            }
+        }
+        i += 1;
+    }
+    if let Some(k) = infer {
+        let others: Vec<Dim> = out
+            .iter()
+            .enumerate()
+            .filter(|&(j, _)| j != k)
+            .map(|(_, &d)| d)
+            .collect();
+        out[k] = match (element_count(ishape), element_count(&others)) {
+            // Every dimension known: divide the element counts.
+            (Some(total), Some(rest)) => {
+                if rest == 0 {
+                    return Err(fail(
+                        "the -1 cannot be inferred next to a dimension of size 0".into(),
+                    ));
+                }
+                if total % rest != 0 {
+                    return Err(fail(format!("{total} elements do not divide by {rest}")));
+                }
+                Dim::Known((total / rest) as i64)
+            }
+            // Otherwise only the dimensions not copied, merged or split count, as in TVM.
+            _ => {
+                let free_in: Vec<Dim> = (0..rank)
+                    .filter(|&j| !used_in[j])
+                    .map(|j| ishape[j])
+                    .collect();
+                let free_out: Vec<Dim> = (0..out.len())
+                    .filter(|&j| !used_out[j] && j != k)
+                    .map(|j| out[j])
+                    .collect();
+                match (element_count(&free_in), element_count(&free_out)) {
+                    (Some(a), Some(b)) if b != 0 && a % b == 0 => Dim::Known((a / b) as i64),
+                    (Some(a), Some(b)) if b != 0 => {
+                        return Err(fail(format!("{a} elements do not divide by {b}")));
+                    }
+                    _ => Dim::Any,
+                }
+            }
+        };
+    }
+    if let (Some(a), Some(b)) = (element_count(ishape), element_count(&out))
+        && a != b
+    {
+        return Err(fail(format!(
+            "the input has {a} elements, the new shape {b}"
+        )));
+    }
+    Ok(out)
+}
+
+/// The new shape of a `reshape` (or, `reverse`, of a `contrib_reverse_reshape`, which reads
+/// both shapes from the right).
+fn reshape_shape(shape: &[Dim], attrs: &Attrs, reverse: bool) -> Result<Vec<Dim>, String> {
+    let newshape = attr_ints(attrs, "newshape")?;
+    let allowzero = attr_bool(attrs, "allowzero")?;
+    if !reverse {
+        return infer_reshape(shape, &newshape, allowzero);
+    }
+    let rshape: Vec<Dim> = shape.iter().rev().copied().collect();
+    let rnew: Vec<i64> = newshape.iter().rev().copied().collect();
+    let mut out = infer_reshape(&rshape, &rnew, allowzero)?;
+    out.reverse();
+    Ok(out)
+}
+
+fn reshape_rel(inputs: &[Type], attrs: &Attrs) -> Result<Type, String> {
+    let (shape, dtype) = data_type(inputs)?;
+    Ok(tensor(reshape_shape(shape, attrs, false)?, dtype))
+}
+
+fn reshape_eval(args: &[Value], attrs: &Attrs) -> Result<Value, String> {
+    let x = arg_tensor(args, 0)?;
+    reshaped(x, &reshape_shape(&dims(x.shape()), attrs, false)?)
+}
+
+fn reverse_reshape_rel(inputs: &[Type], attrs: &Attrs) -> Result<Type, String> {
+    let (shape, dtype) = data_type(inputs)?;
+    Ok(tensor(reshape_shape(shape, attrs, true)?, dtype))
+}
+
+fn reverse_reshape_eval(args: &[Value], attrs: &Attrs) -> Result<Value, String> {
+    let x = arg_tensor(args, 0)?;
+    reshaped(x, &reshape_shape(&dims(x.shape()), attrs, true)?)
+}
+
+/// `reshape_like`: `data`'s dimensions `lhs_begin..lhs_end` replaced by `shape_like`'s
+/// `rhs_begin..rhs_end` (ends default to the rank; negative values count from the end).
+fn reshape_like_shape(lhs: &[Dim], rhs: &[Dim], attrs: &Attrs) -> Result<Vec<Dim>, String> {
+    let range = |side: &str, rank: usize| -> Result<(usize, usize), String> {
+        let r = rank as i64;
+        let norm = |v: i64| if v < 0 { v + r } else { v };
+        let begin = norm(attr_int(attrs, &format!("{side}_begin"))?);
+        let end = norm(attr_opt_int(attrs, &format!("{side}_end"))?.unwrap_or(r));
+        if !(0 <= begin && begin <= end && end <= r) {
+            return Err(format!(
+                "`{side}_begin` and `{side}_end` select dimensions {begin}..{end}, outside a tensor of rank {rank}"
+            ));
+        }
+        Ok((begin as usize, end as usize))
+    };
+    let (lb, le) = range("lhs", lhs.len())?;
+    let (rb, re) = range("rhs", rhs.len())?;
+    let out: Vec<Dim> = lhs[..lb]
+        .iter()
+        .chain(&rhs[rb..re])
+        .chain(&lhs[le..])
+        .copied()
+        .collect();
+    if let (Some(a), Some(b)) = (element_count(lhs), element_count(&out))
+        && a != b
+    {
+        return Err(format!(
+            "reshape_like cannot turn {} into {}: {a} elements, not {b}",
+            shape_text(lhs),
+            shape_text(&out)
+        ));
+    }
+    Ok(out)
+}
+
+fn reshape_like_rel(inputs: &[Type], attrs: &Attrs) -> Result<Type, String> {
+    expect_inputs(inputs, 2)?;
+    let (lhs, dtype) = tensor_type(&inputs[0], "the data")?;
+    let (rhs, _) = tensor_type(&inputs[1], "`shape_like`")?;
+    Ok(tensor(reshape_like_shape(lhs, rhs, attrs)?, dtype))
+}
+
+fn reshape_like_eval(args: &[Value], attrs: &Attrs) -> Result<Value, String> {
+    let x = arg_tensor(args, 0)?;
+    let like = arg_tensor(args, 1)?;
+    reshaped(
+        x,
+        &reshape_like_shape(&dims(x.shape()), &dims(like.shape()), attrs)?,
+    )
+}
+
+// ----- transpose, expand_dims, squeeze -----
+
+/// The permutation `transpose` applies: `axes`, or the reversed axes when `None` or empty.
+fn permutation(rank: usize, attrs: &Attrs) -> Result<Vec<usize>, String> {
+    let axes = attr_opt_ints(attrs, "axes")?.unwrap_or_default();
+    if axes.is_empty() {
+        return Ok((0..rank).rev().collect());
+    }
+    if axes.len() != rank {
+        return Err(format!(
+            "`axes` must have {rank} values for a tensor of rank {rank}, got {}",
+            axes.len()
+        ));
+    }
+    let mut seen = vec![false; rank];
+    let mut perm = Vec::with_capacity(rank);
+    for &a in &axes {
+        let d = axis_index(a, rank)?;
+        if seen[d] {
+            return Err(format!("`axes` lists dimension {d} twice"));
+        }
+        seen[d] = true;
+        perm.push(d);
+    }
+    Ok(perm)
+}
+
+fn transpose_rel(inputs: &[Type], attrs: &Attrs) -> Result<Type, String> {
+    let (shape, dtype) = data_type(inputs)?;
+    let perm = permutation(shape.len(), attrs)?;
+    Ok(tensor(perm.iter().map(|&p| shape[p]).collect(), dtype))
+}
+
+fn transpose_eval(args: &[Value], attrs: &Attrs) -> Result<Value, String> {
+    let x = arg_tensor(args, 0)?;
+    let perm = permutation(x.ndim(), attrs)?;
+    let out_shape: Vec<i64> = perm.iter().map(|&p| x.shape()[p]).collect();
+    let st = strides(x.shape());
+    value(gather(x, &out_shape, |idx| {
+        Ok(idx.iter().zip(&perm).map(|(&i, &p)| i * st[p]).sum())
+    }))
+}
+
+fn expand_dims_shape(shape: &[Dim], attrs: &Attrs) -> Result<Vec<Dim>, String> {
+    let axis = attr_int(attrs, "axis")?;
+    let count = attr_int(attrs, "num_newaxis")?;
+    if !(0..=MAX_RANK).contains(&count) {
+        return Err(format!(
+            "`num_newaxis` must be between 0 and {MAX_RANK}, got {count}"
+        ));
+    }
+    let at = insert_index(axis, shape.len())?;
+    let mut out = shape[..at].to_vec();
+    out.extend(std::iter::repeat_n(Dim::Known(1), count as usize));
+    out.extend_from_slice(&shape[at..]);
+    Ok(out)
+}
+
+fn expand_dims_rel(inputs: &[Type], attrs: &Attrs) -> Result<Type, String> {
+    let (shape, dtype) = data_type(inputs)?;
+    Ok(tensor(expand_dims_shape(shape, attrs)?, dtype))
+}
+
+fn expand_dims_eval(args: &[Value], attrs: &Attrs) -> Result<Value, String> {
+    let x = arg_tensor(args, 0)?;
+    reshaped(x, &expand_dims_shape(&dims(x.shape()), attrs)?)
+}
+
+/// `squeeze`: the listed dimensions removed (each must be 1), or with `axis=None` every
+/// dimension known to be 1.
+fn squeeze_shape(shape: &[Dim], attrs: &Attrs) -> Result<Vec<Dim>, String> {
+    let Some(axes) = attr_opt_ints(attrs, "axis")? else {
+        return Ok(shape
+            .iter()
+            .copied()
+            .filter(|&d| d != Dim::Known(1))
+            .collect());
+    };
+    let mut drop = vec![false; shape.len()];
+    for &a in &axes {
+        let d = axis_index(a, shape.len())?;
+        if let Dim::Known(n) = shape[d]
+            && n != 1
+        {
+            return Err(format!(
+                "cannot squeeze axis {a}: its dimension is {n}, not 1"
+            ));
+        }
+        drop[d] = true;
+    }
+    Ok(shape
+        .iter()
+        .zip(&drop)
+        .filter(|&(_, &dropped)| !dropped)
+        .map(|(&d, _)| d)
+        .collect())
+}
+
+fn squeeze_rel(inputs: &[Type], attrs: &Attrs) -> Result<Type, String> {
+    let (shape, dtype) = data_type(inputs)?;
+    Ok(tensor(squeeze_shape(shape, attrs)?, dtype))
+}
+
+fn squeeze_eval(args: &[Value], attrs: &Attrs) -> Result<Value, String> {
+    let x = arg_tensor(args, 0)?;
+    reshaped(x, &squeeze_shape(&dims(x.shape()), attrs)?)
+}
+
+// ----- concatenate, stack, split -----
+
+/// The dimension several tensors must share: the known one (they must agree), or `?`.
+fn agree(
+    dims: impl Iterator<Item = Dim>,
+    what: impl Fn(i64, i64) -> String,
+) -> Result<Dim, String> {
+    let mut out = Dim::Any;
+    for d in dims {
+        match (out, d) {
+            (Dim::Known(a), Dim::Known(b)) if a != b => return Err(what(a, b)),
+            (Dim::Any, d) => out = d,
+            _ => {}
+        }
+    }
+    Ok(out)
+}
+
+/// The shapes and common dtype of a tuple of tensors, all of one rank.
+fn joined_inputs<'t>(inputs: &'t [Type], op: &str) -> Result<(Vec<&'t [Dim]>, DType), String> {
+    expect_inputs(inputs, 1)?;
+    let fields = tuple_of_tensors(&inputs[0], "the input")?;
+    let Some(&(first, dtype)) = fields.first() else {
+        return Err(format!(
+            "{op} needs at least one tensor, got an empty tuple"
+        ));
+    };
+    for (i, &(shape, d)) in fields.iter().enumerate() {
+        if d != dtype {
+            return Err(format!(
+                "{op} needs tensors of one dtype: tensor 0 is {dtype}, tensor {i} is {d}"
+            ));
+        }
+        if shape.len() != first.len() {
+            return Err(format!(
+                "{op} needs tensors of one rank: tensor 0 has rank {}, tensor {i} rank {}",
+                first.len(),
+                shape.len()
+            ));
+        }
+    }
+    Ok((fields.iter().map(|&(s, _)| s).collect(), dtype))
+}
+
+/// `concatenate`'s result shape and its (non-negative) axis.
+fn concatenate_shape(shapes: &[&[Dim]], attrs: &Attrs) -> Result<(Vec<Dim>, usize), String> {
+    let rank = shapes.first().map_or(0, |s| s.len());
+    let axis = axis_index(attr_int(attrs, "axis")?, rank)?;
+    let mut out = Vec::with_capacity(rank);
+    for d in 0..rank {
+        if d == axis {
+            let mut total = Dim::Known(0);
+            for s in shapes {
+                total = match (total, s[d]) {
+                    (Dim::Known(a), Dim::Known(b)) => Dim::Known(a + b),
+                    _ => Dim::Any,
+                };
+            }
+            out.push(total);
+        } else {
+            out.push(agree(shapes.iter().map(|s| s[d]), |a, b| {
+                format!(
+                    "concatenate needs equal dimensions off axis {axis}, got {a} and {b} on axis {d}"
+                )
+            })?);
+        }
+    }
+    Ok((out, axis))
+}
+
+fn concatenate_rel(inputs: &[Type], attrs: &Attrs) -> Result<Type, String> {
+    let (shapes, dtype) = joined_inputs(inputs, "concatenate")?;
+    Ok(tensor(concatenate_shape(&shapes, attrs)?.0, dtype))
+}
+
+/// Interleaves the row-major blocks of `parts` from `axis` on: for every index before `axis`,
+/// each part's block in turn.
+fn interleave(
+    parts: &[std::sync::Arc<NDArray>],
+    axis: usize,
+    out_shape: &[i64],
+) -> Result<Value, String> {
+    let Some(first) = parts.first() else {
+        return Err("internal error: nothing to join".into());
+    };
+    let dtype = first.dtype();
+    let size = dtype.size_bytes();
+    let outer: i64 = out_shape[..axis].iter().product();
+    let mut bytes = Vec::new();
+    let blocks: Vec<usize> = parts
+        .iter()
+        .map(|p| p.shape()[axis.min(p.ndim())..].iter().product::<i64>() as usize * size)
+        .collect();
+    for o in 0..outer.max(0) as usize {
+        for (p, &block) in parts.iter().zip(&blocks) {
+            let from = p
+                .as_bytes()
+                .get(o * block..(o + 1) * block)
+                .ok_or_else(|| {
+                    format!(
+                        "internal error: block {o} is outside a part of shape {:?}",
+                        p.shape()
+                    )
+                })?;
+            bytes.extend_from_slice(from);
+        }
+    }
+    value(NDArray::from_bytes(dtype, out_shape, &bytes))
+}
+
+fn concatenate_eval(args: &[Value], attrs: &Attrs) -> Result<Value, String> {
+    let parts = arg_tensors(args, 0)?;
+    check_dtypes(&parts)?;
+    let shapes: Vec<Vec<Dim>> = parts.iter().map(|p| dims(p.shape())).collect();
+    let refs: Vec<&[Dim]> = shapes.iter().map(Vec::as_slice).collect();
+    if refs.iter().any(|s| s.len() != refs[0].len()) {
+        return Err("concatenate needs tensors of one rank".into());
+    }
+    let (out, axis) = concatenate_shape(&refs, attrs)?;
+    interleave(&parts, axis, &concrete(&out)?)
+}
+
+/// Run-time check that the joined tensors share a dtype (the byte copy relies on it).
+fn check_dtypes(parts: &[std::sync::Arc<NDArray>]) -> Result<(), String> {
+    match parts.first() {
+        None => Err("needs at least one tensor, got an empty tuple".into()),
+        Some(first) if parts.iter().any(|p| p.dtype() != first.dtype()) => {
+            Err("needs tensors of one dtype".into())
+        }
+        Some(_) => Ok(()),
+    }
+}
+
+/// `stack`'s result shape and its insertion axis.
+fn stack_shape(shapes: &[&[Dim]], attrs: &Attrs) -> Result<(Vec<Dim>, usize), String> {
+    let rank = shapes.first().map_or(0, |s| s.len());
+    let axis = insert_index(attr_int(attrs, "axis")?, rank)?;
+    let mut out = Vec::with_capacity(rank + 1);
+    for d in 0..rank {
+        out.push(agree(shapes.iter().map(|s| s[d]), |a, b| {
+            format!("stack needs tensors of one shape, got {a} and {b} on axis {d}")
+        })?);
+    }
+    out.insert(axis, Dim::Known(shapes.len() as i64));
+    Ok((out, axis))
+}
+
+fn stack_rel(inputs: &[Type], attrs: &Attrs) -> Result<Type, String> {
+    let (shapes, dtype) = joined_inputs(inputs, "stack")?;
+    Ok(tensor(stack_shape(&shapes, attrs)?.0, dtype))
+}
+
+fn stack_eval(args: &[Value], attrs: &Attrs) -> Result<Value, String> {
+    let parts = arg_tensors(args, 0)?;
+    check_dtypes(&parts)?;
+    let shapes: Vec<Vec<Dim>> = parts.iter().map(|p| dims(p.shape())).collect();
+    let refs: Vec<&[Dim]> = shapes.iter().map(Vec::as_slice).collect();
+    if refs.iter().any(|s| s.len() != refs[0].len()) {
+        return Err("stack needs tensors of one rank".into());
+    }
+    let (out, axis) = stack_shape(&refs, attrs)?;
+    interleave(&parts, axis, &concrete(&out)?)
+}
+
+/// `split`'s axis and the length of every piece along it: `indices_or_sections` is either a
+/// number of equal sections or the ascending split points (TVM requires each piece to be
+/// non-empty).
+fn split_pieces(shape: &[Dim], attrs: &Attrs) -> Result<(usize, Vec<Dim>), String> {
+    let axis = axis_index(attr_int(attrs, "axis")?, shape.len())?;
+    let dim = shape[axis];
+    let how = attrs
+        .get("indices_or_sections")
+        .ok_or("attribute `indices_or_sections` is missing")?;
+    if let AttrValue::Int(sections) = *how {
+        if !(1..=MAX_PIECES).contains(&sections) {
+            return Err(format!(
+                "`indices_or_sections` must be a number of sections between 1 and {MAX_PIECES}, got {sections}"
+            ));
+        }
+        let piece = match dim {
+            Dim::Known(n) if n % sections != 0 => {
+                return Err(format!(
+                    "`indices_or_sections` {sections} does not divide dimension {n}"
+                ));
+            }
+            Dim::Known(n) => Dim::Known(n / sections),
+            Dim::Any => Dim::Any,
+        };
+        return Ok((axis, vec![piece; sections as usize]));
+    }
+    let points = how
+        .as_ints()
+        .ok_or("attribute `indices_or_sections` must be an integer or a list of integers")?;
+    let mut pieces = Vec::with_capacity(points.len() + 1);
+    let mut begin = 0i64;
+    for &p in &points {
+        if p <= begin {
+            return Err(format!(
+                "`indices_or_sections` must be ascending split points above 0, got {}",
+                list_text(&points)
+            ));
+        }
+        pieces.push(Dim::Known(p - begin));
+        begin = p;
+    }
+    pieces.push(match dim {
+        Dim::Known(n) if begin >= n && !points.is_empty() => {
+            return Err(format!(
+                "split point {begin} is not inside dimension {n} of axis {axis}"
+            ));
+        }
+        Dim::Known(n) => Dim::Known(n - begin),
+        Dim::Any => Dim::Any,
+    });
+    Ok((axis, pieces))
+}
+
+fn split_rel(inputs: &[Type], attrs: &Attrs) -> Result<Type, String> {
+    let (shape, dtype) = data_type(inputs)?;
+    let (axis, pieces) = split_pieces(shape, attrs)?;
+    let fields = pieces
+        .into_iter()
+        .map(|len| {
+            let mut s = shape.to_vec();
+            s[axis] = len;
+            tensor(s, dtype)
+        })
+        .collect();
+    Ok(Type::tuple(fields))
+}
+
+fn split_eval(args: &[Value], attrs: &Attrs) -> Result<Value, String> {
+    let x = arg_tensor(args, 0)?;
+    let (axis, pieces) = split_pieces(&dims(x.shape()), attrs)?;
+    let lens = concrete(&pieces)?;
+    let step = vec![1i64; x.ndim()];
+    let mut begin = vec![0i64; x.ndim()];
+    let mut out = Vec::with_capacity(lens.len());
+    for len in lens {
+        let mut shape = x.shape().to_vec();
+        shape[axis] = len;
+        out.push(Value::tensor(strided(x, &begin, &step, &shape)?));
+        begin[axis] += len;
+    }
+    Ok(Value::tuple(out))
+}
+
+// ----- strided_slice -----
+
+/// TVM's `CanonicalizeIndex`: a negative index counts from the end, then the index is
+/// clamped to `0..=extent` (`-1..=extent - 1` for a negative stride).
+fn canonical_index(index: i64, extent: i64, stride: i64) -> i64 {
+    let (lo, hi) = if stride < 0 {
+        (-1, extent - 1)
+    } else {
+        (0, extent)
+    };
+    let index = if index < 0 {
+        index.saturating_add(extent)
+    } else {
+        index
+    };
+    index.clamp(lo, hi)
+}
+
+/// One sliced dimension: its first input index, its step and its length.
+#[derive(Clone, Copy)]
+struct SliceDim {
+    begin: i64,
+    step: i64,
+    len: Dim,
+}
+
+/// What `strided_slice` takes from each dimension of a tensor of `shape` (TVM's
+/// `StridedSliceRel` and `StridedSliceOutputShape`). With `axes=None`, `begin`, `end` and
+/// `strides` cover the leading dimensions and the rest are taken whole; with
+/// `slice_mode="size"`, `end` holds sizes (negative: to the end) and `strides` is ignored.
+fn slice_dims(shape: &[Dim], attrs: &Attrs) -> Result<Vec<SliceDim>, String> {
+    const MAX: i64 = i64::MAX;
+    let rank = shape.len();
+    let mut begin = attr_ints(attrs, "begin")?;
+    let mut end = attr_ints(attrs, "end")?;
+    let mut steps = attr_opt_ints(attrs, "strides")?.unwrap_or_default();
+    let by_size = match attr_str(attrs, "slice_mode")? {
+        "end" => false,
+        "size" => true,
+        other => {
+            return Err(format!(
+                "`slice_mode` must be \"end\" or \"size\", got \"{other}\""
+            ));
+        }
+    };
+    let axes: Vec<usize> = match attr_opt_ints(attrs, "axes")? {
+        Some(axes) => {
+            if begin.len() != axes.len() || end.len() != axes.len() || steps.len() > axes.len() {
+                return Err(format!(
+                    "`begin`, `end` and `strides` must have one value per axis in `axes` ({}), got {}, {} and {}",
+                    axes.len(),
+                    begin.len(),
+                    end.len(),
+                    steps.len()
+                ));
+            }
+            steps.resize(axes.len(), 1);
+            let mut seen = vec![false; rank];
+            let mut out = Vec::with_capacity(axes.len());
+            for &a in &axes {
+                let d = axis_index(a, rank)?;
+                if seen[d] {
+                    return Err(format!("`axes` lists dimension {d} twice"));
+                }
+                seen[d] = true;
+                out.push(d);
+            }
+            out
+        }
+        None => {
+            for (name, len) in [
+                ("begin", begin.len()),
+                ("end", end.len()),
+                ("strides", steps.len()),
+            ] {
+                if len > rank {
+                    return Err(format!(
+                        "`{name}` has {len} values for a tensor of rank {rank}"
+                    ));
+                }
+            }
+            steps.resize(rank, 1);
+            let pad_begin = steps[begin.len()..]
+                .iter()
+                .map(|&s| if s > 0 { 0 } else { MAX });
+            let pad_end = steps[end.len()..]
+                .iter()
+                .map(|&s| if s < 0 { 0 } else { MAX });
+            begin.extend(pad_begin.collect::<Vec<_>>());
+            end.extend(pad_end.collect::<Vec<_>>());
+            (0..rank).collect()
+        }
+    };
+    if by_size {
+        steps.iter_mut().for_each(|s| *s = 1);
+        for (e, &b) in end.iter_mut().zip(&begin) {
+            *e = if *e < 0 { MAX } else { b.saturating_add(*e) };
+        }
+    } else if steps.contains(&0) {
+        return Err(format!(
+            "`strides` must not contain 0, got {}",
+            list_text(&steps)
+        ));
+    }
+    let mut out: Vec<SliceDim> = shape
+        .iter()
+        .map(|&len| SliceDim {
+            begin: 0,
+            step: 1,
+            len,
+        })
+        .collect();
+    for (i, &ax) in axes.iter().enumerate() {
+        let (b, e, s) = (begin[i], end[i], steps[i]);
+        out[ax] = match shape[ax] {
+            Dim::Known(n) => {
+                let cb = canonical_index(b, n, s);
+                let ce = canonical_index(e, n, s);
+                if (s < 0 && ce > cb) || (s > 0 && cb > ce) {
+                    return Err(format!(
+                        "strided_slice `begin` {b} and `end` {e} are in the wrong order for stride {s} on axis {ax}"
+                    ));
+                }
+                // In `i128`, so that a stride of `i64::MIN` cannot overflow.
+                let step = i128::from(s).abs();
+                let len = (i128::from(ce - cb).abs() + step - 1) / step;
+                SliceDim {
+                    begin: cb,
+                    step: s,
+                    len: Dim::Known(len as i64),
+                }
+            }
+            Dim::Any => SliceDim {
+                begin: 0,
+                step: s,
+                len: Dim::Any,
+            },
+        };
+    }
+    Ok(out)
+}
+
+fn strided_slice_rel(inputs: &[Type], attrs: &Attrs) -> Result<Type, String> {
+    let (shape, dtype) = data_type(inputs)?;
+    let plan = slice_dims(shape, attrs)?;
+    Ok(tensor(plan.iter().map(|p| p.len).collect(), dtype))
+}
+
+fn strided_slice_eval(args: &[Value], attrs: &Attrs) -> Result<Value, String> {
+    let x = arg_tensor(args, 0)?;
+    let plan = slice_dims(&dims(x.shape()), attrs)?;
+    let lens: Vec<Dim> = plan.iter().map(|p| p.len).collect();
+    let begin: Vec<i64> = plan.iter().map(|p| p.begin).collect();
+    let step: Vec<i64> = plan.iter().map(|p| p.step).collect();
+    value(strided(x, &begin, &step, &concrete(&lens)?))
+}
+
+// ----- take -----
+
+/// How `take` treats an index outside `0..n`.
+#[derive(Clone, Copy)]
+enum TakeMode {
+    Clip,
+    Wrap,
+    Fast,
+}
+
+fn take_mode(attrs: &Attrs) -> Result<TakeMode, String> {
+    match attr_str(attrs, "mode")? {
+        "clip" => Ok(TakeMode::Clip),
+        "wrap" => Ok(TakeMode::Wrap),
+        "fast" => Ok(TakeMode::Fast),
+        other => Err(format!(
+            "`mode` must be \"clip\", \"wrap\" or \"fast\", got \"{other}\""
+        )),
+    }
+}
+
+/// The axis and the non-negative `batch_dims` of a `take` with an axis.
+fn take_axes(
+    data_rank: usize,
+    indices_rank: usize,
+    attrs: &Attrs,
+) -> Result<Option<(usize, usize)>, String> {
+    let Some(axis) = attr_opt_int(attrs, "axis")? else {
+        return Ok(None);
+    };
+    let axis = axis_index(axis, data_rank)?;
+    let given = attr_int(attrs, "batch_dims")?;
+    let batch = if given < 0 {
+        given + indices_rank as i64
+    } else {
+        given
+    };
+    if batch < 0 || batch > indices_rank as i64 || batch > axis as i64 {
+        return Err(format!(
+            "`batch_dims` {given} must be within the indices' rank {indices_rank} and at most the axis {axis}"
+        ));
+    }
+    Ok(Some((axis, batch as usize)))
+}
+
+/// The result shape of `take`: the indices' shape without an axis (the data is flattened),
+/// else `data[..axis] ++ indices[batch_dims..] ++ data[axis + 1..]`.
+fn take_shape(data: &[Dim], indices: &[Dim], attrs: &Attrs) -> Result<Vec<Dim>, String> {
+    take_mode(attrs)?;
+    let Some((axis, batch)) = take_axes(data.len(), indices.len(), attrs)? else {
+        return Ok(indices.to_vec());
+    };
+    for d in 0..batch {
+        if let (Dim::Known(a), Dim::Known(b)) = (data[d], indices[d])
+            && a != b
+        {
+            return Err(format!(
+                "batch dimension {d} differs: {a} in the data, {b} in the indices"
+            ));
+        }
+    }
+    Ok(data[..axis]
+        .iter()
+        .chain(&indices[batch..])
+        .chain(&data[axis + 1..])
+        .copied()
+        .collect())
+}
+
+fn take_rel(inputs: &[Type], attrs: &Attrs) -> Result<Type, String> {
+    expect_inputs(inputs, 2)?;
+    let (data, dtype) = tensor_type(&inputs[0], "the data")?;
+    let (indices, index_dtype) = tensor_type(&inputs[1], "the indices")?;
+    if !index_dtype.is_int() {
+        return Err(format!(
+            "the indices must be an integer tensor, got `{}`",
+            inputs[1]
+        ));
+    }
+    Ok(tensor(take_shape(data, indices, attrs)?, dtype))
+}
+
+/// The position an index selects along a dimension of `n` elements.
+fn resolve(index: i128, n: i64, mode: TakeMode) -> Result<i64, String> {
+    let n128 = i128::from(n);
+    if n <= 0 {
+        return Err(format!(
+            "take index {index} is out of bounds for an empty axis"
+        ));
+    }
+    Ok(match mode {
+        TakeMode::Clip => index.clamp(0, n128 - 1) as i64,
+        TakeMode::Wrap => index.rem_euclid(n128) as i64,
+        TakeMode::Fast if (0..n128).contains(&index) => index as i64,
+        TakeMode::Fast => {
+            return Err(format!(
+                "take index {index} is out of bounds for an axis of {n} elements (mode \"fast\")"
+            ));
+        }
+    })
+}
+
+fn take_eval(args: &[Value], attrs: &Attrs) -> Result<Value, String> {
+    let x = arg_tensor(args, 0)?;
+    let ind = arg_tensor(args, 1)?;
+    let mode = take_mode(attrs)?;
+    let out_shape = concrete(&take_shape(&dims(x.shape()), &dims(ind.shape()), attrs)?)?;
+    let indices = ind.to_i128_vec();
+    let ind_strides = strides(ind.shape());
+    let flat_at = |idx: &[i64]| -> usize {
+        idx.iter()
+            .zip(&ind_strides)
+            .map(|(i, s)| i * s)
+            .sum::<i64>() as usize
+    };
+    let index_at = |pos: usize| -> Result<i128, String> {
+        indices
+            .get(pos)
+            .copied()
+            .ok_or_else(|| "internal error: index position out of range".to_owned())
+    };
+    let Some((axis, batch)) = take_axes(x.ndim(), ind.ndim(), attrs)? else {
+        let n = x.num_elements() as i64;
+        return value(gather(x, &out_shape, |idx| {
+            resolve(index_at(flat_at(idx))?, n, mode)
+        }));
+    };
+    let xs = x.shape().to_vec();
+    let st = strides(&xs);
+    let ir = ind.ndim();
+    let picked = ir - batch;
+    value(gather(x, &out_shape, |idx| {
+        // The output index is `data[..axis] ++ indices[batch..] ++ data[axis + 1..]`.
+        let mut at: Vec<i64> = idx[..batch].to_vec();
+        at.extend_from_slice(&idx[axis..axis + picked]);
+        let chosen = resolve(index_at(flat_at(&at))?, xs[axis], mode)?;
+        let mut flat = 0i64;
+        for d in 0..axis {
+            flat += idx[d] * st[d];
+        }
+        flat += chosen * st[axis];
+        for d in axis + 1..xs.len() {
+            flat += idx[d - 1 + picked] * st[d];
+        }
+        Ok(flat)
+    }))
+}
+
+// ----- tile, repeat, reverse -----
+
+/// `tile`: the shape and the `reps` both padded with leading 1s to the longer rank, then
+/// multiplied. Every repetition count must be positive (TVM).
+fn tile_shape(shape: &[Dim], attrs: &Attrs) -> Result<Vec<Dim>, String> {
+    let reps = attr_ints(attrs, "reps")?;
+    if let Some(&r) = reps.iter().find(|&&r| r <= 0) {
+        return Err(format!(
+            "`reps` must be positive, got {r} in {}",
+            list_text(&reps)
+        ));
+    }
+    let rank = shape.len().max(reps.len());
+    let mut out = Vec::with_capacity(rank);
+    for i in 0..rank {
+        let d = if i + shape.len() >= rank {
+            shape[i + shape.len() - rank]
+        } else {
+            Dim::Known(1)
+        };
+        let r = if i + reps.len() >= rank {
+            reps[i + reps.len() - rank]
+        } else {
+            1
+        };
+        out.push(dim_mul(d, Dim::Known(r))?);
+    }
+    Ok(out)
+}
+
+fn tile_rel(inputs: &[Type], attrs: &Attrs) -> Result<Type, String> {
+    let (shape, dtype) = data_type(inputs)?;
+    Ok(tensor(tile_shape(shape, attrs)?, dtype))
+}
+
+fn tile_eval(args: &[Value], attrs: &Attrs) -> Result<Value, String> {
+    let x = arg_tensor(args, 0)?;
+    let out_shape = concrete(&tile_shape(&dims(x.shape()), attrs)?)?;
+    let xs = x.shape().to_vec();
+    let st = strides(&xs);
+    let offset = out_shape.len() - xs.len();
+    value(gather(x, &out_shape, |idx| {
+        Ok(xs
+            .iter()
+            .enumerate()
+            .map(|(d, &n)| (idx[offset + d] % n.max(1)) * st[d])
+            .sum())
+    }))
+}
+
+/// `repeat`'s axis (`None`: the data is flattened first, as numpy does) and count.
+fn repeat_args(rank: usize, attrs: &Attrs) -> Result<(Option<usize>, i64), String> {
+    let repeats = attr_int(attrs, "repeats")?;
+    if repeats < 1 {
+        return Err(format!("`repeats` must be at least 1, got {repeats}"));
+    }
+    let axis = match attr_opt_int(attrs, "axis")? {
+        Some(a) => Some(axis_index(a, rank)?),
+        None => None,
+    };
+    Ok((axis, repeats))
+}
+
+fn repeat_shape(shape: &[Dim], attrs: &Attrs) -> Result<Vec<Dim>, String> {
+    let (axis, repeats) = repeat_args(shape.len(), attrs)?;
+    Ok(match axis {
+        Some(a) => {
+            let mut out = shape.to_vec();
+            out[a] = dim_mul(shape[a], Dim::Known(repeats))?;
+            out
+        }
+        None => {
+            let total = element_count(shape).map_or(Dim::Any, |n| Dim::Known(n as i64));
+            vec![dim_mul(total, Dim::Known(repeats))?]
+        }
+    })
+}
+
+fn repeat_rel(inputs: &[Type], attrs: &Attrs) -> Result<Type, String> {
+    let (shape, dtype) = data_type(inputs)?;
+    Ok(tensor(repeat_shape(shape, attrs)?, dtype))
+}
+
+fn repeat_eval(args: &[Value], attrs: &Attrs) -> Result<Value, String> {
+    let x = arg_tensor(args, 0)?;
+    let (axis, repeats) = repeat_args(x.ndim(), attrs)?;
+    let out_shape = concrete(&repeat_shape(&dims(x.shape()), attrs)?)?;
+    let st = strides(x.shape());
+    value(gather(x, &out_shape, |idx| {
+        Ok(match axis {
+            Some(a) => idx
+                .iter()
+                .enumerate()
+                .map(|(d, &i)| if d == a { i / repeats } else { i } * st[d])
+                .sum(),
+            None => idx[0] / repeats,
+        })
+    }))
+}
+
+/// The dimensions `reverse` flips: `axis`, or every one when `None`.
+fn reversed_axes(rank: usize, attrs: &Attrs) -> Result<Vec<bool>, String> {
+    match attr_opt_int(attrs, "axis")? {
+        Some(a) => {
+            let d = axis_index(a, rank)?;
+            Ok((0..rank).map(|i| i == d).collect())
+        }
+        None => Ok(vec![true; rank]),
+    }
+}
+
+fn reverse_rel(inputs: &[Type], attrs: &Attrs) -> Result<Type, String> {
+    let (shape, dtype) = data_type(inputs)?;
+    reversed_axes(shape.len(), attrs)?;
+    Ok(tensor(shape.to_vec(), dtype))
+}
+
+fn reverse_eval(args: &[Value], attrs: &Attrs) -> Result<Value, String> {
+    let x = arg_tensor(args, 0)?;
+    let flip = reversed_axes(x.ndim(), attrs)?;
+    let xs = x.shape().to_vec();
+    let st = strides(&xs);
+    value(gather(x, &xs, |idx| {
+        Ok(idx
+            .iter()
+            .enumerate()
+            .map(|(d, &i)| if flip[d] { xs[d] - 1 - i } else { i } * st[d])
+            .sum())
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use relay_ir::Symbol;
+
+    use super::*;
+
+    /// The attributes of a call to `op`: the schema's defaults with `set` applied.
+    fn attrs(op: &str, set: &[(&str, AttrValue)]) -> Attrs {
+        let schema = crate::lookup(op).unwrap();
+        Attrs::new(
+            schema
+                .attrs
+                .iter()
+                .map(|f| {
+                    let v = set
+                        .iter()
+                        .find(|(n, _)| *n == f.name)
+                        .map(|(_, v)| v.clone())
+                        .or_else(|| f.default.value())
+                        .unwrap_or(AttrValue::Null);
+                    (Symbol::intern(f.name), v)
+                })
+                .collect(),
+        )
+    }
+
+    fn ints(v: &[i64]) -> AttrValue {
+        AttrValue::Array(v.iter().map(|&i| AttrValue::Int(i)).collect())
+    }
+
+    fn int(i: i64) -> AttrValue {
+        AttrValue::Int(i)
+    }
+
+    fn text(s: &str) -> AttrValue {
+        AttrValue::Str(s.into())
+    }
+
+    fn ty(shape: &[i64], dtype: DType) -> Type {
+        Type::tensor(shape, dtype)
+    }
+
+    fn f32ty(shape: &[i64]) -> Type {
+        ty(shape, DType::F32)
+    }
+
+    /// A tensor type where `-1` stands for an unknown dimension.
+    fn any_ty(shape: &[i64]) -> Type {
+        tensor(
+            shape
+                .iter()
+                .map(|&d| if d < 0 { Dim::Any } else { Dim::Known(d) })
+                .collect(),
+            DType::F32,
+        )
+    }
+
+    /// The relation of `op` on `inputs`, printed.
+    fn rel(op: &str, inputs: &[&Type], set: &[(&str, AttrValue)]) -> Result<String, String> {
+        let f = crate::lookup(op).unwrap().relation.unwrap();
+        let inputs: Vec<Type> = inputs.iter().map(|&t| t.clone()).collect();
+        f(&inputs, &attrs(op, set)).map(|t| t.to_string())
+    }
+
+    fn eval(op: &str, args: &[&Value], set: &[(&str, AttrValue)]) -> Result<Value, String> {
+        let f = crate::lookup(op).unwrap().eval.unwrap();
+        let args: Vec<Value> = args.iter().map(|&v| v.clone()).collect();
+        f(&args, &attrs(op, set))
+    }
+
+    fn typed(dtype: DType, shape: &[i64], v: &[i128]) -> Value {
+        Value::tensor(NDArray::from_i128_slice(dtype, shape, v).unwrap())
+    }
+
+    /// 0, 1, 2, ... as a tensor of `dtype` (bool: alternating false and true).
+    fn iota(dtype: DType, shape: &[i64]) -> Value {
+        let n: i64 = shape.iter().product();
+        let v: Vec<i128> = (0..n as i128)
+            .map(|i| if dtype == DType::BOOL { i % 2 } else { i })
+            .collect();
+        typed(dtype, shape, &v)
+    }
+
+    /// Shape, dtype and elements (as integers) of a tensor value.
+    fn parts(v: &Value) -> (Vec<i64>, DType, Vec<i128>) {
+        let t = v.as_tensor().unwrap();
+        (t.shape().to_vec(), t.dtype(), t.to_i128_vec())
+    }
+
+    /// Shape and elements of a tensor value.
+    fn shape_values(v: &Value) -> (Vec<i64>, Vec<i128>) {
+        let (s, _, v) = parts(v);
+        (s, v)
+    }
+
+    const DTYPES: [DType; 8] = [
+        DType::BOOL,
+        DType::I8,
+        DType::U16,
+        DType::I32,
+        DType::I64,
+        DType::F16,
+        DType::F32,
+        DType::F64,
+    ];
+
+    #[test]
+    fn reshape_special_values() {
+        let x = f32ty(&[2, 3, 4]);
+        let r = |ns: &[i64]| rel("reshape", &[&x], &[("newshape", ints(ns))]);
+        assert_eq!(r(&[0, -1]).unwrap(), "Tensor[(2, 12), float32]");
+        assert_eq!(r(&[4, 0, 2]).unwrap(), "Tensor[(4, 3, 2), float32]");
+        assert_eq!(r(&[2, 0, 0]).unwrap(), "Tensor[(2, 3, 4), float32]");
+        assert_eq!(r(&[6, 1, -1]).unwrap(), "Tensor[(6, 1, 4), float32]");
+        assert_eq!(r(&[3, -1, 8]).unwrap(), "Tensor[(3, 1, 8), float32]");
+        assert_eq!(r(&[-1]).unwrap(), "Tensor[(24), float32]");
+        assert_eq!(r(&[-2]).unwrap(), "Tensor[(2, 3, 4), float32]");
+        assert_eq!(r(&[2, -2]).unwrap(), "Tensor[(2, 3, 4), float32]");
+        assert_eq!(r(&[-2, 1, 1]).unwrap(), "Tensor[(2, 3, 4, 1, 1), float32]");
+        assert_eq!(r(&[-3, 4]).unwrap(), "Tensor[(6, 4), float32]");
+        assert_eq!(r(&[0, -3]).unwrap(), "Tensor[(2, 12), float32]");
+        assert_eq!(r(&[-3, -2]).unwrap(), "Tensor[(6, 4), float32]");
+        assert_eq!(r(&[-4, 1, 2, -2]).unwrap(), "Tensor[(1, 2, 3, 4), float32]");
+        assert_eq!(
+            r(&[2, -4, -1, 3, 4]).unwrap(),
+            "Tensor[(2, 1, 3, 4), float32]"
+        );
+        assert_eq!(
+            r(&[-4, 2, -1, -2]).unwrap(),
+            "Tensor[(2, 1, 3, 4), float32]"
+        );
+        assert_eq!(
+            rel(
+                "reshape",
+                &[&f32ty(&[2, 3, 4, 5])],
+                &[("newshape", ints(&[-3, -3]))]
+            )
+            .unwrap(),
+            "Tensor[(6, 20), float32]"
+        );
+        // `allowzero` makes 0 a size.
+        assert_eq!(
+            rel(
+                "reshape",
+                &[&f32ty(&[0, 3])],
+                &[
+                    ("newshape", ints(&[3, 0])),
+                    ("allowzero", AttrValue::Bool(true))
+                ]
+            )
+            .unwrap(),
+            "Tensor[(3, 0), float32]"
+        );
+        // Errors.
+        assert_eq!(
+            r(&[5, -1]).unwrap_err(),
+            "reshape cannot turn (2, 3, 4) into (5, -1): 24 elements do not divide by 5"
+        );
+        assert_eq!(
+            r(&[5, 5]).unwrap_err(),
+            "reshape cannot turn (2, 3, 4) into (5, 5): the input has 24 elements, the new shape 25"
+        );
+        assert!(
+            r(&[-1, -1])
+                .unwrap_err()
+                .contains("only one dimension can be -1")
+        );
+        assert!(r(&[0, 0, 0, 0]).unwrap_err().contains("does not exist"));
+        assert!(r(&[2, -3, 1]).is_ok());
+        assert!(r(&[2, 3, -3]).unwrap_err().contains("`-3` at position 2"));
+        assert!(r(&[-4, 2]).unwrap_err().contains("followed by two values"));
+        assert!(r(&[-4, -1, -1, -2]).is_err());
+        assert!(
+            r(&[-4, 4, -1, -2])
+                .unwrap_err()
+                .contains("dimension 2 does not split into (4, -1)")
+        );
+        assert!(r(&[-5]).unwrap_err().contains("-5 is not a size"));
+        // Unknown dimensions.
+        let d = any_ty(&[-1, 3, 4]);
+        let r = |ns: &[i64]| rel("reshape", &[&d], &[("newshape", ints(ns))]);
+        assert_eq!(r(&[0, -1]).unwrap(), "Tensor[(?, 12), float32]");
+        assert_eq!(r(&[-1, 4]).unwrap(), "Tensor[(?, 4), float32]");
+        assert_eq!(r(&[-3, 4]).unwrap(), "Tensor[(?, 4), float32]");
+        assert_eq!(
+            r(&[-4, 2, -1, -2]).unwrap(),
+            "Tensor[(2, ?, 3, 4), float32]"
+        );
+        assert_eq!(r(&[0, 0, 2, 2]).unwrap(), "Tensor[(?, 3, 2, 2), float32]");
+        // contrib_reverse_reshape reads from the right.
+        assert_eq!(
+            rel(
+                "contrib_reverse_reshape",
+                &[&f32ty(&[10, 5, 4])],
+                &[("newshape", ints(&[-1, 0]))]
+            )
+            .unwrap(),
+            "Tensor[(50, 4), float32]"
+        );
+    }
+
+    #[test]
+    fn reshape_moves_no_data() {
+        for dtype in DTYPES {
+            let x = iota(dtype, &[2, 3, 4]);
+            let y = eval("reshape", &[&x], &[("newshape", ints(&[-4, 1, 2, -2]))]).unwrap();
+            let (s, d, v) = parts(&y);
+            assert_eq!((s, d), (vec![1, 2, 3, 4], dtype));
+            assert_eq!(v, parts(&x).2);
+        }
+        let e = iota(DType::F32, &[0, 3]);
+        let (s, _) =
+            shape_values(&eval("reshape", &[&e], &[("newshape", ints(&[-1, 3]))]).unwrap());
+        assert_eq!(s, vec![0, 3]);
+        let (s, _) =
+            shape_values(&eval("reshape", &[&e], &[("newshape", ints(&[3, -1]))]).unwrap());
+        assert_eq!(s, vec![3, 0]);
+        let zero = [
+            ("newshape", ints(&[-1, 0])),
+            ("allowzero", AttrValue::Bool(true)),
+        ];
+        assert!(
+            eval("reshape", &[&e], &zero)
+                .unwrap_err()
+                .contains("size 0")
+        );
+        let like = iota(DType::I8, &[3, 8]);
+        let x = iota(DType::I32, &[2, 3, 4]);
+        let (s, v) = shape_values(&eval("reshape_like", &[&x, &like], &[]).unwrap());
+        assert_eq!(s, vec![3, 8]);
+        assert_eq!(v, (0..24).collect::<Vec<i128>>());
+    }
+
+    #[test]
+    fn reshape_like_ranges() {
+        let x = f32ty(&[2, 3, 4]);
+        let like = ty(&[6, 2, 2], DType::I8);
+        assert_eq!(
+            rel("reshape_like", &[&x, &like], &[]).unwrap(),
+            "Tensor[(6, 2, 2), float32]"
+        );
+        assert_eq!(
+            rel(
+                "reshape_like",
+                &[&x, &ty(&[12, 5], DType::I8)],
+                &[("lhs_begin", int(1)), ("rhs_end", int(1))]
+            )
+            .unwrap(),
+            "Tensor[(2, 12), float32]"
+        );
+        assert_eq!(
+            rel(
+                "reshape_like",
+                &[&x, &ty(&[6, 7], DType::I8)],
+                &[("lhs_end", int(-1)), ("rhs_end", int(-1))]
+            )
+            .unwrap(),
+            "Tensor[(6, 4), float32]"
+        );
+        assert_eq!(
+            rel("reshape_like", &[&x, &ty(&[5], DType::I8)], &[]).unwrap_err(),
+            "reshape_like cannot turn (2, 3, 4) into (5): 24 elements, not 5"
+        );
+        assert!(rel("reshape_like", &[&x, &like], &[("lhs_begin", int(4))]).is_err());
+        assert_eq!(
+            rel("reshape_like", &[&any_ty(&[-1, 4]), &like], &[]).unwrap(),
+            "Tensor[(6, 2, 2), float32]"
+        );
+    }
+
+    #[test]
+    fn transpose_expand_squeeze() {
+        let x = f32ty(&[2, 3, 4]);
+        let axes = |a: Option<&[i64]>| [("axes", a.map_or(AttrValue::Null, ints))];
+        assert_eq!(
+            rel("transpose", &[&x], &axes(Some(&[2, 0, 1]))).unwrap(),
+            "Tensor[(4, 2, 3), float32]"
+        );
+        assert_eq!(
+            rel("transpose", &[&x], &axes(None)).unwrap(),
+            "Tensor[(4, 3, 2), float32]"
+        );
+        assert_eq!(
+            rel("transpose", &[&x], &axes(Some(&[-1, 0, 1]))).unwrap(),
+            "Tensor[(4, 2, 3), float32]"
+        );
+        assert!(rel("transpose", &[&x], &axes(Some(&[0, 1]))).is_err());
+        assert_eq!(
+            rel("transpose", &[&x], &axes(Some(&[0, 0, 1]))).unwrap_err(),
+            "`axes` lists dimension 0 twice"
+        );
+        assert_eq!(
+            rel("transpose", &[&x], &axes(Some(&[0, 1, 3]))).unwrap_err(),
+            "axis 3 is out of range for a tensor of rank 3"
+        );
+        let e = |axis: i64, n: i64| {
+            rel(
+                "expand_dims",
+                &[&x],
+                &[("axis", int(axis)), ("num_newaxis", int(n))],
+            )
+        };
+        assert_eq!(e(1, 2).unwrap(), "Tensor[(2, 1, 1, 3, 4), float32]");
+        assert_eq!(e(-1, 1).unwrap(), "Tensor[(2, 3, 4, 1), float32]");
+        assert_eq!(e(-4, 1).unwrap(), "Tensor[(1, 2, 3, 4), float32]");
+        assert_eq!(e(3, 0).unwrap(), "Tensor[(2, 3, 4), float32]");
+        assert!(e(4, 1).is_err() && e(-5, 1).is_err() && e(0, -1).is_err());
+        let y = f32ty(&[1, 3, 1]);
+        let sq = |a: Option<&[i64]>| {
+            rel(
+                "squeeze",
+                &[&y],
+                &[("axis", a.map_or(AttrValue::Null, ints))],
+            )
+        };
+        assert_eq!(sq(None).unwrap(), "Tensor[(3), float32]");
+        assert_eq!(sq(Some(&[-1])).unwrap(), "Tensor[(1, 3), float32]");
+        assert_eq!(
+            sq(Some(&[1])).unwrap_err(),
+            "cannot squeeze axis 1: its dimension is 3, not 1"
+        );
+        assert_eq!(
+            rel("squeeze", &[&any_ty(&[-1, 1])], &[]).unwrap(),
+            "Tensor[(?), float32]"
+        );
+        for dtype in DTYPES {
+            let x = iota(dtype, &[2, 3, 4]);
+            let (s, d, v) = parts(&eval("transpose", &[&x], &axes(Some(&[2, 0, 1]))).unwrap());
+            assert_eq!((s, d), (vec![4, 2, 3], dtype));
+            let expect: Vec<i128> = [
+                0, 4, 8, 12, 16, 20, 1, 5, 9, 13, 17, 21, 2, 6, 10, 14, 18, 22, 3, 7, 11, 15, 19,
+                23,
+            ]
+            .iter()
+            .map(|&i| if dtype == DType::BOOL { i % 2 } else { i })
+            .collect();
+            assert_eq!(v, expect, "{dtype}");
+            let z = eval(
+                "expand_dims",
+                &[&x],
+                &[("axis", int(1)), ("num_newaxis", int(2))],
+            )
+            .unwrap();
+            let (s, _, v) = parts(&z);
+            assert_eq!(s, vec![2, 1, 1, 3, 4]);
+            let back = eval("squeeze", &[&z], &[("axis", ints(&[1, 2]))]).unwrap();
+            assert_eq!(parts(&back), (vec![2, 3, 4], dtype, v));
+        }
+        let m = iota(DType::I32, &[2, 3]);
+        let (s, v) = shape_values(&eval("transpose", &[&m], &axes(None)).unwrap());
+        assert_eq!((s, v), (vec![3, 2], vec![0, 3, 1, 4, 2, 5]));
+        let (s, _) =
+            shape_values(&eval("transpose", &[&iota(DType::F32, &[0, 2])], &axes(None)).unwrap());
+        assert_eq!(s, vec![2, 0]);
+        let (s, _) = shape_values(&eval("squeeze", &[&iota(DType::I8, &[1, 1])], &[]).unwrap());
+        assert_eq!(s, Vec::<i64>::new());
+        assert!(eval("squeeze", &[&m], &[("axis", ints(&[0]))]).is_err());
+    }
+
+    fn tuple_ty(fields: &[Type]) -> Type {
+        Type::tuple(fields.to_vec())
+    }
+
+    fn tuple(fields: &[&Value]) -> Value {
+        Value::tuple(fields.iter().map(|&v| v.clone()).collect())
+    }
+
+    #[test]
+    fn concatenate_and_stack() {
+        let a = f32ty(&[2, 2]);
+        let b = f32ty(&[2, 3]);
+        let axis = |a: i64| [("axis", int(a))];
+        assert_eq!(
+            rel(
+                "concatenate",
+                &[&tuple_ty(&[a.clone(), b.clone()])],
+                &axis(1)
+            )
+            .unwrap(),
+            "Tensor[(2, 5), float32]"
+        );
+        assert_eq!(
+            rel(
+                "concatenate",
+                &[&tuple_ty(&[a.clone(), b.clone()])],
+                &axis(-1)
+            )
+            .unwrap(),
+            "Tensor[(2, 5), float32]"
+        );
+        assert_eq!(
+            rel(
+                "concatenate",
+                &[&tuple_ty(&[a.clone(), b.clone()])],
+                &axis(0)
+            )
+            .unwrap_err(),
+            "concatenate needs equal dimensions off axis 0, got 2 and 3 on axis 1"
+        );
+        assert!(
+            rel(
+                "concatenate",
+                &[&tuple_ty(&[a.clone(), b.clone()])],
+                &axis(2)
+            )
+            .is_err()
+        );
+        assert!(rel("concatenate", &[&tuple_ty(&[])], &axis(0)).is_err());
+        assert!(
+            rel(
+                "concatenate",
+                &[&tuple_ty(&[a.clone(), ty(&[2, 2], DType::I32)])],
+                &axis(0)
+            )
+            .is_err()
+        );
+        assert!(
+            rel(
+                "concatenate",
+                &[&tuple_ty(&[a.clone(), f32ty(&[4])])],
+                &axis(0)
+            )
+            .is_err()
+        );
+        assert!(rel("concatenate", &[&a], &axis(0)).is_err());
+        assert_eq!(
+            rel(
+                "concatenate",
+                &[&tuple_ty(&[any_ty(&[-1, 3]), any_ty(&[2, -1])])],
+                &axis(0)
+            )
+            .unwrap(),
+            "Tensor[(?, 3), float32]"
+        );
+        assert_eq!(
+            rel(
+                "stack",
+                &[&tuple_ty(&[a.clone(), a.clone(), a.clone()])],
+                &axis(1)
+            )
+            .unwrap(),
+            "Tensor[(2, 3, 2), float32]"
+        );
+        assert_eq!(
+            rel("stack", &[&tuple_ty(&[a.clone(), a.clone()])], &axis(-1)).unwrap(),
+            "Tensor[(2, 2, 2), float32]"
+        );
+        assert!(rel("stack", &[&tuple_ty(&[a.clone(), a.clone()])], &axis(3)).is_err());
+        assert_eq!(
+            rel("stack", &[&tuple_ty(&[a.clone(), b.clone()])], &axis(0)).unwrap_err(),
+            "stack needs tensors of one shape, got 2 and 3 on axis 1"
+        );
+        for dtype in DTYPES {
+            let map = |v: &[i128]| -> Vec<i128> {
+                v.iter()
+                    .map(|&i| {
+                        if dtype == DType::BOOL {
+                            i128::from(i % 2 != 0)
+                        } else {
+                            i
+                        }
+                    })
+                    .collect()
+            };
+            let x = typed(dtype, &[2, 2], &map(&[0, 1, 2, 3]));
+            let y = typed(dtype, &[2, 3], &map(&[10, 11, 12, 13, 14, 15]));
+            let (s, d, v) = parts(&eval("concatenate", &[&tuple(&[&x, &y])], &axis(1)).unwrap());
+            assert_eq!((s, d), (vec![2, 5], dtype));
+            assert_eq!(v, map(&[0, 1, 10, 11, 12, 2, 3, 13, 14, 15]));
+            let z = typed(dtype, &[2, 2], &map(&[10, 11, 12, 13]));
+            let (s, _, v) = parts(&eval("stack", &[&tuple(&[&x, &z])], &axis(1)).unwrap());
+            assert_eq!(s, vec![2, 2, 2]);
+            assert_eq!(v, map(&[0, 1, 10, 11, 2, 3, 12, 13]));
+            let (_, _, v) = parts(&eval("stack", &[&tuple(&[&x, &z])], &axis(-1)).unwrap());
+            assert_eq!(v, map(&[0, 10, 1, 11, 2, 12, 3, 13]));
+        }
+        let e = iota(DType::F32, &[0, 2]);
+        let x = iota(DType::F32, &[1, 2]);
+        let (s, v) =
+            shape_values(&eval("concatenate", &[&tuple(&[&e, &x, &e])], &axis(0)).unwrap());
+        assert_eq!((s, v), (vec![1, 2], vec![0, 1]));
+        assert!(
+            eval(
+                "concatenate",
+                &[&tuple(&[&x, &iota(DType::F32, &[1, 3])])],
+                &axis(0)
+            )
+            .is_err()
+        );
+        assert!(eval("stack", &[&tuple(&[])], &axis(0)).is_err());
+    }
+
+    #[test]
+    fn split_pieces_and_values() {
+        let x = f32ty(&[2, 3, 4]);
+        let s = |how: AttrValue, axis: i64| {
+            rel(
+                "split",
+                &[&x],
+                &[("indices_or_sections", how), ("axis", int(axis))],
+            )
+        };
+        assert_eq!(
+            s(int(2), 2).unwrap(),
+            "(Tensor[(2, 3, 2), float32], Tensor[(2, 3, 2), float32])"
+        );
+        assert_eq!(
+            s(ints(&[1, 3]), -1).unwrap(),
+            "(Tensor[(2, 3, 1), float32], Tensor[(2, 3, 2), float32], Tensor[(2, 3, 1), float32])"
+        );
+        assert_eq!(s(ints(&[]), 0).unwrap(), "(Tensor[(2, 3, 4), float32],)");
+        assert_eq!(
+            s(int(5), 2).unwrap_err(),
+            "`indices_or_sections` 5 does not divide dimension 4"
+        );
+        assert!(s(int(0), 2).is_err());
+        assert!(s(ints(&[2, 1]), 2).is_err());
+        assert!(s(ints(&[0, 2]), 2).is_err());
+        assert!(
+            s(ints(&[4]), 2)
+                .unwrap_err()
+                .contains("not inside dimension 4")
+        );
+        assert!(s(int(1), 3).is_err());
+        assert_eq!(
+            rel(
+                "split",
+                &[&any_ty(&[-1, 2])],
+                &[("indices_or_sections", ints(&[1]))]
+            )
+            .unwrap(),
+            "(Tensor[(1, 2), float32], Tensor[(?, 2), float32])"
+        );
+        for dtype in DTYPES {
+            let v = iota(dtype, &[2, 3, 4]);
+            let r = eval(
+                "split",
+                &[&v],
+                &[("indices_or_sections", ints(&[1, 3])), ("axis", int(2))],
+            )
+            .unwrap();
+            let fields = r.as_tuple().unwrap();
+            assert_eq!(fields.len(), 3);
+            let (s, d, got) = parts(&fields[1]);
+            assert_eq!((s, d), (vec![2, 3, 2], dtype));
+            let expect: Vec<i128> = [1, 2, 5, 6, 9, 10, 13, 14, 17, 18, 21, 22]
+                .iter()
+                .map(|&i| if dtype == DType::BOOL { i % 2 } else { i })
+                .collect();
+            assert_eq!(got, expect);
+        }
+        let v = iota(DType::I32, &[6]);
+        let r = eval("split", &[&v], &[("indices_or_sections", int(3))]).unwrap();
+        let pieces: Vec<_> = r.as_tuple().unwrap().iter().map(shape_values).collect();
+        assert_eq!(
+            pieces,
+            [
+                (vec![2], vec![0, 1]),
+                (vec![2], vec![2, 3]),
+                (vec![2], vec![4, 5])
+            ]
+        );
+    }
+
+    fn slice_attrs(begin: &[i64], end: &[i64], strides: &[i64]) -> Vec<(&'static str, AttrValue)> {
+        vec![
+            ("begin", ints(begin)),
+            ("end", ints(end)),
+            ("strides", ints(strides)),
+        ]
+    }
+
+    #[test]
+    fn strided_slice_shapes() {
+        let x = f32ty(&[2, 3, 4]);
+        let r = |set: &[(&str, AttrValue)]| rel("strided_slice", &[&x], set);
+        assert_eq!(
+            r(&slice_attrs(&[0, 2, 3], &[2, 0, 0], &[1, -1, -2])).unwrap(),
+            "Tensor[(2, 2, 2), float32]"
+        );
+        // Short lists cover the leading axes; ends clamp.
+        assert_eq!(
+            r(&slice_attrs(&[1], &[100], &[1])).unwrap(),
+            "Tensor[(1, 3, 4), float32]"
+        );
+        assert_eq!(
+            r(&slice_attrs(&[0, -1], &[2, -4], &[1, -1])).unwrap(),
+            "Tensor[(2, 3, 4), float32]"
+        );
+        assert_eq!(
+            r(&slice_attrs(&[0, 0, 0], &[2, 3, 4], &[1, 2, 3])).unwrap(),
+            "Tensor[(2, 2, 2), float32]"
+        );
+        // Axes.
+        let mut with_axes = slice_attrs(&[1], &[3], &[1]);
+        with_axes.push(("axes", ints(&[-1])));
+        assert_eq!(r(&with_axes).unwrap(), "Tensor[(2, 3, 2), float32]");
+        // Size mode: `end` holds sizes, -1 meaning to the end; strides are ignored.
+        let mut sized = slice_attrs(&[1, 0, 1], &[1, -1, 2], &[1, 1, 5]);
+        sized.push(("slice_mode", text("size")));
+        assert_eq!(r(&sized).unwrap(), "Tensor[(1, 3, 2), float32]");
+        // Errors.
+        assert!(
+            r(&slice_attrs(&[3], &[1], &[1]))
+                .unwrap_err()
+                .contains("wrong order")
+        );
+        assert!(
+            r(&slice_attrs(&[0], &[1], &[0]))
+                .unwrap_err()
+                .contains("must not contain 0")
+        );
+        assert!(r(&slice_attrs(&[0, 0, 0, 0], &[1], &[1])).is_err());
+        let mut bad_mode = slice_attrs(&[0], &[1], &[1]);
+        bad_mode.push(("slice_mode", text("sizes")));
+        assert!(r(&bad_mode).is_err());
+        let mut bad_axes = slice_attrs(&[0, 0], &[1, 1], &[1]);
+        bad_axes.push(("axes", ints(&[0])));
+        assert!(r(&bad_axes).is_err());
+        assert_eq!(
+            rel(
+                "strided_slice",
+                &[&any_ty(&[-1, 4])],
+                &slice_attrs(&[0, 1], &[1, 3], &[1, 1])
+            )
+            .unwrap(),
+            "Tensor[(?, 2), float32]"
+        );
+    }
+
+    #[test]
+    fn strided_slice_values() {
+        for dtype in DTYPES {
+            let x = iota(dtype, &[2, 3, 4]);
+            let (s, d, v) = parts(
+                &eval(
+                    "strided_slice",
+                    &[&x],
+                    &slice_attrs(&[0, 2, 3], &[2, 0, 0], &[1, -1, -2]),
+                )
+                .unwrap(),
+            );
+            assert_eq!((s, d), (vec![2, 2, 2], dtype));
+            let expect: Vec<i128> = [11, 9, 7, 5, 23, 21, 19, 17]
+                .iter()
+                .map(|&i| if dtype == DType::BOOL { i % 2 } else { i })
+                .collect();
+            assert_eq!(v, expect);
+        }
+        let x = iota(DType::I32, &[2, 3, 4]);
+        let (s, v) = shape_values(
+            &eval(
+                "strided_slice",
+                &[&x],
+                &slice_attrs(&[0, -1, 0], &[2, -4, 4], &[1, -1, 2]),
+            )
+            .unwrap(),
+        );
+        assert_eq!(s, vec![2, 3, 2]);
+        assert_eq!(v, [8, 10, 4, 6, 0, 2, 20, 22, 16, 18, 12, 14]);
+        let mut sized = slice_attrs(&[1, 0, 1], &[1, -1, 2], &[1]);
+        sized.push(("slice_mode", text("size")));
+        let (s, v) = shape_values(&eval("strided_slice", &[&x], &sized).unwrap());
+        assert_eq!((s, v), (vec![1, 3, 2], vec![13, 14, 17, 18, 21, 22]));
+        // An empty slice.
+        let (s, v) =
+            shape_values(&eval("strided_slice", &[&x], &slice_attrs(&[1], &[1], &[1])).unwrap());
+        assert_eq!((s, v), (vec![0, 3, 4], vec![]));
+    }
+
+    #[test]
+    fn take_shapes() {
+        let x = f32ty(&[2, 3, 4]);
+        let i = ty(&[2, 2], DType::I32);
+        let t = |set: &[(&str, AttrValue)]| rel("take", &[&x, &i], set);
+        assert_eq!(t(&[]).unwrap(), "Tensor[(2, 2), float32]");
+        assert_eq!(
+            t(&[("axis", int(1))]).unwrap(),
+            "Tensor[(2, 2, 2, 4), float32]"
+        );
+        assert_eq!(
+            t(&[("axis", int(-1))]).unwrap(),
+            "Tensor[(2, 3, 2, 2), float32]"
+        );
+        assert_eq!(
+            t(&[("axis", int(2)), ("batch_dims", int(1))]).unwrap(),
+            "Tensor[(2, 3, 2), float32]"
+        );
+        assert_eq!(
+            t(&[("axis", int(2)), ("batch_dims", int(-1))]).unwrap(),
+            "Tensor[(2, 3, 2), float32]"
+        );
+        assert!(t(&[("axis", int(3))]).is_err());
+        assert!(t(&[("axis", int(0)), ("batch_dims", int(1))]).is_err());
+        assert!(t(&[("axis", int(2)), ("batch_dims", int(3))]).is_err());
+        assert!(t(&[("mode", text("nearest"))]).is_err());
+        assert_eq!(
+            rel("take", &[&x, &f32ty(&[2])], &[]).unwrap_err(),
+            "the indices must be an integer tensor, got `Tensor[(2), float32]`"
+        );
+        assert_eq!(
+            rel("take", &[&x, &ty(&[], DType::I64)], &[("axis", int(0))]).unwrap(),
+            "Tensor[(3, 4), float32]"
+        );
+        assert!(
+            rel(
+                "take",
+                &[&x, &ty(&[3, 2], DType::I32)],
+                &[("axis", int(1)), ("batch_dims", int(1))]
+            )
+            .is_err()
+        );
+    }
+
+    #[test]
+    fn take_values() {
+        let idx = typed(DType::I32, &[2, 2], &[0, 4, -1, 2]);
+        for dtype in DTYPES {
+            let x = iota(dtype, &[2, 3, 4]);
+            let map = |v: &[i128]| -> Vec<i128> {
+                v.iter()
+                    .map(|&i| if dtype == DType::BOOL { i % 2 } else { i })
+                    .collect()
+            };
+            let (s, d, v) = parts(
+                &eval(
+                    "take",
+                    &[&x, &idx],
+                    &[("axis", int(1)), ("mode", text("wrap"))],
+                )
+                .unwrap(),
+            );
+            assert_eq!((s, d), (vec![2, 2, 2, 4], dtype));
+            assert_eq!(
+                v,
+                map(&[
+                    0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18,
+                    19, 20, 21, 22, 23, 20, 21, 22, 23
+                ])
+            );
+            let (s, _, v) = parts(&eval("take", &[&x, &idx], &[("axis", int(2))]).unwrap());
+            assert_eq!(s, vec![2, 3, 2, 2]);
+            assert_eq!(
+                v,
+                map(&[
+                    0, 3, 0, 2, 4, 7, 4, 6, 8, 11, 8, 10, 12, 15, 12, 14, 16, 19, 16, 18, 20, 23,
+                    20, 22
+                ])
+            );
+        }
+        let x = iota(DType::I64, &[2, 3, 4]);
+        // Without an axis the data is flattened.
+        let flat = typed(DType::U8, &[2, 2], &[23, 0, 5, 7]);
+        let (s, v) = shape_values(&eval("take", &[&x, &flat], &[]).unwrap());
+        assert_eq!((s, v), (vec![2, 2], vec![23, 0, 5, 7]));
+        // Batch dimensions pair the leading axes of data and indices.
+        let b = typed(DType::I64, &[2, 2], &[2, 0, 1, 1]);
+        let (s, v) = shape_values(
+            &eval(
+                "take",
+                &[&x, &b],
+                &[("axis", int(2)), ("batch_dims", int(1))],
+            )
+            .unwrap(),
+        );
+        assert_eq!(s, vec![2, 3, 2]);
+        assert_eq!(v, [2, 0, 6, 4, 10, 8, 13, 13, 17, 17, 21, 21]);
+        // "fast" never reads out of bounds: it reports the bad index.
+        let fast = [("axis", int(1)), ("mode", text("fast"))];
+        assert_eq!(
+            eval("take", &[&x, &idx], &fast).unwrap_err(),
+            "take index 4 is out of bounds for an axis of 3 elements (mode \"fast\")"
+        );
+        let ok = typed(DType::I32, &[2], &[2, 0]);
+        let (s, _) = shape_values(&eval("take", &[&x, &ok], &fast).unwrap());
+        assert_eq!(s, vec![2, 2, 4]);
+        // Nothing to take from.
+        let empty = iota(DType::F32, &[0, 2]);
+        assert!(eval("take", &[&empty, &ok], &[("axis", int(0))]).is_err());
+        let none = typed(DType::I32, &[0], &[]);
+        let (s, _) = shape_values(&eval("take", &[&empty, &none], &[("axis", int(0))]).unwrap());
+        assert_eq!(s, vec![0, 2]);
+    }
+
+    #[test]
+    fn tile_repeat_reverse() {
+        let x = f32ty(&[2, 3]);
+        let reps = |r: &[i64]| rel("tile", &[&x], &[("reps", ints(r))]);
+        assert_eq!(reps(&[2, 2]).unwrap(), "Tensor[(4, 6), float32]");
+        assert_eq!(reps(&[2, 1, 2]).unwrap(), "Tensor[(2, 2, 6), float32]");
+        assert_eq!(reps(&[3]).unwrap(), "Tensor[(2, 9), float32]");
+        assert!(reps(&[0, 1]).is_err());
+        let rep =
+            |n: i64, axis: AttrValue| rel("repeat", &[&x], &[("repeats", int(n)), ("axis", axis)]);
+        assert_eq!(rep(2, int(1)).unwrap(), "Tensor[(2, 6), float32]");
+        assert_eq!(rep(3, int(-2)).unwrap(), "Tensor[(6, 3), float32]");
+        assert_eq!(rep(2, AttrValue::Null).unwrap(), "Tensor[(12), float32]");
+        assert!(rep(0, int(0)).is_err() && rep(2, int(2)).is_err());
+        assert_eq!(
+            rel("reverse", &[&x], &[("axis", int(-1))]).unwrap(),
+            "Tensor[(2, 3), float32]"
+        );
+        assert!(rel("reverse", &[&x], &[("axis", int(2))]).is_err());
+        assert_eq!(
+            rel("tile", &[&any_ty(&[-1, 3])], &[("reps", ints(&[2, 2]))]).unwrap(),
+            "Tensor[(?, 6), float32]"
+        );
+        for dtype in DTYPES {
+            let map = |v: &[i128]| -> Vec<i128> {
+                v.iter()
+                    .map(|&i| if dtype == DType::BOOL { i % 2 } else { i })
+                    .collect()
+            };
+            let m = iota(dtype, &[2, 3]);
+            let (s, d, v) = parts(&eval("tile", &[&m], &[("reps", ints(&[2, 1, 2]))]).unwrap());
+            assert_eq!((s, d), (vec![2, 2, 6], dtype));
+            assert_eq!(
+                v,
+                map(&[
+                    0, 1, 2, 0, 1, 2, 3, 4, 5, 3, 4, 5, 0, 1, 2, 0, 1, 2, 3, 4, 5, 3, 4, 5
+                ])
+            );
+            let (s, _, v) =
+                parts(&eval("repeat", &[&m], &[("repeats", int(2)), ("axis", int(1))]).unwrap());
+            assert_eq!(s, vec![2, 6]);
+            assert_eq!(v, map(&[0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5]));
+            let x = iota(dtype, &[2, 3, 4]);
+            let (s, _, v) = parts(&eval("reverse", &[&x], &[("axis", int(1))]).unwrap());
+            assert_eq!(s, vec![2, 3, 4]);
+            assert_eq!(
+                v,
+                map(&[
+                    8, 9, 10, 11, 4, 5, 6, 7, 0, 1, 2, 3, 20, 21, 22, 23, 16, 17, 18, 19, 12, 13,
+                    14, 15
+                ])
+            );
+        }
+        let m = iota(DType::I32, &[2, 2]);
+        let (s, v) = shape_values(&eval("repeat", &[&m], &[("repeats", int(2))]).unwrap());
+        assert_eq!((s, v), (vec![8], vec![0, 0, 1, 1, 2, 2, 3, 3]));
+        let (s, v) = shape_values(&eval("reverse", &[&m], &[]).unwrap());
+        assert_eq!((s, v), (vec![2, 2], vec![3, 2, 1, 0]));
+        let e = iota(DType::F32, &[0, 2]);
+        let (s, _) = shape_values(&eval("tile", &[&e], &[("reps", ints(&[3, 1]))]).unwrap());
+        assert_eq!(s, vec![0, 2]);
+        let (s, _) = shape_values(&eval("reverse", &[&e], &[("axis", int(0))]).unwrap());
+        assert_eq!(s, vec![0, 2]);
+        let one = iota(DType::I8, &[1]);
+        let (s, v) = shape_values(&eval("tile", &[&one], &[("reps", ints(&[3]))]).unwrap());
+        assert_eq!((s, v), (vec![3], vec![0, 0, 0]));
+    }
+
+    #[test]
+    fn patterns() {
+        for name in [
+            "reshape",
+            "contrib_reverse_reshape",
+            "reshape_like",
+            "transpose",
+            "expand_dims",
+            "squeeze",
+            "concatenate",
+            "stack",
+            "split",
+            "strided_slice",
+            "take",
+            "tile",
+            "repeat",
+            "reverse",
+        ] {
+            let op = crate::lookup(name).unwrap();
+            assert_eq!(op.pattern, P::Injective, "{name}");
+            assert!(op.relation.is_some() && op.eval.is_some(), "{name}");
+        }
+    }
+
+    #[test]
+    fn extreme_attributes_are_errors_not_panics() {
+        let x = iota(DType::F32, &[2, 3]);
+        let xt = f32ty(&[2, 3]);
+        let big = [i64::MIN, i64::MIN + 1, -1 << 40, 1 << 40, i64::MAX];
+        for &v in &big {
+            let _ = eval("strided_slice", &[&x], &slice_attrs(&[v], &[v], &[v]));
+            let _ = eval("strided_slice", &[&x], &slice_attrs(&[0], &[v], &[v]));
+            let _ = rel("reshape", &[&xt], &[("newshape", ints(&[v, -1]))]);
+            let _ = rel("reshape", &[&xt], &[("newshape", ints(&[-4, v, -1, 3]))]);
+            let _ = rel("tile", &[&xt], &[("reps", ints(&[v, v]))]);
+            let _ = rel("repeat", &[&xt], &[("repeats", int(v)), ("axis", int(0))]);
+            let _ = rel(
+                "expand_dims",
+                &[&xt],
+                &[("axis", int(v)), ("num_newaxis", int(v))],
+            );
+            let _ = rel("transpose", &[&xt], &[("axes", ints(&[v, 0]))]);
+            let _ = rel("take", &[&xt, &ty(&[1], DType::I32)], &[("axis", int(v))]);
+            let idx = typed(DType::I64, &[1], &[i128::from(v)]);
+            for mode in ["clip", "wrap", "fast"] {
+                let _ = eval(
+                    "take",
+                    &[&x, &idx],
+                    &[("axis", int(1)), ("mode", text(mode))],
+                );
+            }
+        }
+        let empty = f32ty(&[0]);
+        assert!(
+            rel(
+                "split",
+                &[&empty],
+                &[("indices_or_sections", int(i64::MAX))]
+            )
+            .is_err()
+        );
+        let (s, _) = shape_values(
+            &eval(
+                "strided_slice",
+                &[&x],
+                &slice_attrs(&[0, 2], &[2, 0], &[1, i64::MIN]),
+            )
+            .unwrap(),
+        );
+        assert_eq!(s, vec![2, 1]);
+        assert!(rel("take", &[&xt, &ty(&[1], DType::BOOL)], &[]).is_err());
+    }
+}

@@ -10,6 +10,7 @@
 mod dtype;
 pub mod elements;
 mod ndarray;
+pub mod npy;
 mod value;
 
 pub use dtype::{DType, DTypeCode};

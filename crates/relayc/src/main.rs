@@ -6,6 +6,7 @@
 //! closed pipe or a full disk ends the process with a message instead of a panic.
 
 mod diagnostics;
+mod run;
 
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
@@ -28,7 +29,8 @@ struct Cli {
 /// The subcommands.
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Parse each file and report diagnostics on stderr; exit 1 if any file has errors.
+    /// Parse and type-check each file and report diagnostics on stderr; exit 1 if any file
+    /// has errors.
     Check {
         /// The Relay files to check.
         #[arg(required = true, value_name = "FILE")]
@@ -43,6 +45,9 @@ enum Command {
         #[arg(long)]
         show_types: bool,
     },
+    /// Run a function of a Relay file on inputs from .npy/.npz files and print or save the
+    /// result.
+    Run(run::RunArgs),
 }
 
 /// The process exit codes of SPEC §5.
@@ -80,16 +85,17 @@ fn main() -> ExitCode {
     let exit = match cli.command {
         Command::Check { files } => check(&files),
         Command::Fmt { file, show_types } => fmt(&file, show_types),
+        Command::Run(args) => run::run(&args),
     };
     exit.into()
 }
 
-/// `relayc check FILE...`: parses every file, reporting each file's diagnostics and going on
-/// with the next; fails if any file failed.
+/// `relayc check FILE...`: parses and type-checks every file, reporting each file's
+/// diagnostics (warnings too) and going on with the next; fails if any file failed.
 fn check(files: &[PathBuf]) -> Exit {
     let mut failed = false;
     for file in files {
-        if load(file).is_none() {
+        if load_typed(file).is_none() {
             failed = true;
         }
     }
@@ -101,17 +107,17 @@ fn check(files: &[PathBuf]) -> Exit {
 }
 
 /// `relayc fmt FILE [--show-types]`: prints the canonical text on stdout.
+/// With `--show-types` the file is type-checked first and printed with `/* ty=... */` comments.
 fn fmt(file: &Path, show_types: bool) -> Exit {
-    if show_types {
-        report_error(format_args!(
-            "--show-types needs type inference, which is not implemented yet"
-        ));
-        return Exit::Usage;
-    }
-    let Some(module) = load(file) else {
+    let module = if show_types {
+        load_typed(file)
+    } else {
+        load(file)
+    };
+    let Some(module) = module else {
         return Exit::UserError;
     };
-    let text = relay_ir::print_module(&module, &PrintOptions::default());
+    let text = relay_ir::print_module(&module, &PrintOptions { show_types });
     let mut stdout = io::stdout().lock();
     match stdout
         .write_all(text.as_bytes())
@@ -123,6 +129,24 @@ fn fmt(file: &Path, show_types: bool) -> Exit {
         Err(err) => {
             report_error(format_args!("cannot write to stdout: {err}"));
             Exit::UserError
+        }
+    }
+}
+
+/// Reads, parses and type-checks one file, reporting warnings on stderr. On failure reports
+/// why on stderr and returns `None`.
+fn load_typed(file: &Path) -> Option<Module> {
+    let module = load(file)?;
+    match relay_types::check_module(&module) {
+        Ok(warnings) => {
+            for warning in &warnings {
+                report_diagnostic(warning);
+            }
+            Some(module)
+        }
+        Err(errors) => {
+            report_diagnostic(&errors);
+            None
         }
     }
 }

@@ -205,13 +205,82 @@ fn fmt_bad_file_fails() {
     assert!(stderr(&out).contains("relay::parse::"));
 }
 
+/// A program that parses but does not type-check.
+const ILL_TYPED: &str = r#"#[version = "0.0.5"]
+def @main(%x: int32) -> bool {
+  %x
+}
+"#;
+
+/// A program with a non-exhaustive `match` (a warning, not an error).
+const PARTIAL: &str = r#"#[version = "0.0.5"]
+type List[A] {
+  Cons(A, List[A]),
+  Nil,
+}
+
+def @main(%xs: List[int32]) -> int32 {
+  match (%xs) {
+    Cons(%x, _) => %x,
+  }
+}
+"#;
+
 #[test]
-fn fmt_show_types_is_not_implemented_yet() {
+fn fmt_show_types_prints_type_comments() {
     let good = TempFile::new("fmt-types", GOOD);
     let out = relayc(&["fmt", "--show-types", arg(good.path())]);
-    assert_eq!(code(&out), 2);
+    assert_eq!(code(&out), 0, "stderr:\n{}", stderr(&out));
+    let printed = stdout(&out);
+    assert!(printed.contains("/* ty=List[int32] */"), "{printed}");
     assert!(
-        stderr(&out).contains("--show-types needs type inference, which is not implemented yet"),
+        printed.contains("/* ty=(Tensor[(2, 3), float32], int32) */"),
+        "{printed}"
+    );
+
+    // The comments are skipped by the parser.
+    let again = TempFile::new("fmt-types-again", &printed);
+    let check = relayc(&["check", arg(again.path())]);
+    assert_eq!(code(&check), 0, "{}", stderr(&check));
+}
+
+#[test]
+fn type_errors_fail_check_and_fmt_show_types() {
+    let bad = TempFile::new("ill-typed", ILL_TYPED);
+    let out = relayc(&["check", arg(bad.path())]);
+    assert_eq!(code(&out), 1);
+    assert!(
+        stderr(&out).contains("relay::type::mismatch"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(
+        stderr(&out).contains("expected `bool`, found `int32`"),
+        "{}",
+        stderr(&out)
+    );
+
+    let out = relayc(&["fmt", "--show-types", arg(bad.path())]);
+    assert_eq!(code(&out), 1);
+    assert!(out.stdout.is_empty());
+    assert!(
+        stderr(&out).contains("relay::type::mismatch"),
+        "{}",
+        stderr(&out)
+    );
+
+    // Without `--show-types`, `fmt` does not type-check.
+    let out = relayc(&["fmt", arg(bad.path())]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+}
+
+#[test]
+fn warnings_are_reported_but_do_not_fail() {
+    let partial = TempFile::new("partial", PARTIAL);
+    let out = relayc(&["check", arg(partial.path())]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("`match` does not cover `Nil`"),
         "{}",
         stderr(&out)
     );

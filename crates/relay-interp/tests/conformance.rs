@@ -1,0 +1,129 @@
+//! Runs every conformance program (`conformance/P.relay` with inputs `P/<param>.npy`) in the
+//! interpreter and compares each tensor leaf of the result, depth-first, with `P/expected.npz`:
+//! float leaves with `numpy.allclose(rtol=1e-4, atol=1e-5)` and the same dtype, integer and
+//! boolean leaves exactly.
+
+use std::path::{Path, PathBuf};
+
+use relay_interp::{InterpOptions, run};
+use relay_ir::{NDArray, Value};
+use relay_runtime::npy;
+
+/// The conformance directory: `$RELAY_CONFORMANCE_DIR`, else the workspace's `conformance/`,
+/// else the shared one.
+fn conformance_dir() -> PathBuf {
+    if let Some(dir) = std::env::var_os("RELAY_CONFORMANCE_DIR") {
+        return PathBuf::from(dir);
+    }
+    let in_workspace = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../conformance");
+    if in_workspace.is_dir() {
+        return in_workspace;
+    }
+    PathBuf::from("/work/shared/conformance")
+}
+
+/// Why `actual` does not match `expected`, if it does not.
+fn compare(actual: &NDArray, expected: &NDArray) -> Option<String> {
+    if actual.dtype() != expected.dtype() {
+        return Some(format!(
+            "dtype {} instead of {}",
+            actual.dtype(),
+            expected.dtype()
+        ));
+    }
+    if actual.shape() != expected.shape() {
+        return Some(format!(
+            "shape {:?} instead of {:?}",
+            actual.shape(),
+            expected.shape()
+        ));
+    }
+    if actual.dtype().is_float() {
+        let (a, e) = (actual.to_f64_vec(), expected.to_f64_vec());
+        for (i, (&x, &y)) in a.iter().zip(&e).enumerate() {
+            let close = if x.is_nan() || y.is_nan() {
+                x.is_nan() && y.is_nan()
+            } else if x.is_infinite() || y.is_infinite() {
+                x == y
+            } else {
+                (x - y).abs() <= 1e-5 + 1e-4 * y.abs()
+            };
+            if !close {
+                return Some(format!("element {i} is {x}, expected {y}"));
+            }
+        }
+    } else {
+        let (a, e) = (actual.to_i128_vec(), expected.to_i128_vec());
+        if let Some(i) = (0..a.len()).find(|&i| a[i] != e[i]) {
+            return Some(format!("element {i} is {}, expected {}", a[i], e[i]));
+        }
+    }
+    None
+}
+
+/// Runs one program; `Err` describes the first problem.
+fn check(program: &Path) -> Result<(), String> {
+    let text = std::fs::read_to_string(program).map_err(|e| e.to_string())?;
+    let name = program.display().to_string();
+    let module = relay_syntax::parse(&text, &name).map_err(|e| relay_syntax::render_plain(&e))?;
+    relay_types::check_module(&module).map_err(|e| e.to_string())?;
+    let data = program.with_extension("");
+    let main = module
+        .function("main".into())
+        .ok_or_else(|| "no @main".to_owned())?;
+    let mut args = Vec::new();
+    for param in &main.func.params {
+        let path = data.join(format!("{}.npy", param.name()));
+        let bytes = std::fs::read(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+        let array = npy::read_npy(&bytes).map_err(|e| format!("{}: {e}", path.display()))?;
+        args.push(Value::tensor(array));
+    }
+    let result = run(&module, "main", args, &InterpOptions::default())
+        .map_err(|e| relay_syntax::render_plain(&e))?;
+    let leaves = result.tensor_leaves();
+    let expected_bytes =
+        std::fs::read(data.join("expected.npz")).map_err(|e| format!("expected.npz: {e}"))?;
+    let expected = npy::read_npz(&expected_bytes).map_err(|e| format!("expected.npz: {e}"))?;
+    if leaves.len() != expected.len() {
+        return Err(format!(
+            "{} tensor leaves, expected {}",
+            leaves.len(),
+            expected.len()
+        ));
+    }
+    for (i, leaf) in leaves.iter().enumerate() {
+        let key = i.to_string();
+        let want = expected
+            .iter()
+            .find(|(k, _)| k.trim_end_matches(".npy") == key)
+            .map(|(_, a)| a)
+            .ok_or_else(|| format!("expected.npz has no leaf `{key}`"))?;
+        if let Some(problem) = compare(leaf, want) {
+            return Err(format!("leaf {i}: {problem}"));
+        }
+    }
+    Ok(())
+}
+
+#[test]
+fn conformance_programs_match_expected_outputs() {
+    let dir = conformance_dir();
+    let mut programs: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("conformance directory {}: {e}", dir.display()))
+        .filter_map(|entry| entry.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "relay"))
+        .collect();
+    programs.sort();
+    assert!(!programs.is_empty(), "no programs in {}", dir.display());
+    let failures: Vec<String> = programs
+        .iter()
+        .filter_map(|p| check(p).err().map(|e| format!("{}: {e}", p.display())))
+        .collect();
+    assert!(
+        failures.is_empty(),
+        "{} of {} programs failed:\n{}",
+        failures.len(),
+        programs.len(),
+        failures.join("\n")
+    );
+}

@@ -1,0 +1,323 @@
+//! `.npy` and `.npz` reading and writing: round trips, files numpy wrote (the fixtures under
+//! `tests/fixtures/`, made by `make_fixtures.py`, and the conformance inputs and expected
+//! outputs), and malformed input.
+
+use std::path::{Path, PathBuf};
+
+use relay_runtime::npy::{
+    NpyError, read_npy, read_npy_file, read_npz, read_npz_file, write_npy, write_npz,
+};
+use relay_runtime::{DType, NDArray};
+
+fn fixture(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(name)
+}
+
+/// Every dtype of SPEC §2.
+const DTYPES: [DType; 12] = [
+    DType::BOOL,
+    DType::I8,
+    DType::I16,
+    DType::I32,
+    DType::I64,
+    DType::U8,
+    DType::U16,
+    DType::U32,
+    DType::U64,
+    DType::F16,
+    DType::F32,
+    DType::F64,
+];
+
+/// `arange(size) - 2` in `dtype` and `shape` (booleans: odd positions true), as
+/// `make_fixtures.py` writes.
+fn values(dtype: DType, shape: &[i64]) -> NDArray {
+    let n: i64 = shape.iter().product();
+    if dtype == DType::BOOL {
+        let v: Vec<bool> = (0..n).map(|i| i % 2 == 1).collect();
+        return NDArray::from_bool_slice(shape, &v).unwrap();
+    }
+    let v: Vec<i128> = (0..n).map(|i| i128::from(i) - 2).collect();
+    NDArray::from_i128_slice(dtype, shape, &v).unwrap()
+}
+
+#[test]
+fn npy_round_trips_every_dtype_and_shape() {
+    for dtype in DTYPES {
+        for shape in [
+            &[][..],
+            &[0],
+            &[3],
+            &[2, 3],
+            &[0, 4],
+            &[2, 1, 3, 1],
+            &[4, 0, 2],
+        ] {
+            let a = values(dtype, shape);
+            let bytes = write_npy(&a);
+            let b = read_npy(&bytes).unwrap_or_else(|e| panic!("{dtype} {shape:?}: {e}"));
+            assert_eq!(a, b, "{dtype} {shape:?}");
+        }
+    }
+}
+
+#[test]
+fn npz_round_trips_in_order() {
+    let arrays: Vec<NDArray> = DTYPES.iter().map(|&d| values(d, &[2, 3])).collect();
+    let mut entries: Vec<(String, &NDArray)> =
+        arrays.iter().map(|a| (a.dtype().to_string(), a)).collect();
+    let scalar = values(DType::F32, &[]);
+    let empty = values(DType::I64, &[0, 5]);
+    entries.push(("scalar".into(), &scalar));
+    entries.push(("nested/empty".into(), &empty));
+    let back = read_npz(&write_npz(&entries)).unwrap();
+    assert_eq!(back.len(), entries.len());
+    for ((name, a), (back_name, b)) in entries.iter().zip(&back) {
+        assert_eq!(name, back_name);
+        assert_eq!(*a, b, "{name}");
+    }
+    assert!(read_npz(&write_npz(&[])).unwrap().is_empty());
+}
+
+/// The names, dtypes and shapes `make_fixtures.py` saves with `np.savez` and
+/// `np.savez_compressed`.
+fn check_savez(entries: &[(String, NDArray)]) {
+    let expected: Vec<(&str, DType, &[i64])> = vec![
+        ("b", DType::BOOL, &[2, 3]),
+        ("i8", DType::I8, &[5]),
+        ("i16", DType::I16, &[2, 2]),
+        ("i32", DType::I32, &[3, 1, 2]),
+        ("i64", DType::I64, &[4]),
+        ("u8", DType::U8, &[3]),
+        ("u16", DType::U16, &[3]),
+        ("u32", DType::U32, &[3]),
+        ("u64", DType::U64, &[3]),
+        ("f16", DType::F16, &[2, 3]),
+        ("f32", DType::F32, &[2, 3]),
+        ("f64", DType::F64, &[2, 3]),
+        ("scalar", DType::F32, &[]),
+        ("empty", DType::F32, &[0, 3]),
+    ];
+    let names: Vec<&str> = entries.iter().map(|(n, _)| n.as_str()).collect();
+    let expected_names: Vec<&str> = expected.iter().map(|e| e.0).collect();
+    assert_eq!(names, expected_names);
+    for ((name, array), (_, dtype, shape)) in entries.iter().zip(expected) {
+        assert_eq!(array.dtype(), dtype, "{name}");
+        assert_eq!(array.shape(), shape, "{name}");
+        let want = match name.as_str() {
+            // Unsigned: `(arange(3) - 2).astype(u) + 2` wraps around to 0, 1, 2.
+            n if n.starts_with('u') => NDArray::from_i128_slice(dtype, shape, &[0, 1, 2]).unwrap(),
+            "scalar" => NDArray::from_f64_slice(dtype, shape, &[-2.0]).unwrap(),
+            _ => values(dtype, shape),
+        };
+        assert_eq!(*array, want, "{name}");
+    }
+}
+
+#[test]
+fn reads_numpy_savez() {
+    check_savez(&read_npz_file(&fixture("savez.npz")).unwrap());
+}
+
+#[test]
+fn reads_numpy_savez_compressed() {
+    check_savez(&read_npz_file(&fixture("savez_compressed.npz")).unwrap());
+}
+
+#[test]
+fn reads_fortran_order_big_endian_and_later_versions() {
+    for (file, dtype, shape) in [
+        ("fortran_f64.npy", DType::F64, &[2, 3, 4][..]),
+        ("fortran_i32.npy", DType::I32, &[3, 2]),
+        ("big_endian_i32.npy", DType::I32, &[3, 2]),
+        ("big_endian_f64.npy", DType::F64, &[2, 3]),
+        ("version_2.npy", DType::F32, &[2, 3]),
+        ("version_3.npy", DType::F32, &[2, 3]),
+    ] {
+        let a = read_npy_file(&fixture(file)).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(a, values(dtype, shape), "{file}");
+    }
+}
+
+#[test]
+fn reads_the_conformance_files() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/conformance");
+    let mut npy = 0;
+    let mut npz = 0;
+    for dir in std::fs::read_dir(&root).unwrap() {
+        let dir = dir.unwrap().path();
+        if !dir.is_dir() {
+            continue;
+        }
+        for file in std::fs::read_dir(&dir).unwrap() {
+            let file = file.unwrap().path();
+            match file.extension().and_then(|e| e.to_str()) {
+                Some("npy") => {
+                    read_npy_file(&file).unwrap();
+                    npy += 1;
+                }
+                Some("npz") => {
+                    let entries = read_npz_file(&file).unwrap();
+                    for (i, (name, _)) in entries.iter().enumerate() {
+                        assert_eq!(*name, i.to_string(), "{}", file.display());
+                    }
+                    npz += 1;
+                }
+                _ => {}
+            }
+        }
+    }
+    assert!(
+        npy > 10 && npz >= 6,
+        "found {npy} .npy and {npz} .npz files"
+    );
+
+    let x = read_npy_file(&root.join("attention/x.npy")).unwrap();
+    assert_eq!((x.dtype(), x.shape()), (DType::F32, &[8, 16][..]));
+    let expected = read_npz_file(&root.join("elementwise/expected.npz")).unwrap();
+    assert_eq!(expected.len(), 28);
+    assert_eq!(expected[1].1.dtype(), DType::I32);
+    assert_eq!(expected[11].1.dtype(), DType::BOOL);
+    assert_eq!(expected[11].1.shape(), &[4, 5]);
+    let reductions = read_npz_file(&root.join("reductions/expected.npz")).unwrap();
+    assert_eq!(reductions[9].1.shape(), &[] as &[i64]);
+}
+
+/// A `.npy` version 1.0 file with `header` (padded as numpy pads it) followed by `data`.
+fn npy_with_header(header: &str, data: &[u8]) -> Vec<u8> {
+    let mut h = header.to_string();
+    while !(10 + h.len() + 1).is_multiple_of(64) {
+        h.push(' ');
+    }
+    h.push('\n');
+    let mut out = b"\x93NUMPY\x01\x00".to_vec();
+    out.extend_from_slice(&(h.len() as u16).to_le_bytes());
+    out.extend_from_slice(h.as_bytes());
+    out.extend_from_slice(data);
+    out
+}
+
+fn error_text(result: Result<NDArray, NpyError>) -> String {
+    match result {
+        Ok(a) => panic!("expected an error, got {a:?}"),
+        Err(e) => e.to_string(),
+    }
+}
+
+#[test]
+fn malformed_npy_files_are_errors() {
+    let good = write_npy(&values(DType::F32, &[2, 3]));
+    // Every truncation is an error, never a panic.
+    for len in 0..good.len() {
+        assert!(read_npy(&good[..len]).is_err(), "prefix of {len} bytes");
+    }
+    let mut long = good.clone();
+    long.push(0);
+    let text = error_text(read_npy(&long));
+    assert!(
+        text.contains("needs 24 bytes of data, the file has 25"),
+        "{text}"
+    );
+    let text = error_text(read_npy(&good[..good.len() - 4]));
+    assert!(
+        text.contains("shape (2, 3) of float32 needs 24 bytes"),
+        "{text}"
+    );
+
+    let text = error_text(read_npy(b"PK\x03\x04 not npy"));
+    assert!(text.contains("bad magic"), "{text}");
+    let text = error_text(read_npy(b""));
+    assert!(text.contains("bad magic"), "{text}");
+
+    let mut version = good.clone();
+    version[6] = 4;
+    let text = error_text(read_npy(&version));
+    assert!(
+        text.contains("unsupported .npy format version 4.0"),
+        "{text}"
+    );
+
+    let text = error_text(read_npy(&npy_with_header("[1, 2, 3]", &[])));
+    assert!(
+        text.contains("malformed .npy header: expected a dict"),
+        "{text}"
+    );
+    let text = error_text(read_npy(&npy_with_header(
+        "{'descr': '<f4', 'shape': (2,), }",
+        &[0; 8],
+    )));
+    assert!(text.contains("missing key 'fortran_order'"), "{text}");
+
+    let text = error_text(read_npy_file(&fixture("complex64.npy")));
+    assert!(
+        text.contains("unsupported dtype descriptor `<c8`"),
+        "{text}"
+    );
+    assert!(text.contains("complex64.npy"), "{text}");
+    let text = error_text(read_npy(&npy_with_header(
+        "{'descr': [('a', '<f4')], 'fortran_order': False, 'shape': (2,), }",
+        &[0; 8],
+    )));
+    assert!(text.contains("structured dtype"), "{text}");
+
+    // Huge shapes are rejected before anything is allocated.
+    let text = error_text(read_npy(&npy_with_header(
+        "{'descr': '<f8', 'fortran_order': False, 'shape': (1099511627776, 1099511627776), }",
+        &[],
+    )));
+    assert!(text.contains("too large"), "{text}");
+    let text = error_text(read_npy(&npy_with_header(
+        "{'descr': '<f8', 'fortran_order': False, 'shape': (1000000000000,), }",
+        &[0; 8],
+    )));
+    assert!(text.contains("needs 8000000000000 bytes of data"), "{text}");
+
+    // A header length pointing past the end of the file.
+    let mut header_len = good.clone();
+    header_len[8] = 0xff;
+    header_len[9] = 0xff;
+    let text = error_text(read_npy(&header_len));
+    assert!(text.contains("truncated file: the header needs"), "{text}");
+}
+
+#[test]
+fn malformed_npz_files_are_errors() {
+    let a = values(DType::F32, &[2, 3]);
+    let b = values(DType::I32, &[4]);
+    let good = write_npz(&[("a".into(), &a), ("b".into(), &b)]);
+    let compressed = std::fs::read(fixture("savez_compressed.npz")).unwrap();
+    for archive in [&good, &compressed] {
+        for len in 0..archive.len() {
+            assert!(read_npz(&archive[..len]).is_err(), "prefix of {len} bytes");
+        }
+        // Corrupting any one byte gives an error or (for fields nobody reads, such as a
+        // timestamp) the same data; never a panic.
+        for at in 0..archive.len() {
+            let mut bad = archive.to_vec();
+            bad[at] ^= 0x55;
+            let _ = read_npz(&bad);
+        }
+    }
+
+    let text = read_npz(b"not a zip").unwrap_err().to_string();
+    assert!(text.contains("not a zip archive"), "{text}");
+
+    // Flipping a data byte breaks the CRC-32 check and names the entry.
+    let mut bad = good.clone();
+    bad[30 + "a.npy".len() + 70] ^= 1;
+    let text = read_npz(&bad).unwrap_err().to_string();
+    assert!(
+        text.contains("entry `a.npy`: malformed .npz archive: CRC-32"),
+        "{text}"
+    );
+
+    let missing = read_npz_file(Path::new("/nonexistent/w.npz")).unwrap_err();
+    assert!(
+        missing
+            .to_string()
+            .starts_with("cannot read `/nonexistent/w.npz`"),
+        "{missing}"
+    );
+}

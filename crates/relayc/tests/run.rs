@@ -1,0 +1,447 @@
+//! Runs `relayc run` (the built binary): binding inputs from `.npy`/`.npz` files and random data,
+//! the errors for missing, misshaped and mistyped inputs, `--output` files and usage errors.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use relay_runtime::npy::{read_npy_file, read_npz_file, write_npy, write_npz};
+use relay_runtime::{DType, NDArray};
+
+/// Adds two 2x3 float32 tensors.
+const ADD: &str = r#"#[version = "0.0.5"]
+def @main(%x: Tensor[(2, 3), float32], %y: Tensor[(2, 3), float32]) -> Tensor[(2, 3), float32] {
+  add(%x, %y)
+}
+"#;
+
+/// Returns a nested tuple: three tensor leaves of two dtypes.
+const TUPLE: &str = r#"#[version = "0.0.5"]
+def @main(%x: Tensor[(2), float32]) {
+  (add(%x, %x), (%x, 7))
+}
+"#;
+
+/// Returns its inputs unchanged, one of each kind of dtype.
+const IDENTITY: &str = r#"#[version = "0.0.5"]
+def @main(%f: Tensor[(64), float32], %i: Tensor[(64), int64], %u: Tensor[(64), uint8], %b: Tensor[(64), bool]) {
+  (%f, %i, %u, %b)
+}
+"#;
+
+/// A scratch directory under the system temporary directory, removed when dropped.
+struct Scratch(PathBuf);
+
+impl Scratch {
+    fn new(test: &str) -> Scratch {
+        static COUNTER: AtomicUsize = AtomicUsize::new(0);
+        let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+        let dir =
+            std::env::temp_dir().join(format!("relayc-run-{}-{n}-{test}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        Scratch(dir)
+    }
+
+    /// Writes a file and returns its path.
+    fn file(&self, name: &str, bytes: &[u8]) -> PathBuf {
+        let path = self.0.join(name);
+        std::fs::write(&path, bytes).unwrap();
+        path
+    }
+
+    /// Writes a `.npy` file and returns its path.
+    fn npy(&self, name: &str, array: &NDArray) -> PathBuf {
+        self.file(name, &write_npy(array))
+    }
+
+    fn path(&self, name: &str) -> PathBuf {
+        self.0.join(name)
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn f32s(shape: &[i64], values: &[f64]) -> NDArray {
+    NDArray::from_f64_slice(DType::F32, shape, values).unwrap()
+}
+
+/// Runs `relayc run` with `args`, stderr uncolored.
+fn relayc_run(args: &[&dyn AsRef<std::ffi::OsStr>]) -> Output {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_relayc"));
+    command.arg("run").env("NO_COLOR", "1");
+    for arg in args {
+        command.arg(arg);
+    }
+    command.output().unwrap()
+}
+
+fn stderr(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+/// Asserts the exit code and that stderr contains `needle`.
+#[track_caller]
+fn assert_fails(output: &Output, code: i32, needle: &str) {
+    let err = stderr(output);
+    assert_eq!(output.status.code(), Some(code), "stderr: {err}");
+    assert!(err.contains(needle), "expected {needle:?} in stderr: {err}");
+    assert!(!err.contains("panicked"), "{err}");
+}
+
+#[track_caller]
+fn assert_succeeds(output: &Output) {
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "stderr: {}\nstdout: {}",
+        stderr(output),
+        String::from_utf8_lossy(&output.stdout)
+    );
+}
+
+/// A scratch directory holding `ADD` as `add.relay` and good inputs `x.npy`, `y.npy`.
+fn add_setup(test: &str) -> (Scratch, PathBuf, PathBuf, PathBuf) {
+    let dir = Scratch::new(test);
+    let program = dir.file("add.relay", ADD.as_bytes());
+    let x = dir.npy("x.npy", &f32s(&[2, 3], &[1.0, 2.0, 3.0, 4.0, 5.0, 6.0]));
+    let y = dir.npy("y.npy", &f32s(&[2, 3], &[0.5, 0.5, 0.5, -1.0, -1.0, -1.0]));
+    (dir, program, x, y)
+}
+
+fn input(name: &str, path: &Path) -> String {
+    format!("{name}={}", path.display())
+}
+
+#[test]
+fn missing_input_names_the_parameter_and_its_type() {
+    let (_dir, program, x, _) = add_setup("missing");
+    let out = relayc_run(&[&program, &"--input", &input("x", &x)]);
+    assert_fails(
+        &out,
+        1,
+        "error: missing input `y` of type `Tensor[(2, 3), float32]`: pass --input y=PATH.npy \
+         or --random-inputs SEED",
+    );
+}
+
+#[test]
+fn misshaped_input_is_an_error() {
+    let (dir, program, x, _) = add_setup("misshaped");
+    let y = dir.npy("bad.npy", &f32s(&[3, 2], &[0.0; 6]));
+    let out = relayc_run(&[
+        &program,
+        &"--input",
+        &input("x", &x),
+        &"--input",
+        &input("y", &y),
+    ]);
+    assert_fails(
+        &out,
+        1,
+        "input `y`: expected `Tensor[(2, 3), float32]`, got a float32 tensor of shape (3, 2)",
+    );
+    assert!(stderr(&out).contains("bad.npy"), "{}", stderr(&out));
+}
+
+#[test]
+fn mistyped_input_is_an_error() {
+    let (dir, program, x, _) = add_setup("mistyped");
+    let y = dir.npy(
+        "y64.npy",
+        &NDArray::from_f64_slice(DType::F64, &[2, 3], &[0.0; 6]).unwrap(),
+    );
+    let out = relayc_run(&[
+        &program,
+        &"--input",
+        &input("x", &x),
+        &"--input",
+        &input("y", &y),
+    ]);
+    assert_fails(
+        &out,
+        1,
+        "input `y`: expected `Tensor[(2, 3), float32]`, got a float64 tensor of shape (2, 3)",
+    );
+}
+
+#[test]
+fn unknown_input_name_lists_the_parameters() {
+    let (_dir, program, x, y) = add_setup("unknown");
+    let out = relayc_run(&[
+        &program,
+        &"--input",
+        &input("x", &x),
+        &"--input",
+        &input("y", &y),
+        &"--input",
+        &input("z", &y),
+    ]);
+    assert_fails(
+        &out,
+        1,
+        "--input `z`: `@main` has no parameter `%z`; its parameters are `%x`, `%y`",
+    );
+}
+
+#[test]
+fn bad_npy_files_are_errors() {
+    let (dir, program, x, _) = add_setup("badnpy");
+    let garbage = dir.file("garbage.npy", b"this is not numpy");
+    let out = relayc_run(&[
+        &program,
+        &"--input",
+        &input("x", &x),
+        &"--input",
+        &input("y", &garbage),
+    ]);
+    assert_fails(&out, 1, "bad magic");
+    assert!(stderr(&out).contains("garbage.npy"), "{}", stderr(&out));
+
+    let missing = dir.path("missing.npy");
+    let out = relayc_run(&[
+        &program,
+        &"--input",
+        &input("x", &x),
+        &"--input",
+        &input("y", &missing),
+    ]);
+    assert_fails(&out, 1, "cannot read");
+
+    let bad_npz = dir.file("w.npz", b"PK not really");
+    let out = relayc_run(&[&program, &"--params", &bad_npz, &"--random-inputs", &"1"]);
+    assert_fails(&out, 1, "malformed .npz archive");
+}
+
+#[test]
+fn output_npy_round_trips() {
+    let (dir, program, x, y) = add_setup("outnpy");
+    let out_path = dir.path("out.npy");
+    let out = relayc_run(&[
+        &program,
+        &"--input",
+        &input("x", &x),
+        &"--input",
+        &input("y", &y),
+        &"--output",
+        &out_path,
+    ]);
+    assert_succeeds(&out);
+    let result = read_npy_file(&out_path).unwrap();
+    assert_eq!(result, f32s(&[2, 3], &[1.5, 2.5, 3.5, 3.0, 4.0, 5.0]));
+}
+
+#[test]
+fn output_npz_holds_every_leaf_in_order() {
+    let dir = Scratch::new("outnpz");
+    let program = dir.file("tuple.relay", TUPLE.as_bytes());
+    let x = dir.npy("x.npy", &f32s(&[2], &[1.0, -2.0]));
+    let out_path = dir.path("out.npz");
+    let out = relayc_run(&[
+        &program,
+        &"--input",
+        &input("x", &x),
+        &"--output",
+        &out_path,
+    ]);
+    assert_succeeds(&out);
+    let leaves = read_npz_file(&out_path).unwrap();
+    let names: Vec<&str> = leaves.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(names, ["0", "1", "2"]);
+    assert_eq!(leaves[0].1, f32s(&[2], &[2.0, -4.0]));
+    assert_eq!(leaves[1].1, f32s(&[2], &[1.0, -2.0]));
+    assert_eq!(
+        leaves[2].1,
+        NDArray::from_i128_slice(DType::I32, &[], &[7]).unwrap()
+    );
+
+    // A tuple does not fit in a .npy file.
+    let out = relayc_run(&[
+        &program,
+        &"--input",
+        &input("x", &x),
+        &"--output",
+        &dir.path("out.npy"),
+    ]);
+    assert_fails(
+        &out,
+        1,
+        "the result is a tuple, which a .npy file cannot hold",
+    );
+}
+
+#[test]
+fn result_is_printed_without_output() {
+    let (_dir, program, x, y) = add_setup("print");
+    let out = relayc_run(&[
+        &program,
+        &"--input",
+        &input("x", &x),
+        &"--input",
+        &input("y", &y),
+    ]);
+    assert_succeeds(&out);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("1.5") && text.contains("3.5"), "{text}");
+}
+
+#[test]
+fn params_bind_by_name_and_inputs_fill_the_rest() {
+    let (dir, program, x, _) = add_setup("params");
+    let y = f32s(&[2, 3], &[10.0; 6]);
+    let unrelated = f32s(&[1], &[0.0]);
+    let params = dir.file(
+        "w.npz",
+        &write_npz(&[("y".into(), &y), ("not_a_param".into(), &unrelated)]),
+    );
+    let out_path = dir.path("out.npy");
+    let out = relayc_run(&[
+        &program,
+        &"--params",
+        &params,
+        &"--input",
+        &input("x", &x),
+        &"--output",
+        &out_path,
+    ]);
+    assert_succeeds(&out);
+    let result = read_npy_file(&out_path).unwrap();
+    assert_eq!(result, f32s(&[2, 3], &[11.0, 12.0, 13.0, 14.0, 15.0, 16.0]));
+
+    // Without --input x, x is still missing.
+    let out = relayc_run(&[&program, &"--params", &params]);
+    assert_fails(&out, 1, "missing input `x`");
+}
+
+#[test]
+fn random_inputs_are_deterministic_and_in_range() {
+    let dir = Scratch::new("random");
+    let program = dir.file("identity.relay", IDENTITY.as_bytes());
+    let run = |seed: &str, name: &str| {
+        let path = dir.path(name);
+        let out = relayc_run(&[&program, &"--random-inputs", &seed, &"--output", &path]);
+        assert_succeeds(&out);
+        std::fs::read(&path).unwrap()
+    };
+    let a = run("42", "a.npz");
+    let b = run("42", "b.npz");
+    let c = run("43", "c.npz");
+    assert_eq!(a, b);
+    assert_ne!(a, c);
+
+    let leaves = read_npz_file(&dir.path("a.npz")).unwrap();
+    let dtypes: Vec<DType> = leaves.iter().map(|(_, l)| l.dtype()).collect();
+    assert_eq!(dtypes, [DType::F32, DType::I64, DType::U8, DType::BOOL]);
+    let f = leaves[0].1.to_f64_vec();
+    assert!(f.iter().all(|v| (-1.0..1.0).contains(v)), "{f:?}");
+    assert!(f.iter().any(|&v| v < 0.0) && f.iter().any(|&v| v > 0.0));
+    let i = leaves[1].1.to_i128_vec();
+    assert!(i.iter().all(|v| (-10..10).contains(v)), "{i:?}");
+    assert!(i.iter().any(|&v| v < 0));
+    let u = leaves[2].1.to_i128_vec();
+    assert!(u.iter().all(|v| (0..10).contains(v)), "{u:?}");
+    let bools = leaves[3].1.to_bool_vec();
+    assert!(bools.contains(&true) && bools.contains(&false));
+
+    // Explicit inputs win over random data.
+    let f = dir.npy("f.npy", &f32s(&[64], &[5.0; 64]));
+    let path = dir.path("d.npz");
+    let out = relayc_run(&[
+        &program,
+        &"--random-inputs",
+        &"42",
+        &"--input",
+        &input("f", &f),
+        &"--output",
+        &path,
+    ]);
+    assert_succeeds(&out);
+    let leaves = read_npz_file(&path).unwrap();
+    assert_eq!(leaves[0].1, f32s(&[64], &[5.0; 64]));
+}
+
+#[test]
+fn random_inputs_need_known_tensor_types() {
+    let dir = Scratch::new("randomany");
+    let any = dir.file(
+        "any.relay",
+        br#"#[version = "0.0.5"]
+def @main(%x: Tensor[(?, 3), float32]) { %x }
+"#,
+    );
+    let out = relayc_run(&[&any, &"--random-inputs", &"1"]);
+    assert_fails(
+        &out,
+        1,
+        "cannot make a random input `x`: its type `Tensor[(?, 3), float32]` has an unknown \
+         dimension; pass --input x=PATH.npy",
+    );
+    let tuple = dir.file(
+        "tuple.relay",
+        br#"#[version = "0.0.5"]
+def @main(%t: (float32, float32)) { %t.0 }
+"#,
+    );
+    let out = relayc_run(&[&tuple, &"--random-inputs", &"1"]);
+    assert_fails(
+        &out,
+        1,
+        "its type `(float32, float32)` is not a tensor type",
+    );
+}
+
+#[test]
+fn missing_entry_lists_the_globals() {
+    let (_dir, program, _, _) = add_setup("entry");
+    let out = relayc_run(&[&program, &"--entry", &"forward", &"--random-inputs", &"1"]);
+    assert_fails(&out, 1, "no function `@forward`");
+    assert!(
+        stderr(&out).contains("it defines `@main`"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
+fn bad_programs_are_user_errors() {
+    let dir = Scratch::new("badprog");
+    let parse = dir.file("parse.relay", b"def @main() { %y }");
+    assert_fails(&relayc_run(&[&parse]), 1, "error");
+    let types = dir.file(
+        "types.relay",
+        br#"#[version = "0.0.5"]
+def @main(%x: Tensor[(2, 3), float32], %y: Tensor[(4), float32]) { add(%x, %y) }
+"#,
+    );
+    let out = relayc_run(&[&types, &"--random-inputs", &"1"]);
+    assert_fails(&out, 1, "relay::type");
+    let missing = dir.path("missing.relay");
+    assert_fails(&relayc_run(&[&missing]), 1, "cannot read");
+}
+
+#[test]
+fn usage_errors_exit_2() {
+    let (dir, program, x, _) = add_setup("usage");
+    assert_fails(
+        &relayc_run(&[&program, &"--executor", &"vm"]),
+        2,
+        "the VM executor is not implemented yet, use --executor interp",
+    );
+    assert_fails(
+        &relayc_run(&[&program, &"--output", &dir.path("out.txt")]),
+        2,
+        "must end in `.npy` or `.npz`",
+    );
+    assert_fails(
+        &relayc_run(&[&program, &"--input", &x]),
+        2,
+        "expected NAME=PATH.npy",
+    );
+    assert_fails(&relayc_run(&[&program, &"--random-inputs", &"abc"]), 2, "");
+    assert_fails(&relayc_run(&[&program, &"--max-frames", &"-1"]), 2, "");
+    assert_fails(&relayc_run(&[&program, &"--executor", &"jit"]), 2, "");
+    assert_fails(&relayc_run(&[]), 2, "FILE");
+}
