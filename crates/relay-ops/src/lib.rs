@@ -386,6 +386,25 @@ mod tests {
     }
 
     #[test]
+    fn every_tier1_op_is_typed_and_runnable() {
+        let missing: Vec<&str> = TIER1
+            .iter()
+            .filter(|name| lookup(name).is_none_or(|op| op.relation.is_none() || op.eval.is_none()))
+            .copied()
+            .collect();
+        assert!(
+            missing.is_empty(),
+            "Tier 1 operators without a relation or evaluation: {missing:?}"
+        );
+        let typed = all().filter(|op| op.relation.is_some()).count();
+        let runnable = all().filter(|op| op.eval.is_some()).count();
+        eprintln!(
+            "{} operators, {typed} with a type relation, {runnable} with an evaluation",
+            all().count()
+        );
+    }
+
+    #[test]
     fn every_tier1_op_is_present() {
         for name in TIER1 {
             assert!(
