@@ -27,6 +27,8 @@ mod nn;
 mod other;
 mod reduce;
 pub mod support;
+#[cfg(test)]
+mod testing;
 mod transform;
 
 /// The family tables in their stable order.

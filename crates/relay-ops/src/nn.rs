@@ -2402,40 +2402,15 @@ fn pad_eval(args: &[Value], attrs: &Attrs) -> Result<Value, String> {
 
 #[cfg(test)]
 mod tests {
+    use crate::testing::{attrs, ints};
     use std::slice::from_ref;
 
-    use relay_ir::{AttrValue as V, Symbol};
+    use relay_ir::AttrValue as V;
 
     use super::*;
 
     fn schema(name: &str) -> &'static OpSchema {
         crate::lookup(name).unwrap()
-    }
-
-    /// A call's attributes: every schema field, the given ones set and the rest defaulted.
-    fn attrs(name: &str, set: &[(&str, V)]) -> Attrs {
-        let op = schema(name);
-        for (field, _) in set {
-            assert!(op.field(field).is_some(), "`{name}` has no `{field}`");
-        }
-        Attrs::new(
-            op.attrs
-                .iter()
-                .map(|f| {
-                    let v = set
-                        .iter()
-                        .find(|(n, _)| *n == f.name)
-                        .map(|(_, v)| v.clone())
-                        .or_else(|| f.default.value())
-                        .unwrap_or(V::Null);
-                    (Symbol::intern(f.name), v)
-                })
-                .collect(),
-        )
-    }
-
-    fn ints(v: &[i64]) -> V {
-        V::Array(v.iter().map(|&i| V::Int(i)).collect())
     }
 
     fn s(text: &str) -> V {

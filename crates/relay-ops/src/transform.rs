@@ -1523,33 +1523,9 @@ fn reverse_eval(args: &[Value], attrs: &Attrs) -> Result<Value, String> {
 
 #[cfg(test)]
 mod tests {
-    use relay_ir::Symbol;
+    use crate::testing::{attrs, ints};
 
     use super::*;
-
-    /// The attributes of a call to `op`: the schema's defaults with `set` applied.
-    fn attrs(op: &str, set: &[(&str, AttrValue)]) -> Attrs {
-        let schema = crate::lookup(op).unwrap();
-        Attrs::new(
-            schema
-                .attrs
-                .iter()
-                .map(|f| {
-                    let v = set
-                        .iter()
-                        .find(|(n, _)| *n == f.name)
-                        .map(|(_, v)| v.clone())
-                        .or_else(|| f.default.value())
-                        .unwrap_or(AttrValue::Null);
-                    (Symbol::intern(f.name), v)
-                })
-                .collect(),
-        )
-    }
-
-    fn ints(v: &[i64]) -> AttrValue {
-        AttrValue::Array(v.iter().map(|&i| AttrValue::Int(i)).collect())
-    }
 
     fn int(i: i64) -> AttrValue {
         AttrValue::Int(i)
