@@ -14,7 +14,7 @@ pub mod npy;
 mod value;
 
 pub use dtype::{DType, DTypeCode};
-pub use ndarray::{NDArray, NDArrayError};
+pub use ndarray::{Device, NDArray, NDArrayError};
 pub use value::{AdtValue, Value};
 
 pub mod half;

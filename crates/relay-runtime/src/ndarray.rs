@@ -91,6 +91,20 @@ impl Drop for AlignedBuf {
     }
 }
 
+/// DLPack's `DLDevice`: where a tensor's memory lives. relayc runs on the CPU only.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Device {
+    /// DLPack's `DLDeviceType` (1 is `kDLCPU`).
+    pub device_type: i32,
+    /// The device's ordinal.
+    pub device_id: i32,
+}
+
+impl Device {
+    /// The host CPU (`kDLCPU`, device 0).
+    pub const CPU: Device = Device { device_type: 1, device_id: 0 };
+}
+
 /// A dense tensor on the CPU: dtype, shape and 64-byte aligned, compact row-major storage.
 pub struct NDArray {
     dtype: DType,
@@ -150,6 +164,11 @@ impl NDArray {
     /// The element type.
     pub fn dtype(&self) -> DType {
         self.dtype
+    }
+
+    /// Where the data lives: always the CPU.
+    pub fn device(&self) -> Device {
+        Device::CPU
     }
 
     /// The shape (empty for a scalar).
