@@ -20,6 +20,7 @@ mod round_trip;
 mod test_file;
 mod test_fmt;
 mod test_parse;
+mod test_run;
 mod test_types;
 
 use std::path::{Path, PathBuf};
@@ -31,14 +32,20 @@ pub use test_file::{OutputBlock, TestFile};
 pub(crate) struct Kind {
     /// The name in the header.
     name: &'static str,
-    /// The options the header may list after the name.
+    /// The options the header may list after the name; one ending in `=` (`max-frames=`)
+    /// takes a value (`max-frames=100`).
     options: &'static [&'static str],
     /// Runs one test file of this kind.
     run: fn(&TestFile<'_>) -> Result<(), Failure>,
 }
 
 /// Every test kind, in the order `docs/ir-tests.md` describes them.
-const KINDS: &[Kind] = &[test_parse::KIND, test_fmt::KIND, test_types::KIND];
+const KINDS: &[Kind] = &[
+    test_parse::KIND,
+    test_fmt::KIND,
+    test_types::KIND,
+    test_run::KIND,
+];
 
 /// The `ir-tests/` directory at the top of the repository.
 pub fn ir_tests_dir() -> PathBuf {
@@ -68,7 +75,16 @@ fn run(path: &Path, text: &str) -> Result<(), Failure> {
         )));
     };
     for option in &file.options {
-        if !kind.options.contains(option) {
+        let known = kind
+            .options
+            .iter()
+            .any(|valid| match valid.strip_suffix('=') {
+                Some(key) => option
+                    .strip_prefix(key)
+                    .is_some_and(|rest| rest.starts_with('=')),
+                None => valid == option,
+            });
+        if !known {
             let valid = if kind.options.is_empty() {
                 "none".to_owned()
             } else {
@@ -93,7 +109,7 @@ mod tests {
         let message = err.message();
         assert!(message.starts_with("ir-tests/x/y.relay: "), "{message}");
         assert!(message.contains("`frobnicate`"), "{message}");
-        assert!(message.contains("parse, fmt, types"), "{message}");
+        assert!(message.contains("parse, fmt, types, run"), "{message}");
     }
 
     #[test]
@@ -106,6 +122,17 @@ mod tests {
         );
         let err = run_file(Path::new("y.relay"), "// test fmt error\n").unwrap_err();
         assert!(err.message().contains("valid options: none"), "{err}");
+    }
+
+    #[test]
+    fn valued_options_need_their_key() {
+        let err = run_file(Path::new("y.relay"), "// test run max-frames\n").unwrap_err();
+        assert!(
+            err.message().contains("unknown option `max-frames`"),
+            "{err}"
+        );
+        let err = run_file(Path::new("y.relay"), "// test run max-frames=x\n").unwrap_err();
+        assert!(err.message().contains("non-negative integer"), "{err}");
     }
 
     #[test]

@@ -71,19 +71,19 @@ pub(crate) static OPS: &[OpSchema] = &[
     binary("maximum", arith_rel, |a, _| arith(a, nan_max, i128::max)),
     binary("minimum", arith_rel, |a, _| arith(a, nan_min, i128::min)),
     binary("mod", arith_rel, |a, _| {
-        checked(a, |x, y| x % y, |x, y| Ok(div(x, y)?.1))
+        checked(a, |x, y| x % y, |x, y| Ok(div(x, modulus(y)?)?.1))
     }),
     binary("floor_divide", arith_rel, |a, _| {
         checked(a, floor_div, |x, y| Ok(fdiv(x, y)?.0))
     }),
     binary("floor_mod", arith_rel, |a, _| {
-        checked(a, floor_mod, |x, y| Ok(fdiv(x, y)?.1))
+        checked(a, floor_mod, |x, y| Ok(fdiv(x, modulus(y)?)?.1))
     }),
     binary("trunc_divide", arith_rel, |a, _| {
         checked(a, |x, y| (x / y).trunc(), |x, y| Ok(div(x, y)?.0))
     }),
     binary("trunc_mod", arith_rel, |a, _| {
-        checked(a, |x, y| x % y, |x, y| Ok(div(x, y)?.1))
+        checked(a, |x, y| x % y, |x, y| Ok(div(x, modulus(y)?)?.1))
     }),
     // Broadcasting binary logic (on booleans) and bitwise operators (on integers and booleans).
     binary("logical_and", logical_rel, |a, _| logical(a, |x, y| x && y)),
@@ -830,6 +830,14 @@ fn div(x: i128, y: i128) -> Result<(i128, i128), String> {
     Ok((x.wrapping_div(y), x.wrapping_rem(y)))
 }
 
+/// The divisor of an integer remainder, checked: modulo by zero is a run-time error.
+fn modulus(y: i128) -> Result<i128, String> {
+    if y == 0 {
+        return Err("integer modulo by zero".into());
+    }
+    Ok(y)
+}
+
 /// Flooring integer division and its remainder (the sign of the divisor), as numpy.
 fn fdiv(x: i128, y: i128) -> Result<(i128, i128), String> {
     let (q, r) = div(x, y)?;
@@ -1375,9 +1383,14 @@ mod tests {
             "trunc_divide",
             "trunc_mod",
         ] {
+            let what = if op.ends_with("mod") {
+                "modulo"
+            } else {
+                "division"
+            };
             assert_eq!(
                 run(op, &zero),
-                Err("integer division by zero".into()),
+                Err(format!("integer {what} by zero")),
                 "{op}"
             );
         }

@@ -102,7 +102,10 @@ pub struct Device {
 
 impl Device {
     /// The host CPU (`kDLCPU`, device 0).
-    pub const CPU: Device = Device { device_type: 1, device_id: 0 };
+    pub const CPU: Device = Device {
+        device_type: 1,
+        device_id: 0,
+    };
 }
 
 /// A dense tensor on the CPU: dtype, shape and 64-byte aligned, compact row-major storage.
