@@ -531,9 +531,14 @@ impl<'m> Checker<'m> {
                 format!("the value of `%{name}`")
             }
         };
-        if matches!(b.value.kind(), ExprKind::Function(_)) {
-            // A function literal may refer to its own variable (recursive local functions).
-            let t = annotation.unwrap_or_else(|| self.arena.fresh(Origin::Unknown, name));
+        if let ExprKind::Function(f) = b.value.kind() {
+            // A function literal may refer to its own variable (recursive local functions). When
+            // it declares type parameters and annotates every parameter and its result, its
+            // polymorphic type is known before its body is checked, so recursive uses are
+            // instantiated like any other use (polymorphic recursion).
+            let t = annotation
+                .or_else(|| self.declared_type(f))
+                .unwrap_or_else(|| self.arena.fresh(Origin::Unknown, name));
             self.bind(&b.var, t);
             let v = self.expr(&b.value);
             self.expect(t, v, b.value.span(), what);
@@ -548,6 +553,25 @@ impl<'m> Checker<'m> {
             };
             self.bind(&b.var, t);
         }
+    }
+
+    /// The type of a polymorphic function literal whose parameters and result are all
+    /// annotated, built from the annotations alone.
+    fn declared_type(&mut self, f: &Function) -> Option<TyId> {
+        if f.type_params.is_empty() {
+            return None;
+        }
+        let none = no_subst();
+        let mut params = Vec::with_capacity(f.params.len());
+        for p in &f.params {
+            params.push(self.arena.import(p.ty()?, &none));
+        }
+        let ret = self.arena.import(f.ret_type.as_ref()?, &none);
+        Some(self.arena.add(Ty::Func {
+            type_params: f.type_params.clone(),
+            params,
+            ret,
+        }))
     }
 
     fn bind(&mut self, var: &Var, ty: TyId) {
