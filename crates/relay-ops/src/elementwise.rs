@@ -1054,78 +1054,10 @@ mod tests {
         }
     }
 
-    /// The Tier 1 operators of SPEC §4 that live in this file.
-    const TIER1_HERE: &[&str] = &[
-        "add",
-        "subtract",
-        "multiply",
-        "divide",
-        "power",
-        "maximum",
-        "minimum",
-        "mod",
-        "floor_divide",
-        "floor_mod",
-        "logical_and",
-        "logical_or",
-        "logical_xor",
-        "bitwise_and",
-        "bitwise_or",
-        "bitwise_xor",
-        "left_shift",
-        "right_shift",
-        "equal",
-        "not_equal",
-        "less",
-        "less_equal",
-        "greater",
-        "greater_equal",
-        "negative",
-        "abs",
-        "sign",
-        "exp",
-        "log",
-        "log2",
-        "log10",
-        "sqrt",
-        "rsqrt",
-        "erf",
-        "sigmoid",
-        "tanh",
-        "sin",
-        "cos",
-        "tan",
-        "ceil",
-        "floor",
-        "round",
-        "trunc",
-        "logical_not",
-        "bitwise_not",
-        "isnan",
-        "isinf",
-        "isfinite",
-        "copy",
-        "zeros_like",
-        "ones_like",
-        "where",
-        "clip",
-        "cast",
-        "cast_like",
-        "full",
-        "full_like",
-        "zeros",
-        "ones",
-        "broadcast_to",
-        "broadcast_to_like",
-        "shape_of",
-    ];
-
     #[test]
     fn every_tier1_op_here_is_complete() {
-        for name in TIER1_HERE {
-            let op = OPS.iter().find(|op| op.name == *name).unwrap();
-            assert!(op.relation.is_some() && op.eval.is_some(), "{name}");
-        }
+        // That every Tier 1 operator has a relation and an evaluation is checked for the whole
+        // registry in `lib.rs`.
         let pattern = |name: &str| crate::lookup(name).unwrap().pattern;
         assert_eq!(pattern("add"), Broadcast);
         assert_eq!(pattern("less"), Broadcast);

@@ -8,8 +8,8 @@
 //! positions within the folded axes (row-major over them), like TVM.
 
 use relay_ir::{
-    AttrDefault as D, AttrField, AttrKind as K, Attrs, DType, Dim, NDArray, OpPattern as P,
-    OpSchema, Type, Value,
+    AttrDefault as D, AttrField, AttrKind as K, Attrs, DType, Dim, EvalFn, NDArray, OpPattern as P,
+    OpSchema, RelationFn, Type, Value,
 };
 
 use crate::support::{
@@ -43,42 +43,19 @@ const VARIANCE_ATTRS: &[AttrField] = &[
 
 const DATA: &[&str] = &["data"];
 
+/// A commutative reduction with TVM's `ReduceAttrs` (`axis`, `keepdims`, `exclude`).
+const fn reduction(name: &'static str, relation: RelationFn, eval: EvalFn) -> OpSchema {
+    op(name, DATA, "relay.attrs.ReduceAttrs", REDUCE_ATTRS).with(P::CommReduce, relation, eval)
+}
+
 pub(crate) static OPS: &[OpSchema] = &[
-    op("sum", DATA, "relay.attrs.ReduceAttrs", REDUCE_ATTRS).with(
-        P::CommReduce,
-        reduce_rel,
-        sum_eval,
-    ),
-    op("mean", DATA, "relay.attrs.ReduceAttrs", REDUCE_ATTRS).with(
-        P::CommReduce,
-        reduce_rel,
-        mean_eval,
-    ),
-    op("max", DATA, "relay.attrs.ReduceAttrs", REDUCE_ATTRS).with(
-        P::CommReduce,
-        reduce_rel,
-        max_eval,
-    ),
-    op("min", DATA, "relay.attrs.ReduceAttrs", REDUCE_ATTRS).with(
-        P::CommReduce,
-        reduce_rel,
-        min_eval,
-    ),
-    op("prod", DATA, "relay.attrs.ReduceAttrs", REDUCE_ATTRS).with(
-        P::CommReduce,
-        reduce_rel,
-        prod_eval,
-    ),
-    op("all", DATA, "relay.attrs.ReduceAttrs", REDUCE_ATTRS).with(
-        P::CommReduce,
-        logical_reduce_rel,
-        all_eval,
-    ),
-    op("any", DATA, "relay.attrs.ReduceAttrs", REDUCE_ATTRS).with(
-        P::CommReduce,
-        logical_reduce_rel,
-        any_eval,
-    ),
+    reduction("sum", reduce_rel, sum_eval),
+    reduction("mean", reduce_rel, mean_eval),
+    reduction("max", reduce_rel, max_eval),
+    reduction("min", reduce_rel, min_eval),
+    reduction("prod", reduce_rel, prod_eval),
+    reduction("all", logical_reduce_rel, all_eval),
+    reduction("any", logical_reduce_rel, any_eval),
     op(
         "argmax",
         DATA,
