@@ -30,6 +30,7 @@ mod symbol;
 #[cfg(test)]
 mod testing;
 mod ty;
+pub mod visit;
 
 pub use attrs::{AttrValue, Attrs};
 pub use expr::{
