@@ -1,7 +1,7 @@
 //! Readable output of values (SPEC §5): tensors as numpy's `array2string(a, separator=", ")`
 //! writes them, tuples and ADT values structurally with constructor names taken from the
-//! value's type (`Cons(1, Cons(2, Nil))`), closures as `<closure>` and references as
-//! `ref(...)`.
+//! value's type (`Cons(1, Cons(2, Nil))`), closures as `<closure>`, references as `ref(...)`
+//! and storage as `storage(24 bytes)`.
 
 use std::collections::{HashMap, HashSet};
 
@@ -50,6 +50,7 @@ pub fn format_value(value: &Value, ty: Option<&Type>, module: &Module) -> String
         match &value {
             Value::Tensor(t) => out.push_str(&format_tensor(t)),
             Value::Closure(_) => out.push_str("<closure>"),
+            Value::Storage(s) => out.push_str(&format!("storage({} bytes)", s.size())),
             Value::Ref(cell) => {
                 let inner_ty = ty.as_ref().and_then(|t| match t.kind() {
                     TypeKind::Ref(inner) => Some(inner.clone()),

@@ -8,6 +8,11 @@
 //! pushes a [`Kont::PopFrame`] marker and a [`Frame`]; a call made when the marker is already on
 //! top (a call in tail position) replaces the current frame instead, so tail calls (self, mutual
 //! and through closures) run in constant space.
+//!
+//! The memory dialect runs here too: `memory.alloc_storage` and `memory.alloc_tensor` are
+//! ordinary operator evaluations making real storage and views into it; `vm.invoke_tvm_op`
+//! calls its function on the inputs (through a [`Kont::Invoke`] continuation) and copies the
+//! result into the output views; `memory.kill(%x)` unbinds `%x` in the current frame.
 
 use std::any::Any;
 use std::collections::HashMap;
@@ -87,10 +92,12 @@ const INDEX_AT: usize = 24;
 /// The variables bound in one call frame.
 #[derive(Default)]
 struct Env {
-    /// The bindings, in binding order.
+    /// The bindings (in binding order until `memory.kill` removes one).
     vars: Vec<(VarId, Value)>,
     /// Positions in `vars` by variable, once there are more than [`INDEX_AT`].
     index: Option<HashMap<VarId, usize, BuildHasherDefault<IdHasher>>>,
+    /// The variables `memory.kill` unbound, for the message of a later use.
+    killed: Vec<VarId>,
 }
 
 impl Env {
@@ -99,7 +106,22 @@ impl Env {
         Env {
             vars: Vec::with_capacity(n),
             index: None,
+            killed: Vec::new(),
         }
+    }
+
+    /// Unbinds `var` (for `memory.kill`), returning its value if it was bound.
+    fn remove(&mut self, var: VarId) -> Option<Value> {
+        let i = self.position(var)?;
+        let (_, value) = self.vars.swap_remove(i);
+        if let Some(index) = &mut self.index {
+            index.remove(&var);
+            if let Some((moved, _)) = self.vars.get(i) {
+                index.insert(*moved, i);
+            }
+        }
+        self.killed.push(var);
+        Some(value)
     }
 
     /// Adds a binding of a variable known not to be bound yet.
@@ -206,7 +228,15 @@ enum Kont {
     RefWriteCell { expr: Expr },
     /// The value of `ref_write(r, v)` (`expr`) is being evaluated; `cell` is `r`'s value.
     RefWriteValue { cell: Arc<Mutex<Value>> },
+    /// The function of `vm.invoke_tvm_op` (at `span`) is running; its result goes into the
+    /// tensors of `outputs`.
+    Invoke { outputs: Value, span: Span },
 }
+
+/// The name of the operator that unbinds a variable.
+const KILL: &str = "memory.kill";
+/// The name of the operator that calls a kernel in destination-passing style.
+const INVOKE: &str = "vm.invoke_tvm_op";
 
 /// The interpreter's state during one run.
 pub(crate) struct Machine<'m> {
@@ -368,6 +398,7 @@ impl<'m> Machine<'m> {
             match k {
                 Kont::Args { .. } | Kont::Callee { .. } => {}
                 Kont::RefWriteValue { cell } => self.releaser.release(Value::Ref(cell)),
+                Kont::Invoke { outputs, .. } => self.releaser.release(outputs),
                 _ => {}
             }
         }
@@ -380,12 +411,34 @@ impl<'m> Machine<'m> {
             .and_then(|f| f.env.get(var.id()))
             .cloned()
             .ok_or_else(|| {
+                let killed = self
+                    .frames
+                    .last()
+                    .is_some_and(|f| f.env.killed.contains(&var.id()));
+                let why = if killed {
+                    " (`memory.kill` killed it)"
+                } else {
+                    ""
+                };
                 self.error(
                     RunErrorKind::UnboundVariable,
-                    format!("variable `%{}` is not bound", var.name()),
+                    format!("variable `%{}` is not bound{why}", var.name()),
                     span,
                 )
             })
+    }
+
+    /// `memory.kill(%var)`: checks that `var` is bound (evaluating the argument), then unbinds
+    /// it in the current frame.
+    fn kill(&mut self, var: &Var, span: Span) -> Result<Step, RunError> {
+        let value = self.lookup(var, span)?;
+        self.releaser.release(value);
+        if let Some(frame) = self.frames.last_mut()
+            && let Some(old) = frame.env.remove(var.id())
+        {
+            self.releaser.release(old);
+        }
+        Ok(Step::Return(Value::tuple(Vec::new())))
     }
 
     /// The value of an expression that needs no continuation (a variable, a constant, or a
@@ -462,7 +515,14 @@ impl<'m> Machine<'m> {
                 }
             }
             ExprKind::Function(_) => Ok(Step::Return(self.make_lambda(e, None)?)),
-            ExprKind::Call { callee, .. } => {
+            ExprKind::Call { callee, args, .. } => {
+                if let ExprKind::Op(op) = callee.kind()
+                    && op.name == KILL
+                    && let [arg] = args.as_slice()
+                    && let ExprKind::Var(v) = arg.kind()
+                {
+                    return self.kill(v, arg.span());
+                }
                 let target = match callee.kind() {
                     ExprKind::Global(name) => {
                         self.expect_global(*name, callee.span())?;
@@ -604,7 +664,101 @@ impl<'m> Machine<'m> {
                 self.releaser.release(old);
                 Ok(Step::Return(Value::tuple(Vec::new())))
             }
+            Kont::Invoke { outputs, span } => {
+                let written = self.write_outputs(&v, &outputs, span);
+                self.releaser.release(v);
+                self.releaser.release(outputs);
+                written.map(|()| Step::Return(Value::tuple(Vec::new())))
+            }
         }
+    }
+
+    /// `vm.invoke_tvm_op(func, inputs, outputs)`: calls `func` on the fields of `inputs`; the
+    /// [`Kont::Invoke`] continuation writes its result into `outputs`.
+    fn invoke(&mut self, vals: Vec<Value>, span: Span) -> Result<Step, RunError> {
+        let given = vals.len();
+        let Ok([func, inputs, outputs]) = <[Value; 3]>::try_from(vals) else {
+            return Err(self.error(
+                RunErrorKind::Arity,
+                format!("`{INVOKE}` takes 3 arguments, got {given}"),
+                span,
+            ));
+        };
+        let args = match &inputs {
+            Value::Tuple(fields) => fields.to_vec(),
+            other => {
+                return Err(self.error(
+                    RunErrorKind::BadValue,
+                    format!(
+                        "`{INVOKE}` expects a tuple of inputs, got {}",
+                        other.kind_name()
+                    ),
+                    span,
+                ));
+            }
+        };
+        self.releaser.release(inputs);
+        self.konts.push(Kont::Invoke { outputs, span });
+        self.apply_value(func, args, span)
+    }
+
+    /// Copies the result of a `vm.invoke_tvm_op` function (a tensor, or a tuple of them) into
+    /// the output views.
+    fn write_outputs(&self, result: &Value, outputs: &Value, span: Span) -> Result<(), RunError> {
+        let bad = |message: String| self.error(RunErrorKind::BadValue, message, span);
+        let results: &[Value] = match result {
+            Value::Tuple(fields) => fields,
+            single => std::slice::from_ref(single),
+        };
+        let Value::Tuple(outputs) = outputs else {
+            return Err(bad(format!(
+                "`{INVOKE}` expects a tuple of outputs, got {}",
+                outputs.kind_name()
+            )));
+        };
+        if results.len() != outputs.len() {
+            return Err(bad(format!(
+                "`{INVOKE}`: the function returned {} results for {} outputs",
+                results.len(),
+                outputs.len()
+            )));
+        }
+        for (i, (r, o)) in results.iter().zip(outputs.iter()).enumerate() {
+            let (Value::Tensor(r), Value::Tensor(o)) = (r, o) else {
+                return Err(bad(format!(
+                    "`{INVOKE}`: result {i} is {} and output {i} is {}, expected tensors",
+                    r.kind_name(),
+                    o.kind_name()
+                )));
+            };
+            if r.dtype() != o.dtype() || r.shape() != o.shape() {
+                return Err(bad(format!(
+                    "`{INVOKE}`: output {i} is `{}`, but the function returned `{}`",
+                    relay_ir::Type::tensor(o.shape(), o.dtype()),
+                    relay_ir::Type::tensor(r.shape(), r.dtype())
+                )));
+            }
+            if !o.is_view() {
+                return Err(bad(format!(
+                    "`{INVOKE}`: output {i} is not a tensor made by `memory.alloc_tensor`"
+                )));
+            }
+            // A result that is itself a view may share bytes with the output: copy it out
+            // first, so that no slice of the storage is alive during the write.
+            let copy;
+            let bytes = if r.is_view() {
+                copy = r.as_bytes().to_vec();
+                &copy[..]
+            } else {
+                r.as_bytes()
+            };
+            // SAFETY: the aliasing contract of `NDArray::view`: the interpreter runs on one
+            // thread and holds no slice of any storage here (`bytes` is an owned buffer, not
+            // part of a storage), so nothing else reads or writes the output's bytes meanwhile.
+            unsafe { o.write_view(bytes) }
+                .map_err(|e| bad(format!("`{INVOKE}`: output {i}: {e}")))?;
+        }
+        Ok(())
     }
 
     /// An internal error: a continuation met an expression of another kind than the one that
@@ -802,6 +956,18 @@ impl<'m> Machine<'m> {
         attrs: &Attrs,
         span: Span,
     ) -> Result<Step, RunError> {
+        match op.name {
+            INVOKE => return self.invoke(vals, span),
+            // `memory.kill` of something other than a variable (or used as a value) has
+            // nothing to unbind.
+            KILL => {
+                for v in vals {
+                    self.releaser.release(v);
+                }
+                return Ok(Step::Return(Value::tuple(Vec::new())));
+            }
+            _ => {}
+        }
         let Some(eval) = op.eval else {
             return Err(self.error(
                 RunErrorKind::UnsupportedOperator,

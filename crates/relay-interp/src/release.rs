@@ -34,7 +34,7 @@ impl Releaser {
         self.stack.push(value);
         while let Some(v) = self.stack.pop() {
             match v {
-                Value::Tensor(_) => {}
+                Value::Tensor(_) | Value::Storage(_) => {}
                 Value::Adt(adt) => {
                     if let Ok(mut adt) = Arc::try_unwrap(adt) {
                         self.stack.append(&mut adt.fields);

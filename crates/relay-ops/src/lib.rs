@@ -23,6 +23,7 @@ use std::sync::OnceLock;
 use relay_ir::{AttrDefault, AttrField, AttrKind, OpPattern, OpRef, OpSchema};
 
 mod elementwise;
+pub mod memory;
 mod nn;
 mod other;
 mod reduce;
@@ -32,13 +33,14 @@ mod testing;
 mod transform;
 
 /// The family tables in their stable order.
-fn families() -> [&'static [OpSchema]; 5] {
+fn families() -> [&'static [OpSchema]; 6] {
     [
         elementwise::OPS,
         reduce::OPS,
         transform::OPS,
         nn::OPS,
         other::OPS,
+        memory::OPS,
     ]
 }
 
@@ -68,9 +70,11 @@ pub fn closest_attr(op: OpRef, name: &str) -> Option<&'static str> {
 }
 
 /// The candidate nearest to `name`, within `max(2, len / 3)` edits; the first one wins a tie.
-fn nearest(name: &str, candidates: impl Iterator<Item = &'static str>) -> Option<&'static str> {
+/// Used for every "did you mean ...?" suggestion about registry names (operators, attributes,
+/// passes).
+pub fn nearest<'a>(name: &str, candidates: impl Iterator<Item = &'a str>) -> Option<&'a str> {
     let limit = (name.chars().count() / 3).max(2);
-    let mut best: Option<(usize, &'static str)> = None;
+    let mut best: Option<(usize, &'a str)> = None;
     for candidate in candidates {
         let distance = levenshtein(name, candidate);
         if distance <= limit && best.is_none_or(|(d, _)| distance < d) {

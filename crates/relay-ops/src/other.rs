@@ -1,10 +1,10 @@
 //! The other namespaces (reference §14.6): `image.*`, `vision.*`, the dynamic-shape `dyn.*`
-//! twins, device, memory and VM operators, annotations, `random.*`, quantized `qnn.*`
+//! twins, device operators, annotations, `random.*`, quantized `qnn.*`
 //! operators, and the operators whose attributes struct TVM never declares.
 
 use relay_ir::{AttrDefault as D, AttrField, AttrKind as K, OpSchema};
 
-use crate::elementwise::{INIT_OP_ATTRS, ONE_HOT_ATTRS, SHAPE_OF_ATTRS};
+use crate::elementwise::{INIT_OP_ATTRS, ONE_HOT_ATTRS};
 use crate::nn::{
     AVG_POOL2D_ATTRS, BATCH_MATMUL_ATTRS, CONV2D_ATTRS, CONV2D_TRANSPOSE_ATTRS, DENSE_ATTRS,
     LEAKY_RELU_ATTRS, SOFTMAX_ATTRS,
@@ -386,7 +386,7 @@ pub(crate) static OPS: &[OpSchema] = &[
         "relay.attrs.Resize2DAttrs",
         RESIZE2D_ATTRS,
     ),
-    // Device placement, memory and VM operators. Virtual devices, constants and maps are
+    // Device placement operators. Virtual devices, constants and maps are
     // objects that TVM prints as meta references; `None` stands for an unset or unconstrained
     // one.
     op(
@@ -408,47 +408,7 @@ pub(crate) static OPS: &[OpSchema] = &[
             required_nullable("dst_virtual_device", K::Any),
         ],
     ),
-    op(
-        "memory.alloc_storage",
-        &["size", "shape", "alignment"],
-        "relay.attrs.AllocStorageAttrs",
-        &[
-            field("dtype", K::DType, D::Str("float32")),
-            required_nullable("virtual_device", K::Any),
-        ],
-    ),
-    op(
-        "memory.alloc_tensor",
-        &["storage", "offset", "shape"],
-        "relay.attrs.AllocTensorAttrs",
-        &[
-            field("dtype", K::DType, D::Str("float32")),
-            required_nullable("const_shape", K::Any),
-            required_nullable("assert_shape", K::IntArray),
-        ],
-    ),
-    plain("memory.kill", &["to_free"]),
-    // TVM copies the primitive function's dictionary attributes onto `vm.invoke_tvm_op`; its
-    // registration declares no attrs type.
-    plain("vm.invoke_tvm_op", &["func", "inputs", "outputs"]),
-    op(
-        "vm.shape_of",
-        &["tensor"],
-        "relay.attrs.ShapeOfAttrs",
-        SHAPE_OF_ATTRS,
-    ),
-    op(
-        "vm.shape_func",
-        &["func", "inputs", "outputs"],
-        "relay.attrs.ShapeFuncAttrs",
-        &[required("is_input", K::IntArray)],
-    ),
-    op(
-        "vm.reshape_tensor",
-        &["data", "shape"],
-        "relay.attrs.ReshapeTensorAttrs",
-        &[required("newshape", K::IntArray)],
-    ),
+    // The memory and VM dialect (`memory.*`, `vm.*`) is in `memory.rs`.
     op(
         "call_lowered",
         &["func", "call_args"],

@@ -1,11 +1,13 @@
-//! `NDArray`: an immutable-by-convention, 64-byte aligned, compact row-major tensor buffer with
-//! a DLPack-compatible description (dtype, shape, CPU device).
+//! `NDArray`: an immutable-by-convention, compact row-major tensor with a DLPack-compatible
+//! description (dtype, shape, CPU device). Its bytes are either its own 64-byte aligned buffer
+//! or a view into a shared [`Storage`] at a byte offset (what `memory.alloc_tensor` makes).
 
 use std::alloc::{Layout, alloc_zeroed, dealloc};
 use std::fmt;
 use std::ptr::NonNull;
+use std::sync::Arc;
 
-use crate::DType;
+use crate::{DType, Storage};
 
 /// Alignment of every tensor buffer, in bytes (TVM's `kAllocAlignment`).
 pub const ALIGNMENT: usize = 64;
@@ -41,6 +43,43 @@ pub enum NDArrayError {
         /// Supplied byte count.
         actual: usize,
     },
+    /// A storage alignment that is not a power of two.
+    #[error("storage alignment {alignment} is not a power of two")]
+    BadAlignment {
+        /// The alignment asked for.
+        alignment: usize,
+    },
+    /// A storage too large to allocate.
+    #[error("storage of {size} bytes aligned to {alignment} is too large")]
+    StorageTooLarge {
+        /// The size asked for.
+        size: usize,
+        /// The alignment asked for.
+        alignment: usize,
+    },
+    /// A view that does not fit in its storage.
+    #[error("a view of {len} bytes at offset {offset} does not fit in a storage of {size} bytes")]
+    OutOfBounds {
+        /// The view's byte offset.
+        offset: usize,
+        /// The view's byte size.
+        len: usize,
+        /// The storage's byte size.
+        size: usize,
+    },
+    /// A view whose offset is not a multiple of its element alignment.
+    #[error("offset {offset} of a {dtype} view is not a multiple of {align} bytes")]
+    Misaligned {
+        /// The view's byte offset.
+        offset: usize,
+        /// The element type.
+        dtype: DType,
+        /// The alignment its elements need.
+        align: usize,
+    },
+    /// A write through a shared reference to a tensor that is not a view.
+    #[error("only a view into a storage can be written through a shared reference")]
+    NotAView,
 }
 
 /// A 64-byte aligned heap buffer.
@@ -68,16 +107,6 @@ impl AlignedBuf {
             std::alloc::handle_alloc_error(layout)
         };
         AlignedBuf { ptr, len }
-    }
-
-    fn as_slice(&self) -> &[u8] {
-        // SAFETY: `ptr` is valid for `len` initialized (zeroed or written) bytes, or `len == 0`.
-        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) }
-    }
-
-    fn as_mut_slice(&mut self) -> &mut [u8] {
-        // SAFETY: as in `as_slice`, and `&mut self` guarantees unique access.
-        unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.len) }
     }
 }
 
@@ -108,36 +137,166 @@ impl Device {
     };
 }
 
-/// A dense tensor on the CPU: dtype, shape and 64-byte aligned, compact row-major storage.
+/// What holds an [`NDArray`]'s bytes.
+enum Owner {
+    /// Its own buffer, held to be freed when the array drops (its bytes are reached through
+    /// `NDArray::ptr`).
+    Buf(#[allow(dead_code)] AlignedBuf),
+    /// A shared storage; the array is a view at `offset`.
+    Storage {
+        /// The storage.
+        storage: Arc<Storage>,
+        /// The byte offset of the first element.
+        offset: usize,
+    },
+}
+
+/// A dense tensor on the CPU: dtype, shape and compact row-major element bytes, either owned
+/// (64-byte aligned) or a view into a shared [`Storage`].
+///
+/// Owned arrays are immutable once shared, like any `Arc`'d value. Views share their bytes with
+/// every other view over the same storage: a write through one is seen through all that overlap
+/// it, which is what a memory plan relies on (and what makes a wrong plan give wrong results).
+/// Views are made by the `unsafe` [`NDArray::view`], whose caller takes on the aliasing contract.
 pub struct NDArray {
     dtype: DType,
     shape: Vec<i64>,
-    data: AlignedBuf,
+    /// The first element byte: `owner`'s buffer, or the storage's start plus the offset.
+    ptr: NonNull<u8>,
+    /// The byte size, `num_elements * dtype.size_bytes()`.
+    len: usize,
+    owner: Owner,
 }
+
+// SAFETY: an owned array owns its buffer like a `Box<[u8]>` (shared access only reads). A view
+// reaches its storage's bytes through `ptr`; concurrent access to overlapping views from several
+// threads is excluded by the contract of `NDArray::view`, which its creator upholds.
+unsafe impl Send for NDArray {}
+// SAFETY: as for `Send`; `&NDArray` only reads, except `write_view`, which is `unsafe` with the
+// same contract.
+unsafe impl Sync for NDArray {}
 
 impl NDArray {
     /// A zero-filled tensor.
     pub fn zeros(dtype: DType, shape: &[i64]) -> Result<NDArray, NDArrayError> {
         let len = Self::byte_len(dtype, shape)?;
+        let buf = AlignedBuf::zeroed(len);
         Ok(NDArray {
             dtype,
             shape: shape.to_vec(),
-            data: AlignedBuf::zeroed(len),
+            ptr: buf.ptr,
+            len,
+            owner: Owner::Buf(buf),
         })
+    }
+
+    /// A tensor of `dtype` and `shape` whose elements are the bytes of `storage` from byte
+    /// `offset` on: a view sharing them, not a copy. The view must fit in the storage and
+    /// `offset` must be a multiple of the element's scalar size rounded up to a power of two
+    /// (4 for `float32`, 1 for `bool`); otherwise it is an error. A zero-size view fits
+    /// anywhere up to the end of the storage.
+    ///
+    /// # Safety
+    ///
+    /// Aliasing contract: views over the same storage whose byte ranges overlap must never be
+    /// accessed at the same time when one of the accesses writes. Concretely, while a slice from
+    /// [`as_bytes`](NDArray::as_bytes) or [`as_bytes_mut`](NDArray::as_bytes_mut) of one view
+    /// is alive, no overlapping bytes may be written through another view (with
+    /// `as_bytes_mut` or [`write_view`](NDArray::write_view)), on this thread or any other; and
+    /// while a slice from `as_bytes_mut` is alive, overlapping bytes may not be read through
+    /// another view either. The caller of `view` promises this for the view it makes, for as
+    /// long as the view (or anything it is moved into) lives. Executors satisfy it by reading
+    /// inputs and writing outputs of a kernel call at different times, on one thread.
+    pub unsafe fn view(
+        storage: Arc<Storage>,
+        offset: usize,
+        dtype: DType,
+        shape: &[i64],
+    ) -> Result<NDArray, NDArrayError> {
+        let len = Self::byte_len(dtype, shape)?;
+        let align = dtype.bits.div_ceil(8).max(1).next_power_of_two() as usize;
+        if !offset.is_multiple_of(align) {
+            return Err(NDArrayError::Misaligned {
+                offset,
+                dtype,
+                align,
+            });
+        }
+        let size = storage.size();
+        if offset.checked_add(len).is_none_or(|end| end > size) {
+            return Err(NDArrayError::OutOfBounds { offset, len, size });
+        }
+        let ptr = if len == 0 {
+            // A dangling pointer with the elements' alignment; never dereferenced for an empty
+            // view (whose offset may be the storage's end).
+            NonNull::new(align as *mut u8).ok_or(NDArrayError::BadAlignment { alignment: align })?
+        } else {
+            // SAFETY: `offset + len <= size`, so `offset` is within the allocation.
+            let p = unsafe { storage.as_ptr().add(offset) };
+            NonNull::new(p).ok_or(NDArrayError::OutOfBounds { offset, len, size })?
+        };
+        Ok(NDArray {
+            dtype,
+            shape: shape.to_vec(),
+            ptr,
+            len,
+            owner: Owner::Storage { storage, offset },
+        })
+    }
+
+    /// Whether the array is a view into a [`Storage`].
+    pub fn is_view(&self) -> bool {
+        matches!(self.owner, Owner::Storage { .. })
+    }
+
+    /// The storage and byte offset of a view; `None` for an array with its own buffer.
+    pub fn storage(&self) -> Option<(&Arc<Storage>, usize)> {
+        match &self.owner {
+            Owner::Storage { storage, offset } => Some((storage, *offset)),
+            Owner::Buf(_) => None,
+        }
+    }
+
+    /// Copies `bytes` into the elements of this view, through a shared reference (the view may
+    /// be held in a shared `Value`); an error if this is not a view or the size differs.
+    ///
+    /// # Safety
+    ///
+    /// The aliasing contract of [`NDArray::view`]: no slice of bytes overlapping this view's
+    /// (from `as_bytes` or `as_bytes_mut` of this or any other view, including `bytes` itself)
+    /// is alive during the call, and no other thread accesses them meanwhile.
+    pub unsafe fn write_view(&self, bytes: &[u8]) -> Result<(), NDArrayError> {
+        if !self.is_view() {
+            return Err(NDArrayError::NotAView);
+        }
+        if bytes.len() != self.len {
+            return Err(NDArrayError::SizeMismatch {
+                dtype: self.dtype,
+                shape: self.shape.clone(),
+                expected: self.len,
+                actual: bytes.len(),
+            });
+        }
+        if self.len != 0 {
+            // SAFETY: `ptr` is valid for `len` bytes of the live storage; the caller guarantees
+            // that nothing else accesses them meanwhile. `copy` tolerates overlap.
+            unsafe { std::ptr::copy(bytes.as_ptr(), self.ptr.as_ptr(), self.len) };
+        }
+        Ok(())
     }
 
     /// A tensor holding a copy of `bytes` (native-endian element data in row-major order).
     pub fn from_bytes(dtype: DType, shape: &[i64], bytes: &[u8]) -> Result<NDArray, NDArrayError> {
         let mut array = NDArray::zeros(dtype, shape)?;
-        if bytes.len() != array.data.len {
+        if bytes.len() != array.len {
             return Err(NDArrayError::SizeMismatch {
                 dtype,
                 shape: shape.to_vec(),
-                expected: array.data.len,
+                expected: array.len,
                 actual: bytes.len(),
             });
         }
-        array.data.as_mut_slice().copy_from_slice(bytes);
+        array.as_bytes_mut().copy_from_slice(bytes);
         Ok(array)
     }
 
@@ -200,12 +359,24 @@ impl NDArray {
 
     /// The raw element bytes.
     pub fn as_bytes(&self) -> &[u8] {
-        self.data.as_slice()
+        if self.len == 0 {
+            return &[];
+        }
+        // SAFETY: `ptr` is valid for `len` initialized (zeroed or written) bytes of the owned
+        // buffer or the storage `owner` keeps alive. For a view, no overlapping write happens
+        // while the slice lives, by the contract of `NDArray::view`.
+        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) }
     }
 
-    /// The raw element bytes, mutably.
+    /// The raw element bytes, mutably. For a view these are the storage's bytes, shared with
+    /// every overlapping view (see the contract of [`NDArray::view`]).
     pub fn as_bytes_mut(&mut self) -> &mut [u8] {
-        self.data.as_mut_slice()
+        if self.len == 0 {
+            return &mut [];
+        }
+        // SAFETY: as in `as_bytes`; `&mut self` makes the access unique for an owned buffer,
+        // and the contract of `NDArray::view` does for a view.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.len) }
     }
 
     /// Whether this is a rank-0 tensor.
@@ -215,6 +386,7 @@ impl NDArray {
 }
 
 impl Clone for NDArray {
+    /// A deep copy into a new owned buffer (also of a view).
     fn clone(&self) -> NDArray {
         NDArray::from_bytes(self.dtype, &self.shape, self.as_bytes()).expect("same shape and size")
     }
@@ -236,7 +408,7 @@ impl fmt::Debug for NDArray {
         write!(
             f,
             "NDArray({}, {:?}, {} bytes)",
-            self.dtype, self.shape, self.data.len
+            self.dtype, self.shape, self.len
         )
     }
 }
@@ -269,5 +441,80 @@ mod tests {
             Err(NDArrayError::TooLarge { .. })
         ));
         assert!(NDArray::from_bytes(DType::F32, &[2], &[0; 4]).is_err());
+    }
+
+    #[test]
+    fn views_share_their_storage() {
+        let storage = Arc::new(Storage::new(128, 64).unwrap());
+        assert_eq!(storage.as_ptr() as usize % ALIGNMENT, 0);
+        // SAFETY: the views are used one at a time on this thread.
+        let (a, b, c) = unsafe {
+            (
+                NDArray::view(storage.clone(), 0, DType::F32, &[2, 2]).unwrap(),
+                NDArray::view(storage.clone(), 0, DType::I32, &[4]).unwrap(),
+                NDArray::view(storage.clone(), 64, DType::F32, &[16]).unwrap(),
+            )
+        };
+        assert!(a.is_view() && a.storage().is_some_and(|(_, off)| off == 0));
+        assert_eq!(a.as_bytes(), &[0; 16]);
+        let bytes: Vec<u8> = (1..=16).collect();
+        // SAFETY: no slice of the storage is alive.
+        unsafe { a.write_view(&bytes).unwrap() };
+        assert_eq!(b.as_bytes(), &bytes[..]);
+        assert_eq!(c.as_bytes(), &[0; 64]);
+        // A clone is an owned deep copy.
+        let copy = b.clone();
+        assert!(!copy.is_view());
+        // SAFETY: as above.
+        unsafe { b.write_view(&[0; 16]).unwrap() };
+        assert_eq!(a.as_bytes(), &[0; 16]);
+        assert_eq!(copy.as_bytes(), &bytes[..]);
+        // Writing through `as_bytes_mut` of a view is seen by the other views.
+        let mut c = c;
+        c.as_bytes_mut()[0] = 7;
+        // SAFETY: as above.
+        let d = unsafe { NDArray::view(storage, 64, DType::U8, &[1]).unwrap() };
+        assert_eq!(d.as_bytes(), &[7]);
+        // An owned array cannot be written through a shared reference.
+        // SAFETY: nothing else accesses it.
+        assert_eq!(
+            unsafe { copy.write_view(&bytes) },
+            Err(NDArrayError::NotAView)
+        );
+    }
+
+    #[test]
+    fn views_are_checked() {
+        let storage = Arc::new(Storage::new(24, 64).unwrap());
+        // SAFETY: the views are never accessed concurrently.
+        unsafe {
+            assert!(NDArray::view(storage.clone(), 0, DType::F32, &[2, 3]).is_ok());
+            assert!(matches!(
+                NDArray::view(storage.clone(), 4, DType::F32, &[2, 3]),
+                Err(NDArrayError::OutOfBounds { .. })
+            ));
+            assert!(matches!(
+                NDArray::view(storage.clone(), 2, DType::F32, &[1]),
+                Err(NDArrayError::Misaligned { .. })
+            ));
+            assert!(matches!(
+                NDArray::view(storage.clone(), usize::MAX - 3, DType::F32, &[1]),
+                Err(NDArrayError::OutOfBounds { .. })
+            ));
+            let empty = NDArray::view(storage.clone(), 24, DType::F32, &[0, 3]).unwrap();
+            assert_eq!(empty.as_bytes(), &[] as &[u8]);
+            let view = NDArray::view(storage, 20, DType::F32, &[]).unwrap();
+            assert!(view.write_view(&[0; 3]).is_err());
+        }
+        assert!(matches!(
+            Storage::new(8, 3),
+            Err(NDArrayError::BadAlignment { alignment: 3 })
+        ));
+        assert!(matches!(
+            Storage::new(usize::MAX, 64),
+            Err(NDArrayError::StorageTooLarge { .. })
+        ));
+        let empty = Storage::new(0, 128).unwrap();
+        assert_eq!((empty.size(), empty.alignment()), (0, 128));
     }
 }

@@ -1,10 +1,11 @@
-//! Run-time values: tensors, tuples, algebraic data type values, closures and references.
+//! Run-time values: tensors, tuples, algebraic data type values, closures, references and the
+//! byte storage of the memory dialect.
 
 use std::any::Any;
 use std::fmt;
 use std::sync::{Arc, Mutex};
 
-use crate::NDArray;
+use crate::{NDArray, NDArrayError, Storage};
 
 /// A Relay value. Cheap to clone: every payload is shared.
 #[derive(Clone)]
@@ -21,6 +22,8 @@ pub enum Value {
     Closure(Arc<dyn Any + Send + Sync>),
     /// A mutable reference cell (`ref(v)`).
     Ref(Arc<Mutex<Value>>),
+    /// A byte buffer tensors are placed in (`memory.alloc_storage`, type `Storage`).
+    Storage(Arc<Storage>),
 }
 
 /// The payload of [`Value::Adt`].
@@ -48,6 +51,11 @@ impl Value {
         Value::Adt(Arc::new(AdtValue { tag, fields }))
     }
 
+    /// A zero-filled storage of `size` bytes aligned to `alignment` (a power of two).
+    pub fn storage(size: usize, alignment: usize) -> Result<Value, NDArrayError> {
+        Storage::new(size, alignment).map(|s| Value::Storage(Arc::new(s)))
+    }
+
     /// The tensor, if this is one.
     pub fn as_tensor(&self) -> Option<&Arc<NDArray>> {
         match self {
@@ -72,6 +80,7 @@ impl Value {
             Value::Adt(_) => "an ADT value",
             Value::Closure(_) => "a closure",
             Value::Ref(_) => "a reference",
+            Value::Storage(_) => "a storage",
         }
     }
 
@@ -88,7 +97,7 @@ impl Value {
                     let inner = cell.lock().unwrap_or_else(|e| e.into_inner()).clone();
                     stack.push(inner);
                 }
-                Value::Closure(_) => {}
+                Value::Closure(_) | Value::Storage(_) => {}
             }
         }
         out
@@ -128,6 +137,7 @@ impl fmt::Debug for Value {
             Value::Adt(adt) => write!(f, "Adt({}, {:?})", adt.tag, adt.fields),
             Value::Closure(_) => f.write_str("Closure"),
             Value::Ref(_) => f.write_str("Ref"),
+            Value::Storage(s) => write!(f, "{s:?}"),
         }
     }
 }

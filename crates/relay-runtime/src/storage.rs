@@ -1,0 +1,117 @@
+//! `Storage`: a zero-filled, aligned byte buffer that tensor views ([`NDArray::view`]) are
+//! carved out of, as TVM's `memory.alloc_storage` allocates and `memory.alloc_tensor` places
+//! tensors in.
+//!
+//! A storage is shared as `Arc<Storage>`; every view over it keeps it alive. Its bytes are only
+//! ever reached through raw pointers, never through a reference to the buffer as a whole, so
+//! that views over disjoint (or, under the aliasing contract of [`NDArray::view`], non-concurrently
+//! used) byte ranges can read and write independently.
+//!
+//! [`NDArray::view`]: crate::NDArray::view
+
+use std::alloc::{Layout, alloc_zeroed, dealloc};
+use std::fmt;
+use std::ptr::NonNull;
+
+use crate::NDArrayError;
+use crate::ndarray::ALIGNMENT;
+
+/// A zero-filled byte buffer aligned to at least [`ALIGNMENT`] (64) bytes.
+pub struct Storage {
+    /// The start of the allocation (a dangling, aligned pointer when `size` is 0).
+    ptr: NonNull<u8>,
+    /// The size in bytes.
+    size: usize,
+    /// The alignment asked for.
+    alignment: usize,
+}
+
+// SAFETY: a `Storage` owns its allocation. It hands out only a raw pointer to it; reading and
+// writing through that pointer from several threads is governed by the aliasing contract of
+// `NDArray::view` (the only place the pointer is turned into slices), which the creator of
+// every view promised to uphold.
+unsafe impl Send for Storage {}
+// SAFETY: as for `Send`: `&Storage` exposes no slice of the bytes, only their address.
+unsafe impl Sync for Storage {}
+
+impl Storage {
+    /// A zero-filled storage of `size` bytes whose start is aligned to `alignment` bytes (a
+    /// power of two; the allocation is always at least 64-byte aligned).
+    pub fn new(size: usize, alignment: usize) -> Result<Storage, NDArrayError> {
+        if alignment == 0 || !alignment.is_power_of_two() {
+            return Err(NDArrayError::BadAlignment { alignment });
+        }
+        let layout = Self::layout(size, alignment)?;
+        if size == 0 {
+            // A dangling pointer aligned to the layout's alignment; never dereferenced, since
+            // every view of a zero-size storage is empty.
+            let ptr = NonNull::new(layout.align() as *mut u8)
+                .ok_or(NDArrayError::BadAlignment { alignment })?;
+            return Ok(Storage {
+                ptr,
+                size,
+                alignment,
+            });
+        }
+        // SAFETY: `layout` has a non-zero size.
+        let raw = unsafe { alloc_zeroed(layout) };
+        let Some(ptr) = NonNull::new(raw) else {
+            std::alloc::handle_alloc_error(layout)
+        };
+        Ok(Storage {
+            ptr,
+            size,
+            alignment,
+        })
+    }
+
+    /// The layout of a storage of `size` bytes asking for `alignment`.
+    fn layout(size: usize, alignment: usize) -> Result<Layout, NDArrayError> {
+        let align = alignment.max(ALIGNMENT);
+        Layout::from_size_align(size, align)
+            .ok()
+            .filter(|_| size <= isize::MAX as usize - align)
+            .ok_or(NDArrayError::StorageTooLarge { size, alignment })
+    }
+
+    /// The size in bytes.
+    pub fn size(&self) -> usize {
+        self.size
+    }
+
+    /// The alignment asked for when it was allocated (the start is aligned to at least this
+    /// and at least 64 bytes).
+    pub fn alignment(&self) -> usize {
+        self.alignment
+    }
+
+    /// The address of the first byte. Valid for `size` bytes while the storage lives; reading
+    /// or writing through it is subject to the aliasing contract of [`NDArray::view`].
+    ///
+    /// [`NDArray::view`]: crate::NDArray::view
+    pub fn as_ptr(&self) -> *mut u8 {
+        self.ptr.as_ptr()
+    }
+}
+
+impl Drop for Storage {
+    fn drop(&mut self) {
+        if self.size != 0 {
+            // The layout was valid at allocation, with these very arguments.
+            if let Ok(layout) = Self::layout(self.size, self.alignment) {
+                // SAFETY: allocated in `new` with this exact layout, and dropped once.
+                unsafe { dealloc(self.ptr.as_ptr(), layout) };
+            }
+        }
+    }
+}
+
+impl fmt::Debug for Storage {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "Storage({} bytes, aligned to {})",
+            self.size, self.alignment
+        )
+    }
+}
