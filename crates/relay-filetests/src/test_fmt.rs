@@ -7,6 +7,7 @@ use crate::{Failure, Kind, TestFile, checks, golden, round_trip};
 pub(crate) const KIND: Kind = Kind {
     name: "fmt",
     options: &[],
+    checks_own_options: false,
     run,
 };
 

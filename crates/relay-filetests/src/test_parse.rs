@@ -9,6 +9,7 @@ use crate::{Failure, Kind, TestFile, checks, golden, round_trip};
 pub(crate) const KIND: Kind = Kind {
     name: "parse",
     options: &["error"],
+    checks_own_options: false,
     run,
 };
 

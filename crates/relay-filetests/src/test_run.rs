@@ -12,6 +12,7 @@ use crate::{Failure, Kind, TestFile, checks, golden, round_trip};
 pub(crate) const KIND: Kind = Kind {
     name: "run",
     options: &["error", "max-frames="],
+    checks_own_options: false,
     run,
 };
 

@@ -2,6 +2,11 @@
 //! (examples, benchmark programs, ...) and the shared conformance programs. Each parses,
 //! re-parses from its printed text to a structurally equal module, and prints to a fixpoint.
 //! One trial per file.
+//!
+//! The pass-preservation property (`relay_filetests::preservation`) runs over the programs
+//! that have a `@main` to compare: `ir-tests/run`, `ir-tests/types`, `benches/programs` and
+//! the conformance programs, one trial per file with every pass (alone, then the default
+//! pipeline) inside it.
 
 use std::path::Path;
 
@@ -17,6 +22,23 @@ fn conformance(path: &Path, text: String) -> datatest_stable::Result<()> {
     corpus::check_program(path, &text)
         .map_err(|failure| failure.context(relay_filetests::display_path(path)))?;
     Ok(())
+}
+
+fn preserved(path: &Path, text: String) -> datatest_stable::Result<()> {
+    relay_filetests::preservation::check_program(path, &text)
+        .map_err(|failure| failure.context(relay_filetests::display_path(path)))?;
+    Ok(())
+}
+
+fn ir_tests_root() -> String {
+    relay_filetests::ir_tests_dir().display().to_string()
+}
+
+fn bench_programs_root() -> String {
+    corpus::repository_root()
+        .join("benches/programs")
+        .display()
+        .to_string()
 }
 
 /// The conformance directory; a missing one stops the run with a clear message instead of
@@ -38,4 +60,7 @@ fn repository_root() -> String {
 datatest_stable::harness! {
     { test = repository, root = repository_root(), pattern = corpus::REPOSITORY_PATTERN },
     { test = conformance, root = conformance_root(), pattern = r"\.relay$" },
+    { test = preserved, root = ir_tests_root(), pattern = r"^(run|types)/.*\.relay$" },
+    { test = preserved, root = bench_programs_root(), pattern = r"\.relay$" },
+    { test = preserved, root = conformance_root(), pattern = r"\.relay$" },
 }

@@ -16,6 +16,7 @@
 
 mod error;
 mod format;
+mod inputs;
 mod machine;
 mod release;
 
@@ -23,6 +24,9 @@ use relay_ir::{Expr, Module, Symbol, Type, TypeKind, Value};
 
 pub use error::{RunError, RunErrorKind};
 pub use format::{format_tensor, format_value};
+pub use inputs::{
+    MAX_RANDOM_ELEMENTS, SplitMix64, compare_values, floats_close, random_inputs, random_tensor,
+};
 pub use release::drop_value;
 
 /// Settings of a run.

@@ -5,7 +5,7 @@ use std::io::{self, Write as _};
 use std::path::{Path, PathBuf};
 
 use clap::{Args, ValueEnum};
-use relay_interp::InterpOptions;
+use relay_interp::{InterpOptions, SplitMix64};
 use relay_ir::{Dim, Function, NDArray, Symbol, Type, TypeKind, Value};
 use relay_runtime::npy::{self, shape_tuple};
 
@@ -289,72 +289,11 @@ fn missing_input(name: &str, ty: Option<&Type>) -> String {
     format!("missing input `{name}`{of_type}: pass --input {name}=PATH.npy or --random-inputs SEED")
 }
 
-/// The most elements one random input may have (its values are generated as `f64`s first).
-const MAX_RANDOM_ELEMENTS: u64 = 1 << 28;
-
-/// A random tensor of a parameter's type; the type must be a tensor with known dimensions.
+/// A random tensor of a parameter's type (`relay_interp::random_tensor`), or why there is none.
 fn random_input(name: &str, ty: Option<&Type>, rng: &mut SplitMix64) -> Result<NDArray, String> {
-    let cannot = |why: &str| {
+    relay_interp::random_tensor(ty, rng).map_err(|why| {
         format!("cannot make a random input `{name}`: {why}; pass --input {name}=PATH.npy")
-    };
-    let Some(ty) = ty else {
-        return Err(cannot("its type is unknown"));
-    };
-    let TypeKind::Tensor { shape, dtype } = ty.kind() else {
-        return Err(cannot(&format!("its type `{ty}` is not a tensor type")));
-    };
-    let mut dims = Vec::with_capacity(shape.len());
-    for d in shape {
-        match d {
-            Dim::Known(n) => dims.push(*n),
-            Dim::Any => {
-                return Err(cannot(&format!("its type `{ty}` has an unknown dimension")));
-            }
-        }
-    }
-    let count = dims
-        .iter()
-        .try_fold(1u64, |acc, &d| acc.checked_mul(u64::try_from(d).ok()?))
-        .filter(|&n| n <= MAX_RANDOM_ELEMENTS)
-        .ok_or_else(|| {
-            cannot(&format!(
-                "its type `{ty}` has more than {MAX_RANDOM_ELEMENTS} elements"
-            ))
-        })?;
-    let dtype = *dtype;
-    let values: Vec<f64> = (0..count)
-        .map(|_| {
-            let bits = rng.next();
-            if dtype.is_float() {
-                // The top 53 bits as a fraction in [0, 1), scaled to [-1, 1).
-                (bits >> 11) as f64 / (1u64 << 53) as f64 * 2.0 - 1.0
-            } else if dtype.code == relay_ir::DTypeCode::Int {
-                (bits % 20) as f64 - 10.0
-            } else if dtype.code == relay_ir::DTypeCode::UInt {
-                (bits % 10) as f64
-            } else {
-                (bits & 1) as f64
-            }
-        })
-        .collect();
-    NDArray::from_f64_slice(dtype, &dims, &values).map_err(|e| cannot(&e.to_string()))
-}
-
-/// The splitmix64 generator (Steele, Lea and Flood): small, fast and deterministic.
-struct SplitMix64(u64);
-
-impl SplitMix64 {
-    fn new(seed: u64) -> SplitMix64 {
-        SplitMix64(seed)
-    }
-
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
+    })
 }
 
 /// Writes the result to `--output`.
