@@ -32,7 +32,10 @@ use std::collections::BTreeMap;
 
 use relay_ir::{Module, Span};
 
-pub use config::{ConfigError, PipelineConfig};
+pub use config::{
+    ConfigError, ConfigErrorKind, DebugConfig, MAX_OPT_LEVEL, OptionSetting, PipelineConfig,
+    unknown_pass_help,
+};
 pub use manager::{PassManager, PassManagerError, PassTiming};
 pub use verify::{Invariants, VerifyError, verify_module};
 

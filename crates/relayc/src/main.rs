@@ -1,11 +1,13 @@
 //! The `relayc` command line: `check` parses Relay files and reports diagnostics, `fmt` prints
-//! the canonical text of a file (SPEC §5).
+//! the canonical text of a file, `opt` runs a pass pipeline, `run` runs a function in the
+//! reference interpreter (SPEC §5).
 //!
 //! Exit codes: 0 success, 1 user error (a bad program, an unreadable file), 2 bad usage. Nothing
 //! here panics on I/O errors: output goes through `writeln!` and every error is handled, so a
 //! closed pipe or a full disk ends the process with a message instead of a panic.
 
 mod diagnostics;
+mod opt;
 mod run;
 
 use std::io::{self, Write};
@@ -45,6 +47,8 @@ enum Command {
         #[arg(long)]
         show_types: bool,
     },
+    /// Run a pass pipeline on a Relay file and print the transformed module.
+    Opt(opt::OptArgs),
     /// Run a function of a Relay file on inputs from .npy/.npz files and print or save the
     /// result.
     Run(run::RunArgs),
@@ -85,6 +89,7 @@ fn main() -> ExitCode {
     let exit = match cli.command {
         Command::Check { files } => check(&files),
         Command::Fmt { file, show_types } => fmt(&file, show_types),
+        Command::Opt(args) => opt::opt(&args),
         Command::Run(args) => run::run(&args),
     };
     exit.into()

@@ -1,0 +1,229 @@
+//! `relayc opt`: runs a pass pipeline on a Relay file and prints the transformed module.
+//!
+//! The pipeline is the built-in default (the repository's `passes.toml`), a `passes.toml` given
+//! with `--passes`, or the passes named with `--pass`; the other flags override the file's
+//! settings. The module goes to stdout or `-o`; the debugging output the flags ask for
+//! (`--print-*`, `--time-passes`, `--stats`) and every diagnostic go to stderr.
+
+use std::fmt;
+use std::io::{self, Write as _};
+use std::path::{Path, PathBuf};
+
+use clap::Args;
+use miette::{Diagnostic, LabeledSpan, NamedSource, SourceCode};
+use relay_ir::{Module, PrintOptions};
+use relay_passes::{
+    MAX_OPT_LEVEL, Pass, PassManager, PipelineConfig, pass_by_name, unknown_pass_help,
+};
+
+use crate::diagnostics::{report_diagnostic, report_error};
+use crate::{Exit, load_typed};
+
+/// The options of `relayc opt`.
+#[derive(Debug, Args)]
+pub struct OptArgs {
+    /// The Relay file to transform.
+    #[arg(value_name = "FILE")]
+    file: PathBuf,
+    /// Reads the pipeline from a `passes.toml` file instead of the built-in default.
+    #[arg(long, value_name = "passes.toml")]
+    passes: Option<PathBuf>,
+    /// Runs this pass (repeatable, in order) instead of the pipeline's pass list; options and
+    /// debug settings still come from `--passes` if given.
+    #[arg(long = "pass", value_name = "NAME")]
+    pass: Vec<String>,
+    /// Sets a pass option, as a `[passes.PASS]` table of `passes.toml` would (repeatable).
+    #[arg(long, value_name = "PASS.OPTION=VALUE", value_parser = parse_pass_option)]
+    pass_option: Vec<(String, String, String)>,
+    /// The optimization level (0 to 3): passes above it are skipped unless required.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(0..=i64::from(MAX_OPT_LEVEL)))]
+    opt_level: Option<u32>,
+    /// Prints the module on stderr before each run of this pass (repeatable).
+    #[arg(long, value_name = "NAME")]
+    print_before: Vec<String>,
+    /// Prints the module on stderr after each run of this pass (repeatable).
+    #[arg(long, value_name = "NAME")]
+    print_after: Vec<String>,
+    /// Prints the module on stderr after every pass.
+    #[arg(long)]
+    print_after_all: bool,
+    /// Type-checks and verifies the output of every pass.
+    #[arg(long)]
+    verify_each: bool,
+    /// Prints each pass's wall time, share and statistics on stderr.
+    #[arg(long)]
+    time_passes: bool,
+    /// Prints the statistics the passes report on stderr.
+    #[arg(long)]
+    stats: bool,
+    /// Writes the transformed module to this file instead of stdout.
+    #[arg(short = 'o', long = "output", value_name = "OUT")]
+    output: Option<PathBuf>,
+}
+
+/// `relayc opt FILE ...`.
+pub fn opt(args: &OptArgs) -> Exit {
+    // Bad pass names on the command line are usage errors, reported before any file is read.
+    let passes = match passes_named(&args.pass, "--pass") {
+        Ok(passes) => passes,
+        Err(exit) => return exit,
+    };
+    for (names, flag) in [
+        (&args.print_before, "--print-before"),
+        (&args.print_after, "--print-after"),
+    ] {
+        if let Err(exit) = passes_named(names, flag) {
+            return exit;
+        }
+    }
+
+    let mut config = match &args.passes {
+        Some(path) => match PipelineConfig::load(path) {
+            Ok(config) => config,
+            Err(err) => {
+                report_diagnostic(&err);
+                return Exit::UserError;
+            }
+        },
+        None => PipelineConfig::default_pipeline(),
+    };
+    if !passes.is_empty() {
+        config.passes = passes;
+    }
+    if let Some(level) = args.opt_level {
+        config.opt_level = level;
+    }
+    let debug = &mut config.debug;
+    debug.verify_each |= args.verify_each;
+    debug.time_passes |= args.time_passes;
+    debug.print_after_all |= args.print_after_all;
+    let mut manager = PassManager::from_config(&config).stats(args.stats);
+    for (pass, option, value) in &args.pass_option {
+        if let Err(message) = manager.set_option(pass, option, value) {
+            report_error(format_args!(
+                "--pass-option {pass}.{option}={value}: {message}"
+            ));
+            return Exit::Usage;
+        }
+    }
+    for name in &args.print_before {
+        manager = manager.print_before(name);
+    }
+    for name in &args.print_after {
+        manager = manager.print_after(name);
+    }
+
+    let Some(module) = load_typed(&args.file) else {
+        return Exit::UserError;
+    };
+    let source = module.source.clone();
+    let module = match manager.run_with_output(module, &mut io::stderr().lock()) {
+        Ok((module, _timings)) => module,
+        Err(err) => {
+            // Pass errors point into the input; give them its text to show.
+            match &source {
+                Some(source) => report_diagnostic(&WithSource {
+                    inner: &err,
+                    src: NamedSource::new(&source.name, source.text.clone()),
+                }),
+                None => report_diagnostic(&err),
+            }
+            return Exit::UserError;
+        }
+    };
+    write_module(&module, args.output.as_deref())
+}
+
+/// Parses `PASS.OPTION=VALUE` for `--pass-option`.
+fn parse_pass_option(text: &str) -> Result<(String, String, String), String> {
+    let parsed = text.split_once('=').and_then(|(name, value)| {
+        let (pass, option) = name.split_once('.')?;
+        let nonempty = !pass.is_empty() && !option.is_empty() && !value.is_empty();
+        nonempty.then(|| (pass.to_string(), option.to_string(), value.to_string()))
+    });
+    parsed.ok_or_else(|| format!("expected PASS.OPTION=VALUE, got `{text}`"))
+}
+
+/// The passes `names` name, or a usage error naming the valid ones.
+fn passes_named(names: &[String], flag: &str) -> Result<Vec<&'static dyn Pass>, Exit> {
+    names
+        .iter()
+        .map(|name| {
+            pass_by_name(name).ok_or_else(|| {
+                report_error(format_args!(
+                    "unknown pass `{name}` given to {flag}\n  help: {}",
+                    unknown_pass_help(name)
+                ));
+                Exit::Usage
+            })
+        })
+        .collect()
+}
+
+/// Prints the module to `output` or stdout.
+fn write_module(module: &Module, output: Option<&Path>) -> Exit {
+    let text = relay_ir::print_module(module, &PrintOptions::default());
+    match output {
+        Some(path) => match std::fs::write(path, text.as_bytes()) {
+            Ok(()) => Exit::Success,
+            Err(err) => {
+                report_error(format_args!("cannot write `{}`: {err}", path.display()));
+                Exit::UserError
+            }
+        },
+        None => {
+            let mut stdout = io::stdout().lock();
+            match stdout
+                .write_all(text.as_bytes())
+                .and_then(|()| stdout.flush())
+            {
+                Ok(()) => Exit::Success,
+                // The reader went away (`relayc opt x.relay | head`): stop quietly.
+                Err(err) if err.kind() == io::ErrorKind::BrokenPipe => Exit::Success,
+                Err(err) => {
+                    report_error(format_args!("cannot write to stdout: {err}"));
+                    Exit::UserError
+                }
+            }
+        }
+    }
+}
+
+/// A diagnostic shown against a source text it does not carry itself (a pass error's span is in
+/// the input file).
+struct WithSource<'a> {
+    inner: &'a dyn Diagnostic,
+    src: NamedSource<String>,
+}
+
+impl fmt::Debug for WithSource<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(self.inner, f)
+    }
+}
+
+impl fmt::Display for WithSource<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(self.inner, f)
+    }
+}
+
+impl std::error::Error for WithSource<'_> {}
+
+impl Diagnostic for WithSource<'_> {
+    fn code<'b>(&'b self) -> Option<Box<dyn fmt::Display + 'b>> {
+        self.inner.code()
+    }
+
+    fn help<'b>(&'b self) -> Option<Box<dyn fmt::Display + 'b>> {
+        self.inner.help()
+    }
+
+    fn source_code(&self) -> Option<&dyn SourceCode> {
+        Some(self.inner.source_code().unwrap_or(&self.src))
+    }
+
+    fn labels(&self) -> Option<Box<dyn Iterator<Item = LabeledSpan> + '_>> {
+        self.inner.labels()
+    }
+}
