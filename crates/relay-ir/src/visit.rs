@@ -6,8 +6,8 @@
 
 use std::collections::{HashMap, HashSet};
 
-use crate::{Binding, Clause, Expr, ExprKind, Function, Pattern, PatternKind, Var, VarId};
 use crate::ensure_sufficient_stack;
+use crate::{Binding, Clause, Expr, ExprKind, Function, Pattern, PatternKind, Var, VarId};
 
 /// The variables used in `e` and not bound inside it, in order of first use.
 pub fn free_vars(e: &Expr) -> Vec<Var> {
