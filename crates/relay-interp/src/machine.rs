@@ -850,7 +850,7 @@ impl<'m> Machine<'m> {
         let free = match self.free_vars.get(&key) {
             Some(free) => free.clone(),
             None => {
-                let free: Arc<[Var]> = free_vars(e).into();
+                let free: Arc<[Var]> = relay_ir::visit::free_vars(e).into();
                 self.free_vars.insert(key, free.clone());
                 self.free_var_nodes.push(e.clone());
                 free
@@ -1243,89 +1243,6 @@ fn match_pattern(p: &Pattern, v: &Value, out: &mut Vec<(VarId, Value)>) -> bool 
             }
             _ => false,
         },
-    })
-}
-
-/// The free variables of the function literal `e`, in order of first use.
-fn free_vars(e: &Expr) -> Vec<Var> {
-    let mut bound = std::collections::HashSet::new();
-    let mut used = Vec::new();
-    collect_vars(e, &mut bound, &mut used);
-    let mut seen = std::collections::HashSet::new();
-    used.into_iter()
-        .filter(|v: &Var| !bound.contains(&v.id()) && seen.insert(v.id()))
-        .collect()
-}
-
-/// Collects every variable bound anywhere in `e` into `bound` and every variable used into
-/// `used`. Variables are unique by id, so "used and never bound inside" means free.
-fn collect_vars(e: &Expr, bound: &mut std::collections::HashSet<VarId>, used: &mut Vec<Var>) {
-    relay_ir::ensure_sufficient_stack(|| match e.kind() {
-        ExprKind::Constant(_) | ExprKind::Global(_) | ExprKind::Op(_) | ExprKind::Ctor(_) => {}
-        ExprKind::Var(v) => used.push(v.clone()),
-        ExprKind::Call { callee, args, .. } => {
-            collect_vars(callee, bound, used);
-            for a in args {
-                collect_vars(a, bound, used);
-            }
-        }
-        ExprKind::Function(f) => {
-            for p in &f.params {
-                bound.insert(p.id());
-            }
-            collect_vars(&f.body, bound, used);
-        }
-        ExprKind::Let { bindings, body } => {
-            for b in bindings {
-                bound.insert(b.var.id());
-                collect_vars(&b.value, bound, used);
-            }
-            collect_vars(body, bound, used);
-        }
-        ExprKind::If {
-            cond,
-            then_branch,
-            else_branch,
-        } => {
-            collect_vars(cond, bound, used);
-            collect_vars(then_branch, bound, used);
-            collect_vars(else_branch, bound, used);
-        }
-        ExprKind::Match {
-            scrutinee, clauses, ..
-        } => {
-            collect_vars(scrutinee, bound, used);
-            for c in clauses {
-                pattern_vars(&c.pattern, bound);
-                collect_vars(&c.body, bound, used);
-            }
-        }
-        ExprKind::Tuple(fields) => {
-            for f in fields {
-                collect_vars(f, bound, used);
-            }
-        }
-        ExprKind::Proj { tuple, .. } => collect_vars(tuple, bound, used),
-        ExprKind::RefNew(x) | ExprKind::RefRead(x) => collect_vars(x, bound, used),
-        ExprKind::RefWrite(r, v) => {
-            collect_vars(r, bound, used);
-            collect_vars(v, bound, used);
-        }
-    })
-}
-
-/// Adds the variables `p` binds to `bound`.
-fn pattern_vars(p: &Pattern, bound: &mut std::collections::HashSet<VarId>) {
-    relay_ir::ensure_sufficient_stack(|| match &p.kind {
-        PatternKind::Wildcard => {}
-        PatternKind::Var(v) => {
-            bound.insert(v.id());
-        }
-        PatternKind::Ctor(_, subs) | PatternKind::Tuple(subs) => {
-            for s in subs {
-                pattern_vars(s, bound);
-            }
-        }
     })
 }
 
