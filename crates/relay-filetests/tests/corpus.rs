@@ -60,7 +60,7 @@ fn repository_root() -> String {
 datatest_stable::harness! {
     { test = repository, root = repository_root(), pattern = corpus::REPOSITORY_PATTERN },
     { test = conformance, root = conformance_root(), pattern = r"\.relay$" },
-    { test = preserved, root = ir_tests_root(), pattern = r"^(run|types)/.*\.relay$" },
+    { test = preserved, root = ir_tests_root(), pattern = r"\.relay$" },
     { test = preserved, root = bench_programs_root(), pattern = r"\.relay$" },
     { test = preserved, root = conformance_root(), pattern = r"\.relay$" },
 }

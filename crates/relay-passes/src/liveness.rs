@@ -112,9 +112,22 @@ pub(crate) fn is_kill(e: &Expr) -> bool {
         if matches!(callee.kind(), ExprKind::Op(op) if op.name == "memory.kill"))
 }
 
-/// Adds to `killed` every variable `e` passes to `memory.kill`.
+/// Adds to `killed` every variable `e` passes to `memory.kill`, and every variable bound to a
+/// global, constructor or operator: those hold code, not memory, and a polymorphic one's
+/// instance may be left unconstrained once the variable's other uses are gone (after
+/// `lambda_lift` or `eta_expand`), so `memory.kill` of it could not be typed.
 fn collect_killed(e: &Expr, killed: &mut HashSet<VarId>) {
     ensure_sufficient_stack(|| {
+        if let ExprKind::Let { bindings, .. } = e.kind() {
+            for b in bindings {
+                if matches!(
+                    b.value.kind(),
+                    ExprKind::Global(_) | ExprKind::Ctor(_) | ExprKind::Op(_)
+                ) {
+                    killed.insert(b.var.id());
+                }
+            }
+        }
         if let ExprKind::Call { args, .. } = e.kind()
             && is_kill(e)
         {

@@ -189,7 +189,7 @@ impl<'m> Checker<'m> {
         for (p, &t) in global.func.params.iter().zip(&sig.params) {
             self.bind(p, t);
         }
-        let body = self.expr(&global.func.body);
+        let body = self.body(sig.ret, &global.func.body);
         let name = global.name;
         self.expect(sig.ret, body, global.func.body.span(), || {
             format!("the body of `@{name}`")
@@ -248,7 +248,7 @@ impl<'m> Checker<'m> {
                 _ => self.call(e, callee, args),
             },
             ExprKind::Function(f) => self.function(f),
-            ExprKind::Let { .. } => self.let_chain(e),
+            ExprKind::Let { .. } => self.let_chain(e, false),
             ExprKind::If {
                 cond,
                 then_branch,
@@ -406,6 +406,21 @@ impl<'m> Checker<'m> {
         matches!(node, Ty::Func { type_params, .. } if !type_params.is_empty())
     }
 
+    /// The type of a function body whose result type is `ret`: a polymorphic result keeps a
+    /// returned polymorphic global or variable uninstantiated, as an argument would be
+    /// (`def @f() -> fn [A](A) -> A { @id }`, the form `lambda_lift` gives a returned
+    /// polymorphic literal).
+    fn body(&mut self, ret: TyId, body: &Expr) -> TyId {
+        if self.is_polymorphic(ret) {
+            match body.kind() {
+                ExprKind::Let { .. } => self.let_chain(body, true),
+                _ => self.expr_uninstantiated(body),
+            }
+        } else {
+            self.expr(body)
+        }
+    }
+
     /// The type of an argument passed where a polymorphic function is expected: a reference to
     /// a polymorphic global or variable keeps its type parameters instead of being
     /// instantiated.
@@ -488,7 +503,7 @@ impl<'m> Checker<'m> {
             Some(t) => self.arena.import(t, &none),
             None => self.arena.fresh(Origin::Unknown, self.hint_result),
         };
-        let body = self.expr(&f.body);
+        let body = self.body(ret, &f.body);
         self.expect(ret, body, f.body.span(), || {
             "the function's body".to_owned()
         });
@@ -500,8 +515,9 @@ impl<'m> Checker<'m> {
     }
 
     /// A binding chain, iterated (never recursed) along its bindings and nested chains in body
-    /// position.
-    fn let_chain(&mut self, e: &Expr) -> TyId {
+    /// position; with `uninstantiated`, the final body is typed as by [`Self::body`]'s
+    /// polymorphic case.
+    fn let_chain(&mut self, e: &Expr, uninstantiated: bool) -> TyId {
         let mut chain = Vec::new();
         let mut cur = e;
         while let ExprKind::Let { bindings, body } = cur.kind() {
@@ -513,7 +529,11 @@ impl<'m> Checker<'m> {
             }
             cur = body;
         }
-        let ty = self.expr(cur);
+        let ty = if uninstantiated {
+            self.expr_uninstantiated(cur)
+        } else {
+            self.expr(cur)
+        };
         for node in chain {
             self.exprs.push((node, ty));
         }
