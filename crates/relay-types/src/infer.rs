@@ -413,7 +413,11 @@ impl<'m> Checker<'m> {
     fn body(&mut self, ret: TyId, body: &Expr) -> TyId {
         if self.is_polymorphic(ret) {
             match body.kind() {
-                ExprKind::Let { .. } => self.let_chain(body, true),
+                ExprKind::Let { .. } => {
+                    let ty = self.let_chain(body, true);
+                    self.exprs.push((body.clone(), ty));
+                    ty
+                }
                 _ => self.expr_uninstantiated(body),
             }
         } else {
