@@ -179,7 +179,12 @@ pub fn compare_values(
 }
 
 /// Why tensor `actual` differs from `expected`, if it does.
-fn compare_tensors(actual: &NDArray, expected: &NDArray, rtol: f64, atol: f64) -> Option<String> {
+pub fn compare_tensors(
+    actual: &NDArray,
+    expected: &NDArray,
+    rtol: f64,
+    atol: f64,
+) -> Option<String> {
     if actual.dtype() != expected.dtype() {
         return Some(format!(
             "dtype {} instead of {}",

@@ -25,7 +25,8 @@ use relay_ir::{Expr, Module, Symbol, Type, TypeKind, Value};
 pub use error::{RunError, RunErrorKind};
 pub use format::{format_tensor, format_value};
 pub use inputs::{
-    MAX_RANDOM_ELEMENTS, SplitMix64, compare_values, floats_close, random_inputs, random_tensor,
+    MAX_RANDOM_ELEMENTS, SplitMix64, compare_tensors, compare_values, floats_close, random_inputs,
+    random_tensor,
 };
 pub use release::drop_value;
 

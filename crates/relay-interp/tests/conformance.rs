@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 
 use relay_interp::{InterpOptions, run};
-use relay_ir::{NDArray, Value};
+use relay_ir::Value;
 use relay_runtime::npy;
 
 /// The conformance directory: `$RELAY_CONFORMANCE_DIR`, else `shared/conformance` beside the
@@ -25,45 +25,6 @@ fn conformance_root() -> String {
         std::process::exit(1);
     }
     dir.display().to_string()
-}
-
-/// Why `actual` does not match `expected`, if it does not.
-fn compare(actual: &NDArray, expected: &NDArray) -> Option<String> {
-    if actual.dtype() != expected.dtype() {
-        return Some(format!(
-            "dtype {} instead of {}",
-            actual.dtype(),
-            expected.dtype()
-        ));
-    }
-    if actual.shape() != expected.shape() {
-        return Some(format!(
-            "shape {:?} instead of {:?}",
-            actual.shape(),
-            expected.shape()
-        ));
-    }
-    if actual.dtype().is_float() {
-        let (a, e) = (actual.to_f64_vec(), expected.to_f64_vec());
-        for (i, (&x, &y)) in a.iter().zip(&e).enumerate() {
-            let close = if x.is_nan() || y.is_nan() {
-                x.is_nan() && y.is_nan()
-            } else if x.is_infinite() || y.is_infinite() {
-                x == y
-            } else {
-                (x - y).abs() <= 1e-5 + 1e-4 * y.abs()
-            };
-            if !close {
-                return Some(format!("element {i} is {x}, expected {y}"));
-            }
-        }
-    } else {
-        let (a, e) = (actual.to_i128_vec(), expected.to_i128_vec());
-        if let Some(i) = (0..a.len()).find(|&i| a[i] != e[i]) {
-            return Some(format!("element {i} is {}, expected {}", a[i], e[i]));
-        }
-    }
-    None
 }
 
 /// Runs one program; `Err` describes the first problem.
@@ -103,7 +64,7 @@ fn check(program: &Path) -> Result<(), String> {
             .find(|(k, _)| k.trim_end_matches(".npy") == key)
             .map(|(_, a)| a)
             .ok_or_else(|| format!("expected.npz has no leaf `{key}`"))?;
-        if let Some(problem) = compare(leaf, want) {
+        if let Some(problem) = relay_interp::compare_tensors(leaf, want, 1e-4, 1e-5) {
             return Err(format!("leaf {i}: {problem}"));
         }
     }

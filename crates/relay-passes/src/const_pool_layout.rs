@@ -264,16 +264,10 @@ mod tests {
     use relay_ir::{PrintOptions, print_module};
 
     use super::*;
-    use crate::PassManager;
 
     fn run(text: &str) -> (Module, Vec<(String, i64)>) {
-        let m = relay_syntax::parse(text, "test.relay").expect("parses");
-        relay_types::check_module(&m).expect("type-checks");
-        let (m, timings) = PassManager::new(vec![&ConstPoolLayout], 0)
-            .verify_each(true)
-            .run(m)
-            .expect("runs");
-        (m, timings[0].stats.clone())
+        let m = crate::testing::parse_checked(text);
+        crate::testing::run_passes(vec![&ConstPoolLayout], 0, m, true)
     }
 
     #[test]

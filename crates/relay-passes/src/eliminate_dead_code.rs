@@ -261,13 +261,7 @@ mod tests {
     use crate::PassManager;
 
     fn run(text: &str) -> String {
-        let m = relay_syntax::parse(text, "test.relay").expect("parses");
-        relay_types::check_module(&m).expect("type-checks");
-        let (m, _) = PassManager::new(vec![&EliminateDeadCode], 2)
-            .verify_each(true)
-            .run(m)
-            .expect("runs");
-        print_module(&m, &PrintOptions::default())
+        crate::testing::run_pass_printed(&EliminateDeadCode, text)
     }
 
     #[test]

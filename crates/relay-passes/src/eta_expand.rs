@@ -266,19 +266,11 @@ fn subst_type(t: &Type, map: &HashMap<TypeVarId, Type>) -> Type {
 
 #[cfg(test)]
 mod tests {
-    use relay_ir::{PrintOptions, print_module};
 
     use super::*;
-    use crate::PassManager;
 
     fn run(text: &str) -> String {
-        let m = relay_syntax::parse(text, "test.relay").expect("parses");
-        relay_types::check_module(&m).expect("type-checks");
-        let (m, _) = PassManager::new(vec![&EtaExpand], 2)
-            .verify_each(true)
-            .run(m)
-            .expect("runs");
-        print_module(&m, &PrintOptions::default())
+        crate::testing::run_pass_printed(&EtaExpand, text)
     }
 
     #[test]

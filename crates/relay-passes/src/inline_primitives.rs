@@ -323,30 +323,17 @@ impl DropDead {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::PassManager;
-    use relay_ir::{PrintOptions, print_module};
+    use crate::testing::eval;
 
     fn inline(text: &str) -> (Module, Module, String) {
         inline_verified(text, true)
     }
 
     fn inline_verified(text: &str, verify: bool) -> (Module, Module, String) {
-        let m = relay_syntax::parse(text, "<test>").expect("test program parses");
-        relay_types::check_module(&m).expect("test program type-checks");
-        let out = PassManager::new(vec![&InlinePrimitives], 2)
-            .verify_each(verify)
-            .run(m.clone())
-            .expect("inline_primitives succeeds")
-            .0;
-        let printed = print_module(&out, &PrintOptions::default());
-        let again = relay_syntax::parse(&printed, "<printed>").expect("output re-parses");
-        relay_types::check_module(&again).expect("output type-checks");
+        let m = crate::testing::parse_checked(text);
+        let (out, _) = crate::testing::run_passes(vec![&InlinePrimitives], 2, m.clone(), verify);
+        let printed = crate::testing::printed(&out);
         (m, out, printed)
-    }
-
-    fn eval(m: &Module) -> String {
-        let v = relay_interp::run(m, "main", vec![], &Default::default()).expect("runs");
-        format!("{v:?}")
     }
 
     #[test]

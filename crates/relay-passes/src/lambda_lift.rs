@@ -732,25 +732,14 @@ impl TypeVarWalk {
 mod tests {
     use super::*;
     use crate::PassManager;
+    use crate::testing::eval;
     use relay_ir::{PrintOptions, print_module};
 
     fn lift(text: &str) -> (Module, Module, String) {
-        let m = relay_syntax::parse(text, "<test>").expect("test program parses");
-        relay_types::check_module(&m).expect("test program type-checks");
-        let out = PassManager::new(vec![&LambdaLift], 2)
-            .verify_each(true)
-            .run(m.clone())
-            .expect("lambda_lift succeeds")
-            .0;
-        let printed = print_module(&out, &PrintOptions::default());
-        let again = relay_syntax::parse(&printed, "<printed>").expect("output re-parses");
-        relay_types::check_module(&again).expect("output type-checks");
+        let m = crate::testing::parse_checked(text);
+        let (out, _) = crate::testing::run_passes(vec![&LambdaLift], 2, m.clone(), true);
+        let printed = crate::testing::printed(&out);
         (m, out, printed)
-    }
-
-    fn eval(m: &Module) -> String {
-        let v = relay_interp::run(m, "main", vec![], &Default::default()).expect("runs");
-        format!("{v:?}")
     }
 
     #[test]

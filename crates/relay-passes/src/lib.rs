@@ -11,6 +11,8 @@
 
 pub mod config;
 pub mod manager;
+#[cfg(test)]
+mod testing;
 pub mod util;
 pub mod verify;
 

@@ -631,17 +631,12 @@ impl Killer<'_> {
 
 #[cfg(test)]
 pub(crate) mod tests {
-    use crate::{Pass, PassManager};
+    use crate::Pass;
 
     /// Runs `pass` alone on `text`, returning the printed result and the pass's statistics.
     pub(crate) fn run_pass(pass: &'static dyn Pass, text: &str) -> (String, Vec<(String, i64)>) {
-        let module = relay_syntax::parse(text, "<test>").expect("the test program parses");
-        relay_types::check_module(&module).expect("the test program type-checks");
-        let (module, timings) = PassManager::new(vec![pass], 2)
-            .verify_each(true)
-            .run(module)
-            .expect("the pass succeeds");
-        let stats = timings.into_iter().flat_map(|t| t.stats).collect();
+        let module = crate::testing::parse_checked(text);
+        let (module, stats) = crate::testing::run_passes(vec![pass], 2, module, true);
         (
             relay_ir::print_module(&module, &relay_ir::PrintOptions::default()),
             stats,

@@ -477,9 +477,7 @@ mod tests {
     use relay_ir::{PrintOptions, print_module};
 
     fn parse(text: &str) -> Module {
-        let m = relay_syntax::parse(text, "<test>").expect("test program parses");
-        relay_types::check_module(&m).expect("test program type-checks");
-        m
+        crate::testing::parse_checked(text)
     }
 
     fn run_pass(m: Module, verify: bool) -> Result<Module, crate::PassManagerError> {

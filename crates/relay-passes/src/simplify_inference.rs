@@ -375,19 +375,14 @@ mod tests {
     use relay_ir::{PrintOptions, Value, print_module};
 
     use super::*;
-    use crate::PassManager;
 
     /// Runs the pass on `text` (whose `@main` takes no parameters) and returns the printed
     /// output and the results of `@main` before and after.
     fn run(text: &str) -> (String, Value, Value) {
-        let m = relay_syntax::parse(text, "test.relay").expect("parses");
-        relay_types::check_module(&m).expect("type-checks");
+        let m = crate::testing::parse_checked(text);
         let opts = relay_interp::InterpOptions::default();
         let before = relay_interp::run(&m, "main", vec![], &opts).expect("runs before");
-        let (m, _) = PassManager::new(vec![&SimplifyInference], 2)
-            .verify_each(true)
-            .run(m)
-            .expect("pass runs");
+        let (m, _) = crate::testing::run_passes(vec![&SimplifyInference], 2, m, true);
         let after = relay_interp::run(&m, "main", vec![], &opts).expect("runs after");
         (print_module(&m, &PrintOptions::default()), before, after)
     }

@@ -558,12 +558,11 @@ fn type_is_closed(ty: &Type, tvars: &HashSet<TypeVarId>, inner: &mut Vec<TypeVar
 mod tests {
     use super::*;
     use crate::PassManager;
+    use crate::testing::eval;
     use relay_ir::{PrintOptions, Span, print_module};
 
     fn parse(text: &str) -> Module {
-        let m = relay_syntax::parse(text, "<test>").expect("test program parses");
-        relay_types::check_module(&m).expect("test program type-checks");
-        m
+        crate::testing::parse_checked(text)
     }
 
     fn run_pass(m: Module) -> Module {
@@ -579,11 +578,6 @@ mod tests {
         let again = relay_syntax::parse(&text, "<printed>").expect("output re-parses");
         relay_types::check_module(&again).expect("output type-checks");
         text
-    }
-
-    fn eval(m: &Module) -> String {
-        let v = relay_interp::run(m, "main", vec![], &Default::default()).expect("runs");
-        format!("{v:?}")
     }
 
     #[test]

@@ -123,19 +123,7 @@ fn fmt(file: &Path, show_types: bool) -> Exit {
         return Exit::UserError;
     };
     let text = relay_ir::print_module(&module, &PrintOptions { show_types });
-    let mut stdout = io::stdout().lock();
-    match stdout
-        .write_all(text.as_bytes())
-        .and_then(|()| stdout.flush())
-    {
-        Ok(()) => Exit::Success,
-        // The reader went away (`relayc fmt x.relay | head`): stop quietly, as Unix tools do.
-        Err(err) if err.kind() == io::ErrorKind::BrokenPipe => Exit::Success,
-        Err(err) => {
-            report_error(format_args!("cannot write to stdout: {err}"));
-            Exit::UserError
-        }
-    }
+    write_stdout(&text)
 }
 
 /// Reads, parses and type-checks one file, reporting warnings on stderr. On failure reports
@@ -171,6 +159,23 @@ fn load(file: &Path) -> Option<Module> {
         Err(errors) => {
             report_diagnostic(&errors);
             None
+        }
+    }
+}
+
+/// Prints `text` on stdout; a closed pipe (`relayc fmt x.relay | head`) ends quietly, as Unix
+/// tools do.
+pub(crate) fn write_stdout(text: &str) -> Exit {
+    let mut stdout = io::stdout().lock();
+    match stdout
+        .write_all(text.as_bytes())
+        .and_then(|()| stdout.flush())
+    {
+        Ok(()) => Exit::Success,
+        Err(err) if err.kind() == io::ErrorKind::BrokenPipe => Exit::Success,
+        Err(err) => {
+            report_error(format_args!("cannot write to stdout: {err}"));
+            Exit::UserError
         }
     }
 }

@@ -6,7 +6,7 @@
 //! (`--print-*`, `--time-passes`, `--stats`) and every diagnostic go to stderr.
 
 use std::fmt;
-use std::io::{self, Write as _};
+use std::io;
 use std::path::{Path, PathBuf};
 
 use clap::Args;
@@ -17,7 +17,7 @@ use relay_passes::{
 };
 
 use crate::diagnostics::{report_diagnostic, report_error};
-use crate::{Exit, load_typed};
+use crate::{Exit, load_typed, write_stdout};
 
 /// The options of `relayc opt`.
 #[derive(Debug, Args)]
@@ -171,21 +171,7 @@ fn write_module(module: &Module, output: Option<&Path>) -> Exit {
                 Exit::UserError
             }
         },
-        None => {
-            let mut stdout = io::stdout().lock();
-            match stdout
-                .write_all(text.as_bytes())
-                .and_then(|()| stdout.flush())
-            {
-                Ok(()) => Exit::Success,
-                // The reader went away (`relayc opt x.relay | head`): stop quietly.
-                Err(err) if err.kind() == io::ErrorKind::BrokenPipe => Exit::Success,
-                Err(err) => {
-                    report_error(format_args!("cannot write to stdout: {err}"));
-                    Exit::UserError
-                }
-            }
-        }
+        None => write_stdout(&text),
     }
 }
 

@@ -1,7 +1,6 @@
 //! `relayc run`: runs a function of a Relay file in the reference interpreter on inputs from
 //! `.npy`/`.npz` files or seeded random data, and prints the result or saves it (SPEC §5).
 
-use std::io::{self, Write as _};
 use std::path::{Path, PathBuf};
 
 use clap::{Args, ValueEnum};
@@ -9,8 +8,8 @@ use relay_interp::{InterpOptions, SplitMix64};
 use relay_ir::{Dim, Function, NDArray, Symbol, Type, TypeKind, Value};
 use relay_runtime::npy::{self, shape_tuple};
 
-use crate::Exit;
 use crate::diagnostics::{report_diagnostic, report_error};
+use crate::{Exit, write_stdout};
 
 /// The options of `relayc run`.
 #[derive(Debug, Args)]
@@ -324,22 +323,6 @@ fn write_output(result: &Value, kind: OutputKind, path: &Path) -> Exit {
         Ok(()) => Exit::Success,
         Err(error) => {
             report_error(format_args!("{error}"));
-            Exit::UserError
-        }
-    }
-}
-
-/// Prints `text` on stdout; a closed pipe ends quietly.
-fn write_stdout(text: &str) -> Exit {
-    let mut stdout = io::stdout().lock();
-    match stdout
-        .write_all(text.as_bytes())
-        .and_then(|()| stdout.flush())
-    {
-        Ok(()) => Exit::Success,
-        Err(err) if err.kind() == io::ErrorKind::BrokenPipe => Exit::Success,
-        Err(err) => {
-            report_error(format_args!("cannot write to stdout: {err}"));
             Exit::UserError
         }
     }
