@@ -514,6 +514,18 @@ impl Checker<'_> {
             (OptionValue::Bool(_), toml::Value::Boolean(v)) => Some(OptionValue::Bool(*v)),
             _ => None,
         };
+        if let Some(setting) = parsed
+            && let Err(why) = option.check(setting)
+        {
+            self.problems.push(Problem {
+                kind: ConfigErrorKind::OptionKind,
+                message: format!("option `{}.{}` expects {why}", pass.name(), option.name),
+                span: value.span(),
+                label: "out of range",
+                help: Some(format!("{}: {}", option.name, option.doc)),
+            });
+            return None;
+        }
         match parsed {
             Some(value) => Some(OptionSetting {
                 pass: pass.name(),

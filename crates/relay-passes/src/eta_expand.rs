@@ -57,11 +57,13 @@ impl Pass for EtaExpand {
             PassOption {
                 name: "expand_constructor",
                 default: OptionValue::Bool(true),
+                min: 0,
                 doc: "expand constructors used as values",
             },
             PassOption {
                 name: "expand_global_var",
                 default: OptionValue::Bool(true),
+                min: 0,
                 doc: "expand global functions used as values",
             },
         ]

@@ -49,6 +49,7 @@ impl Pass for FoldConstant {
         &[PassOption {
             name: "max_elements",
             default: OptionValue::Int(1 << 20),
+            min: 0,
             doc: "the most elements a folded result may have; larger results stay calls",
         }]
     }

@@ -43,6 +43,7 @@ const DEFAULT_MAX_DEPTH: i64 = 256;
 static OPTIONS: &[PassOption] = &[PassOption {
     name: "max_depth",
     default: OptionValue::Int(DEFAULT_MAX_DEPTH),
+    min: 1,
     doc: "the most nodes (operator calls, tuples, projections) one primitive function holds",
 }];
 

@@ -87,6 +87,8 @@ pub struct PassOption {
     pub name: &'static str,
     /// Its default value.
     pub default: OptionValue,
+    /// The smallest value an integer option accepts (ignored for boolean options).
+    pub min: i64,
     /// What it does.
     pub doc: &'static str,
 }
@@ -98,6 +100,20 @@ pub enum OptionValue {
     Int(i64),
     /// A boolean (`expand_globals = true`).
     Bool(bool),
+}
+
+impl PassOption {
+    /// Why `value` is not a valid setting of this option (its kind or range), if it is not.
+    pub fn check(&self, value: OptionValue) -> Result<(), String> {
+        match (self.default, value) {
+            (OptionValue::Int(_), OptionValue::Int(v)) if v < self.min => {
+                Err(format!("at least {}, found {v}", self.min))
+            }
+            (OptionValue::Int(_), OptionValue::Int(_))
+            | (OptionValue::Bool(_), OptionValue::Bool(_)) => Ok(()),
+            _ => Err(format!("{}, found {}", self.default.kind(), value.kind())),
+        }
+    }
 }
 
 impl OptionValue {

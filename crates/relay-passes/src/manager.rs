@@ -188,6 +188,9 @@ impl PassManager {
                 declared.default.kind()
             ));
         };
+        declared
+            .check(parsed)
+            .map_err(|why| format!("option `{}.{}` expects {why}", found.name(), declared.name))?;
         self.set_typed_option(found.name(), declared.name, parsed);
         Ok(())
     }

@@ -26,11 +26,13 @@ impl Pass for Tunable {
             PassOption {
                 name: "max_depth",
                 default: OptionValue::Int(256),
+                min: 1,
                 doc: "the deepest group",
             },
             PassOption {
                 name: "aggressive",
                 default: OptionValue::Bool(false),
+                min: 0,
                 doc: "whether to try harder",
             },
         ]
@@ -249,6 +251,28 @@ fn option_of_the_wrong_kind() {
 }
 
 #[test]
+fn option_out_of_range() {
+    let text = "[pipeline]\npasses = []\n[passes.tunable]\nmax_depth = 0\n";
+    let err = error(text);
+    assert_eq!(err.kind, ConfigErrorKind::OptionKind);
+    assert_eq!(
+        err.message,
+        "option `tunable.max_depth` expects at least 1, found 0"
+    );
+    assert_eq!(spanned(text, &err), "0");
+    assert_eq!(err.label, "out of range");
+
+    let mut manager = PassManager::new(vec![&Tunable], 2);
+    let err = manager
+        .set_option("tunable", "max_depth", "-5")
+        .unwrap_err();
+    assert_eq!(
+        err,
+        "option `tunable.max_depth` expects at least 1, found -5"
+    );
+}
+
+#[test]
 fn opt_level_out_of_range() {
     for level in ["4", "-1", "99999999999"] {
         let text = format!("[pipeline]\nopt_level = {level}\npasses = []\n");
@@ -411,8 +435,8 @@ fn options_reach_the_pass() {
     // Overridden one at a time, from text.
     manager.set_option("tunable", "aggressive", "true").unwrap();
     assert_eq!(tunable_stats(&manager), stats(7, 1));
-    manager.set_option("tunable", "max_depth", "-3").unwrap();
-    assert_eq!(tunable_stats(&manager), stats(-3, 1));
+    manager.set_option("tunable", "max_depth", "3").unwrap();
+    assert_eq!(tunable_stats(&manager), stats(3, 1));
 }
 
 #[test]
