@@ -29,6 +29,7 @@ pub mod structural;
 mod symbol;
 #[cfg(test)]
 mod testing;
+pub mod te;
 mod ty;
 pub mod visit;
 

@@ -27,6 +27,9 @@ pub struct OpSchema {
     pub relation: Option<RelationFn>,
     /// The reference evaluation the interpreter uses. `None` for operators relayc cannot run.
     pub eval: Option<EvalFn>,
+    /// The compute definition the kernel compiler lowers (`crate::te`). `None` for operators
+    /// relayc cannot compile into a kernel yet.
+    pub compute: Option<crate::te::ComputeFn>,
 }
 
 /// A type relation. It is called once every input type is known (tensor types may have `?`
@@ -145,6 +148,14 @@ impl OpSchema {
             pattern,
             relation: Some(relation),
             eval: Some(eval),
+            ..self
+        }
+    }
+
+    /// The operator with its compute definition.
+    pub const fn with_compute(self, compute: crate::te::ComputeFn) -> OpSchema {
+        OpSchema {
+            compute: Some(compute),
             ..self
         }
     }

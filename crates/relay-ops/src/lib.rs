@@ -119,6 +119,7 @@ pub(crate) const fn op(
         pattern: OpPattern::Opaque,
         relation: None,
         eval: None,
+        compute: None,
     }
 }
 

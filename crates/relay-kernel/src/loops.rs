@@ -1,0 +1,141 @@
+//! The loop nest IR: what a kernel does, as loops over flat buffers. Lowering
+//! (`lower.rs`) produces it from tensor expressions; codegen (`codegen.rs`) turns it into
+//! Cranelift IR; `relayc build --emit kernels` prints it (`Display`).
+//!
+//! Buffers are the kernel's tensor arguments, compact row-major, indexed by a flat element
+//! index. Scalar expressions reuse the tensor expression operators (`relay_ir::te`).
+
+use relay_ir::DType;
+use relay_ir::te::{BinaryOp, CmpOp, UnaryOp};
+
+/// One kernel: its buffers (inputs first, then outputs, in the packed call's argument order)
+/// and its body.
+#[derive(Clone, Debug)]
+pub struct LoopFunc {
+    /// The kernel's name (`fused_add_relu_<hash>`).
+    pub name: String,
+    /// The tensor arguments, in call order.
+    pub buffers: Vec<Buffer>,
+    /// Scalar locals (accumulators, hoisted indices), indexed by [`LocalId`].
+    pub locals: Vec<Local>,
+    /// What it does.
+    pub body: Stmt,
+}
+
+/// A tensor argument of a kernel.
+#[derive(Clone, Debug)]
+pub struct Buffer {
+    /// Its name for printing (`p0`, `T_relu`).
+    pub name: String,
+    /// Element type.
+    pub dtype: DType,
+    /// Shape (static; the packed entry checks the argument against it).
+    pub shape: Vec<i64>,
+    /// Whether the kernel reads or writes it.
+    pub role: BufferRole,
+}
+
+/// How a kernel uses a buffer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BufferRole {
+    /// Read only.
+    Input,
+    /// Written (every element, exactly once per call, unless the kernel fails).
+    Output,
+}
+
+/// A scalar local variable of a kernel: a loop counter, an accumulator or a hoisted value.
+#[derive(Clone, Debug)]
+pub struct Local {
+    /// A name for printing (`i0`, `acc`).
+    pub name: String,
+    /// Its type (`int64` for loop counters and indices).
+    pub dtype: DType,
+}
+
+/// Index of a [`Local`] in [`LoopFunc::locals`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct LocalId(pub u32);
+
+/// Index of a [`Buffer`] in [`LoopFunc::buffers`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct BufferId(pub u32);
+
+/// A statement.
+#[derive(Clone, Debug)]
+pub enum Stmt {
+    /// `for var in 0..extent { body }`; `var` is an `int64` local.
+    For {
+        /// The counter.
+        var: LocalId,
+        /// The trip count.
+        extent: i64,
+        /// How the loop runs.
+        kind: ForKind,
+        /// The body.
+        body: Box<Stmt>,
+    },
+    /// `buffer[index] = value` (flat element index).
+    Store {
+        /// The buffer written.
+        buffer: BufferId,
+        /// The flat element index (`int64`).
+        index: LExpr,
+        /// The value (of the buffer's dtype).
+        value: LExpr,
+    },
+    /// `local = value`.
+    Assign {
+        /// The local set.
+        local: LocalId,
+        /// Its new value (of the local's dtype).
+        value: LExpr,
+    },
+    /// Statements in order.
+    Seq(Vec<Stmt>),
+}
+
+/// How a `for` loop runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ForKind {
+    /// One iteration after another.
+    Serial,
+    /// The body runs `lanes` iterations at once in SIMD registers (`f32x4`, `i32x4`): loads
+    /// contiguous in the counter become vector loads, loads that do not depend on it are
+    /// splatted, others gathered; a scalar loop runs the remainder (`extent % lanes`). Only
+    /// innermost loops whose body stores at an index contiguous in the counter.
+    Vectorized {
+        /// Lanes per vector (4 for 32-bit elements).
+        lanes: u32,
+    },
+    /// Iterations may run on different threads of the kernel's thread pool.
+    Parallel,
+}
+
+/// A scalar expression of a loop nest.
+#[derive(Clone, Debug)]
+pub enum LExpr {
+    /// A local's current value.
+    Local(LocalId),
+    /// An integer (or boolean 0/1) constant of `dtype`.
+    Int(i128, DType),
+    /// A float constant of `dtype`.
+    Float(f64, DType),
+    /// `buffer[index]` (flat element index, `int64`).
+    Load {
+        /// The buffer read.
+        buffer: BufferId,
+        /// The flat element index.
+        index: Box<LExpr>,
+    },
+    /// A unary operation (result dtype as in `relay_ir::te::TExpr::unary`).
+    Unary(UnaryOp, Box<LExpr>),
+    /// A binary operation on operands of one dtype.
+    Binary(BinaryOp, Box<LExpr>, Box<LExpr>),
+    /// A comparison (`bool`).
+    Compare(CmpOp, Box<LExpr>, Box<LExpr>),
+    /// `cond ? then : else`.
+    Select(Box<LExpr>, Box<LExpr>, Box<LExpr>),
+    /// Conversion to `dtype` (numpy `astype` rules).
+    Cast(DType, Box<LExpr>),
+}
