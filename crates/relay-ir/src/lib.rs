@@ -27,9 +27,9 @@ pub mod printer;
 mod span;
 pub mod structural;
 mod symbol;
+pub mod te;
 #[cfg(test)]
 mod testing;
-pub mod te;
 mod ty;
 pub mod visit;
 

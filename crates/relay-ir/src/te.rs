@@ -83,7 +83,12 @@ impl Tensor {
     }
 
     /// The `index`-th kernel argument, of `shape` and `dtype`.
-    pub fn placeholder(name: impl Into<String>, shape: Vec<i64>, dtype: DType, index: usize) -> Tensor {
+    pub fn placeholder(
+        name: impl Into<String>,
+        shape: Vec<i64>,
+        dtype: DType,
+        index: usize,
+    ) -> Tensor {
         Tensor::new(name, shape, dtype, TensorOp::Placeholder(index))
     }
 
@@ -98,7 +103,12 @@ impl Tensor {
         let indices: Vec<TExpr> = axes.iter().map(|a| a.expr()).collect();
         let body = body(&indices);
         let dtype = body.dtype();
-        Tensor::new(name, shape.to_vec(), dtype, TensorOp::Compute { axes, body })
+        Tensor::new(
+            name,
+            shape.to_vec(),
+            dtype,
+            TensorOp::Compute { axes, body },
+        )
     }
 
     /// The value at `indices` (one `int64` expression per dimension).
@@ -304,7 +314,9 @@ impl TExpr {
     /// `op(self)`.
     pub fn unary(self, op: UnaryOp) -> TExpr {
         let dtype = match op {
-            UnaryOp::IsNan | UnaryOp::IsInf | UnaryOp::IsFinite | UnaryOp::LogicalNot => DType::BOOL,
+            UnaryOp::IsNan | UnaryOp::IsInf | UnaryOp::IsFinite | UnaryOp::LogicalNot => {
+                DType::BOOL
+            }
             _ => self.dtype(),
         };
         TExpr::new(TExprKind::Unary(op, self), dtype)

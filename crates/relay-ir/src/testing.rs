@@ -16,6 +16,7 @@ pub static ADD: OpSchema = OpSchema {
     pattern: crate::OpPattern::Broadcast,
     relation: None,
     eval: None,
+    compute: None,
 };
 
 /// `subtract`.
@@ -27,6 +28,7 @@ pub static SUB: OpSchema = OpSchema {
     pattern: crate::OpPattern::Broadcast,
     relation: None,
     eval: None,
+    compute: None,
 };
 
 pub fn sym(s: &str) -> Symbol {

@@ -15,6 +15,9 @@ use relay_ir::OpPattern::{Broadcast, ElemWise, Injective, Opaque};
 use relay_ir::{AttrDefault as D, AttrField, AttrKind as K, OpSchema};
 use relay_ir::{Attrs, DType, DTypeCode, Dim, EvalFn, NDArray, RelationFn, Type, Value};
 
+use relay_ir::te::{CmpOp, TExpr, TeValue, Tensor, UnaryOp};
+
+use crate::compute::{self, ComputeResult, bin, cmp};
 use crate::support::{
     arg_tensor, attr_dtype, attr_float, attr_opt_ints, broadcast_index, broadcast_shapes,
     broadcast_types, shape_text, tensor, tensor_of, tensor_type, unravel, value,
@@ -57,83 +60,124 @@ pub(crate) static OPS: &[OpSchema] = &[
     // division and remainder truncate toward zero (C and TVM) unless named `floor_`.
     binary("add", arith_rel, |a, _| {
         arith(a, |x, y| x + y, i128::wrapping_add)
-    }),
+    })
+    .with_compute(|i, _, o| binary_te(i, o, "add", Arith::Add)),
     binary("subtract", arith_rel, |a, _| {
         arith(a, |x, y| x - y, i128::wrapping_sub)
-    }),
+    })
+    .with_compute(|i, _, o| binary_te(i, o, "subtract", Arith::Sub)),
     binary("multiply", arith_rel, |a, _| {
         arith(a, |x, y| x * y, i128::wrapping_mul)
-    }),
+    })
+    .with_compute(|i, _, o| binary_te(i, o, "multiply", Arith::Mul)),
     binary("divide", arith_rel, |a, _| {
         checked(a, |x, y| x / y, |x, y| Ok(div(x, y)?.0))
-    }),
-    binary("power", arith_rel, |a, _| checked(a, f64::powf, int_power)),
-    binary("maximum", arith_rel, |a, _| arith(a, nan_max, i128::max)),
-    binary("minimum", arith_rel, |a, _| arith(a, nan_min, i128::min)),
+    })
+    .with_compute(|i, _, o| binary_te(i, o, "divide", Arith::Div)),
+    binary("power", arith_rel, |a, _| checked(a, f64::powf, int_power))
+        .with_compute(|i, _, o| binary_te(i, o, "power", Arith::Pow)),
+    binary("maximum", arith_rel, |a, _| arith(a, nan_max, i128::max))
+        .with_compute(|i, _, o| binary_te(i, o, "maximum", Arith::Max)),
+    binary("minimum", arith_rel, |a, _| arith(a, nan_min, i128::min))
+        .with_compute(|i, _, o| binary_te(i, o, "minimum", Arith::Min)),
     binary("mod", arith_rel, |a, _| {
         checked(a, |x, y| x % y, |x, y| Ok(div(x, modulus(y)?)?.1))
-    }),
+    })
+    .with_compute(|i, _, o| binary_te(i, o, "mod", Arith::Mod)),
     binary("floor_divide", arith_rel, |a, _| {
         checked(a, floor_div, |x, y| Ok(fdiv(x, y)?.0))
-    }),
+    })
+    .with_compute(|i, _, o| binary_te(i, o, "floor_divide", Arith::FloorDiv)),
     binary("floor_mod", arith_rel, |a, _| {
         checked(a, floor_mod, |x, y| Ok(fdiv(x, modulus(y)?)?.1))
-    }),
+    })
+    .with_compute(|i, _, o| binary_te(i, o, "floor_mod", Arith::FloorMod)),
     binary("trunc_divide", arith_rel, |a, _| {
         checked(a, |x, y| (x / y).trunc(), |x, y| Ok(div(x, y)?.0))
-    }),
+    })
+    .with_compute(|i, _, o| binary_te(i, o, "trunc_divide", Arith::TruncDiv)),
     binary("trunc_mod", arith_rel, |a, _| {
         checked(a, |x, y| x % y, |x, y| Ok(div(x, modulus(y)?)?.1))
-    }),
+    })
+    .with_compute(|i, _, o| binary_te(i, o, "trunc_mod", Arith::Mod)),
     // Broadcasting binary logic (on booleans) and bitwise operators (on integers and booleans).
-    binary("logical_and", logical_rel, |a, _| logical(a, |x, y| x && y)),
-    binary("logical_or", logical_rel, |a, _| logical(a, |x, y| x || y)),
-    binary("logical_xor", logical_rel, |a, _| logical(a, |x, y| x != y)),
-    binary("bitwise_and", bitwise_rel, |a, _| bitwise(a, |x, y| x & y)),
-    binary("bitwise_or", bitwise_rel, |a, _| bitwise(a, |x, y| x | y)),
-    binary("bitwise_xor", bitwise_rel, |a, _| bitwise(a, |x, y| x ^ y)),
-    binary("left_shift", bitwise_rel, |a, _| bitwise(a, shift_left)),
-    binary("right_shift", bitwise_rel, |a, _| bitwise(a, shift_right)),
+    binary("logical_and", logical_rel, |a, _| logical(a, |x, y| x && y))
+        .with_compute(|i, _, o| binary_te(i, o, "logical_and", Arith::LogicalAnd)),
+    binary("logical_or", logical_rel, |a, _| logical(a, |x, y| x || y))
+        .with_compute(|i, _, o| binary_te(i, o, "logical_or", Arith::LogicalOr)),
+    binary("logical_xor", logical_rel, |a, _| logical(a, |x, y| x != y))
+        .with_compute(|i, _, o| binary_te(i, o, "logical_xor", Arith::LogicalXor)),
+    binary("bitwise_and", bitwise_rel, |a, _| bitwise(a, |x, y| x & y))
+        .with_compute(|i, _, o| binary_te(i, o, "bitwise_and", Arith::BitAnd)),
+    binary("bitwise_or", bitwise_rel, |a, _| bitwise(a, |x, y| x | y))
+        .with_compute(|i, _, o| binary_te(i, o, "bitwise_or", Arith::BitOr)),
+    binary("bitwise_xor", bitwise_rel, |a, _| bitwise(a, |x, y| x ^ y))
+        .with_compute(|i, _, o| binary_te(i, o, "bitwise_xor", Arith::BitXor)),
+    binary("left_shift", bitwise_rel, |a, _| bitwise(a, shift_left))
+        .with_compute(|i, _, o| binary_te(i, o, "left_shift", Arith::Shl)),
+    binary("right_shift", bitwise_rel, |a, _| bitwise(a, shift_right))
+        .with_compute(|i, _, o| binary_te(i, o, "right_shift", Arith::Shr)),
     // Comparisons, with a boolean result; every comparison with NaN is false but `!=`.
     binary("equal", compare_rel, |a, _| {
         compare(a, |o| o == Some(Equal))
-    }),
+    })
+    .with_compute(|i, _, o| compare_te(i, o, "equal", CmpOp::Eq)),
     binary("not_equal", compare_rel, |a, _| {
         compare(a, |o| o != Some(Equal))
-    }),
-    binary("less", compare_rel, |a, _| compare(a, |o| o == Some(Less))),
+    })
+    .with_compute(|i, _, o| compare_te(i, o, "not_equal", CmpOp::Ne)),
+    binary("less", compare_rel, |a, _| compare(a, |o| o == Some(Less)))
+        .with_compute(|i, _, o| compare_te(i, o, "less", CmpOp::Lt)),
     binary("less_equal", compare_rel, |a, _| {
         compare(a, |o| matches!(o, Some(Less | Equal)))
-    }),
+    })
+    .with_compute(|i, _, o| compare_te(i, o, "less_equal", CmpOp::Le)),
     binary("greater", compare_rel, |a, _| {
         compare(a, |o| o == Some(Greater))
-    }),
+    })
+    .with_compute(|i, _, o| compare_te(i, o, "greater", CmpOp::Gt)),
     binary("greater_equal", compare_rel, |a, _| {
         compare(a, |o| matches!(o, Some(Greater | Equal)))
-    }),
+    })
+    .with_compute(|i, _, o| compare_te(i, o, "greater_equal", CmpOp::Ge)),
     // Unary arithmetic.
     unary("negative", numeric_rel, |a, _| {
         map(a, |x| -x, i128::wrapping_neg)
-    }),
-    unary("abs", numeric_rel, |a, _| map(a, f64::abs, i128::abs)),
-    unary("sign", numeric_rel, |a, _| map(a, sign, i128::signum)),
+    })
+    .with_compute(|i, _, o| unary_te(i, o, "negative", Un::Neg)),
+    unary("abs", numeric_rel, |a, _| map(a, f64::abs, i128::abs))
+        .with_compute(|i, _, o| unary_te(i, o, "abs", Un::Abs)),
+    unary("sign", numeric_rel, |a, _| map(a, sign, i128::signum))
+        .with_compute(|i, _, o| unary_te(i, o, "sign", Un::Sign)),
     // Exponentials, logarithms and roots.
-    unary("exp", float_rel, |a, _| map_float(a, f64::exp)),
-    unary("log", float_rel, |a, _| map_float(a, f64::ln)),
-    unary("log2", float_rel, |a, _| map_float(a, f64::log2)),
-    unary("log10", float_rel, |a, _| map_float(a, f64::log10)),
-    unary("sqrt", float_rel, |a, _| map_float(a, f64::sqrt)),
-    unary("rsqrt", float_rel, |a, _| map_float(a, |x| 1.0 / x.sqrt())),
-    unary("erf", float_rel, |a, _| map_float(a, erf)),
+    unary("exp", float_rel, |a, _| map_float(a, f64::exp))
+        .with_compute(|i, _, o| unary_te(i, o, "exp", Un::Float(UnaryOp::Exp))),
+    unary("log", float_rel, |a, _| map_float(a, f64::ln))
+        .with_compute(|i, _, o| unary_te(i, o, "log", Un::Float(UnaryOp::Log))),
+    unary("log2", float_rel, |a, _| map_float(a, f64::log2))
+        .with_compute(|i, _, o| unary_te(i, o, "log2", Un::Float(UnaryOp::Log2))),
+    unary("log10", float_rel, |a, _| map_float(a, f64::log10))
+        .with_compute(|i, _, o| unary_te(i, o, "log10", Un::Float(UnaryOp::Log10))),
+    unary("sqrt", float_rel, |a, _| map_float(a, f64::sqrt))
+        .with_compute(|i, _, o| unary_te(i, o, "sqrt", Un::Float(UnaryOp::Sqrt))),
+    unary("rsqrt", float_rel, |a, _| map_float(a, |x| 1.0 / x.sqrt()))
+        .with_compute(|i, _, o| unary_te(i, o, "rsqrt", Un::Float(UnaryOp::Rsqrt))),
+    unary("erf", float_rel, |a, _| map_float(a, erf))
+        .with_compute(|i, _, o| unary_te(i, o, "erf", Un::Float(UnaryOp::Erf))),
     // Activations that live at the top level rather than under `nn.`.
     unary("sigmoid", float_rel, |a, _| {
         map_float(a, |x| 1.0 / (1.0 + (-x).exp()))
-    }),
-    unary("tanh", float_rel, |a, _| map_float(a, f64::tanh)),
+    })
+    .with_compute(|i, _, o| unary_te(i, o, "sigmoid", Un::Float(UnaryOp::Sigmoid))),
+    unary("tanh", float_rel, |a, _| map_float(a, f64::tanh))
+        .with_compute(|i, _, o| unary_te(i, o, "tanh", Un::Float(UnaryOp::Tanh))),
     // Trigonometric and hyperbolic functions.
-    unary("sin", float_rel, |a, _| map_float(a, f64::sin)),
-    unary("cos", float_rel, |a, _| map_float(a, f64::cos)),
-    unary("tan", float_rel, |a, _| map_float(a, f64::tan)),
+    unary("sin", float_rel, |a, _| map_float(a, f64::sin))
+        .with_compute(|i, _, o| unary_te(i, o, "sin", Un::Float(UnaryOp::Sin))),
+    unary("cos", float_rel, |a, _| map_float(a, f64::cos))
+        .with_compute(|i, _, o| unary_te(i, o, "cos", Un::Float(UnaryOp::Cos))),
+    unary("tan", float_rel, |a, _| map_float(a, f64::tan))
+        .with_compute(|i, _, o| unary_te(i, o, "tan", Un::Float(UnaryOp::Tan))),
     unary("sinh", float_rel, |a, _| map_float(a, f64::sinh)),
     unary("cosh", float_rel, |a, _| map_float(a, f64::cosh)),
     unary("asin", float_rel, |a, _| map_float(a, f64::asin)),
@@ -144,42 +188,64 @@ pub(crate) static OPS: &[OpSchema] = &[
     unary("atanh", float_rel, |a, _| map_float(a, f64::atanh)),
     // Rounding; integers are already whole, so TVM leaves them unchanged. `round` rounds
     // halves to even, as numpy and LLVM's `nearbyint` (TVM's lowering) do.
-    unary("ceil", numeric_rel, |a, _| map(a, f64::ceil, |x| x)),
-    unary("floor", numeric_rel, |a, _| map(a, f64::floor, |x| x)),
+    unary("ceil", numeric_rel, |a, _| map(a, f64::ceil, |x| x))
+        .with_compute(|i, _, o| unary_te(i, o, "ceil", Un::Rounding(UnaryOp::Ceil))),
+    unary("floor", numeric_rel, |a, _| map(a, f64::floor, |x| x))
+        .with_compute(|i, _, o| unary_te(i, o, "floor", Un::Rounding(UnaryOp::Floor))),
     unary("round", numeric_rel, |a, _| {
         map(a, f64::round_ties_even, |x| x)
-    }),
-    unary("trunc", numeric_rel, |a, _| map(a, f64::trunc, |x| x)),
+    })
+    .with_compute(|i, _, o| unary_te(i, o, "round", Un::Rounding(UnaryOp::Round))),
+    unary("trunc", numeric_rel, |a, _| map(a, f64::trunc, |x| x))
+        .with_compute(|i, _, o| unary_te(i, o, "trunc", Un::Rounding(UnaryOp::Trunc))),
     // Predicates, with a boolean result (integers are never NaN or infinite).
-    unary("isnan", predicate_rel, |a, _| predicate(a, f64::is_nan)),
+    unary("isnan", predicate_rel, |a, _| predicate(a, f64::is_nan))
+        .with_compute(|i, _, o| unary_te(i, o, "isnan", Un::Predicate(UnaryOp::IsNan))),
     unary("isinf", predicate_rel, |a, _| {
         predicate(a, f64::is_infinite)
-    }),
+    })
+    .with_compute(|i, _, o| unary_te(i, o, "isinf", Un::Predicate(UnaryOp::IsInf))),
     unary("isfinite", predicate_rel, |a, _| {
         predicate(a, f64::is_finite)
-    }),
+    })
+    .with_compute(|i, _, o| unary_te(i, o, "isfinite", Un::Predicate(UnaryOp::IsFinite))),
     // Logical and bitwise negation (`bitwise_not` of a boolean is its logical negation).
-    unary("logical_not", bool_rel, |a, _| predicate(a, |x| x == 0.0)),
-    unary("bitwise_not", int_or_bool_rel, |a, _| bitwise_not(a)),
+    unary("logical_not", bool_rel, |a, _| predicate(a, |x| x == 0.0))
+        .with_compute(|i, _, o| unary_te(i, o, "logical_not", Un::LogicalNot)),
+    unary("bitwise_not", int_or_bool_rel, |a, _| bitwise_not(a))
+        .with_compute(|i, _, o| unary_te(i, o, "bitwise_not", Un::BitwiseNot)),
     // Copies and constant-filled tensors shaped like the input.
     unary("copy", same_rel, |a, _| {
         Ok(Value::Tensor(arg_tensor(a, 0)?.clone()))
-    }),
-    unary("zeros_like", same_rel, |a, _| like(a, 0)),
-    unary("ones_like", same_rel, |a, _| like(a, 1)),
+    })
+    .with_compute(|i, _, o| unary_te(i, o, "copy", Un::Copy)),
+    unary("zeros_like", same_rel, |a, _| like(a, 0))
+        .with_compute(|i, _, o| unary_te(i, o, "zeros_like", Un::Fill(0.0))),
+    unary("ones_like", same_rel, |a, _| like(a, 1))
+        .with_compute(|i, _, o| unary_te(i, o, "ones_like", Un::Fill(1.0))),
     // Fast approximations, evaluated exactly.
     unary("fast_exp", float_rel, |a, _| map_float(a, f64::exp)),
     unary("fast_tanh", float_rel, |a, _| map_float(a, f64::tanh)),
     unary("fast_erf", float_rel, |a, _| map_float(a, erf)),
     // Selection and operators shaped or typed like a second input.
-    plain("where", &["condition", "x", "y"]).with(Broadcast, where_rel, where_eval),
-    plain("full_like", &["data", "fill_value"]).with(ElemWise, full_like_rel, full_like_eval),
-    plain("cast_like", &["data", "dtype_like"]).with(ElemWise, cast_like_rel, cast_like_eval),
-    plain("broadcast_to_like", &["data", "like"]).with(Broadcast, to_like_rel, to_like_eval),
+    plain("where", &["condition", "x", "y"])
+        .with(Broadcast, where_rel, where_eval)
+        .with_compute(where_te),
+    plain("full_like", &["data", "fill_value"])
+        .with(ElemWise, full_like_rel, full_like_eval)
+        .with_compute(|i, _, o| fill_te(i, o, "full_like", 1)),
+    plain("cast_like", &["data", "dtype_like"])
+        .with(ElemWise, cast_like_rel, cast_like_eval)
+        .with_compute(|i, _, o| cast_te(i, o, "cast_like")),
+    plain("broadcast_to_like", &["data", "like"])
+        .with(Broadcast, to_like_rel, to_like_eval)
+        .with_compute(|i, _, o| broadcast_to_te(i, o, "broadcast_to_like")),
     plain("collapse_sum_like", &["data", "like"]),
     plain("argwhere", &["condition"]),
     // Casting and clipping.
-    op("cast", UNARY, "relay.attrs.CastAttrs", CAST_ATTRS).with(ElemWise, cast_rel, cast_eval),
+    op("cast", UNARY, "relay.attrs.CastAttrs", CAST_ATTRS)
+        .with(ElemWise, cast_rel, cast_eval)
+        .with_compute(|i, _, o| cast_te(i, o, "cast")),
     op("reinterpret", UNARY, "relay.attrs.CastAttrs", CAST_ATTRS),
     op(
         "clip",
@@ -187,7 +253,8 @@ pub(crate) static OPS: &[OpSchema] = &[
         "relay.attrs.ClipAttrs",
         &[required("a_min", K::Float), required("a_max", K::Float)],
     )
-    .with(ElemWise, same_rel, clip_eval),
+    .with(ElemWise, same_rel, clip_eval)
+    .with_compute(clip_te),
     op(
         "fixed_point_multiply",
         UNARY,
@@ -205,22 +272,28 @@ pub(crate) static OPS: &[OpSchema] = &[
         ],
     ),
     // Tensor creation.
-    op("zeros", &[], "relay.attrs.InitOpAttrs", INIT_OP_ATTRS).with(ElemWise, init_rel, zeros),
-    op("ones", &[], "relay.attrs.InitOpAttrs", INIT_OP_ATTRS).with(ElemWise, init_rel, ones),
+    op("zeros", &[], "relay.attrs.InitOpAttrs", INIT_OP_ATTRS)
+        .with(ElemWise, init_rel, zeros)
+        .with_compute(|_, _, o| init_te(o, "zeros", 0.0)),
+    op("ones", &[], "relay.attrs.InitOpAttrs", INIT_OP_ATTRS)
+        .with(ElemWise, init_rel, ones)
+        .with_compute(|_, _, o| init_te(o, "ones", 1.0)),
     op(
         "full",
         &["fill_value"],
         "relay.attrs.InitOpAttrs",
         INIT_OP_ATTRS,
     )
-    .with(ElemWise, full_rel, full_eval),
+    .with(ElemWise, full_rel, full_eval)
+    .with_compute(|i, _, o| fill_te(i, o, "full", 0)),
     op(
         "broadcast_to",
         UNARY,
         "relay.attrs.InitOpAttrs",
         INIT_OP_ATTRS,
     )
-    .with(Broadcast, broadcast_to_rel, broadcast_to_eval),
+    .with(Broadcast, broadcast_to_rel, broadcast_to_eval)
+    .with_compute(|i, _, o| broadcast_to_te(i, o, "broadcast_to")),
     // `arange` duplicates its inputs as `Expr`-valued attributes, which TVM prints as meta
     // references.
     op(
@@ -476,6 +549,319 @@ fn attr_shape(attrs: &Attrs) -> Result<Vec<i64>, String> {
         )),
         None => Ok(shape),
     }
+}
+
+// ----- Compute definitions -----
+//
+// Each definition computes exactly what the reference evaluation does, in the tensor
+// expression operators (`relay_ir::te`). Where those leave a case open — NaN operands of `Max`
+// and `Min`, shifts by the width or more, arithmetic on booleans — the definitions spell the
+// evaluation's answer out with comparisons and selections instead.
+
+/// The broadcasting binary operators.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Arith {
+    Add,
+    Sub,
+    Mul,
+    Div,
+    Pow,
+    Max,
+    Min,
+    Mod,
+    FloorDiv,
+    FloorMod,
+    TruncDiv,
+    LogicalAnd,
+    LogicalOr,
+    LogicalXor,
+    BitAnd,
+    BitOr,
+    BitXor,
+    Shl,
+    Shr,
+}
+
+/// The two tensor inputs of a binary operator, of one dtype.
+fn te_two<'a>(inputs: &'a [TeValue], name: &str) -> Result<(&'a Tensor, &'a Tensor), String> {
+    let (a, b) = (compute::input(inputs, 0)?, compute::input(inputs, 1)?);
+    if a.dtype != b.dtype {
+        return Err(format!(
+            "`{name}` input dtypes differ: {} and {}",
+            a.dtype, b.dtype
+        ));
+    }
+    Ok((a, b))
+}
+
+fn binary_te(inputs: &[TeValue], out: &Type, name: &str, op: Arith) -> ComputeResult {
+    let (shape, _) = compute::static_tensor(out)?;
+    let (a, b) = te_two(inputs, name)?;
+    compute::broadcast_compute(&format!("T_{name}"), &shape, &[a, b], |r| {
+        arith_te(name, op, &r[0], &r[1])
+    })
+}
+
+/// `x op y` as the reference evaluation computes it, in the operands' dtype.
+fn arith_te(name: &str, op: Arith, x: &TExpr, y: &TExpr) -> Result<TExpr, String> {
+    use relay_ir::te::BinaryOp as B;
+    let dtype = x.dtype();
+    let unsupported = || Err(format!("`{name}` does not support dtype {dtype}"));
+    if compute::is_bool(dtype) {
+        return match op {
+            Arith::LogicalAnd | Arith::BitAnd => Ok(bin(B::LogicalAnd, x, y)),
+            Arith::LogicalOr | Arith::BitOr => Ok(bin(B::LogicalOr, x, y)),
+            Arith::LogicalXor | Arith::BitXor => Ok(bin(B::LogicalXor, x, y)),
+            // `x ** y` is 1 for `y` false and `x` for `y` true.
+            Arith::Pow => Ok(y.clone().select(x.clone(), compute::one(dtype))),
+            // Booleans compute as the integers 0 and 1, then convert back (non-zero is true).
+            _ => Ok(arith_te(
+                name,
+                op,
+                &x.clone().cast(DType::I32),
+                &y.clone().cast(DType::I32),
+            )?
+            .cast(dtype)),
+        };
+    }
+    if dtype.is_float() {
+        return Ok(match op {
+            Arith::Add => bin(B::Add, x, y),
+            Arith::Sub => bin(B::Sub, x, y),
+            Arith::Mul => bin(B::Mul, x, y),
+            Arith::Div => bin(B::Div, x, y),
+            Arith::Pow => bin(B::Pow, x, y),
+            Arith::Mod => bin(B::Mod, x, y),
+            Arith::Max | Arith::Min => {
+                let m = bin(if op == Arith::Max { B::Max } else { B::Min }, x, y);
+                let nan = compute::const_of(f64::NAN, dtype);
+                let either = bin(B::LogicalOr, &compute::is_nan(x), &compute::is_nan(y));
+                either.select(nan, m)
+            }
+            // The quotient rounds once, in `f64`, as the reference evaluation computes it.
+            Arith::FloorDiv | Arith::TruncDiv => {
+                let wide = |e: &TExpr| e.clone().cast(DType::F64);
+                let q = bin(B::Div, &wide(x), &wide(y));
+                let r = if op == Arith::FloorDiv {
+                    UnaryOp::Floor
+                } else {
+                    UnaryOp::Trunc
+                };
+                q.unary(r).cast(dtype)
+            }
+            // numpy's `%`: the C remainder, moved to the sign of the divisor.
+            Arith::FloorMod => {
+                let r = bin(B::Mod, x, y);
+                let zero = compute::zero(dtype);
+                let fix = cmp(CmpOp::Ne, &r, &zero).binary(
+                    B::LogicalAnd,
+                    bin(
+                        B::LogicalXor,
+                        &cmp(CmpOp::Lt, &r, &zero),
+                        &cmp(CmpOp::Lt, y, &zero),
+                    ),
+                );
+                fix.select(bin(B::Add, &r, y), r)
+            }
+            _ => return unsupported(),
+        });
+    }
+    if !dtype.is_int() {
+        return unsupported();
+    }
+    let width = i128::from(dtype.bits);
+    let signed = dtype.code == DTypeCode::Int;
+    Ok(match op {
+        Arith::Add => bin(B::Add, x, y),
+        Arith::Sub => bin(B::Sub, x, y),
+        Arith::Mul => bin(B::Mul, x, y),
+        Arith::Div | Arith::TruncDiv => bin(B::Div, x, y),
+        Arith::Mod => bin(B::Mod, x, y),
+        Arith::FloorDiv => bin(B::FloorDiv, x, y),
+        Arith::FloorMod => bin(B::FloorMod, x, y),
+        Arith::Max => bin(B::Max, x, y),
+        Arith::Min => bin(B::Min, x, y),
+        Arith::BitAnd => bin(B::BitAnd, x, y),
+        Arith::BitOr => bin(B::BitOr, x, y),
+        Arith::BitXor => bin(B::BitXor, x, y),
+        // Shifting every bit out gives 0 (or the sign for `>>`), as numpy does; so does a
+        // negative shift.
+        Arith::Shl | Arith::Shr => {
+            let below = cmp(CmpOp::Lt, y, &compute::int_const(width, dtype));
+            let in_range = if signed {
+                cmp(CmpOp::Ge, y, &compute::zero(dtype)).binary(B::LogicalAnd, below)
+            } else {
+                below
+            };
+            if op == Arith::Shl {
+                in_range.select(bin(B::Shl, x, y), compute::zero(dtype))
+            } else if signed {
+                let amount = in_range.select(y.clone(), compute::int_const(width - 1, dtype));
+                bin(B::Shr, x, &amount)
+            } else {
+                in_range.select(bin(B::Shr, x, y), compute::zero(dtype))
+            }
+        }
+        // The kernel raises a negative exponent as a run-time error, as the reference does.
+        Arith::Pow => bin(B::Pow, x, y),
+        Arith::LogicalAnd | Arith::LogicalOr | Arith::LogicalXor => return unsupported(),
+    })
+}
+
+fn compare_te(inputs: &[TeValue], out: &Type, name: &str, op: CmpOp) -> ComputeResult {
+    let (shape, _) = compute::static_tensor(out)?;
+    let (a, b) = te_two(inputs, name)?;
+    compute::broadcast_compute(&format!("T_{name}"), &shape, &[a, b], |r| {
+        Ok(cmp(op, &r[0], &r[1]))
+    })
+}
+
+/// The elementwise unary operators.
+#[derive(Clone, Copy)]
+enum Un {
+    Neg,
+    Abs,
+    Sign,
+    /// A function of floats only.
+    Float(UnaryOp),
+    /// A rounding function; integers are already whole.
+    Rounding(UnaryOp),
+    /// A float predicate; integers are finite numbers.
+    Predicate(UnaryOp),
+    LogicalNot,
+    BitwiseNot,
+    Copy,
+    /// A constant of the input's dtype.
+    Fill(f64),
+}
+
+fn unary_te(inputs: &[TeValue], out: &Type, name: &str, op: Un) -> ComputeResult {
+    let (shape, _) = compute::static_tensor(out)?;
+    let a = compute::input(inputs, 0)?;
+    compute::broadcast_compute(&format!("T_{name}"), &shape, &[a], |r| {
+        unary_expr(name, op, &r[0])
+    })
+}
+
+/// `op(x)` as the reference evaluation computes it.
+fn unary_expr(name: &str, op: Un, x: &TExpr) -> Result<TExpr, String> {
+    let dtype = x.dtype();
+    let float = dtype.is_float();
+    let unsigned = matches!(dtype.code, DTypeCode::UInt | DTypeCode::Bool);
+    let unsupported = || Err(format!("`{name}` does not support dtype {dtype}"));
+    Ok(match op {
+        Un::Neg => x.clone().unary(UnaryOp::Neg),
+        Un::Abs if unsigned => x.clone(),
+        Un::Abs => x.clone().unary(UnaryOp::Abs),
+        // -1, 0 or 1; zeros and NaN give themselves, as numpy's `sign` of floats does.
+        Un::Sign => {
+            let zero = compute::zero(dtype);
+            let rest = if unsigned {
+                zero.clone()
+            } else {
+                let other = if float { x.clone() } else { zero.clone() };
+                cmp(CmpOp::Lt, x, &zero).select(compute::const_of(-1.0, dtype), other)
+            };
+            cmp(CmpOp::Gt, x, &zero).select(compute::one(dtype), rest)
+        }
+        Un::Float(f) if float => x.clone().unary(f),
+        Un::Float(_) => return unsupported(),
+        Un::Rounding(f) if float => x.clone().unary(f),
+        Un::Rounding(_) => x.clone(),
+        Un::Predicate(f) if float => x.clone().unary(f),
+        Un::Predicate(f) => TExpr::int(i128::from(f == UnaryOp::IsFinite), DType::BOOL),
+        Un::LogicalNot | Un::BitwiseNot if compute::is_bool(dtype) => {
+            x.clone().unary(UnaryOp::LogicalNot)
+        }
+        Un::LogicalNot => cmp(CmpOp::Eq, x, &compute::zero(dtype)),
+        Un::BitwiseNot if dtype.is_int() => x.clone().unary(UnaryOp::BitwiseNot),
+        Un::BitwiseNot => return unsupported(),
+        Un::Copy => x.clone(),
+        Un::Fill(v) => compute::const_of(v, dtype),
+    })
+}
+
+fn where_te(inputs: &[TeValue], _: &Attrs, out: &Type) -> ComputeResult {
+    let (shape, _) = compute::static_tensor(out)?;
+    let c = compute::input(inputs, 0)?;
+    let (x, y) = te_two(&inputs[1.min(inputs.len())..], "where")?;
+    compute::broadcast_compute("T_where", &shape, &[c, x, y], |r| {
+        Ok(r[0]
+            .clone()
+            .cast(DType::BOOL)
+            .select(r[1].clone(), r[2].clone()))
+    })
+}
+
+/// `cast` and `cast_like`: numpy's `astype` to the output dtype.
+fn cast_te(inputs: &[TeValue], out: &Type, name: &str) -> ComputeResult {
+    let (shape, dtype) = compute::static_tensor(out)?;
+    let a = compute::input(inputs, 0)?;
+    compute::broadcast_compute(&format!("T_{name}"), &shape, &[a], |r| {
+        Ok(r[0].clone().cast(dtype))
+    })
+}
+
+/// `full` (fill value input 0) and `full_like` (input 1): the scalar converted to the output
+/// dtype, everywhere.
+fn fill_te(inputs: &[TeValue], out: &Type, name: &str, fill: usize) -> ComputeResult {
+    let (shape, dtype) = compute::static_tensor(out)?;
+    let f = compute::input(inputs, fill)?;
+    if !f.shape.is_empty() {
+        return Err(format!("the fill value of `{name}` must be a scalar"));
+    }
+    let value = f.at(&[]).cast(dtype);
+    compute::tensor_value(Tensor::compute(format!("T_{name}"), &shape, |_| value))
+}
+
+/// `zeros` and `ones`.
+fn init_te(out: &Type, name: &str, fill: f64) -> ComputeResult {
+    let (shape, dtype) = compute::static_tensor(out)?;
+    let value = compute::const_of(fill, dtype);
+    compute::tensor_value(Tensor::compute(format!("T_{name}"), &shape, |_| value))
+}
+
+/// `broadcast_to` and `broadcast_to_like`: the input read with numpy broadcasting.
+fn broadcast_to_te(inputs: &[TeValue], out: &Type, name: &str) -> ComputeResult {
+    let (shape, _) = compute::static_tensor(out)?;
+    let a = compute::input(inputs, 0)?;
+    compute::broadcast_compute(&format!("T_{name}"), &shape, &[a], |r| Ok(r[0].clone()))
+}
+
+/// `clip` as the reference evaluation computes it: `max(min(x, a_max), a_min)` with NaN passing
+/// through (the comparisons are false for it), and integer bounds truncated toward zero.
+fn clip_te(inputs: &[TeValue], attrs: &Attrs, out: &Type) -> ComputeResult {
+    let (shape, dtype) = compute::static_tensor(out)?;
+    let a = compute::input(inputs, 0)?;
+    let (lo, hi) = (attr_float(attrs, "a_min")?, attr_float(attrs, "a_max")?);
+    compute::broadcast_compute("T_clip", &shape, &[a], |r| {
+        let x = &r[0];
+        // `min(v, hi)` and `max(v, lo)` as selections: a NaN `v` compares false and stays.
+        let min = |v: &TExpr, hi: &TExpr| cmp(CmpOp::Lt, hi, v).select(hi.clone(), v.clone());
+        let max = |v: &TExpr, lo: &TExpr| cmp(CmpOp::Lt, v, lo).select(lo.clone(), v.clone());
+        if dtype.is_float() {
+            // Rust's `min` and `max` ignore a NaN bound.
+            let mut v = x.clone();
+            if !hi.is_nan() {
+                v = min(&v, &compute::const_of(hi, dtype));
+            }
+            if !lo.is_nan() {
+                v = max(&v, &compute::const_of(lo, dtype));
+            }
+            return Ok(v);
+        }
+        let (lo, hi) = (lo as i128, hi as i128);
+        let (first, last) = compute::int_range(dtype);
+        if hi < first {
+            return Ok(compute::int_const(hi.max(lo), dtype));
+        }
+        if lo > last {
+            return Ok(compute::int_const(lo, dtype));
+        }
+        let hi = compute::int_const(hi.min(last), dtype);
+        let lo = compute::int_const(lo.max(first), dtype);
+        Ok(max(&min(x, &hi), &lo))
+    })
 }
 
 // ----- Reference evaluation -----
@@ -929,7 +1315,7 @@ fn sign(x: f64) -> f64 {
 /// `erf(x) = 2/sqrt(pi) exp(-x^2) sum_n 2^n x^(2n+1) / (1 3 5 ... (2n+1))`, whose terms are
 /// all positive, and beyond it `1 - erfc(x)` with Laplace's continued fraction
 /// `erfc(x) = exp(-x^2)/sqrt(pi) / (x + (1/2)/(x + 1/(x + (3/2)/(x + ...))))`.
-fn erf(x: f64) -> f64 {
+pub(crate) fn erf(x: f64) -> f64 {
     if x.is_nan() {
         return x;
     }

@@ -22,6 +22,7 @@ use std::sync::OnceLock;
 
 use relay_ir::{AttrDefault, AttrField, AttrKind, OpPattern, OpRef, OpSchema};
 
+pub mod compute;
 mod elementwise;
 pub mod memory;
 mod nn;

@@ -13,6 +13,9 @@ use relay_ir::{
     OpPattern as P, OpSchema, RelationFn, Type, TypeKind, Value,
 };
 
+use relay_ir::te::{BinaryOp, CmpOp, TExpr, TeValue, Tensor};
+
+use crate::compute;
 use crate::support::{
     arg_tensor, attr_bool, attr_dtype, attr_float, attr_int, attr_ints_len, attr_opt_int,
     attr_opt_ints, attr_str, broadcast_shapes, known, normalize_axis, shape_text, strides, tensor,
@@ -464,21 +467,25 @@ pub(crate) static OPS: &[OpSchema] = &[
         &[field("axis", K::Int, D::Int(0))],
     ),
     // Activations, bias and flattening.
-    plain("nn.relu", DATA).with(P::ElemWise, numeric_unary_rel, relu_eval),
+    plain("nn.relu", DATA)
+        .with(P::ElemWise, numeric_unary_rel, relu_eval)
+        .with_compute(relu_te),
     op(
         "nn.leaky_relu",
         DATA,
         "relay.attrs.LeakyReluAttrs",
         LEAKY_RELU_ATTRS,
     )
-    .with(P::ElemWise, numeric_unary_rel, leaky_relu_eval),
+    .with(P::ElemWise, numeric_unary_rel, leaky_relu_eval)
+    .with_compute(leaky_relu_te),
     op(
         "nn.prelu",
         &["data", "alpha"],
         "relay.attrs.PReluAttrs",
         &[field("axis", K::Int, D::Int(1))],
     )
-    .with(P::Broadcast, prelu_rel, prelu_eval),
+    .with(P::Broadcast, prelu_rel, prelu_eval)
+    .with_compute(|i, a, o| channel_te(i, a, o, "nn.prelu")),
     op(
         "nn.softmax",
         DATA,
@@ -506,7 +513,8 @@ pub(crate) static OPS: &[OpSchema] = &[
         "relay.attrs.BiasAddAttrs",
         &[field("axis", K::Int, D::Int(1))],
     )
-    .with(P::Broadcast, bias_add_rel, bias_add_eval),
+    .with(P::Broadcast, bias_add_rel, bias_add_eval)
+    .with_compute(|i, a, o| channel_te(i, a, o, "nn.bias_add")),
     plain("nn.batch_flatten", DATA).with(P::Injective, batch_flatten_rel, batch_flatten_eval),
     // Pooling.
     op(
@@ -1605,6 +1613,73 @@ fn prelu_eval(args: &[Value], attrs: &Attrs) -> Result<Value, String> {
     } else {
         channel_map::<i128>(x, alpha, axis, |v, a| if v > 0 { v } else { v.times(a) })
     }
+}
+
+// ----- Compute definitions of the elementwise activations and `nn.bias_add` -----
+
+/// `nn.relu`: `x > 0 ? x : 0` (NaN gives 0, as `f64::max` does in the reference evaluation).
+fn relu_te(inputs: &[TeValue], _: &Attrs, out: &Type) -> Result<TeValue, String> {
+    let (shape, _) = compute::static_tensor(out)?;
+    let a = compute::input(inputs, 0)?;
+    compute::broadcast_compute("T_relu", &shape, &[a], |r| {
+        let zero = compute::zero(r[0].dtype());
+        Ok(compute::cmp(CmpOp::Gt, &r[0], &zero).select(r[0].clone(), zero))
+    })
+}
+
+/// `nn.leaky_relu`: `x > 0 ? x : x * alpha`, with `alpha` truncated toward zero for integers
+/// (whose product wraps).
+fn leaky_relu_te(inputs: &[TeValue], attrs: &Attrs, out: &Type) -> Result<TeValue, String> {
+    let (shape, dtype) = compute::static_tensor(out)?;
+    let a = compute::input(inputs, 0)?;
+    let alpha = attr_float(attrs, "alpha")?;
+    let alpha = if dtype.is_float() {
+        compute::const_of(alpha, dtype)
+    } else {
+        compute::int_const(alpha as i128, dtype)
+    };
+    compute::broadcast_compute("T_leaky_relu", &shape, &[a], |r| {
+        let x = &r[0];
+        let zero = compute::zero(dtype);
+        let scaled = compute::bin(BinaryOp::Mul, x, &alpha);
+        Ok(compute::cmp(CmpOp::Gt, x, &zero).select(x.clone(), scaled))
+    })
+}
+
+/// `nn.prelu` (`x > 0 ? x : x * alpha[c]`) and `nn.bias_add` (`x + bias[c]`), where `c` is the
+/// index along `axis`.
+fn channel_te(
+    inputs: &[TeValue],
+    attrs: &Attrs,
+    out: &Type,
+    name: &str,
+) -> Result<TeValue, String> {
+    let (shape, dtype) = compute::static_tensor(out)?;
+    let (x, v) = (compute::input(inputs, 0)?, compute::input(inputs, 1)?);
+    let axis = normalize_axis(attr_int(attrs, "axis")?, shape.len())?;
+    let extent = shape.get(axis).copied().unwrap_or(1);
+    if (v.shape != [extent] && v.shape != [1]) || v.dtype != dtype || x.shape != shape {
+        return Err(format!(
+            "`{name}` expects a vector of {extent} elements of {dtype} for axis {axis}"
+        ));
+    }
+    let short = name.strip_prefix("nn.").unwrap_or(name);
+    let tensor = Tensor::compute(format!("T_{short}"), &shape, |index| {
+        let c = if v.shape == [1] {
+            TExpr::index(0)
+        } else {
+            index[axis].clone()
+        };
+        let (e, w) = (x.at(index), v.at(&[c]));
+        if name == "nn.bias_add" {
+            compute::bin(BinaryOp::Add, &e, &w)
+        } else {
+            let zero = compute::zero(dtype);
+            let scaled = compute::bin(BinaryOp::Mul, &e, &w);
+            compute::cmp(CmpOp::Gt, &e, &zero).select(e, scaled)
+        }
+    });
+    compute::tensor_value(tensor)
 }
 
 /// `nn.softmax` and `nn.log_softmax`: a float tensor, normalized along `axis`.

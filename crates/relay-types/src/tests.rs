@@ -395,6 +395,7 @@ static TEST_ADD: OpSchema = OpSchema {
     pattern: OpPattern::Broadcast,
     relation: Some(same_rel),
     eval: None,
+    compute: None,
 };
 
 static TEST_NO_REL: OpSchema = OpSchema {
@@ -405,6 +406,7 @@ static TEST_NO_REL: OpSchema = OpSchema {
     pattern: OpPattern::Opaque,
     relation: None,
     eval: None,
+    compute: None,
 };
 
 fn op_call(op: &'static OpSchema, args: Vec<Expr>) -> Expr {

@@ -22,6 +22,7 @@ static CONV: OpSchema = OpSchema {
     pattern: crate::OpPattern::OutEWiseFusable,
     relation: None,
     eval: None,
+    compute: None,
     attrs: &[
         AttrField {
             name: "strides",
