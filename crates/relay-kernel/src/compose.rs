@@ -1,0 +1,304 @@
+//! Composition: a primitive function's operator calls → tensor expressions (`relay_ir::te`),
+//! from each operator's compute definition in `relay-ops`.
+//!
+//! The parameters become placeholders (a tuple-typed parameter one per tensor field, in order),
+//! each call its operator's compute on the tensors of its arguments, scalar constants 0-d
+//! computes, and tuples and projections stay structural. The kernel's outputs are the tensor
+//! leaves of the function's result, in order.
+
+use std::collections::HashMap;
+
+use relay_ir::te::{TExpr, TeValue, Tensor, TensorOp};
+use relay_ir::{Expr, ExprKind, Function, NDArray, Type, TypeKind, VarId};
+use relay_ops::compute::static_tensor;
+
+/// A primitive function as tensor expressions.
+#[derive(Clone, Debug)]
+pub struct Composed {
+    /// The kernel's inputs, in argument order: placeholders with their shapes and dtypes
+    /// (`TensorOp::Placeholder(i)` is the `i`-th).
+    pub inputs: Vec<Tensor>,
+    /// The kernel's outputs, one per tensor leaf of the function's result, in order.
+    pub outputs: Vec<Tensor>,
+}
+
+/// The tensor expressions of a primitive function (`Primitive=1`) whose types have been
+/// checked, or why it cannot be compiled: an operator without a compute definition, a dynamic
+/// shape, a construct other than calls, lets, tuples, projections, variables and scalar
+/// constants.
+pub fn compose(func: &Function) -> Result<Composed, String> {
+    let mut composer = Composer {
+        env: HashMap::new(),
+        inputs: Vec::new(),
+    };
+    for param in &func.params {
+        let ty = param
+            .checked_type()
+            .or(param.ty())
+            .ok_or_else(|| format!("parameter `%{}` has no type", param.name().as_str()))?;
+        let value = composer.placeholders(ty, param.name().as_str())?;
+        composer.env.insert(param.id(), value);
+    }
+    let result = composer.expr(&func.body)?;
+    let mut outputs = Vec::new();
+    flatten(&result, &mut outputs);
+    Ok(Composed {
+        inputs: composer.inputs,
+        outputs,
+    })
+}
+
+/// The tensor leaves of a value, in order.
+fn flatten(value: &TeValue, out: &mut Vec<Tensor>) {
+    match value {
+        TeValue::Tensor(t) => out.push(t.clone()),
+        TeValue::Tuple(fields) => {
+            for f in fields {
+                flatten(f, out);
+            }
+        }
+    }
+}
+
+/// The state of one composition.
+struct Composer {
+    /// The values of the variables in scope.
+    env: HashMap<VarId, TeValue>,
+    /// The placeholders made so far.
+    inputs: Vec<Tensor>,
+}
+
+impl Composer {
+    /// Placeholders for a parameter of type `ty`: one per tensor, in order.
+    fn placeholders(&mut self, ty: &Type, name: &str) -> Result<TeValue, String> {
+        match ty.kind() {
+            TypeKind::Tensor { .. } => {
+                let (shape, dtype) = static_tensor(ty)?;
+                let index = self.inputs.len();
+                let t = Tensor::placeholder(name, shape, dtype, index);
+                self.inputs.push(t.clone());
+                Ok(TeValue::Tensor(t))
+            }
+            TypeKind::Tuple(fields) => {
+                let values = fields
+                    .iter()
+                    .enumerate()
+                    .map(|(i, f)| self.placeholders(f, &format!("{name}_{i}")))
+                    .collect::<Result<_, _>>()?;
+                Ok(TeValue::Tuple(values))
+            }
+            _ => Err(format!(
+                "parameter `%{name}` of type `{ty}` is not a tensor or a tuple of tensors"
+            )),
+        }
+    }
+
+    /// The value of an expression.
+    fn expr(&mut self, e: &Expr) -> Result<TeValue, String> {
+        relay_ir::ensure_sufficient_stack(|| self.expr_inner(e))
+    }
+
+    fn expr_inner(&mut self, e: &Expr) -> Result<TeValue, String> {
+        match e.kind() {
+            ExprKind::Var(v) => self
+                .env
+                .get(&v.id())
+                .cloned()
+                .ok_or_else(|| format!("unbound variable `%{}`", v.name().as_str())),
+            ExprKind::Constant(c) => constant(c),
+            ExprKind::Let { bindings, body } => {
+                for b in bindings {
+                    let value = self.expr(&b.value)?;
+                    self.env.insert(b.var.id(), value);
+                }
+                self.expr(body)
+            }
+            ExprKind::Tuple(fields) => {
+                let values = fields
+                    .iter()
+                    .map(|f| self.expr(f))
+                    .collect::<Result<_, _>>()?;
+                Ok(TeValue::Tuple(values))
+            }
+            ExprKind::Proj { tuple, index } => match self.expr(tuple)? {
+                TeValue::Tuple(fields) => fields
+                    .get(*index as usize)
+                    .cloned()
+                    .ok_or_else(|| format!("projection .{index} out of range")),
+                TeValue::Tensor(_) => Err(format!("projection .{index} of a tensor")),
+            },
+            ExprKind::Call {
+                callee,
+                args,
+                attrs,
+            } => {
+                let ExprKind::Op(op) = callee.kind() else {
+                    return Err("only operator calls can be compiled into a kernel".into());
+                };
+                let compute = op.compute.ok_or_else(|| {
+                    format!("operator `{}` has no compute definition yet", op.name)
+                })?;
+                let values = args
+                    .iter()
+                    .map(|a| self.expr(a))
+                    .collect::<Result<Vec<_>, _>>()?;
+                let out = e
+                    .checked_type()
+                    .ok_or_else(|| format!("the call to `{}` has no checked type", op.name))?;
+                compute(&values, attrs, out).map_err(|m| format!("operator `{}`: {m}", op.name))
+            }
+            other => Err(format!(
+                "{} cannot be compiled into a kernel",
+                construct_name(other)
+            )),
+        }
+    }
+}
+
+/// How an error names an expression form.
+fn construct_name(kind: &ExprKind) -> &'static str {
+    match kind {
+        ExprKind::Global(_) => "a global function reference",
+        ExprKind::Op(_) => "an operator used as a value",
+        ExprKind::Ctor(_) => "a constructor",
+        ExprKind::Function(_) => "a nested function",
+        ExprKind::If { .. } => "`if`",
+        ExprKind::Match { .. } => "`match`",
+        ExprKind::RefNew(_) | ExprKind::RefRead(_) | ExprKind::RefWrite(..) => "a reference",
+        _ => "this expression",
+    }
+}
+
+/// A constant with at most one element: a compute of its shape whose every element is that
+/// value.
+fn constant(c: &NDArray) -> Result<TeValue, String> {
+    let dtype = c.dtype();
+    if c.num_elements() > 1 {
+        return Err(format!(
+            "tensor constants of shape {:?} cannot be compiled into a kernel yet",
+            c.shape()
+        ));
+    }
+    let value = if dtype.is_float() {
+        TExpr::float(c.to_f64_vec().first().copied().unwrap_or(0.0), dtype)
+    } else {
+        TExpr::int(c.to_i128_vec().first().copied().unwrap_or(0), dtype)
+    };
+    let t = Tensor::compute("c", c.shape(), |_| value);
+    Ok(TeValue::Tensor(t))
+}
+
+/// Whether a tensor is a kernel input.
+pub fn is_placeholder(t: &Tensor) -> bool {
+    matches!(t.op, TensorOp::Placeholder(_))
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use relay_ir::{DType, Module, Symbol};
+
+    use super::*;
+
+    /// The type-checked module of `text`.
+    pub(crate) fn checked(text: &str) -> Module {
+        let m = relay_syntax::parse(text, "test.relay").unwrap_or_else(|e| panic!("{e:?}"));
+        relay_types::check_module(&m).unwrap_or_else(|e| panic!("{e:?}"));
+        m
+    }
+
+    /// The first primitive function literal of `@main` in `text` (bound by a let or called).
+    pub(crate) fn primitive(text: &str) -> Function {
+        let m = checked(text);
+        let main = m
+            .function(Symbol::intern("main"))
+            .map(|g| g.func.clone())
+            .expect("a @main");
+        find_primitive(&main.body).expect("a primitive function")
+    }
+
+    fn find_primitive(e: &Expr) -> Option<Function> {
+        match e.kind() {
+            ExprKind::Function(f) if relay_ir::visit::is_primitive(f) => Some(f.clone()),
+            ExprKind::Let { bindings, body } => bindings
+                .iter()
+                .find_map(|b| find_primitive(&b.value))
+                .or_else(|| find_primitive(body)),
+            ExprKind::Call { callee, args, .. } => {
+                find_primitive(callee).or_else(|| args.iter().find_map(find_primitive))
+            }
+            _ => None,
+        }
+    }
+
+    #[test]
+    fn params_calls_and_tuples() {
+        let f = primitive(
+            r#"#[version = "0.0.5"]
+def @main(%x: Tensor[(2, 3), float32], %y: Tensor[(3), float32]) {
+  %0 = fn (%p0: Tensor[(2, 3), float32], %p1: (Tensor[(3), float32], Tensor[(3), float32]), Primitive=1) {
+    %1 = add(%p0, %p1.0);
+    (nn.relu(%1), multiply(%p1.1, 2f))
+  };
+  %0(%x, (%y, %y))
+}"#,
+        );
+        let c = compose(&f).unwrap();
+        let names: Vec<&str> = c.inputs.iter().map(|t| t.name.as_str()).collect();
+        assert_eq!(names, ["p0", "p1_0", "p1_1"]);
+        assert_eq!(c.inputs[2].shape, [3]);
+        assert!(matches!(c.inputs[1].op, TensorOp::Placeholder(1)));
+        let outs: Vec<(&str, &[i64], DType)> = c
+            .outputs
+            .iter()
+            .map(|t| (t.name.as_str(), t.shape.as_slice(), t.dtype))
+            .collect();
+        assert_eq!(
+            outs,
+            [
+                ("T_relu", &[2i64, 3][..], DType::F32),
+                ("T_multiply", &[3][..], DType::F32)
+            ]
+        );
+    }
+
+    #[test]
+    fn missing_compute_is_named() {
+        let f = primitive(
+            r#"#[version = "0.0.5"]
+def @main(%x: Tensor[(1, 3, 4, 4), float32], %w: Tensor[(2, 3, 3, 3), float32]) {
+  %0 = fn (%p0: Tensor[(1, 3, 4, 4), float32], %p1: Tensor[(2, 3, 3, 3), float32], Primitive=1) {
+    nn.conv2d(%p0, %p1)
+  };
+  %0(%x, %w)
+}"#,
+        );
+        assert_eq!(
+            compose(&f).err().as_deref(),
+            Some("operator `nn.conv2d` has no compute definition yet")
+        );
+    }
+
+    #[test]
+    fn dynamic_shapes_and_large_constants_are_errors() {
+        let f = primitive(
+            r#"#[version = "0.0.5"]
+def @main(%x: Tensor[(?, 3), float32]) {
+  %0 = fn (%p0: Tensor[(?, 3), float32], Primitive=1) {
+    exp(%p0)
+  };
+  %0(%x)
+}"#,
+        );
+        assert_eq!(
+            compose(&f).err().as_deref(),
+            Some("dynamic shape `Tensor[(?, 3), float32]` is not supported")
+        );
+        let big = NDArray::zeros(DType::F32, &[2]).unwrap();
+        assert!(constant(&big).is_err());
+        let one = NDArray::zeros(DType::I8, &[1, 1]).unwrap();
+        let TeValue::Tensor(t) = constant(&one).unwrap() else {
+            panic!("a tensor")
+        };
+        assert_eq!((t.shape.as_slice(), t.dtype), (&[1i64, 1][..], DType::I8));
+    }
+}
