@@ -1,0 +1,100 @@
+//! Errors of the kernel compiler's back end: compiling a loop nest to machine code and calling
+//! the result.
+
+use miette::Diagnostic;
+use thiserror::Error;
+
+/// Why a kernel could not be compiled or a call failed.
+#[derive(Debug, Clone, PartialEq, Eq, Error, Diagnostic)]
+pub enum KernelError {
+    /// The kernel uses a dtype the code generator does not handle yet.
+    #[error("kernel {kernel}: unsupported dtype {dtype}")]
+    #[diagnostic(
+        code(relay::kernel::unsupported_dtype),
+        help(
+            "float16, bfloat16 and vector dtypes are not compiled yet; the interpreter runs them"
+        )
+    )]
+    UnsupportedDType {
+        /// The kernel's name.
+        kernel: String,
+        /// The dtype, as TVM spells it.
+        dtype: String,
+    },
+    /// The loop nest is malformed (a bug in lowering).
+    #[error("kernel {kernel}: malformed loop nest: {message}")]
+    #[diagnostic(
+        code(relay::kernel::malformed),
+        help(
+            "this is a bug in the kernel compiler; `relayc build --emit kernels` shows the loop nest"
+        )
+    )]
+    Malformed {
+        /// The kernel's name.
+        kernel: String,
+        /// What is wrong.
+        message: String,
+    },
+    /// Cranelift rejected the generated code or could not emit it (a bug in code generation).
+    #[error("kernel {kernel}: code generation failed: {message}")]
+    #[diagnostic(
+        code(relay::kernel::codegen),
+        help(
+            "this is a bug in the kernel compiler; `relayc build --emit clif` shows the Cranelift IR"
+        )
+    )]
+    Codegen {
+        /// The kernel's name.
+        kernel: String,
+        /// Cranelift's message.
+        message: String,
+    },
+    /// The host machine is not supported by Cranelift.
+    #[error("the host machine is not supported by the JIT: {message}")]
+    #[diagnostic(code(relay::kernel::host))]
+    Host {
+        /// Cranelift's message.
+        message: String,
+    },
+    /// A call passed arguments that do not match the kernel's buffers, or the kernel reported
+    /// a run-time error (integer division by zero).
+    #[error("{message}")]
+    #[diagnostic(code(relay::kernel::call))]
+    Call {
+        /// The kernel's name.
+        kernel: String,
+        /// The message from the kernel's error slot (it names the kernel).
+        message: String,
+    },
+    /// The primitive function cannot be compiled yet: an operator without a compute
+    /// definition, a dynamic shape, a tensor constant inside it.
+    #[error("kernel {kernel}: {message}")]
+    #[diagnostic(
+        code(relay::kernel::unsupported),
+        help("the interpreter runs it (`relayc run --executor interp`)")
+    )]
+    Unsupported {
+        /// The kernel's name.
+        kernel: String,
+        /// What is not supported.
+        message: String,
+    },
+    /// The caller's compile function failed (the kernel cache passes its error on).
+    #[error("{message}")]
+    #[diagnostic(code(relay::kernel::lower))]
+    Lower {
+        /// Why.
+        message: String,
+    },
+}
+
+impl KernelError {
+    /// Whether the error says the kernel is not supported yet (as opposed to a bug or a failed
+    /// call).
+    pub fn is_unsupported(&self) -> bool {
+        matches!(
+            self,
+            KernelError::Unsupported { .. } | KernelError::UnsupportedDType { .. }
+        )
+    }
+}
