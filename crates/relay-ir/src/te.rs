@@ -178,7 +178,8 @@ pub enum TExprKind {
     /// The argument converted to the node's dtype with numpy's `astype` rules (float to int
     /// truncates toward zero and saturates; to `bool` is `!= 0`).
     Cast(TExpr),
-    /// A reduction of `body` over `axes` (only at the root of a compute's body).
+    /// A reduction of `body` over `axes` (only at the root of a compute's body). The node has
+    /// the body's dtype, except for `ArgMax`/`ArgMin` (an integer position).
     Reduce {
         /// How values combine.
         op: ReduceOp,
@@ -259,7 +260,10 @@ pub enum CmpOp {
     Ge,
 }
 
-/// How a reduction combines values.
+/// How a reduction combines values. An empty reduction gives the identity: 0 for `Sum`, 1 for
+/// `Prod`, the dtype's lowest (highest) value or -inf (+inf) for `Max` (`Min`), true for
+/// `All`, false for `Any`, position 0 for `ArgMax`/`ArgMin`. Float `Max`/`Min` propagate NaN
+/// (the first NaN met wins, as numpy's). Values combine in row-major order over the axes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[allow(missing_docs)]
 pub enum ReduceOp {
@@ -269,6 +273,18 @@ pub enum ReduceOp {
     Min,
     All,
     Any,
+    /// The position (row-major over the reduction axes, the node's integer dtype) of the
+    /// greatest value: the first one, or the last one of equal values when `last`. NaN counts
+    /// as greater than every number (a later NaN replaces an earlier one only when `last`).
+    ArgMax {
+        /// Whether ties select the last position.
+        last: bool,
+    },
+    /// As [`ReduceOp::ArgMax`] for the least value (NaN counts as less than every number).
+    ArgMin {
+        /// Whether ties select the last position.
+        last: bool,
+    },
 }
 
 impl TExpr {
@@ -346,6 +362,19 @@ impl TExpr {
         } else {
             TExpr::new(TExprKind::Cast(self), dtype)
         }
+    }
+
+    /// The position (`int32`) of the extreme value of `self` over `axes` (`op` is
+    /// [`ReduceOp::ArgMax`] or [`ReduceOp::ArgMin`]).
+    pub fn arg_reduce(self, op: ReduceOp, axes: Vec<IterVar>) -> TExpr {
+        TExpr::new(
+            TExprKind::Reduce {
+                op,
+                axes,
+                body: self,
+            },
+            DType::I32,
+        )
     }
 
     /// A reduction of `self` over `axes`.

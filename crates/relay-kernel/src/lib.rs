@@ -15,9 +15,8 @@
 //!
 //! [`compile_primitive`] runs the whole chain for one primitive function.
 //!
-//! Status (issue 5, first slice): elementwise and broadcasting operators compile; reductions,
-//! shape operators, `nn.dense`/`nn.conv2d`, threads and the benchmarks follow. See
-//! `docs/design.md` §12.
+//! Status (issue 5, in progress): elementwise, broadcasting and reduction operators compile;
+//! shape operators, `nn.dense`/`nn.conv2d`, pooling, threads follow. See `docs/design.md` §12.
 
 pub mod abi;
 pub mod cache;

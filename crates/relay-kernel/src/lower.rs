@@ -11,11 +11,22 @@
 //! when the output and every value loaded or computed are 32 bits wide; input indices come from
 //! the loop counters with row-major strides (broadcast dimensions contribute 0), and their parts
 //! that do not change in the innermost loop are computed once before it.
+//!
+//! Reductions (`TExprKind::Reduce`, at the root of a compute) are not inlined like the others:
+//! an output whose value needs one (the reduction itself, or an elementwise epilogue such as
+//! `sqrt(sum(x))`, or a consumer broadcasting it such as `x - max(x)`) gets one serial loop per
+//! output axis, the axes the reductions depend on outermost. Each reduction is computed into
+//! locals — `acc = init; for r in axes { v = body; acc = combine(acc, v) }` — inside the loops
+//! of the output axes it depends on only (a reduction read several times at one index is
+//! computed once), then the element is stored. A reduction depending on an inner loop but
+//! broadcast along an outer one is recomputed per outer iteration; a reduction reading
+//! another reduction is not supported yet (it needs a scratch buffer). Vector accumulators
+//! are later work.
 
 use std::collections::HashMap;
 
 use relay_ir::DType;
-use relay_ir::te::{BinaryOp, CmpOp, TExpr, TExprKind, Tensor, TensorOp, UnaryOp};
+use relay_ir::te::{BinaryOp, CmpOp, ReduceOp, TExpr, TExprKind, Tensor, TensorOp, UnaryOp};
 
 use crate::compose::Composed;
 use crate::loops::{Buffer, BufferId, BufferRole, ForKind, LExpr, Local, LocalId, LoopFunc, Stmt};
@@ -60,6 +71,7 @@ pub fn lower(name: &str, composed: &Composed) -> Result<LoopFunc, String> {
         let nest = Nest {
             func: &mut func,
             inputs: &composed.inputs,
+            accs: Vec::new(),
         }
         .output(id, t)?;
         nests.push(nest);
@@ -117,6 +129,22 @@ enum Val {
     Compare(CmpOp, Box<Val>, Box<Val>),
     Select(Box<Val>, Box<Val>, Box<Val>),
     Cast(DType, Box<Val>),
+    /// The result of the `n`-th reduction of the output (computed before the store).
+    Acc(usize),
+}
+
+/// A reduction of one output element: `acc = init; for r in axes { acc = combine(acc, body) }`.
+#[derive(Debug)]
+struct Red {
+    op: ReduceOp,
+    /// The reduction axes (numbered after the output's), outermost first, with extents.
+    axes: Vec<(usize, i64)>,
+    /// The value reduced.
+    body: Val,
+    /// The body's dtype.
+    body_dtype: DType,
+    /// The result's dtype (the body's, or an integer position for `ArgMax`/`ArgMin`).
+    dtype: DType,
 }
 
 /// Inlines tensor expressions into one [`Val`] per output.
@@ -126,6 +154,16 @@ struct Inliner<'a> {
     nodes: usize,
     /// Whether every value loaded or computed (other than booleans) is 32 bits wide.
     all32: bool,
+    /// The output's rank.
+    rank: usize,
+    /// The extents of the reduction axes met so far (axis `rank + j` is the `j`-th).
+    red_extents: Vec<i64>,
+    /// The reductions met so far.
+    reductions: Vec<Red>,
+    /// Reductions already lowered, by tensor address and read indices.
+    red_cache: HashMap<(usize, String), usize>,
+    /// Whether the inliner is inside a reduction's body.
+    in_reduce: bool,
 }
 
 impl Inliner<'_> {
@@ -197,8 +235,26 @@ impl Inliner<'_> {
                         if axes.len() != dims.len() {
                             return Err(format!("`{}` has the wrong number of axes", tensor.name));
                         }
+                        let reduction = matches!(body.kind(), TExprKind::Reduce { .. });
+                        let key = (
+                            std::ptr::from_ref::<relay_ir::te::TensorNode>(tensor) as usize,
+                            format!("{dims:?}"),
+                        );
+                        if reduction && self.in_reduce {
+                            return Err(
+                                "a reduction reading another reduction cannot be compiled yet"
+                                    .into(),
+                            );
+                        }
+                        if reduction && let Some(&n) = self.red_cache.get(&key) {
+                            return Ok(Val::Acc(n));
+                        }
                         let inner: HashMap<u32, Ix> = axes.iter().map(|a| a.id).zip(dims).collect();
-                        self.value(body, &inner)?
+                        let v = self.value(body, &inner)?;
+                        if let (true, Val::Acc(n)) = (reduction, &v) {
+                            self.red_cache.insert(key, *n);
+                        }
+                        v
                     }
                 }
             }
@@ -215,8 +271,42 @@ impl Inliner<'_> {
                 b(self.value(y, env)?),
             ),
             TExprKind::Cast(a) => Val::Cast(d, b(self.value(a, env)?)),
-            TExprKind::Reduce { .. } => {
-                return Err("reductions cannot be compiled into a kernel yet".into());
+            TExprKind::Reduce { op, axes, body } => {
+                if self.in_reduce {
+                    return Err(
+                        "a reduction reading another reduction cannot be compiled yet".into(),
+                    );
+                }
+                let arg = matches!(op, ReduceOp::ArgMax { .. } | ReduceOp::ArgMin { .. });
+                let fits = if arg { d.is_int() } else { d == body.dtype() };
+                if !fits {
+                    return Err(format!("a {op:?} reduction of dtype {d}"));
+                }
+                self.all32 = false;
+                let mut inner = env.clone();
+                let mut red_axes = Vec::with_capacity(axes.len());
+                for a in axes {
+                    let k = self.rank + self.red_extents.len();
+                    self.red_extents.push(a.extent);
+                    let ix = if a.extent == 1 {
+                        Ix::Const(0)
+                    } else {
+                        Ix::Axis(k)
+                    };
+                    inner.insert(a.id, ix);
+                    red_axes.push((k, a.extent));
+                }
+                self.in_reduce = true;
+                let value = self.value(body, &inner);
+                self.in_reduce = false;
+                self.reductions.push(Red {
+                    op: *op,
+                    axes: red_axes,
+                    body: value?,
+                    body_dtype: body.dtype(),
+                    dtype: d,
+                });
+                Val::Acc(self.reductions.len() - 1)
             }
         })
     }
@@ -282,6 +372,8 @@ struct Flat {
 struct Nest<'a> {
     func: &'a mut LoopFunc,
     inputs: &'a [Tensor],
+    /// The value of each [`Val::Acc`] of the output being lowered.
+    accs: Vec<LExpr>,
 }
 
 /// The loops of one output: groups of output axes, each one loop.
@@ -290,8 +382,10 @@ struct Loops {
     groups: Vec<Vec<usize>>,
     /// Each group's counter.
     counters: Vec<LocalId>,
-    /// The output's shape.
+    /// The output's shape (then the reduction axes' extents).
     shape: Vec<i64>,
+    /// Whether index parts that do not change in the innermost loop may be hoisted before it.
+    hoist: bool,
 }
 
 impl Loops {
@@ -355,6 +449,11 @@ impl Nest<'_> {
             inputs: self.inputs,
             nodes: 0,
             all32: true,
+            rank: shape.len(),
+            red_extents: Vec::new(),
+            reductions: Vec::new(),
+            red_cache: HashMap::new(),
+            in_reduce: false,
         };
         let env: Vec<Ix> = shape
             .iter()
@@ -385,6 +484,9 @@ impl Nest<'_> {
                 inliner.value(body, &map)?
             }
         };
+        if !inliner.reductions.is_empty() {
+            return self.reduce_output(id, &shape, &val, &inliner);
+        }
         let dtype = tensor.dtype;
         let vectorize =
             inliner.all32 && dtype.bits == 32 && dtype.code != relay_ir::DTypeCode::Bool;
@@ -485,6 +587,7 @@ impl Nest<'_> {
             groups,
             counters,
             shape: shape.to_vec(),
+            hoist: true,
         }
     }
 
@@ -538,7 +641,7 @@ impl Nest<'_> {
         }
         // A lone counter or constant is as cheap to use as a hoisted local.
         let compound = outer.len() > 1 || matches!(outer.first(), Some(LExpr::Binary(..)));
-        let hoist = outer_varies && compound && loops.groups.len() >= 2;
+        let hoist = loops.hoist && outer_varies && compound && loops.groups.len() >= 2;
         let outer = if hoist {
             let value = sum(outer);
             let key = format!("{value:?}");
@@ -575,6 +678,11 @@ impl Nest<'_> {
                 Val::Compare(op, x, y) => LExpr::Compare(*op, b(x)?, b(y)?),
                 Val::Select(c, x, y) => LExpr::Select(b(c)?, b(x)?, b(y)?),
                 Val::Cast(d, a) => LExpr::Cast(*d, b(a)?),
+                Val::Acc(n) => self
+                    .accs
+                    .get(*n)
+                    .cloned()
+                    .ok_or_else(|| format!("reduction {n} is not computed"))?,
                 Val::Load { buffer, dims } => {
                     let shape = self
                         .inputs
@@ -623,6 +731,319 @@ impl Nest<'_> {
     }
 }
 
+impl Nest<'_> {
+    /// The loop nest of an output whose value needs reductions: one serial loop per output axis
+    /// (of extent > 1); inside it each reduction's own serial loops accumulate into a local,
+    /// then the element is stored. (Vector accumulators and merged loops are later work.)
+    fn reduce_output(
+        &mut self,
+        id: BufferId,
+        shape: &[i64],
+        val: &Val,
+        inliner: &Inliner<'_>,
+    ) -> Result<Stmt, String> {
+        let rank = shape.len();
+        // The output axes each reduction depends on; the axes most reductions depend on loop
+        // outermost, so that a reduction sits in the loops it depends on only and is computed
+        // once per value (a reduction broadcast along an outer loop is recomputed).
+        let deps: Vec<Vec<usize>> = inliner
+            .reductions
+            .iter()
+            .map(|r| {
+                let mut axes = Vec::new();
+                val_axes(&r.body, &mut axes);
+                axes.retain(|&k| k < rank);
+                axes.sort_unstable();
+                axes.dedup();
+                axes
+            })
+            .collect();
+        let mut order: Vec<usize> = (0..rank).filter(|&k| shape[k] > 1).collect();
+        order.sort_by_key(|k| std::cmp::Reverse(deps.iter().filter(|d| d.contains(k)).count()));
+        let mut groups: Vec<Vec<usize>> = order.iter().map(|&k| vec![k]).collect();
+        let n_out = groups.len();
+        for (j, &e) in inliner.red_extents.iter().enumerate() {
+            if e != 1 {
+                groups.push(vec![rank + j]);
+            }
+        }
+        let counters = (0..groups.len())
+            .map(|g| {
+                let name = if g < n_out {
+                    format!("i{g}")
+                } else {
+                    format!("r{}", g - n_out)
+                };
+                self.local(name, DType::I64)
+            })
+            .collect();
+        let mut all_shape = shape.to_vec();
+        all_shape.extend(&inliner.red_extents);
+        let loops = Loops {
+            groups,
+            counters,
+            shape: all_shape,
+            hoist: false,
+        };
+        let mut hoisted = Vec::new();
+        let out_strides = strides(shape);
+        let store = Flat {
+            terms: (0..n_out)
+                .map(|g| (g, out_strides[loops.groups[g][0]]))
+                .collect(),
+            ..Flat::default()
+        };
+        let index = self.flat_expr(store, &loops, &mut hoisted);
+        // Each reduction's statements at its level: inside the loops of the axes it depends on.
+        let mut levels: Vec<Vec<Stmt>> = (0..=n_out).map(|_| Vec::new()).collect();
+        self.accs.clear();
+        for (red, dep) in inliner.reductions.iter().zip(&deps) {
+            let (stmt, result) = self.reduction(red, &loops, &mut hoisted)?;
+            let level = dep
+                .iter()
+                .filter_map(|k| order.iter().position(|o| o == k))
+                .map(|p| p + 1)
+                .max()
+                .unwrap_or(0);
+            levels[level].push(stmt);
+            self.accs.push(result);
+        }
+        let value = self.expr(val, &loops, &mut hoisted)?;
+        let mut inner = levels.pop().unwrap_or_default();
+        inner.push(Stmt::Store {
+            buffer: id,
+            index,
+            value,
+        });
+        let mut stmt = Stmt::Seq(inner);
+        for g in (0..n_out).rev() {
+            stmt = Stmt::For {
+                var: loops.counters[g],
+                extent: shape[loops.groups[g][0]],
+                kind: ForKind::Serial,
+                body: Box::new(stmt),
+            };
+            let mut seq = levels.pop().unwrap_or_default();
+            if !seq.is_empty() {
+                seq.push(stmt);
+                stmt = Stmt::Seq(seq);
+            }
+        }
+        Ok(stmt)
+    }
+
+    /// The statements computing one reduction into locals, and its result.
+    fn reduction(
+        &mut self,
+        red: &Red,
+        loops: &Loops,
+        hoisted: &mut Vec<(String, LocalId, LExpr)>,
+    ) -> Result<(Stmt, LExpr), String> {
+        let d = red.body_dtype;
+        let float = d.is_float();
+        let body = self.expr(&red.body, loops, hoisted)?;
+        let v = self.local(format!("v{}", self.func.locals.len()), d);
+        let acc = self.local(format!("acc{}", self.func.locals.len()), d);
+        let (lv, la) = (LExpr::Local(v), LExpr::Local(acc));
+        let (lo, hi) = extremes(d);
+        let init = match red.op {
+            ReduceOp::Sum | ReduceOp::Any => LExpr::Int(0, d),
+            ReduceOp::Prod | ReduceOp::All => LExpr::Int(1, d),
+            ReduceOp::Max | ReduceOp::ArgMax { .. } => lo,
+            ReduceOp::Min | ReduceOp::ArgMin { .. } => hi,
+        };
+        let init = match init {
+            LExpr::Int(c, d) if float => LExpr::Float(c as f64, d),
+            e => e,
+        };
+        let nan = |e: &LExpr| LExpr::Unary(UnaryOp::IsNan, Box::new(e.clone()));
+        let cmp = |op: CmpOp, a: &LExpr, b: &LExpr| {
+            LExpr::Compare(op, Box::new(a.clone()), Box::new(b.clone()))
+        };
+        let mut pre = vec![Stmt::Assign {
+            local: acc,
+            value: init,
+        }];
+        let mut step = vec![Stmt::Assign {
+            local: v,
+            value: body,
+        }];
+        let mut result = la.clone();
+        match red.op {
+            ReduceOp::Sum | ReduceOp::Prod | ReduceOp::All | ReduceOp::Any => {
+                let op = match red.op {
+                    ReduceOp::Sum => BinaryOp::Add,
+                    ReduceOp::Prod => BinaryOp::Mul,
+                    ReduceOp::All => BinaryOp::LogicalAnd,
+                    _ => BinaryOp::LogicalOr,
+                };
+                step.push(Stmt::Assign {
+                    local: acc,
+                    value: bin(op, la.clone(), lv.clone()),
+                });
+            }
+            ReduceOp::Max | ReduceOp::Min => {
+                let op = if red.op == ReduceOp::Max {
+                    CmpOp::Gt
+                } else {
+                    CmpOp::Lt
+                };
+                let mut take = cmp(op, &lv, &la);
+                if float {
+                    take = bin(BinaryOp::LogicalOr, take, nan(&lv));
+                }
+                step.push(Stmt::Assign {
+                    local: acc,
+                    value: LExpr::Select(
+                        Box::new(take),
+                        Box::new(lv.clone()),
+                        Box::new(la.clone()),
+                    ),
+                });
+            }
+            ReduceOp::ArgMax { last } | ReduceOp::ArgMin { last } => {
+                let op = if matches!(red.op, ReduceOp::ArgMax { .. }) {
+                    CmpOp::Gt
+                } else {
+                    CmpOp::Lt
+                };
+                let mut better = cmp(op, &lv, &la);
+                if last {
+                    better = bin(BinaryOp::LogicalOr, better, cmp(CmpOp::Eq, &lv, &la));
+                }
+                let take = if float {
+                    // NaN is the extreme: a NaN replaces a number, and a NaN only when `last`.
+                    let after_nan = if last {
+                        nan(&lv)
+                    } else {
+                        LExpr::Int(0, DType::BOOL)
+                    };
+                    LExpr::Select(
+                        Box::new(nan(&la)),
+                        Box::new(after_nan),
+                        Box::new(bin(BinaryOp::LogicalOr, nan(&lv), better)),
+                    )
+                } else {
+                    better
+                };
+                let pos = self.local(format!("pos{}", self.func.locals.len()), DType::I64);
+                let t = self.local(format!("take{}", self.func.locals.len()), DType::BOOL);
+                pre.push(Stmt::Assign {
+                    local: pos,
+                    value: LExpr::Int(0, DType::I64),
+                });
+                // The position, row-major over the reduction axes.
+                let mut here: Option<LExpr> = None;
+                let mut stride = 1i64;
+                for &(k, e) in red.axes.iter().rev() {
+                    if e != 1 {
+                        let g = loops
+                            .group_of(k)
+                            .ok_or_else(|| format!("axis {k} has no loop"))?;
+                        let c = LExpr::Local(loops.counters[g]);
+                        let term = if stride == 1 {
+                            c
+                        } else {
+                            bin(BinaryOp::Mul, c, LExpr::Int(stride.into(), DType::I64))
+                        };
+                        here = Some(match here {
+                            None => term,
+                            Some(h) => bin(BinaryOp::Add, term, h),
+                        });
+                    }
+                    stride = stride.saturating_mul(e);
+                }
+                let here = here.unwrap_or(LExpr::Int(0, DType::I64));
+                let lt = LExpr::Local(t);
+                step.push(Stmt::Assign {
+                    local: t,
+                    value: take,
+                });
+                step.push(Stmt::Assign {
+                    local: pos,
+                    value: LExpr::Select(
+                        Box::new(lt.clone()),
+                        Box::new(here),
+                        Box::new(LExpr::Local(pos)),
+                    ),
+                });
+                step.push(Stmt::Assign {
+                    local: acc,
+                    value: LExpr::Select(Box::new(lt), Box::new(lv.clone()), Box::new(la.clone())),
+                });
+                result = LExpr::Cast(red.dtype, Box::new(LExpr::Local(pos)));
+            }
+        }
+        let mut stmt = Stmt::Seq(step);
+        for &(k, e) in red.axes.iter().rev() {
+            if e != 1 {
+                let g = loops
+                    .group_of(k)
+                    .ok_or_else(|| format!("axis {k} has no loop"))?;
+                stmt = Stmt::For {
+                    var: loops.counters[g],
+                    extent: e,
+                    kind: ForKind::Serial,
+                    body: Box::new(stmt),
+                };
+            }
+        }
+        pre.push(stmt);
+        Ok((Stmt::Seq(pre), result))
+    }
+}
+
+/// The axes the indices of a value mention.
+fn val_axes(v: &Val, out: &mut Vec<usize>) {
+    fn ix_axes(ix: &Ix, out: &mut Vec<usize>) {
+        match ix {
+            Ix::Axis(k) => out.push(*k),
+            Ix::Const(_) => {}
+            Ix::Bin(_, a, b) => {
+                ix_axes(a, out);
+                ix_axes(b, out);
+            }
+        }
+    }
+    let mut stack = vec![v];
+    while let Some(v) = stack.pop() {
+        match v {
+            Val::Int(..) | Val::Float(..) | Val::Acc(_) => {}
+            Val::Index(ix) => ix_axes(ix, out),
+            Val::Load { dims, .. } => dims.iter().for_each(|ix| ix_axes(ix, out)),
+            Val::Unary(_, a) | Val::Cast(_, a) => stack.push(a),
+            Val::Binary(_, a, b) | Val::Compare(_, a, b) => {
+                stack.push(b);
+                stack.push(a);
+            }
+            Val::Select(c, a, b) => {
+                stack.push(b);
+                stack.push(a);
+                stack.push(c);
+            }
+        }
+    }
+}
+
+/// The least and greatest values of `dtype` (infinities for floats), as constants.
+fn extremes(dtype: DType) -> (LExpr, LExpr) {
+    if dtype.is_float() {
+        return (
+            LExpr::Float(f64::NEG_INFINITY, dtype),
+            LExpr::Float(f64::INFINITY, dtype),
+        );
+    }
+    let bits = u32::from(dtype.bits).clamp(1, 64);
+    let (lo, hi) = if dtype.code == relay_ir::DTypeCode::Bool {
+        (0, 1)
+    } else if dtype.code == relay_ir::DTypeCode::UInt {
+        (0, (1i128 << bits) - 1)
+    } else {
+        (-(1i128 << (bits - 1)), (1i128 << (bits - 1)) - 1)
+    };
+    (LExpr::Int(lo, dtype), LExpr::Int(hi, dtype))
+}
+
 /// Whether an index expression uses one of `axes`.
 fn mentions(ix: &Ix, axes: &[usize]) -> bool {
     match ix {
@@ -649,7 +1070,7 @@ fn collect_loads<'v>(v: &'v Val, out: &mut Vec<(usize, &'v [Ix])>, general: &mut
     let mut stack = vec![v];
     while let Some(v) = stack.pop() {
         match v {
-            Val::Int(..) | Val::Float(..) => {}
+            Val::Int(..) | Val::Float(..) | Val::Acc(_) => {}
             Val::Index(_) => *general = true,
             Val::Load { buffer, dims } => out.push((*buffer, dims)),
             Val::Unary(_, a) | Val::Cast(_, a) => stack.push(a),
@@ -702,6 +1123,29 @@ mod tests {
   }
 }
 "
+        );
+    }
+
+    #[test]
+    fn reduction_with_an_epilogue_and_a_broadcast_consumer() {
+        let got = kernel(
+            "%x: Tensor[(2, 3), float32]",
+            "%p0: Tensor[(2, 3), float32]",
+            "sqrt(sum(%p0, axis=[1]))",
+            "%x",
+        );
+        assert!(got.contains("for r0 in 0..3"), "{got}");
+        let got = kernel(
+            "%x: Tensor[(2, 3), float32], %m: Tensor[(3), float32]",
+            "%p0: Tensor[(2, 3), float32], %p1: Tensor[(3), float32]",
+            "%0 = max(%p1); subtract(%p0, %0)",
+            "%x, %m",
+        );
+        // The max does not depend on the output's axes: computed once, before the loops.
+        assert!(
+            got.starts_with("kernel k(")
+                && got.find("for r").unwrap() < got.find("for i0").unwrap(),
+            "{got}"
         );
     }
 
@@ -1158,6 +1602,31 @@ mod tests {
     fn lowered_kernels_compute_what_the_interpreter_does() {
         let cases = [
             (
+                "%x: Tensor[(2, 3, 4), float32]",
+                "%0 = exp(%p0); %1 = sum(%0, axis=[1]); sqrt(%1)",
+                "%x",
+            ),
+            (
+                "%x: Tensor[(3, 4), float32], %y: Tensor[(4), float32]",
+                "%0 = mean(%p0, axis=[0]); add(%0, %p1)",
+                "%x, %y",
+            ),
+            (
+                "%x: Tensor[(2, 5), float32], %y: Tensor[(3, 2), float32]",
+                "%0 = max(%p0, axis=[1]); multiply(%p1, %0)",
+                "%x, %y",
+            ),
+            (
+                "%x: Tensor[(3, 4), int8]",
+                "(argmax(%p0, axis=[1]), argmin(%p0, axis=[0], keepdims=True), prod(%p0, exclude=True, axis=[1]))",
+                "%x",
+            ),
+            (
+                "%x: Tensor[(2, 3, 4), float64], %y: Tensor[(2, 1, 4), float64]",
+                "variance(%p0, %p1, axis=[1], unbiased=True)",
+                "%x, %y",
+            ),
+            (
                 "%x: Tensor[(2, 3), float32], %y: Tensor[(3), float32]",
                 "nn.relu(add(%p0, %p1))",
                 "%x, %y",
@@ -1253,9 +1722,22 @@ mod tests {
             inputs: vec![p.clone()],
             outputs: vec![sum],
         };
+        assert!(lower("k", &composed).is_ok());
+        let twice = Tensor::compute("T_sum2", &[], |_| {
+            let j = relay_ir::te::IterVar::new(4);
+            let inner = Tensor::compute("T_inner", &[], |_| {
+                p.at(&[j.expr()]).reduce(ReduceOp::Sum, vec![j])
+            });
+            let k = relay_ir::te::IterVar::new(4);
+            inner.at(&[]).reduce(ReduceOp::Sum, vec![k])
+        });
+        let composed = Composed {
+            inputs: vec![p.clone()],
+            outputs: vec![twice],
+        };
         assert_eq!(
             lower("k", &composed).unwrap_err(),
-            "reductions cannot be compiled into a kernel yet"
+            "a reduction reading another reduction cannot be compiled yet"
         );
         let q = Tensor::placeholder("q", vec![4], DType::F32, 1);
         let composed = Composed {

@@ -6,12 +6,22 @@
 //! axes as size 1. Reference evaluation accumulates floats in `f64` and integers in `i128`, then
 //! converts to the input dtype (integers wrap, as numpy's do); `argmax`/`argmin` return `int32`
 //! positions within the folded axes (row-major over them), like TVM.
+//!
+//! The compute definitions reduce in the reference's order and accumulator (floats in
+//! `float64`, integer sums and products in 64 bits, which agree modulo the dtype's width), then
+//! divide (`mean`, `variance`) and convert in an elementwise epilogue. The mean of 64-bit
+//! integers and the variance of 32- and 64-bit integers need 128-bit sums and have no compute
+//! definition; the max, min, argmax or argmin of an empty reduction (which always fails) has
+//! none either.
 
 use relay_ir::{
     AttrDefault as D, AttrField, AttrKind as K, Attrs, DType, Dim, EvalFn, NDArray, OpPattern as P,
     OpSchema, RelationFn, Type, Value,
 };
 
+use relay_ir::te::{BinaryOp, IterVar, ReduceOp, TExpr, TeValue, Tensor};
+
+use crate::compute::{self, ComputeResult};
 use crate::support::{
     arg_tensor, attr_bool, attr_opt_ints, broadcast_shapes, shape_text, tensor, tensor_type, value,
 };
@@ -49,27 +59,31 @@ const fn reduction(name: &'static str, relation: RelationFn, eval: EvalFn) -> Op
 }
 
 pub(crate) static OPS: &[OpSchema] = &[
-    reduction("sum", reduce_rel, sum_eval),
-    reduction("mean", reduce_rel, mean_eval),
-    reduction("max", reduce_rel, max_eval),
-    reduction("min", reduce_rel, min_eval),
-    reduction("prod", reduce_rel, prod_eval),
-    reduction("all", logical_reduce_rel, all_eval),
-    reduction("any", logical_reduce_rel, any_eval),
+    reduction("sum", reduce_rel, sum_eval).with_compute(|i, a, o| fold_te(i, a, o, Fold::Sum)),
+    reduction("mean", reduce_rel, mean_eval).with_compute(|i, a, o| fold_te(i, a, o, Fold::Mean)),
+    reduction("max", reduce_rel, max_eval).with_compute(|i, a, o| fold_te(i, a, o, Fold::Max)),
+    reduction("min", reduce_rel, min_eval).with_compute(|i, a, o| fold_te(i, a, o, Fold::Min)),
+    reduction("prod", reduce_rel, prod_eval).with_compute(|i, a, o| fold_te(i, a, o, Fold::Prod)),
+    reduction("all", logical_reduce_rel, all_eval)
+        .with_compute(|i, a, o| fold_te(i, a, o, Fold::All)),
+    reduction("any", logical_reduce_rel, any_eval)
+        .with_compute(|i, a, o| fold_te(i, a, o, Fold::Any)),
     op(
         "argmax",
         DATA,
         "relay.attrs.ArgReduceAttrs",
         ARG_REDUCE_ATTRS,
     )
-    .with(P::CommReduce, arg_reduce_rel, argmax_eval),
+    .with(P::CommReduce, arg_reduce_rel, argmax_eval)
+    .with_compute(|i, a, o| arg_te(i, a, o, true)),
     op(
         "argmin",
         DATA,
         "relay.attrs.ArgReduceAttrs",
         ARG_REDUCE_ATTRS,
     )
-    .with(P::CommReduce, arg_reduce_rel, argmin_eval),
+    .with(P::CommReduce, arg_reduce_rel, argmin_eval)
+    .with_compute(|i, a, o| arg_te(i, a, o, false)),
     // `variance` takes the mean as a second input; `std`, `mean_variance` and `logsumexp` are
     // Python compositions, not operators.
     op(
@@ -78,7 +92,8 @@ pub(crate) static OPS: &[OpSchema] = &[
         "relay.attrs.VarianceAttrs",
         VARIANCE_ATTRS,
     )
-    .with(P::CommReduce, variance_rel, variance_eval),
+    .with(P::CommReduce, variance_rel, variance_eval)
+    .with_compute(variance_te),
 ];
 
 // ----- Which axes fold -----
@@ -558,6 +573,256 @@ fn variance_eval(args: &[Value], attrs: &Attrs) -> Result<Value, String> {
         acc.iter_mut().for_each(|a| *a /= count.max(1));
         value(NDArray::from_i128_slice(dtype, &out_shape, &acc))
     }
+}
+
+// ----- Compute definitions -----
+
+/// The parts of a reduction's compute definition: the input read at an output index and the
+/// reduction axes, and the sizes involved.
+struct Folding {
+    /// For each input dimension, whether it folds.
+    mask: Vec<bool>,
+    /// Whether folded dimensions stay as size 1 in the output.
+    keepdims: bool,
+    /// The output's shape and dtype.
+    out_shape: Vec<i64>,
+    out_dtype: DType,
+    /// Number of output elements and of elements each one folds.
+    out_len: i64,
+    inner_len: i64,
+}
+
+impl Folding {
+    fn new(data: &Tensor, attrs: &Attrs, out: &Type) -> Result<Folding, String> {
+        let (out_shape, out_dtype) = compute::static_tensor(out)?;
+        let mask = reduced_mask(data.shape.len(), attrs)?;
+        let keepdims = attr_bool(attrs, "keepdims")?;
+        let (mut out_len, mut inner_len) = (1i64, 1i64);
+        for (&d, &folded) in data.shape.iter().zip(&mask) {
+            if folded {
+                inner_len = inner_len.saturating_mul(d);
+            } else {
+                out_len = out_len.saturating_mul(d);
+            }
+        }
+        if reduced_shape(&data.shape, &mask, keepdims, 1) != out_shape {
+            return Err(format!(
+                "the output shape {out_shape:?} is not the reduced shape of {:?}",
+                data.shape
+            ));
+        }
+        Ok(Folding {
+            mask,
+            keepdims,
+            out_shape,
+            out_dtype,
+            out_len,
+            inner_len,
+        })
+    }
+
+    /// Fresh reduction axes (one per folded dimension) and the input index they and the output
+    /// index `out` address.
+    fn index(&self, shape: &[i64], out: &[TExpr]) -> (Vec<IterVar>, Vec<TExpr>) {
+        let mut axes = Vec::new();
+        let mut index = Vec::with_capacity(shape.len());
+        let mut j = 0;
+        for (&d, &folded) in shape.iter().zip(&self.mask) {
+            if folded {
+                let axis = IterVar::new(d);
+                index.push(axis.expr());
+                axes.push(axis);
+                j += usize::from(self.keepdims);
+            } else {
+                index.push(out.get(j).cloned().unwrap_or_else(|| TExpr::index(0)));
+                j += 1;
+            }
+        }
+        (axes, index)
+    }
+
+    /// Whether the reduction folds no element into a non-empty output.
+    fn empty(&self) -> bool {
+        self.inner_len == 0 && self.out_len > 0
+    }
+}
+
+/// The dtype `fold` accumulates elements of `dtype` in: floats in `float64` (as the reference
+/// does), integer sums and products in 64 bits (equal modulo the dtype's width), extremes in
+/// the dtype itself.
+fn accumulator(fold: Fold, dtype: DType) -> DType {
+    if dtype.is_float() {
+        DType::F64
+    } else {
+        match fold {
+            Fold::Sum | Fold::Mean | Fold::Prod if dtype == DType::U64 => DType::U64,
+            Fold::Sum | Fold::Mean | Fold::Prod => DType::I64,
+            Fold::Max | Fold::Min | Fold::All | Fold::Any => dtype,
+        }
+    }
+}
+
+/// `name_red[i] = reduce(body(i, r)) over r`, then `T_name[i] = epilogue(T_name_red[i])` when
+/// the epilogue is not the identity.
+fn reduce_then(
+    name: &str,
+    f: &Folding,
+    body: impl FnOnce(&[TExpr]) -> TExpr,
+    epilogue: impl FnOnce(TExpr) -> TExpr,
+) -> ComputeResult {
+    let red = Tensor::compute(format!("T_{name}_red"), &f.out_shape, body);
+    let out = Tensor::compute(format!("T_{name}"), &f.out_shape, |i| epilogue(red.at(i)));
+    if let relay_ir::te::TensorOp::Compute { body, .. } = &out.op
+        && matches!(body.kind(), relay_ir::te::TExprKind::Read { .. })
+    {
+        return compute::tensor_value(red);
+    }
+    compute::tensor_value(out)
+}
+
+/// `sum`, `mean`, `max`, `min`, `prod`, `all`, `any`: a reduction in the accumulator dtype,
+/// then the division of `mean` and the conversion to the output dtype.
+fn fold_te(inputs: &[TeValue], attrs: &Attrs, out: &Type, fold: Fold) -> ComputeResult {
+    let x = compute::input(inputs, 0)?;
+    let f = Folding::new(x, attrs, out)?;
+    if f.empty() && matches!(fold, Fold::Max | Fold::Min) {
+        return Err(format!(
+            "cannot take the {} of an empty reduction (input shape {:?})",
+            fold.name(),
+            x.shape
+        ));
+    }
+    let dtype = x.dtype;
+    if fold == Fold::Mean && !dtype.is_float() && dtype.bits == 64 {
+        return Err(format!(
+            "the mean of a {dtype} tensor is not supported (it needs a 128-bit sum)"
+        ));
+    }
+    let acc = accumulator(fold, dtype);
+    let op = match fold {
+        Fold::Sum | Fold::Mean => ReduceOp::Sum,
+        Fold::Max => ReduceOp::Max,
+        Fold::Min => ReduceOp::Min,
+        Fold::Prod => ReduceOp::Prod,
+        Fold::All => ReduceOp::All,
+        Fold::Any => ReduceOp::Any,
+    };
+    let count = f.inner_len;
+    let out_dtype = f.out_dtype;
+    reduce_then(
+        fold.name(),
+        &f,
+        |i| {
+            let (axes, index) = f.index(&x.shape, i);
+            x.at(&index).cast(acc).reduce(op, axes)
+        },
+        |r| {
+            let r = if fold != Fold::Mean {
+                r
+            } else if acc.is_float() {
+                compute::bin(BinaryOp::Div, &r, &TExpr::float(count as f64, acc))
+            } else {
+                // An empty mean divides by zero: the reference's run-time error.
+                compute::bin(BinaryOp::Div, &r, &TExpr::int(i128::from(count), acc))
+            };
+            r.cast(out_dtype)
+        },
+    )
+}
+
+/// `argmax`, `argmin`: the position of the extreme element, in `int32`.
+fn arg_te(inputs: &[TeValue], attrs: &Attrs, out: &Type, max: bool) -> ComputeResult {
+    let x = compute::input(inputs, 0)?;
+    let f = Folding::new(x, attrs, out)?;
+    let name = if max { "argmax" } else { "argmin" };
+    if f.empty() {
+        return Err(format!(
+            "cannot take the {name} of an empty reduction (input shape {:?})",
+            x.shape
+        ));
+    }
+    let last = attr_bool(attrs, "select_last_index")?;
+    let op = if max {
+        ReduceOp::ArgMax { last }
+    } else {
+        ReduceOp::ArgMin { last }
+    };
+    let value = if x.dtype.is_float() {
+        DType::F64
+    } else {
+        x.dtype
+    };
+    let out_dtype = f.out_dtype;
+    reduce_then(
+        name,
+        &f,
+        |i| {
+            let (axes, index) = f.index(&x.shape, i);
+            x.at(&index).cast(value).arg_reduce(op, axes)
+        },
+        |r| r.cast(out_dtype),
+    )
+}
+
+/// `variance(data, mean)`: the sum of `(data - mean)²` (the mean broadcast along its size-1
+/// dimensions), divided by `N` or `N - 1`.
+fn variance_te(inputs: &[TeValue], attrs: &Attrs, out: &Type) -> ComputeResult {
+    let x = compute::input(inputs, 0)?;
+    let mean = compute::input(inputs, 1)?;
+    let f = Folding::new(x, attrs, out)?;
+    let unbiased = attr_bool(attrs, "unbiased")?;
+    let fits = mean.shape.len() == x.shape.len()
+        && mean
+            .shape
+            .iter()
+            .zip(&x.shape)
+            .all(|(&m, &d)| m == d || m == 1);
+    if !fits {
+        return Err(format!(
+            "the mean of shape {:?} does not broadcast to the data's shape {:?}",
+            mean.shape, x.shape
+        ));
+    }
+    let dtype = x.dtype;
+    // Integer differences are squared exactly in 64 bits only for narrow dtypes.
+    let acc = if dtype.is_float() {
+        DType::F64
+    } else if dtype.bits <= 16 {
+        DType::I64
+    } else {
+        return Err(format!(
+            "the variance of a {dtype} tensor is not supported (it needs a 128-bit sum)"
+        ));
+    };
+    let count = f.inner_len - i64::from(unbiased);
+    let out_dtype = f.out_dtype;
+    reduce_then(
+        "variance",
+        &f,
+        |i| {
+            let (axes, index) = f.index(&x.shape, i);
+            let at_mean: Vec<TExpr> = index
+                .iter()
+                .zip(&mean.shape)
+                .map(|(ix, &m)| if m == 1 { TExpr::index(0) } else { ix.clone() })
+                .collect();
+            let diff = compute::bin(
+                BinaryOp::Sub,
+                &x.at(&index).cast(acc),
+                &mean.at(&at_mean).cast(acc),
+            );
+            compute::bin(BinaryOp::Mul, &diff, &diff).reduce(ReduceOp::Sum, axes)
+        },
+        |r| {
+            let divisor = if acc.is_float() {
+                TExpr::float(count as f64, acc)
+            } else {
+                // A count of zero or less is the reference's division by zero.
+                TExpr::int(i128::from(count.max(0)), acc)
+            };
+            compute::bin(BinaryOp::Div, &r, &divisor).cast(out_dtype)
+        },
+    )
 }
 
 #[cfg(test)]
