@@ -32,10 +32,12 @@
 //! type times the lanes is 128 bits, else one scalar access per lane; loop-invariant values stay
 //! scalar (splatted when combined with vectors); other indices are gathered and scattered lane
 //! by lane. Float arithmetic (`+ - * /`, min, max, neg, abs, sqrt) and integer `+ -` and bitwise
-//! operations use vector instructions; everything else (transcendental calls, integer division,
-//! comparisons, selects, casts) runs per lane. A vectorized loop whose body is not a straight
-//! line of stores and assignments, reads a buffer it writes, or reads a local before assigning
-//! it, runs serially.
+//! operations use vector instructions, and so does a select whose condition compares values of
+//! the selected values' lane width (a comparison mask and a `bitselect`); everything else
+//! (transcendental calls, integer division, other comparisons and selects, casts) runs per lane.
+//! Structurally equal compound expressions of a vectorized body share their code until the next
+//! assignment. A vectorized loop whose body is not a straight line of stores and assignments,
+//! reads a buffer it writes, or reads a local before assigning it, runs serially.
 //!
 //! Memory safety does not rest on lowering being right: every load and store whose flat index
 //! cannot be proven within its buffer by interval arithmetic over the loop bounds gets a
@@ -337,6 +339,9 @@ struct VecCx {
     counter: Value,
     /// Locals assigned in the body so far.
     locals: HashMap<LocalId, VVal>,
+    /// The values of the compound expressions emitted since the last assignment, by
+    /// [`expr_key`]: structurally equal pure subexpressions share their code.
+    memo: HashMap<String, (VVal, DType)>,
 }
 
 /// The code generator of one body function.
@@ -570,6 +575,7 @@ impl<'a, 'b> Gen<'a, 'b> {
             lanes,
             counter: i,
             locals: HashMap::new(),
+            memo: HashMap::new(),
         };
         self.vstmt(body, &mut cx)?;
         // The counter holds the last lane's value, as after the corresponding serial iterations.
@@ -682,6 +688,8 @@ impl<'a, 'b> Gen<'a, 'b> {
                     self.b.def_var(self.vars[local.0 as usize], last);
                 }
                 cx.locals.insert(*local, v);
+                // Memoized expressions may read the local's previous value.
+                cx.memo.clear();
                 Ok(())
             }
             Stmt::Store {
@@ -825,7 +833,25 @@ impl<'a, 'b> Gen<'a, 'b> {
         })
     }
 
+    /// A vectorized expression, its code shared with any structurally equal expression emitted
+    /// earlier in the body since the last assignment. Sharing is sound because the body is a
+    /// straight line that never writes a buffer it reads, every expression is pure (bounds and
+    /// division checks fail on the first occurrence), and earlier values dominate later ones.
     fn vexpr(&mut self, e: &LExpr, cx: &mut VecCx) -> R<(VVal, DType)> {
+        if matches!(e, LExpr::Local(_) | LExpr::Int(..) | LExpr::Float(..)) {
+            return self.vexpr_uncached(e, cx);
+        }
+        let key = expr_key(e);
+        if let Some(v) = cx.memo.get(&key) {
+            return Ok(v.clone());
+        }
+        let v = self.vexpr_uncached(e, cx)?;
+        cx.memo.insert(key, v.clone());
+        Ok(v)
+    }
+
+    /// A vectorized expression emitted anew (its subexpressions may still be shared).
+    fn vexpr_uncached(&mut self, e: &LExpr, cx: &mut VecCx) -> R<(VVal, DType)> {
         let d = self.dtype_of(e)?;
         let lanes = cx.lanes;
         let v = match e {
@@ -973,6 +999,9 @@ impl<'a, 'b> Gen<'a, 'b> {
                 }
             }
             LExpr::Select(c, a, b) => {
+                if let Some(v) = self.vector_select(c, a, b, cx)? {
+                    return Ok((v, d));
+                }
                 let (cv, cd) = self.vexpr(c, cx)?;
                 let (x, ad) = self.vexpr(a, cx)?;
                 let (y, bd) = self.vexpr(b, cx)?;
@@ -1012,6 +1041,54 @@ impl<'a, 'b> Gen<'a, 'b> {
             }
         };
         Ok((v, d))
+    }
+
+    /// `select(x op y, a, b)` as one vector comparison giving a lane mask (all ones or all
+    /// zeros) and one `bitselect`, when the compared and the selected values are vectors of
+    /// lanes of one width and not all uniform; `None` otherwise (the caller goes per lane).
+    fn vector_select(
+        &mut self,
+        c: &LExpr,
+        a: &LExpr,
+        b: &LExpr,
+        cx: &mut VecCx,
+    ) -> R<Option<VVal>> {
+        let LExpr::Compare(op, ca, cb) = c else {
+            return Ok(None);
+        };
+        let lanes = cx.lanes;
+        let (cd, vd) = (self.dtype_of(ca)?, self.dtype_of(a)?);
+        if cd != self.dtype_of(cb)? || vd != self.dtype_of(b)? {
+            return Ok(None);
+        }
+        let (Some(cty), Some(vty)) = (self.vector_type(cd, lanes), self.vector_type(vd, lanes))
+        else {
+            return Ok(None);
+        };
+        if cty.lane_bits() != vty.lane_bits() {
+            return Ok(None);
+        }
+        let (x, _) = self.vexpr(ca, cx)?;
+        let (y, _) = self.vexpr(cb, cx)?;
+        let (t, _) = self.vexpr(a, cx)?;
+        let (f, _) = self.vexpr(b, cx)?;
+        if [&x, &y, &t, &f]
+            .iter()
+            .all(|v| matches!(v, VVal::Uniform(_)))
+        {
+            return Ok(None);
+        }
+        let xv = self.vector_of(&x, cty, lanes)?;
+        let yv = self.vector_of(&y, cty, lanes)?;
+        let mask = self.compare(*op, xv, yv, cd);
+        let tv = self.vector_of(&t, vty, lanes)?;
+        let fv = self.vector_of(&f, vty, lanes)?;
+        let mask = if self.b.func.dfg.value_type(mask) == vty {
+            mask
+        } else {
+            self.b.ins().bitcast(vty, MemFlagsData::new(), mask)
+        };
+        Ok(Some(VVal::Vector(self.b.ins().bitselect(mask, tv, fv))))
     }
 
     /// Index arithmetic that keeps a ramp a ramp: `ramp ± uniform`, `ramp ± ramp`,
@@ -1923,6 +2000,61 @@ impl<'a, 'b> Gen<'a, 'b> {
     }
 }
 
+/// A structural key of an expression: equal keys mean equal expressions (float constants by
+/// their bits).
+fn expr_key(e: &LExpr) -> String {
+    fn walk(e: &LExpr, out: &mut String) {
+        use std::fmt::Write;
+        // Writing to a `String` cannot fail.
+        let _ = match e {
+            LExpr::Local(l) => write!(out, "l{}", l.0),
+            LExpr::Int(v, d) => write!(out, "i{v}:{d}"),
+            LExpr::Float(v, d) => write!(out, "f{:x}:{d}", v.to_bits()),
+            LExpr::Load { buffer, index } => {
+                let _ = write!(out, "ld{}[", buffer.0);
+                walk(index, out);
+                write!(out, "]")
+            }
+            LExpr::Unary(op, a) => {
+                let _ = write!(out, "{op:?}(");
+                walk(a, out);
+                write!(out, ")")
+            }
+            LExpr::Cast(d, a) => {
+                let _ = write!(out, "cast<{d}>(");
+                walk(a, out);
+                write!(out, ")")
+            }
+            LExpr::Binary(op, a, b) => {
+                let _ = write!(out, "{op:?}(");
+                walk(a, out);
+                out.push(',');
+                walk(b, out);
+                write!(out, ")")
+            }
+            LExpr::Compare(op, a, b) => {
+                let _ = write!(out, "cmp{op:?}(");
+                walk(a, out);
+                out.push(',');
+                walk(b, out);
+                write!(out, ")")
+            }
+            LExpr::Select(c, a, b) => {
+                out.push_str("sel(");
+                walk(c, out);
+                out.push(',');
+                walk(a, out);
+                out.push(',');
+                walk(b, out);
+                write!(out, ")")
+            }
+        };
+    }
+    let mut out = String::new();
+    walk(e, &mut out);
+    out
+}
+
 /// How many times each local is assigned (loop counters count once per loop).
 fn count_assignments(s: &Stmt, counts: &mut HashMap<LocalId, usize>) {
     match s {
@@ -2592,6 +2724,146 @@ mod tests {
                     assert_same(&got, &want, &format!("{op:?} ({kind:?})"));
                 }
             }
+        }
+    }
+
+    /// Sample values of `d` for comparisons: signed zeros, infinities and NaN for floats,
+    /// extremes for integers.
+    fn select_samples(d: DType, n: i64, shift: usize) -> NDArray {
+        let pool: Vec<f64> = if is_float(d) {
+            vec![
+                f64::NAN,
+                -0.0,
+                0.0,
+                f64::INFINITY,
+                f64::NEG_INFINITY,
+                1.5,
+                -2.0,
+                3.0,
+                1.5,
+            ]
+        } else if signed(d) {
+            let max = if d == DType::I8 { 127.0 } else { 2147483647.0 };
+            vec![-max - 1.0, -5.0, 0.0, 7.0, max, 7.0, -1.0]
+        } else {
+            vec![0.0, 5.0, 4294967295.0, 2147483648.0, 1.0, 5.0]
+        };
+        let xs: Vec<f64> = (0..n as usize)
+            .map(|k| pool[(k * 3 + shift) % pool.len()])
+            .collect();
+        NDArray::from_f64_slice(d, &[n], &xs).unwrap()
+    }
+
+    #[test]
+    fn vectorized_selects_match_the_serial_loop() {
+        // (compared dtype, selected dtype, lanes); the last case mixes lane widths and so
+        // runs per lane.
+        let cases = [
+            (DType::F32, DType::F32, 4),
+            (DType::F64, DType::F64, 2),
+            (DType::I32, DType::I32, 4),
+            (DType::U32, DType::U32, 4),
+            (DType::I32, DType::F32, 4),
+            (DType::F32, DType::I32, 4),
+            (DType::I8, DType::I8, 16),
+            (DType::I64, DType::F64, 2),
+            (DType::U64, DType::I64, 2),
+            (DType::F64, DType::F32, 4),
+        ];
+        let ops = [C::Eq, C::Ne, C::Lt, C::Le, C::Gt, C::Ge];
+        for (cd, vd, lanes) in cases {
+            for n in [0i64, 1, 3, 4, 5, 17] {
+                let inputs = [
+                    select_samples(cd, n, 0),
+                    select_samples(cd, n, 1),
+                    select_samples(vd, n, 2),
+                    select_samples(vd, n, 4),
+                ];
+                let refs: Vec<&NDArray> = inputs.iter().collect();
+                let shapes = [(cd, vec![n]), (cd, vec![n]), (vd, vec![n]), (vd, vec![n])];
+                for op in ops {
+                    let body = LExpr::Select(
+                        Box::new(LExpr::Compare(
+                            op,
+                            Box::new(load(0, var(0))),
+                            Box::new(load(1, var(0))),
+                        )),
+                        Box::new(load(2, var(0))),
+                        Box::new(load(3, var(0))),
+                    );
+                    let serial = map_kernel(&shapes, vd, n, ForKind::Serial, body.clone());
+                    let vector = map_kernel(&shapes, vd, n, ForKind::Vectorized { lanes }, body);
+                    let mixed = cd == DType::F64 && vd == DType::F32;
+                    let clif = emit_clif(&vector).unwrap();
+                    assert_eq!(
+                        clif.contains("bitselect"),
+                        !mixed && n >= i64::from(lanes),
+                        "{clif}"
+                    );
+                    let want = run(&serial, &refs).unwrap().to_f64_vec();
+                    let got = run(&vector, &refs).unwrap().to_f64_vec();
+                    assert_eq!(got.len(), want.len());
+                    for (g, w) in got.iter().zip(&want) {
+                        assert!(
+                            same_f64(*g, *w),
+                            "{op:?} {cd}->{vd} n={n}: {got:?} vs {want:?}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn relu_of_a_repeated_subexpression_is_one_vector_select() {
+        // relu(a * b + c) as nn.relu computes it: select(x > 0, x, 0) with x written twice.
+        let n = 17i64;
+        let x = || {
+            bin(
+                B::Add,
+                bin(B::Mul, load(0, var(0)), load(1, var(0))),
+                load(2, var(0)),
+            )
+        };
+        let body = LExpr::Select(
+            Box::new(LExpr::Compare(
+                C::Gt,
+                Box::new(x()),
+                Box::new(LExpr::Float(0.0, DType::F32)),
+            )),
+            Box::new(x()),
+            Box::new(LExpr::Float(0.0, DType::F32)),
+        );
+        let shapes = [
+            (DType::F32, vec![n]),
+            (DType::F32, vec![n]),
+            (DType::F32, vec![n]),
+        ];
+        let func = map_kernel(
+            &shapes,
+            DType::F32,
+            n,
+            ForKind::Vectorized { lanes: 4 },
+            body,
+        );
+        let clif = emit_clif(&func).unwrap();
+        assert_eq!(clif.matches("load.f32x4").count(), 3, "{clif}");
+        // One multiply in the vector body, two in the (unshared) scalar tail.
+        assert_eq!(clif.matches("= fmul ").count(), 3, "{clif}");
+        assert!(clif.contains("bitselect"), "{clif}");
+        let a = select_samples(DType::F32, n, 0);
+        let b = select_samples(DType::F32, n, 1);
+        let c = select_samples(DType::F32, n, 2);
+        let got = run(&func, &[&a, &b, &c]).unwrap().to_f64_vec();
+        let (a, b, c) = (a.to_f64_vec(), b.to_f64_vec(), c.to_f64_vec());
+        for k in 0..n as usize {
+            let x = (a[k] as f32) * (b[k] as f32) + (c[k] as f32);
+            let want = if x > 0.0 { x } else { 0.0 };
+            assert!(
+                same_f64(got[k], f64::from(want)),
+                "{k}: {} vs {want}",
+                got[k]
+            );
         }
     }
 
