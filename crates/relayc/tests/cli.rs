@@ -1,9 +1,9 @@
 //! Runs the built `relayc` binary: exit codes, diagnostics on stderr, and `fmt` output that
 //! re-parses and is a fixpoint.
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
-use std::sync::atomic::{AtomicUsize, Ordering};
+mod common;
+
+use common::{TempFile, arg, code, relayc, stderr, stdout};
 
 /// A small program that uses no operators, so it does not depend on the operator registry.
 const GOOD: &str = r#"#[version = "0.0.5"]
@@ -35,61 +35,9 @@ def @main(%x: int32) -> int32 {
 }
 "#;
 
-/// A file under the system temporary directory, removed when dropped.
-struct TempFile(PathBuf);
-
-impl TempFile {
-    /// Writes `text` to a fresh file whose name includes `stem`, the process id and a counter.
-    fn new(stem: &str, text: &str) -> TempFile {
-        static COUNTER: AtomicUsize = AtomicUsize::new(0);
-        let n = COUNTER.fetch_add(1, Ordering::Relaxed);
-        let path = std::env::temp_dir().join(format!(
-            "relayc-cli-{}-{n}-{stem}.relay",
-            std::process::id()
-        ));
-        std::fs::write(&path, text).unwrap();
-        TempFile(path)
-    }
-
-    fn path(&self) -> &Path {
-        &self.0
-    }
-}
-
-impl Drop for TempFile {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.0);
-    }
-}
-
-/// Runs `relayc` with `args`, with colors off.
-fn relayc(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_relayc"))
-        .args(args)
-        .env("NO_COLOR", "1")
-        .output()
-        .unwrap()
-}
-
-fn code(output: &Output) -> i32 {
-    output.status.code().expect("relayc was killed by a signal")
-}
-
-fn stderr(output: &Output) -> String {
-    String::from_utf8_lossy(&output.stderr).into_owned()
-}
-
-fn stdout(output: &Output) -> String {
-    String::from_utf8(output.stdout.clone()).unwrap()
-}
-
-fn arg(path: &Path) -> &str {
-    path.to_str().unwrap()
-}
-
 #[test]
 fn check_good_file_succeeds() {
-    let good = TempFile::new("good", GOOD);
+    let good = TempFile::new("good.relay", GOOD);
     let out = relayc(&["check", arg(good.path())]);
     assert_eq!(code(&out), 0, "stderr:\n{}", stderr(&out));
     assert!(
@@ -101,7 +49,7 @@ fn check_good_file_succeeds() {
 
 #[test]
 fn check_bad_file_fails_with_diagnostic() {
-    let bad = TempFile::new("bad", BAD);
+    let bad = TempFile::new("bad.relay", BAD);
     let out = relayc(&["check", arg(bad.path())]);
     assert_eq!(code(&out), 1);
     let err = stderr(&out);
@@ -114,8 +62,8 @@ fn check_bad_file_fails_with_diagnostic() {
 
 #[test]
 fn check_continues_after_a_bad_file() {
-    let bad = TempFile::new("bad-first", BAD);
-    let also_bad = TempFile::new("bad-second", "def @f( {");
+    let bad = TempFile::new("bad-first.relay", BAD);
+    let also_bad = TempFile::new("bad-second.relay", "def @f( {");
     let out = relayc(&["check", arg(bad.path()), arg(also_bad.path())]);
     assert_eq!(code(&out), 1);
     let err = stderr(&out);
@@ -145,7 +93,7 @@ fn check_missing_file_names_it() {
 
 #[test]
 fn check_missing_file_does_not_stop_the_others() {
-    let good = TempFile::new("good-after-missing", GOOD);
+    let good = TempFile::new("good-after-missing.relay", GOOD);
     let out = relayc(&["check", "/nonexistent/relayc/x.relay", arg(good.path())]);
     assert_eq!(code(&out), 1);
     let err = stderr(&out);
@@ -176,13 +124,13 @@ fn help_exits_0() {
 
 #[test]
 fn fmt_output_reparses_and_is_a_fixpoint() {
-    let good = TempFile::new("fmt", GOOD);
+    let good = TempFile::new("fmt.relay", GOOD);
     let first = relayc(&["fmt", arg(good.path())]);
     assert_eq!(code(&first), 0, "stderr:\n{}", stderr(&first));
     let printed = stdout(&first);
     assert!(!printed.is_empty(), "fmt printed nothing");
 
-    let again = TempFile::new("fmt-again", &printed);
+    let again = TempFile::new("fmt-again.relay", &printed);
     let check = relayc(&["check", arg(again.path())]);
     assert_eq!(
         code(&check),
@@ -198,7 +146,7 @@ fn fmt_output_reparses_and_is_a_fixpoint() {
 
 #[test]
 fn fmt_bad_file_fails() {
-    let bad = TempFile::new("fmt-bad", BAD);
+    let bad = TempFile::new("fmt-bad.relay", BAD);
     let out = relayc(&["fmt", arg(bad.path())]);
     assert_eq!(code(&out), 1);
     assert!(out.stdout.is_empty());
@@ -228,7 +176,7 @@ def @main(%xs: List[int32]) -> int32 {
 
 #[test]
 fn fmt_show_types_prints_type_comments() {
-    let good = TempFile::new("fmt-types", GOOD);
+    let good = TempFile::new("fmt-types.relay", GOOD);
     let out = relayc(&["fmt", "--show-types", arg(good.path())]);
     assert_eq!(code(&out), 0, "stderr:\n{}", stderr(&out));
     let printed = stdout(&out);
@@ -239,14 +187,14 @@ fn fmt_show_types_prints_type_comments() {
     );
 
     // The comments are skipped by the parser.
-    let again = TempFile::new("fmt-types-again", &printed);
+    let again = TempFile::new("fmt-types-again.relay", &printed);
     let check = relayc(&["check", arg(again.path())]);
     assert_eq!(code(&check), 0, "{}", stderr(&check));
 }
 
 #[test]
 fn type_errors_fail_check_and_fmt_show_types() {
-    let bad = TempFile::new("ill-typed", ILL_TYPED);
+    let bad = TempFile::new("ill-typed.relay", ILL_TYPED);
     let out = relayc(&["check", arg(bad.path())]);
     assert_eq!(code(&out), 1);
     assert!(
@@ -276,7 +224,7 @@ fn type_errors_fail_check_and_fmt_show_types() {
 
 #[test]
 fn warnings_are_reported_but_do_not_fail() {
-    let partial = TempFile::new("partial", PARTIAL);
+    let partial = TempFile::new("partial.relay", PARTIAL);
     let out = relayc(&["check", arg(partial.path())]);
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     assert!(

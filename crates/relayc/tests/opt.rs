@@ -2,9 +2,11 @@
 //! `--print-*`, `--time-passes` and `--stats` reports on stderr, `-o`, `--passes` files and their
 //! diagnostics, and the exit codes of bad usage.
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
-use std::sync::atomic::{AtomicUsize, Ordering};
+mod common;
+
+use std::process::Output;
+
+use common::{TempFile, code, relayc, stderr, stdout};
 
 /// A small program with operators, a local closure, a conditional and an ADT.
 const PROGRAM: &str = r#"#[version = "0.0.5"]
@@ -40,60 +42,6 @@ def @main(%x: Tensor[(2, 3), float32]) -> Tensor[(2, 3), float32] {
   nn.relu(multiply(%y, %x))
 }
 "#;
-
-/// A file under the system temporary directory, removed when dropped.
-struct TempFile(PathBuf);
-
-impl TempFile {
-    /// A fresh path whose name includes `name`, the process id and a counter (not created).
-    fn path_for(name: &str) -> TempFile {
-        static COUNTER: AtomicUsize = AtomicUsize::new(0);
-        let n = COUNTER.fetch_add(1, Ordering::Relaxed);
-        TempFile(std::env::temp_dir().join(format!("relayc-opt-{}-{n}-{name}", std::process::id())))
-    }
-
-    /// Writes `text` to a fresh file whose name ends with `name`.
-    fn new(name: &str, text: &str) -> TempFile {
-        let file = TempFile::path_for(name);
-        std::fs::write(&file.0, text).unwrap();
-        file
-    }
-
-    fn arg(&self) -> &str {
-        self.0.to_str().unwrap()
-    }
-
-    fn path(&self) -> &Path {
-        &self.0
-    }
-}
-
-impl Drop for TempFile {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.0);
-    }
-}
-
-/// Runs `relayc` with `args`, with colors off.
-fn relayc(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_relayc"))
-        .args(args)
-        .env("NO_COLOR", "1")
-        .output()
-        .unwrap()
-}
-
-fn code(output: &Output) -> i32 {
-    output.status.code().expect("relayc was killed by a signal")
-}
-
-fn stderr(output: &Output) -> String {
-    String::from_utf8_lossy(&output.stderr).into_owned()
-}
-
-fn stdout(output: &Output) -> String {
-    String::from_utf8(output.stdout.clone()).unwrap()
-}
 
 /// Runs `relayc opt` and requires success.
 fn opt(args: &[&str]) -> Output {
