@@ -692,7 +692,7 @@ mod tests {
 }
 
 #[cfg(test)]
-mod op_tests {
+pub(crate) mod op_tests {
     //! Every compute definition against its operator's reference evaluation, on random inputs
     //! with special values, broadcasting, size-0 and size-1 dimensions, and every dtype the
     //! type relation accepts.
@@ -706,7 +706,7 @@ mod op_tests {
     use super::{int_range, wrap};
     use crate::testing::attrs;
 
-    const DTYPES: [DType; 12] = [
+    pub(crate) const DTYPES: [DType; 12] = [
         DType::BOOL,
         DType::I8,
         DType::I16,
@@ -722,24 +722,24 @@ mod op_tests {
     ];
 
     /// A small deterministic random number generator (xorshift64*).
-    struct Rng(u64);
+    pub(crate) struct Rng(pub(crate) u64);
 
     impl Rng {
-        fn next(&mut self) -> u64 {
+        pub(crate) fn next(&mut self) -> u64 {
             self.0 ^= self.0 >> 12;
             self.0 ^= self.0 << 25;
             self.0 ^= self.0 >> 27;
             self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
         }
 
-        fn below(&mut self, n: u64) -> u64 {
+        pub(crate) fn below(&mut self, n: u64) -> u64 {
             self.next() % n.max(1)
         }
     }
 
     /// A tensor of random values, a third of them special (NaN, infinities, halves, extremes,
     /// shift widths).
-    fn random(rng: &mut Rng, dtype: DType, shape: &[i64]) -> NDArray {
+    pub(crate) fn random(rng: &mut Rng, dtype: DType, shape: &[i64]) -> NDArray {
         let n: i64 = shape.iter().product();
         if dtype.is_float() {
             const SPECIAL: [f64; 12] = [
@@ -786,17 +786,22 @@ mod op_tests {
     /// Whether two results agree: equal shapes and dtypes, equal integers, floats equal or
     /// within a few units in the last place, NaN matching NaN.
     fn agree(want: &NDArray, got: &NDArray) -> bool {
+        let rtol = match want.dtype().bits {
+            64 => 1e-12,
+            32 => 1e-6,
+            _ => 4e-3,
+        };
+        agree_within(want, got, rtol)
+    }
+
+    /// As [`agree`] with relative tolerance `rtol` for floats.
+    pub(crate) fn agree_within(want: &NDArray, got: &NDArray, rtol: f64) -> bool {
         if want.shape() != got.shape() || want.dtype() != got.dtype() {
             return false;
         }
         if !want.dtype().is_float() {
             return want.to_i128_vec() == got.to_i128_vec();
         }
-        let rtol = match want.dtype().bits {
-            64 => 1e-12,
-            32 => 1e-6,
-            _ => 4e-3,
-        };
         want.to_f64_vec()
             .iter()
             .zip(got.to_f64_vec())
@@ -806,7 +811,18 @@ mod op_tests {
     /// Runs `name` on `inputs` through its reference evaluation and through its compute
     /// definition (evaluated by [`Interp`]) and asserts they agree. Returns whether the type
     /// relation accepted the inputs.
-    fn check(name: &str, inputs: &[NDArray], attrs: &Attrs) -> bool {
+    pub(crate) fn check(name: &str, inputs: &[NDArray], attrs: &Attrs) -> bool {
+        check_with(name, inputs, attrs, agree)
+    }
+
+    /// As [`check`], comparing results with `agree` (e.g. [`agree_within`] a tolerance for
+    /// contractions, whose sums may associate differently).
+    pub(crate) fn check_with(
+        name: &str,
+        inputs: &[NDArray],
+        attrs: &Attrs,
+        agree: impl Fn(&NDArray, &NDArray) -> bool,
+    ) -> bool {
         let op = crate::lookup(name).unwrap();
         let types: Vec<Type> = inputs
             .iter()
@@ -887,6 +903,18 @@ mod op_tests {
             accepted += usize::from(ok);
         }
         accepted
+    }
+
+    #[test]
+    fn shape_of_gives_the_static_shape() {
+        let mut rng = Rng(7);
+        for shape in [&[][..], &[0], &[3], &[2, 1, 5]] {
+            for dtype in ["int32", "int64"] {
+                let a = attrs("shape_of", &[("dtype", AttrValue::Str(dtype.into()))]);
+                let x = random(&mut rng, DType::F32, shape);
+                assert!(check("shape_of", &[x], &a));
+            }
+        }
     }
 
     #[test]

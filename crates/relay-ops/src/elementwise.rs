@@ -320,7 +320,8 @@ pub(crate) static OPS: &[OpSchema] = &[
         "relay.attrs.ShapeOfAttrs",
         SHAPE_OF_ATTRS,
     )
-    .with(Opaque, shape_of_rel, shape_of_eval),
+    .with(Opaque, shape_of_rel, shape_of_eval)
+    .with_compute(shape_of_te),
     op(
         "ndarray_size",
         UNARY,
@@ -525,6 +526,30 @@ fn shape_of_rel(inputs: &[Type], attrs: &Attrs) -> RelResult {
     let (shape, _) = tensor_type(data, "the input")?;
     let dtype = attr_dtype(attrs, "dtype")?.unwrap_or(DType::I32);
     Ok(tensor_of(&[shape.len() as i64], dtype))
+}
+
+/// `shape_of`: the input's (static) dimensions as constants, `out[i] = shape[i]`.
+fn shape_of_te(inputs: &[TeValue], _: &Attrs, out: &Type) -> Result<TeValue, String> {
+    let (shape, dtype) = compute::static_tensor(out)?;
+    let x = compute::input(inputs, 0)?;
+    if shape != [x.shape.len() as i64] {
+        return Err(format!(
+            "`shape_of` of a rank-{} tensor cannot have shape {shape:?}",
+            x.shape.len()
+        ));
+    }
+    let dims = x.shape.clone();
+    compute::tensor_value(Tensor::compute("T_shape_of", &shape, |i| {
+        // A select chain over the positions (a rank-0 input gives an empty output).
+        dims.iter()
+            .enumerate()
+            .rev()
+            .fold(compute::int_const(0, dtype), |rest, (d, &n)| {
+                i[0].clone()
+                    .compare(CmpOp::Eq, TExpr::index(d as i64))
+                    .select(compute::int_const(i128::from(n), dtype), rest)
+            })
+    }))
 }
 
 fn ndarray_size_rel(inputs: &[Type], attrs: &Attrs) -> RelResult {

@@ -1,10 +1,10 @@
 //! Neural-network operators (`nn.*`): convolutions, dense and matrix products, activations,
 //! pooling, normalization, padding, resampling and losses (reference §14.5).
 //!
-//! The Tier 1 operators of SPEC §4 also carry their fusion pattern, type relation and reference
-//! evaluation. Convolution and pooling support the NCHW (and OIHW kernel) layouts only; the
-//! normalizations and dropout compute their inference-time results, as TVM's `simplify_inference`
-//! would rewrite them.
+//! The Tier 1 operators of SPEC §4 also carry their fusion pattern, type relation, reference
+//! evaluation and compute definition (`relay_ir::te`). Convolution and pooling support the NCHW
+//! (and OIHW kernel) layouts only; the normalizations and dropout compute their inference-time
+//! results, as TVM's `simplify_inference` would rewrite them.
 
 use std::sync::Arc;
 
@@ -13,7 +13,7 @@ use relay_ir::{
     OpPattern as P, OpSchema, RelationFn, Type, TypeKind, Value,
 };
 
-use relay_ir::te::{BinaryOp, CmpOp, TExpr, TeValue, Tensor};
+use relay_ir::te::{BinaryOp, CmpOp, IterVar, ReduceOp, TExpr, TeValue, Tensor, UnaryOp};
 
 use crate::compute;
 use crate::support::{
@@ -243,7 +243,8 @@ pub(crate) static OPS: &[OpSchema] = &[
         "relay.attrs.Conv2DAttrs",
         CONV2D_ATTRS,
     )
-    .with(P::OutEWiseFusable, conv2d_rel, conv2d_eval),
+    .with(P::OutEWiseFusable, conv2d_rel, conv2d_eval)
+    .with_compute(conv2d_te),
     op(
         "nn.conv3d",
         DATA_WEIGHT,
@@ -374,7 +375,8 @@ pub(crate) static OPS: &[OpSchema] = &[
         "relay.attrs.DenseAttrs",
         DENSE_ATTRS,
     )
-    .with(P::OutEWiseFusable, dense_rel, dense_eval),
+    .with(P::OutEWiseFusable, dense_rel, dense_eval)
+    .with_compute(dense_te),
     op(
         "nn.matmul",
         &["tensor_a", "tensor_b"],
@@ -386,14 +388,16 @@ pub(crate) static OPS: &[OpSchema] = &[
             field("transpose_b", K::Bool, D::Bool(false)),
         ],
     )
-    .with(P::OutEWiseFusable, matmul_rel, matmul_eval),
+    .with(P::OutEWiseFusable, matmul_rel, matmul_eval)
+    .with_compute(matmul_te),
     op(
         "nn.batch_matmul",
         &["tensor_a", "tensor_b"],
         "relay.attrs.BatchMatmulAttrs",
         BATCH_MATMUL_ATTRS,
     )
-    .with(P::OutEWiseFusable, batch_matmul_rel, batch_matmul_eval),
+    .with(P::OutEWiseFusable, batch_matmul_rel, batch_matmul_eval)
+    .with_compute(batch_matmul_te),
     // TVM registers `nn.contrib_dense_pack` with `DenseAttrs` but builds `DensePackAttrs`; the
     // fields here are those of the struct the calls carry.
     op(
@@ -492,7 +496,8 @@ pub(crate) static OPS: &[OpSchema] = &[
         "relay.attrs.SoftmaxAttrs",
         SOFTMAX_ATTRS,
     )
-    .with(P::OutEWiseFusable, softmax_rel, softmax_eval),
+    .with(P::OutEWiseFusable, softmax_rel, softmax_eval)
+    .with_compute(|i, a, o| softmax_te(i, a, o, false)),
     op(
         "nn.fast_softmax",
         DATA,
@@ -506,7 +511,8 @@ pub(crate) static OPS: &[OpSchema] = &[
         "relay.attrs.SoftmaxAttrs",
         SOFTMAX_ATTRS,
     )
-    .with(P::OutEWiseFusable, softmax_rel, log_softmax_eval),
+    .with(P::OutEWiseFusable, softmax_rel, log_softmax_eval)
+    .with_compute(|i, a, o| softmax_te(i, a, o, true)),
     op(
         "nn.bias_add",
         &["data", "bias"],
@@ -515,7 +521,9 @@ pub(crate) static OPS: &[OpSchema] = &[
     )
     .with(P::Broadcast, bias_add_rel, bias_add_eval)
     .with_compute(|i, a, o| channel_te(i, a, o, "nn.bias_add")),
-    plain("nn.batch_flatten", DATA).with(P::Injective, batch_flatten_rel, batch_flatten_eval),
+    plain("nn.batch_flatten", DATA)
+        .with(P::Injective, batch_flatten_rel, batch_flatten_eval)
+        .with_compute(batch_flatten_te),
     // Pooling.
     op(
         "nn.max_pool1d",
@@ -529,7 +537,8 @@ pub(crate) static OPS: &[OpSchema] = &[
         "relay.attrs.MaxPool2DAttrs",
         MAX_POOL2D_ATTRS,
     )
-    .with(P::OutEWiseFusable, pool2d_rel, max_pool2d_eval),
+    .with(P::OutEWiseFusable, pool2d_rel, max_pool2d_eval)
+    .with_compute(|i, a, o| pool2d_te(i, a, o, true)),
     op(
         "nn.max_pool3d",
         DATA,
@@ -548,7 +557,8 @@ pub(crate) static OPS: &[OpSchema] = &[
         "relay.attrs.AvgPool2DAttrs",
         AVG_POOL2D_ATTRS,
     )
-    .with(P::OutEWiseFusable, pool2d_rel, avg_pool2d_eval),
+    .with(P::OutEWiseFusable, pool2d_rel, avg_pool2d_eval)
+    .with_compute(|i, a, o| pool2d_te(i, a, o, false)),
     op(
         "nn.avg_pool3d",
         DATA,
@@ -577,7 +587,8 @@ pub(crate) static OPS: &[OpSchema] = &[
         P::OutEWiseFusable,
         global_pool2d_rel,
         global_max_pool2d_eval,
-    ),
+    )
+    .with_compute(|i, a, o| global_pool2d_te(i, a, o, true)),
     op(
         "nn.global_avg_pool2d",
         DATA,
@@ -588,7 +599,8 @@ pub(crate) static OPS: &[OpSchema] = &[
         P::OutEWiseFusable,
         global_pool2d_rel,
         global_avg_pool2d_eval,
-    ),
+    )
+    .with_compute(|i, a, o| global_pool2d_te(i, a, o, false)),
     op(
         "nn.adaptive_max_pool1d",
         DATA,
@@ -622,7 +634,8 @@ pub(crate) static OPS: &[OpSchema] = &[
         P::OutEWiseFusable,
         adaptive_pool2d_rel,
         adaptive_avg_pool2d_eval,
-    ),
+    )
+    .with_compute(adaptive_avg_pool2d_te),
     op(
         "nn.adaptive_max_pool3d",
         DATA,
@@ -642,14 +655,16 @@ pub(crate) static OPS: &[OpSchema] = &[
         "relay.attrs.BatchNormAttrs",
         &norm_attrs(1),
     )
-    .with(P::Opaque, batch_norm_rel, batch_norm_eval),
+    .with(P::Opaque, batch_norm_rel, batch_norm_eval)
+    .with_compute(batch_norm_te),
     op(
         "nn.layer_norm",
         &["data", "gamma", "beta"],
         "relay.attrs.LayerNormAttrs",
         &norm_attrs(-1),
     )
-    .with(P::Opaque, layer_norm_rel, layer_norm_eval),
+    .with(P::Opaque, layer_norm_rel, layer_norm_eval)
+    .with_compute(layer_norm_te),
     op(
         "nn.instance_norm",
         &["data", "gamma", "beta"],
@@ -692,7 +707,8 @@ pub(crate) static OPS: &[OpSchema] = &[
         "relay.attrs.DropoutAttrs",
         &[field("rate", K::Float, D::Float(0.5))],
     )
-    .with(P::Opaque, dropout_rel, dropout_eval),
+    .with(P::Opaque, dropout_rel, dropout_eval)
+    .with_compute(dropout_te),
     // Padding; `nn.pad` takes the pad value as its second input.
     op(
         "nn.pad",
@@ -700,7 +716,8 @@ pub(crate) static OPS: &[OpSchema] = &[
         "relay.attrs.PadAttrs",
         PAD_ATTRS,
     )
-    .with(P::Injective, pad_rel, pad_eval),
+    .with(P::Injective, pad_rel, pad_eval)
+    .with_compute(pad_te),
     op(
         "nn.mirror_pad",
         DATA,
@@ -2132,7 +2149,7 @@ fn adaptive_pool2d_rel(types: &[Type], attrs: &Attrs) -> Result<Type, String> {
 fn plane_pool_run<T: Num>(x: &NDArray, shape: &[i64], max: bool) -> Result<Value, String> {
     let dtype = x.dtype();
     let (h, w) = (i128::from(x.shape()[2]), i128::from(x.shape()[3]));
-    let (oh, ow) = (i128::from(shape[2]).max(1), i128::from(shape[3]).max(1));
+    let (oh, ow) = (i128::from(shape[2]), i128::from(shape[3]));
     let xv = T::read(x);
     let planes = count(&shape[..2]);
     let mut out = Vec::with_capacity(count(shape));
@@ -2473,6 +2490,1014 @@ fn pad_eval(args: &[Value], attrs: &Attrs) -> Result<Value, String> {
             .ok_or("the pad value is empty")?;
         pad_run::<i128>(x, fill, &widths, mode, &shape)
     }
+}
+
+// ----- Compute definitions of the contractions, softmax, convolution, pooling, normalization,
+// dropout, padding and flattening -----
+//
+// Contractions (`nn.dense`, `nn.matmul`, `nn.batch_matmul`, `nn.conv2d`) are written in the
+// form the kernel compiler recognizes: a sum over reduction axes of the product of two reads,
+// each index a bare output index, a bare reduction axis or 0, in the output dtype. The other
+// reductions accumulate floats in `float64` as the reference evaluation does, so they agree
+// with it exactly.
+
+/// The `int64` index constant `v`.
+fn ix(v: i64) -> TExpr {
+    TExpr::index(v)
+}
+
+/// `a + b` on index expressions.
+fn ix_add(a: &TExpr, b: &TExpr) -> TExpr {
+    compute::bin(BinaryOp::Add, a, b)
+}
+
+/// `a - b` on index expressions.
+fn ix_sub(a: &TExpr, b: &TExpr) -> TExpr {
+    compute::bin(BinaryOp::Sub, a, b)
+}
+
+/// `a * b` for an index expression and a constant.
+fn ix_mul(a: &TExpr, b: i64) -> TExpr {
+    compute::bin(BinaryOp::Mul, a, &ix(b))
+}
+
+/// `floor(a / b)` for an index expression and a positive constant.
+fn ix_floordiv(a: &TExpr, b: i64) -> TExpr {
+    compute::bin(BinaryOp::FloorDiv, a, &ix(b))
+}
+
+/// `max(a, b)` on index expressions.
+fn ix_max(a: &TExpr, b: &TExpr) -> TExpr {
+    compute::bin(BinaryOp::Max, a, b)
+}
+
+/// `min(a, b)` on index expressions.
+fn ix_min(a: &TExpr, b: &TExpr) -> TExpr {
+    compute::bin(BinaryOp::Min, a, b)
+}
+
+/// `i` clamped into `0..n`, for reads a `select` guards (both branches are evaluated).
+fn clamp_index(i: &TExpr, n: i64) -> TExpr {
+    ix_max(&ix(0), &ix_min(i, &ix(n - 1)))
+}
+
+/// `0 <= i < n`.
+fn in_range(i: &TExpr, n: i64) -> TExpr {
+    let lo = compute::cmp(CmpOp::Ge, i, &ix(0));
+    let hi = compute::cmp(CmpOp::Lt, i, &ix(n));
+    compute::bin(BinaryOp::LogicalAnd, &lo, &hi)
+}
+
+/// A float `x` converted to the integer or boolean `dtype` as the reference evaluation reads
+/// floats as integers: truncated toward zero into `i128` (NaN as 0, saturating), then wrapped
+/// to the width of `dtype` (booleans: non-zero). A plain cast would saturate at the width of
+/// `dtype` instead.
+fn float_as_int(x: TExpr, dtype: DType) -> TExpr {
+    const TWO_63: f64 = 9_223_372_036_854_775_808.0;
+    const TWO_64: f64 = 2.0 * TWO_63;
+    const TWO_127: f64 = 170_141_183_460_469_231_731_687_303_715_884_105_728.0;
+    let f = |v: f64| TExpr::float(v, DType::F64);
+    let v = x.cast(DType::F64);
+    let t = v.clone().unary(UnaryOp::Trunc);
+    if compute::is_bool(dtype) {
+        let nonzero = compute::cmp(CmpOp::Ne, &t, &f(0.0));
+        return compute::is_nan(&v).select(compute::zero(dtype), nonzero.cast(dtype));
+    }
+    // The remainder modulo 2^64 is exact; it moves into the int64 range without rounding.
+    let r = compute::bin(BinaryOp::Mod, &t, &f(TWO_64));
+    let low = compute::cmp(CmpOp::Lt, &r, &f(-TWO_63))
+        .select(compute::bin(BinaryOp::Add, &r, &f(TWO_64)), r.clone());
+    let r = compute::cmp(CmpOp::Ge, &r, &f(TWO_63))
+        .select(compute::bin(BinaryOp::Sub, &r, &f(TWO_64)), low);
+    // From 2^127 up the `i128` saturates at its maximum, whose low 64 bits are all ones; from
+    // -2^127 down at its minimum (low bits zero), which the remainder already gives.
+    compute::cmp(CmpOp::Ge, &v, &f(TWO_127))
+        .select(ix(-1), r.cast(DType::I64))
+        .cast(dtype)
+}
+
+/// A value read from an input, in the number type the reference evaluation computes `dtype`
+/// results in: floats read as integers as [`float_as_int`] does, anything else cast.
+fn read_as(x: TExpr, dtype: DType) -> TExpr {
+    if x.dtype().is_float() && !dtype.is_float() {
+        float_as_int(x, dtype)
+    } else {
+        x.cast(dtype)
+    }
+}
+
+/// A contraction operand in `dtype`: `t` itself, or its elements converted as the reference
+/// evaluation reads them (see [`read_as`]), so that the contraction reads plain tensors of its
+/// own dtype (the form the kernel compiler hands to its GEMM).
+fn contraction_operand(t: &Tensor, dtype: DType) -> Tensor {
+    if t.dtype == dtype {
+        t.clone()
+    } else {
+        Tensor::compute(format!("{}_{dtype}", t.name), &t.shape, |i| {
+            read_as(t.at(i), dtype)
+        })
+    }
+}
+
+/// `name[i] = Σ_k a[ia] · b[ib]` over the reduction axes `k`, where `index` maps an output
+/// index to `(ia, ib)`; `a` and `b` have the result's dtype (see [`contraction_operand`]).
+fn contraction(
+    name: &str,
+    shape: &[i64],
+    (a, b): (&Tensor, &Tensor),
+    k: &[IterVar],
+    index: impl Fn(&[TExpr]) -> (Vec<TExpr>, Vec<TExpr>),
+) -> Tensor {
+    Tensor::compute(name, shape, |i| {
+        let (ia, ib) = index(i);
+        a.at(&ia)
+            .binary(BinaryOp::Mul, b.at(&ib))
+            .reduce(ReduceOp::Sum, k.to_vec())
+    })
+}
+
+/// `nn.dense`: `out[..., u] = Σ_k data[..., k] · weight[u, k]`.
+fn dense_te(inputs: &[TeValue], _: &Attrs, out: &Type) -> Result<TeValue, String> {
+    let (shape, dtype) = compute::static_tensor(out)?;
+    let (x, w) = (compute::input(inputs, 0)?, compute::input(inputs, 1)?);
+    let k = x.shape.last().copied();
+    let fits = matches!((k, w.shape.as_slice()), (Some(k), &[u, wk])
+        if wk == k && shape.len() == x.shape.len() && shape.last() == Some(&u));
+    let (true, Some(k)) = (fits, k) else {
+        return Err(format!(
+            "nn.dense expects data [..., k] and weight [units, k] giving {shape:?}, got {:?} \
+             and {:?}",
+            x.shape, w.shape
+        ));
+    };
+    let (x, w) = (contraction_operand(x, dtype), contraction_operand(w, dtype));
+    let r = IterVar::new(k);
+    let last = shape.len() - 1;
+    compute::tensor_value(contraction("T_dense", &shape, (&x, &w), &[r], |i| {
+        let mut ia = i[..last].to_vec();
+        ia.push(r.expr());
+        (ia, vec![i[last].clone(), r.expr()])
+    }))
+}
+
+/// `nn.matmul`: `out[..., m, n] = Σ_k a[..., m, k] · b[k, n]`, with `transpose_a` reading `a`
+/// as `[..., k, m]` and `transpose_b` reading `b` as `[n, k]`; a vector `a` is one row.
+fn matmul_te(inputs: &[TeValue], attrs: &Attrs, out: &Type) -> Result<TeValue, String> {
+    let (shape, dtype) = compute::static_tensor(out)?;
+    let (a, b) = (compute::input(inputs, 0)?, compute::input(inputs, 1)?);
+    let (ta, tb) = (
+        attr_bool(attrs, "transpose_a")?,
+        attr_bool(attrs, "transpose_b")?,
+    );
+    let r = a.shape.len();
+    let k = match (ta, r) {
+        (true, 2..) => a.shape[r - 2],
+        (false, 1..) => a.shape[r - 1],
+        _ => -1,
+    };
+    let kb = match (tb, b.shape.as_slice()) {
+        (true, &[_, k]) | (false, &[k, _]) => k,
+        _ => -2,
+    };
+    if k != kb || shape.len() != r {
+        return Err(format!(
+            "nn.matmul cannot contract {:?} with {:?} (transpose_a={ta}, transpose_b={tb})",
+            a.shape, b.shape
+        ));
+    }
+    let (a, b) = (contraction_operand(a, dtype), contraction_operand(b, dtype));
+    let red = IterVar::new(k);
+    compute::tensor_value(contraction("T_matmul", &shape, (&a, &b), &[red], |i| {
+        let (kk, n) = (red.expr(), i[r - 1].clone());
+        let mut ia = i[..r - 1].to_vec();
+        if ta {
+            // [..., k, m]: the output's row index `m` is last.
+            let m = ia.pop().unwrap_or_else(|| ix(0));
+            ia.push(kk.clone());
+            ia.push(m);
+        } else {
+            ia.push(kk.clone());
+        }
+        let ib = if tb { vec![n, kk] } else { vec![kk, n] };
+        (ia, ib)
+    }))
+}
+
+/// `nn.batch_matmul`: `out[b, m, n] = Σ_k a[b, m, k] · b[b, k, n]` (transposes as
+/// `nn.matmul`), an operand with one batch broadcasting to every batch.
+fn batch_matmul_te(inputs: &[TeValue], attrs: &Attrs, out: &Type) -> Result<TeValue, String> {
+    let (shape, dtype) = compute::static_tensor(out)?;
+    let (a, b) = (compute::input(inputs, 0)?, compute::input(inputs, 1)?);
+    let (ta, tb) = (
+        attr_bool(attrs, "transpose_a")?,
+        attr_bool(attrs, "transpose_b")?,
+    );
+    let (&[a0, a1, a2], &[b0, b1, b2], &[batch, _, _]) =
+        (a.shape.as_slice(), b.shape.as_slice(), shape.as_slice())
+    else {
+        return Err(format!(
+            "nn.batch_matmul expects rank-3 operands and result, got {:?}, {:?} and {shape:?}",
+            a.shape, b.shape
+        ));
+    };
+    let k = if ta { a1 } else { a2 };
+    let kb = if tb { b2 } else { b1 };
+    let batch_ok = |d: i64| d == batch || d == 1;
+    if k != kb || !batch_ok(a0) || !batch_ok(b0) {
+        return Err(format!(
+            "nn.batch_matmul cannot contract {:?} with {:?} (transpose_a={ta}, transpose_b={tb})",
+            a.shape, b.shape
+        ));
+    }
+    let (a, b) = (contraction_operand(a, dtype), contraction_operand(b, dtype));
+    let red = IterVar::new(k);
+    compute::tensor_value(contraction(
+        "T_batch_matmul",
+        &shape,
+        (&a, &b),
+        &[red],
+        |i| {
+            let pick = |d: i64| if d == batch { i[0].clone() } else { ix(0) };
+            let (m, n, kk) = (i[1].clone(), i[2].clone(), red.expr());
+            let ia = if ta {
+                vec![pick(a0), kk.clone(), m]
+            } else {
+                vec![pick(a0), m, kk.clone()]
+            };
+            let ib = if tb {
+                vec![pick(b0), n, kk]
+            } else {
+                vec![pick(b0), kk, n]
+            };
+            (ia, ib)
+        },
+    ))
+}
+
+/// `index` (without `axis`) with `at` inserted at `axis`; a rank-0 tensor has no index.
+fn with_axis(index: &[TExpr], axis: usize, at: TExpr, rank: usize) -> Vec<TExpr> {
+    let mut v = index.to_vec();
+    if rank > 0 {
+        v.insert(axis, at);
+    }
+    v
+}
+
+/// `index` without `axis` (a rank-0 index stays empty).
+fn without_axis(index: &[TExpr], axis: usize) -> Vec<TExpr> {
+    index
+        .iter()
+        .enumerate()
+        .filter(|&(d, _)| d != axis)
+        .map(|(_, e)| e.clone())
+        .collect()
+}
+
+/// `shape` without `axis`, and the extent of `axis` (1 for a rank-0 tensor).
+fn split_axis(shape: &[i64], axis: usize) -> (Vec<i64>, i64) {
+    let rest = shape
+        .iter()
+        .enumerate()
+        .filter(|&(d, _)| d != axis)
+        .map(|(_, &n)| n)
+        .collect();
+    (rest, shape.get(axis).copied().unwrap_or(1))
+}
+
+/// `nn.softmax` and `nn.log_softmax` along `axis`, in `float64` with the maximum subtracted:
+/// `exp(x - max) / Σ exp(x - max)` or `(x - max) - log Σ exp(x - max)`.
+fn softmax_te(inputs: &[TeValue], attrs: &Attrs, out: &Type, log: bool) -> Result<TeValue, String> {
+    let (shape, dtype) = compute::static_tensor(out)?;
+    let x = compute::input(inputs, 0)?;
+    if x.shape != shape || !dtype.is_float() {
+        return Err(format!(
+            "softmax expects a float tensor of shape {shape:?}, got {:?} of {}",
+            x.shape, x.dtype
+        ));
+    }
+    let rank = shape.len();
+    let axis = normalize_axis(attr_int(attrs, "axis")?, rank)?;
+    let (rest, extent) = split_axis(&shape, axis);
+    let f64_at = |index: &[TExpr]| x.at(index).cast(DType::F64);
+    let k = IterVar::new(extent);
+    let max = Tensor::compute("T_softmax_max", &rest, |i| {
+        f64_at(&with_axis(i, axis, k.expr(), rank)).reduce(ReduceOp::Max, vec![k])
+    });
+    let k = IterVar::new(extent);
+    let sum = Tensor::compute("T_softmax_sum", &rest, |i| {
+        let shifted = compute::bin(
+            BinaryOp::Sub,
+            &f64_at(&with_axis(i, axis, k.expr(), rank)),
+            &max.at(i),
+        );
+        shifted.unary(UnaryOp::Exp).reduce(ReduceOp::Sum, vec![k])
+    });
+    let name = if log { "T_log_softmax" } else { "T_softmax" };
+    compute::tensor_value(Tensor::compute(name, &shape, |i| {
+        let r = without_axis(i, axis);
+        let shifted = compute::bin(BinaryOp::Sub, &f64_at(i), &max.at(&r));
+        let v = if log {
+            compute::bin(BinaryOp::Sub, &shifted, &sum.at(&r).unary(UnaryOp::Log))
+        } else {
+            compute::bin(BinaryOp::Div, &shifted.unary(UnaryOp::Exp), &sum.at(&r))
+        };
+        v.cast(dtype)
+    }))
+}
+
+/// `nn.batch_flatten`: `out[n, j] = data[n, unravel(j)]`.
+fn batch_flatten_te(inputs: &[TeValue], _: &Attrs, out: &Type) -> Result<TeValue, String> {
+    let (shape, _) = compute::static_tensor(out)?;
+    let x = compute::input(inputs, 0)?;
+    let rest = x.shape.get(1..).unwrap_or_default();
+    if shape.len() != 2 || x.shape.first() != shape.first() {
+        return Err(format!(
+            "nn.batch_flatten of {:?} cannot give {shape:?}",
+            x.shape
+        ));
+    }
+    compute::tensor_value(Tensor::compute("T_batch_flatten", &shape, |i| {
+        let mut index = vec![i[0].clone()];
+        let mut stride = 1i64;
+        let mut dims = Vec::with_capacity(rest.len());
+        for &d in rest.iter().rev() {
+            let e = compute::bin(BinaryOp::Div, &i[1], &ix(stride.max(1)));
+            dims.push(compute::bin(BinaryOp::Mod, &e, &ix(d.max(1))));
+            stride = stride.saturating_mul(d);
+        }
+        index.extend(dims.into_iter().rev());
+        x.at(&index)
+    }))
+}
+
+/// `nn.conv2d` on NCHW data and OIHW weights as a contraction over an im2col of the (padded)
+/// data, per group: `col[n, g, c, kh, kw, y, x]` is the data element tap `(kh, kw)` of output
+/// `(y, x)` reads (0 in the padding), `wg[g, o, c, kh, kw]` the weight of output channel
+/// `g * Og + o`, and `conv[n, g, o, y, x] = Σ_{c, kh, kw} col · wg`.
+fn conv2d_te(inputs: &[TeValue], attrs: &Attrs, out: &Type) -> Result<TeValue, String> {
+    require_nchw(attrs, "data_layout", Some("kernel_layout"))?;
+    let (shape, dtype) = compute::static_tensor(out)?;
+    let (x, w) = (compute::input(inputs, 0)?, compute::input(inputs, 1)?);
+    let p = Conv2d::new(attrs)?;
+    let (&[n, c, h, wd], &[o, cg, kh, kw], &[_, _, oh, ow]) =
+        (x.shape.as_slice(), w.shape.as_slice(), shape.as_slice())
+    else {
+        return Err(format!(
+            "nn.conv2d expects NCHW data, OIHW weights and an NCHW result, got {:?}, {:?} and \
+             {shape:?}",
+            x.shape, w.shape
+        ));
+    };
+    let g = p.groups;
+    if cg.checked_mul(g) != Some(c) || o % g != 0 || shape[1] != o {
+        return Err(format!(
+            "nn.conv2d with groups={g} cannot take data {:?} and weight {:?}",
+            x.shape, w.shape
+        ));
+    }
+    let og = o / g;
+    let [sh, sw] = p.strides;
+    let [dh, dw] = p.dilation;
+    let (pt, pl) = (p.padding[0], p.padding[1]);
+    let zero = compute::zero(dtype);
+    let col = Tensor::compute("T_conv2d_col", &[n, g, cg, kh, kw, oh, ow], |i| {
+        // Data without elements: every tap is padding, and nothing may be read.
+        if h == 0 || wd == 0 {
+            return zero.clone();
+        }
+        let iy = ix_sub(&ix_add(&ix_mul(&i[5], sh), &ix_mul(&i[3], dh)), &ix(pt));
+        let iw = ix_sub(&ix_add(&ix_mul(&i[6], sw), &ix_mul(&i[4], dw)), &ix(pl));
+        let inside = compute::bin(BinaryOp::LogicalAnd, &in_range(&iy, h), &in_range(&iw, wd));
+        let channel = ix_add(&ix_mul(&i[1], cg), &i[2]);
+        let v = x.at(&[
+            i[0].clone(),
+            channel,
+            clamp_index(&iy, h),
+            clamp_index(&iw, wd),
+        ]);
+        inside.select(read_as(v, dtype), zero.clone())
+    });
+    let wg = Tensor::compute("T_conv2d_weight", &[g, og, cg, kh, kw], |i| {
+        let oc = ix_add(&ix_mul(&i[0], og), &i[1]);
+        read_as(w.at(&[oc, i[2].clone(), i[3].clone(), i[4].clone()]), dtype)
+    });
+    let (rc, rh, rw) = (IterVar::new(cg), IterVar::new(kh), IterVar::new(kw));
+    let conv = contraction(
+        "T_conv2d_gemm",
+        &[n, g, og, oh, ow],
+        (&col, &wg),
+        &[rc, rh, rw],
+        |i| {
+            let ia = vec![
+                i[0].clone(),
+                i[1].clone(),
+                rc.expr(),
+                rh.expr(),
+                rw.expr(),
+                i[3].clone(),
+                i[4].clone(),
+            ];
+            let ib = vec![i[1].clone(), i[2].clone(), rc.expr(), rh.expr(), rw.expr()];
+            (ia, ib)
+        },
+    );
+    let og = og.max(1);
+    compute::tensor_value(Tensor::compute("T_conv2d", &shape, |i| {
+        conv.at(&[
+            i[0].clone(),
+            compute::bin(BinaryOp::Div, &i[1], &ix(og)),
+            compute::bin(BinaryOp::Mod, &i[1], &ix(og)),
+            i[2].clone(),
+            i[3].clone(),
+        ])
+    }))
+}
+
+/// The sums of an average's windows.
+enum WindowSum {
+    /// One sum, in `float64` for floats (as the reference) and in `int64` for integers up to
+    /// 32 bits.
+    One(Tensor),
+    /// For 64-bit integers, whose exact sum needs more than 64 bits: `int64` sums of the high
+    /// halves (`v >> 32`, signed for `int64`) and of the low halves (`v & 0xffffffff`).
+    Halves(Tensor, Tensor),
+}
+
+/// The most taps a window of 64-bit integers may have: its sums of halves then stay far from
+/// overflowing 63 bits, and so does every step of [`window_mean`].
+const HALVES_LIMIT: i64 = 1 << 30;
+
+/// A window tap: the value read (of the data's dtype) and, when some taps fall outside the
+/// data, whether this one is inside.
+type Tap = (TExpr, Option<TExpr>);
+
+/// The window sums `name_sum[i] = Σ_r tap(i, r)` of an average over `dtype` data, with
+/// reduction axes of extents `taps` (taps outside the window count 0).
+fn window_sum(
+    name: &str,
+    shape: &[i64],
+    dtype: DType,
+    taps: [i64; 2],
+    tap: impl Fn(&[TExpr], &[TExpr]) -> Tap,
+) -> Result<WindowSum, String> {
+    let sum = |suffix: &str, acc: DType, part: &dyn Fn(TExpr) -> TExpr| {
+        let axes = taps.map(IterVar::new);
+        Tensor::compute(format!("{name}_{suffix}"), shape, |i| {
+            let (v, inside) = tap(i, &[axes[0].expr(), axes[1].expr()]);
+            let v = part(v);
+            let v = match inside {
+                Some(inside) => inside.select(v, compute::zero(acc)),
+                None => v,
+            };
+            v.reduce(ReduceOp::Sum, axes.to_vec())
+        })
+    };
+    if dtype.is_float() {
+        Ok(WindowSum::One(sum("sum", DType::F64, &|v| {
+            v.cast(DType::F64)
+        })))
+    } else if dtype.bits <= 32 {
+        Ok(WindowSum::One(sum("sum", DType::I64, &|v| {
+            v.cast(DType::I64)
+        })))
+    } else if taps[0].saturating_mul(taps[1]) <= HALVES_LIMIT {
+        let shift = compute::int_const(32, dtype);
+        let mask = compute::int_const(0xffff_ffff, dtype);
+        let hi = sum("sum_hi", DType::I64, &|v| {
+            compute::bin(BinaryOp::Shr, &v, &shift).cast(DType::I64)
+        });
+        let lo = sum("sum_lo", DType::I64, &|v| {
+            compute::bin(BinaryOp::BitAnd, &v, &mask).cast(DType::I64)
+        });
+        Ok(WindowSum::Halves(hi, lo))
+    } else {
+        Err(format!(
+            "an average of {dtype} values over windows of {} taps is not supported (at most \
+             {HALVES_LIMIT})",
+            taps[0].saturating_mul(taps[1])
+        ))
+    }
+}
+
+/// The average at output `i`: its window sum divided by `count` (an `int64` expression at
+/// most the window's taps) and converted to `dtype`, as the reference divides: floats in
+/// `float64` (0/0 is NaN), integers truncating toward zero, an empty window giving 0.
+fn window_mean(sum: &WindowSum, i: &[TExpr], count: &TExpr, dtype: DType) -> TExpr {
+    let (hi, lo) = match sum {
+        WindowSum::One(t) if dtype.is_float() => {
+            let count = count.clone().cast(DType::F64);
+            return compute::bin(BinaryOp::Div, &t.at(i), &count).cast(dtype);
+        }
+        WindowSum::One(t) => {
+            let q = compute::bin(BinaryOp::Div, &t.at(i), &ix_max(count, &ix(1)));
+            return compute::cmp(CmpOp::Eq, count, &ix(0))
+                .select(ix(0), q)
+                .cast(dtype);
+        }
+        WindowSum::Halves(hi, lo) => (hi.at(i), lo.at(i)),
+    };
+    // sum = hi·2^32 + lo with lo ≥ 0. Dividing each part with remainders: hi = qh·c + rh and
+    // lo = ql·c + rl, then t = rh·2^32 + rl = qt·c + rt, so floor(sum / c) = qh·2^32 + ql + qt
+    // (wrapping, as the result wraps to 64 bits) with remainder rt.
+    let c = ix_max(count, &ix(1));
+    let div = |a: &TExpr| compute::bin(BinaryOp::FloorDiv, a, &c);
+    let rem = |a: &TExpr| compute::bin(BinaryOp::FloorMod, a, &c);
+    let two32 = ix(1 << 32);
+    let t = ix_add(&compute::bin(BinaryOp::Mul, &rem(&hi), &two32), &rem(&lo));
+    let floor = ix_add(
+        &ix_add(&compute::bin(BinaryOp::Mul, &div(&hi), &two32), &div(&lo)),
+        &div(&t),
+    );
+    // Truncation rounds a negative quotient with a remainder up. The sum is negative when
+    // hi + floor(lo / 2^32) is.
+    let carry = compute::bin(BinaryOp::Shr, &lo, &ix(32));
+    let negative = compute::cmp(CmpOp::Lt, &ix_add(&hi, &carry), &ix(0));
+    let inexact = compute::cmp(CmpOp::Ne, &rem(&t), &ix(0));
+    let up = compute::bin(BinaryOp::LogicalAnd, &negative, &inexact);
+    let q = up.select(ix_add(&floor, &ix(1)), floor);
+    compute::cmp(CmpOp::Eq, count, &ix(0))
+        .select(ix(0), q)
+        .cast(dtype)
+}
+
+/// The value max pooling starts from and pads with: -inf, or the dtype's lowest integer.
+fn pool_lowest(dtype: DType) -> TExpr {
+    if dtype.is_float() {
+        TExpr::float(f64::NEG_INFINITY, dtype)
+    } else {
+        TExpr::int(compute::int_range(dtype).0, dtype)
+    }
+}
+
+/// A tap of a max pool: ignored (the lowest value) outside the input or when NaN, as the
+/// reference's comparison skips NaN.
+fn max_candidate((v, inside): Tap) -> TExpr {
+    let lowest = pool_lowest(v.dtype());
+    let outside = inside.map(|inside| inside.unary(UnaryOp::LogicalNot));
+    let skip = match (v.dtype().is_float(), outside) {
+        (true, Some(outside)) => Some(compute::bin(
+            BinaryOp::LogicalOr,
+            &outside,
+            &compute::is_nan(&v),
+        )),
+        (true, None) => Some(compute::is_nan(&v)),
+        (false, outside) => outside,
+    };
+    match skip {
+        Some(skip) => skip.select(lowest, v),
+        None => v,
+    }
+}
+
+/// `name[i] = max_r tap(i, r)` over reduction axes of extents `taps` (see [`max_candidate`]).
+fn window_max(
+    name: &str,
+    shape: &[i64],
+    taps: [i64; 2],
+    tap: impl Fn(&[TExpr], &[TExpr]) -> Tap,
+) -> Result<TeValue, String> {
+    let axes = taps.map(IterVar::new);
+    compute::tensor_value(Tensor::compute(name, shape, |i| {
+        max_candidate(tap(i, &[axes[0].expr(), axes[1].expr()]))
+            .reduce(ReduceOp::Max, axes.to_vec())
+    }))
+}
+
+/// How many taps `t` in `0..k` put `start + t * d` below `end` and, when `from_zero`, at or
+/// above 0 (`d >= 1`).
+fn tap_count(start: &TExpr, k: i64, d: i64, end: i64, from_zero: bool) -> TExpr {
+    let first = if from_zero {
+        ix_max(&ix(0), &ix_sub(&ix(0), &ix_floordiv(start, d)))
+    } else {
+        ix(0)
+    };
+    let last = ix_min(&ix(k - 1), &ix_floordiv(&ix_sub(&ix(end - 1), start), d));
+    ix_max(&ix(0), &ix_add(&ix_sub(&last, &first), &ix(1)))
+}
+
+/// A pooling operator's NCHW input, its height and width, and the result's shape and dtype.
+struct PoolTe<'t> {
+    x: &'t Tensor,
+    h: i64,
+    w: i64,
+    shape: [i64; 4],
+    dtype: DType,
+}
+
+/// The NCHW input and result shapes of a pooling operator, checked.
+fn pool_shapes<'t>(
+    inputs: &'t [TeValue],
+    attrs: &Attrs,
+    out: &Type,
+    what: &str,
+) -> Result<PoolTe<'t>, String> {
+    require_nchw(attrs, "layout", None)?;
+    let (shape, dtype) = compute::static_tensor(out)?;
+    let x = compute::input(inputs, 0)?;
+    match (x.shape.as_slice(), shape.as_slice()) {
+        (&[n, c, h, w], &[on, oc, oh, ow]) if on == n && oc == c && x.dtype == dtype => {
+            Ok(PoolTe {
+                x,
+                h,
+                w,
+                shape: [on, oc, oh, ow],
+                dtype,
+            })
+        }
+        _ => Err(format!(
+            "{what} expects NCHW data and result, got {:?} and {shape:?}",
+            x.shape
+        )),
+    }
+}
+
+/// `nn.max_pool2d` and `nn.avg_pool2d`: a reduction over the window taps, skipping taps in the
+/// padding (reads clamped into the input). Max pooling ignores NaN as the reference does;
+/// average pooling divides by the in-bounds taps, or with `count_include_pad` by the taps
+/// inside the padded input (what ceil mode adds past the bottom and right padding left out).
+fn pool2d_te(inputs: &[TeValue], attrs: &Attrs, out: &Type, max: bool) -> Result<TeValue, String> {
+    let what = if max {
+        "nn.max_pool2d"
+    } else {
+        "nn.avg_pool2d"
+    };
+    let PoolTe {
+        x,
+        h,
+        w,
+        shape,
+        dtype,
+    } = pool_shapes(inputs, attrs, out, what)?;
+    let p = Pool2d::new(attrs)?;
+    let [kh, kw] = p.size;
+    let [sh, sw] = p.strides;
+    let [dh, dw] = p.dilation;
+    let [pt, pl, pb, pr] = p.padding;
+    let starts = |i: &[TExpr]| {
+        (
+            ix_sub(&ix_mul(&i[2], sh), &ix(pt)),
+            ix_sub(&ix_mul(&i[3], sw), &ix(pl)),
+        )
+    };
+    let tap = |i: &[TExpr], r: &[TExpr]| -> Tap {
+        if h == 0 || w == 0 {
+            // Every tap is padding, and nothing may be read.
+            let fill = if max {
+                pool_lowest(dtype)
+            } else {
+                compute::zero(dtype)
+            };
+            return (fill, Some(TExpr::int(0, DType::BOOL)));
+        }
+        let (y0, x0) = starts(i);
+        let iy = ix_add(&y0, &ix_mul(&r[0], dh));
+        let iw = ix_add(&x0, &ix_mul(&r[1], dw));
+        let inside = compute::bin(BinaryOp::LogicalAnd, &in_range(&iy, h), &in_range(&iw, w));
+        let index = [
+            i[0].clone(),
+            i[1].clone(),
+            clamp_index(&iy, h),
+            clamp_index(&iw, w),
+        ];
+        (x.at(&index), Some(inside))
+    };
+    if max {
+        return window_max("T_max_pool2d", &shape, [kh, kw], tap);
+    }
+    let sum = window_sum("T_avg_pool2d", &shape, dtype, [kh, kw], tap)?;
+    compute::tensor_value(Tensor::compute("T_avg_pool2d", &shape, |i| {
+        let (y0, x0) = starts(i);
+        let (rows, cols) = if p.count_include_pad {
+            (
+                tap_count(&y0, kh, dh, h.saturating_add(pb), false),
+                tap_count(&x0, kw, dw, w.saturating_add(pr), false),
+            )
+        } else {
+            (
+                tap_count(&y0, kh, dh, h, true),
+                tap_count(&x0, kw, dw, w, true),
+            )
+        };
+        let count = compute::bin(BinaryOp::Mul, &rows, &cols);
+        window_mean(&sum, i, &count, dtype)
+    }))
+}
+
+/// `nn.global_max_pool2d` and `nn.global_avg_pool2d`: a reduction over each plane (NaN
+/// ignored by the maximum; an empty plane's mean is NaN, or 0 for integers).
+fn global_pool2d_te(
+    inputs: &[TeValue],
+    attrs: &Attrs,
+    out: &Type,
+    max: bool,
+) -> Result<TeValue, String> {
+    let what = if max {
+        "nn.global_max_pool2d"
+    } else {
+        "nn.global_avg_pool2d"
+    };
+    let PoolTe {
+        x,
+        h,
+        w,
+        shape,
+        dtype,
+    } = pool_shapes(inputs, attrs, out, what)?;
+    if shape[2..] != [1, 1] {
+        return Err(format!(
+            "{what} expects a [n, c, 1, 1] result, got {shape:?}"
+        ));
+    }
+    let tap = |i: &[TExpr], r: &[TExpr]| -> Tap {
+        let index = [i[0].clone(), i[1].clone(), r[0].clone(), r[1].clone()];
+        (x.at(&index), None)
+    };
+    if max {
+        return window_max("T_global_max_pool2d", &shape, [h, w], tap);
+    }
+    let sum = window_sum("T_global_avg_pool2d", &shape, dtype, [h, w], tap)?;
+    let count = ix(h.saturating_mul(w));
+    compute::tensor_value(Tensor::compute("T_global_avg_pool2d", &shape, |i| {
+        window_mean(&sum, i, &count, dtype)
+    }))
+}
+
+/// Adaptive pooling windows along one axis of `n` elements pooled to `o`: output `i` covers
+/// `floor(i * n / o) .. ceil((i + 1) * n / o)`. Returns the start and length expressions of
+/// output index `i`.
+fn adaptive_window(i: &TExpr, n: i64, o: i64) -> (TExpr, TExpr) {
+    let o = o.max(1);
+    let start = ix_floordiv(&ix_mul(i, n), o);
+    let end = ix_floordiv(&ix_add(&ix_mul(&ix_add(i, &ix(1)), n), &ix(o - 1)), o);
+    let len = ix_sub(&end, &start);
+    (start, len)
+}
+
+/// The longest adaptive pooling window along an axis of `n` elements pooled to `o`.
+fn adaptive_widest(n: i64, o: i64) -> i64 {
+    let (n, o) = (i128::from(n), i128::from(o.max(1)));
+    (0..o)
+        .map(|i| ((i + 1) * n + o - 1) / o - (i * n) / o)
+        .max()
+        .map_or(0, |len| i64::try_from(len).unwrap_or(i64::MAX))
+}
+
+/// `nn.adaptive_avg_pool2d`: each output averages its window, written as a sum over the
+/// widest window with the taps past the window's end masked, divided by the window's size.
+fn adaptive_avg_pool2d_te(
+    inputs: &[TeValue],
+    attrs: &Attrs,
+    out: &Type,
+) -> Result<TeValue, String> {
+    let PoolTe {
+        x,
+        h,
+        w,
+        shape,
+        dtype,
+    } = pool_shapes(inputs, attrs, out, "nn.adaptive_avg_pool2d")?;
+    let (oh, ow) = (shape[2], shape[3]);
+    let tap = |i: &[TExpr], r: &[TExpr]| -> Tap {
+        let (y0, ylen) = adaptive_window(&i[2], h, oh);
+        let (x0, xlen) = adaptive_window(&i[3], w, ow);
+        let inside = compute::bin(
+            BinaryOp::LogicalAnd,
+            &compute::cmp(CmpOp::Lt, &r[0], &ylen),
+            &compute::cmp(CmpOp::Lt, &r[1], &xlen),
+        );
+        // Windows start inside the input, so only the end needs clamping.
+        let index = [
+            i[0].clone(),
+            i[1].clone(),
+            ix_min(&ix_add(&y0, &r[0]), &ix(h - 1)),
+            ix_min(&ix_add(&x0, &r[1]), &ix(w - 1)),
+        ];
+        (x.at(&index), Some(inside))
+    };
+    let taps = [adaptive_widest(h, oh), adaptive_widest(w, ow)];
+    let sum = window_sum("T_adaptive_avg_pool2d", &shape, dtype, taps, tap)?;
+    compute::tensor_value(Tensor::compute("T_adaptive_avg_pool2d", &shape, |i| {
+        let (_, ylen) = adaptive_window(&i[2], h, oh);
+        let (_, xlen) = adaptive_window(&i[3], w, ow);
+        let count = compute::bin(BinaryOp::Mul, &ylen, &xlen);
+        window_mean(&sum, i, &count, dtype)
+    }))
+}
+
+/// `(x - mean) / sqrt(var + epsilon) * gamma + beta` in `float64` (`gamma` only with `scale`,
+/// `beta` only with `center`), as the reference's `normalize`.
+fn normalize_te(
+    x: TExpr,
+    mean: &TExpr,
+    var: &TExpr,
+    (gamma, beta): (TExpr, TExpr),
+    a: &NormAttrs,
+) -> TExpr {
+    let f64_of = |e: TExpr| e.cast(DType::F64);
+    let eps = TExpr::float(a.epsilon, DType::F64);
+    let denom = compute::bin(BinaryOp::Add, var, &eps).unary(UnaryOp::Sqrt);
+    let mut y = compute::bin(
+        BinaryOp::Div,
+        &compute::bin(BinaryOp::Sub, &f64_of(x), mean),
+        &denom,
+    );
+    if a.scale {
+        y = compute::bin(BinaryOp::Mul, &y, &f64_of(gamma));
+    }
+    if a.center {
+        y = compute::bin(BinaryOp::Add, &y, &f64_of(beta));
+    }
+    y
+}
+
+/// The data and the per-channel vectors of a normalization, checked: the vectors have the
+/// length of the data's `axis` dimension (1 for rank 0).
+fn norm_operands<'t>(
+    inputs: &'t [TeValue],
+    count: usize,
+    out: &Type,
+    attrs: &Attrs,
+    what: &str,
+) -> Result<(Vec<&'t Tensor>, NormAttrs, DType), String> {
+    let (shape, dtype) = compute::static_tensor(out)?;
+    let tensors = (0..count)
+        .map(|i| compute::input(inputs, i))
+        .collect::<Result<Vec<_>, _>>()?;
+    let a = NormAttrs::new(attrs, shape.len())?;
+    let extent = shape.get(a.axis).copied().unwrap_or(1);
+    let fits = tensors[0].shape == shape
+        && tensors[1..]
+            .iter()
+            .all(|t| t.shape == [extent] && t.dtype == dtype);
+    if !fits || !dtype.is_float() {
+        return Err(format!(
+            "{what} expects float data of shape {shape:?} and vectors of {extent} elements"
+        ));
+    }
+    Ok((tensors, a, dtype))
+}
+
+/// The element of a per-channel vector for the data element at `index`.
+fn channel_of(v: &Tensor, index: &[TExpr], axis: usize) -> TExpr {
+    v.at(&[index.get(axis).cloned().unwrap_or_else(|| ix(0))])
+}
+
+/// An identity copy of `t` (a tuple field that passes an input through).
+fn copy_of(t: &Tensor, name: &str) -> TeValue {
+    TeValue::Tensor(Tensor::compute(name, &t.shape, |i| t.at(i)))
+}
+
+/// `nn.batch_norm` in inference: the tuple (data normalized with the moving statistics,
+/// moving_mean, moving_var).
+fn batch_norm_te(inputs: &[TeValue], attrs: &Attrs, out: &Type) -> Result<TeValue, String> {
+    let field = match out.kind() {
+        TypeKind::Tuple(fields) => fields.first().cloned(),
+        _ => None,
+    }
+    .ok_or_else(|| format!("nn.batch_norm expects a tuple result, got `{out}`"))?;
+    let (t, a, dtype) = norm_operands(inputs, 5, &field, attrs, "nn.batch_norm")?;
+    let (x, gamma, beta, mean, var) = (t[0], t[1], t[2], t[3], t[4]);
+    let normalized = Tensor::compute("T_batch_norm", &x.shape, |i| {
+        let at = |v: &Tensor| channel_of(v, i, a.axis);
+        normalize_te(
+            x.at(i),
+            &at(mean).cast(DType::F64),
+            &at(var).cast(DType::F64),
+            (at(gamma), at(beta)),
+            &a,
+        )
+        .cast(dtype)
+    });
+    Ok(TeValue::Tuple(vec![
+        TeValue::Tensor(normalized),
+        copy_of(mean, "T_batch_norm_moving_mean"),
+        copy_of(var, "T_batch_norm_moving_var"),
+    ]))
+}
+
+/// `nn.layer_norm`: the data normalized along `axis` with its own mean and (biased) variance,
+/// in `float64`.
+fn layer_norm_te(inputs: &[TeValue], attrs: &Attrs, out: &Type) -> Result<TeValue, String> {
+    let (t, a, dtype) = norm_operands(inputs, 3, out, attrs, "nn.layer_norm")?;
+    let (x, gamma, beta) = (t[0], t[1], t[2]);
+    let rank = x.shape.len();
+    let (rest, extent) = split_axis(&x.shape, a.axis);
+    let count = TExpr::float(extent as f64, DType::F64);
+    let f64_at = |index: &[TExpr]| x.at(index).cast(DType::F64);
+    let k = IterVar::new(extent);
+    let sum = Tensor::compute("T_layer_norm_sum", &rest, |i| {
+        f64_at(&with_axis(i, a.axis, k.expr(), rank)).reduce(ReduceOp::Sum, vec![k])
+    });
+    let mean = Tensor::compute("T_layer_norm_mean", &rest, |i| {
+        compute::bin(BinaryOp::Div, &sum.at(i), &count)
+    });
+    let k = IterVar::new(extent);
+    let squares = Tensor::compute("T_layer_norm_squares", &rest, |i| {
+        let d = compute::bin(
+            BinaryOp::Sub,
+            &f64_at(&with_axis(i, a.axis, k.expr(), rank)),
+            &mean.at(i),
+        );
+        compute::bin(BinaryOp::Mul, &d, &d).reduce(ReduceOp::Sum, vec![k])
+    });
+    compute::tensor_value(Tensor::compute("T_layer_norm", &x.shape, |i| {
+        let r = without_axis(i, a.axis);
+        let var = compute::bin(BinaryOp::Div, &squares.at(&r), &count);
+        let channel = |v: &Tensor| channel_of(v, i, a.axis);
+        normalize_te(
+            x.at(i),
+            &mean.at(&r),
+            &var,
+            (channel(gamma), channel(beta)),
+            &a,
+        )
+        .cast(dtype)
+    }))
+}
+
+/// `nn.dropout` in inference: the tuple (data, a mask of ones).
+fn dropout_te(inputs: &[TeValue], _: &Attrs, out: &Type) -> Result<TeValue, String> {
+    let x = compute::input(inputs, 0)?;
+    let fits = match out.kind() {
+        TypeKind::Tuple(fields) if fields.len() == 2 => fields
+            .iter()
+            .all(|f| compute::static_tensor(f).is_ok_and(|(s, d)| s == x.shape && d == x.dtype)),
+        _ => false,
+    };
+    if !fits {
+        return Err(format!(
+            "nn.dropout expects a result of two tensors like its input {:?}, got `{out}`",
+            x.shape
+        ));
+    }
+    let one = compute::one(x.dtype);
+    Ok(TeValue::Tuple(vec![
+        copy_of(x, "T_dropout"),
+        TeValue::Tensor(Tensor::compute("T_dropout_mask", &x.shape, |_| one)),
+    ]))
+}
+
+/// `nn.pad`: every axis grown by its `[before, after]` pair; the border is the pad value
+/// (converted to the data's dtype as the reference converts it), the edge element, or the
+/// mirror image without the edge.
+fn pad_te(inputs: &[TeValue], attrs: &Attrs, out: &Type) -> Result<TeValue, String> {
+    let (shape, dtype) = compute::static_tensor(out)?;
+    let (x, value) = (compute::input(inputs, 0)?, compute::input(inputs, 1)?);
+    let widths = pad_widths(attrs)?;
+    let mode = pad_mode(attrs)?;
+    let fits = widths.len() == x.shape.len()
+        && value.shape.is_empty()
+        && x.dtype == dtype
+        && x.shape
+            .iter()
+            .zip(&widths)
+            .zip(&shape)
+            .all(|((&n, &[b, a]), &o)| n.checked_add(b).and_then(|m| m.checked_add(a)) == Some(o));
+    if !fits || shape.len() != x.shape.len() {
+        return Err(format!(
+            "nn.pad of {:?} with pad_width {widths:?} cannot give {shape:?}",
+            x.shape
+        ));
+    }
+    let fill = if dtype.is_float() {
+        value.at(&[]).cast(DType::F64).cast(dtype)
+    } else {
+        read_as(value.at(&[]), dtype)
+    };
+    let empty = x.shape.contains(&0);
+    compute::tensor_value(Tensor::compute("T_pad", &shape, |i| {
+        // Data without elements: every element is the pad value, and nothing may be read.
+        if empty {
+            return fill.clone();
+        }
+        let mut inside: Option<TExpr> = None;
+        let mut index = Vec::with_capacity(i.len());
+        for ((e, &n), &[before, _]) in i.iter().zip(&x.shape).zip(&widths) {
+            let s = ix_sub(e, &ix(before));
+            let source = match mode {
+                PadMode::Constant => {
+                    let ok = in_range(&s, n);
+                    inside = Some(match inside {
+                        Some(acc) => compute::bin(BinaryOp::LogicalAnd, &acc, &ok),
+                        None => ok,
+                    });
+                    s
+                }
+                PadMode::Edge => s,
+                // (n - 1) - |(n - 1) - |s||: -s before the start, 2(n - 1) - s past the end.
+                PadMode::Reflect => {
+                    let abs = |v: &TExpr| ix_max(v, &ix_sub(&ix(0), v));
+                    ix_sub(&ix(n - 1), &abs(&ix_sub(&ix(n - 1), &abs(&s))))
+                }
+            };
+            index.push(clamp_index(&source, n));
+        }
+        let v = x.at(&index);
+        match inside {
+            Some(inside) => inside.select(v, fill.clone()),
+            None => v,
+        }
+    }))
 }
 
 #[cfg(test)]
@@ -3584,5 +4609,924 @@ mod tests {
         let xi = t_of("int32", &[2], &[1., 2.]);
         let v = pad(xi, t(&[], &[7.9]), &[[1, 1]], "constant").unwrap();
         assert_eq!(v.as_tensor().unwrap().to_i128_vec(), [7, 1, 2, 7]);
+    }
+
+    // ----- Compute definitions against the reference evaluation -----
+
+    use crate::compute::interp::Interp;
+    use crate::compute::op_tests::{DTYPES, Rng, agree_within, check_with, random};
+    use relay_ir::te::TeValue as TV;
+    use std::collections::HashMap;
+
+    /// Floats whose sums and products stay exact in every float dtype at the sizes tested
+    /// (halves in -4..4), with NaN, infinities and signed zeros when `special`; integers in
+    /// -4..4 (0..8 unsigned). Contractions accumulate in their output dtype, so only exact
+    /// arithmetic agrees with the `float64` reference at every width.
+    fn small(rng: &mut Rng, dtype: DType, shape: &[i64], special: bool) -> NDArray {
+        let n: i64 = shape.iter().product();
+        let v: Vec<f64> = (0..n)
+            .map(|_| {
+                if special && rng.below(6) == 0 {
+                    [f64::NAN, f64::INFINITY, f64::NEG_INFINITY, 0.0, -0.0][rng.below(5) as usize]
+                } else if dtype.is_float() {
+                    (rng.below(17) as f64 - 8.0) / 2.0
+                } else if dtype.code == DTypeCode::UInt {
+                    rng.below(9) as f64
+                } else {
+                    rng.below(9) as f64 - 4.0
+                }
+            })
+            .collect();
+        NDArray::from_f64_slice(dtype, shape, &v).unwrap()
+    }
+
+    /// Exact integers and special floats for integer dtypes and inputs of contractions in an
+    /// integer dtype; [`small`] values for float contractions.
+    fn operand(rng: &mut Rng, dtype: DType, out: DType, shape: &[i64], special: bool) -> NDArray {
+        if out.is_float() {
+            small(rng, dtype, shape, special)
+        } else {
+            random(rng, dtype, shape)
+        }
+    }
+
+    /// A contraction's result within SPEC's tolerance (exact for integers).
+    fn close(w: &NDArray, g: &NDArray) -> bool {
+        agree_within(w, g, 1e-4)
+    }
+
+    /// The placeholders of `inputs` and the compute definition of `name` on them, if the
+    /// relation accepts them and the definition compiles.
+    fn te_of(name: &str, inputs: &[NDArray], set: &Attrs) -> Option<TV> {
+        let op = schema(name);
+        let types: Vec<Type> = inputs
+            .iter()
+            .map(|a| Type::tensor(a.shape(), a.dtype()))
+            .collect();
+        let out = (op.relation.unwrap())(&types, set).ok()?;
+        let placeholders: Vec<TV> = inputs
+            .iter()
+            .enumerate()
+            .map(|(i, a)| {
+                TV::Tensor(relay_ir::te::Tensor::placeholder(
+                    format!("p{i}"),
+                    a.shape().to_vec(),
+                    a.dtype(),
+                    i,
+                ))
+            })
+            .collect();
+        (op.compute.unwrap())(&placeholders, set, &out).ok()
+    }
+
+    /// The value of an index expression (loop variables, constants and integer arithmetic).
+    fn index_value(e: &relay_ir::te::TExpr, env: &HashMap<u32, i128>) -> i128 {
+        use relay_ir::te::{BinaryOp as B, TExprKind};
+        match e.kind() {
+            TExprKind::Var(v) => env[&v.id],
+            TExprKind::Int(v) => *v,
+            TExprKind::Cast(a) => index_value(a, env),
+            TExprKind::Binary(op, a, b) => {
+                let (a, b) = (index_value(a, env), index_value(b, env));
+                match op {
+                    B::Add => a + b,
+                    B::Sub => a - b,
+                    B::Mul => a * b,
+                    B::Div => a / b,
+                    B::Mod => a % b,
+                    B::FloorDiv => a.div_euclid(b),
+                    B::FloorMod => a.rem_euclid(b),
+                    B::Min => a.min(b),
+                    B::Max => a.max(b),
+                    _ => panic!("unexpected {op:?} in an index"),
+                }
+            }
+            k => panic!("unexpected {k:?} in an index"),
+        }
+    }
+
+    /// Every read in `e` (in every branch of every `select`), with its indices.
+    fn reads_of(
+        e: &relay_ir::te::TExpr,
+        out: &mut Vec<(relay_ir::te::Tensor, Vec<relay_ir::te::TExpr>)>,
+    ) {
+        use relay_ir::te::TExprKind as K;
+        match e.kind() {
+            K::Var(_) | K::Int(_) | K::Float(_) => {}
+            K::Read { tensor, indices } => {
+                out.push((tensor.clone(), indices.clone()));
+                indices.iter().for_each(|i| reads_of(i, out));
+            }
+            K::Unary(_, a) | K::Cast(a) => reads_of(a, out),
+            K::Binary(_, a, b) | K::Compare(_, a, b) => {
+                reads_of(a, out);
+                reads_of(b, out);
+            }
+            K::Select(c, a, b) => {
+                reads_of(c, out);
+                reads_of(a, out);
+                reads_of(b, out);
+            }
+            K::Reduce { body, .. } => reads_of(body, out),
+        }
+    }
+
+    /// Asserts that no read of `t` or of the tensors it reads is ever out of bounds, in any
+    /// branch of a `select` (the kernel evaluates both).
+    fn assert_reads_in_bounds(t: &relay_ir::te::Tensor) {
+        use relay_ir::te::{TExprKind, TensorOp};
+        let TensorOp::Compute { axes, body } = &t.op else {
+            return;
+        };
+        let mut all = axes.clone();
+        if let TExprKind::Reduce { axes, .. } = body.kind() {
+            all.extend(axes);
+        }
+        let mut reads = Vec::new();
+        reads_of(body, &mut reads);
+        for (tensor, _) in &reads {
+            assert_reads_in_bounds(tensor);
+        }
+        let points: i64 = all.iter().map(|a| a.extent.max(0)).product();
+        for p in 0..points {
+            let mut env = HashMap::new();
+            let mut rest = p;
+            for a in all.iter().rev() {
+                env.insert(a.id, i128::from(rest % a.extent));
+                rest /= a.extent;
+            }
+            for (tensor, indices) in &reads {
+                for (i, &n) in indices.iter().zip(&tensor.shape) {
+                    let v = index_value(i, &env);
+                    assert!(
+                        (0..i128::from(n)).contains(&v),
+                        "`{}` reads `{}` at {v} outside 0..{n}",
+                        t.name,
+                        tensor.name
+                    );
+                }
+            }
+        }
+    }
+
+    /// `check_with`, then the compute definition's reads checked in bounds in every branch.
+    fn verify(
+        name: &str,
+        inputs: &[NDArray],
+        set: &Attrs,
+        agree: impl Fn(&NDArray, &NDArray) -> bool,
+    ) -> bool {
+        let accepted = check_with(name, inputs, set, agree);
+        match te_of(name, inputs, set) {
+            Some(TV::Tensor(t)) => assert_reads_in_bounds(&t),
+            Some(TV::Tuple(fields)) => fields
+                .iter()
+                .for_each(|f| assert_reads_in_bounds(f.as_tensor().unwrap())),
+            None => {}
+        }
+        accepted
+    }
+
+    /// The plain `check` comparison, through [`verify`].
+    fn exact(w: &NDArray, g: &NDArray) -> bool {
+        let rtol = match w.dtype().bits {
+            64 => 1e-12,
+            32 => 1e-6,
+            _ => 4e-3,
+        };
+        agree_within(w, g, rtol)
+    }
+
+    fn out_dtype(d: Option<DType>) -> V {
+        d.map_or(V::Null, |d| s(&d.to_string()))
+    }
+
+    /// The (input, output) dtype pairs tested with `out_dtype` set.
+    const OUT_DTYPES: [(DType, DType); 7] = [
+        (DType::I8, DType::I32),
+        (DType::I32, DType::I8),
+        (DType::U8, DType::U64),
+        (DType::F32, DType::I32),
+        (DType::F64, DType::U8),
+        (DType::F16, DType::F32),
+        (DType::I16, DType::F64),
+    ];
+
+    /// Every numeric dtype (the contraction relations reject `bool`) with no `out_dtype`, and
+    /// the [`OUT_DTYPES`] pairs.
+    fn contraction_dtypes() -> Vec<(DType, Option<DType>)> {
+        let same = DTYPES.iter().map(|&d| (d, None));
+        same.chain(OUT_DTYPES.iter().map(|&(i, o)| (i, Some(o))))
+            .collect()
+    }
+
+    #[test]
+    fn dense_matmul_batch_matmul_compute() {
+        let mut rng = Rng(0x5eed_0001);
+        for (dtype, out) in contraction_dtypes() {
+            let od = out_dtype(out);
+            let result = out.unwrap_or(dtype);
+            let accepted = dtype != DType::BOOL;
+            for (data, units) in [
+                (&[2, 3][..], 4),
+                (&[3], 1),
+                (&[1, 1], 1),
+                (&[2, 1, 5], 3),
+                (&[0, 3], 2),
+                (&[2, 0], 3),
+                (&[2, 3], 0),
+            ] {
+                let k = *data.last().unwrap();
+                let x = operand(&mut rng, dtype, result, data, true);
+                let w = operand(&mut rng, dtype, result, &[units, k], true);
+                for set in [
+                    vec![("out_dtype", od.clone())],
+                    vec![("out_dtype", od.clone()), ("units", V::Int(units))],
+                ] {
+                    let a = attrs("nn.dense", &set);
+                    let ok = verify("nn.dense", &[x.clone(), w.clone()], &a, close);
+                    assert_eq!(ok, accepted, "nn.dense {dtype} {data:?}");
+                }
+            }
+            for (a_shape, b_shape, ta, tb) in [
+                (&[2, 3][..], &[3, 4][..], false, false),
+                (&[2, 3], &[4, 3], false, true),
+                (&[3, 2], &[3, 4], true, false),
+                (&[3, 2], &[4, 3], true, true),
+                (&[3], &[3, 2], false, false),
+                (&[2, 1, 3], &[3, 1], false, false),
+                (&[2, 3, 3, 2], &[5, 3], true, true),
+                (&[0, 2], &[2, 3], false, false),
+                (&[2, 0], &[0, 3], false, false),
+            ] {
+                let a = operand(&mut rng, dtype, result, a_shape, true);
+                let b = operand(&mut rng, dtype, result, b_shape, true);
+                let set = attrs(
+                    "nn.matmul",
+                    &[
+                        ("out_dtype", od.clone()),
+                        ("transpose_a", V::Bool(ta)),
+                        ("transpose_b", V::Bool(tb)),
+                    ],
+                );
+                let ok = verify("nn.matmul", &[a, b], &set, close);
+                assert_eq!(ok, accepted, "nn.matmul {dtype} {a_shape:?} {b_shape:?}");
+            }
+            for (a_shape, b_shape, ta, tb) in [
+                (&[2, 2, 3][..], &[2, 3, 4][..], false, false),
+                (&[1, 2, 3], &[3, 4, 3], false, true),
+                (&[3, 3, 2], &[1, 3, 4], true, false),
+                (&[2, 3, 2], &[2, 4, 3], true, true),
+                (&[1, 1, 1], &[1, 1, 1], false, false),
+                (&[0, 2, 3], &[1, 3, 2], false, false),
+                (&[2, 2, 0], &[2, 0, 3], false, false),
+            ] {
+                let a = operand(&mut rng, dtype, result, a_shape, true);
+                let b = operand(&mut rng, dtype, result, b_shape, true);
+                let set = attrs(
+                    "nn.batch_matmul",
+                    &[
+                        ("out_dtype", od.clone()),
+                        ("transpose_a", V::Bool(ta)),
+                        ("transpose_b", V::Bool(tb)),
+                    ],
+                );
+                let ok = verify("nn.batch_matmul", &[a, b], &set, close);
+                assert_eq!(
+                    ok, accepted,
+                    "nn.batch_matmul {dtype} {a_shape:?} {b_shape:?}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn floats_contracted_in_integers_wrap_as_the_reference_reads_them() {
+        // Large, infinite and NaN floats contracted in an integer dtype: truncated into i128
+        // (saturating), then wrapped — not saturated at the integer dtype's range.
+        let values = [
+            1e30,
+            -1e30,
+            f64::INFINITY,
+            f64::NEG_INFINITY,
+            f64::NAN,
+            3e38,
+            -3e38,
+            1.8446744073709552e19,
+            9.3e18,
+            -9.3e18,
+            300.7,
+            -129.5,
+            4294967296.0 * 3.0 + 5.0,
+        ];
+        for dtype in [DType::F32, DType::F64] {
+            for out in [
+                DType::I8,
+                DType::U8,
+                DType::I32,
+                DType::U32,
+                DType::I64,
+                DType::U64,
+            ] {
+                let n = values.len() as i64;
+                let x = NDArray::from_f64_slice(dtype, &[n, 1], &values).unwrap();
+                let one = NDArray::from_f64_slice(dtype, &[1, 1], &[1.0]).unwrap();
+                let a = attrs("nn.dense", &[("out_dtype", s(&out.to_string()))]);
+                assert!(verify("nn.dense", &[x, one], &a, exact), "{dtype} -> {out}");
+            }
+        }
+    }
+
+    #[test]
+    fn softmax_and_log_softmax_compute() {
+        let mut rng = Rng(0x5eed_0002);
+        for name in ["nn.softmax", "nn.log_softmax"] {
+            for dtype in DTYPES {
+                for (shape, axis) in [
+                    (&[3, 4][..], -1),
+                    (&[3, 4], 0),
+                    (&[2, 3, 4], 1),
+                    (&[1], 0),
+                    (&[5, 1], 1),
+                    (&[0, 3], 1),
+                    (&[2, 0], 1),
+                    (&[], 0),
+                ] {
+                    let x = random(&mut rng, dtype, shape);
+                    let a = attrs(name, &[("axis", V::Int(axis))]);
+                    assert_eq!(
+                        verify(name, &[x], &a, exact),
+                        dtype.is_float(),
+                        "{name} {dtype}"
+                    );
+                }
+            }
+        }
+    }
+
+    /// `n` random values of a 1-D integer attribute with entries from `choices`.
+    fn pick<'a>(rng: &mut Rng, choices: &'a [&'a [i64]]) -> &'a [i64] {
+        choices[rng.below(choices.len() as u64) as usize]
+    }
+
+    #[test]
+    fn conv2d_compute() {
+        let mut rng = Rng(0x5eed_0003);
+        // (data, weight, groups)
+        let cases: [(&[i64], &[i64], i64); 9] = [
+            (&[1, 1, 3, 3], &[1, 1, 2, 2], 1),
+            (&[2, 2, 4, 5], &[3, 2, 3, 2], 1),
+            (&[1, 4, 3, 4], &[4, 2, 2, 2], 2),
+            (&[1, 3, 5, 3], &[3, 1, 3, 3], 3),
+            (&[1, 2, 4, 4], &[4, 1, 1, 3], 2),
+            (&[1, 1, 1, 1], &[2, 1, 1, 1], 1),
+            (&[0, 2, 3, 3], &[2, 2, 2, 2], 1),
+            (&[1, 2, 0, 2], &[2, 2, 1, 1], 1),
+            (&[1, 0, 3, 3], &[2, 0, 2, 2], 1),
+        ];
+        let paddings: [&[i64]; 5] = [&[0], &[1], &[1, 0], &[0, 2], &[2, 1, 0, 1]];
+        let strides: [&[i64]; 3] = [&[1, 1], &[2, 1], &[2, 3]];
+        let dilations: [&[i64]; 3] = [&[1, 1], &[2, 1], &[1, 2]];
+        let mut accepted = 0;
+        for (dtype, out) in contraction_dtypes() {
+            let result = out.unwrap_or(dtype);
+            for (data, weight, groups) in cases {
+                for _ in 0..4 {
+                    let set = [
+                        ("out_dtype", out_dtype(out)),
+                        ("groups", V::Int(groups)),
+                        ("padding", ints(pick(&mut rng, &paddings))),
+                        ("strides", ints(pick(&mut rng, &strides))),
+                        ("dilation", ints(pick(&mut rng, &dilations))),
+                    ];
+                    let x = operand(&mut rng, dtype, result, data, true);
+                    // Weights stay finite: the reference skips padded taps, the compute
+                    // multiplies them by 0 (which a NaN or infinite weight would not give).
+                    let w = operand(&mut rng, dtype, result, weight, false);
+                    if verify("nn.conv2d", &[x, w], &attrs("nn.conv2d", &set), close) {
+                        accepted += 1;
+                    }
+                }
+            }
+        }
+        assert!(accepted > 300, "{accepted}");
+        // Depthwise with a channel multiplier, padding on every side, with every option set.
+        let set = [
+            ("groups", V::Int(2)),
+            ("padding", ints(&[1, 2, 2, 0])),
+            ("strides", ints(&[2, 2])),
+            ("dilation", ints(&[2, 1])),
+            ("channels", V::Int(4)),
+            ("kernel_size", ints(&[2, 3])),
+        ];
+        let x = small(&mut rng, DType::F32, &[2, 2, 5, 6], true);
+        let w = small(&mut rng, DType::F32, &[4, 1, 2, 3], false);
+        assert!(verify(
+            "nn.conv2d",
+            &[x, w],
+            &attrs("nn.conv2d", &set),
+            close
+        ));
+    }
+
+    #[test]
+    fn conv2d_compute_rejects_other_layouts() {
+        let op = schema("nn.conv2d");
+        let a = attrs(
+            "nn.conv2d",
+            &[("data_layout", s("NHWC")), ("kernel_layout", s("HWIO"))],
+        );
+        let x = TV::Tensor(relay_ir::te::Tensor::placeholder(
+            "x",
+            vec![1, 3, 3, 2],
+            DType::F32,
+            0,
+        ));
+        let w = TV::Tensor(relay_ir::te::Tensor::placeholder(
+            "w",
+            vec![2, 2, 2, 2],
+            DType::F32,
+            1,
+        ));
+        let err = (op.compute.unwrap())(&[x, w], &a, &f32s(&[1, 2, 2, 2])).unwrap_err();
+        assert!(
+            err.contains("only NCHW/OIHW layouts are supported"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn pool2d_compute() {
+        let mut rng = Rng(0x5eed_0004);
+        let shapes: [&[i64]; 6] = [
+            &[1, 1, 1, 1],
+            &[1, 2, 5, 4],
+            &[2, 1, 3, 7],
+            &[1, 1, 4, 4],
+            &[1, 1, 0, 3],
+            &[0, 2, 3, 3],
+        ];
+        let sizes: [&[i64]; 4] = [&[1, 1], &[2, 2], &[3, 2], &[1, 3]];
+        let strides: [&[i64]; 3] = [&[1, 1], &[2, 1], &[3, 2]];
+        let dilations: [&[i64]; 2] = [&[1, 1], &[2, 1]];
+        let paddings: [&[i64]; 5] = [&[0], &[1], &[1, 0], &[0, 2], &[2, 1, 0, 1]];
+        let mut accepted = [0; 2];
+        for (n, name) in ["nn.max_pool2d", "nn.avg_pool2d"].into_iter().enumerate() {
+            for dtype in DTYPES {
+                for shape in shapes {
+                    for _ in 0..12 {
+                        let mut set = vec![
+                            ("pool_size", ints(pick(&mut rng, &sizes))),
+                            ("strides", ints(pick(&mut rng, &strides))),
+                            ("dilation", ints(pick(&mut rng, &dilations))),
+                            ("padding", ints(pick(&mut rng, &paddings))),
+                            ("ceil_mode", V::Bool(rng.below(2) == 1)),
+                        ];
+                        if n == 1 {
+                            set.push(("count_include_pad", V::Bool(rng.below(2) == 1)));
+                        }
+                        let x = random(&mut rng, dtype, shape);
+                        if verify(name, &[x], &attrs(name, &set), exact) {
+                            accepted[n] += 1;
+                            assert!(dtype != DType::BOOL);
+                        }
+                    }
+                }
+            }
+        }
+        assert!(accepted.iter().all(|&a| a > 300), "{accepted:?}");
+        // Ceil mode adding a window past the padding, which counts no tap at all.
+        for name in ["nn.max_pool2d", "nn.avg_pool2d"] {
+            for include in [false, true] {
+                let mut set = vec![
+                    ("pool_size", ints(&[1, 1])),
+                    ("strides", ints(&[3, 3])),
+                    ("padding", ints(&[1])),
+                    ("ceil_mode", V::Bool(true)),
+                ];
+                if name == "nn.avg_pool2d" {
+                    set.push(("count_include_pad", V::Bool(include)));
+                }
+                for dtype in [DType::F32, DType::I32, DType::U8] {
+                    let x = random(&mut rng, dtype, &[1, 2, 3, 5]);
+                    assert!(verify(name, &[x], &attrs(name, &set), exact));
+                }
+            }
+        }
+        // 64-bit integer windows of more than 2^30 taps are refused.
+        let a = attrs(
+            "nn.avg_pool2d",
+            &[
+                ("pool_size", ints(&[40000, 40000])),
+                ("padding", ints(&[40000])),
+            ],
+        );
+        let x = TV::Tensor(relay_ir::te::Tensor::placeholder(
+            "x",
+            vec![1, 1, 1, 1],
+            DType::I64,
+            0,
+        ));
+        let op = schema("nn.avg_pool2d");
+        let out = (op.relation.unwrap())(&[ty(&[1, 1, 1, 1], "int64")], &a).unwrap();
+        let err = (op.compute.unwrap())(&[x], &a, &out).unwrap_err();
+        assert!(err.contains("not supported"), "{err}");
+    }
+
+    #[test]
+    fn global_and_adaptive_pools_compute() {
+        let mut rng = Rng(0x5eed_0005);
+        let shapes: [&[i64]; 6] = [
+            &[1, 1, 1, 1],
+            &[1, 2, 5, 7],
+            &[2, 1, 3, 3],
+            &[1, 1, 0, 2],
+            &[0, 1, 2, 2],
+            &[2, 3, 4, 1],
+        ];
+        let sizes: [Option<&[i64]>; 6] = [
+            None,
+            Some(&[1]),
+            Some(&[2, 3]),
+            Some(&[3, 2]),
+            Some(&[4, 4]),
+            Some(&[1, 5]),
+        ];
+        for dtype in DTYPES {
+            for shape in shapes {
+                for name in ["nn.global_max_pool2d", "nn.global_avg_pool2d"] {
+                    let x = random(&mut rng, dtype, shape);
+                    assert_eq!(
+                        verify(name, &[x], &attrs(name, &[]), exact),
+                        dtype != DType::BOOL
+                    );
+                }
+                for size in sizes {
+                    let name = "nn.adaptive_avg_pool2d";
+                    let set: Vec<(&str, V)> =
+                        size.map(|v| ("output_size", ints(v))).into_iter().collect();
+                    let x = random(&mut rng, dtype, shape);
+                    assert_eq!(
+                        verify(name, &[x], &attrs(name, &set), exact),
+                        dtype != DType::BOOL
+                    );
+                }
+            }
+        }
+        // An output size with a null entry keeps the input's extent.
+        let set = [("output_size", V::Array(vec![V::Int(2), V::Null]))];
+        let x = random(&mut rng, DType::F32, &[1, 1, 5, 3]);
+        assert!(verify(
+            "nn.adaptive_avg_pool2d",
+            &[x],
+            &attrs("nn.adaptive_avg_pool2d", &set),
+            exact
+        ));
+    }
+
+    /// As `check`, for an operator returning a tuple: every field of the compute definition
+    /// agrees with the reference evaluation's.
+    fn check_tuple(name: &str, inputs: &[NDArray], set: &Attrs) -> bool {
+        let op = schema(name);
+        let types: Vec<Type> = inputs
+            .iter()
+            .map(|a| Type::tensor(a.shape(), a.dtype()))
+            .collect();
+        let Ok(out) = (op.relation.unwrap())(&types, set) else {
+            return false;
+        };
+        let placeholders: Vec<TV> = inputs
+            .iter()
+            .enumerate()
+            .map(|(i, a)| {
+                TV::Tensor(relay_ir::te::Tensor::placeholder(
+                    format!("p{i}"),
+                    a.shape().to_vec(),
+                    a.dtype(),
+                    i,
+                ))
+            })
+            .collect();
+        let values: Vec<Value> = inputs.iter().map(|a| Value::tensor(a.clone())).collect();
+        let want = (op.eval.unwrap())(&values, set).unwrap();
+        let TV::Tuple(got) = (op.compute.unwrap())(&placeholders, set, &out).unwrap() else {
+            panic!("`{name}` computes no tuple");
+        };
+        let want = want.as_tuple().unwrap();
+        assert_eq!(got.len(), want.len(), "{name}");
+        for (g, w) in got.iter().zip(want) {
+            assert_reads_in_bounds(g.as_tensor().unwrap());
+            let g = Interp::new(inputs).tensor(g.as_tensor().unwrap()).unwrap();
+            let w = w.as_tensor().unwrap();
+            let rtol = match w.dtype().bits {
+                64 => 1e-12,
+                32 => 1e-6,
+                _ => 4e-3,
+            };
+            assert!(
+                agree_within(w, &g, rtol),
+                "`{name}` on {inputs:?} with {set:?}:\n eval {:?}\n te   {:?}",
+                w.to_f64_vec(),
+                g.to_f64_vec()
+            );
+        }
+        true
+    }
+
+    #[test]
+    fn normalizations_and_dropout_compute() {
+        let mut rng = Rng(0x5eed_0006);
+        for dtype in DTYPES {
+            for (shape, axis) in [
+                (&[2, 3, 4][..], 1),
+                (&[2, 3, 4], -1),
+                (&[3, 2], 0),
+                (&[1, 5], 1),
+                (&[4], 0),
+                (&[0, 3], 1),
+                (&[2, 0], 0),
+                (&[], 0),
+            ] {
+                let n = shape
+                    .get(normalize_axis(axis, shape.len()).unwrap())
+                    .copied()
+                    .unwrap_or(1);
+                for (center, scale) in [(true, true), (false, true), (true, false), (false, false)]
+                {
+                    for epsilon in [1e-5, 0.5] {
+                        let set = [
+                            ("axis", V::Int(axis)),
+                            ("epsilon", V::Float(epsilon)),
+                            ("center", V::Bool(center)),
+                            ("scale", V::Bool(scale)),
+                        ];
+                        let x = random(&mut rng, dtype, shape);
+                        let vectors: Vec<NDArray> =
+                            (0..4).map(|_| random(&mut rng, dtype, &[n])).collect();
+                        let mut args = vec![x.clone()];
+                        args.extend(vectors[..2].iter().cloned());
+                        let a = attrs("nn.layer_norm", &set);
+                        assert_eq!(verify("nn.layer_norm", &args, &a, exact), dtype.is_float());
+                        // Variances from the random values may be negative; keep some positive.
+                        let var = NDArray::from_f64_slice(
+                            dtype,
+                            &[n],
+                            &vectors[3]
+                                .to_f64_vec()
+                                .iter()
+                                .map(|v| v.abs())
+                                .collect::<Vec<_>>(),
+                        )
+                        .unwrap();
+                        let mut args = vec![x];
+                        args.extend(vectors[..3].iter().cloned());
+                        args.push(if rng.below(2) == 0 {
+                            var
+                        } else {
+                            vectors[3].clone()
+                        });
+                        let a = attrs("nn.batch_norm", &set);
+                        assert_eq!(check_tuple("nn.batch_norm", &args, &a), dtype.is_float());
+                    }
+                }
+            }
+            for shape in [&[2, 3][..], &[], &[0, 4], &[1, 1, 2]] {
+                let x = random(&mut rng, dtype, shape);
+                let a = attrs("nn.dropout", &[("rate", V::Float(0.3))]);
+                assert!(check_tuple("nn.dropout", &[x], &a));
+            }
+        }
+    }
+
+    #[test]
+    fn pad_and_batch_flatten_compute() {
+        let mut rng = Rng(0x5eed_0007);
+        let widths = |w: &[[i64; 2]]| V::Array(w.iter().map(|p| ints(p)).collect());
+        for dtype in DTYPES {
+            for (shape, pads) in [
+                (&[3][..], &[[2, 1]][..]),
+                (&[2, 3], &[[1, 0], [0, 2]]),
+                (&[2, 3, 4], &[[0, 0], [1, 1], [2, 3]]),
+                (&[1, 4], &[[0, 0], [0, 0]]),
+                (&[0, 2], &[[1, 1], [1, 0]]),
+                (&[], &[]),
+            ] {
+                for mode in ["constant", "edge", "reflect"] {
+                    let value_dtype = if rng.below(2) == 0 {
+                        dtype
+                    } else {
+                        DTYPES[rng.below(12) as usize]
+                    };
+                    let x = random(&mut rng, dtype, shape);
+                    let v = random(&mut rng, value_dtype, &[]);
+                    let a = attrs(
+                        "nn.pad",
+                        &[("pad_width", widths(pads)), ("pad_mode", s(mode))],
+                    );
+                    verify("nn.pad", &[x, v], &a, exact);
+                }
+            }
+            for shape in [
+                &[2, 3, 4][..],
+                &[3],
+                &[0, 2],
+                &[2, 0, 3],
+                &[1, 1, 1, 1],
+                &[2, 5, 1],
+            ] {
+                let x = random(&mut rng, dtype, shape);
+                assert!(verify(
+                    "nn.batch_flatten",
+                    &[x],
+                    &attrs("nn.batch_flatten", &[]),
+                    exact
+                ));
+            }
+        }
+        // Pad values converted as the reference converts them: floats into integers truncate
+        // and wrap, into booleans are non-zero after truncation.
+        for (dtype, value) in [
+            (DType::I8, 300.7),
+            (DType::U8, -1.5),
+            (DType::BOOL, 0.5),
+            (DType::BOOL, f64::NAN),
+            (DType::I32, 1e30),
+            (DType::U64, f64::INFINITY),
+            (DType::F16, 1e-8),
+        ] {
+            let x = random(&mut rng, dtype, &[2]);
+            let v = NDArray::from_f64_slice(DType::F64, &[], &[value]).unwrap();
+            let a = attrs("nn.pad", &[("pad_width", widths(&[[1, 1]]))]);
+            assert!(verify("nn.pad", &[x, v], &a, exact), "{dtype} {value}");
+        }
+        // Reflection and edges also on accepted shapes of every mode.
+        let x = random(&mut rng, DType::I32, &[3, 4]);
+        let v = random(&mut rng, DType::I32, &[]);
+        for mode in ["constant", "edge", "reflect"] {
+            let a = attrs(
+                "nn.pad",
+                &[
+                    ("pad_width", widths(&[[2, 2], [3, 1]])),
+                    ("pad_mode", s(mode)),
+                ],
+            );
+            assert!(
+                verify("nn.pad", &[x.clone(), v.clone()], &a, exact),
+                "{mode}"
+            );
+        }
+    }
+
+    /// The tensor called `name` among `t` and the tensors it reads.
+    fn find_tensor(t: &relay_ir::te::Tensor, name: &str) -> Option<relay_ir::te::Tensor> {
+        if t.name == name {
+            return Some(t.clone());
+        }
+        let relay_ir::te::TensorOp::Compute { body, .. } = &t.op else {
+            return None;
+        };
+        let mut reads = Vec::new();
+        reads_of(body, &mut reads);
+        reads.iter().find_map(|(r, _)| find_tensor(r, name))
+    }
+
+    /// Asserts that `t` has the contraction form the kernel compiler hands to its GEMM: a sum
+    /// over reduction axes of the product of two reads of tensors of its dtype, each index a
+    /// bare output axis, a bare reduction axis or a constant, every reduction axis read by both
+    /// operands and every output axis by at least one.
+    fn assert_contraction_form(t: &relay_ir::te::Tensor) {
+        use relay_ir::te::{ReduceOp, TExprKind, TensorOp};
+        let TensorOp::Compute { axes, body } = &t.op else {
+            panic!("`{}` is not a compute", t.name);
+        };
+        let TExprKind::Reduce {
+            op: ReduceOp::Sum,
+            axes: red,
+            body,
+        } = body.kind()
+        else {
+            panic!("`{}` is not a sum", t.name);
+        };
+        let TExprKind::Binary(BinaryOp::Mul, a, b) = body.kind() else {
+            panic!("`{}` does not sum a product", t.name);
+        };
+        let ids = |e: &relay_ir::te::TExpr| -> Vec<u32> {
+            let TExprKind::Read { tensor, indices } = e.kind() else {
+                panic!("`{}` multiplies something other than reads", t.name);
+            };
+            assert_eq!(tensor.dtype, t.dtype, "`{}` reads another dtype", t.name);
+            indices
+                .iter()
+                .filter_map(|i| match i.kind() {
+                    TExprKind::Var(v) => Some(v.id),
+                    TExprKind::Int(_) => None,
+                    k => panic!("`{}` reads at {k:?}", t.name),
+                })
+                .collect()
+        };
+        let (ia, ib) = (ids(a), ids(b));
+        for r in red {
+            assert!(ia.contains(&r.id) && ib.contains(&r.id), "`{}`", t.name);
+        }
+        for o in axes {
+            assert!(ia.contains(&o.id) || ib.contains(&o.id), "`{}`", t.name);
+        }
+    }
+
+    #[test]
+    fn contractions_have_the_gemm_form() {
+        let mut rng = Rng(0x5eed_0008);
+        // (operator, its contraction, data shape, weight shape, attributes)
+        type Case<'a> = (&'a str, &'a str, &'a [i64], &'a [i64], Vec<(&'a str, V)>);
+        let cases: [Case; 6] = [
+            ("nn.dense", "T_dense", &[2, 3, 4], &[5, 4], vec![]),
+            (
+                "nn.matmul",
+                "T_matmul",
+                &[2, 4, 3],
+                &[5, 4],
+                vec![
+                    ("transpose_a", V::Bool(true)),
+                    ("transpose_b", V::Bool(true)),
+                ],
+            ),
+            (
+                "nn.batch_matmul",
+                "T_batch_matmul",
+                &[1, 2, 3],
+                &[4, 5, 3],
+                vec![("transpose_b", V::Bool(true))],
+            ),
+            (
+                "nn.batch_matmul",
+                "T_batch_matmul",
+                &[1, 2, 3],
+                &[1, 3, 2],
+                vec![],
+            ),
+            (
+                "nn.conv2d",
+                "T_conv2d_gemm",
+                &[1, 4, 5, 5],
+                &[6, 2, 3, 3],
+                vec![("groups", V::Int(2)), ("padding", ints(&[1]))],
+            ),
+            (
+                "nn.dense",
+                "T_dense",
+                &[2, 3],
+                &[5, 3],
+                vec![("out_dtype", s("float64"))],
+            ),
+        ];
+        for (name, core, a, b, set) in cases {
+            let x = small(&mut rng, DType::F32, a, false);
+            let y = small(&mut rng, DType::F32, b, false);
+            let Some(TV::Tensor(t)) = te_of(name, &[x, y], &attrs(name, &set)) else {
+                panic!("no compute for {name}");
+            };
+            let core = find_tensor(&t, core).unwrap_or_else(|| panic!("no `{core}`"));
+            assert_contraction_form(&core);
+        }
+    }
+
+    #[test]
+    fn averages_of_64_bit_integers_are_exact() {
+        // Sums beyond 64 bits, negative quotients with and without remainders, empty windows.
+        let max = i128::from(i64::MAX);
+        let planes: [&[i128]; 6] = [
+            &[max, max, max, 1],
+            &[-max - 1, -max - 1, -max - 1, -1],
+            &[-7, 0, 0, 0],
+            &[-8, 0, 0, 0],
+            &[max, -max - 1, 5, -6],
+            &[
+                i128::from(u64::MAX),
+                i128::from(u64::MAX),
+                i128::from(u64::MAX),
+                2,
+            ],
+        ];
+        for dtype in [DType::I64, DType::U64] {
+            let values: Vec<i128> = planes.iter().flat_map(|p| p.iter().copied()).collect();
+            let x = NDArray::from_i128_slice(dtype, &[1, 6, 2, 2], &values).unwrap();
+            let none = attrs("nn.global_avg_pool2d", &[]);
+            assert!(verify("nn.global_avg_pool2d", from_ref(&x), &none, exact));
+            let sizes = [("output_size", ints(&[1, 2]))];
+            let a = attrs("nn.adaptive_avg_pool2d", &sizes);
+            assert!(verify("nn.adaptive_avg_pool2d", from_ref(&x), &a, exact));
+            for include in [false, true] {
+                let a = attrs(
+                    "nn.avg_pool2d",
+                    &[
+                        ("pool_size", ints(&[2, 2])),
+                        ("padding", ints(&[1])),
+                        ("strides", ints(&[2, 1])),
+                        ("count_include_pad", V::Bool(include)),
+                    ],
+                );
+                assert!(verify("nn.avg_pool2d", from_ref(&x), &a, exact));
+            }
+        }
     }
 }

@@ -8,10 +8,13 @@
 //! out-of-range index instead of reading it). Output shapes at run time come from the same
 //! functions as the relations, applied to the concrete input shapes.
 
+use relay_ir::te::{BinaryOp, CmpOp, TExpr, TExprKind, TeValue, Tensor};
 use relay_ir::{
     AttrDefault as D, AttrField, AttrKind as K, AttrValue, Attrs, DType, Dim, NDArray,
-    OpPattern as P, OpSchema, Type, Value,
+    OpPattern as P, OpSchema, Type, TypeKind, Value,
 };
+
+use crate::compute::{self, ComputeResult};
 
 use crate::support::{
     arg_tensor, arg_tensors, attr_bool, attr_int, attr_ints, attr_opt_int, attr_opt_ints, attr_str,
@@ -64,18 +67,17 @@ const LAYOUT_TRANSFORM_ATTRS: &[AttrField] = &[
 
 pub(crate) static OPS: &[OpSchema] = &[
     // Reshaping.
-    op("reshape", DATA, "relay.attrs.ReshapeAttrs", RESHAPE_ATTRS).with(
-        P::Injective,
-        reshape_rel,
-        reshape_eval,
-    ),
+    op("reshape", DATA, "relay.attrs.ReshapeAttrs", RESHAPE_ATTRS)
+        .with(P::Injective, reshape_rel, reshape_eval)
+        .with_compute(|i, _, o| reshape_te("T_reshape", i, o)),
     op(
         "contrib_reverse_reshape",
         DATA,
         "relay.attrs.ReshapeAttrs",
         RESHAPE_ATTRS,
     )
-    .with(P::Injective, reverse_reshape_rel, reverse_reshape_eval),
+    .with(P::Injective, reverse_reshape_rel, reverse_reshape_eval)
+    .with_compute(|i, _, o| reshape_te("T_reverse_reshape", i, o)),
     op(
         "reshape_like",
         &["data", "shape_like"],
@@ -87,14 +89,16 @@ pub(crate) static OPS: &[OpSchema] = &[
             nullable("rhs_end", K::Int),
         ],
     )
-    .with(P::Injective, reshape_like_rel, reshape_like_eval),
+    .with(P::Injective, reshape_like_rel, reshape_like_eval)
+    .with_compute(|i, _, o| reshape_te("T_reshape_like", i, o)),
     op(
         "transpose",
         DATA,
         "relay.attrs.TransposeAttrs",
         &[required_nullable("axes", K::IntArray)],
     )
-    .with(P::Injective, transpose_rel, transpose_eval),
+    .with(P::Injective, transpose_rel, transpose_eval)
+    .with_compute(transpose_te),
     op(
         "expand_dims",
         DATA,
@@ -104,12 +108,11 @@ pub(crate) static OPS: &[OpSchema] = &[
             field("num_newaxis", K::Int, D::Int(1)),
         ],
     )
-    .with(P::Injective, expand_dims_rel, expand_dims_eval),
-    op("squeeze", DATA, "relay.attrs.SqueezeAttrs", SQUEEZE_ATTRS).with(
-        P::Injective,
-        squeeze_rel,
-        squeeze_eval,
-    ),
+    .with(P::Injective, expand_dims_rel, expand_dims_eval)
+    .with_compute(|i, _, o| reshape_te("T_expand_dims", i, o)),
+    op("squeeze", DATA, "relay.attrs.SqueezeAttrs", SQUEEZE_ATTRS)
+        .with(P::Injective, squeeze_rel, squeeze_eval)
+        .with_compute(|i, _, o| reshape_te("T_squeeze", i, o)),
     // Joining and splitting; `concatenate` and `stack` take one tuple.
     op(
         "concatenate",
@@ -117,14 +120,16 @@ pub(crate) static OPS: &[OpSchema] = &[
         "relay.attrs.ConcatenateAttrs",
         &[field("axis", K::Int, D::Int(0))],
     )
-    .with(P::Injective, concatenate_rel, concatenate_eval),
+    .with(P::Injective, concatenate_rel, concatenate_eval)
+    .with_compute(concatenate_te),
     op(
         "stack",
         DATA,
         "relay.attrs.StackAttrs",
         &[field("axis", K::Int, D::Int(0))],
     )
-    .with(P::Injective, stack_rel, stack_eval),
+    .with(P::Injective, stack_rel, stack_eval)
+    .with_compute(stack_te),
     op(
         "split",
         DATA,
@@ -134,7 +139,8 @@ pub(crate) static OPS: &[OpSchema] = &[
             field("axis", K::Int, D::Int(0)),
         ],
     )
-    .with(P::Injective, split_rel, split_eval),
+    .with(P::Injective, split_rel, split_eval)
+    .with_compute(split_te),
     // Slicing.
     op(
         "strided_slice",
@@ -142,7 +148,8 @@ pub(crate) static OPS: &[OpSchema] = &[
         "relay.attrs.StridedSliceAttrs",
         STRIDED_SLICE_ATTRS,
     )
-    .with(P::Injective, strided_slice_rel, strided_slice_eval),
+    .with(P::Injective, strided_slice_rel, strided_slice_eval)
+    .with_compute(strided_slice_te),
     plain("strided_set", &["data", "v", "begin", "end", "strides"]),
     op(
         "slice_like",
@@ -161,7 +168,8 @@ pub(crate) static OPS: &[OpSchema] = &[
             field("mode", K::Str, D::Str("clip")),
         ],
     )
-    .with(P::Injective, take_rel, take_eval),
+    .with(P::Injective, take_rel, take_eval)
+    .with_compute(take_te),
     op(
         "gather",
         &["data", "indices"],
@@ -185,21 +193,24 @@ pub(crate) static OPS: &[OpSchema] = &[
         "relay.attrs.TileAttrs",
         &[required("reps", K::IntArray)],
     )
-    .with(P::Injective, tile_rel, tile_eval),
+    .with(P::Injective, tile_rel, tile_eval)
+    .with_compute(tile_te),
     op(
         "repeat",
         DATA,
         "relay.attrs.RepeatAttrs",
         &[required("repeats", K::Int), nullable("axis", K::Int)],
     )
-    .with(P::Injective, repeat_rel, repeat_eval),
+    .with(P::Injective, repeat_rel, repeat_eval)
+    .with_compute(repeat_te),
     op(
         "reverse",
         DATA,
         "relay.attrs.ReverseAttrs",
         &[nullable("axis", K::Int)],
     )
-    .with(P::Injective, reverse_rel, reverse_eval),
+    .with(P::Injective, reverse_rel, reverse_eval)
+    .with_compute(reverse_te),
     op(
         "reverse_sequence",
         &["data", "seq_lengths"],
@@ -1521,6 +1532,508 @@ fn reverse_eval(args: &[Value], attrs: &Attrs) -> Result<Value, String> {
     }))
 }
 
+// ----- Compute definitions -----
+//
+// Every shape operator is pure data movement: its compute definition reads each output element
+// from the input position the reference evaluation copies it from. Index expressions are folded
+// where their operands are constants, so that the common cases (a size-1 dimension, a unit
+// stride) stay plain loop variables. An output with no elements reads nothing.
+
+/// The value of a constant index expression.
+fn const_index(e: &TExpr) -> Option<i128> {
+    match e.kind() {
+        TExprKind::Int(v) if e.dtype() == DType::I64 => Some(*v),
+        _ => None,
+    }
+}
+
+/// `a + b` on indices.
+fn ix_add(a: TExpr, b: TExpr) -> TExpr {
+    match (const_index(&a), const_index(&b)) {
+        (Some(0), _) => b,
+        (_, Some(0)) => a,
+        (Some(x), Some(y)) => TExpr::int(x + y, DType::I64),
+        _ => a.binary(BinaryOp::Add, b),
+    }
+}
+
+/// `a + c` on indices.
+fn ix_add_c(a: TExpr, c: i64) -> TExpr {
+    ix_add(a, TExpr::index(c))
+}
+
+/// `a * c` on indices.
+fn ix_mul_c(a: TExpr, c: i64) -> TExpr {
+    match (const_index(&a), c) {
+        (_, 0) | (Some(0), _) => TExpr::index(0),
+        (_, 1) => a,
+        (Some(x), _) => TExpr::int(x * i128::from(c), DType::I64),
+        _ => a.binary(BinaryOp::Mul, TExpr::index(c)),
+    }
+}
+
+/// `a / c` on non-negative indices (`c > 0`).
+fn ix_div_c(a: TExpr, c: i64) -> TExpr {
+    match const_index(&a) {
+        _ if c == 1 => a,
+        Some(x) => TExpr::int(x / i128::from(c), DType::I64),
+        None => a.binary(BinaryOp::Div, TExpr::index(c)),
+    }
+}
+
+/// `a % c` on non-negative indices (`c > 0`).
+fn ix_mod_c(a: TExpr, c: i64) -> TExpr {
+    match const_index(&a) {
+        _ if c == 1 => TExpr::index(0),
+        Some(x) => TExpr::int(x % i128::from(c), DType::I64),
+        None => a.binary(BinaryOp::Mod, TExpr::index(c)),
+    }
+}
+
+/// `min(max(a, lo), hi)` on indices, either bound left out when `None`.
+fn ix_clamp(a: TExpr, lo: Option<i64>, hi: Option<i64>) -> TExpr {
+    let a = match lo {
+        Some(lo) => a.binary(BinaryOp::Max, TExpr::index(lo)),
+        None => a,
+    };
+    match hi {
+        Some(hi) => a.binary(BinaryOp::Min, TExpr::index(hi)),
+        None => a,
+    }
+}
+
+/// The number of elements of a static shape.
+fn num_elements(shape: &[i64]) -> i64 {
+    shape.iter().product()
+}
+
+/// The output of `name` when it has no elements: nothing to read, so zeros.
+fn empty_output(name: &str, shape: &[i64], dtype: DType) -> TeValue {
+    TeValue::Tensor(Tensor::compute(name, shape, |_| compute::zero(dtype)))
+}
+
+/// The row-major position of `index` in `shape`.
+fn flat_position(index: &[TExpr], shape: &[i64]) -> TExpr {
+    let mut flat = TExpr::index(0);
+    let mut stride = 1i64;
+    for (i, &n) in index.iter().zip(shape).rev() {
+        // A dimension of size 1 is only ever indexed at 0.
+        if n != 1 {
+            flat = ix_add(ix_mul_c(i.clone(), stride), flat);
+        }
+        stride = stride.saturating_mul(n);
+    }
+    flat
+}
+
+/// The multi-index of the row-major position `flat` in `shape` (every dimension positive).
+fn unflatten(flat: TExpr, shape: &[i64]) -> Vec<TExpr> {
+    let mut out = Vec::with_capacity(shape.len());
+    let mut stride: i64 = shape.iter().product();
+    // The outermost dimension above 1 needs no modulo: `flat` is below the element count.
+    let mut outermost = true;
+    for &n in shape {
+        stride /= n;
+        if n == 1 {
+            out.push(TExpr::index(0));
+            continue;
+        }
+        let q = ix_div_c(flat.clone(), stride);
+        out.push(if outermost { q } else { ix_mod_c(q, n) });
+        outermost = false;
+    }
+    out
+}
+
+/// The index into a tensor of shape `from` of the element a reshape to `to` puts at `index`
+/// (both shapes of the same positive number of elements). The shapes are cut into the shortest
+/// groups of consecutive dimensions with equal products, and each group is mapped on its own,
+/// so that dimensions a reshape leaves alone keep their loop variables.
+fn reshape_index(index: &[TExpr], to: &[i64], from: &[i64]) -> Vec<TExpr> {
+    let mut out = Vec::with_capacity(from.len());
+    let (mut i, mut j) = (0usize, 0usize);
+    while i < from.len() || j < to.len() {
+        let (i0, j0) = (i, j);
+        let (mut pi, mut pj) = (1i64, 1i64);
+        loop {
+            if (pi <= pj && i < from.len()) || j >= to.len() {
+                pi *= from[i];
+                i += 1;
+            } else {
+                pj *= to[j];
+                j += 1;
+            }
+            if pi == pj || (i >= from.len() && j >= to.len()) {
+                break;
+            }
+        }
+        let flat = flat_position(&index[j0..j], &to[j0..j]);
+        out.extend(unflatten(flat, &from[i0..i]));
+    }
+    out
+}
+
+/// Checks that the output type's shape is the one the operator's shape function gives for
+/// the inputs (the compute definitions index by both).
+fn expect_shape(op: &str, shape: &[i64], want: &[Dim]) -> Result<(), String> {
+    if known(want).as_deref() == Some(shape) {
+        Ok(())
+    } else {
+        Err(format!(
+            "internal error: {op}'s output shape is {shape:?}, its inputs give {}",
+            shape_text(want)
+        ))
+    }
+}
+
+/// The tensor inputs of a tuple input (`concatenate`, `stack`).
+fn tuple_input(inputs: &[TeValue]) -> Result<Vec<&Tensor>, String> {
+    match inputs {
+        [TeValue::Tuple(fields)] => fields
+            .iter()
+            .enumerate()
+            .map(|(i, f)| {
+                f.as_tensor()
+                    .ok_or_else(|| format!("field {i} of the input must be a tensor"))
+            })
+            .collect(),
+        _ => Err("expects one input, a tuple of tensors".into()),
+    }
+}
+
+/// `data` read in the output's shape, row-major order kept: `reshape`,
+/// `contrib_reverse_reshape`, `reshape_like`, `expand_dims` and `squeeze`.
+fn reshape_te(name: &str, inputs: &[TeValue], out: &Type) -> ComputeResult {
+    let (shape, dtype) = compute::static_tensor(out)?;
+    let x = compute::input(inputs, 0)?;
+    if num_elements(&x.shape) != num_elements(&shape) {
+        return Err(format!(
+            "{name} cannot turn shape {:?} into {shape:?}",
+            x.shape
+        ));
+    }
+    if num_elements(&shape) == 0 {
+        return Ok(empty_output(name, &shape, dtype));
+    }
+    let t = Tensor::compute(name, &shape, |i| x.at(&reshape_index(i, &shape, &x.shape)));
+    compute::tensor_value(t)
+}
+
+/// `transpose`: output dimension `k` indexes input dimension `perm[k]`.
+fn transpose_te(inputs: &[TeValue], attrs: &Attrs, out: &Type) -> ComputeResult {
+    let (shape, _) = compute::static_tensor(out)?;
+    let x = compute::input(inputs, 0)?;
+    let perm = permutation(x.shape.len(), attrs)?;
+    let want: Vec<Dim> = perm.iter().map(|&p| Dim::Known(x.shape[p])).collect();
+    expect_shape("transpose", &shape, &want)?;
+    let t = Tensor::compute("T_transpose", &shape, |i| {
+        let mut at = vec![TExpr::index(0); perm.len()];
+        for (k, &p) in perm.iter().enumerate() {
+            at[p] = i[k].clone();
+        }
+        x.at(&at)
+    });
+    compute::tensor_value(t)
+}
+
+/// `concatenate`: along the axis, a chain of selects on the output position, each piece read
+/// at that position less its offset, clamped into the piece (a select evaluates both
+/// branches). Empty pieces are skipped.
+fn concatenate_te(inputs: &[TeValue], attrs: &Attrs, out: &Type) -> ComputeResult {
+    let (shape, dtype) = compute::static_tensor(out)?;
+    let parts = tuple_input(inputs)?;
+    let shapes: Vec<Vec<Dim>> = parts.iter().map(|p| dims(&p.shape)).collect();
+    let refs: Vec<&[Dim]> = shapes.iter().map(Vec::as_slice).collect();
+    if refs.iter().any(|s| s.len() != shape.len()) {
+        return Err("concatenate needs tensors of the output's rank".into());
+    }
+    let (want, axis) = concatenate_shape(&refs, attrs)?;
+    expect_shape("concatenate", &shape, &want)?;
+    if num_elements(&shape) == 0 {
+        return Ok(empty_output("T_concat", &shape, dtype));
+    }
+    let total = shape[axis];
+    // Each non-empty piece with its offset along the axis.
+    let mut pieces = Vec::with_capacity(parts.len());
+    let mut offset = 0i64;
+    for p in parts {
+        let n = p.shape[axis];
+        if n > 0 {
+            pieces.push((p, offset, n));
+        }
+        offset += n;
+    }
+    let t = Tensor::compute("T_concat", &shape, |i| {
+        let read = |&(p, off, n): &(&Tensor, i64, i64)| {
+            let lo = (off > 0).then_some(0);
+            let hi = (off + n < total).then_some(n - 1);
+            let mut at = i.to_vec();
+            at[axis] = ix_clamp(ix_add_c(i[axis].clone(), -off), lo, hi);
+            p.at(&at)
+        };
+        let mut rest = pieces.iter().rev();
+        let mut body = rest.next().map_or_else(|| compute::zero(dtype), read);
+        for piece in rest {
+            let end = TExpr::index(piece.1 + piece.2);
+            body = i[axis]
+                .clone()
+                .compare(CmpOp::Lt, end)
+                .select(read(piece), body);
+        }
+        body
+    });
+    compute::tensor_value(t)
+}
+
+/// `stack`: the output index without the new axis, in the piece that axis selects.
+fn stack_te(inputs: &[TeValue], attrs: &Attrs, out: &Type) -> ComputeResult {
+    let (shape, dtype) = compute::static_tensor(out)?;
+    let parts = tuple_input(inputs)?;
+    let shapes: Vec<Vec<Dim>> = parts.iter().map(|p| dims(&p.shape)).collect();
+    let refs: Vec<&[Dim]> = shapes.iter().map(Vec::as_slice).collect();
+    if refs.iter().any(|s| s.len() + 1 != shape.len()) {
+        return Err("stack needs tensors of one rank less than the output's".into());
+    }
+    let (want, axis) = stack_shape(&refs, attrs)?;
+    expect_shape("stack", &shape, &want)?;
+    if num_elements(&shape) == 0 {
+        return Ok(empty_output("T_stack", &shape, dtype));
+    }
+    let t = Tensor::compute("T_stack", &shape, |i| {
+        let mut at = i.to_vec();
+        at.remove(axis);
+        let mut rest = parts.iter().enumerate().rev();
+        let mut body = rest
+            .next()
+            .map_or_else(|| compute::zero(dtype), |(_, p)| p.at(&at));
+        for (k, p) in rest {
+            body = i[axis]
+                .clone()
+                .compare(CmpOp::Eq, TExpr::index(k as i64))
+                .select(p.at(&at), body);
+        }
+        body
+    });
+    compute::tensor_value(t)
+}
+
+/// `split`: a tuple of slices along the axis.
+fn split_te(inputs: &[TeValue], attrs: &Attrs, out: &Type) -> ComputeResult {
+    let x = compute::input(inputs, 0)?;
+    let (axis, pieces) = split_pieces(&dims(&x.shape), attrs)?;
+    let lens = concrete(&pieces)?;
+    let TypeKind::Tuple(fields) = out.kind() else {
+        return Err(format!("split's output must be a tuple, got `{out}`"));
+    };
+    if fields.len() != lens.len() {
+        return Err(format!(
+            "split makes {} pieces, its output type has {}",
+            lens.len(),
+            fields.len()
+        ));
+    }
+    let mut begin = 0i64;
+    let mut outs = Vec::with_capacity(lens.len());
+    for (field, len) in fields.iter().zip(lens) {
+        let (shape, dtype) = compute::static_tensor(field)?;
+        let mut want = dims(&x.shape);
+        want[axis] = Dim::Known(len);
+        expect_shape("split", &shape, &want)?;
+        outs.push(if num_elements(&shape) == 0 {
+            empty_output("T_split", &shape, dtype)
+        } else {
+            let start = begin;
+            TeValue::Tensor(Tensor::compute("T_split", &shape, |i| {
+                let mut at = i.to_vec();
+                at[axis] = ix_add_c(i[axis].clone(), start);
+                x.at(&at)
+            }))
+        });
+        begin += len;
+    }
+    Ok(TeValue::Tuple(outs))
+}
+
+/// `strided_slice`: `begin + i * step` in every dimension, as the reference plans it.
+fn strided_slice_te(inputs: &[TeValue], attrs: &Attrs, out: &Type) -> ComputeResult {
+    let (shape, dtype) = compute::static_tensor(out)?;
+    let x = compute::input(inputs, 0)?;
+    let plan = slice_dims(&dims(&x.shape), attrs)?;
+    let lens = concrete(&plan.iter().map(|p| p.len).collect::<Vec<_>>())?;
+    if lens != shape {
+        return Err(format!(
+            "strided_slice makes shape {lens:?}, its output type is `{out}`"
+        ));
+    }
+    if num_elements(&shape) == 0 {
+        return Ok(empty_output("T_strided_slice", &shape, dtype));
+    }
+    let t = Tensor::compute("T_strided_slice", &shape, |i| {
+        let at: Vec<TExpr> = plan
+            .iter()
+            .zip(i)
+            .zip(&shape)
+            .map(|((p, i), &n)| {
+                if n == 1 {
+                    TExpr::index(p.begin)
+                } else {
+                    ix_add_c(ix_mul_c(i.clone(), p.step), p.begin)
+                }
+            })
+            .collect();
+        x.at(&at)
+    });
+    compute::tensor_value(t)
+}
+
+/// The position an index read from `take`'s indices selects along `n > 0` elements, as an
+/// `int64` inside `0..n`: clipped (modes `clip` and `fast`, which must not read out of bounds
+/// either) or wrapped. A `uint64` index is resolved before it is converted, since it may not
+/// fit an `int64`.
+fn take_position(index: TExpr, n: i64, mode: TakeMode) -> TExpr {
+    let dtype = index.dtype();
+    let unsigned64 = dtype == DType::U64;
+    match mode {
+        TakeMode::Wrap if unsigned64 => index
+            .binary(BinaryOp::FloorMod, compute::int_const(i128::from(n), dtype))
+            .cast(DType::I64),
+        TakeMode::Wrap => index
+            .cast(DType::I64)
+            .binary(BinaryOp::FloorMod, TExpr::index(n)),
+        TakeMode::Clip | TakeMode::Fast if unsigned64 => index
+            .binary(BinaryOp::Min, compute::int_const(i128::from(n - 1), dtype))
+            .cast(DType::I64),
+        TakeMode::Clip | TakeMode::Fast => ix_clamp(index.cast(DType::I64), Some(0), Some(n - 1)),
+    }
+}
+
+/// `take`: the data (flattened without an axis) at positions read from the indices.
+fn take_te(inputs: &[TeValue], attrs: &Attrs, out: &Type) -> ComputeResult {
+    let (shape, dtype) = compute::static_tensor(out)?;
+    let x = compute::input(inputs, 0)?;
+    let ind = compute::input(inputs, 1)?;
+    let mode = take_mode(attrs)?;
+    if !ind.dtype.is_int() {
+        return Err(format!(
+            "take's indices must be integers, got {}",
+            ind.dtype
+        ));
+    }
+    expect_shape(
+        "take",
+        &shape,
+        &take_shape(&dims(&x.shape), &dims(&ind.shape), attrs)?,
+    )?;
+    if num_elements(&shape) == 0 {
+        return Ok(empty_output("T_take", &shape, dtype));
+    }
+    let axes = take_axes(x.shape.len(), ind.shape.len(), attrs)?;
+    let n = match axes {
+        Some((axis, _)) => x.shape[axis],
+        None => num_elements(&x.shape),
+    };
+    if n == 0 {
+        return Err("take selects from an empty axis: every index is out of bounds".into());
+    }
+    let t = Tensor::compute("T_take", &shape, |i| match axes {
+        None => {
+            let pos = take_position(ind.at(i), n, mode);
+            x.at(&unflatten(pos, &x.shape))
+        }
+        Some((axis, batch)) => {
+            let picked = ind.shape.len() - batch;
+            let mut at: Vec<TExpr> = i[..batch].to_vec();
+            at.extend_from_slice(&i[axis..axis + picked]);
+            let pos = take_position(ind.at(&at), n, mode);
+            let mut from: Vec<TExpr> = i[..axis].to_vec();
+            from.push(pos);
+            from.extend_from_slice(&i[axis + picked..]);
+            x.at(&from)
+        }
+    });
+    compute::tensor_value(t)
+}
+
+/// `tile`: every input dimension read at the output index modulo its extent.
+fn tile_te(inputs: &[TeValue], attrs: &Attrs, out: &Type) -> ComputeResult {
+    let (shape, dtype) = compute::static_tensor(out)?;
+    let x = compute::input(inputs, 0)?;
+    expect_shape("tile", &shape, &tile_shape(&dims(&x.shape), attrs)?)?;
+    let offset = shape
+        .len()
+        .checked_sub(x.shape.len())
+        .ok_or("tile's output has a lower rank than its input")?;
+    if num_elements(&shape) == 0 {
+        return Ok(empty_output("T_tile", &shape, dtype));
+    }
+    let t = Tensor::compute("T_tile", &shape, |i| {
+        let at: Vec<TExpr> = x
+            .shape
+            .iter()
+            .enumerate()
+            .map(|(d, &n)| {
+                if n == shape[offset + d] {
+                    i[offset + d].clone()
+                } else {
+                    ix_mod_c(i[offset + d].clone(), n)
+                }
+            })
+            .collect();
+        x.at(&at)
+    });
+    compute::tensor_value(t)
+}
+
+/// `repeat`: the output index along the axis (or the flat output position) divided by the
+/// count.
+fn repeat_te(inputs: &[TeValue], attrs: &Attrs, out: &Type) -> ComputeResult {
+    let (shape, dtype) = compute::static_tensor(out)?;
+    let x = compute::input(inputs, 0)?;
+    let (axis, repeats) = repeat_args(x.shape.len(), attrs)?;
+    expect_shape("repeat", &shape, &repeat_shape(&dims(&x.shape), attrs)?)?;
+    if num_elements(&shape) == 0 {
+        return Ok(empty_output("T_repeat", &shape, dtype));
+    }
+    let t = Tensor::compute("T_repeat", &shape, |i| match axis {
+        Some(a) => {
+            let mut at = i.to_vec();
+            at[a] = ix_div_c(i[a].clone(), repeats);
+            x.at(&at)
+        }
+        None => x.at(&unflatten(ix_div_c(i[0].clone(), repeats), &x.shape)),
+    });
+    compute::tensor_value(t)
+}
+
+/// `reverse`: `n - 1 - i` along the flipped dimensions.
+fn reverse_te(inputs: &[TeValue], attrs: &Attrs, out: &Type) -> ComputeResult {
+    let (shape, dtype) = compute::static_tensor(out)?;
+    let x = compute::input(inputs, 0)?;
+    let flip = reversed_axes(x.shape.len(), attrs)?;
+    expect_shape("reverse", &shape, &dims(&x.shape))?;
+    if num_elements(&shape) == 0 {
+        return Ok(empty_output("T_reverse", &shape, dtype));
+    }
+    let t = Tensor::compute("T_reverse", &shape, |i| {
+        let at: Vec<TExpr> = i
+            .iter()
+            .zip(&flip)
+            .zip(&x.shape)
+            .map(|((i, &f), &n)| {
+                if f && n > 1 {
+                    TExpr::index(n - 1).binary(BinaryOp::Sub, i.clone())
+                } else if f {
+                    TExpr::index(0)
+                } else {
+                    i.clone()
+                }
+            })
+            .collect();
+        x.at(&at)
+    });
+    compute::tensor_value(t)
+}
+
 #[cfg(test)]
 mod tests {
     use crate::testing::{attrs, ints};
@@ -2420,5 +2933,841 @@ mod tests {
         );
         assert_eq!(s, vec![2, 1]);
         assert!(rel("take", &[&xt, &ty(&[1], DType::BOOL)], &[]).is_err());
+    }
+}
+
+#[cfg(test)]
+mod te_tests {
+    //! The compute definitions against the reference evaluations, on random inputs of every
+    //! dtype (`crate::compute::op_tests`).
+
+    use std::collections::HashMap;
+    use std::sync::Arc;
+
+    use relay_ir::te::BinaryOp::{Add, Div, FloorDiv, FloorMod, Max, Min, Mod, Mul, Sub};
+    use relay_ir::te::{TExpr, TExprKind, TeValue, Tensor, TensorOp};
+    use relay_ir::{AttrValue, Attrs, DType, NDArray, Type, Value};
+
+    use crate::compute::interp::Interp;
+    use crate::compute::op_tests::{DTYPES, Rng, agree_within, check, random};
+    use crate::compute::wrap;
+    use crate::testing::{attrs, ints};
+
+    fn int(i: i64) -> AttrValue {
+        AttrValue::Int(i)
+    }
+
+    fn text(s: &str) -> AttrValue {
+        AttrValue::Str(s.into())
+    }
+
+    /// Checks `name` on one random tensor of every dtype and of `shape`, asserting that the
+    /// relation accepts it.
+    fn check_all(rng: &mut Rng, name: &str, shape: &[i64], set: &[(&str, AttrValue)]) {
+        let a = attrs(name, set);
+        for dtype in DTYPES {
+            let x = random(rng, dtype, shape);
+            assert!(
+                check_op(name, &[x], &a),
+                "{name} {shape:?} {set:?} rejected"
+            );
+        }
+    }
+
+    /// The tensors of a compute definition's result, depth first.
+    fn te_leaves(v: &TeValue, out: &mut Vec<Tensor>) {
+        match v {
+            TeValue::Tensor(t) => out.push(t.clone()),
+            TeValue::Tuple(fields) => fields.iter().for_each(|f| te_leaves(f, out)),
+        }
+    }
+
+    /// The input types, the compute definition's result and the reference evaluation's.
+    type Compiled = (Vec<Type>, Result<TeValue, String>, Result<Value, String>);
+
+    /// The input types, the compute definition's result of `name` on placeholders for
+    /// `parts` (one tuple of them when `tuple_in`), and the reference evaluation's result;
+    /// `None` when the relation rejects the inputs.
+    fn compile(name: &str, parts: &[NDArray], tuple_in: bool, attrs: &Attrs) -> Option<Compiled> {
+        let op = crate::lookup(name).unwrap();
+        let types: Vec<Type> = parts
+            .iter()
+            .map(|a| Type::tensor(a.shape(), a.dtype()))
+            .collect();
+        let types = if tuple_in {
+            vec![Type::tuple(types)]
+        } else {
+            types
+        };
+        let out = (op.relation.unwrap())(&types, attrs).ok()?;
+        let placeholders: Vec<TeValue> = parts
+            .iter()
+            .enumerate()
+            .map(|(i, a)| {
+                TeValue::Tensor(Tensor::placeholder(
+                    format!("p{i}"),
+                    a.shape().to_vec(),
+                    a.dtype(),
+                    i,
+                ))
+            })
+            .collect();
+        let values: Vec<Value> = parts.iter().map(|a| Value::tensor(a.clone())).collect();
+        let (placeholders, values) = if tuple_in {
+            (
+                vec![TeValue::Tuple(placeholders)],
+                vec![Value::tuple(values)],
+            )
+        } else {
+            (placeholders, values)
+        };
+        let want = (op.eval.unwrap())(&values, attrs);
+        let te = (op.compute.unwrap())(&placeholders, attrs, &out);
+        Some((types, te, want))
+    }
+
+    /// The value of an integer expression at the loop variables `env`, visiting every read in
+    /// it (both branches of a select included) and asserting that it is in bounds. Reads of
+    /// kernel inputs of integer dtypes have values (`take`'s indices); other values are `None`.
+    fn visit(e: &TExpr, env: &HashMap<u32, i64>, inputs: &[NDArray]) -> Option<i128> {
+        let d = e.dtype();
+        match e.kind() {
+            TExprKind::Var(v) => Some(i128::from(env[&v.id])),
+            TExprKind::Int(v) => Some(*v),
+            TExprKind::Float(_) => None,
+            TExprKind::Read { tensor, indices } => {
+                let at: Vec<i128> = indices
+                    .iter()
+                    .map(|i| visit(i, env, inputs).expect("an index has a value"))
+                    .collect();
+                assert_eq!(at.len(), tensor.shape.len());
+                let mut flat = 0usize;
+                for (&i, &n) in at.iter().zip(&tensor.shape) {
+                    assert!(
+                        (0..i128::from(n)).contains(&i),
+                        "{} read at {at:?}, outside {:?}",
+                        tensor.name,
+                        tensor.shape
+                    );
+                    flat = flat * n as usize + i as usize;
+                }
+                match tensor.op {
+                    TensorOp::Placeholder(k) if !d.is_float() => {
+                        Some(inputs[k].to_i128_vec()[flat])
+                    }
+                    _ => None,
+                }
+            }
+            TExprKind::Unary(_, a) => {
+                visit(a, env, inputs);
+                None
+            }
+            TExprKind::Compare(_, a, b) => {
+                visit(a, env, inputs);
+                visit(b, env, inputs);
+                None
+            }
+            TExprKind::Select(c, a, b) => {
+                visit(c, env, inputs);
+                visit(a, env, inputs);
+                visit(b, env, inputs);
+                None
+            }
+            TExprKind::Cast(a) => {
+                let v = visit(a, env, inputs);
+                if d.is_float() {
+                    None
+                } else {
+                    v.map(|v| wrap(v, d))
+                }
+            }
+            TExprKind::Binary(op, a, b) => {
+                let (x, y) = (visit(a, env, inputs)?, visit(b, env, inputs)?);
+                if d.is_float() || (y == 0 && matches!(op, Div | Mod | FloorDiv | FloorMod)) {
+                    return None;
+                }
+                let v = match op {
+                    Add => x + y,
+                    Sub => x - y,
+                    Mul => x * y,
+                    Div => x / y,
+                    Mod => x % y,
+                    FloorDiv | FloorMod => {
+                        let (q, r) = (x / y, x % y);
+                        let q = if r != 0 && (r < 0) != (y < 0) {
+                            q - 1
+                        } else {
+                            q
+                        };
+                        if *op == FloorDiv { q } else { x - q * y }
+                    }
+                    Max => x.max(y),
+                    Min => x.min(y),
+                    _ => return None,
+                };
+                Some(wrap(v, d))
+            }
+            TExprKind::Reduce { .. } => panic!("a shape operator reduces"),
+        }
+    }
+
+    /// Asserts that `name`'s compute definition on `parts` reads only in bounds, at every
+    /// output index and in every branch, whatever the values of the inputs.
+    fn assert_reads_in_bounds(name: &str, parts: &[NDArray], tuple_in: bool, attrs: &Attrs) {
+        let Some((_, Ok(te), _)) = compile(name, parts, tuple_in, attrs) else {
+            return;
+        };
+        let mut outs = Vec::new();
+        te_leaves(&te, &mut outs);
+        for t in outs {
+            let TensorOp::Compute { axes, body } = &t.op else {
+                panic!("{name} returns an input")
+            };
+            let n: i64 = t.shape.iter().product();
+            for k in 0..n {
+                let mut env = HashMap::new();
+                let mut rest = k;
+                for a in axes.iter().rev() {
+                    env.insert(a.id, rest % a.extent);
+                    rest /= a.extent;
+                }
+                visit(body, &env, parts);
+            }
+        }
+    }
+
+    /// `check`, and every read in bounds.
+    fn check_op(name: &str, inputs: &[NDArray], attrs: &Attrs) -> bool {
+        let ok = check(name, inputs, attrs);
+        if ok {
+            assert_reads_in_bounds(name, inputs, false, attrs);
+        }
+        ok
+    }
+
+    /// As `check_op` for the operators with a tuple input (`concatenate` and `stack`, when
+    /// `tuple_in`) or a tuple output (`split`): every output tensor must equal the reference
+    /// evaluation's exactly. Returns whether the relation accepted the inputs.
+    fn check_tuple(name: &str, parts: &[NDArray], tuple_in: bool, attrs: &Attrs) -> bool {
+        let Some((types, te, want)) = compile(name, parts, tuple_in, attrs) else {
+            return false;
+        };
+        let te = match te {
+            Ok(te) => te,
+            Err(_) if want.is_err() => return true,
+            Err(e) => panic!("`{name}` on {types:?}: no compute: {e}"),
+        };
+        let want = want.unwrap_or_else(|e| panic!("`{name}` on {types:?} fails: {e}"));
+        let want: Vec<Arc<NDArray>> = match &want {
+            Value::Tensor(t) => vec![t.clone()],
+            Value::Tuple(fields) => fields
+                .iter()
+                .map(|f| f.as_tensor().unwrap().clone())
+                .collect(),
+            other => panic!("unexpected result {other:?}"),
+        };
+        let mut got = Vec::new();
+        te_leaves(&te, &mut got);
+        assert_eq!(want.len(), got.len(), "`{name}` on {types:?}");
+        let mut interp = Interp::new(parts);
+        for (w, g) in want.iter().zip(&got) {
+            let g = interp.tensor(g).unwrap();
+            assert!(
+                agree_within(w, &g, 0.0),
+                "`{name}` on {parts:?} with {attrs:?}:\n eval {w:?}\n te   {g:?}"
+            );
+        }
+        assert_reads_in_bounds(name, parts, tuple_in, attrs);
+        true
+    }
+
+    #[test]
+    fn reshape_every_special_value() {
+        let mut rng = Rng(0x5eed_0001);
+        let cases: &[(&[i64], &[i64])] = &[
+            (&[2, 3, 4], &[0, -1]),
+            (&[2, 3, 4], &[-1]),
+            (&[2, 3, 4], &[4, -1, 2]),
+            (&[2, 3, 4], &[-2]),
+            (&[2, 3, 4], &[0, 0, -2]),
+            (&[2, 3, 4], &[-3, 4]),
+            (&[2, 3, 4], &[2, -3]),
+            (&[2, 3, 4], &[-3, -1]),
+            (&[2, 3, 4], &[-4, 1, 2, -2]),
+            (&[2, 3, 4], &[-4, 2, -1, 3, 4]),
+            (&[2, 3, 4], &[0, -4, -1, 1, 4]),
+            (&[2, 3, 4], &[1, 24, 1]),
+            (&[2, 3, 4], &[3, 2, 4]),
+            (&[2, 3, 4], &[4, 3, 2]),
+            (&[2, 3, 4], &[-1, 1, 6]),
+            (&[2, 3, 4], &[8, 3]),
+            (&[3, 5, 7], &[5, 3, 7]),
+            (&[3, 5, 7], &[-1, 7]),
+            (&[3, 5, 7], &[35, 3]),
+            (&[3, 5, 7], &[7, 15]),
+            (&[3, 5, 7], &[0, -3]),
+            (&[2, 1, 3], &[3, 2]),
+            (&[2, 1, 3], &[6]),
+            (&[2, 1, 3], &[1, 6, 1]),
+            (&[2, 1, 3], &[0, 0, 0]),
+            (&[2, 1, 3], &[-3, -2]),
+            (&[], &[1]),
+            (&[], &[1, 1]),
+            (&[], &[-1]),
+            (&[], &[]),
+            (&[1], &[]),
+            (&[5], &[1, 5, 1]),
+            (&[5], &[-4, 5, -1]),
+            (&[6], &[-4, -1, 3]),
+            (&[0, 3], &[0, 1, 3]),
+            (&[0, 3], &[0, 0]),
+            (&[0, 3], &[-2]),
+            (&[0, 3], &[-3]),
+            (&[2, 0, 3], &[0, -3]),
+        ];
+        for &(shape, newshape) in cases {
+            check_all(&mut rng, "reshape", shape, &[("newshape", ints(newshape))]);
+        }
+        // `allowzero`: a 0 in `newshape` is a size.
+        for (shape, newshape) in [(&[0, 3][..], &[3, 0][..]), (&[2, 0], &[0, 5, 7])] {
+            let set = [
+                ("newshape", ints(newshape)),
+                ("allowzero", AttrValue::Bool(true)),
+            ];
+            check_all(&mut rng, "reshape", shape, &set);
+        }
+        for (shape, newshape) in [
+            (&[2, 3, 4][..], &[-1, 0][..]),
+            (&[2, 3, 4], &[0, -1]),
+            (&[2, 3, 4], &[6, -1]),
+            (&[10, 5, 4], &[-1, 0]),
+            (&[3, 5, 7], &[-3, 0]),
+        ] {
+            let set = [("newshape", ints(newshape))];
+            check_all(&mut rng, "contrib_reverse_reshape", shape, &set);
+        }
+    }
+
+    #[test]
+    fn reshape_like_ranges() {
+        let mut rng = Rng(0x5eed_0002);
+        /// Data shape, `shape_like` shape and the integer attributes set.
+        type Case<'a> = (&'a [i64], &'a [i64], &'a [(&'a str, i64)]);
+        let cases: &[Case] = &[
+            (&[2, 3, 4], &[6, 4], &[]),
+            (&[2, 3, 4], &[24], &[]),
+            (&[2, 3, 4], &[3, 12], &[("lhs_begin", 1), ("rhs_begin", 1)]),
+            (&[2, 3, 4], &[3, 1], &[("lhs_begin", -2), ("lhs_end", -1)]),
+            (
+                &[2, 3, 4],
+                &[1, 2, 12, 9],
+                &[("rhs_begin", 1), ("rhs_end", -1)],
+            ),
+            (
+                &[2, 3, 4],
+                &[5, 1],
+                &[("lhs_begin", 1), ("lhs_end", 1), ("rhs_begin", 1)],
+            ),
+            (&[0, 4], &[2, 0, 2], &[]),
+            (&[], &[1, 1], &[]),
+        ];
+        for &(lhs, rhs, set) in cases {
+            let set: Vec<(&str, AttrValue)> = set.iter().map(|&(k, v)| (k, int(v))).collect();
+            let a = attrs("reshape_like", &set);
+            for dtype in DTYPES {
+                let x = random(&mut rng, dtype, lhs);
+                let like = random(&mut rng, DType::F32, rhs);
+                assert!(
+                    check_op("reshape_like", &[x, like], &a),
+                    "{lhs:?} {rhs:?} {set:?}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn transpose_expand_dims_squeeze() {
+        let mut rng = Rng(0x5eed_0003);
+        let transposes: &[(&[i64], Option<&[i64]>)] = &[
+            (&[2, 3, 4], None),
+            (&[2, 3, 4], Some(&[])),
+            (&[2, 3, 4], Some(&[0, 1, 2])),
+            (&[2, 3, 4], Some(&[2, 0, 1])),
+            (&[2, 3, 4], Some(&[-1, 0, -2])),
+            (&[2, 3, 4], Some(&[1, 0, 2])),
+            (&[3, 0, 1], Some(&[2, 0, 1])),
+            (&[1, 5], None),
+            (&[5], Some(&[-1])),
+            (&[], None),
+            (&[2, 1, 3, 2], Some(&[3, 1, 0, 2])),
+        ];
+        for &(shape, axes) in transposes {
+            let axes = axes.map_or(AttrValue::Null, ints);
+            check_all(&mut rng, "transpose", shape, &[("axes", axes)]);
+        }
+        for (shape, axis, count) in [
+            (&[2, 3][..], 0, 1),
+            (&[2, 3], 1, 2),
+            (&[2, 3], 2, 1),
+            (&[2, 3], -1, 3),
+            (&[2, 3], -3, 1),
+            (&[2, 3], 1, 0),
+            (&[], 0, 2),
+            (&[0, 2], -2, 1),
+        ] {
+            let set = [("axis", int(axis)), ("num_newaxis", int(count))];
+            check_all(&mut rng, "expand_dims", shape, &set);
+        }
+        let squeezes: &[(&[i64], Option<&[i64]>)] = &[
+            (&[1, 2, 1, 3], None),
+            (&[1, 2, 1, 3], Some(&[0])),
+            (&[1, 2, 1, 3], Some(&[-2])),
+            (&[1, 2, 1, 3], Some(&[0, 2])),
+            (&[1, 2, 1, 3], Some(&[])),
+            (&[1], None),
+            (&[1, 0, 1], None),
+            (&[1, 0, 1], Some(&[-1])),
+            (&[], None),
+            (&[3, 5], None),
+        ];
+        for &(shape, axis) in squeezes {
+            let axis = axis.map_or(AttrValue::Null, ints);
+            check_all(&mut rng, "squeeze", shape, &[("axis", axis)]);
+        }
+    }
+
+    #[test]
+    fn concatenate_and_stack() {
+        let mut rng = Rng(0x5eed_0004);
+        let concats: &[(&[&[i64]], i64)] = &[
+            (&[&[2, 3], &[4, 3]], 0),
+            (&[&[2, 3], &[2, 1], &[2, 0], &[2, 5]], 1),
+            (&[&[2, 3], &[2, 1], &[2, 0], &[2, 5]], -1),
+            (&[&[0, 3], &[2, 3]], 0),
+            (&[&[2, 3], &[0, 3]], 0),
+            (&[&[0, 2], &[3, 2], &[0, 2], &[1, 2], &[0, 2]], -2),
+            (&[&[1], &[1], &[1]], 0),
+            (&[&[3, 2]], 1),
+            (&[&[2, 0], &[2, 0]], 0),
+            (&[&[0, 2], &[0, 3]], 1),
+            (&[&[2, 1, 3], &[2, 2, 3], &[2, 1, 3]], 1),
+            (&[&[0], &[0]], 0),
+        ];
+        for &(shapes, axis) in concats {
+            let a = attrs("concatenate", &[("axis", int(axis))]);
+            for dtype in DTYPES {
+                let parts: Vec<NDArray> =
+                    shapes.iter().map(|s| random(&mut rng, dtype, s)).collect();
+                assert!(
+                    check_tuple("concatenate", &parts, true, &a),
+                    "{shapes:?} {axis}"
+                );
+            }
+        }
+        for (shape, count, axis) in [
+            (&[2, 3][..], 3, 0),
+            (&[2, 3], 3, 1),
+            (&[2, 3], 2, 2),
+            (&[2, 3], 3, -1),
+            (&[2, 3], 2, -3),
+            (&[], 2, 0),
+            (&[], 1, -1),
+            (&[0, 2], 2, 1),
+            (&[1], 1, 0),
+            (&[3, 1], 4, 1),
+        ] {
+            let a = attrs("stack", &[("axis", int(axis))]);
+            for dtype in DTYPES {
+                let parts: Vec<NDArray> =
+                    (0..count).map(|_| random(&mut rng, dtype, shape)).collect();
+                assert!(
+                    check_tuple("stack", &parts, true, &a),
+                    "{shape:?} {count} {axis}"
+                );
+            }
+        }
+        // A mismatched piece is the relation's error, not the compute's.
+        let bad = [
+            random(&mut rng, DType::F32, &[2, 3]),
+            random(&mut rng, DType::F32, &[3, 3]),
+        ];
+        assert!(!check_tuple(
+            "concatenate",
+            &bad,
+            true,
+            &attrs("concatenate", &[("axis", int(1))])
+        ));
+    }
+
+    #[test]
+    fn split_sections_and_indices() {
+        let mut rng = Rng(0x5eed_0005);
+        let cases: &[(&[i64], AttrValue, i64)] = &[
+            (&[6, 4], int(1), 0),
+            (&[6, 4], int(2), 0),
+            (&[6, 4], int(3), 0),
+            (&[6, 4], int(6), 0),
+            (&[6, 4], int(2), -1),
+            (&[6, 4], int(4), 1),
+            (&[6, 4], ints(&[1, 3]), 0),
+            (&[6, 4], ints(&[2]), 1),
+            (&[6, 4], ints(&[]), 0),
+            (&[0, 3], int(1), 0),
+            (&[0, 3], int(3), 0),
+            (&[0, 3], int(3), 1),
+            (&[5, 1], ints(&[1, 4]), 0),
+            (&[7], ints(&[1, 2, 6]), 0),
+            (&[3, 5, 2], ints(&[2, 3]), -2),
+        ];
+        for (shape, how, axis) in cases {
+            let a = attrs(
+                "split",
+                &[("indices_or_sections", how.clone()), ("axis", int(*axis))],
+            );
+            for dtype in DTYPES {
+                let x = random(&mut rng, dtype, shape);
+                assert!(
+                    check_tuple("split", &[x], false, &a),
+                    "{shape:?} {how:?} {axis}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn strided_slice_fixed_cases() {
+        let mut rng = Rng(0x5eed_0006);
+        type Case<'a> = (
+            &'a [i64],
+            &'a [i64],
+            &'a [i64],
+            Option<&'a [i64]>,
+            Option<&'a [i64]>,
+            &'a str,
+        );
+        let cases: &[Case] = &[
+            (&[4, 5, 3], &[1, 0], &[3, 5], Some(&[1, 2]), None, "end"),
+            (&[4, 5, 3], &[0], &[4], None, None, "end"),
+            (&[4, 5, 3], &[3, 4], &[0, 0], Some(&[-1, -2]), None, "end"),
+            (
+                &[4, 5, 3],
+                &[-1, -1, -1],
+                &[-10, -10, -10],
+                Some(&[-1, -2, -3]),
+                None,
+                "end",
+            ),
+            (&[4, 5, 3], &[-10], &[100], None, None, "end"),
+            (&[4, 5, 3], &[1, 1], &[2, 3], None, Some(&[2, 0]), "end"),
+            (
+                &[4, 5, 3],
+                &[2, -3],
+                &[1, -1],
+                Some(&[-1, 1]),
+                Some(&[-1, 1]),
+                "end",
+            ),
+            (&[4, 5, 3], &[1, 2], &[2, -1], None, None, "size"),
+            (
+                &[4, 5, 3],
+                &[-3, 0],
+                &[2, 5],
+                Some(&[-1, 1]),
+                Some(&[0, 1]),
+                "size",
+            ),
+            (&[4, 5, 3], &[0], &[0], None, None, "end"),
+            (&[0, 3], &[0, 1], &[0, 3], None, None, "end"),
+            (&[5], &[4], &[0], Some(&[i64::MIN]), None, "end"),
+            (&[5], &[i64::MIN], &[i64::MAX], Some(&[3]), None, "end"),
+            (&[1, 1], &[0, 0], &[1, 1], None, None, "end"),
+            (&[], &[], &[], None, None, "end"),
+        ];
+        for &(shape, begin, end, strides, axes, mode) in cases {
+            let set = [
+                ("begin", ints(begin)),
+                ("end", ints(end)),
+                ("strides", strides.map_or(AttrValue::Null, ints)),
+                ("axes", axes.map_or(AttrValue::Null, ints)),
+                ("slice_mode", text(mode)),
+            ];
+            check_all(&mut rng, "strided_slice", shape, &set);
+        }
+    }
+
+    #[test]
+    fn strided_slice_random_attributes() {
+        let mut rng = Rng(0x5eed_0007);
+        let shapes: [&[i64]; 5] = [&[4, 5, 3], &[7], &[2, 0, 3], &[1, 6], &[3, 1, 2, 2]];
+        let mut accepted = 0;
+        for trial in 0..1500 {
+            let shape = shapes[trial % shapes.len()];
+            let rank = shape.len();
+            let pick =
+                |rng: &mut Rng, choices: &[i64]| choices[rng.below(choices.len() as u64) as usize];
+            let value = |rng: &mut Rng| -> i64 {
+                if rng.below(8) == 0 {
+                    pick(rng, &[i64::MIN, i64::MAX, -100, 100])
+                } else {
+                    rng.below(17) as i64 - 8
+                }
+            };
+            let axes: Option<Vec<i64>> = if rng.below(2) == 0 {
+                None
+            } else {
+                let mut axes: Vec<i64> = Vec::new();
+                for d in 0..rank as i64 {
+                    match rng.below(3) {
+                        0 => axes.push(d),
+                        1 => axes.push(d - rank as i64),
+                        _ => {}
+                    }
+                }
+                // Shuffle.
+                for k in (1..axes.len()).rev() {
+                    axes.swap(k, rng.below(k as u64 + 1) as usize);
+                }
+                Some(axes)
+            };
+            let n = axes
+                .as_ref()
+                .map_or_else(|| rng.below(rank as u64 + 1) as usize, Vec::len);
+            let begin: Vec<i64> = (0..n).map(|_| value(&mut rng)).collect();
+            let end: Vec<i64> = (0..n).map(|_| value(&mut rng)).collect();
+            let steps = rng.below(n as u64 + 2) as usize;
+            let strides = if steps > n {
+                AttrValue::Null
+            } else {
+                let s: Vec<i64> = (0..steps)
+                    .map(|_| pick(&mut rng, &[1, 1, 2, 3, -1, -1, -2, -3, 7]))
+                    .collect();
+                ints(&s)
+            };
+            let mode = if rng.below(4) == 0 { "size" } else { "end" };
+            let set = [
+                ("begin", ints(&begin)),
+                ("end", ints(&end)),
+                ("strides", strides),
+                ("axes", axes.as_deref().map_or(AttrValue::Null, ints)),
+                ("slice_mode", text(mode)),
+            ];
+            let dtype = DTYPES[rng.below(DTYPES.len() as u64) as usize];
+            let x = random(&mut rng, dtype, shape);
+            accepted += usize::from(check_op(
+                "strided_slice",
+                &[x],
+                &attrs("strided_slice", &set),
+            ));
+        }
+        assert!(accepted > 500, "only {accepted} slices accepted");
+    }
+
+    /// Random indices of `dtype`: anything (`in_range` false) or inside `0..n`.
+    fn indices(rng: &mut Rng, dtype: DType, shape: &[i64], n: i64, in_range: bool) -> NDArray {
+        if !in_range {
+            return random(rng, dtype, shape);
+        }
+        let count: i64 = shape.iter().product();
+        let v: Vec<i128> = (0..count)
+            .map(|_| i128::from(rng.below(n.max(1) as u64)))
+            .collect();
+        NDArray::from_i128_slice(dtype, shape, &v).unwrap()
+    }
+
+    #[test]
+    fn take_every_mode_axis_and_index_dtype() {
+        let mut rng = Rng(0x5eed_0008);
+        let index_dtypes = [
+            DType::I8,
+            DType::I16,
+            DType::I32,
+            DType::I64,
+            DType::U8,
+            DType::U16,
+            DType::U32,
+            DType::U64,
+        ];
+        /// Data shape, indices shape, axis and `batch_dims`.
+        type Case<'a> = (&'a [i64], &'a [i64], Option<i64>, i64);
+        let cases: &[Case] = &[
+            (&[5], &[4], None, 0),
+            (&[3, 4], &[2, 3], None, 0),
+            (&[3, 4], &[], None, 0),
+            (&[3, 4], &[0], None, 0),
+            (&[0, 3], &[0], None, 0),
+            (&[5], &[4], Some(0), 0),
+            (&[3, 4], &[2, 3], Some(0), 0),
+            (&[3, 4], &[2, 3], Some(1), 0),
+            (&[3, 4], &[5], Some(-1), 0),
+            (&[3, 4], &[], Some(1), 0),
+            (&[2, 3, 4], &[2, 5], Some(1), 1),
+            (&[2, 3, 4], &[2, 5], Some(2), 1),
+            (&[2, 3, 4], &[2, 3, 2], Some(2), -1),
+            (&[2, 3, 4], &[2, 3], Some(2), 2),
+            (&[2, 1, 4], &[3], Some(1), 0),
+            (&[2, 0, 4], &[0], Some(1), 0),
+            (&[2, 3, 0], &[2], Some(1), 0),
+        ];
+        for &(data, ind, axis, batch) in cases {
+            let n = match axis {
+                Some(a) => data[(a + data.len() as i64) as usize % data.len()],
+                None => data.iter().product(),
+            };
+            for mode in ["clip", "wrap", "fast"] {
+                let set = [
+                    ("axis", axis.map_or(AttrValue::Null, int)),
+                    ("batch_dims", int(batch)),
+                    ("mode", text(mode)),
+                ];
+                let a = attrs("take", &set);
+                for dtype in DTYPES {
+                    for index_dtype in index_dtypes {
+                        let x = random(&mut rng, dtype, data);
+                        // `fast` assumes the indices are in range; the reference reports those
+                        // that are not.
+                        let i = indices(&mut rng, index_dtype, ind, n, mode == "fast");
+                        assert!(check_op("take", &[x, i], &a), "{data:?} {ind:?} {set:?}");
+                    }
+                }
+            }
+        }
+        // `fast` with indices out of range: the reference reports them, the kernel clamps
+        // them, and never reads out of bounds.
+        for &(data, ind, axis, batch) in cases {
+            let set = [
+                ("axis", axis.map_or(AttrValue::Null, int)),
+                ("batch_dims", int(batch)),
+                ("mode", text("fast")),
+            ];
+            for index_dtype in index_dtypes {
+                let x = random(&mut rng, DType::F32, data);
+                let i = random(&mut rng, index_dtype, ind);
+                assert_reads_in_bounds("take", &[x, i], false, &attrs("take", &set));
+            }
+        }
+        // Taking from an empty axis fails in both.
+        let x = random(&mut rng, DType::F32, &[2, 0]);
+        let i = random(&mut rng, DType::I32, &[3]);
+        assert!(check_op(
+            "take",
+            &[x, i],
+            &attrs("take", &[("axis", int(1))])
+        ));
+    }
+
+    #[test]
+    fn tile_repeat_reverse() {
+        let mut rng = Rng(0x5eed_0009);
+        for (shape, reps) in [
+            (&[2, 3][..], &[1][..]),
+            (&[2, 3], &[2]),
+            (&[2, 3], &[2, 1]),
+            (&[2, 3], &[3, 2, 2]),
+            (&[2, 3], &[1, 1, 1]),
+            (&[], &[3]),
+            (&[], &[2, 2]),
+            (&[0, 2], &[2, 2]),
+            (&[1, 3], &[4, 1]),
+            (&[3, 1, 2], &[2, 5]),
+        ] {
+            check_all(&mut rng, "tile", shape, &[("reps", ints(reps))]);
+        }
+        for (shape, repeats, axis) in [
+            (&[2, 3][..], 1, None),
+            (&[2, 3], 2, None),
+            (&[2, 3], 3, Some(0)),
+            (&[2, 3], 2, Some(1)),
+            (&[2, 3], 2, Some(-1)),
+            (&[2, 3], 3, Some(-2)),
+            (&[], 3, None),
+            (&[0, 2], 2, Some(1)),
+            (&[0, 2], 2, None),
+            (&[1, 5, 1], 4, Some(2)),
+        ] {
+            let set = [
+                ("repeats", int(repeats)),
+                ("axis", axis.map_or(AttrValue::Null, int)),
+            ];
+            check_all(&mut rng, "repeat", shape, &set);
+        }
+        for (shape, axis) in [
+            (&[2, 3, 4][..], None),
+            (&[2, 3, 4], Some(0)),
+            (&[2, 3, 4], Some(1)),
+            (&[2, 3, 4], Some(-1)),
+            (&[2, 3, 4], Some(-3)),
+            (&[1], None),
+            (&[5], Some(0)),
+            (&[0, 3], Some(1)),
+            (&[3, 1], Some(1)),
+            (&[], None),
+        ] {
+            check_all(
+                &mut rng,
+                "reverse",
+                shape,
+                &[("axis", axis.map_or(AttrValue::Null, int))],
+            );
+        }
+    }
+
+    #[test]
+    fn reshape_keeps_untouched_dimensions_as_loop_variables() {
+        use relay_ir::te::{TExprKind, TensorOp};
+        // (2, 3, 4) -> (6, 4): the last dimension is read at the output's own loop variable.
+        let x = Tensor::placeholder("p", vec![2, 3, 4], DType::F32, 0);
+        let out = Type::tensor(&[6, 4], DType::F32);
+        let te = super::reshape_te("T_reshape", &[TeValue::Tensor(x)], &out).unwrap();
+        let t = te.as_tensor().unwrap();
+        let TensorOp::Compute { axes, body } = &t.op else {
+            panic!("expected a compute")
+        };
+        let TExprKind::Read { indices, .. } = body.kind() else {
+            panic!("expected a read")
+        };
+        assert!(matches!(indices[2].kind(), TExprKind::Var(v) if v.id == axes[1].id));
+        // A mismatched output type is an error.
+        let x = TeValue::Tensor(Tensor::placeholder("p", vec![2, 3], DType::F32, 0));
+        assert!(super::reshape_te("T_reshape", &[x], &out).is_err());
+    }
+
+    #[test]
+    fn inconsistent_output_types_are_errors() {
+        let x = Tensor::placeholder("p", vec![2, 3], DType::F32, 0);
+        let one = [TeValue::Tensor(x.clone())];
+        let pair = [TeValue::Tuple(vec![
+            TeValue::Tensor(x.clone()),
+            TeValue::Tensor(x),
+        ])];
+        let wrong = Type::tensor(&[3, 3], DType::F32);
+        let cases: [(&str, &[TeValue], Attrs); 8] = [
+            ("transpose", &one, attrs("transpose", &[])),
+            ("concatenate", &pair, attrs("concatenate", &[])),
+            ("stack", &pair, attrs("stack", &[])),
+            ("tile", &one, attrs("tile", &[("reps", ints(&[2]))])),
+            ("repeat", &one, attrs("repeat", &[("repeats", int(2))])),
+            ("reverse", &one, attrs("reverse", &[])),
+            (
+                "strided_slice",
+                &one,
+                attrs(
+                    "strided_slice",
+                    &[("begin", ints(&[0])), ("end", ints(&[1]))],
+                ),
+            ),
+            (
+                "split",
+                &one,
+                attrs("split", &[("indices_or_sections", int(2))]),
+            ),
+        ];
+        for (name, inputs, a) in cases {
+            let compute = crate::lookup(name).unwrap().compute.unwrap();
+            assert!(compute(inputs, &a, &wrong).is_err(), "{name}");
+        }
+        // A stack's output has a rank.
+        let scalar = Type::tensor(&[], DType::F32);
+        let compute = crate::lookup("stack").unwrap().compute.unwrap();
+        assert!(compute(&pair, &attrs("stack", &[]), &scalar).is_err());
     }
 }
