@@ -207,6 +207,82 @@ pub(crate) fn tensor_value(t: Tensor) -> ComputeResult {
     Ok(TeValue::Tensor(t))
 }
 
+/// The high half `v >> 32` of a 64-bit integer `v`, as an `int64` (signed for an `int64` `v`,
+/// in `[0, 2^32)` for a `uint64` one). With [`low_half`], `v = high·2^32 + low` exactly, so
+/// `int64` sums of the halves of up to 2^30 values hold their exact sum, wider than 64 bits,
+/// for [`wide_quotient`].
+pub(crate) fn high_half(v: &TExpr) -> TExpr {
+    bin(BinaryOp::Shr, v, &int_const(32, v.dtype())).cast(DType::I64)
+}
+
+/// The low half `v & 0xffffffff` of a 64-bit integer `v`, as an `int64` in `[0, 2^32)` (see
+/// [`high_half`]).
+pub(crate) fn low_half(v: &TExpr) -> TExpr {
+    bin(BinaryOp::BitAnd, v, &int_const(0xffff_ffff, v.dtype())).cast(DType::I64)
+}
+
+/// The quotient of the wide integer `S = Σ_k parts[k]·2^(32k)` (least significant part first)
+/// by `c`, truncated toward zero (as the reference's `i128` division) and wrapped to 64 bits,
+/// as an `int64`. When `modular`, `S` is first taken modulo `2^(32·n)` for `n` parts as a
+/// signed two's complement integer (for `n = 4`, the reference's wrapping `i128` sum).
+///
+/// The parts are `int64` expressions of magnitude at most `2^63 - 2^32`, and `c` an `int64`
+/// expression in `[1, 2^31)`; a zero `c` is the run-time division by zero. Every step stays
+/// within 64 bits: the parts are first carried into 32-bit limbs below a signed top limb,
+/// whose sign is the sign of `S`; then a long division from the top gives each limb's
+/// quotient (below the top, in `[0, 2^32)`) and carries its remainder (in `[0, c)`) down, so
+/// `floor(S / c) = Σ_k q_k·2^(32k)`, of which only `q_0 + q_1·2^32` survives the wrap to
+/// 64 bits. Truncation then rounds a negative quotient with a non-zero remainder up.
+pub(crate) fn wide_quotient(parts: &[TExpr], c: &TExpr, modular: bool) -> TExpr {
+    let int = |v: i128| TExpr::int(v, DType::I64);
+    let (thirty_two, two32, mask) = (int(32), int(1 << 32), int(0xffff_ffff));
+    let Some((top, below)) = parts.split_last() else {
+        return int(0);
+    };
+    let mut limbs = Vec::with_capacity(below.len());
+    let mut carry: Option<TExpr> = None;
+    for part in below {
+        let v = match &carry {
+            Some(carry) => bin(BinaryOp::Add, part, carry),
+            None => part.clone(),
+        };
+        limbs.push(bin(BinaryOp::BitAnd, &v, &mask));
+        carry = Some(bin(BinaryOp::Shr, &v, &thirty_two));
+    }
+    let mut top = match &carry {
+        Some(carry) => bin(BinaryOp::Add, top, carry),
+        None => top.clone(),
+    };
+    if modular {
+        // The top limb's low 32 bits, sign-extended.
+        top = bin(
+            BinaryOp::Shr,
+            &bin(BinaryOp::Shl, &top, &thirty_two),
+            &thirty_two,
+        );
+    }
+    let negative = cmp(CmpOp::Lt, &top, &int(0));
+    let mut quotients = vec![bin(BinaryOp::FloorDiv, &top, c)];
+    let mut rem = bin(BinaryOp::FloorMod, &top, c);
+    for limb in limbs.iter().rev() {
+        let cur = bin(BinaryOp::Add, &bin(BinaryOp::Mul, &rem, &two32), limb);
+        quotients.push(bin(BinaryOp::Div, &cur, c));
+        rem = bin(BinaryOp::Mod, &cur, c);
+    }
+    let mut quotients = quotients.into_iter().rev();
+    let floor = match (quotients.next(), quotients.next()) {
+        (Some(q0), Some(q1)) => bin(BinaryOp::Add, &bin(BinaryOp::Mul, &q1, &two32), &q0),
+        (Some(q0), None) => q0,
+        (None, _) => int(0),
+    };
+    let up = bin(
+        BinaryOp::LogicalAnd,
+        &negative,
+        &cmp(CmpOp::Ne, &rem, &int(0)),
+    );
+    bin(BinaryOp::Add, &floor, &up.cast(DType::I64))
+}
+
 #[cfg(test)]
 pub(crate) mod interp {
     //! A reference evaluator of tensor expressions for the compute definitions' tests: every
@@ -1149,10 +1225,6 @@ pub(crate) mod op_tests {
                         }
                         for name in names {
                             for dtype in DTYPES {
-                                // The 128-bit mean of 64-bit integers has no definition.
-                                if name == "mean" && !dtype.is_float() && dtype.bits == 64 {
-                                    continue;
-                                }
                                 let mut set = set.clone();
                                 if name.starts_with("arg") {
                                     let last = rng.below(2) == 1;
@@ -1164,7 +1236,15 @@ pub(crate) mod op_tests {
                                 }
                             }
                         }
-                        for dtype in [DType::BOOL, DType::I8, DType::U16, DType::F32, DType::F64] {
+                        for dtype in [
+                            DType::BOOL,
+                            DType::I8,
+                            DType::U16,
+                            DType::I32,
+                            DType::U64,
+                            DType::F32,
+                            DType::F64,
+                        ] {
                             let x = random(&mut rng, dtype, shape);
                             let mean_shape: Vec<i64> = shape
                                 .iter()

@@ -1655,10 +1655,18 @@ fn leaky_relu_te(inputs: &[TeValue], attrs: &Attrs, out: &Type) -> Result<TeValu
     } else {
         compute::int_const(alpha as i128, dtype)
     };
+    // float16 scales in float64 with the exact `alpha`, as the reference does (`alpha`
+    // rounded to float16 would be off by up to one float16 step).
+    let wide = dtype == DType::F16;
+    let alpha_wide = compute::const_of(attr_float(attrs, "alpha")?, DType::F64);
     compute::broadcast_compute("T_leaky_relu", &shape, &[a], |r| {
         let x = &r[0];
         let zero = compute::zero(dtype);
-        let scaled = compute::bin(BinaryOp::Mul, x, &alpha);
+        let scaled = if wide {
+            compute::bin(BinaryOp::Mul, &x.clone().cast(DType::F64), &alpha_wide).cast(dtype)
+        } else {
+            compute::bin(BinaryOp::Mul, x, &alpha)
+        };
         Ok(compute::cmp(CmpOp::Gt, x, &zero).select(x.clone(), scaled))
     })
 }
@@ -2961,14 +2969,8 @@ fn window_sum(
             v.cast(DType::I64)
         })))
     } else if taps[0].saturating_mul(taps[1]) <= HALVES_LIMIT {
-        let shift = compute::int_const(32, dtype);
-        let mask = compute::int_const(0xffff_ffff, dtype);
-        let hi = sum("sum_hi", DType::I64, &|v| {
-            compute::bin(BinaryOp::Shr, &v, &shift).cast(DType::I64)
-        });
-        let lo = sum("sum_lo", DType::I64, &|v| {
-            compute::bin(BinaryOp::BitAnd, &v, &mask).cast(DType::I64)
-        });
+        let hi = sum("sum_hi", DType::I64, &|v| compute::high_half(&v));
+        let lo = sum("sum_lo", DType::I64, &|v| compute::low_half(&v));
         Ok(WindowSum::Halves(hi, lo))
     } else {
         Err(format!(
@@ -2996,25 +2998,7 @@ fn window_mean(sum: &WindowSum, i: &[TExpr], count: &TExpr, dtype: DType) -> TEx
         }
         WindowSum::Halves(hi, lo) => (hi.at(i), lo.at(i)),
     };
-    // sum = hi·2^32 + lo with lo ≥ 0. Dividing each part with remainders: hi = qh·c + rh and
-    // lo = ql·c + rl, then t = rh·2^32 + rl = qt·c + rt, so floor(sum / c) = qh·2^32 + ql + qt
-    // (wrapping, as the result wraps to 64 bits) with remainder rt.
-    let c = ix_max(count, &ix(1));
-    let div = |a: &TExpr| compute::bin(BinaryOp::FloorDiv, a, &c);
-    let rem = |a: &TExpr| compute::bin(BinaryOp::FloorMod, a, &c);
-    let two32 = ix(1 << 32);
-    let t = ix_add(&compute::bin(BinaryOp::Mul, &rem(&hi), &two32), &rem(&lo));
-    let floor = ix_add(
-        &ix_add(&compute::bin(BinaryOp::Mul, &div(&hi), &two32), &div(&lo)),
-        &div(&t),
-    );
-    // Truncation rounds a negative quotient with a remainder up. The sum is negative when
-    // hi + floor(lo / 2^32) is.
-    let carry = compute::bin(BinaryOp::Shr, &lo, &ix(32));
-    let negative = compute::cmp(CmpOp::Lt, &ix_add(&hi, &carry), &ix(0));
-    let inexact = compute::cmp(CmpOp::Ne, &rem(&t), &ix(0));
-    let up = compute::bin(BinaryOp::LogicalAnd, &negative, &inexact);
-    let q = up.select(ix_add(&floor, &ix(1)), floor);
+    let q = compute::wide_quotient(&[lo, hi], &ix_max(count, &ix(1)), false);
     compute::cmp(CmpOp::Eq, count, &ix(0))
         .select(ix(0), q)
         .cast(dtype)

@@ -10,16 +10,16 @@
 //! The compute definitions reduce in the reference's order and accumulator (floats in
 //! `float64`, integer sums and products in 64 bits, which agree modulo the dtype's width), then
 //! divide (`mean`, `variance`) and convert in an elementwise epilogue. The mean of 64-bit
-//! integers and the variance of 32- and 64-bit integers need 128-bit sums and have no compute
-//! definition; the max, min, argmax or argmin of an empty reduction (which always fails) has
-//! none either.
+//! integers and the variance of 32- and 64-bit integers divide 128-bit sums: they sum 32-bit
+//! pieces in `int64` and divide the wide sum exactly ([`compute::wide_quotient`]). The max,
+//! min, argmax or argmin of an empty reduction (which always fails) has no compute definition.
 
 use relay_ir::{
     AttrDefault as D, AttrField, AttrKind as K, Attrs, DType, Dim, EvalFn, NDArray, OpPattern as P,
     OpSchema, RelationFn, Type, Value,
 };
 
-use relay_ir::te::{BinaryOp, IterVar, ReduceOp, TExpr, TeValue, Tensor};
+use relay_ir::te::{BinaryOp, CmpOp, IterVar, ReduceOp, TExpr, TeValue, Tensor};
 
 use crate::compute::{self, ComputeResult};
 use crate::support::{
@@ -648,8 +648,8 @@ impl Folding {
 }
 
 /// The dtype `fold` accumulates elements of `dtype` in: floats in `float64` (as the reference
-/// does), integer sums and products in 64 bits (equal modulo the dtype's width), extremes in
-/// the dtype itself.
+/// does), integer sums and products in 64 bits (equal modulo the dtype's width; a mean of
+/// 64-bit integers sums halves instead, see [`wide_mean`]), extremes in the dtype itself.
 fn accumulator(fold: Fold, dtype: DType) -> DType {
     if dtype.is_float() {
         DType::F64
@@ -694,9 +694,7 @@ fn fold_te(inputs: &[TeValue], attrs: &Attrs, out: &Type, fold: Fold) -> Compute
     }
     let dtype = x.dtype;
     if fold == Fold::Mean && !dtype.is_float() && dtype.bits == 64 {
-        return Err(format!(
-            "the mean of a {dtype} tensor is not supported (it needs a 128-bit sum)"
-        ));
+        return wide_mean(x, &f);
     }
     let acc = accumulator(fold, dtype);
     let op = match fold {
@@ -764,6 +762,45 @@ fn arg_te(inputs: &[TeValue], attrs: &Attrs, out: &Type, max: bool) -> ComputeRe
     )
 }
 
+/// The most elements one output of a mean of 64-bit integers, or of a variance of 32-bit
+/// integers, may fold: the `int64` sums of 32-bit halves then stay below 2^62 and the divisor
+/// below 2^31, as [`compute::wide_quotient`] requires.
+const HALVES_LIMIT: i64 = 1 << 30;
+
+/// The most elements one output of a variance of 64-bit integers may fold: its `int64` sums of
+/// up to three 32-bit pieces per element stay below 3·2^61.
+const LIMBS_LIMIT: i64 = 1 << 29;
+
+/// Fails when each output of `f` folds more than `limit` elements.
+fn within(f: &Folding, limit: i64, what: &str, dtype: DType) -> Result<(), String> {
+    if f.inner_len > limit {
+        return Err(format!(
+            "the {what} of {} {dtype} values is not supported (at most {limit})",
+            f.inner_len
+        ));
+    }
+    Ok(())
+}
+
+/// `mean` of 64-bit integers, whose exact sum needs more than 64 bits: `int64` sums of the
+/// high halves and of the low halves, then the exact truncating division of their 128-bit
+/// total, as the reference divides its `i128` sum.
+fn wide_mean(x: &Tensor, f: &Folding) -> ComputeResult {
+    within(f, HALVES_LIMIT, "mean", x.dtype)?;
+    let sum = |part: &str, half: fn(&TExpr) -> TExpr| {
+        Tensor::compute(format!("T_mean_{part}"), &f.out_shape, |i| {
+            let (axes, index) = f.index(&x.shape, i);
+            half(&x.at(&index)).reduce(ReduceOp::Sum, axes)
+        })
+    };
+    let (hi, lo) = (sum("hi", compute::high_half), sum("lo", compute::low_half));
+    // An empty mean divides by zero: the reference's run-time error.
+    let count = TExpr::int(i128::from(f.inner_len), DType::I64);
+    compute::tensor_value(Tensor::compute("T_mean", &f.out_shape, |i| {
+        compute::wide_quotient(&[lo.at(i), hi.at(i)], &count, false).cast(f.out_dtype)
+    }))
+}
+
 /// `variance(data, mean)`: the sum of `(data - mean)²` (the mean broadcast along its size-1
 /// dimensions), divided by `N` or `N - 1`.
 fn variance_te(inputs: &[TeValue], attrs: &Attrs, out: &Type) -> ComputeResult {
@@ -783,34 +820,34 @@ fn variance_te(inputs: &[TeValue], attrs: &Attrs, out: &Type) -> ComputeResult {
             mean.shape, x.shape
         ));
     }
-    let dtype = x.dtype;
-    // Integer differences are squared exactly in 64 bits only for narrow dtypes.
-    let acc = if dtype.is_float() {
-        DType::F64
-    } else if dtype.bits <= 16 {
-        DType::I64
-    } else {
-        return Err(format!(
-            "the variance of a {dtype} tensor is not supported (it needs a 128-bit sum)"
-        ));
+    // The data and the mean read at an output index, and the reduction axes.
+    let reads = |i: &[TExpr]| {
+        let (axes, index) = f.index(&x.shape, i);
+        let at_mean: Vec<TExpr> = index
+            .iter()
+            .zip(&mean.shape)
+            .map(|(ix, &m)| if m == 1 { TExpr::index(0) } else { ix.clone() })
+            .collect();
+        (axes, x.at(&index), mean.at(&at_mean))
     };
     let count = f.inner_len - i64::from(unbiased);
+    let dtype = x.dtype;
+    if !dtype.is_float() && dtype.bits > 16 {
+        return wide_variance(&f, dtype, count, reads);
+    }
+    // Integer differences of narrow dtypes are squared and summed exactly in 64 bits.
+    let acc = if dtype.is_float() {
+        DType::F64
+    } else {
+        DType::I64
+    };
     let out_dtype = f.out_dtype;
     reduce_then(
         "variance",
         &f,
         |i| {
-            let (axes, index) = f.index(&x.shape, i);
-            let at_mean: Vec<TExpr> = index
-                .iter()
-                .zip(&mean.shape)
-                .map(|(ix, &m)| if m == 1 { TExpr::index(0) } else { ix.clone() })
-                .collect();
-            let diff = compute::bin(
-                BinaryOp::Sub,
-                &x.at(&index).cast(acc),
-                &mean.at(&at_mean).cast(acc),
-            );
+            let (axes, v, m) = reads(i);
+            let diff = compute::bin(BinaryOp::Sub, &v.cast(acc), &m.cast(acc));
             compute::bin(BinaryOp::Mul, &diff, &diff).reduce(ReduceOp::Sum, axes)
         },
         |r| {
@@ -825,8 +862,80 @@ fn variance_te(inputs: &[TeValue], attrs: &Attrs, out: &Type) -> ComputeResult {
     )
 }
 
+/// `variance` of 32- and 64-bit integers, whose squared differences and their sum need more
+/// than 64 bits. The reference squares and sums the differences in `i128`, wrapping, then
+/// divides truncating by `count` and wraps the quotient to the dtype; this sums 32-bit pieces
+/// of the squares in `int64` and divides the wide total exactly.
+///
+/// For 32-bit data a difference is exact in `int64` and its square, below 2^64, exact in
+/// `uint64`: two sums of its halves. For 64-bit data the difference's magnitude `d` (below
+/// 2^64) is exact in `uint64` (`v - m` or `m - v`, whichever is not negative, wrapping);
+/// with `d = a·2^32 + b`, `d² = b² + 2ab·2^32 + a²·2^64`, each product exact in `uint64`, so
+/// four sums of their halves at the weights 1, 2^32, 2^64 and 2^96 hold `Σ d²`, taken modulo
+/// 2^128 and signed as the reference's wrapping `i128` sum.
+fn wide_variance(
+    f: &Folding,
+    dtype: DType,
+    count: i64,
+    reads: impl Fn(&[TExpr]) -> (Vec<IterVar>, TExpr, TExpr),
+) -> ComputeResult {
+    let wide = dtype.bits == 64;
+    within(
+        f,
+        if wide { LIMBS_LIMIT } else { HALVES_LIMIT },
+        "variance",
+        dtype,
+    )?;
+    let u64c = |v: i128| TExpr::int(v, DType::U64);
+    let i64c = |v: i128| TExpr::int(v, DType::I64);
+    let add = |a: TExpr, b: TExpr| compute::bin(BinaryOp::Add, &a, &b);
+    let twice = |a: TExpr| compute::bin(BinaryOp::Mul, &a, &i64c(2));
+    // The pieces of the square of the difference at weights 2^(32k).
+    let pieces = |v: TExpr, m: TExpr| -> Vec<TExpr> {
+        if !wide {
+            let diff = compute::bin(BinaryOp::Sub, &v.cast(DType::I64), &m.cast(DType::I64));
+            let square = compute::bin(BinaryOp::Mul, &diff, &diff).cast(DType::U64);
+            return vec![compute::low_half(&square), compute::high_half(&square)];
+        }
+        let d = compute::cmp(CmpOp::Ge, &v, &m)
+            .select(
+                compute::bin(BinaryOp::Sub, &v, &m),
+                compute::bin(BinaryOp::Sub, &m, &v),
+            )
+            .cast(DType::U64);
+        let a = compute::bin(BinaryOp::Shr, &d, &u64c(32));
+        let b = compute::bin(BinaryOp::BitAnd, &d, &u64c(0xffff_ffff));
+        let mul = |x: &TExpr, y: &TExpr| compute::bin(BinaryOp::Mul, x, y);
+        let (aa, ab, bb) = (mul(&a, &a), mul(&a, &b), mul(&b, &b));
+        let (high, low) = (compute::high_half, compute::low_half);
+        vec![
+            low(&bb),
+            add(high(&bb), twice(low(&ab))),
+            add(twice(high(&ab)), low(&aa)),
+            high(&aa),
+        ]
+    };
+    let n = if wide { 4 } else { 2 };
+    let sums: Vec<Tensor> = (0..n)
+        .map(|k| {
+            Tensor::compute(format!("T_variance_sum{k}"), &f.out_shape, |i| {
+                let (axes, v, m) = reads(i);
+                pieces(v, m).swap_remove(k).reduce(ReduceOp::Sum, axes)
+            })
+        })
+        .collect();
+    // A count of zero or less is the reference's division by zero.
+    let divisor = i64c(i128::from(count.max(0)));
+    compute::tensor_value(Tensor::compute("T_variance", &f.out_shape, |i| {
+        let parts: Vec<TExpr> = sums.iter().map(|s| s.at(i)).collect();
+        compute::wide_quotient(&parts, &divisor, wide).cast(f.out_dtype)
+    }))
+}
+
 #[cfg(test)]
 mod tests {
+    use crate::compute::interp::Interp;
+    use crate::compute::op_tests::{Rng, check};
     use crate::testing::{attrs, ints};
     use relay_ir::AttrValue;
 
@@ -1112,6 +1221,247 @@ mod tests {
         let (_, d, v) =
             parts(&eval("variance", &[&n, &typed(DType::I32, &[1], &[3])], &[]).unwrap());
         assert_eq!((d, v), (DType::I32, vec![3.0]));
+    }
+
+    /// A tensor of `dtype` integers drawn, in one of three regimes, from the dtype's extremes
+    /// only, from values near them, or from extremes, small values and random bit patterns.
+    fn extreme_ints(rng: &mut Rng, dtype: DType, shape: &[i64]) -> NDArray {
+        let (lo, hi) = compute::int_range(dtype);
+        let n: i64 = shape.iter().product();
+        let regime = rng.below(3);
+        let v: Vec<i128> = (0..n)
+            .map(|_| match (regime, rng.below(6)) {
+                (0, k) => [lo, hi][k as usize % 2],
+                (1, k) if k < 3 => lo + i128::from(rng.below(1000)),
+                (1, _) => hi - i128::from(rng.below(1000)),
+                (_, 0) => lo,
+                (_, 1) => hi,
+                (_, 2) => i128::from(rng.below(41)) - 20,
+                _ => compute::wrap(i128::from(rng.next()), dtype),
+            })
+            .collect();
+        NDArray::from_i128_slice(dtype, shape, &v).unwrap()
+    }
+
+    /// Reduction attributes: every `axis` choice for `rank` dimensions (none, empty, each
+    /// subset, given positively or negatively), with `keepdims` and `exclude` drawn at random.
+    fn reduce_attrs(rng: &mut Rng, rank: usize) -> Vec<Vec<(&'static str, AttrValue)>> {
+        let mut axes = vec![None, Some(vec![])];
+        for subset in 1u32..(1 << rank) {
+            let pos: Vec<i64> = (0..rank as i64)
+                .filter(|d| subset & (1 << d) != 0)
+                .collect();
+            let neg: Vec<i64> = pos.iter().rev().map(|d| d - rank as i64).collect();
+            axes.push(Some(pos));
+            axes.push(Some(neg));
+        }
+        axes.into_iter()
+            .map(|axes| {
+                let mut set = vec![
+                    ("keepdims", AttrValue::Bool(rng.below(2) == 1)),
+                    ("exclude", AttrValue::Bool(rng.below(2) == 1)),
+                ];
+                if let Some(axes) = axes {
+                    set.push(axis(&axes));
+                }
+                set
+            })
+            .collect()
+    }
+
+    const WIDE_SHAPES: [&[i64]; 10] = [
+        &[],
+        &[0],
+        &[1],
+        &[5],
+        &[2, 3],
+        &[3, 0],
+        &[4, 1, 3],
+        &[2, 3, 4],
+        &[7, 9],
+        &[64],
+    ];
+
+    #[test]
+    fn wide_means_match_the_reference() {
+        let mut rng = Rng(0x5eed_0001);
+        let (mut calls, mut accepted) = (0, 0);
+        for shape in WIDE_SHAPES {
+            for set in reduce_attrs(&mut rng, shape.len()) {
+                for dtype in [DType::I64, DType::U64] {
+                    for _ in 0..2 {
+                        let x = extreme_ints(&mut rng, dtype, shape);
+                        calls += 1;
+                        accepted += usize::from(check("mean", &[x], &attrs("mean", &set)));
+                    }
+                }
+            }
+        }
+        assert_eq!(accepted, calls);
+    }
+
+    #[test]
+    fn wide_variances_match_the_reference() {
+        let mut rng = Rng(0x5eed_0002);
+        let (mut calls, mut accepted) = (0, 0);
+        for shape in WIDE_SHAPES {
+            for set in reduce_attrs(&mut rng, shape.len()) {
+                for dtype in [DType::I32, DType::U32, DType::I64, DType::U64] {
+                    let x = extreme_ints(&mut rng, dtype, shape);
+                    let mean_shape: Vec<i64> = shape
+                        .iter()
+                        .map(|&d| if rng.below(2) == 0 { 1 } else { d })
+                        .collect();
+                    let m = extreme_ints(&mut rng, dtype, &mean_shape);
+                    for unbiased in [false, true] {
+                        let mut set = set.clone();
+                        set.push(("unbiased", AttrValue::Bool(unbiased)));
+                        let inputs = [x.clone(), m.clone()];
+                        calls += 1;
+                        accepted +=
+                            usize::from(check("variance", &inputs, &attrs("variance", &set)));
+                    }
+                }
+            }
+        }
+        assert_eq!(accepted, calls);
+    }
+
+    /// The compute definition of `op` on `inputs`, evaluated.
+    fn te_eval(op: &str, inputs: &[NDArray], set: &[(&str, AttrValue)]) -> Vec<i128> {
+        let schema = crate::lookup(op).unwrap();
+        let types: Vec<Type> = inputs
+            .iter()
+            .map(|a| Type::tensor(a.shape(), a.dtype()))
+            .collect();
+        let set = attrs(op, set);
+        let out = (schema.relation.unwrap())(&types, &set).unwrap();
+        let placeholders: Vec<TeValue> = inputs
+            .iter()
+            .enumerate()
+            .map(|(i, a)| {
+                TeValue::Tensor(Tensor::placeholder(
+                    format!("p{i}"),
+                    a.shape().to_vec(),
+                    a.dtype(),
+                    i,
+                ))
+            })
+            .collect();
+        let te = (schema.compute.unwrap())(&placeholders, &set, &out).unwrap();
+        let t = te.as_tensor().unwrap();
+        Interp::new(inputs).tensor(t).unwrap().to_i128_vec()
+    }
+
+    #[test]
+    fn wide_sums_divide_exactly() {
+        let ints =
+            |dtype, v: &[i128]| NDArray::from_i128_slice(dtype, &[v.len() as i64], v).unwrap();
+        let (min, max) = (i128::from(i64::MIN), i128::from(i64::MAX));
+        let umax = i128::from(u64::MAX);
+        // Sums that overflow 64 bits, truncating toward zero.
+        assert_eq!(
+            te_eval("mean", &[ints(DType::I64, &[max, max, max])], &[]),
+            [max]
+        );
+        assert_eq!(
+            te_eval("mean", &[ints(DType::I64, &[min, min, -1])], &[]),
+            [(2 * min - 1) / 3]
+        );
+        assert_eq!(
+            te_eval("mean", &[ints(DType::I64, &[min, min, 1])], &[]),
+            [(2 * min + 1) / 3]
+        );
+        assert_eq!(
+            te_eval("mean", &[ints(DType::U64, &[umax, umax - 4])], &[]),
+            [umax - 2]
+        );
+        // A 32-bit variance whose squares overflow 64 bits once summed: 2·(2^32 - 1)² / 2,
+        // wrapped to int32.
+        let x = ints(DType::I32, &[-(1 << 31), (1 << 31) - 1, -(1 << 31)]);
+        let m = ints(DType::I32, &[(1 << 31) - 1]);
+        let want = compute::wrap(2 * ((1 << 32) - 1i128).pow(2) / 2, DType::I32);
+        let set = [yes("unbiased")];
+        assert_eq!(te_eval("variance", &[x, m], &set), [want]);
+        // A 64-bit variance whose 128-bit sum wraps negative: (2^64 - 1)² - 2^128 = 1 - 2^65,
+        // halved toward zero and wrapped to int64.
+        let x = ints(DType::I64, &[min, max]);
+        let m = ints(DType::I64, &[min]);
+        let want = compute::wrap((1 - (1i128 << 65)) / 2, DType::I64);
+        assert_eq!(want, 1);
+        assert_eq!(te_eval("variance", &[x.clone(), m.clone()], &[]), [want]);
+        let r = eval("variance", &[&Value::tensor(x), &Value::tensor(m)], &[]).unwrap();
+        assert_eq!(r.as_tensor().unwrap().to_i128_vec(), [want]);
+        // The same in uint64: two squares (2^64 - 1)², each 1 - 2^65 as a wrapping i128.
+        let x = ints(DType::U64, &[0, umax, umax]);
+        let m = ints(DType::U64, &[0]);
+        let square = umax.wrapping_mul(umax);
+        assert_eq!(square, 1 - (1i128 << 65));
+        let want = compute::wrap(square.wrapping_mul(2) / 3, DType::U64);
+        assert_eq!(te_eval("variance", &[x, m], &[]), [want]);
+    }
+
+    /// `wide_quotient` of constant parts, evaluated.
+    fn quotient(parts: &[i64], c: i64, modular: bool) -> i128 {
+        let parts: Vec<TExpr> = parts
+            .iter()
+            .map(|&p| TExpr::int(i128::from(p), DType::I64))
+            .collect();
+        let c = TExpr::int(i128::from(c), DType::I64);
+        let t = Tensor::compute("q", &[], |_| compute::wide_quotient(&parts, &c, modular));
+        Interp::new(&[]).tensor(&t).unwrap().to_i128_vec()[0]
+    }
+
+    #[test]
+    fn wide_quotients_at_their_bounds() {
+        let mut rng = Rng(0x5eed_0003);
+        let bound = (1i64 << 62) + ((1 << 62) - (1 << 32));
+        let part = |rng: &mut Rng| match rng.below(5) {
+            0 => bound,
+            1 => -bound,
+            2 => rng.below(1 << 32) as i64,
+            3 => rng.below(41) as i64 - 20,
+            _ => (rng.next() as i64) >> rng.below(2),
+        };
+        for _ in 0..2000 {
+            let c = match rng.below(4) {
+                0 => 1,
+                1 => (1 << 31) - 1,
+                2 => 3,
+                _ => 1 + rng.below((1 << 31) - 1) as i64,
+            };
+            // Two parts: S = p1·2^32 + p0 is exact in i128.
+            let p = [part(&mut rng), part(&mut rng)];
+            let s = i128::from(p[1]) * (1 << 32) + i128::from(p[0]);
+            let want = compute::wrap(s / i128::from(c), DType::I64);
+            assert_eq!(quotient(&p, c, false), want, "{p:?} / {c}");
+            // Modulo 2^(32n), n = 1 to 4: S wraps as an i128 would, then as n·32 bits.
+            for n in 1..=4 {
+                let p: Vec<i64> = (0..n).map(|_| part(&mut rng)).collect();
+                let s = p.iter().enumerate().fold(0i128, |s, (k, &v)| {
+                    s.wrapping_add(i128::from(v).wrapping_shl(32 * k as u32))
+                });
+                let s = if n == 4 {
+                    s
+                } else {
+                    let bits = 32 * n as u32;
+                    (s << (128 - bits)) >> (128 - bits)
+                };
+                let want = compute::wrap(s / i128::from(c), DType::I64);
+                assert_eq!(quotient(&p, c, true), want, "{p:?} / {c} (modular)");
+            }
+        }
+        assert!(
+            Interp::new(&[])
+                .tensor(&Tensor::compute("q", &[], |_| {
+                    compute::wide_quotient(
+                        &[TExpr::int(5, DType::I64)],
+                        &TExpr::int(0, DType::I64),
+                        false,
+                    )
+                }))
+                .is_err()
+        );
     }
 
     #[test]
