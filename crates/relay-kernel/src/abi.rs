@@ -80,12 +80,117 @@ pub type PackedCFunc = unsafe extern "C" fn(
 ) -> i32;
 
 /// The kernel context a kernel's `resource_handle` points to (tvm-rfcs #34): where it reports
-/// errors, and (later) its thread pool and scratch workspace.
-#[derive(Debug, Default)]
+/// errors, the threads its parallel loops and GEMM calls run on, and the workspace its scratch
+/// buffers live in. One context serves one call at a time (the VM keeps one per thread); its
+/// workspace is reused from call to call.
 pub struct KernelContext {
-    /// The message of the last failed call (`kernel fused_add: argument 1 (p1): expected shape
-    /// [2, 3], got [3, 2]`).
+    /// The message of the last failure, set by the kernel when it returns non-zero.
     pub error: Option<String>,
+    /// Where parallel work runs.
+    threads: Threads,
+    /// Scratch memory, grown on demand and reused (`u64`s: 8-byte aligned; scratch buffers
+    /// start at the first 64-byte boundary).
+    workspace: Vec<u64>,
+}
+
+/// The threads of a [`KernelContext`].
+enum Threads {
+    /// The calling thread only.
+    One,
+    /// Rayon's global pool (one thread per core).
+    Global,
+    /// A pool of its own.
+    Pool(std::sync::Arc<rayon::ThreadPool>),
+}
+
+impl Default for KernelContext {
+    /// A context running parallel work on every core (rayon's global pool).
+    fn default() -> KernelContext {
+        KernelContext::with_threads(0)
+    }
+}
+
+impl std::fmt::Debug for KernelContext {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KernelContext")
+            .field("error", &self.error)
+            .field("threads", &self.threads())
+            .field("workspace_bytes", &(self.workspace.len() * 8))
+            .finish()
+    }
+}
+
+impl KernelContext {
+    /// A context whose kernels use `threads` threads: 0 means one per core (rayon's global
+    /// pool), 1 the calling thread only. If a pool of that size cannot be created (the system
+    /// refuses threads), the context runs on the calling thread alone.
+    pub fn with_threads(threads: usize) -> KernelContext {
+        let threads = match threads {
+            0 => Threads::Global,
+            1 => Threads::One,
+            n => match rayon::ThreadPoolBuilder::new().num_threads(n).build() {
+                Ok(pool) => Threads::Pool(std::sync::Arc::new(pool)),
+                Err(_) => Threads::One,
+            },
+        };
+        KernelContext {
+            error: None,
+            threads,
+            workspace: Vec::new(),
+        }
+    }
+
+    /// How many threads its kernels use.
+    pub fn threads(&self) -> usize {
+        match &self.threads {
+            Threads::One => 1,
+            Threads::Global => rayon::current_num_threads(),
+            Threads::Pool(pool) => pool.current_num_threads(),
+        }
+    }
+
+    /// Runs `f(i)` for every `i` in `0..n`, spread over the context's threads, and returns the
+    /// first non-zero result met (or 0).
+    pub(crate) fn parallel(&self, n: i64, f: &(dyn Fn(i64) -> i32 + Sync)) -> i32 {
+        use rayon::prelude::*;
+        let run = || {
+            (0..n)
+                .into_par_iter()
+                .map(f)
+                .find_any(|&rc| rc != 0)
+                .unwrap_or(0)
+        };
+        match &self.threads {
+            _ if n <= 1 || self.threads() <= 1 => (0..n).map(f).find(|&rc| rc != 0).unwrap_or(0),
+            Threads::Pool(pool) => pool.install(run),
+            _ => run(),
+        }
+    }
+
+    /// `sizes.len()` 64-byte aligned scratch regions of the given byte sizes in the workspace
+    /// (growing it if needed), or `None` if that much memory cannot be reserved.
+    fn scratch(&mut self, sizes: &[u64]) -> Option<Vec<*mut u8>> {
+        let mut total: u64 = DATA_ALIGNMENT;
+        for &s in sizes {
+            total =
+                total.checked_add(s.checked_add(DATA_ALIGNMENT - 1)? & !(DATA_ALIGNMENT - 1))?;
+        }
+        let words = usize::try_from(total.div_ceil(8)).ok()?;
+        if self.workspace.len() < words {
+            self.workspace.clear();
+            self.workspace.try_reserve_exact(words).ok()?;
+            self.workspace.resize(words, 0);
+        }
+        let base = self.workspace.as_mut_ptr().cast::<u8>();
+        let mut offset = base.align_offset(DATA_ALIGNMENT as usize);
+        let mut out = Vec::with_capacity(sizes.len());
+        for &s in sizes {
+            out.push(base.wrapping_add(offset));
+            let rounded = (s + DATA_ALIGNMENT - 1) & !(DATA_ALIGNMENT - 1);
+            offset += usize::try_from(rounded).ok()?;
+        }
+        Some(out)
+    }
 }
 
 /// `kTVMNDArrayHandle`: an NDArray handle, which points at the `DLTensor` at the start of the
@@ -107,6 +212,8 @@ pub const ERR_NEGATIVE_POWER: i32 = 3;
 /// A body's run-time error code: a flat index outside its buffer (a bug in lowering, caught by
 /// the checks code generation inserts where it cannot prove an index in bounds).
 pub const ERR_OUT_OF_BOUNDS: i32 = 4;
+/// Error code: a host routine the kernel called (GEMM) refused its arguments.
+pub const ERR_HOST: i32 = 5;
 
 /// The message of a body's run-time error code.
 pub fn body_error_message(code: i32) -> String {
@@ -115,6 +222,7 @@ pub fn body_error_message(code: i32) -> String {
         ERR_MOD_BY_ZERO => "integer modulo by zero".into(),
         ERR_NEGATIVE_POWER => "integers to negative integer powers are not allowed".into(),
         ERR_OUT_OF_BOUNDS => "buffer index out of bounds".into(),
+        ERR_HOST => "a host routine refused its arguments".into(),
         other => format!("run-time error {other}"),
     }
 }
@@ -127,6 +235,9 @@ pub struct KernelSpec {
     pub name: String,
     /// One entry per tensor argument, inputs first.
     pub args: Vec<ArgSpec>,
+    /// The byte sizes of the kernel's scratch buffers, which follow the arguments in the
+    /// buffer array the body receives.
+    pub scratch: Vec<u64>,
 }
 
 /// What a kernel expects of one tensor argument.
@@ -167,7 +278,8 @@ fn compact_strides(shape: &[i64]) -> Vec<i64> {
 }
 
 /// Checks one packed call's arguments against `spec` and, if they match, writes each tensor's
-/// first-element address (`data + byte_offset`) to `out[i]`. Returns 0, or -1 after writing a
+/// first-element address (`data + byte_offset`) to `out[i]`, followed by the addresses of the
+/// kernel's scratch buffers in the context's workspace. Returns 0, or -1 after writing a
 /// message naming the kernel, the argument and the mismatch to the [`KernelContext`] behind
 /// `resource_handle` (when it is not null). Never reads or writes tensor data.
 ///
@@ -177,7 +289,7 @@ fn compact_strides(shape: &[i64]) -> Vec<i64> {
 /// elements (or `num_args` differs from the spec's count); every tensor argument is null or
 /// points to a `DLTensor` whose `shape` (and `strides`, when not null) are valid for `ndim`
 /// elements; `resource_handle` is null or points to a `KernelContext` nothing else accesses
-/// during the call; `out` is valid for `spec.args.len()` writes.
+/// during the call; `out` is valid for `spec.args.len() + spec.scratch.len()` writes.
 pub unsafe extern "C" fn relay_kernel_check_args(
     spec: *const KernelSpec,
     args: *const TVMValue,
@@ -191,7 +303,7 @@ pub unsafe extern "C" fn relay_kernel_check_args(
         return -1;
     };
     // SAFETY: forwarded from this function's contract.
-    let result = unsafe { check_args(spec, args, type_codes, num_args, out) };
+    let result = unsafe { check_args(spec, args, type_codes, num_args, resource_handle, out) };
     match result {
         Ok(()) => 0,
         Err(message) => {
@@ -243,6 +355,7 @@ unsafe fn check_args(
     args: *const TVMValue,
     type_codes: *const i32,
     num_args: i32,
+    resource_handle: *mut c_void,
     out: *mut *mut u8,
 ) -> Result<(), String> {
     let n = spec.args.len();
@@ -328,8 +441,23 @@ unsafe fn check_args(
         }
         ptrs.push(t.data.cast::<u8>().wrapping_add(t.byte_offset as usize));
     }
+    if !spec.scratch.is_empty() {
+        // SAFETY: by this function's contract, `resource_handle` is null or a live context.
+        let Some(ctx) = (unsafe { resource_handle.cast::<KernelContext>().as_mut() }) else {
+            return Err(
+                "the kernel needs a kernel context (resource handle) for its scratch \
+                        buffers, got null"
+                    .into(),
+            );
+        };
+        let total: u64 = spec.scratch.iter().fold(0u64, |a, &b| a.saturating_add(b));
+        let regions = ctx
+            .scratch(&spec.scratch)
+            .ok_or_else(|| format!("cannot allocate {total} bytes of scratch workspace"))?;
+        ptrs.extend(regions);
+    }
     for (i, p) in ptrs.into_iter().enumerate() {
-        // SAFETY: `out` is valid for `n` writes.
+        // SAFETY: `out` is valid for one write per argument and scratch buffer.
         unsafe { *out.add(i) = p };
     }
     Ok(())

@@ -9,7 +9,7 @@ use std::collections::HashMap;
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 
-use relay_ir::{Expr, Type, structural_eq, structural_hash, type_eq};
+use relay_ir::{Expr, ExprKind, Type, structural_eq, structural_hash, type_eq};
 
 use crate::error::KernelError;
 use crate::loops::LoopFunc;
@@ -115,6 +115,30 @@ impl KernelCache {
         Ok(compiled)
     }
 
+    /// The kernel of primitive function `func` (a function expression, `Primitive=1`) for
+    /// arguments of the concrete types `arg_types` (its tensor arguments in call order, tuple
+    /// parameters flattened), named `name`: the cached one, or `func` specialized to those
+    /// types when it has `?` dimensions ([`crate::specialize::specialize`]) and compiled. This
+    /// is how the VM compiles a dynamic primitive on first call, once per distinct argument
+    /// types; a static primitive is compiled once (its argument types are always the same).
+    /// Arguments that do not fit `func` are a [`KernelError::Call`], never cached.
+    pub fn get_or_compile_for(
+        &self,
+        func: &Expr,
+        arg_types: &[Type],
+        name: &str,
+    ) -> Result<Arc<PackedFunc>, KernelError> {
+        let ExprKind::Function(f) = func.kind() else {
+            return Err(KernelError::Lower {
+                message: format!("kernel {name}: not a function literal"),
+            });
+        };
+        self.get_or_compile(KernelKey::new(func, arg_types), || {
+            let specialized = crate::specialize::specialize_named(f, arg_types, name)?;
+            crate::lower_primitive(&specialized, name)
+        })
+    }
+
     /// The number of cached kernels still alive.
     pub fn len(&self) -> usize {
         self.lock()
@@ -163,7 +187,7 @@ impl From<String> for LowerError {
 #[cfg(test)]
 mod tests {
     use relay_ir::te::BinaryOp;
-    use relay_ir::{DType, ExprKind, Span, Symbol};
+    use relay_ir::{DType, Span, Symbol};
 
     use super::*;
     use crate::loops::{Buffer, BufferId, BufferRole, ForKind, LExpr, Local, LocalId, Stmt};
@@ -281,5 +305,41 @@ mod tests {
         let mut out = relay_runtime::NDArray::zeros(DType::F32, &[4]).unwrap();
         again.call(&[&x], &mut [&mut out]).unwrap();
         assert_eq!(out.to_f64_vec(), vec![2., 4., 6., 8.]);
+    }
+
+    #[test]
+    fn dynamic_primitives_compile_once_per_argument_types() {
+        let prim = crate::compose::tests::primitive(
+            r#"#[version = "0.0.5"]
+def @main(%x: Tensor[(?, 2), float32]) {
+  %0 = fn (%p0: Tensor[(?, 2), float32], Primitive=1) {
+    add(%p0, %p0)
+  };
+  %0(%x)
+}"#,
+        );
+        let f = Expr::new(ExprKind::Function(prim), Span::DUMMY);
+        let cache = KernelCache::new();
+        let t3 = [relay_ir::Type::tensor(&[3, 2], DType::F32)];
+        let t5 = [relay_ir::Type::tensor(&[5, 2], DType::F32)];
+        let a = cache.get_or_compile_for(&f, &t3, "k").unwrap();
+        let b = cache.get_or_compile_for(&f, &t3, "k").unwrap();
+        assert!(Arc::ptr_eq(&a, &b));
+        let c = cache.get_or_compile_for(&f, &t5, "k").unwrap();
+        assert!(!Arc::ptr_eq(&a, &c));
+        assert_eq!(cache.compiled(), 2);
+        let x =
+            relay_runtime::NDArray::from_f64_slice(DType::F32, &[3, 2], &[1., 2., 3., 4., 5., 6.])
+                .unwrap();
+        let mut out = relay_runtime::NDArray::zeros(DType::F32, &[3, 2]).unwrap();
+        a.call(&[&x], &mut [&mut out]).unwrap();
+        assert_eq!(out.to_f64_vec(), vec![2., 4., 6., 8., 10., 12.]);
+        // Arguments that do not fit are an error, and nothing is compiled.
+        let bad = [relay_ir::Type::tensor(&[3, 4], DType::F32)];
+        let err = cache.get_or_compile_for(&f, &bad, "k").unwrap_err();
+        assert!(matches!(err, KernelError::Call { .. }), "{err:?}");
+        assert_eq!(cache.compiled(), 2);
+        let not_a_function = Expr::new(ExprKind::Global(Symbol::intern("f")), Span::DUMMY);
+        assert!(cache.get_or_compile_for(&not_a_function, &t3, "k").is_err());
     }
 }

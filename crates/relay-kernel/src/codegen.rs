@@ -21,10 +21,19 @@
 //! through `f64`, which can differ by one rounding for integers above 2^24 — rare); anything
 //! → `bool` is `!= 0` (NaN is true); comparisons with NaN are false except `Ne`. Float math
 //! without a Cranelift instruction calls the [`math`] host functions; `float32`
-//! `FloorDiv` and `Rsqrt` compute in `f64`, as the reference does. `float16` and `bfloat16` are
-//! rejected ([`KernelError::UnsupportedDType`]).
+//! `FloorDiv` and `Rsqrt` compute in `f64`, as the reference does. `float16` values are `i16`
+//! bit patterns that are only loaded, stored, assigned, selected and converted: lowering
+//! computes every `float16` operation in a wider float and rounds its result (`lower.rs`), so
+//! any other operation on one is a malformed kernel; a conversion from `float16` widens exactly
+//! to `f32` and goes on from there, one to `float16` rounds once (ties to even) from `f32` or
+//! `f64` (anything else converts to `f64` first), both through the [`math`] host functions
+//! `relay_f16_to_f32`, `relay_f32_to_f16` and `relay_f64_to_f16`. `bfloat16` is rejected
+//! ([`KernelError::UnsupportedDType`]).
 //!
-//! Loops: `Serial` loops count up; `Parallel` loops run serially in this slice (the thread pool
+//! Loops: `Serial` loops count up; a `Parallel` loop is outlined into a function of its own,
+//! `fn(buffers, ctx, lo, hi) -> i32` running iterations `lo..hi` (vectorized like a
+//! `Vectorized` loop when it has lanes), which the body hands to the host's
+//! `relay_kernel_parallel_for` with the kernel context (the thread pool
 //! comes later); `Vectorized { lanes }` loops run a vector main loop over
 //! `extent / lanes * lanes` iterations and a scalar tail. In the vector body, an index that is
 //! the loop counter plus a loop-invariant base gives contiguous accesses — one Cranelift vector
@@ -59,12 +68,13 @@ use relay_ir::te::{BinaryOp, CmpOp, UnaryOp};
 use relay_ir::{DType, DTypeCode};
 
 use crate::abi::{
-    ArgSpec, DLDataType, ERR_DIV_BY_ZERO, ERR_MOD_BY_ZERO, ERR_NEGATIVE_POWER, ERR_OUT_OF_BOUNDS,
-    KernelSpec,
+    ArgSpec, DLDataType, ERR_DIV_BY_ZERO, ERR_HOST, ERR_MOD_BY_ZERO, ERR_NEGATIVE_POWER,
+    ERR_OUT_OF_BOUNDS, KernelSpec,
 };
 use crate::error::KernelError;
+use crate::host::{DGEMM_SYMBOL, PARALLEL_FOR_SYMBOL, SGEMM_SYMBOL};
 use crate::jit::{self, CHECK_ARGS_SYMBOL, REPORT_SYMBOL};
-use crate::loops::{BufferId, ForKind, LExpr, LocalId, LoopFunc, Stmt};
+use crate::loops::{BufferId, BufferRole, ForKind, Gemm, LExpr, LocalId, LoopFunc, Stmt};
 use crate::math;
 
 /// A kernel defined in a JIT module (not yet finalized).
@@ -107,6 +117,7 @@ pub fn define(
     // The body.
     let mut body_sig = module.make_signature();
     body_sig.params.push(AbiParam::new(ptr));
+    body_sig.params.push(AbiParam::new(ptr));
     body_sig.returns.push(AbiParam::new(types::I32));
     let body_name = format!("k{index}.{}.body", func.name);
     let body_id = module
@@ -118,10 +129,12 @@ pub fn define(
         let config = module.target_config();
         let b = FunctionBuilder::new(&mut ctx.func, &mut fctx);
         let mut g = Gen::new(func, b, module, ptr)?;
+        g.symbol = body_name.clone();
         g.body()?;
         g.b.seal_all_blocks();
         g.b.finalize(config);
         if let Some(text) = clif.as_deref_mut() {
+            text.extend(g.outlined_clif.drain(..));
             let mut imports: Vec<String> = g
                 .imports
                 .iter()
@@ -156,6 +169,7 @@ pub fn kernel_spec(func: &LoopFunc) -> Result<KernelSpec, KernelError> {
     let args = func
         .buffers
         .iter()
+        .filter(|b| b.role != BufferRole::Scratch)
         .map(|b| {
             scalar_type(&func.name, b.dtype)?;
             Ok(ArgSpec {
@@ -169,9 +183,30 @@ pub fn kernel_spec(func: &LoopFunc) -> Result<KernelSpec, KernelError> {
             })
         })
         .collect::<Result<_, KernelError>>()?;
+    let scratch = func
+        .buffers
+        .iter()
+        .filter(|b| b.role == BufferRole::Scratch)
+        .map(|b| {
+            let bytes = u64::from(b.dtype.bits.div_ceil(8)).max(1);
+            b.shape
+                .iter()
+                .try_fold(bytes, |n, &d| n.checked_mul(u64::try_from(d).ok()?))
+                .ok_or_else(|| malformed(func, format!("scratch buffer {} is too large", b.name)))
+        })
+        .collect::<Result<_, KernelError>>()?;
+    if func
+        .buffers
+        .iter()
+        .skip_while(|b| b.role != BufferRole::Scratch)
+        .any(|b| b.role != BufferRole::Scratch)
+    {
+        return Err(malformed(func, "a scratch buffer before an argument"));
+    }
     Ok(KernelSpec {
         name: func.name.clone(),
         args,
+        scratch,
     })
 }
 
@@ -238,7 +273,14 @@ fn define_entry(
             3,
         ));
         let ptrs = b.ins().stack_addr(ptr, slot, 0);
-        let spec_addr = b.ins().iconst(ptr, Arc::as_ptr(spec) as usize as i64);
+        // Text for `--emit clif` is of code never run: it shows 0 instead of the spec's
+        // address, so that it is the same from run to run.
+        let address = if clif.is_some() {
+            0
+        } else {
+            Arc::as_ptr(spec) as usize as i64
+        };
+        let spec_addr = b.ins().iconst(ptr, address);
         let call = b
             .ins()
             .call(check, &[spec_addr, args, codes, num, rh, ptrs]);
@@ -251,7 +293,7 @@ fn define_entry(
         );
         b.ins().brif(rc, fail, &[], ok, &[]);
         b.switch_to_block(ok);
-        let call = b.ins().call(body, &[ptrs]);
+        let call = b.ins().call(body, &[ptrs, rh]);
         let code = b.inst_results(call)[0];
         b.ins()
             .brif(code, report_block, &[BlockArg::Value(code)], done, &[]);
@@ -273,7 +315,7 @@ fn define_entry(
     if let Some(text) = clif {
         text.push_str(&format!(
             "; kernel {} packed entry\n; fn0 = {CHECK_ARGS_SYMBOL}\n; fn1 = {REPORT_SYMBOL}\n\
-             ; fn2 = the body\n{}\n",
+             ; fn2 = the body\n; (the KernelSpec's address shows as 0)\n{}\n",
             func.name,
             ctx.func.display()
         ));
@@ -295,6 +337,8 @@ fn scalar_type(kernel: &str, d: DType) -> Result<Type, KernelError> {
             (DTypeCode::Int | DTypeCode::UInt, 16) => Some(types::I16),
             (DTypeCode::Int | DTypeCode::UInt, 32) => Some(types::I32),
             (DTypeCode::Int | DTypeCode::UInt, 64) => Some(types::I64),
+            // `float16`: its bits (see the module documentation).
+            (DTypeCode::Float, 16) => Some(types::I16),
             (DTypeCode::Float, 32) => Some(types::F32),
             (DTypeCode::Float, 64) => Some(types::F64),
             _ => None,
@@ -342,6 +386,8 @@ struct VecCx {
     /// The values of the compound expressions emitted since the last assignment, by
     /// [`expr_key`]: structurally equal pure subexpressions share their code.
     memo: HashMap<String, (VVal, DType)>,
+    /// Accumulators (`acc = acc op v`): one variable per lane, combined after the loop.
+    accs: HashMap<LocalId, (BinaryOp, Vec<Variable>)>,
 }
 
 /// The code generator of one body function.
@@ -366,6 +412,16 @@ struct Gen<'a, 'b> {
     err: Option<Block>,
     /// Whether vector rounding instructions are native (SSE4.1).
     vector_rounding: bool,
+    /// The kernel context (the packed call's resource handle), once the body has begun.
+    ctx: Option<Value>,
+    /// The buffer address array the function received, once it has begun.
+    ptrs: Option<Value>,
+    /// The function's symbol (outlined parallel loops are named after it).
+    symbol: String,
+    /// How many parallel loops have been outlined from this function.
+    outlined: usize,
+    /// The CLIF text of the outlined functions (for `relayc build --emit clif`).
+    outlined_clif: Vec<String>,
 }
 
 /// A result of this module.
@@ -418,6 +474,11 @@ impl<'a, 'b> Gen<'a, 'b> {
             imports: HashMap::new(),
             err: None,
             vector_rounding,
+            ctx: None,
+            ptrs: None,
+            symbol: String::new(),
+            outlined: 0,
+            outlined_clif: Vec::new(),
         })
     }
 
@@ -427,10 +488,26 @@ impl<'a, 'b> Gen<'a, 'b> {
 
     /// Emits the whole body function.
     fn body(&mut self) -> R<()> {
+        self.prologue()?;
+        let func = self.func;
+        let mut counts = HashMap::new();
+        count_assignments(&func.body, &mut counts);
+        self.collect_local_ranges(&func.body, &counts);
+        self.stmt(&func.body)?;
+        self.epilogue();
+        Ok(())
+    }
+
+    /// The entry block: the parameters (buffer addresses, kernel context, ...), each buffer's
+    /// base address, and every local at zero.
+    fn prologue(&mut self) -> R<Vec<Value>> {
         let entry = self.b.create_block();
         self.b.append_block_params_for_function_params(entry);
         self.b.switch_to_block(entry);
-        let ptrs = self.b.block_params(entry)[0];
+        let params = self.b.block_params(entry).to_vec();
+        let ptrs = params[0];
+        self.ptrs = Some(ptrs);
+        self.ctx = Some(params[1]);
         for i in 0..self.func.buffers.len() {
             let offset = i32::try_from(i * 8).map_err(|_| self.malformed("too many buffers"))?;
             let base = self
@@ -444,11 +521,11 @@ impl<'a, 'b> Gen<'a, 'b> {
             let zero = self.zero(l.dtype)?;
             self.b.def_var(self.vars[i], zero);
         }
-        let func = self.func;
-        let mut counts = HashMap::new();
-        count_assignments(&func.body, &mut counts);
-        self.collect_local_ranges(&func.body, &counts);
-        self.stmt(&func.body)?;
+        Ok(params)
+    }
+
+    /// Returns 0, and the error block returns its code.
+    fn epilogue(&mut self) {
         let zero = self.b.ins().iconst(types::I32, 0);
         self.b.ins().return_(&[zero]);
         if let Some(err) = self.err {
@@ -456,6 +533,106 @@ impl<'a, 'b> Gen<'a, 'b> {
             let code = self.b.block_params(err)[0];
             self.b.ins().return_(&[code]);
         }
+    }
+
+    /// Whether a parallel loop's body can be outlined: it reads no local assigned outside it
+    /// (other than its counter), so each chunk can start from zeroed locals.
+    fn outlinable(&self, var: LocalId, body: &Stmt) -> bool {
+        let (mut read, mut assigned) = (Vec::new(), vec![var]);
+        stmt_locals(body, &mut read, &mut assigned);
+        read.iter().all(|l| assigned.contains(l))
+    }
+
+    /// A parallel loop: its iterations as a function of their range
+    /// (`fn(buffers, ctx, lo, hi) -> i32`, vectorized over `lanes` when they allow it), handed
+    /// to the host's `relay_kernel_parallel_for`; a chunk's error code fails the kernel.
+    fn parallel_loop(&mut self, var: LocalId, extent: i64, lanes: u32, body: &Stmt) -> R<()> {
+        let codegen_err = |kernel: &str, e: &dyn std::fmt::Display| KernelError::Codegen {
+            kernel: kernel.to_string(),
+            message: e.to_string(),
+        };
+        let mut sig = self.module.make_signature();
+        for ty in [self.ptr, self.ptr, types::I64, types::I64] {
+            sig.params.push(AbiParam::new(ty));
+        }
+        sig.returns.push(AbiParam::new(types::I32));
+        let name = format!("{}.par{}", self.symbol, self.outlined);
+        self.outlined += 1;
+        let id = self
+            .module
+            .declare_function(&name, Linkage::Local, &sig)
+            .map_err(|e| codegen_err(&self.func.name, &e))?;
+        let mut ctx = self.module.make_context();
+        ctx.func.signature = sig;
+        let mut fctx = FunctionBuilderContext::new();
+        let mut clif = Vec::new();
+        {
+            let config = self.module.target_config();
+            let b = FunctionBuilder::new(&mut ctx.func, &mut fctx);
+            let mut g = Gen::new(self.func, b, &mut *self.module, self.ptr)?;
+            g.symbol = name.clone();
+            g.ranges = self.ranges.clone();
+            g.local_ranges = self.local_ranges.clone();
+            let params = g.prologue()?;
+            let (lo, hi) = (params[2], params[3]);
+            if (2..=64).contains(&lanes) && g.vectorizable(var, body) {
+                let n = g.b.ins().isub(hi, lo);
+                let whole = g.b.ins().sdiv_imm_s(n, i64::from(lanes));
+                let len = g.b.ins().imul_imm_s(whole, i64::from(lanes));
+                let main = g.b.ins().iadd(lo, len);
+                g.vector_loop_between(var, lo, main, lanes, body)?;
+                g.serial_loop_between(var, main, hi, body)?;
+            } else {
+                g.serial_loop_between(var, lo, hi, body)?;
+            }
+            g.epilogue();
+            g.b.seal_all_blocks();
+            g.b.finalize(config);
+            clif.append(&mut g.outlined_clif);
+        }
+        clif.push(format!(
+            "; kernel {} parallel loop {name}\n{}\n",
+            self.func.name,
+            ctx.func.display()
+        ));
+        self.outlined_clif.extend(clif);
+        self.module.define_function(id, &mut ctx).map_err(|e| {
+            codegen_err(
+                &self.func.name,
+                &cranelift_module::ModuleError::to_string(&e),
+            )
+        })?;
+        self.module.clear_context(&mut ctx);
+        // The call.
+        let fref = self.module.declare_func_in_func(id, self.b.func);
+        let addr = self.b.ins().func_addr(self.ptr, fref);
+        let (ctx_v, ptrs) = (
+            self.ctx
+                .ok_or_else(|| self.malformed("a parallel loop outside a body"))?,
+            self.ptrs
+                .ok_or_else(|| self.malformed("a parallel loop outside a body"))?,
+        );
+        let runner = match self.imports.get(PARALLEL_FOR_SYMBOL) {
+            Some(f) => *f,
+            None => {
+                let mut sig = Signature::new(self.module.isa().default_call_conv());
+                for ty in [self.ptr, self.ptr, self.ptr, types::I64] {
+                    sig.params.push(AbiParam::new(ty));
+                }
+                sig.returns.push(AbiParam::new(types::I32));
+                let fid = self
+                    .module
+                    .declare_function(PARALLEL_FOR_SYMBOL, Linkage::Import, &sig)
+                    .map_err(|e| codegen_err(&self.func.name, &e))?;
+                let f = self.module.declare_func_in_func(fid, self.b.func);
+                self.imports.insert(PARALLEL_FOR_SYMBOL.to_string(), f);
+                f
+            }
+        };
+        let n = self.b.ins().iconst(types::I64, extent);
+        let call = self.b.ins().call(runner, &[ctx_v, addr, ptrs, n]);
+        let rc = self.b.inst_results(call)[0];
+        self.fail_with(rc);
         Ok(())
     }
 
@@ -464,6 +641,15 @@ impl<'a, 'b> Gen<'a, 'b> {
     fn stmt(&mut self, s: &Stmt) -> R<()> {
         match s {
             Stmt::Seq(items) => items.iter().try_for_each(|s| self.stmt(s)),
+            Stmt::Gemm(g) => self.gemm(g),
+            Stmt::Range {
+                var,
+                start,
+                end,
+                extent,
+                kind,
+                body,
+            } => self.range_loop(*var, start, end, *extent, *kind, body),
             Stmt::Assign { local, value } => {
                 let (v, d) = self.expr(value)?;
                 let want = self.local_dtype(*local)?;
@@ -505,6 +691,18 @@ impl<'a, 'b> Gen<'a, 'b> {
                 }
                 let saved = self.ranges.insert(*var, (0, i128::from(*extent) - 1));
                 let result = match kind {
+                    ForKind::Parallel { lanes } if *extent > 1 && self.outlinable(*var, body) => {
+                        self.parallel_loop(*var, *extent, *lanes, body)
+                    }
+                    ForKind::Parallel { lanes }
+                        if *lanes >= 2 && *lanes <= 64 && self.vectorizable(*var, body) =>
+                    {
+                        let main = extent / i64::from(*lanes) * i64::from(*lanes);
+                        if main > 0 {
+                            self.vector_loop(*var, main, *lanes, body)?;
+                        }
+                        self.serial_loop(*var, main, *extent, body)
+                    }
                     ForKind::Vectorized { lanes }
                         if *lanes >= 2 && *lanes <= 64 && self.vectorizable(*var, body) =>
                     {
@@ -525,6 +723,162 @@ impl<'a, 'b> Gen<'a, 'b> {
         }
     }
 
+    /// A [`Gemm`]: checks that the three matrices lie within their buffers and calls the
+    /// host's GEMM, returning its error code if it fails.
+    fn gemm(&mut self, g: &Gemm) -> R<()> {
+        let d = self.buffer_dtype(g.c.buffer)?;
+        if !is_float(d) || (d.bits != 32 && d.bits != 64) {
+            return Err(self.malformed(format!("a GEMM on {d} buffers")));
+        }
+        for m in [&g.a, &g.b, &g.c] {
+            if self.buffer_dtype(m.buffer)? != d {
+                return Err(self.malformed("a GEMM's buffers have different dtypes"));
+            }
+        }
+        if [
+            g.m,
+            g.n,
+            g.k,
+            g.a.row_stride,
+            g.a.col_stride,
+            g.b.row_stride,
+            g.b.col_stride,
+            g.c.row_stride,
+            g.c.col_stride,
+        ]
+        .iter()
+        .any(|&v| v < 0)
+        {
+            return Err(self.malformed("a GEMM with a negative size or stride"));
+        }
+        if g.m == 0 || g.n == 0 {
+            return Ok(());
+        }
+        let size = i64::from(d.bits / 8);
+        let mut addrs = Vec::with_capacity(3);
+        for (m, rows, cols) in [(&g.a, g.m, g.k), (&g.b, g.k, g.n), (&g.c, g.m, g.n)] {
+            let (first, fd) = self.expr(&m.offset)?;
+            if fd != DType::I64 {
+                return Err(self.malformed("a GEMM offset must be int64"));
+            }
+            if rows > 0 && cols > 0 {
+                let span = (rows - 1)
+                    .checked_mul(m.row_stride)
+                    .and_then(|r| {
+                        (cols - 1)
+                            .checked_mul(m.col_stride)
+                            .and_then(|c| r.checked_add(c))
+                    })
+                    .ok_or_else(|| self.malformed("a GEMM matrix is too large"))?;
+                self.check_index(m.buffer, first)?;
+                let last = self.b.ins().iadd_imm_s(first, span);
+                self.check_index(m.buffer, last)?;
+            }
+            let base = self.bases[m.buffer.0 as usize];
+            addrs.push(self.element_addr(base, first, size));
+        }
+        let ctx = self
+            .ctx
+            .ok_or_else(|| self.malformed("a GEMM outside the body"))?;
+        let symbol = if d.bits == 32 {
+            SGEMM_SYMBOL
+        } else {
+            DGEMM_SYMBOL
+        };
+        let f = match self.imports.get(symbol) {
+            Some(f) => *f,
+            None => {
+                let mut sig = Signature::new(self.module.isa().default_call_conv());
+                sig.params.push(AbiParam::new(self.ptr));
+                for _ in 0..3 {
+                    sig.params.push(AbiParam::new(types::I64));
+                }
+                for _ in 0..3 {
+                    sig.params.push(AbiParam::new(self.ptr));
+                    sig.params.push(AbiParam::new(types::I64));
+                    sig.params.push(AbiParam::new(types::I64));
+                }
+                sig.returns.push(AbiParam::new(types::I32));
+                let id = self
+                    .module
+                    .declare_function(symbol, Linkage::Import, &sig)
+                    .map_err(|e| KernelError::Codegen {
+                        kernel: self.func.name.clone(),
+                        message: e.to_string(),
+                    })?;
+                let f = self.module.declare_func_in_func(id, self.b.func);
+                self.imports.insert(symbol.to_string(), f);
+                f
+            }
+        };
+        let mut args = vec![ctx];
+        for v in [g.m, g.k, g.n] {
+            args.push(self.b.ins().iconst(types::I64, v));
+        }
+        for (m, addr) in [&g.a, &g.b, &g.c].into_iter().zip(addrs) {
+            args.push(addr);
+            args.push(self.b.ins().iconst(types::I64, m.row_stride));
+            args.push(self.b.ins().iconst(types::I64, m.col_stride));
+        }
+        let call = self.b.ins().call(f, &args);
+        let rc = self.b.inst_results(call)[0];
+        let failed = self.b.ins().icmp_imm_s(IntCC::NotEqual, rc, 0);
+        self.fail_if(failed, ERR_HOST);
+        Ok(())
+    }
+
+    /// A loop over `start..end`, bounds clamped to `0 <= start <= end <= extent` (so the
+    /// counter's range is `0..extent` for bounds checks), vectorized like a `Vectorized` loop
+    /// when asked and possible.
+    fn range_loop(
+        &mut self,
+        var: LocalId,
+        start: &LExpr,
+        end: &LExpr,
+        extent: i64,
+        kind: ForKind,
+        body: &Stmt,
+    ) -> R<()> {
+        if self.local_dtype(var)? != DType::I64 {
+            return Err(self.malformed("a loop counter must be an int64 local"));
+        }
+        if extent <= 0 {
+            return Ok(());
+        }
+        let (s, sd) = self.expr(start)?;
+        let (e, ed) = self.expr(end)?;
+        if sd != DType::I64 || ed != DType::I64 {
+            return Err(self.malformed("loop bounds must be int64"));
+        }
+        let (zero, max) = (
+            self.b.ins().iconst(types::I64, 0),
+            self.b.ins().iconst(types::I64, extent),
+        );
+        let s = self.b.ins().smax(s, zero);
+        let s = self.b.ins().smin(s, max);
+        let e = self.b.ins().smax(e, s);
+        let e = self.b.ins().smin(e, max);
+        let saved = self.ranges.insert(var, (0, i128::from(extent) - 1));
+        let result = (|| match kind {
+            ForKind::Vectorized { lanes }
+                if (2..=64).contains(&lanes) && self.vectorizable(var, body) =>
+            {
+                let n = self.b.ins().isub(e, s);
+                let whole = self.b.ins().sdiv_imm_s(n, i64::from(lanes));
+                let len = self.b.ins().imul_imm_s(whole, i64::from(lanes));
+                let main = self.b.ins().iadd(s, len);
+                self.vector_loop_between(var, s, main, lanes, body)?;
+                self.serial_loop_between(var, main, e, body)
+            }
+            _ => self.serial_loop_between(var, s, e, body),
+        })();
+        match saved {
+            Some(r) => self.ranges.insert(var, r),
+            None => self.ranges.remove(&var),
+        };
+        result
+    }
+
     /// `for var in start..end { body }`, one iteration after another.
     fn serial_loop(&mut self, var: LocalId, start: i64, end: i64, body: &Stmt) -> R<()> {
         if start >= end {
@@ -536,16 +890,29 @@ impl<'a, 'b> Gen<'a, 'b> {
             self.b.def_var(v, i);
             return self.stmt(body);
         }
+        let first = self.b.ins().iconst(types::I64, start);
+        let end = self.b.ins().iconst(types::I64, end);
+        self.serial_loop_between(var, first, end, body)
+    }
+
+    /// `for var in start..end { body }` with bounds known at run time only.
+    fn serial_loop_between(
+        &mut self,
+        var: LocalId,
+        first: Value,
+        end: Value,
+        body: &Stmt,
+    ) -> R<()> {
+        let v = self.vars[var.0 as usize];
         let (header, block, exit) = (
             self.b.create_block(),
             self.b.create_block(),
             self.b.create_block(),
         );
         let i = self.b.append_block_param(header, types::I64);
-        let first = self.b.ins().iconst(types::I64, start);
         self.b.ins().jump(header, &[BlockArg::Value(first)]);
         self.b.switch_to_block(header);
-        let more = self.b.ins().icmp_imm_s(IntCC::SignedLessThan, i, end);
+        let more = self.b.ins().icmp(IntCC::SignedLessThan, i, end);
         self.b.ins().brif(more, block, &[], exit, &[]);
         self.b.switch_to_block(block);
         self.b.def_var(v, i);
@@ -558,16 +925,59 @@ impl<'a, 'b> Gen<'a, 'b> {
 
     /// The vector main loop: `for base in (0..main).step_by(lanes) { body on lanes }`.
     fn vector_loop(&mut self, var: LocalId, main: i64, lanes: u32, body: &Stmt) -> R<()> {
+        let first = self.b.ins().iconst(types::I64, 0);
+        let main = self.b.ins().iconst(types::I64, main);
+        self.vector_loop_between(var, first, main, lanes, body)
+    }
+
+    /// `for base in (first..main).step_by(lanes) { body on lanes }` (`main - first` a multiple
+    /// of `lanes`), with bounds known at run time only.
+    fn vector_loop_between(
+        &mut self,
+        var: LocalId,
+        first: Value,
+        main: Value,
+        lanes: u32,
+        body: &Stmt,
+    ) -> R<()> {
+        // Accumulators: lane 0 starts from the accumulator's value, the others from the
+        // operation's identity (set before the loop, so they enter it as block parameters).
+        let mut accs = HashMap::new();
+        for (local, op) in accumulators(var, body) {
+            let d = self.local_dtype(local)?;
+            let ty = scalar_type(&self.func.name, d)?;
+            let identity = match op {
+                BinaryOp::Mul | BinaryOp::LogicalAnd => {
+                    if is_float(d) {
+                        self.float_const(1.0, d)?
+                    } else {
+                        self.iconst(ty, 1)
+                    }
+                }
+                _ => self.zero(d)?,
+            };
+            let mut vars = Vec::with_capacity(lanes as usize);
+            for k in 0..lanes {
+                let v = self.b.declare_var(ty);
+                let init = if k == 0 {
+                    self.b.use_var(self.vars[local.0 as usize])
+                } else {
+                    identity
+                };
+                self.b.def_var(v, init);
+                vars.push(v);
+            }
+            accs.insert(local, (op, vars));
+        }
         let (header, block, exit) = (
             self.b.create_block(),
             self.b.create_block(),
             self.b.create_block(),
         );
         let i = self.b.append_block_param(header, types::I64);
-        let first = self.b.ins().iconst(types::I64, 0);
         self.b.ins().jump(header, &[BlockArg::Value(first)]);
         self.b.switch_to_block(header);
-        let more = self.b.ins().icmp_imm_s(IntCC::SignedLessThan, i, main);
+        let more = self.b.ins().icmp(IntCC::SignedLessThan, i, main);
         self.b.ins().brif(more, block, &[], exit, &[]);
         self.b.switch_to_block(block);
         let mut cx = VecCx {
@@ -576,6 +986,7 @@ impl<'a, 'b> Gen<'a, 'b> {
             counter: i,
             locals: HashMap::new(),
             memo: HashMap::new(),
+            accs,
         };
         self.vstmt(body, &mut cx)?;
         // The counter holds the last lane's value, as after the corresponding serial iterations.
@@ -584,17 +995,27 @@ impl<'a, 'b> Gen<'a, 'b> {
         let next = self.b.ins().iadd_imm_s(i, i64::from(lanes));
         self.b.ins().jump(header, &[BlockArg::Value(next)]);
         self.b.switch_to_block(exit);
+        // Each accumulator: its lanes combined, in lane order.
+        for (local, (op, vars)) in cx.accs {
+            let d = self.local_dtype(local)?;
+            let mut total = self.b.use_var(vars[0]);
+            for v in &vars[1..] {
+                let lane = self.b.use_var(*v);
+                total = self.binary(op, total, lane, d)?;
+            }
+            self.b.def_var(self.vars[local.0 as usize], total);
+        }
         Ok(())
     }
 
     /// Whether a loop body can run several iterations at once: a straight line of stores and
     /// assignments that never assigns the counter, reads no local of the body before assigning
-    /// it, and reads no buffer it writes.
+    /// it, and reads a buffer it writes only in place (at the index it stores to).
     fn vectorizable(&self, var: LocalId, body: &Stmt) -> bool {
         fn walk(s: &Stmt, out: &mut Vec<Stmt>) -> bool {
             match s {
                 Stmt::Seq(items) => items.iter().all(|s| walk(s, out)),
-                Stmt::For { .. } => false,
+                Stmt::For { .. } | Stmt::Range { .. } | Stmt::Gemm(_) => false,
                 other => {
                     out.push(other.clone());
                     true
@@ -625,7 +1046,12 @@ impl<'a, 'b> Gen<'a, 'b> {
         if !walk(body, &mut stmts) {
             return false;
         }
-        let mut assigned_so_far: Vec<LocalId> = Vec::new();
+        // Accumulators are read only by their own accumulation; they count as assigned.
+        let accs: Vec<LocalId> = accumulators(var, body)
+            .into_iter()
+            .map(|(l, _)| l)
+            .collect();
+        let mut assigned_so_far: Vec<LocalId> = accs.clone();
         let mut assigned_anywhere: Vec<LocalId> = Vec::new();
         let mut stored: Vec<BufferId> = Vec::new();
         let mut loaded: Vec<BufferId> = Vec::new();
@@ -668,7 +1094,35 @@ impl<'a, 'b> Gen<'a, 'b> {
                 _ => return false,
             }
         }
-        !stored.iter().any(|b| loaded.contains(b))
+        // A buffer the body both reads and writes is fine only in place: one store to it,
+        // and every load of it at that store's index (the same lanes, in order).
+        stored.iter().all(|b| {
+            if !loaded.contains(b) {
+                return true;
+            }
+            let stores: Vec<String> = stmts
+                .iter()
+                .filter_map(|s| match s {
+                    Stmt::Store { buffer, index, .. } if buffer == b => Some(expr_key(index)),
+                    _ => None,
+                })
+                .collect();
+            let [key] = &stores[..] else {
+                return false;
+            };
+            let mut loads = Vec::new();
+            for s in &stmts {
+                match s {
+                    Stmt::Assign { value, .. } => loads_of(value, *b, &mut loads),
+                    Stmt::Store { index, value, .. } => {
+                        loads_of(index, *b, &mut loads);
+                        loads_of(value, *b, &mut loads);
+                    }
+                    _ => {}
+                }
+            }
+            loads.iter().all(|k| k == key)
+        })
     }
 
     // ----- Vectorized statements -----
@@ -676,6 +1130,28 @@ impl<'a, 'b> Gen<'a, 'b> {
     fn vstmt(&mut self, s: &Stmt, cx: &mut VecCx) -> R<()> {
         match s {
             Stmt::Seq(items) => items.iter().try_for_each(|s| self.vstmt(s, cx)),
+            Stmt::Assign { local, value } if cx.accs.contains_key(local) => {
+                let Some((op, operand)) = accumulation(*local, value) else {
+                    return Err(self.malformed("an accumulator assigned another way"));
+                };
+                let (v, d) = self.vexpr(operand, cx)?;
+                if d != self.local_dtype(*local)? {
+                    return Err(self.malformed("an accumulation of another dtype"));
+                }
+                let lanes = self.lanes_of(&v, cx.lanes)?;
+                let vars = cx
+                    .accs
+                    .get(local)
+                    .map(|(_, v)| v.clone())
+                    .unwrap_or_default();
+                for (lane, var) in lanes.into_iter().zip(vars) {
+                    let acc = self.b.use_var(var);
+                    let next = self.binary(op, acc, lane, d)?;
+                    self.b.def_var(var, next);
+                }
+                cx.memo.clear();
+                Ok(())
+            }
             Stmt::Assign { local, value } => {
                 let (v, d) = self.vexpr(value, cx)?;
                 let want = self.local_dtype(*local)?;
@@ -764,7 +1240,9 @@ impl<'a, 'b> Gen<'a, 'b> {
                 }
                 Ok(())
             }
-            Stmt::For { .. } => Err(self.malformed("a loop inside a vectorized loop")),
+            Stmt::For { .. } | Stmt::Range { .. } | Stmt::Gemm(_) => {
+                Err(self.malformed("a loop or GEMM inside a vectorized loop"))
+            }
         }
     }
 
@@ -773,7 +1251,7 @@ impl<'a, 'b> Gen<'a, 'b> {
     /// The Cranelift vector type of `lanes` lanes of `d`, when it is 128 bits wide (and not
     /// `bool`, whose lanes need normalizing).
     fn vector_type(&self, d: DType, lanes: u32) -> Option<Type> {
-        if d.code == DTypeCode::Bool {
+        if d.code == DTypeCode::Bool || d == DType::F16 {
             return None;
         }
         let ty = scalar_type(&self.func.name, d).ok()?;
@@ -982,6 +1460,7 @@ impl<'a, 'b> Gen<'a, 'b> {
                 if ad != bd {
                     return Err(self.malformed(format!("{op:?} of {ad} and {bd}")));
                 }
+                self.no_f16_arithmetic(&format!("{op:?}"), ad)?;
                 match (&x, &y) {
                     (VVal::Uniform(x), VVal::Uniform(y)) => {
                         VVal::Uniform(self.compare(*op, *x, *y, ad))
@@ -1327,6 +1806,7 @@ impl<'a, 'b> Gen<'a, 'b> {
                 if ad != bd {
                     return Err(self.malformed(format!("{op:?} of {ad} and {bd}")));
                 }
+                self.no_f16_arithmetic(&format!("{op:?}"), ad)?;
                 self.compare(*op, x, y, ad)
             }
             LExpr::Select(c, a, b) => {
@@ -1445,6 +1925,9 @@ impl<'a, 'b> Gen<'a, 'b> {
             }
             Stmt::For {
                 var, extent, body, ..
+            }
+            | Stmt::Range {
+                var, extent, body, ..
             } => {
                 if *extent <= 0 {
                     return;
@@ -1464,7 +1947,7 @@ impl<'a, 'b> Gen<'a, 'b> {
                     self.local_ranges.insert(*local, (lo.min(0), hi.max(0)));
                 }
             }
-            Stmt::Store { .. } => {}
+            Stmt::Store { .. } | Stmt::Gemm(_) => {}
         }
     }
 
@@ -1486,9 +1969,19 @@ impl<'a, 'b> Gen<'a, 'b> {
         self.check_index(buffer, last)
     }
 
-    /// Branches to the error return with `code` when `cond` is non-zero.
-    fn fail_if(&mut self, cond: Value, code: i32) {
-        let err = match self.err {
+    /// Branches to the error return with `code` (an `i32` value) when it is non-zero.
+    fn fail_with(&mut self, code: Value) {
+        let err = self.err_block();
+        let cont = self.b.create_block();
+        self.b
+            .ins()
+            .brif(code, err, &[BlockArg::Value(code)], cont, &[]);
+        self.b.switch_to_block(cont);
+    }
+
+    /// The block returning an error code.
+    fn err_block(&mut self) -> Block {
+        match self.err {
             Some(b) => b,
             None => {
                 let b = self.b.create_block();
@@ -1496,7 +1989,12 @@ impl<'a, 'b> Gen<'a, 'b> {
                 self.err = Some(b);
                 b
             }
-        };
+        }
+    }
+
+    /// Branches to the error return with `code` when `cond` is non-zero.
+    fn fail_if(&mut self, cond: Value, code: i32) {
+        let err = self.err_block();
         let cont = self.b.create_block();
         let code = self.b.ins().iconst(types::I32, i64::from(code));
         self.b
@@ -1518,6 +2016,8 @@ impl<'a, 'b> Gen<'a, 'b> {
 
     fn float_const(&mut self, v: f64, d: DType) -> R<Value> {
         Ok(match d.bits {
+            // Rounded once, as the reference rounds a `float16` constant.
+            16 if d == DType::F16 => self.iconst(types::I16, math::f64_to_f16(v).into()),
             32 => self.b.ins().f32const(v as f32),
             64 => self.b.ins().f64const(v),
             _ => {
@@ -1540,7 +2040,11 @@ impl<'a, 'b> Gen<'a, 'b> {
 
     /// `x != 0` as a `bool` (an `i8` 0 or 1; NaN is true).
     fn truthy(&mut self, x: Value, d: DType) -> Value {
-        if is_float(d) {
+        if d == DType::F16 {
+            // Any bit but the sign's: not ±0 (NaN is true).
+            let magnitude = self.b.ins().band_imm_u(x, 0x7fff);
+            self.b.ins().icmp_imm_s(IntCC::NotEqual, magnitude, 0)
+        } else if is_float(d) {
             let ty = self.b.func.dfg.value_type(x);
             let zero = if ty == types::F32 {
                 self.b.ins().f32const(0.0)
@@ -1597,6 +2101,48 @@ impl<'a, 'b> Gen<'a, 'b> {
         self.call_host(&math::symbol_for(name, d.bits == 32), args, ty)
     }
 
+    /// Rejects arithmetic on `float16` bits: lowering computes it in a wider float.
+    fn no_f16_arithmetic(&self, what: &str, d: DType) -> R<()> {
+        if d == DType::F16 {
+            return Err(self.malformed(format!(
+                "{what} of float16 values (lowering computes float16 operations in float64)"
+            )));
+        }
+        Ok(())
+    }
+
+    /// Calls one of the `float16` conversion host functions ([`math::relay_f16_to_f32`],
+    /// ...): `x` of type `from` to type `to`, the `i16` bits zero-extended across the call.
+    fn convert_host(&mut self, name: &str, x: Value, from: Type, to: Type) -> R<Value> {
+        let param = |ty: Type| {
+            if ty == types::I16 {
+                AbiParam::new(ty).uext()
+            } else {
+                AbiParam::new(ty)
+            }
+        };
+        let f = match self.imports.get(name) {
+            Some(f) => *f,
+            None => {
+                let mut sig = Signature::new(self.module.isa().default_call_conv());
+                sig.params.push(param(from));
+                sig.returns.push(param(to));
+                let id = self
+                    .module
+                    .declare_function(name, Linkage::Import, &sig)
+                    .map_err(|e| KernelError::Codegen {
+                        kernel: self.func.name.clone(),
+                        message: e.to_string(),
+                    })?;
+                let f = self.module.declare_func_in_func(id, self.b.func);
+                self.imports.insert(name.to_string(), f);
+                f
+            }
+        };
+        let call = self.b.ins().call(f, &[x]);
+        Ok(self.b.inst_results(call)[0])
+    }
+
     fn require_float(&self, what: &str, d: DType) -> R<()> {
         if is_float(d) {
             Ok(())
@@ -1606,6 +2152,7 @@ impl<'a, 'b> Gen<'a, 'b> {
     }
 
     fn unary(&mut self, op: UnaryOp, x: Value, d: DType) -> R<Value> {
+        self.no_f16_arithmetic(&format!("{op:?}"), d)?;
         let float = is_float(d);
         let ty = scalar_type(&self.func.name, d)?;
         let math_name = match op {
@@ -1781,6 +2328,7 @@ impl<'a, 'b> Gen<'a, 'b> {
     }
 
     fn binary(&mut self, op: BinaryOp, x: Value, y: Value, d: DType) -> R<Value> {
+        self.no_f16_arithmetic(&format!("{op:?}"), d)?;
         let float = is_float(d);
         let ty = scalar_type(&self.func.name, d)?;
         let v = match op {
@@ -1940,6 +2488,20 @@ impl<'a, 'b> Gen<'a, 'b> {
         }
         let tty = scalar_type(&self.func.name, to)?;
         let fty = scalar_type(&self.func.name, from)?;
+        if from == DType::F16 {
+            // Exactly to `f32`, then on from there.
+            let wide = self.convert_host(math::F16_TO_F32, x, types::I16, types::F32)?;
+            return self.cast(to, wide, DType::F32);
+        }
+        if to == DType::F16 {
+            // One rounding, from `f32` or `f64` (integers convert to `f64` first, exactly up
+            // to 2^53 and rounded to nearest beyond, as the reference's `as f64`).
+            if from == DType::F32 {
+                return self.convert_host(math::F32_TO_F16, x, types::F32, types::I16);
+            }
+            let wide = self.cast(DType::F64, x, from)?;
+            return self.convert_host(math::F64_TO_F16, wide, types::F64, types::I16);
+        }
         if to.code == DTypeCode::Bool {
             return Ok(self.truthy(x, from));
         }
@@ -2055,16 +2617,182 @@ fn expr_key(e: &LExpr) -> String {
     out
 }
 
+/// `local op operand` (either order) when `value` accumulates into `local` with an
+/// associative operation vector lanes may split: integer `+ *`, float `+ *` (reordering float
+/// sums within SPEC §4's reduction tolerance), and `&& ||`.
+fn accumulation(local: LocalId, value: &LExpr) -> Option<(BinaryOp, &LExpr)> {
+    let LExpr::Binary(
+        op @ (BinaryOp::Add | BinaryOp::Mul | BinaryOp::LogicalAnd | BinaryOp::LogicalOr),
+        a,
+        b,
+    ) = value
+    else {
+        return None;
+    };
+    match (a.as_ref(), b.as_ref()) {
+        (LExpr::Local(l), other) | (other, LExpr::Local(l)) if *l == local => {
+            let mut reads = Vec::new();
+            walk_locals(other, &mut reads);
+            (!reads.contains(&local)).then_some((*op, other))
+        }
+        _ => None,
+    }
+}
+
+/// The locals an expression reads.
+fn walk_locals(e: &LExpr, out: &mut Vec<LocalId>) {
+    match e {
+        LExpr::Local(l) => out.push(*l),
+        LExpr::Int(..) | LExpr::Float(..) => {}
+        LExpr::Load { index, .. } => walk_locals(index, out),
+        LExpr::Unary(_, a) | LExpr::Cast(_, a) => walk_locals(a, out),
+        LExpr::Binary(_, a, b) | LExpr::Compare(_, a, b) => {
+            walk_locals(a, out);
+            walk_locals(b, out);
+        }
+        LExpr::Select(c, a, b) => {
+            walk_locals(c, out);
+            walk_locals(a, out);
+            walk_locals(b, out);
+        }
+    }
+}
+
+/// The accumulators of a loop body (a straight line): locals other than the counter assigned
+/// exactly once, by an [`accumulation`], and read nowhere else in the body.
+fn accumulators(var: LocalId, body: &Stmt) -> Vec<(LocalId, BinaryOp)> {
+    let mut stmts: Vec<&Stmt> = Vec::new();
+    fn flat<'s>(s: &'s Stmt, out: &mut Vec<&'s Stmt>) {
+        match s {
+            Stmt::Seq(items) => items.iter().for_each(|s| flat(s, out)),
+            other => out.push(other),
+        }
+    }
+    flat(body, &mut stmts);
+    let mut out = Vec::new();
+    for s in &stmts {
+        let Stmt::Assign { local, value } = s else {
+            continue;
+        };
+        if *local == var {
+            continue;
+        }
+        let Some((op, _)) = accumulation(*local, value) else {
+            continue;
+        };
+        let assigned = stmts
+            .iter()
+            .filter(|t| matches!(t, Stmt::Assign { local: l, .. } if l == local))
+            .count();
+        let mut reads = Vec::new();
+        for t in &stmts {
+            match t {
+                Stmt::Assign { local: l, value } if l == local => {
+                    if let Some((_, operand)) = accumulation(*local, value) {
+                        walk_locals(operand, &mut reads);
+                    }
+                }
+                Stmt::Assign { value, .. } => walk_locals(value, &mut reads),
+                Stmt::Store { index, value, .. } => {
+                    walk_locals(index, &mut reads);
+                    walk_locals(value, &mut reads);
+                }
+                _ => {}
+            }
+        }
+        if assigned == 1 && !reads.contains(local) {
+            out.push((*local, op));
+        }
+    }
+    out
+}
+
+/// The keys ([`expr_key`]) of the indices at which `e` loads buffer `b`.
+fn loads_of(e: &LExpr, b: BufferId, out: &mut Vec<String>) {
+    match e {
+        LExpr::Local(_) | LExpr::Int(..) | LExpr::Float(..) => {}
+        LExpr::Load { buffer, index } => {
+            if *buffer == b {
+                out.push(expr_key(index));
+            }
+            loads_of(index, b, out);
+        }
+        LExpr::Unary(_, a) | LExpr::Cast(_, a) => loads_of(a, b, out),
+        LExpr::Binary(_, x, y) | LExpr::Compare(_, x, y) => {
+            loads_of(x, b, out);
+            loads_of(y, b, out);
+        }
+        LExpr::Select(c, x, y) => {
+            loads_of(c, b, out);
+            loads_of(x, b, out);
+            loads_of(y, b, out);
+        }
+    }
+}
+
+/// The locals a statement reads and those it assigns (loop counters included).
+fn stmt_locals(s: &Stmt, read: &mut Vec<LocalId>, assigned: &mut Vec<LocalId>) {
+    fn expr(e: &LExpr, read: &mut Vec<LocalId>) {
+        match e {
+            LExpr::Local(l) => read.push(*l),
+            LExpr::Int(..) | LExpr::Float(..) => {}
+            LExpr::Load { index, .. } => expr(index, read),
+            LExpr::Unary(_, a) | LExpr::Cast(_, a) => expr(a, read),
+            LExpr::Binary(_, a, b) | LExpr::Compare(_, a, b) => {
+                expr(a, read);
+                expr(b, read);
+            }
+            LExpr::Select(c, a, b) => {
+                expr(c, read);
+                expr(a, read);
+                expr(b, read);
+            }
+        }
+    }
+    match s {
+        Stmt::Seq(items) => items.iter().for_each(|s| stmt_locals(s, read, assigned)),
+        Stmt::Range {
+            var,
+            start,
+            end,
+            body,
+            ..
+        } => {
+            expr(start, read);
+            expr(end, read);
+            assigned.push(*var);
+            stmt_locals(body, read, assigned);
+        }
+        Stmt::For { var, body, .. } => {
+            assigned.push(*var);
+            stmt_locals(body, read, assigned);
+        }
+        Stmt::Assign { local, value } => {
+            expr(value, read);
+            assigned.push(*local);
+        }
+        Stmt::Store { index, value, .. } => {
+            expr(index, read);
+            expr(value, read);
+        }
+        Stmt::Gemm(g) => {
+            for m in [&g.a, &g.b, &g.c] {
+                expr(&m.offset, read);
+            }
+        }
+    }
+}
+
 /// How many times each local is assigned (loop counters count once per loop).
 fn count_assignments(s: &Stmt, counts: &mut HashMap<LocalId, usize>) {
     match s {
         Stmt::Seq(items) => items.iter().for_each(|s| count_assignments(s, counts)),
-        Stmt::For { var, body, .. } => {
+        Stmt::For { var, body, .. } | Stmt::Range { var, body, .. } => {
             *counts.entry(*var).or_default() += 1;
             count_assignments(body, counts);
         }
         Stmt::Assign { local, .. } => *counts.entry(*local).or_default() += 1,
-        Stmt::Store { .. } => {}
+        Stmt::Store { .. } | Stmt::Gemm(_) => {}
     }
 }
 
@@ -2171,7 +2899,7 @@ mod tests {
     const KINDS: [ForKind; 3] = [
         ForKind::Serial,
         ForKind::Vectorized { lanes: 4 },
-        ForKind::Parallel,
+        ForKind::Parallel { lanes: 4 },
     ];
 
     /// Float values equal bit for bit, or both NaN.
@@ -3128,15 +3856,16 @@ mod tests {
 
     #[test]
     fn rejects_unsupported_and_malformed_kernels() {
-        let f16 = map_kernel(
-            &[(DType::F16, vec![4])],
-            DType::F16,
+        let bf16 = DType::scalar(DTypeCode::BFloat, 16);
+        let bf16 = map_kernel(
+            &[(bf16, vec![4])],
+            bf16,
             4,
             ForKind::Serial,
             load(0, var(0)),
         );
         assert!(matches!(
-            compile(&f16),
+            compile(&bf16),
             Err(KernelError::UnsupportedDType { .. })
         ));
         let mixed = map_kernel(
@@ -3159,6 +3888,223 @@ mod tests {
             compile(&exp_int),
             Err(KernelError::Malformed { .. })
         ));
+    }
+
+    /// `float16` samples: the float samples (rounded) and subnormals, the largest finite
+    /// value, values next to ties.
+    fn f16_samples() -> NDArray {
+        let mut v = samples(DType::F32).to_f64_vec();
+        v.extend([
+            2f64.powi(-24),
+            -3.0 * 2f64.powi(-24),
+            1023.0 * 2f64.powi(-24),
+            2f64.powi(-14),
+            65504.0,
+            -65504.0,
+            1.0 + 2f64.powi(-10),
+            0.1,
+            -7.25,
+            2049.0,
+        ]);
+        NDArray::from_f64_slice(DType::F16, &[v.len() as i64], &v).unwrap()
+    }
+
+    #[test]
+    fn float16_casts_round_once_in_every_direction() {
+        let dtypes = [
+            DType::BOOL,
+            DType::I8,
+            DType::U8,
+            DType::I16,
+            DType::U16,
+            DType::I32,
+            DType::U32,
+            DType::I64,
+            DType::U64,
+            DType::F16,
+            DType::F32,
+            DType::F64,
+        ];
+        // Values that round to float16 at or next to ties, beyond its range and below its
+        // smallest subnormal (and one that rounding twice, through f32, would get wrong).
+        let near_ties = [
+            1.0 + 2f64.powi(-11),
+            1.0 + 3.0 * 2f64.powi(-11),
+            1.0 + 2f64.powi(-11) + 2f64.powi(-40),
+            65519.0,
+            65520.0,
+            -65520.0,
+            2f64.powi(-25),
+            3.0 * 2f64.powi(-25),
+            2f64.powi(-26),
+            -(2f64.powi(-14) - 2f64.powi(-25)),
+            1e-30,
+            2049.0,
+            2051.0,
+            -2051.0,
+        ];
+        for from in dtypes {
+            let mut inputs = vec![if from == DType::F16 {
+                f16_samples()
+            } else {
+                samples(from)
+            }];
+            if from == DType::F32 || from == DType::F64 {
+                let n = near_ties.len() as i64;
+                inputs.push(NDArray::from_f64_slice(from, &[n], &near_ties).unwrap());
+            }
+            for to in dtypes {
+                if from != DType::F16 && to != DType::F16 {
+                    continue;
+                }
+                for input in &inputs {
+                    let n = input.num_elements() as i64;
+                    let want = reference_cast(input, to);
+                    for kind in KINDS {
+                        let func = map_kernel(
+                            &[(from, vec![n])],
+                            to,
+                            n,
+                            kind,
+                            LExpr::Cast(to, Box::new(load(0, var(0)))),
+                        );
+                        let got = run(&func, &[input]).unwrap();
+                        assert_same(&got, &want, &format!("{from} -> {to} ({kind:?})"));
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn float16_operations_computed_wider_round_per_operation() {
+        // What lowering makes of a float16 `add`, `multiply` and `exp`: the operation in
+        // float64 on exactly widened operands, the result rounded to float16.
+        let a = f16_samples();
+        let n = a.num_elements() as i64;
+        let b_values: Vec<f64> = (0..n).map(|i| (i as f64 * 0.7).sin() * 3.0).collect();
+        let b = NDArray::from_f64_slice(DType::F16, &[n], &b_values).unwrap();
+        let wide = |e: LExpr| LExpr::Cast(DType::F64, Box::new(e));
+        let round = |e: LExpr| LExpr::Cast(DType::F16, Box::new(e));
+        let cases: [(LExpr, F2); 3] = [
+            (
+                round(bin(B::Add, wide(load(0, var(0))), wide(load(1, var(0))))),
+                |x, y| x + y,
+            ),
+            (
+                round(bin(B::Mul, wide(load(0, var(0))), wide(load(1, var(0))))),
+                |x, y| x * y,
+            ),
+            (
+                round(LExpr::Unary(U::Exp, Box::new(wide(load(1, var(0)))))),
+                |_, y| y.exp(),
+            ),
+        ];
+        for (body, f) in cases {
+            let (x, y) = (a.to_f64_vec(), b.to_f64_vec());
+            let expected: Vec<f64> = x.iter().zip(&y).map(|(x, y)| f(*x, *y)).collect();
+            let want = NDArray::from_f64_slice(DType::F16, &[n], &expected).unwrap();
+            for kind in KINDS {
+                let func = map_kernel(
+                    &[(DType::F16, vec![n]), (DType::F16, vec![n])],
+                    DType::F16,
+                    n,
+                    kind,
+                    body.clone(),
+                );
+                let got = run(&func, &[&a, &b]).unwrap();
+                assert_same(&got, &want, &format!("{body:?} ({kind:?})"));
+            }
+        }
+    }
+
+    #[test]
+    fn float16_bits_are_loaded_selected_and_stored_unchanged() {
+        // NaN payloads and signed zeros pass through selects, loads and stores bit for bit;
+        // constants are rounded once; a float16 condition is true unless ±0.
+        let bits: [u16; 8] = [
+            0x7e01, 0xfd00, 0x8000, 0x0000, 0x0001, 0x7bff, 0xfc00, 0x3555,
+        ];
+        let bytes: Vec<u8> = bits.iter().flat_map(|b| b.to_ne_bytes()).collect();
+        let x = NDArray::from_bytes(DType::F16, &[8], &bytes).unwrap();
+        let even = LExpr::Compare(
+            C::Eq,
+            Box::new(bin(B::Mod, var(0), idx(2))),
+            Box::new(idx(0)),
+        );
+        let cases = [
+            (
+                LExpr::Select(
+                    Box::new(even.clone()),
+                    Box::new(load(0, var(0))),
+                    Box::new(LExpr::Float(0.1, DType::F16)),
+                ),
+                [
+                    0x7e01, 0x2e66, 0x8000, 0x2e66, 0x0001, 0x2e66, 0xfc00, 0x2e66,
+                ],
+            ),
+            (
+                LExpr::Select(
+                    Box::new(even),
+                    Box::new(LExpr::Int(3, DType::F16)),
+                    Box::new(LExpr::Float(1e6, DType::F16)),
+                ),
+                [
+                    0x4200, 0x7c00, 0x4200, 0x7c00, 0x4200, 0x7c00, 0x4200, 0x7c00,
+                ],
+            ),
+            (
+                LExpr::Select(
+                    Box::new(load(0, var(0))),
+                    Box::new(LExpr::Float(1.0, DType::F16)),
+                    Box::new(LExpr::Float(-0.0, DType::F16)),
+                ),
+                [
+                    0x3c00, 0x3c00, 0x8000, 0x8000, 0x3c00, 0x3c00, 0x3c00, 0x3c00,
+                ],
+            ),
+        ];
+        for (body, want) in cases {
+            for kind in KINDS {
+                let func = map_kernel(&[(DType::F16, vec![8])], DType::F16, 8, kind, body.clone());
+                let got = run(&func, &[&x]).unwrap();
+                let got: Vec<u16> = got
+                    .as_bytes()
+                    .chunks(2)
+                    .map(|c| u16::from_ne_bytes([c[0], c[1]]))
+                    .collect();
+                assert_eq!(got, want, "{body:?} ({kind:?})");
+            }
+        }
+    }
+
+    #[test]
+    fn float16_arithmetic_is_malformed() {
+        let f16 =
+            |e: LExpr| map_kernel(&[(DType::F16, vec![4])], DType::F16, 4, ForKind::Serial, e);
+        let x = || Box::new(load(0, var(0)));
+        let kernels = [
+            f16(LExpr::Binary(B::Add, x(), x())),
+            f16(LExpr::Unary(U::Neg, x())),
+            map_kernel(
+                &[(DType::F16, vec![4])],
+                DType::BOOL,
+                4,
+                ForKind::Serial,
+                LExpr::Compare(C::Lt, x(), x()),
+            ),
+            map_kernel(
+                &[(DType::F16, vec![8])],
+                DType::F16,
+                8,
+                ForKind::Vectorized { lanes: 4 },
+                LExpr::Binary(B::Mul, x(), x()),
+            ),
+        ];
+        for k in kernels {
+            let err = compile(&k).unwrap_err();
+            assert!(matches!(err, KernelError::Malformed { .. }), "{err}");
+        }
     }
 
     #[test]

@@ -22,13 +22,16 @@ pub mod abi;
 pub mod cache;
 pub mod codegen;
 pub mod compose;
+pub mod contract;
 pub mod error;
+pub mod host;
 pub mod jit;
 pub mod loops;
 pub mod lower;
 pub mod math;
 pub mod packed;
 pub mod print;
+pub mod specialize;
 
 pub use cache::{KernelCache, KernelKey};
 pub use error::KernelError;
@@ -40,12 +43,115 @@ use relay_ir::{Dim, Function, NDArray, Type, TypeKind};
 /// `name`: its tensor arguments are the function's parameters (tuple parameters flattened),
 /// then one output per tensor leaf of its result.
 pub fn compile_primitive(func: &Function, name: &str) -> Result<PackedFunc, KernelError> {
+    packed::compile(&lower_primitive(func, name)?)
+}
+
+/// Compiles primitive function `func` for arguments of the concrete types `args` (its tensor
+/// arguments in call order, tuple parameters flattened): a function with `?` dimensions in its
+/// parameter types is first specialized to them ([`specialize::specialize`]), then compiled
+/// like [`compile_primitive`]. The arguments are checked against the parameters either way; a
+/// mismatch is a [`KernelError::Call`] naming the parameter.
+pub fn compile_primitive_for(
+    func: &Function,
+    name: &str,
+    args: &[Type],
+) -> Result<PackedFunc, KernelError> {
+    let specialized = specialize::specialize_named(func, args, name)?;
+    compile_primitive(&specialized, name)
+}
+
+/// Whether a primitive function has a `?` dimension in a parameter type or its result type:
+/// it compiles only once specialized to concrete argument types ([`compile_primitive_for`]).
+pub fn is_dynamic(func: &Function) -> bool {
+    func.params
+        .iter()
+        .filter_map(|p| p.checked_type().or(p.ty()))
+        .chain(func.body.checked_type().or(func.ret_type.as_ref()))
+        .any(specialize::has_dynamic_dim)
+}
+
+/// The loop nest of a type-checked primitive function (`Primitive=1`), named `name`: what
+/// `relayc build --emit kernels` prints and codegen compiles.
+pub fn lower_primitive(func: &Function, name: &str) -> Result<loops::LoopFunc, KernelError> {
     let composed = compose::compose(func).map_err(|message| KernelError::Unsupported {
         kernel: name.to_owned(),
         message,
     })?;
-    let loops = lower::lower(name, &composed).map_err(|message| KernelError::Lower { message })?;
-    packed::compile(&loops)
+    lower::lower(name, &composed).map_err(|message| KernelError::Lower { message })
+}
+
+/// The kernel name of a primitive function, as TVM names them: `fused_` and the operators it
+/// calls in order (dots become underscores; at most four, then `_etc`), then the first eight
+/// hex digits of its `hash` attribute when it has one (`fused_nn_dense_add_nn_relu_1f2e3d4c`).
+pub fn kernel_name(func: &Function) -> String {
+    let mut ops: Vec<String> = Vec::new();
+    call_ops(&func.body, &mut ops);
+    let mut name = String::from("fused");
+    for op in ops.iter().take(4) {
+        name.push('_');
+        name.push_str(op);
+    }
+    if ops.len() > 4 {
+        name.push_str("_etc");
+    }
+    if let Some(relay_ir::AttrValue::Str(h)) = func.attrs.get("hash") {
+        name.push('_');
+        name.extend(h.chars().take(8));
+    }
+    name
+}
+
+/// Every distinct primitive function (`Primitive=1`) of a type-checked module, in the order
+/// first met (global functions in order, each depth first), with its [`kernel_name`] (made
+/// unique with a `_1`, `_2`, ... suffix). Structurally equal primitives are listed once.
+pub fn primitive_functions(module: &relay_ir::Module) -> Vec<(String, Function)> {
+    fn walk(e: &relay_ir::Expr, out: &mut Vec<Function>) {
+        relay_ir::ensure_sufficient_stack(|| {
+            if let relay_ir::ExprKind::Function(f) = e.kind()
+                && relay_ir::visit::is_primitive(f)
+            {
+                out.push(f.clone());
+                return;
+            }
+            relay_ir::visit::for_each_child(e, |c| walk(c, out));
+        });
+    }
+    let mut found = Vec::new();
+    for g in &module.functions {
+        walk(&g.func.body, &mut found);
+    }
+    let mut seen: Vec<(u64, relay_ir::Expr)> = Vec::new();
+    let mut names: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
+    let mut out = Vec::new();
+    for f in found {
+        let e = relay_ir::Expr::new(relay_ir::ExprKind::Function(f.clone()), f.body.span());
+        let h = relay_ir::structural::structural_hash(&e);
+        if seen
+            .iter()
+            .any(|(k, o)| *k == h && relay_ir::structural::structural_eq(o, &e))
+        {
+            continue;
+        }
+        seen.push((h, e));
+        let base = kernel_name(&f);
+        let n = names.entry(base.clone()).or_insert(0);
+        let name = if *n == 0 { base } else { format!("{base}_{n}") };
+        *n += 1;
+        out.push((name, f));
+    }
+    out
+}
+
+/// The operators `e` calls, arguments before their calls, with dots as underscores.
+fn call_ops(e: &relay_ir::Expr, out: &mut Vec<String>) {
+    relay_ir::ensure_sufficient_stack(|| {
+        relay_ir::visit::for_each_child(e, |c| call_ops(c, out));
+        if let relay_ir::ExprKind::Call { callee, .. } = e.kind()
+            && let relay_ir::ExprKind::Op(op) = callee.kind()
+        {
+            out.push(op.name.replace('.', "_"));
+        }
+    });
 }
 
 /// The dimensions of a tensor type whose every dimension is known.

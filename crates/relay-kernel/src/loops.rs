@@ -3,13 +3,16 @@
 //! Cranelift IR; `relayc build --emit kernels` prints it (`Display`).
 //!
 //! Buffers are the kernel's tensor arguments, compact row-major, indexed by a flat element
-//! index. Scalar expressions reuse the tensor expression operators (`relay_ir::te`).
+//! index, and its scratch buffers (intermediate tensors lowering chose to materialize: the
+//! result of a contraction before its epilogue, an im2col matrix, a reduction another
+//! reduction reads), which live in the kernel context's workspace for one call. Scalar
+//! expressions reuse the tensor expression operators (`relay_ir::te`).
 
 use relay_ir::DType;
 use relay_ir::te::{BinaryOp, CmpOp, UnaryOp};
 
-/// One kernel: its buffers (inputs first, then outputs, in the packed call's argument order)
-/// and its body.
+/// One kernel: its buffers (inputs first, then outputs, in the packed call's argument order,
+/// then scratch buffers, which are not arguments) and its body.
 #[derive(Clone, Debug)]
 pub struct LoopFunc {
     /// The kernel's name (`fused_add_relu_<hash>`).
@@ -42,6 +45,9 @@ pub enum BufferRole {
     Input,
     /// Written (every element, exactly once per call, unless the kernel fails).
     Output,
+    /// Written, then read, within one call: an intermediate tensor in the workspace of the
+    /// kernel context (64-byte aligned), not a packed argument.
+    Scratch,
 }
 
 /// A scalar local variable of a kernel: a loop counter, an accumulator or a hoisted value.
@@ -93,6 +99,62 @@ pub enum Stmt {
     },
     /// Statements in order.
     Seq(Vec<Stmt>),
+    /// `for var in start..end { body }` with bounds computed at run time (a partitioned
+    /// loop: the part of an inner loop where a padded read is in bounds, and the parts before
+    /// and after it). The bounds are clamped to `0 <= start <= end <= extent`; `kind` is
+    /// `Serial` or `Vectorized`.
+    Range {
+        /// The counter.
+        var: LocalId,
+        /// The first iteration (`int64`).
+        start: LExpr,
+        /// One past the last iteration (`int64`).
+        end: LExpr,
+        /// The greatest trip count: the loop's full extent.
+        extent: i64,
+        /// How the loop runs.
+        kind: ForKind,
+        /// The body.
+        body: Box<Stmt>,
+    },
+    /// A matrix product by the host's tuned GEMM routine (`matrixmultiply`):
+    /// `c[i, j] = sum_l a[i, l] * b[l, j]` for `i < m`, `j < n`, `l < k`, where element
+    /// `(i, l)` of `a` is `a[a.offset + i * a.row_stride + l * a.col_stride]` (flat index into
+    /// the buffer), and so on. `c` is overwritten (with zeros when `k` is 0). The three
+    /// buffers have the statement's float dtype (`float32` or `float64`); `c` is not read, and
+    /// must not overlap `a` or `b`. The host splits large products across the kernel
+    /// context's threads.
+    Gemm(Box<Gemm>),
+}
+
+/// The operands of a [`Stmt::Gemm`].
+#[derive(Clone, Debug)]
+pub struct Gemm {
+    /// Rows of `a` and `c`.
+    pub m: i64,
+    /// Columns of `b` and `c`.
+    pub n: i64,
+    /// Columns of `a`, rows of `b`.
+    pub k: i64,
+    /// The left operand, `m × k`.
+    pub a: MatrixRef,
+    /// The right operand, `k × n`.
+    pub b: MatrixRef,
+    /// The result, `m × n`.
+    pub c: MatrixRef,
+}
+
+/// A strided matrix view of a buffer, for [`Gemm`].
+#[derive(Clone, Debug)]
+pub struct MatrixRef {
+    /// The buffer.
+    pub buffer: BufferId,
+    /// The flat index of element `(0, 0)` (`int64`; may depend on enclosing loop counters).
+    pub offset: LExpr,
+    /// Elements between rows (non-negative).
+    pub row_stride: i64,
+    /// Elements between columns (non-negative).
+    pub col_stride: i64,
 }
 
 /// How a `for` loop runs.
@@ -108,8 +170,14 @@ pub enum ForKind {
         /// Lanes per vector (4 for 32-bit elements).
         lanes: u32,
     },
-    /// Iterations may run on different threads of the kernel's thread pool.
-    Parallel,
+    /// Iterations may run on different threads of the kernel context's thread pool: the loop
+    /// is outlined into a function running a range of iterations (vectorized over `lanes` as
+    /// [`ForKind::Vectorized`] when `lanes > 1`), which the host splits into chunks. The body
+    /// must touch disjoint elements per iteration and read no local assigned outside the loop.
+    Parallel {
+        /// Lanes per vector in each chunk (1: scalar iterations).
+        lanes: u32,
+    },
 }
 
 /// A scalar expression of a loop nest.

@@ -8,6 +8,12 @@
 //! (the platform's correctly rounded or sub-ulp implementations) or, for `erf`, the series and
 //! continued fraction below. Vector code calls these once per lane; whole-slice variants are a
 //! later optimization.
+//!
+//! `float16` values are `u16` bit patterns in kernels; the conversions between them and the
+//! wider floats ([`relay_f16_to_f32`], [`relay_f32_to_f16`], [`relay_f64_to_f16`]) are the
+//! runtime's exact ones (`relay_runtime::half`, which `NDArray` and the reference evaluation
+//! use): widening is exact, narrowing rounds once to nearest, ties to even, with subnormals,
+//! overflow to infinity and NaN (quiet, sign kept) handled bit for bit.
 
 use std::f64::consts::{FRAC_2_SQRT_PI, PI};
 
@@ -152,6 +158,44 @@ pub extern "C" fn relay_ipow(base: u64, exp: u64) -> u64 {
     ipow(base, exp)
 }
 
+/// The `float16` value with bits `bits`, as the (exactly equal) `f32`.
+pub fn f16_to_f32(bits: u16) -> f32 {
+    relay_runtime::half::f16_bits_to_f32(bits)
+}
+
+/// The bits of the `float16` value nearest `x` (ties to even; beyond the range, infinity).
+pub fn f32_to_f16(x: f32) -> u16 {
+    relay_runtime::half::f32_to_f16_bits(x)
+}
+
+/// The bits of the `float16` value nearest `x`, rounded once (not through `f32`, which could
+/// round twice).
+pub fn f64_to_f16(x: f64) -> u16 {
+    relay_runtime::half::f64_to_f16_bits(x)
+}
+
+/// Host function `relay_f16_to_f32`: [`f16_to_f32`].
+pub extern "C" fn relay_f16_to_f32(bits: u16) -> f32 {
+    f16_to_f32(bits)
+}
+
+/// Host function `relay_f32_to_f16`: [`f32_to_f16`].
+pub extern "C" fn relay_f32_to_f16(x: f32) -> u16 {
+    f32_to_f16(x)
+}
+
+/// Host function `relay_f64_to_f16`: [`f64_to_f16`].
+pub extern "C" fn relay_f64_to_f16(x: f64) -> u16 {
+    f64_to_f16(x)
+}
+
+/// The symbol of the host function converting `float16` bits to `f32`.
+pub const F16_TO_F32: &str = "relay_f16_to_f32";
+/// The symbol of the host function rounding an `f32` to `float16` bits.
+pub const F32_TO_F16: &str = "relay_f32_to_f16";
+/// The symbol of the host function rounding an `f64` to `float16` bits.
+pub const F64_TO_F16: &str = "relay_f64_to_f16";
+
 /// The float types of host functions.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum HostType {
@@ -161,17 +205,21 @@ pub enum HostType {
     F64,
     /// `u64` (integer power).
     I64,
+    /// A `float16` conversion: `u16` bits to `f32`, or `f32`/`f64` to `u16` bits (see the
+    /// function).
+    Float16,
 }
 
 /// A host function the JIT links kernels against: its symbol, its parameter count and
-/// type (all parameters and the result have one type), and its address.
+/// type (all parameters and the result have one type, except for the `float16` conversions),
+/// and its address.
 #[derive(Clone, Copy, Debug)]
 pub struct HostSymbol {
     /// The symbol kernels import.
     pub name: &'static str,
     /// The parameter count.
     pub arity: usize,
-    /// The type of every parameter and of the result.
+    /// The type of every parameter and of the result ([`HostType::Float16`]: mixed).
     pub ty: HostType,
     /// The function.
     pub ptr: *const u8,
@@ -239,6 +287,13 @@ pub fn host_symbols() -> Vec<HostSymbol> {
     v.extend(syms!(3, F64, relay_fma));
     v.extend(syms!(3, F32, relay_fmaf));
     v.extend(syms!(2, I64, relay_ipow));
+    v.extend(syms!(
+        1,
+        Float16,
+        relay_f16_to_f32,
+        relay_f32_to_f16,
+        relay_f64_to_f16
+    ));
     v
 }
 
@@ -332,5 +387,134 @@ mod tests {
         assert_eq!(relay_nearest(2.5), 2.0);
         assert_eq!(relay_nearestf(-3.5), -4.0);
         assert!(host_symbols().iter().all(|s| !s.ptr.is_null()));
+    }
+
+    #[test]
+    fn float16_widens_exactly() {
+        let cases: [(u16, f32); 10] = [
+            (0x0000, 0.0),
+            (0x0001, 2f32.powi(-24)),
+            (0x03ff, 1023.0 * 2f32.powi(-24)),
+            (0x0400, 2f32.powi(-14)),
+            (0x3c00, 1.0),
+            (0x3c01, 1.0 + 2f32.powi(-10)),
+            (0xc000, -2.0),
+            (0x7bff, 65504.0),
+            (0x7c00, f32::INFINITY),
+            (0xfc00, f32::NEG_INFINITY),
+        ];
+        for (bits, want) in cases {
+            assert_eq!(
+                relay_f16_to_f32(bits).to_bits(),
+                want.to_bits(),
+                "{bits:#06x}"
+            );
+        }
+        assert_eq!(relay_f16_to_f32(0x8000).to_bits(), (-0.0f32).to_bits());
+        for nan in [0x7e00u16, 0x7c01, 0xfe00, 0x7fff] {
+            let f = relay_f16_to_f32(nan);
+            assert!(f.is_nan(), "{nan:#06x}");
+            assert_eq!(f.is_sign_negative(), nan & 0x8000 != 0);
+        }
+        // Every value survives the round trip.
+        for bits in 0u16..=0xffff {
+            let f = relay_f16_to_f32(bits);
+            if f.is_nan() {
+                assert_eq!(relay_f32_to_f16(f) & 0x7c00, 0x7c00);
+                assert_ne!(relay_f32_to_f16(f) & 0x3ff, 0, "{bits:#06x} stays NaN");
+                assert_eq!(
+                    relay_f64_to_f16(f64::from(f)) & 0x7fff,
+                    relay_f32_to_f16(f) & 0x7fff
+                );
+            } else {
+                assert_eq!(relay_f32_to_f16(f), bits, "{bits:#06x} = {f}");
+                assert_eq!(relay_f64_to_f16(f64::from(f)), bits, "{bits:#06x} = {f}");
+            }
+        }
+    }
+
+    #[test]
+    fn float16_rounds_to_nearest_even() {
+        // Exhaustively: the midpoint between two neighbours rounds to the even one, anything
+        // above or below it to the nearer one — subnormals and the last finite value included.
+        for bits in 0u16..0x7bff {
+            let (lo, hi) = (f64::from(f16_to_f32(bits)), f64::from(f16_to_f32(bits + 1)));
+            let mid = (lo + hi) / 2.0;
+            let even = if bits & 1 == 0 { bits } else { bits + 1 };
+            for sign in [0u16, 0x8000] {
+                let s = if sign == 0 { 1.0 } else { -1.0 };
+                assert_eq!(
+                    relay_f64_to_f16(s * mid),
+                    sign | even,
+                    "tie after {bits:#06x}"
+                );
+                assert_eq!(relay_f32_to_f16((s * mid) as f32), sign | even);
+                let above = s * (mid + (hi - lo) / 1024.0);
+                let below = s * (mid - (hi - lo) / 1024.0);
+                assert_eq!(relay_f64_to_f16(above), sign | (bits + 1));
+                assert_eq!(relay_f64_to_f16(below), sign | bits);
+                assert_eq!(relay_f32_to_f16(above as f32), sign | (bits + 1));
+                assert_eq!(relay_f32_to_f16(below as f32), sign | bits);
+            }
+        }
+    }
+
+    #[test]
+    fn float16_limits_subnormals_and_nan() {
+        // Overflow: 65520 is the midpoint between 65504 and the next power of two (infinity).
+        assert_eq!(relay_f32_to_f16(65519.99), 0x7bff);
+        assert_eq!(relay_f32_to_f16(65520.0), 0x7c00);
+        assert_eq!(relay_f32_to_f16(1e9), 0x7c00);
+        assert_eq!(relay_f32_to_f16(-1e9), 0xfc00);
+        assert_eq!(relay_f64_to_f16(1e300), 0x7c00);
+        assert_eq!(relay_f32_to_f16(f32::INFINITY), 0x7c00);
+        assert_eq!(relay_f64_to_f16(f64::NEG_INFINITY), 0xfc00);
+        // Subnormals and underflow.
+        assert_eq!(relay_f32_to_f16(2f32.powi(-24)), 0x0001);
+        assert_eq!(
+            relay_f32_to_f16(2f32.powi(-25)),
+            0x0000,
+            "a tie rounds to 0"
+        );
+        assert_eq!(relay_f32_to_f16(2f32.powi(-25) * 1.000_001), 0x0001);
+        assert_eq!(
+            relay_f32_to_f16(3.0 * 2f32.powi(-25)),
+            0x0002,
+            "a tie rounds to even"
+        );
+        assert_eq!(relay_f32_to_f16(-(2f32.powi(-26))), 0x8000);
+        assert_eq!(
+            relay_f32_to_f16(f32::from_bits(1)),
+            0x0000,
+            "an f32 subnormal"
+        );
+        assert_eq!(
+            relay_f64_to_f16(f64::from_bits(1)),
+            0x0000,
+            "an f64 subnormal"
+        );
+        assert_eq!(relay_f64_to_f16(-1e-300), 0x8000);
+        assert_eq!(
+            relay_f32_to_f16(2f32.powi(-14) - 2f32.powi(-25)),
+            0x0400,
+            "the largest subnormal's upper tie carries into the smallest normal"
+        );
+        assert_eq!(relay_f32_to_f16(0.1), 0x2e66);
+        assert_eq!(relay_f32_to_f16(-0.0).to_be_bytes(), [0x80, 0]);
+        // NaN stays NaN with its sign.
+        for (x, sign) in [(f64::NAN, 0u16), (-f64::NAN, 0x8000)] {
+            for bits in [relay_f64_to_f16(x), relay_f32_to_f16(x as f32)] {
+                assert_eq!(bits & 0xfc00, 0x7c00 | sign);
+                assert_ne!(bits & 0x3ff, 0);
+            }
+        }
+        // An f64 just above a tie rounds up; through f32 it would round twice, to even.
+        let x = 1.0 + 2f64.powi(-11) + 2f64.powi(-40);
+        assert_eq!(relay_f64_to_f16(x), 0x3c01);
+        assert_eq!(relay_f32_to_f16(x as f32), 0x3c00);
+        let names: Vec<&str> = host_symbols().iter().map(|s| s.name).collect();
+        for name in [F16_TO_F32, F32_TO_F16, F64_TO_F16] {
+            assert!(names.contains(&name), "{name} is registered");
+        }
     }
 }

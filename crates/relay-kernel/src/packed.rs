@@ -147,11 +147,22 @@ impl PackedFunc {
         self.num_inputs
     }
 
-    /// Runs the kernel: reads `inputs`, writes `outputs` (destination passing). An argument
-    /// that does not match the kernel (count, dtype, rank, shape) is an error naming it, and
-    /// then nothing is written.
+    /// Runs the kernel: reads `inputs`, writes `outputs` (destination passing), with a fresh
+    /// [`KernelContext`] using every core. An argument that does not match the kernel (count,
+    /// dtype, rank, shape) is an error naming it, and then nothing is written.
     pub fn call(
         &self,
+        inputs: &[&NDArray],
+        outputs: &mut [&mut NDArray],
+    ) -> Result<(), KernelError> {
+        self.call_with(&mut KernelContext::default(), inputs, outputs)
+    }
+
+    /// As [`PackedFunc::call`], in the kernel context `ctx`: its threads, and its workspace
+    /// (kept for the next call).
+    pub fn call_with(
+        &self,
+        ctx: &mut KernelContext,
         inputs: &[&NDArray],
         outputs: &mut [&mut NDArray],
     ) -> Result<(), KernelError> {
@@ -173,7 +184,7 @@ impl PackedFunc {
         }
         // SAFETY: the tensors describe live arrays (data valid for their byte sizes, shapes
         // valid for `ndim`); outputs are exclusively borrowed.
-        unsafe { self.call_tensors(&mut tensors) }
+        unsafe { self.call_tensors(&mut tensors, ctx) }
     }
 
     /// Runs the kernel on `args` (inputs then outputs) through shared references, writing
@@ -185,6 +196,20 @@ impl PackedFunc {
     /// alive during the call and no other thread accesses them; inputs may be read meanwhile
     /// but not written.
     pub unsafe fn call_views(&self, args: &[&NDArray]) -> Result<(), KernelError> {
+        // SAFETY: forwarded from this function's contract.
+        unsafe { self.call_views_with(&mut KernelContext::default(), args) }
+    }
+
+    /// As [`PackedFunc::call_views`], in the kernel context `ctx` (its threads and workspace).
+    ///
+    /// # Safety
+    ///
+    /// As [`PackedFunc::call_views`].
+    pub unsafe fn call_views_with(
+        &self,
+        ctx: &mut KernelContext,
+        args: &[&NDArray],
+    ) -> Result<(), KernelError> {
         if args.len() != self.spec.args.len() {
             return Err(self.call_error(format!(
                 "expected {} arguments, got {}",
@@ -216,7 +241,7 @@ impl PackedFunc {
         }
         // SAFETY: the tensors describe live arrays; the caller guarantees exclusive access to
         // the outputs' bytes.
-        unsafe { self.call_tensors(&mut tensors) }
+        unsafe { self.call_tensors(&mut tensors, ctx) }
     }
 
     /// Calls the entry on `tensors` with a fresh kernel context.
@@ -225,7 +250,11 @@ impl PackedFunc {
     ///
     /// Every tensor's data is valid for its byte size (reads, and writes for the outputs) and
     /// its shape for `ndim` elements.
-    unsafe fn call_tensors(&self, tensors: &mut [DLTensor]) -> Result<(), KernelError> {
+    unsafe fn call_tensors(
+        &self,
+        tensors: &mut [DLTensor],
+        ctx: &mut KernelContext,
+    ) -> Result<(), KernelError> {
         let args: Vec<TVMValue> = tensors
             .iter_mut()
             .map(|t| TVMValue {
@@ -233,11 +262,11 @@ impl PackedFunc {
             })
             .collect();
         let codes = vec![TYPE_CODE_DLTENSOR_HANDLE; args.len()];
-        let mut ctx = KernelContext::default();
+        ctx.error = None;
         let num =
             i32::try_from(args.len()).map_err(|_| self.call_error("too many arguments".into()))?;
         // SAFETY: by this function's contract; `args` and `codes` hold `num` elements.
-        let rc = unsafe { self.call_raw(args.as_ptr(), codes.as_ptr(), num, &mut ctx) };
+        let rc = unsafe { self.call_raw(args.as_ptr(), codes.as_ptr(), num, ctx) };
         if rc == 0 {
             Ok(())
         } else {
@@ -245,6 +274,7 @@ impl PackedFunc {
                 kernel: self.name.clone(),
                 message: ctx
                     .error
+                    .take()
                     .unwrap_or_else(|| format!("kernel {}: failed with code {rc}", self.name)),
             })
         }

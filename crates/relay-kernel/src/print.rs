@@ -32,6 +32,7 @@ impl Display for LoopFunc {
             let role = match b.role {
                 BufferRole::Input => "in",
                 BufferRole::Output => "out",
+                BufferRole::Scratch => "scratch",
             };
             let dims: Vec<String> = b.shape.iter().map(|d| d.to_string()).collect();
             write!(f, "{}: {}[{}] {role}", b.name, b.dtype, dims.join(", "))?;
@@ -176,7 +177,8 @@ impl LoopFunc {
                     let kind = match kind {
                         ForKind::Serial => String::new(),
                         ForKind::Vectorized { lanes } => format!(" vectorized({lanes})"),
-                        ForKind::Parallel => " parallel".into(),
+                        ForKind::Parallel { lanes: 1 } => " parallel".into(),
+                        ForKind::Parallel { lanes } => format!(" parallel vectorized({lanes})"),
                     };
                     writeln!(
                         out,
@@ -209,6 +211,37 @@ impl LoopFunc {
                         self.stmt(out, s, depth)?;
                     }
                     Ok(())
+                }
+                Stmt::Range {
+                    var,
+                    start,
+                    end,
+                    extent,
+                    kind,
+                    body,
+                } => {
+                    let kind = match kind {
+                        ForKind::Vectorized { lanes } => format!(" vectorized({lanes})"),
+                        _ => String::new(),
+                    };
+                    write!(out, "{pad}for {} in ", self.local_name(*var))?;
+                    self.expr(out, start)?;
+                    out.push_str("..");
+                    self.expr(out, end)?;
+                    writeln!(out, " (of 0..{extent}){kind} {{")?;
+                    self.stmt(out, body, depth + 1)?;
+                    writeln!(out, "{pad}}}")
+                }
+                Stmt::Gemm(g) => {
+                    // `gemm(c[off; rs, cs] = a[...] * b[...], m=.., n=.., k=..)`
+                    write!(out, "{pad}gemm(")?;
+                    for (i, m) in [&g.c, &g.a, &g.b].into_iter().enumerate() {
+                        out.push_str(["", " = ", " * "][i]);
+                        write!(out, "{}[", self.buffer_name(m.buffer))?;
+                        self.expr(out, &m.offset)?;
+                        write!(out, "; {}, {}]", m.row_stride, m.col_stride)?;
+                    }
+                    writeln!(out, ", m={}, n={}, k={})", g.m, g.n, g.k)
                 }
             }
         })

@@ -1,0 +1,580 @@
+//! Host functions kernels call for work that is not a loop nest: matrix products by the
+//! `matrixmultiply` crate's tuned GEMM (DESIGN §5), and parallel loops over the kernel
+//! context's threads. Registered with every JIT module by name (`jit::new_module`).
+
+use std::ffi::c_void;
+
+use crate::abi::KernelContext;
+
+/// The symbol of the `float32` GEMM ([`relay_kernel_sgemm`]).
+pub const SGEMM_SYMBOL: &str = "relay_kernel_sgemm";
+/// The symbol of the `float64` GEMM ([`relay_kernel_dgemm`]).
+pub const DGEMM_SYMBOL: &str = "relay_kernel_dgemm";
+/// The symbol of the parallel loop runner ([`relay_kernel_parallel_for`]).
+pub const PARALLEL_FOR_SYMBOL: &str = "relay_kernel_parallel_for";
+
+/// Below this many multiply-adds a product runs on the calling thread.
+const PARALLEL_GEMM_WORK: i64 = 1 << 18;
+
+/// Every host symbol of this module, with its address.
+pub fn host_symbols() -> [(&'static str, *const u8); 3] {
+    let sgemm: unsafe extern "C" fn(
+        *mut c_void,
+        i64,
+        i64,
+        i64,
+        *const f32,
+        i64,
+        i64,
+        *const f32,
+        i64,
+        i64,
+        *mut f32,
+        i64,
+        i64,
+    ) -> i32 = relay_kernel_sgemm;
+    let dgemm: unsafe extern "C" fn(
+        *mut c_void,
+        i64,
+        i64,
+        i64,
+        *const f64,
+        i64,
+        i64,
+        *const f64,
+        i64,
+        i64,
+        *mut f64,
+        i64,
+        i64,
+    ) -> i32 = relay_kernel_dgemm;
+    let parallel: unsafe extern "C" fn(*mut c_void, ParallelBody, *const *mut u8, i64) -> i32 =
+        relay_kernel_parallel_for;
+    [
+        (SGEMM_SYMBOL, sgemm as *const u8),
+        (DGEMM_SYMBOL, dgemm as *const u8),
+        (PARALLEL_FOR_SYMBOL, parallel as *const u8),
+    ]
+}
+
+/// A raw pointer that may cross threads: the chunks of one product write disjoint rows.
+#[derive(Clone, Copy)]
+struct Shared<T>(T);
+// SAFETY: used only for the disjoint row blocks of one GEMM, or for buffers the kernel's
+// parallel iterations access as its loop nest says (each iteration its own elements).
+unsafe impl<T> Send for Shared<T> {}
+// SAFETY: as above.
+unsafe impl<T> Sync for Shared<T> {}
+
+/// Which `matrixmultiply` routine a [`gemm`] uses.
+trait Element: Copy + Send + Sync {
+    /// Zero.
+    const ZERO: Self;
+    /// `sum_l x[l] * y[l]` over `n` contiguous elements (a matrix-vector product's row).
+    ///
+    /// # Safety
+    ///
+    /// `x` and `y` are valid for `n` elements.
+    unsafe fn dot(x: *const Self, y: *const Self, n: usize) -> Self;
+    /// `c = a · b` on strided matrices (`matrixmultiply::sgemm`/`dgemm` with alpha 1, beta 0).
+    ///
+    /// # Safety
+    ///
+    /// As `matrixmultiply::sgemm`.
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn gemm(
+        m: usize,
+        k: usize,
+        n: usize,
+        a: *const Self,
+        rsa: isize,
+        csa: isize,
+        b: *const Self,
+        rsb: isize,
+        csb: isize,
+        c: *mut Self,
+        rsc: isize,
+        csc: isize,
+    );
+}
+
+impl Element for f32 {
+    const ZERO: f32 = 0.0;
+
+    unsafe fn dot(x: *const f32, y: *const f32, n: usize) -> f32 {
+        #[cfg(target_arch = "x86_64")]
+        if std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma") {
+            // SAFETY: the CPU has the features; forwarded from this function's contract.
+            return unsafe { dot_f32_avx2(x, y, n) };
+        }
+        // SAFETY: forwarded from this function's contract.
+        unsafe { dot_scalar(x, y, n) }
+    }
+
+    unsafe fn gemm(
+        m: usize,
+        k: usize,
+        n: usize,
+        a: *const f32,
+        rsa: isize,
+        csa: isize,
+        b: *const f32,
+        rsb: isize,
+        csb: isize,
+        c: *mut f32,
+        rsc: isize,
+        csc: isize,
+    ) {
+        // SAFETY: forwarded from this function's contract.
+        unsafe {
+            matrixmultiply::sgemm(m, k, n, 1.0, a, rsa, csa, b, rsb, csb, 0.0, c, rsc, csc);
+        }
+    }
+}
+
+impl Element for f64 {
+    const ZERO: f64 = 0.0;
+
+    unsafe fn dot(x: *const f64, y: *const f64, n: usize) -> f64 {
+        // SAFETY: forwarded from this function's contract.
+        unsafe { dot_scalar(x, y, n) }
+    }
+
+    unsafe fn gemm(
+        m: usize,
+        k: usize,
+        n: usize,
+        a: *const f64,
+        rsa: isize,
+        csa: isize,
+        b: *const f64,
+        rsb: isize,
+        csb: isize,
+        c: *mut f64,
+        rsc: isize,
+        csc: isize,
+    ) {
+        // SAFETY: forwarded from this function's contract.
+        unsafe {
+            matrixmultiply::dgemm(m, k, n, 1.0, a, rsa, csa, b, rsb, csb, 0.0, c, rsc, csc);
+        }
+    }
+}
+
+/// A dot product with eight independent partial sums (which the compiler vectorizes).
+///
+/// # Safety
+///
+/// `x` and `y` are valid for `n` elements.
+unsafe fn dot_scalar<T>(x: *const T, y: *const T, n: usize) -> T
+where
+    T: Element + std::ops::Add<Output = T> + std::ops::Mul<Output = T>,
+{
+    let mut acc = [T::ZERO; 8];
+    let whole = n / 8 * 8;
+    for i in (0..whole).step_by(8) {
+        for (j, a) in acc.iter_mut().enumerate() {
+            // SAFETY: `i + j < n`.
+            *a = *a + unsafe { *x.add(i + j) * *y.add(i + j) };
+        }
+    }
+    let mut sum = acc.iter().fold(T::ZERO, |s, &a| s + a);
+    for i in whole..n {
+        // SAFETY: `i < n`.
+        sum = sum + unsafe { *x.add(i) * *y.add(i) };
+    }
+    sum
+}
+
+/// A `float32` dot product with AVX2 and FMA: four 8-lane accumulators.
+///
+/// # Safety
+///
+/// The CPU has AVX2 and FMA; `x` and `y` are valid for `n` elements.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn dot_f32_avx2(x: *const f32, y: *const f32, n: usize) -> f32 {
+    use std::arch::x86_64::*;
+    let mut acc = [_mm256_setzero_ps(); 4];
+    let whole = n / 32 * 32;
+    let mut i = 0;
+    while i < whole {
+        for (j, a) in acc.iter_mut().enumerate() {
+            // SAFETY: `i + 8 * j + 8 <= n`; unaligned loads.
+            unsafe {
+                let xv = _mm256_loadu_ps(x.add(i + 8 * j));
+                let yv = _mm256_loadu_ps(y.add(i + 8 * j));
+                *a = _mm256_fmadd_ps(xv, yv, *a);
+            }
+        }
+        i += 32;
+    }
+    let sum = _mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3]));
+    let mut lanes = [0f32; 8];
+    // SAFETY: `lanes` holds 8 floats.
+    unsafe { _mm256_storeu_ps(lanes.as_mut_ptr(), sum) };
+    let mut total: f32 = lanes.iter().sum();
+    for l in whole..n {
+        // SAFETY: `l < n`.
+        total += unsafe { *x.add(l) * *y.add(l) };
+    }
+    total
+}
+
+/// `c = a · b` (`m × k` times `k × n`), split into row blocks (or column blocks when there are
+/// few rows) across the context's threads when large. Returns 0, or -1 for negative sizes or
+/// strides (the kernel validated both, so this never happens for compiled kernels).
+///
+/// # Safety
+///
+/// The matrices are valid for every element their sizes and strides address, `c` does not
+/// overlap `a` or `b`, and `ctx` is null or a live [`KernelContext`].
+#[allow(clippy::too_many_arguments)]
+unsafe fn gemm<T: Element>(
+    ctx: *mut c_void,
+    m: i64,
+    k: i64,
+    n: i64,
+    a: *const T,
+    rsa: i64,
+    csa: i64,
+    b: *const T,
+    rsb: i64,
+    csb: i64,
+    c: *mut T,
+    rsc: i64,
+    csc: i64,
+) -> i32 {
+    if [m, k, n, rsa, csa, rsb, csb, rsc, csc]
+        .iter()
+        .any(|&v| v < 0)
+    {
+        return -1;
+    }
+    if m == 0 || n == 0 {
+        return 0;
+    }
+    if k == 0 {
+        for i in 0..m {
+            for j in 0..n {
+                // SAFETY: `(i, j)` is an element of `c`.
+                unsafe { *c.offset((i * rsc + j * csc) as isize) = T::ZERO };
+            }
+        }
+        return 0;
+    }
+    // SAFETY: by the contract, `ctx` is null or a live context.
+    let ctx = unsafe { ctx.cast::<KernelContext>().as_ref() };
+    let threads = ctx.map_or(1, |c| c.threads()) as i64;
+    let work = m.saturating_mul(n).saturating_mul(k);
+    let (a, b, c) = (Shared(a), Shared(b), Shared(c));
+    // A matrix-vector product whose rows are contiguous: dot products, no packing (which
+    // would cost as much as the product itself).
+    let gemv = if m == 1 && csa == 1 && rsb == 1 {
+        // c[0, j] = a[0, :] · b[:, j]
+        Some((n, a.0, b.0, csb, c.0, csc))
+    } else if n == 1 && csa == 1 && rsb == 1 {
+        // c[i, 0] = a[i, :] · b[:, 0]
+        Some((m, b.0, a.0, rsa, c.0, rsc))
+    } else {
+        None
+    };
+    if let Some((len, v, rows, row_stride, out, out_stride)) = gemv {
+        let (v, rows, out) = (Shared(v), Shared(rows), Shared(out));
+        let run = move |j0: i64, j1: i64| {
+            let (v, rows, out) = (v, rows, out);
+            for j in j0..j1 {
+                // SAFETY: row `j` has `k` contiguous elements, `out[j]` is an element of `c`.
+                unsafe {
+                    *out.0.offset((j * out_stride) as isize) =
+                        T::dot(v.0, rows.0.offset((j * row_stride) as isize), k as usize);
+                }
+            }
+            0
+        };
+        return match ctx {
+            Some(ctx) if threads > 1 && work >= PARALLEL_GEMM_WORK => {
+                let chunks = (threads * 4).min(len);
+                let step = (len + chunks - 1) / chunks;
+                ctx.parallel(chunks, &|t| {
+                    run((t * step).min(len), ((t + 1) * step).min(len))
+                })
+            }
+            _ => run(0, len),
+        };
+    }
+    // One block of rows `i0..i1` and columns `j0..j1`.
+    let block = move |i0: i64, i1: i64, j0: i64, j1: i64| {
+        let (a, b, c) = (a, b, c);
+        // SAFETY: the block lies inside the matrices; blocks of one call write disjoint
+        // elements of `c`.
+        unsafe {
+            T::gemm(
+                (i1 - i0) as usize,
+                k as usize,
+                (j1 - j0) as usize,
+                a.0.offset((i0 * rsa) as isize),
+                rsa as isize,
+                csa as isize,
+                b.0.offset((j0 * csb) as isize),
+                rsb as isize,
+                csb as isize,
+                c.0.offset((i0 * rsc + j0 * csc) as isize),
+                rsc as isize,
+                csc as isize,
+            );
+        }
+        0
+    };
+    match ctx {
+        Some(ctx) if threads > 1 && work >= PARALLEL_GEMM_WORK => {
+            // Blocks along the longer side, a few per thread, at least 32 rows or columns.
+            let (len, by_rows) = if m >= n { (m, true) } else { (n, false) };
+            let chunks = (threads * 2).min((len + 31) / 32).max(1);
+            let step = (len + chunks - 1) / chunks;
+            ctx.parallel(chunks, &|t| {
+                let lo = (t * step).min(len);
+                let hi = ((t + 1) * step).min(len);
+                if lo >= hi {
+                    0
+                } else if by_rows {
+                    block(lo, hi, 0, n)
+                } else {
+                    block(0, m, lo, hi)
+                }
+            })
+        }
+        _ => block(0, m, 0, n),
+    }
+}
+
+/// The `float32` GEMM kernels call: `c = a · b`, `a` `m × k` with row and column strides
+/// `rsa`, `csa` (in elements), and so on. Returns 0, or -1 for a negative size or stride.
+///
+/// # Safety
+///
+/// As [`gemm`].
+#[allow(clippy::too_many_arguments)]
+pub unsafe extern "C" fn relay_kernel_sgemm(
+    ctx: *mut c_void,
+    m: i64,
+    k: i64,
+    n: i64,
+    a: *const f32,
+    rsa: i64,
+    csa: i64,
+    b: *const f32,
+    rsb: i64,
+    csb: i64,
+    c: *mut f32,
+    rsc: i64,
+    csc: i64,
+) -> i32 {
+    // SAFETY: forwarded from this function's contract.
+    unsafe { gemm(ctx, m, k, n, a, rsa, csa, b, rsb, csb, c, rsc, csc) }
+}
+
+/// The `float64` GEMM kernels call, as [`relay_kernel_sgemm`].
+///
+/// # Safety
+///
+/// As [`gemm`].
+#[allow(clippy::too_many_arguments)]
+pub unsafe extern "C" fn relay_kernel_dgemm(
+    ctx: *mut c_void,
+    m: i64,
+    k: i64,
+    n: i64,
+    a: *const f64,
+    rsa: i64,
+    csa: i64,
+    b: *const f64,
+    rsb: i64,
+    csb: i64,
+    c: *mut f64,
+    rsc: i64,
+    csc: i64,
+) -> i32 {
+    // SAFETY: forwarded from this function's contract.
+    unsafe { gemm(ctx, m, k, n, a, rsa, csa, b, rsb, csb, c, rsc, csc) }
+}
+
+/// The outlined body of a parallel loop: `fn(buffers, ctx, lo, hi) -> i32` runs iterations
+/// `lo..hi` and returns 0 or an error code.
+pub type ParallelBody = unsafe extern "C" fn(*const *mut u8, *mut c_void, i64, i64) -> i32;
+
+/// Runs `body` over `0..extent`, split into chunks across the context's threads (on the
+/// calling thread when `ctx` is null or has one thread). Returns the first non-zero code a
+/// chunk returned, or 0.
+///
+/// # Safety
+///
+/// `body` is a compiled parallel loop body whose iterations touch disjoint elements of the
+/// buffers `buffers` points to (valid for the kernel's buffer count), and `ctx` is null or a
+/// live [`KernelContext`].
+pub unsafe extern "C" fn relay_kernel_parallel_for(
+    ctx: *mut c_void,
+    body: ParallelBody,
+    buffers: *const *mut u8,
+    extent: i64,
+) -> i32 {
+    if extent <= 0 {
+        return 0;
+    }
+    // SAFETY: by the contract, `ctx` is null or a live context.
+    let context = unsafe { ctx.cast::<KernelContext>().as_ref() };
+    let Some(context) = context.filter(|c| c.threads() > 1 && extent > 1) else {
+        // SAFETY: by the contract.
+        return unsafe { body(buffers, ctx, 0, extent) };
+    };
+    let chunks = (context.threads() as i64 * 4).min(extent);
+    let step = (extent + chunks - 1) / chunks;
+    let (buffers, ctx_ptr) = (Shared(buffers), Shared(ctx));
+    context.parallel(chunks, &move |t| {
+        let (buffers, ctx_ptr) = (buffers, ctx_ptr);
+        let lo = (t * step).min(extent);
+        let hi = ((t + 1) * step).min(extent);
+        if lo >= hi {
+            return 0;
+        }
+        // SAFETY: by the contract; the chunks are disjoint ranges of iterations.
+        unsafe { body(buffers.0, ctx_ptr.0, lo, hi) }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn naive(m: usize, k: usize, n: usize, a: &[f32], b: &[f32]) -> Vec<f32> {
+        let mut c = vec![0f32; m * n];
+        for i in 0..m {
+            for j in 0..n {
+                c[i * n + j] = (0..k).map(|l| a[i * k + l] * b[l * n + j]).sum();
+            }
+        }
+        c
+    }
+
+    #[test]
+    fn gemm_matches_naive_on_one_and_several_threads() {
+        for threads in [1, 2] {
+            let ctx = KernelContext::with_threads(threads);
+            for &(m, k, n) in &[(1, 1, 1), (3, 0, 2), (0, 4, 4), (65, 70, 129), (200, 64, 3)] {
+                let a: Vec<f32> = (0..m * k).map(|i| (i % 7) as f32 - 3.0).collect();
+                let b: Vec<f32> = (0..k * n).map(|i| (i % 5) as f32 * 0.5).collect();
+                let mut c = vec![f32::NAN; m * n];
+                // SAFETY: the vectors hold the matrices the sizes and strides describe.
+                let rc = unsafe {
+                    relay_kernel_sgemm(
+                        std::ptr::from_ref(&ctx).cast_mut().cast(),
+                        m as i64,
+                        k as i64,
+                        n as i64,
+                        a.as_ptr(),
+                        k as i64,
+                        1,
+                        b.as_ptr(),
+                        n as i64,
+                        1,
+                        c.as_mut_ptr(),
+                        n as i64,
+                        1,
+                    )
+                };
+                assert_eq!(rc, 0);
+                assert_eq!(
+                    c,
+                    naive(m, k, n, &a, &b),
+                    "{m}x{k}x{n} on {threads} threads"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn matrix_vector_products_use_dot_products() {
+        for threads in [1, 2] {
+            let ctx = KernelContext::with_threads(threads);
+            let ctx_ptr = std::ptr::from_ref(&ctx).cast_mut().cast();
+            for &(k, n) in &[(1usize, 1usize), (7, 3), (784, 512), (33, 1000)] {
+                let x: Vec<f32> = (0..k).map(|i| (i % 7) as f32 - 3.0).collect();
+                // w is n × k row-major, used as the k × n matrix w^T (row stride 1).
+                let w: Vec<f32> = (0..n * k).map(|i| (i % 5) as f32 * 0.5).collect();
+                let want: Vec<f32> = (0..n)
+                    .map(|j| (0..k).map(|l| x[l] * w[j * k + l]).sum())
+                    .collect();
+                let mut c = vec![f32::NAN; n];
+                // SAFETY: the vectors hold the matrices the sizes and strides describe.
+                let rc = unsafe {
+                    relay_kernel_sgemm(
+                        ctx_ptr,
+                        1,
+                        k as i64,
+                        n as i64,
+                        x.as_ptr(),
+                        k as i64,
+                        1,
+                        w.as_ptr(),
+                        1,
+                        k as i64,
+                        c.as_mut_ptr(),
+                        n as i64,
+                        1,
+                    )
+                };
+                assert_eq!(rc, 0);
+                for (g, w) in c.iter().zip(&want) {
+                    assert!((g - w).abs() <= 1e-4 * w.abs().max(1.0), "{g} vs {w}");
+                }
+                // The same as a column: c[j, 0] = w[j, :] · x.
+                let mut c = vec![f32::NAN; n];
+                // SAFETY: as above.
+                let rc = unsafe {
+                    relay_kernel_sgemm(
+                        ctx_ptr,
+                        n as i64,
+                        k as i64,
+                        1,
+                        w.as_ptr(),
+                        k as i64,
+                        1,
+                        x.as_ptr(),
+                        1,
+                        1,
+                        c.as_mut_ptr(),
+                        1,
+                        1,
+                    )
+                };
+                assert_eq!(rc, 0);
+                for (g, w) in c.iter().zip(&want) {
+                    assert!((g - w).abs() <= 1e-4 * w.abs().max(1.0), "{g} vs {w}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn negative_sizes_are_refused() {
+        // SAFETY: nothing is read or written for a negative size.
+        let rc = unsafe {
+            relay_kernel_dgemm(
+                std::ptr::null_mut(),
+                -1,
+                1,
+                1,
+                std::ptr::null(),
+                1,
+                1,
+                std::ptr::null(),
+                1,
+                1,
+                std::ptr::null_mut(),
+                1,
+                1,
+            )
+        };
+        assert_eq!(rc, -1);
+    }
+}
