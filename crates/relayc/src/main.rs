@@ -1,11 +1,13 @@
 //! The `relayc` command line: `check` parses Relay files and reports diagnostics, `fmt` prints
-//! the canonical text of a file, `opt` runs a pass pipeline, `run` runs a function in the
+//! the canonical text of a file, `opt` runs a pass pipeline, `build` compiles the kernels of a
+//! file (or prints its lowered IR, loop nests or Cranelift IR), `run` runs a function in the
 //! reference interpreter (SPEC §5).
 //!
 //! Exit codes: 0 success, 1 user error (a bad program, an unreadable file), 2 bad usage. Nothing
 //! here panics on I/O errors: output goes through `writeln!` and every error is handled, so a
 //! closed pipe or a full disk ends the process with a message instead of a panic.
 
+mod build;
 mod diagnostics;
 mod opt;
 mod run;
@@ -49,6 +51,9 @@ enum Command {
     },
     /// Run a pass pipeline on a Relay file and print the transformed module.
     Opt(opt::OptArgs),
+    /// Run the pass pipeline on a Relay file and compile its kernels to machine code; `--emit`
+    /// prints the lowered module, the kernels' loop nests or their Cranelift IR instead.
+    Build(build::BuildArgs),
     /// Run a function of a Relay file on inputs from .npy/.npz files and print or save the
     /// result.
     Run(run::RunArgs),
@@ -90,6 +95,7 @@ fn main() -> ExitCode {
         Command::Check { files } => check(&files),
         Command::Fmt { file, show_types } => fmt(&file, show_types),
         Command::Opt(args) => opt::opt(&args),
+        Command::Build(args) => build::build(&args),
         Command::Run(args) => run::run(&args),
     };
     exit.into()

@@ -77,15 +77,9 @@ pub fn opt(args: &OptArgs) -> Exit {
         }
     }
 
-    let mut config = match &args.passes {
-        Some(path) => match PipelineConfig::load(path) {
-            Ok(config) => config,
-            Err(err) => {
-                report_diagnostic(&err);
-                return Exit::UserError;
-            }
-        },
-        None => PipelineConfig::default_pipeline(),
+    let mut config = match load_config(args.passes.as_deref()) {
+        Ok(config) => config,
+        Err(exit) => return exit,
     };
     if !passes.is_empty() {
         config.passes = passes;
@@ -116,9 +110,40 @@ pub fn opt(args: &OptArgs) -> Exit {
     let Some(module) = load_typed(&args.file) else {
         return Exit::UserError;
     };
+    match run_pipeline(&manager, module) {
+        Ok(module) => write_module(&module, args.output.as_deref()),
+        Err(exit) => exit,
+    }
+}
+
+/// Reads, parses and type-checks `file` and runs the pipeline of `passes` (a `passes.toml`
+/// file, or the built-in default when `None`) on it, as `relayc opt FILE [--passes PATH]` does:
+/// the module the VM compiles. Reports every problem on stderr; the error is the exit code.
+pub(crate) fn lower_file(file: &Path, passes: Option<&Path>) -> Result<Module, Exit> {
+    let config = load_config(passes)?;
+    let manager = PassManager::from_config(&config);
+    let module = load_typed(file).ok_or(Exit::UserError)?;
+    run_pipeline(&manager, module)
+}
+
+/// The pipeline configuration: the `passes.toml` file `path`, or the built-in default when
+/// `None`. A file that cannot be read or is invalid is reported on stderr.
+fn load_config(path: Option<&Path>) -> Result<PipelineConfig, Exit> {
+    match path {
+        Some(path) => PipelineConfig::load(path).map_err(|err| {
+            report_diagnostic(&err);
+            Exit::UserError
+        }),
+        None => Ok(PipelineConfig::default_pipeline()),
+    }
+}
+
+/// Runs `manager`'s pipeline on a type-checked module, writing its debugging output to stderr.
+/// A pass error is reported on stderr against the input's text.
+fn run_pipeline(manager: &PassManager, module: Module) -> Result<Module, Exit> {
     let source = module.source.clone();
-    let module = match manager.run_with_output(module, &mut io::stderr().lock()) {
-        Ok((module, _timings)) => module,
+    match manager.run_with_output(module, &mut io::stderr().lock()) {
+        Ok((module, _timings)) => Ok(module),
         Err(err) => {
             // Pass errors point into the input; give them its text to show.
             match &source {
@@ -128,10 +153,9 @@ pub fn opt(args: &OptArgs) -> Exit {
                 }),
                 None => report_diagnostic(&err),
             }
-            return Exit::UserError;
+            Err(Exit::UserError)
         }
-    };
-    write_module(&module, args.output.as_deref())
+    }
 }
 
 /// Parses `PASS.OPTION=VALUE` for `--pass-option`.
@@ -161,8 +185,15 @@ fn passes_named(names: &[String], flag: &str) -> Result<Vec<&'static dyn Pass>, 
 }
 
 /// Prints the module to `output` or stdout.
-fn write_module(module: &Module, output: Option<&Path>) -> Exit {
-    let text = relay_ir::print_module(module, &PrintOptions::default());
+pub(crate) fn write_module(module: &Module, output: Option<&Path>) -> Exit {
+    write_text(
+        &relay_ir::print_module(module, &PrintOptions::default()),
+        output,
+    )
+}
+
+/// Writes `text` to the file `output`, or to stdout when `None`.
+pub(crate) fn write_text(text: &str, output: Option<&Path>) -> Exit {
     match output {
         Some(path) => match std::fs::write(path, text.as_bytes()) {
             Ok(()) => Exit::Success,
@@ -171,7 +202,7 @@ fn write_module(module: &Module, output: Option<&Path>) -> Exit {
                 Exit::UserError
             }
         },
-        None => write_stdout(&text),
+        None => write_stdout(text),
     }
 }
 

@@ -1,0 +1,347 @@
+//! Runs `relayc build`: `--emit ir`, `--emit kernels` and `--emit clif` on small programs and
+//! the W1/W2 benchmark programs, `-o`, compiling without `--emit`, kernels that cannot be
+//! compiled, and the exit codes of bad programs and bad usage.
+
+mod common;
+
+use std::path::PathBuf;
+use std::process::Output;
+
+use common::{TempFile, arg, code, relayc, stderr, stdout};
+
+/// One kernel: `add` and `nn.relu` fuse.
+const ONE_KERNEL: &str = r#"#[version = "0.0.5"]
+def @main(%a: Tensor[(2, 3), float32], %b: Tensor[(2, 3), float32]) -> Tensor[(2, 3), float32] {
+  nn.relu(add(%a, %b))
+}
+"#;
+
+/// Two kernels, one in each global function.
+const TWO_KERNELS: &str = r#"#[version = "0.0.5"]
+def @scale(%x: Tensor[(4), float32]) -> Tensor[(4), float32] {
+  multiply(%x, 2f)
+}
+
+def @main(%a: Tensor[(4), float32], %b: Tensor[(4), float32]) -> Tensor[(4), float32] {
+  let %s = @scale(%a);
+  nn.relu(subtract(%s, %b))
+}
+"#;
+
+/// No operator calls, hence no kernels.
+const NO_KERNELS: &str = r#"#[version = "0.0.5"]
+def @main(%a: Tensor[(2, 3), float32], %b: Tensor[(2, 3), float32]) -> (Tensor[(2, 3), float32], Tensor[(2, 3), float32]) {
+  (%b, %a)
+}
+"#;
+
+/// Two kernels over a dynamic dimension, which the kernel compiler does not handle, and one it
+/// compiles.
+const DYNAMIC: &str = r#"#[version = "0.0.5"]
+def @dyn_add(%x: Tensor[(?, 3), float32]) -> Tensor[(?, 3), float32] {
+  add(%x, %x)
+}
+
+def @dyn_neg(%x: Tensor[(?), int32]) -> Tensor[(?), int32] {
+  negative(%x)
+}
+
+def @main(%x: Tensor[(?, 3), float32], %y: Tensor[(?), int32], %z: Tensor[(3), float32]) {
+  (@dyn_add(%x), @dyn_neg(%y), exp(%z))
+}
+"#;
+
+/// Runs `relayc build` with `args`.
+fn build(args: &[&str]) -> Output {
+    let mut all = vec!["build"];
+    all.extend_from_slice(args);
+    relayc(&all)
+}
+
+/// Runs `relayc build` and requires success.
+fn build_ok(args: &[&str]) -> Output {
+    let out = build(args);
+    assert_eq!(
+        code(&out),
+        0,
+        "relayc build {args:?} failed:\n{}",
+        stderr(&out)
+    );
+    out
+}
+
+/// The `// kernel NAME` lines of `--emit kernels` or `--emit clif` output.
+fn kernel_names(text: &str) -> Vec<&str> {
+    text.lines()
+        .filter_map(|line| line.strip_prefix("// kernel "))
+        .collect()
+}
+
+/// `text` with every hexadecimal literal (`0x5612_db24_18b0`) replaced by `0x?`.
+fn without_addresses(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = rest.find("0x") {
+        out.push_str(&rest[..at]);
+        out.push_str("0x?");
+        rest = rest[at + 2..].trim_start_matches(|c: char| c.is_ascii_hexdigit() || c == '_');
+    }
+    out.push_str(rest);
+    out
+}
+
+/// A benchmark program of the repository.
+fn bench_program(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../benches/programs")
+        .join(name)
+}
+
+#[test]
+fn emit_ir_prints_the_lowered_module() {
+    let file = TempFile::new("ir.relay", ONE_KERNEL);
+    let out = build_ok(&[file.arg(), "--emit", "ir"]);
+    let text = stdout(&out);
+    assert!(text.starts_with("#[version = \"0.0.5\"]"), "{text}");
+    // The default pipeline fused the operators into a primitive function.
+    assert!(text.contains("Primitive=1"), "{text}");
+    // The same text `relayc opt` prints.
+    let opt = relayc(&["opt", file.arg()]);
+    assert_eq!(code(&opt), 0, "{}", stderr(&opt));
+    assert_eq!(text, stdout(&opt));
+    // And it re-parses.
+    let lowered = TempFile::new("lowered.relay", &text);
+    let check = relayc(&["check", lowered.arg()]);
+    assert_eq!(code(&check), 0, "{}", stderr(&check));
+}
+
+#[test]
+fn emit_kernels_prints_each_loop_nest() {
+    let file = TempFile::new("kernels.relay", ONE_KERNEL);
+    let out = build_ok(&[file.arg(), "--emit", "kernels"]);
+    let text = stdout(&out);
+    let names = kernel_names(&text);
+    assert_eq!(names.len(), 1, "{text}");
+    assert!(names[0].starts_with("fused_add_nn_relu"), "{text}");
+    let header = format!("kernel {}(", names[0]);
+    assert!(text.contains(&header), "{text}");
+    assert!(text.contains("float32[2, 3] in"), "{text}");
+    assert!(text.contains("float32[2, 3] out"), "{text}");
+    assert!(text.contains("for "), "{text}");
+    assert!(stderr(&out).is_empty(), "{}", stderr(&out));
+}
+
+#[test]
+fn emit_kernels_lists_every_kernel() {
+    let file = TempFile::new("two.relay", TWO_KERNELS);
+    let out = build_ok(&[file.arg(), "--emit", "kernels"]);
+    let text = stdout(&out);
+    let names = kernel_names(&text);
+    assert_eq!(names.len(), 2, "{text}");
+    assert!(
+        names.iter().any(|n| n.starts_with("fused_multiply")),
+        "{text}"
+    );
+    assert!(
+        names
+            .iter()
+            .any(|n| n.starts_with("fused_subtract_nn_relu")),
+        "{text}"
+    );
+    for name in names {
+        assert!(text.contains(&format!("kernel {name}(")), "{text}");
+    }
+}
+
+#[test]
+fn emit_clif_prints_cranelift_ir() {
+    for (program, count) in [(ONE_KERNEL, 1), (TWO_KERNELS, 2)] {
+        let file = TempFile::new("clif.relay", program);
+        let out = build_ok(&[file.arg(), "--emit", "clif"]);
+        let text = stdout(&out);
+        assert_eq!(kernel_names(&text).len(), count, "{text}");
+        // Cranelift's function syntax, for the body and the packed entry of each kernel.
+        assert!(text.matches("function ").count() >= 2 * count, "{text}");
+        assert!(text.contains("block0"), "{text}");
+        assert!(text.contains("return"), "{text}");
+    }
+}
+
+#[test]
+fn output_goes_to_the_file_given() {
+    let file = TempFile::new("out.relay", TWO_KERNELS);
+    for emit in ["ir", "kernels", "clif"] {
+        let expected = stdout(&build_ok(&[file.arg(), "--emit", emit]));
+        let target = TempFile::path_for(&format!("out.{emit}"));
+        let out = build_ok(&[file.arg(), "--emit", emit, "-o", target.arg()]);
+        assert!(stdout(&out).is_empty(), "{}", stdout(&out));
+        let written = std::fs::read_to_string(target.path()).unwrap();
+        // The packed entries embed the address of their argument specs, which differs from
+        // run to run.
+        assert_eq!(
+            without_addresses(&written),
+            without_addresses(&expected),
+            "--emit {emit} -o"
+        );
+    }
+}
+
+#[test]
+fn without_emit_every_kernel_is_compiled() {
+    let file = TempFile::new("compile.relay", TWO_KERNELS);
+    let out = build_ok(&[file.arg()]);
+    assert!(stdout(&out).is_empty(), "{}", stdout(&out));
+    let err = stderr(&out);
+    let lines: Vec<&str> = err.lines().filter(|l| l.starts_with("kernel ")).collect();
+    assert_eq!(lines.len(), 2, "{err}");
+    for line in lines {
+        // add/relu: two inputs and an output; multiply by a scalar constant: one input.
+        assert!(
+            line.contains("3 arguments (2 in, 1 out)")
+                || line.contains("2 arguments (1 in, 1 out)"),
+            "{line}"
+        );
+        assert!(line.contains(" ms"), "{line}");
+    }
+    assert!(err.contains("2 kernels compiled in "), "{err}");
+}
+
+#[test]
+fn output_without_emit_is_a_usage_error() {
+    let file = TempFile::new("usage.relay", ONE_KERNEL);
+    let target = TempFile::path_for("out.ro");
+    let out = build(&[file.arg(), "-o", target.arg()]);
+    assert_eq!(code(&out), 2, "{}", stderr(&out));
+    assert!(stderr(&out).contains("needs --emit"), "{}", stderr(&out));
+    assert!(!target.path().exists());
+}
+
+#[test]
+fn a_bad_emit_value_is_a_usage_error() {
+    let file = TempFile::new("emit.relay", ONE_KERNEL);
+    for value in ["assembly", "bytecode", ""] {
+        let out = build(&[file.arg(), "--emit", value]);
+        assert_eq!(code(&out), 2, "--emit {value:?}: {}", stderr(&out));
+        assert!(stderr(&out).contains("--emit"), "{}", stderr(&out));
+        assert!(stdout(&out).is_empty());
+    }
+}
+
+#[test]
+fn a_bad_program_is_reported() {
+    let file = TempFile::new(
+        "bad.relay",
+        "#[version = \"0.0.5\"]\ndef @main(%x: Tensor[(2), float32]) {\n  add(%x, %y)\n}\n",
+    );
+    for emit in [&["--emit", "kernels"][..], &["--emit", "ir"], &[]] {
+        let mut args = vec![file.arg()];
+        args.extend_from_slice(emit);
+        let out = build(&args);
+        assert_eq!(code(&out), 1, "{}", stderr(&out));
+        assert!(stderr(&out).contains("%y"), "{}", stderr(&out));
+        assert!(stdout(&out).is_empty());
+    }
+    // A type error too.
+    let file = TempFile::new(
+        "ill_typed.relay",
+        "#[version = \"0.0.5\"]\ndef @main(%x: Tensor[(2), float32], %y: Tensor[(3), float32]) {\n  add(%x, %y)\n}\n",
+    );
+    let out = build(&[file.arg(), "--emit", "kernels"]);
+    assert_eq!(code(&out), 1, "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("cannot broadcast"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(stdout(&out).is_empty());
+    // A missing file.
+    let missing = TempFile::path_for("missing.relay");
+    let out = build(&[missing.arg()]);
+    assert_eq!(code(&out), 1, "{}", stderr(&out));
+    assert!(stderr(&out).contains("cannot read"), "{}", stderr(&out));
+}
+
+#[test]
+fn a_bad_passes_file_is_reported() {
+    let file = TempFile::new("passes.relay", ONE_KERNEL);
+    let passes = TempFile::new("passes.toml", "[pipeline]\npasses = [\"no_such_pass\"]\n");
+    let out = build(&[file.arg(), "--passes", passes.arg(), "--emit", "ir"]);
+    assert_eq!(code(&out), 1, "{}", stderr(&out));
+    assert!(stderr(&out).contains("no_such_pass"), "{}", stderr(&out));
+}
+
+#[test]
+fn the_passes_file_given_is_used() {
+    // Without fusion there are no primitive functions, hence no kernels.
+    let file = TempFile::new("nofuse.relay", ONE_KERNEL);
+    let passes = TempFile::new("nofuse.toml", "[pipeline]\npasses = [\"to_anf\"]\n");
+    let out = build_ok(&[file.arg(), "--passes", passes.arg(), "--emit", "ir"]);
+    assert!(!stdout(&out).contains("Primitive=1"), "{}", stdout(&out));
+    let out = build_ok(&[file.arg(), "--passes", passes.arg(), "--emit", "kernels"]);
+    assert!(stdout(&out).is_empty(), "{}", stdout(&out));
+}
+
+#[test]
+fn kernels_that_cannot_compile_are_all_reported() {
+    let file = TempFile::new("dynamic.relay", DYNAMIC);
+    let target = TempFile::path_for("dynamic.txt");
+    for emit in [&["--emit", "kernels"][..], &["--emit", "clif"], &[]] {
+        let mut args = vec![file.arg()];
+        args.extend_from_slice(emit);
+        let out = build(&args);
+        assert_eq!(code(&out), 1, "{emit:?}: {}", stderr(&out));
+        assert!(stdout(&out).is_empty(), "{}", stdout(&out));
+        let err = stderr(&out);
+        // Both failures, each naming its kernel; not the kernel that compiles.
+        assert!(err.contains("cannot compile kernel fused_add"), "{err}");
+        assert!(
+            err.contains("cannot compile kernel fused_negative"),
+            "{err}"
+        );
+        assert!(!err.contains("cannot compile kernel fused_exp"), "{err}");
+        assert!(err.contains("relay::kernel::unsupported"), "{err}");
+        assert!(err.contains("dynamic shape"), "{err}");
+        // Pointing at the kernel's root expression in the input.
+        assert!(err.contains("dynamic.relay:3:3"), "{err}");
+        assert!(err.contains("computes this"), "{err}");
+        // With nothing written to -o.
+        args.extend_from_slice(&["-o", target.arg()]);
+        if !emit.is_empty() {
+            let out = build(&args);
+            assert_eq!(code(&out), 1, "{}", stderr(&out));
+            assert!(!target.path().exists());
+        }
+    }
+}
+
+#[test]
+fn a_program_without_kernels_builds_to_nothing() {
+    let file = TempFile::new("none.relay", NO_KERNELS);
+    for emit in [&["--emit", "kernels"][..], &["--emit", "clif"], &[]] {
+        let mut args = vec![file.arg()];
+        args.extend_from_slice(emit);
+        let out = build_ok(&args);
+        assert!(stdout(&out).is_empty(), "{emit:?}: {}", stdout(&out));
+        assert!(stderr(&out).is_empty(), "{emit:?}: {}", stderr(&out));
+    }
+}
+
+#[test]
+fn the_w1_and_w2_benchmarks_emit_kernels() {
+    for (name, ops) in [
+        ("W1_add_2e20.relay", "fused_add"),
+        ("W2_fused.relay", "fused_multiply_add_nn_relu"),
+    ] {
+        let path = bench_program(name);
+        let out = build_ok(&[arg(&path), "--emit", "kernels"]);
+        let text = stdout(&out);
+        let names = kernel_names(&text);
+        assert_eq!(names.len(), 1, "{name}: {text}");
+        assert!(names[0].starts_with(ops), "{name}: {text}");
+        assert!(text.contains("float32[1048576] out"), "{name}: {text}");
+        let out = build_ok(&[arg(&path), "--emit", "clif"]);
+        assert_eq!(kernel_names(&stdout(&out)).len(), 1, "{name}");
+        let out = build_ok(&[arg(&path)]);
+        assert!(stderr(&out).contains("1 kernel compiled in "), "{name}");
+    }
+}
