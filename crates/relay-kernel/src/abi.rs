@@ -99,7 +99,7 @@ enum Threads {
     One,
     /// Rayon's global pool (one thread per core).
     Global,
-    /// A pool of its own.
+    /// A pool of its own, of one thread fewer than the count: the calling thread takes part.
     Pool(std::sync::Arc<rayon::ThreadPool>),
 }
 
@@ -108,6 +108,14 @@ impl Default for KernelContext {
     fn default() -> KernelContext {
         KernelContext::with_threads(0)
     }
+}
+
+/// Spawns `chunk(1)`, ..., `chunk(n - 1)` on the scope's pool and runs `chunk(0)` here.
+fn spawn_chunks<'s>(scope: &rayon::Scope<'s>, n: i64, chunk: &'s (dyn Fn(i64) + Sync)) {
+    for t in 1..n {
+        scope.spawn(move |_| chunk(t));
+    }
+    chunk(0);
 }
 
 impl std::fmt::Debug for KernelContext {
@@ -128,7 +136,7 @@ impl KernelContext {
         let threads = match threads {
             0 => Threads::Global,
             1 => Threads::One,
-            n => match rayon::ThreadPoolBuilder::new().num_threads(n).build() {
+            n => match rayon::ThreadPoolBuilder::new().num_threads(n - 1).build() {
                 Ok(pool) => Threads::Pool(std::sync::Arc::new(pool)),
                 Err(_) => Threads::One,
             },
@@ -145,26 +153,35 @@ impl KernelContext {
         match &self.threads {
             Threads::One => 1,
             Threads::Global => rayon::current_num_threads(),
-            Threads::Pool(pool) => pool.current_num_threads(),
+            Threads::Pool(pool) => pool.current_num_threads() + 1,
         }
     }
 
     /// Runs `f(i)` for every `i` in `0..n`, spread over the context's threads, and returns the
     /// first non-zero result met (or 0).
+    ///
+    /// The calling thread runs `f(0)` itself while the pool's threads run the others (so no
+    /// thread sits waiting, and a kernel call does not wait for a pool thread to wake up for
+    /// its first chunk).
     pub(crate) fn parallel(&self, n: i64, f: &(dyn Fn(i64) -> i32 + Sync)) -> i32 {
-        use rayon::prelude::*;
-        let run = || {
-            (0..n)
-                .into_par_iter()
-                .map(f)
-                .find_any(|&rc| rc != 0)
-                .unwrap_or(0)
+        use std::sync::atomic::{AtomicI32, Ordering};
+        let serial = || (0..n).map(f).find(|&rc| rc != 0).unwrap_or(0);
+        if n <= 1 || self.threads() <= 1 {
+            return serial();
+        }
+        let first = AtomicI32::new(0);
+        let chunk = |t: i64| {
+            let rc = f(t);
+            if rc != 0 {
+                let _ = first.compare_exchange(0, rc, Ordering::Relaxed, Ordering::Relaxed);
+            }
         };
         match &self.threads {
-            _ if n <= 1 || self.threads() <= 1 => (0..n).map(f).find(|&rc| rc != 0).unwrap_or(0),
-            Threads::Pool(pool) => pool.install(run),
-            _ => run(),
+            Threads::Pool(pool) => pool.in_place_scope(|scope| spawn_chunks(scope, n, &chunk)),
+            Threads::Global => rayon::in_place_scope(|scope| spawn_chunks(scope, n, &chunk)),
+            Threads::One => return serial(),
         }
+        first.load(Ordering::Relaxed)
     }
 
     /// `sizes.len()` 64-byte aligned scratch regions of the given byte sizes in the workspace

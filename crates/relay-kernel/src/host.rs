@@ -427,7 +427,7 @@ pub unsafe extern "C" fn relay_kernel_parallel_for(
         // SAFETY: by the contract.
         return unsafe { body(buffers, ctx, 0, extent) };
     };
-    let chunks = (context.threads() as i64 * 4).min(extent);
+    let chunks = (context.threads() as i64).min(extent);
     let step = (extent + chunks - 1) / chunks;
     let (buffers, ctx_ptr) = (Shared(buffers), Shared(ctx));
     context.parallel(chunks, &move |t| {

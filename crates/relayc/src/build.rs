@@ -104,6 +104,13 @@ fn emit(kernels: &[(String, Function)], what: Emit) -> Result<String, Vec<Failur
     let mut text = String::new();
     let mut failures = Vec::new();
     for (name, func) in kernels {
+        if relay_kernel::is_dynamic(func) {
+            if !text.is_empty() {
+                text.push('\n');
+            }
+            let _ = writeln!(text, "// kernel {name}: {DYNAMIC}");
+            continue;
+        }
         let lowered = relay_kernel::lower_primitive(func, name).and_then(|loops| match what {
             Emit::Clif => relay_kernel::codegen::emit_clif(&loops),
             Emit::Ir | Emit::Kernels => Ok(loops.to_string()),
@@ -141,7 +148,13 @@ fn compile(kernels: &[(String, Function)]) -> Result<(), Vec<Failure>> {
     let mut failures = Vec::new();
     let mut total = Duration::ZERO;
     // A failed write to stderr is ignored: the summary is a report, not the build's output.
+    let mut dynamic = 0;
     for (name, func) in kernels {
+        if relay_kernel::is_dynamic(func) {
+            let _ = writeln!(stderr, "kernel {name}: {DYNAMIC}");
+            dynamic += 1;
+            continue;
+        }
         let start = Instant::now();
         let compiled = relay_kernel::compile_primitive(func, name);
         let time = start.elapsed();
@@ -168,17 +181,21 @@ fn compile(kernels: &[(String, Function)]) -> Result<(), Vec<Failure>> {
     if !failures.is_empty() {
         return Err(failures);
     }
-    if !kernels.is_empty() {
+    let compiled = kernels.len() - dynamic;
+    if compiled > 0 {
         let _ = writeln!(
             stderr,
-            "{} kernel{} compiled in {}",
-            kernels.len(),
-            plural(kernels.len()),
+            "{compiled} kernel{} compiled in {}",
+            plural(compiled),
             millis(total)
         );
     }
     Ok(())
 }
+
+/// What `build` says of a kernel with dynamic (`?`) dimensions.
+const DYNAMIC: &str = "dynamic shapes; compiled when called, for the argument shapes \
+                       (relay_kernel::compile_primitive_for)";
 
 /// `"s"` unless `n` is 1.
 fn plural(n: usize) -> &'static str {
