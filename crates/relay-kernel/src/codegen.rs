@@ -1023,24 +1023,11 @@ impl<'a, 'b> Gen<'a, 'b> {
             }
         }
         fn reads(e: &LExpr, locals: &mut Vec<LocalId>, buffers: &mut Vec<BufferId>) {
-            match e {
+            e.visit(&mut |n| match n {
                 LExpr::Local(l) => locals.push(*l),
-                LExpr::Int(..) | LExpr::Float(..) => {}
-                LExpr::Load { buffer, index } => {
-                    buffers.push(*buffer);
-                    reads(index, locals, buffers);
-                }
-                LExpr::Unary(_, a) | LExpr::Cast(_, a) => reads(a, locals, buffers),
-                LExpr::Binary(_, a, b) | LExpr::Compare(_, a, b) => {
-                    reads(a, locals, buffers);
-                    reads(b, locals, buffers);
-                }
-                LExpr::Select(c, a, b) => {
-                    reads(c, locals, buffers);
-                    reads(a, locals, buffers);
-                    reads(b, locals, buffers);
-                }
-            }
+                LExpr::Load { buffer, .. } => buffers.push(*buffer),
+                _ => {}
+            });
         }
         let mut stmts = Vec::new();
         if !walk(body, &mut stmts) {
@@ -2641,21 +2628,11 @@ fn accumulation(local: LocalId, value: &LExpr) -> Option<(BinaryOp, &LExpr)> {
 
 /// The locals an expression reads.
 fn walk_locals(e: &LExpr, out: &mut Vec<LocalId>) {
-    match e {
-        LExpr::Local(l) => out.push(*l),
-        LExpr::Int(..) | LExpr::Float(..) => {}
-        LExpr::Load { index, .. } => walk_locals(index, out),
-        LExpr::Unary(_, a) | LExpr::Cast(_, a) => walk_locals(a, out),
-        LExpr::Binary(_, a, b) | LExpr::Compare(_, a, b) => {
-            walk_locals(a, out);
-            walk_locals(b, out);
+    e.visit(&mut |n| {
+        if let LExpr::Local(l) = n {
+            out.push(*l);
         }
-        LExpr::Select(c, a, b) => {
-            walk_locals(c, out);
-            walk_locals(a, out);
-            walk_locals(b, out);
-        }
-    }
+    });
 }
 
 /// The accumulators of a loop body (a straight line): locals other than the counter assigned
@@ -2709,78 +2686,30 @@ fn accumulators(var: LocalId, body: &Stmt) -> Vec<(LocalId, BinaryOp)> {
 
 /// The keys ([`expr_key`]) of the indices at which `e` loads buffer `b`.
 fn loads_of(e: &LExpr, b: BufferId, out: &mut Vec<String>) {
-    match e {
-        LExpr::Local(_) | LExpr::Int(..) | LExpr::Float(..) => {}
-        LExpr::Load { buffer, index } => {
-            if *buffer == b {
-                out.push(expr_key(index));
-            }
-            loads_of(index, b, out);
+    e.visit(&mut |n| {
+        if let LExpr::Load { buffer, index } = n
+            && *buffer == b
+        {
+            out.push(expr_key(index));
         }
-        LExpr::Unary(_, a) | LExpr::Cast(_, a) => loads_of(a, b, out),
-        LExpr::Binary(_, x, y) | LExpr::Compare(_, x, y) => {
-            loads_of(x, b, out);
-            loads_of(y, b, out);
-        }
-        LExpr::Select(c, x, y) => {
-            loads_of(c, b, out);
-            loads_of(x, b, out);
-            loads_of(y, b, out);
-        }
-    }
+    });
 }
 
 /// The locals a statement reads and those it assigns (loop counters included).
 fn stmt_locals(s: &Stmt, read: &mut Vec<LocalId>, assigned: &mut Vec<LocalId>) {
-    fn expr(e: &LExpr, read: &mut Vec<LocalId>) {
-        match e {
-            LExpr::Local(l) => read.push(*l),
-            LExpr::Int(..) | LExpr::Float(..) => {}
-            LExpr::Load { index, .. } => expr(index, read),
-            LExpr::Unary(_, a) | LExpr::Cast(_, a) => expr(a, read),
-            LExpr::Binary(_, a, b) | LExpr::Compare(_, a, b) => {
-                expr(a, read);
-                expr(b, read);
+    s.exprs(&mut |e| walk_locals(e, read));
+    fn assigns(s: &Stmt, assigned: &mut Vec<LocalId>) {
+        match s {
+            Stmt::Seq(items) => items.iter().for_each(|s| assigns(s, assigned)),
+            Stmt::For { var, body, .. } | Stmt::Range { var, body, .. } => {
+                assigned.push(*var);
+                assigns(body, assigned);
             }
-            LExpr::Select(c, a, b) => {
-                expr(c, read);
-                expr(a, read);
-                expr(b, read);
-            }
+            Stmt::Assign { local, .. } => assigned.push(*local),
+            Stmt::Store { .. } | Stmt::Gemm(_) => {}
         }
     }
-    match s {
-        Stmt::Seq(items) => items.iter().for_each(|s| stmt_locals(s, read, assigned)),
-        Stmt::Range {
-            var,
-            start,
-            end,
-            body,
-            ..
-        } => {
-            expr(start, read);
-            expr(end, read);
-            assigned.push(*var);
-            stmt_locals(body, read, assigned);
-        }
-        Stmt::For { var, body, .. } => {
-            assigned.push(*var);
-            stmt_locals(body, read, assigned);
-        }
-        Stmt::Assign { local, value } => {
-            expr(value, read);
-            assigned.push(*local);
-        }
-        Stmt::Store { index, value, .. } => {
-            expr(index, read);
-            expr(value, read);
-        }
-        Stmt::Gemm(g) => {
-            for m in [&g.a, &g.b, &g.c] {
-                expr(&m.offset, read);
-            }
-        }
-    }
+    assigns(s, assigned);
 }
 
 /// How many times each local is assigned (loop counters count once per loop).

@@ -207,3 +207,71 @@ pub enum LExpr {
     /// Conversion to `dtype` (numpy `astype` rules).
     Cast(DType, Box<LExpr>),
 }
+
+impl LExpr {
+    /// Calls `f` on this expression and each of its subexpressions, parents first.
+    pub fn visit(&self, f: &mut dyn FnMut(&LExpr)) {
+        f(self);
+        match self {
+            LExpr::Local(_) | LExpr::Int(..) | LExpr::Float(..) => {}
+            LExpr::Load { index, .. } => index.visit(f),
+            LExpr::Unary(_, a) | LExpr::Cast(_, a) => a.visit(f),
+            LExpr::Binary(_, a, b) | LExpr::Compare(_, a, b) => {
+                a.visit(f);
+                b.visit(f);
+            }
+            LExpr::Select(c, a, b) => {
+                c.visit(f);
+                a.visit(f);
+                b.visit(f);
+            }
+        }
+    }
+
+    /// Calls `f` on this expression and each of its subexpressions, parents first, mutably.
+    pub fn visit_mut(&mut self, f: &mut dyn FnMut(&mut LExpr)) {
+        f(self);
+        match self {
+            LExpr::Local(_) | LExpr::Int(..) | LExpr::Float(..) => {}
+            LExpr::Load { index, .. } => index.visit_mut(f),
+            LExpr::Unary(_, a) | LExpr::Cast(_, a) => a.visit_mut(f),
+            LExpr::Binary(_, a, b) | LExpr::Compare(_, a, b) => {
+                a.visit_mut(f);
+                b.visit_mut(f);
+            }
+            LExpr::Select(c, a, b) => {
+                c.visit_mut(f);
+                a.visit_mut(f);
+                b.visit_mut(f);
+            }
+        }
+    }
+}
+
+impl Stmt {
+    /// Calls `f` on every top-level expression of this statement and of the statements inside
+    /// it (indices, values, loop bounds, GEMM offsets), in order.
+    pub fn exprs(&self, f: &mut dyn FnMut(&LExpr)) {
+        match self {
+            Stmt::Seq(items) => items.iter().for_each(|s| s.exprs(f)),
+            Stmt::For { body, .. } => body.exprs(f),
+            Stmt::Range {
+                start, end, body, ..
+            } => {
+                f(start);
+                f(end);
+                body.exprs(f);
+            }
+            Stmt::Store { index, value, .. } => {
+                f(index);
+                f(value);
+            }
+            Stmt::Assign { value, .. } => f(value),
+            Stmt::Gemm(g) => {
+                for m in [&g.a, &g.b, &g.c] {
+                    f(&m.offset);
+                }
+            }
+        }
+    }
+}

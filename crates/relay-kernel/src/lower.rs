@@ -330,140 +330,75 @@ fn alias_scratch(buffers: &mut Vec<Buffer>, stages: &mut Vec<Stmt>) {
 
 /// The buffers a statement reads and writes.
 fn stmt_buffers(s: &Stmt, reads: &mut Vec<BufferId>, writes: &mut Vec<BufferId>) {
-    match s {
-        Stmt::Seq(items) => items.iter().for_each(|s| stmt_buffers(s, reads, writes)),
-        Stmt::For { body, .. } => stmt_buffers(body, reads, writes),
-        Stmt::Range {
-            start, end, body, ..
-        } => {
-            expr_buffers(start, reads);
-            expr_buffers(end, reads);
-            stmt_buffers(body, reads, writes);
-        }
-        Stmt::Store {
-            buffer,
-            index,
-            value,
-        } => {
-            writes.push(*buffer);
-            expr_buffers(index, reads);
-            expr_buffers(value, reads);
-        }
-        Stmt::Assign { value, .. } => expr_buffers(value, reads),
-        Stmt::Gemm(g) => {
-            for m in [&g.a, &g.b, &g.c] {
-                expr_buffers(&m.offset, reads);
+    s.exprs(&mut |e| {
+        e.visit(&mut |n| {
+            if let LExpr::Load { buffer, .. } = n {
+                reads.push(*buffer);
             }
-            reads.push(g.a.buffer);
-            reads.push(g.b.buffer);
-            writes.push(g.c.buffer);
-        }
-    }
-}
-
-/// The buffers an expression loads.
-fn expr_buffers(e: &LExpr, out: &mut Vec<BufferId>) {
-    walk_lexpr(e, &mut |e| {
-        if let LExpr::Load { buffer, .. } = e {
-            out.push(*buffer);
+        })
+    });
+    stores(s, &mut |stored, key| {
+        writes.push(stored);
+        if key.is_none() {
+            // A GEMM reads its operands in full.
+            gemm_operands_of(s, reads);
         }
     });
 }
 
-/// Calls `f` on every node of `e`.
-fn walk_lexpr(e: &LExpr, f: &mut dyn FnMut(&LExpr)) {
-    f(e);
-    match e {
-        LExpr::Local(_) | LExpr::Int(..) | LExpr::Float(..) => {}
-        LExpr::Load { index, .. } => walk_lexpr(index, f),
-        LExpr::Unary(_, a) | LExpr::Cast(_, a) => walk_lexpr(a, f),
-        LExpr::Binary(_, a, b) | LExpr::Compare(_, a, b) => {
-            walk_lexpr(a, f);
-            walk_lexpr(b, f);
-        }
-        LExpr::Select(c, a, b) => {
-            walk_lexpr(c, f);
-            walk_lexpr(a, f);
-            walk_lexpr(b, f);
-        }
-    }
-}
-
-/// The buffers and index keys a statement stores to (every store, and every GEMM result as
-/// an unmatchable key).
-fn store_keys(s: &Stmt, targets: &mut Vec<BufferId>, keys: &mut Vec<String>) {
+/// The operand buffers of every GEMM in a statement.
+fn gemm_operands_of(s: &Stmt, out: &mut Vec<BufferId>) {
     match s {
-        Stmt::Seq(items) => items.iter().for_each(|s| store_keys(s, targets, keys)),
-        Stmt::For { body, .. } | Stmt::Range { body, .. } => store_keys(body, targets, keys),
-        Stmt::Store { buffer, index, .. } => {
-            if !targets.contains(buffer) {
-                targets.push(*buffer);
-            }
-            let key = format!("{index:?}");
-            if !keys.contains(&key) {
-                keys.push(key);
-            }
-        }
-        Stmt::Assign { .. } => {}
+        Stmt::Seq(items) => items.iter().for_each(|s| gemm_operands_of(s, out)),
+        Stmt::For { body, .. } | Stmt::Range { body, .. } => gemm_operands_of(body, out),
         Stmt::Gemm(g) => {
-            targets.push(g.c.buffer);
-            keys.push(String::from("gemm"));
+            out.push(g.a.buffer);
+            out.push(g.b.buffer);
         }
+        Stmt::Store { .. } | Stmt::Assign { .. } => {}
     }
 }
 
-/// The index keys at which a statement loads buffer `b`.
-fn load_keys(s: &Stmt, b: BufferId, out: &mut Vec<String>) {
-    let mut exprs: Vec<&LExpr> = Vec::new();
-    fn collect<'s>(s: &'s Stmt, out: &mut Vec<&'s LExpr>) {
-        match s {
-            Stmt::Seq(items) => items.iter().for_each(|s| collect(s, out)),
-            Stmt::For { body, .. } => collect(body, out),
-            Stmt::Range {
-                start, end, body, ..
-            } => {
-                out.push(start);
-                out.push(end);
-                collect(body, out);
-            }
-            Stmt::Store { index, value, .. } => {
-                out.push(index);
-                out.push(value);
-            }
-            Stmt::Assign { value, .. } => out.push(value),
-            Stmt::Gemm(g) => {
-                for m in [&g.a, &g.b, &g.c] {
-                    out.push(&m.offset);
-                }
-            }
-        }
+/// Calls `f` with every buffer a statement writes and the index key it stores at (`None` for
+/// a GEMM result, written everywhere).
+fn stores(s: &Stmt, f: &mut dyn FnMut(BufferId, Option<String>)) {
+    match s {
+        Stmt::Seq(items) => items.iter().for_each(|s| stores(s, f)),
+        Stmt::For { body, .. } | Stmt::Range { body, .. } => stores(body, f),
+        Stmt::Store { buffer, index, .. } => f(*buffer, Some(format!("{index:?}"))),
+        Stmt::Gemm(g) => f(g.c.buffer, None),
+        Stmt::Assign { .. } => {}
     }
-    collect(s, &mut exprs);
-    for e in exprs {
-        walk_lexpr(e, &mut |e| {
-            if let LExpr::Load { buffer, index } = e
+}
+
+/// The buffers and index keys a statement stores to (a GEMM result has the unmatchable key
+/// `gemm`).
+fn store_keys(s: &Stmt, targets: &mut Vec<BufferId>, keys: &mut Vec<String>) {
+    stores(s, &mut |buffer, key| {
+        if !targets.contains(&buffer) {
+            targets.push(buffer);
+        }
+        let key = key.unwrap_or_else(|| String::from("gemm"));
+        if !keys.contains(&key) {
+            keys.push(key);
+        }
+    });
+}
+
+/// The index keys at which a statement loads buffer `b` (a GEMM reading it: `gemm`).
+fn load_keys(s: &Stmt, b: BufferId, out: &mut Vec<String>) {
+    s.exprs(&mut |e| {
+        e.visit(&mut |n| {
+            if let LExpr::Load { buffer, index } = n
                 && *buffer == b
             {
                 out.push(format!("{index:?}"));
             }
-        });
-    }
-    // A GEMM reading `b` reads it everywhere: unmatchable.
-    let (mut r, mut w) = (Vec::new(), Vec::new());
-    fn gemm_reads(s: &Stmt, r: &mut Vec<BufferId>, w: &mut Vec<BufferId>) {
-        match s {
-            Stmt::Seq(items) => items.iter().for_each(|s| gemm_reads(s, r, w)),
-            Stmt::For { body, .. } | Stmt::Range { body, .. } => gemm_reads(body, r, w),
-            Stmt::Gemm(g) => {
-                r.push(g.a.buffer);
-                r.push(g.b.buffer);
-                w.push(g.c.buffer);
-            }
-            _ => {}
-        }
-    }
-    gemm_reads(s, &mut r, &mut w);
-    if r.contains(&b) {
+        })
+    });
+    let mut operands = Vec::new();
+    gemm_operands_of(s, &mut operands);
+    if operands.contains(&b) {
         out.push(String::from("gemm"));
     }
 }
@@ -489,33 +424,21 @@ fn is_self_copy(s: &Stmt) -> bool {
 
 /// Rewrites every buffer reference of a statement with `f`.
 fn map_buffers(s: &mut Stmt, f: &dyn Fn(BufferId) -> BufferId) {
-    fn expr(e: &mut LExpr, f: &dyn Fn(BufferId) -> BufferId) {
-        match e {
-            LExpr::Local(_) | LExpr::Int(..) | LExpr::Float(..) => {}
-            LExpr::Load { buffer, index } => {
+    let expr = |e: &mut LExpr| {
+        e.visit_mut(&mut |n| {
+            if let LExpr::Load { buffer, .. } = n {
                 *buffer = f(*buffer);
-                expr(index, f);
             }
-            LExpr::Unary(_, a) | LExpr::Cast(_, a) => expr(a, f),
-            LExpr::Binary(_, a, b) | LExpr::Compare(_, a, b) => {
-                expr(a, f);
-                expr(b, f);
-            }
-            LExpr::Select(c, a, b) => {
-                expr(c, f);
-                expr(a, f);
-                expr(b, f);
-            }
-        }
-    }
+        })
+    };
     match s {
         Stmt::Seq(items) => items.iter_mut().for_each(|s| map_buffers(s, f)),
         Stmt::For { body, .. } => map_buffers(body, f),
         Stmt::Range {
             start, end, body, ..
         } => {
-            expr(start, f);
-            expr(end, f);
+            expr(start);
+            expr(end);
             map_buffers(body, f);
         }
         Stmt::Store {
@@ -524,14 +447,14 @@ fn map_buffers(s: &mut Stmt, f: &dyn Fn(BufferId) -> BufferId) {
             value,
         } => {
             *buffer = f(*buffer);
-            expr(index, f);
-            expr(value, f);
+            expr(index);
+            expr(value);
         }
-        Stmt::Assign { value, .. } => expr(value, f),
+        Stmt::Assign { value, .. } => expr(value),
         Stmt::Gemm(g) => {
             for m in [&mut g.a, &mut g.b, &mut g.c] {
                 m.buffer = f(m.buffer);
-                expr(&mut m.offset, f);
+                expr(&mut m.offset);
             }
         }
     }

@@ -5,9 +5,11 @@
 //! unsupported); every other outcome must match. Primitives with `?` dimensions are specialized
 //! to concrete argument types first, as the VM compiles them on first call.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 
-use relay_interp::{InterpOptions, SplitMix64, compare_tensors, random_tensor};
+use relay_interp::{InterpOptions, SplitMix64, random_tensor};
 use relay_ir::{
     Dim, Expr, ExprKind, Function, GlobalFunc, Module, ModuleKind, NDArray, Span, Symbol, Type,
     TypeKind, Value,
@@ -179,34 +181,7 @@ fn check_for(prim: &Function, args: &[Type], seed: u64) -> Result<bool, String> 
     let refs: Vec<&NDArray> = inputs.iter().collect();
     let mut outs: Vec<&mut NDArray> = outputs.iter_mut().collect();
     let actual = kernel.call(&refs, &mut outs);
-    match (actual, expected) {
-        (Ok(()), Ok(value)) => {
-            let leaves = value.tensor_leaves();
-            if leaves.len() != outputs.len() {
-                return Err(format!(
-                    "{} outputs, the interpreter gives {}",
-                    outputs.len(),
-                    leaves.len()
-                ));
-            }
-            for (i, (got, want)) in outputs.iter().zip(leaves).enumerate() {
-                if let Some(why) = compare_tensors(got, &want, 1e-4, 1e-5) {
-                    return Err(format!("output {i}: {why}"));
-                }
-            }
-            Ok(true)
-        }
-        (Err(_), Err(_)) => Ok(true),
-        // SPEC §3: `take` in mode "fast" may assume its indices are in range; the interpreter
-        // checks them, the kernel clamps them (it never reads out of bounds).
-        (Ok(()), Err(e)) if format!("{e:?}").contains("(mode \\\"fast\\\")") => Ok(true),
-        (Ok(()), Err(e)) => Err(format!(
-            "the kernel succeeds where the interpreter fails: {e:?}"
-        )),
-        (Err(e), Ok(_)) => Err(format!(
-            "the kernel fails where the interpreter succeeds: {e}"
-        )),
-    }
+    common::compare_results(actual, expected, &outputs, (1e-4, 1e-5)).map(|()| true)
 }
 
 #[test]

@@ -884,6 +884,22 @@ pub(crate) mod op_tests {
             .all(|(&w, g)| w == g || (w.is_nan() && g.is_nan()) || (w - g).abs() <= rtol * w.abs())
     }
 
+    /// One placeholder per input array (`p0`, `p1`, ...), with its shape and dtype.
+    pub(crate) fn placeholders(inputs: &[NDArray]) -> Vec<TeValue> {
+        inputs
+            .iter()
+            .enumerate()
+            .map(|(i, a)| {
+                TeValue::Tensor(Tensor::placeholder(
+                    format!("p{i}"),
+                    a.shape().to_vec(),
+                    a.dtype(),
+                    i,
+                ))
+            })
+            .collect()
+    }
+
     /// Runs `name` on `inputs` through its reference evaluation and through its compute
     /// definition (evaluated by [`Interp`]) and asserts they agree. Returns whether the type
     /// relation accepted the inputs.
@@ -907,18 +923,7 @@ pub(crate) mod op_tests {
         let Ok(out) = (op.relation.unwrap())(&types, attrs) else {
             return false;
         };
-        let placeholders: Vec<TeValue> = inputs
-            .iter()
-            .enumerate()
-            .map(|(i, a)| {
-                TeValue::Tensor(Tensor::placeholder(
-                    format!("p{i}"),
-                    a.shape().to_vec(),
-                    a.dtype(),
-                    i,
-                ))
-            })
-            .collect();
+        let placeholders = placeholders(inputs);
         let compute = op
             .compute
             .unwrap_or_else(|| panic!("`{name}` has no compute definition"));

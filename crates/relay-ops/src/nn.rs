@@ -4648,18 +4648,7 @@ mod tests {
             .map(|a| Type::tensor(a.shape(), a.dtype()))
             .collect();
         let out = (op.relation.unwrap())(&types, set).ok()?;
-        let placeholders: Vec<TV> = inputs
-            .iter()
-            .enumerate()
-            .map(|(i, a)| {
-                TV::Tensor(relay_ir::te::Tensor::placeholder(
-                    format!("p{i}"),
-                    a.shape().to_vec(),
-                    a.dtype(),
-                    i,
-                ))
-            })
-            .collect();
+        let placeholders = crate::compute::op_tests::placeholders(inputs);
         (op.compute.unwrap())(&placeholders, set, &out).ok()
     }
 
@@ -5179,18 +5168,7 @@ mod tests {
         let Ok(out) = (op.relation.unwrap())(&types, set) else {
             return false;
         };
-        let placeholders: Vec<TV> = inputs
-            .iter()
-            .enumerate()
-            .map(|(i, a)| {
-                TV::Tensor(relay_ir::te::Tensor::placeholder(
-                    format!("p{i}"),
-                    a.shape().to_vec(),
-                    a.dtype(),
-                    i,
-                ))
-            })
-            .collect();
+        let placeholders = crate::compute::op_tests::placeholders(inputs);
         let values: Vec<Value> = inputs.iter().map(|a| Value::tensor(a.clone())).collect();
         let want = (op.eval.unwrap())(&values, set).unwrap();
         let TV::Tuple(got) = (op.compute.unwrap())(&placeholders, set, &out).unwrap() else {

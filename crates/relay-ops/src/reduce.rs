@@ -1336,18 +1336,7 @@ mod tests {
             .collect();
         let set = attrs(op, set);
         let out = (schema.relation.unwrap())(&types, &set).unwrap();
-        let placeholders: Vec<TeValue> = inputs
-            .iter()
-            .enumerate()
-            .map(|(i, a)| {
-                TeValue::Tensor(Tensor::placeholder(
-                    format!("p{i}"),
-                    a.shape().to_vec(),
-                    a.dtype(),
-                    i,
-                ))
-            })
-            .collect();
+        let placeholders = crate::compute::op_tests::placeholders(inputs);
         let te = (schema.compute.unwrap())(&placeholders, &set, &out).unwrap();
         let t = te.as_tensor().unwrap();
         Interp::new(inputs).tensor(t).unwrap().to_i128_vec()

@@ -3000,18 +3000,7 @@ mod te_tests {
             types
         };
         let out = (op.relation.unwrap())(&types, attrs).ok()?;
-        let placeholders: Vec<TeValue> = parts
-            .iter()
-            .enumerate()
-            .map(|(i, a)| {
-                TeValue::Tensor(Tensor::placeholder(
-                    format!("p{i}"),
-                    a.shape().to_vec(),
-                    a.dtype(),
-                    i,
-                ))
-            })
-            .collect();
+        let placeholders = crate::compute::op_tests::placeholders(parts);
         let values: Vec<Value> = parts.iter().map(|a| Value::tensor(a.clone())).collect();
         let (placeholders, values) = if tuple_in {
             (

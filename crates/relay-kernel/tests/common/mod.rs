@@ -2,6 +2,9 @@
 //! a primitive function, compiled with [`relay_kernel::compile_primitive`] and run on random
 //! inputs, against the interpreter's reference evaluation of the same module.
 
+// Each test binary uses part of this module.
+#![allow(dead_code)]
+
 use relay_interp::{InterpOptions, SplitMix64, compare_tensors, random_tensor};
 use relay_ir::{ExprKind, Function, Module, NDArray, Value};
 
@@ -75,12 +78,27 @@ fn case(call: &str, params: &[String], seed: u64, tol: (f64, f64)) -> Result<Out
     let refs: Vec<&NDArray> = inputs.iter().collect();
     let mut outs: Vec<&mut NDArray> = outputs.iter_mut().collect();
     let actual = kernel.call(&refs, &mut outs);
+    compare_results(actual, expected, &outputs, tol)
+        .map(|()| Outcome::Passed)
+        .map_err(|why| format!("{why}\n{text}"))
+}
+
+/// Compares a kernel call's outcome and outputs with the interpreter's result: both failed,
+/// or both succeeded with every tensor leaf within `tol` (rtol, atol). `take` in mode "fast"
+/// may succeed where the interpreter fails (SPEC §3: it may assume its indices are in range;
+/// the interpreter checks them, the kernel clamps them and never reads out of bounds).
+pub fn compare_results<E: std::fmt::Debug>(
+    actual: Result<(), relay_kernel::KernelError>,
+    expected: Result<Value, E>,
+    outputs: &[NDArray],
+    tol: (f64, f64),
+) -> Result<(), String> {
     match (actual, expected) {
         (Ok(()), Ok(value)) => {
             let leaves = value.tensor_leaves();
             if leaves.len() != outputs.len() {
                 return Err(format!(
-                    "{} outputs, the interpreter gives {}\n{text}",
+                    "{} outputs, the interpreter gives {}",
                     outputs.len(),
                     leaves.len()
                 ));
@@ -92,17 +110,18 @@ fn case(call: &str, params: &[String], seed: u64, tol: (f64, f64)) -> Result<Out
                     } else {
                         String::new()
                     };
-                    return Err(format!("{which}{why}\n{text}"));
+                    return Err(format!("{which}{why}"));
                 }
             }
-            Ok(Outcome::Passed)
+            Ok(())
         }
-        (Err(_), Err(_)) => Ok(Outcome::Passed),
+        (Err(_), Err(_)) => Ok(()),
+        (Ok(()), Err(e)) if format!("{e:?}").contains("(mode \\\"fast\\\")") => Ok(()),
         (Ok(()), Err(e)) => Err(format!(
-            "the kernel succeeds where the interpreter fails: {e:?}\n{text}"
+            "the kernel succeeds where the interpreter fails: {e:?}"
         )),
         (Err(e), Ok(_)) => Err(format!(
-            "the kernel fails where the interpreter succeeds: {e}\n{text}"
+            "the kernel fails where the interpreter succeeds: {e}"
         )),
     }
 }
