@@ -1746,49 +1746,40 @@ fn split_axis(ix: &Ix, k: usize) -> Option<(i64, Ix)> {
 /// `v` with every clamp `max(0, min(x, n - 1))` (either order) of a guarded index `x`
 /// (known to lie in `0..n`, by its key) replaced by `x`.
 fn unclamp(v: &Val, guarded: &[(String, i64)]) -> Val {
-    fn ix(i: &Ix, guarded: &[(String, i64)]) -> Ix {
-        let inner = |a: &Ix, lo: &Ix, hi: &Ix| -> Option<Ix> {
-            let (Ix::Const(0), Ix::Const(m)) = (lo, hi) else {
-                return None;
-            };
-            let key = format!("{a:?}");
-            guarded
-                .iter()
-                .any(|(k, n)| *k == key && *n == m + 1)
-                .then(|| a.clone())
+    /// `(x, m)` when `i` is `max(0, min(x, m))` or `min(max(x, 0), m)`, operands in either
+    /// order.
+    fn clamp_of(i: &Ix) -> Option<(&Ix, i64)> {
+        let Ix::Bin(op @ (BinaryOp::Max | BinaryOp::Min), a, b) = i else {
+            return None;
         };
+        let inner = if *op == BinaryOp::Max {
+            BinaryOp::Min
+        } else {
+            BinaryOp::Max
+        };
+        let (c, Ix::Bin(iop, x, d)) = (match (a.as_ref(), b.as_ref()) {
+            (c @ Ix::Const(_), other) | (other, c @ Ix::Const(_)) => (c, other),
+            _ => return None,
+        }) else {
+            return None;
+        };
+        let (Ix::Const(c), Ix::Const(d)) = (c, d.as_ref()) else {
+            return None;
+        };
+        // max(0, min(x, m)) or min(max(x, 0), m).
+        match (*op, *c, *d) {
+            (BinaryOp::Max, 0, m) | (BinaryOp::Min, m, 0) if *iop == inner => Some((x, m)),
+            _ => None,
+        }
+    }
+    fn ix(i: &Ix, guarded: &[(String, i64)]) -> Ix {
+        if let Some((x, m)) = clamp_of(i) {
+            let key = format!("{x:?}");
+            if guarded.iter().any(|(k, n)| *k == key && *n == m + 1) {
+                return x.clone();
+            }
+        }
         match i {
-            Ix::Bin(BinaryOp::Max, a, b) => {
-                let found = match (a.as_ref(), b.as_ref()) {
-                    (lo @ Ix::Const(_), Ix::Bin(BinaryOp::Min, x, hi))
-                    | (Ix::Bin(BinaryOp::Min, x, hi), lo @ Ix::Const(_)) => inner(x, lo, hi),
-                    _ => None,
-                };
-                found.unwrap_or_else(|| {
-                    Ix::Bin(
-                        BinaryOp::Max,
-                        Box::new(ix(a, guarded)),
-                        Box::new(ix(b, guarded)),
-                    )
-                })
-            }
-            Ix::Bin(BinaryOp::Min, a, b) => {
-                let found = match (a.as_ref(), b.as_ref()) {
-                    (Ix::Bin(BinaryOp::Max, x, lo), hi @ Ix::Const(_))
-                    | (hi @ Ix::Const(_), Ix::Bin(BinaryOp::Max, x, lo)) => match lo.as_ref() {
-                        Ix::Const(_) => inner(x, lo, hi),
-                        _ => None,
-                    },
-                    _ => None,
-                };
-                found.unwrap_or_else(|| {
-                    Ix::Bin(
-                        BinaryOp::Min,
-                        Box::new(ix(a, guarded)),
-                        Box::new(ix(b, guarded)),
-                    )
-                })
-            }
             Ix::Bin(op, a, b) => Ix::Bin(*op, Box::new(ix(a, guarded)), Box::new(ix(b, guarded))),
             Ix::Dyn(v) => Ix::Dyn(Box::new(unclamp(v, guarded))),
             other => other.clone(),
