@@ -57,6 +57,12 @@ pub enum NDArrayError {
         /// The alignment asked for.
         alignment: usize,
     },
+    /// The system could not provide the memory.
+    #[error("out of memory allocating a storage of {size} bytes")]
+    OutOfMemory {
+        /// The size asked for.
+        size: usize,
+    },
     /// A view that does not fit in its storage.
     #[error("a view of {len} bytes at offset {offset} does not fit in a storage of {size} bytes")]
     OutOfBounds {

@@ -55,8 +55,9 @@ impl Storage {
         }
         // SAFETY: `layout` has a non-zero size.
         let raw = unsafe { alloc_zeroed(layout) };
+        // Out of memory is an error for the program, not an abort of the process.
         let Some(ptr) = NonNull::new(raw) else {
-            std::alloc::handle_alloc_error(layout)
+            return Err(NDArrayError::OutOfMemory { size });
         };
         Ok(Storage {
             ptr,

@@ -1,0 +1,117 @@
+//! The executable: what the compiler produces and the VM runs (DESIGN §6). Immutable once
+//! built, so many VMs on many threads can share one (`Send + Sync`).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use relay_ir::{Function, NDArray};
+
+use crate::bytecode::{BytecodeError, Tables, VmFunction, validate};
+
+/// A kernel of an executable: the primitive function it is compiled from (kept so kernels can
+/// be re-JIT-compiled when an executable is loaded, and specialized for dynamic shapes) and
+/// its name.
+#[derive(Clone, Debug)]
+pub struct KernelEntry {
+    /// The kernel's name (`fused_nn_dense_add_...`).
+    pub name: String,
+    /// The type-checked primitive function (`Primitive=1`).
+    pub func: Function,
+}
+
+/// Bytecode functions, the constant pool and the kernel table.
+#[derive(Clone, Debug, Default)]
+pub struct Executable {
+    /// The functions; `Invoke`, `TailInvoke` and `AllocClosure` index them.
+    pub functions: Vec<VmFunction>,
+    /// The constant pool; `LoadConst` indexes it.
+    pub constants: Vec<Arc<NDArray>>,
+    /// The kernels; `InvokePacked` indexes them.
+    pub kernels: Vec<KernelEntry>,
+    /// Global functions by name (the entry points `invoke` looks up).
+    pub globals: HashMap<String, u32>,
+}
+
+impl Executable {
+    /// The tables the functions' instructions refer to.
+    pub fn tables(&self) -> Tables {
+        Tables {
+            arities: self
+                .functions
+                .iter()
+                .map(|f| u32::try_from(f.params.len()).unwrap_or(u32::MAX))
+                .collect(),
+            kernels: self.kernels.len(),
+            constants: self.constants.len(),
+        }
+    }
+
+    /// Checks every function's bytecode against the tables ([`validate`]) and every global
+    /// against the function table.
+    pub fn validate(&self) -> Result<(), BytecodeError> {
+        let tables = self.tables();
+        for f in &self.functions {
+            validate(f, &tables)?;
+        }
+        for (name, &index) in &self.globals {
+            if index as usize >= self.functions.len() {
+                return Err(BytecodeError {
+                    function: name.clone(),
+                    pc: 0,
+                    message: format!(
+                        "global @{name} names function {index} of {}",
+                        self.functions.len()
+                    ),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// The function a global names.
+    pub fn global(&self, name: &str) -> Option<(u32, &VmFunction)> {
+        let &index = self.globals.get(name)?;
+        Some((index, self.functions.get(index as usize)?))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bytecode::{Instruction, Reg};
+
+    fn exe() -> Executable {
+        let id = VmFunction {
+            name: "main".into(),
+            params: vec!["x".into()],
+            register_count: 1,
+            code: vec![Instruction::Ret { result: Reg(0) }],
+        };
+        Executable {
+            functions: vec![id],
+            globals: HashMap::from([("main".to_string(), 0)]),
+            ..Executable::default()
+        }
+    }
+
+    #[test]
+    fn executables_are_shared_across_threads() {
+        fn assert_send_sync<T: Send + Sync>() {}
+        assert_send_sync::<Executable>();
+        let e = exe();
+        assert_eq!(e.validate(), Ok(()));
+        assert_eq!(
+            e.global("main").map(|(i, f)| (i, f.name.as_str())),
+            Some((0, "main"))
+        );
+        assert!(e.global("nope").is_none());
+    }
+
+    #[test]
+    fn a_global_naming_a_missing_function_is_an_error() {
+        let mut e = exe();
+        e.globals.insert("ghost".into(), 3);
+        let err = e.validate().expect_err("a dangling global");
+        assert!(err.to_string().contains("names function 3 of 1"), "{err}");
+    }
+}
