@@ -575,16 +575,7 @@ impl<'a, 'b> Gen<'a, 'b> {
             g.local_ranges = self.local_ranges.clone();
             let params = g.prologue()?;
             let (lo, hi) = (params[2], params[3]);
-            if (2..=64).contains(&lanes) && g.vectorizable(var, body) {
-                let n = g.b.ins().isub(hi, lo);
-                let whole = g.b.ins().sdiv_imm_s(n, i64::from(lanes));
-                let len = g.b.ins().imul_imm_s(whole, i64::from(lanes));
-                let main = g.b.ins().iadd(lo, len);
-                g.vector_loop_between(var, lo, main, lanes, body)?;
-                g.serial_loop_between(var, main, hi, body)?;
-            } else {
-                g.serial_loop_between(var, lo, hi, body)?;
-            }
+            g.loop_between(var, lo, hi, lanes, body)?;
             g.epilogue();
             g.b.seal_all_blocks();
             g.b.finalize(config);
@@ -694,17 +685,9 @@ impl<'a, 'b> Gen<'a, 'b> {
                     ForKind::Parallel { lanes } if *extent > 1 && self.outlinable(*var, body) => {
                         self.parallel_loop(*var, *extent, *lanes, body)
                     }
-                    ForKind::Parallel { lanes }
-                        if *lanes >= 2 && *lanes <= 64 && self.vectorizable(*var, body) =>
-                    {
-                        let main = extent / i64::from(*lanes) * i64::from(*lanes);
-                        if main > 0 {
-                            self.vector_loop(*var, main, *lanes, body)?;
-                        }
-                        self.serial_loop(*var, main, *extent, body)
-                    }
-                    ForKind::Vectorized { lanes }
-                        if *lanes >= 2 && *lanes <= 64 && self.vectorizable(*var, body) =>
+                    // A parallel loop that cannot be outlined runs here, vectorized if it can be.
+                    ForKind::Parallel { lanes } | ForKind::Vectorized { lanes }
+                        if (2..=64).contains(lanes) && self.vectorizable(*var, body) =>
                     {
                         let main = extent / i64::from(*lanes) * i64::from(*lanes);
                         if main > 0 {
@@ -859,19 +842,11 @@ impl<'a, 'b> Gen<'a, 'b> {
         let e = self.b.ins().smax(e, s);
         let e = self.b.ins().smin(e, max);
         let saved = self.ranges.insert(var, (0, i128::from(extent) - 1));
-        let result = (|| match kind {
-            ForKind::Vectorized { lanes }
-                if (2..=64).contains(&lanes) && self.vectorizable(var, body) =>
-            {
-                let n = self.b.ins().isub(e, s);
-                let whole = self.b.ins().sdiv_imm_s(n, i64::from(lanes));
-                let len = self.b.ins().imul_imm_s(whole, i64::from(lanes));
-                let main = self.b.ins().iadd(s, len);
-                self.vector_loop_between(var, s, main, lanes, body)?;
-                self.serial_loop_between(var, main, e, body)
-            }
-            _ => self.serial_loop_between(var, s, e, body),
-        })();
+        let lanes = match kind {
+            ForKind::Vectorized { lanes } => lanes,
+            _ => 1,
+        };
+        let result = self.loop_between(var, s, e, lanes, body);
         match saved {
             Some(r) => self.ranges.insert(var, r),
             None => self.ranges.remove(&var),
@@ -895,15 +870,31 @@ impl<'a, 'b> Gen<'a, 'b> {
         self.serial_loop_between(var, first, end, body)
     }
 
-    /// `for var in start..end { body }` with bounds known at run time only.
-    fn serial_loop_between(
+    /// `for var in start..end { body }` with bounds known at run time: a vector main loop
+    /// over `lanes` (when more than one and the body allows it) and a scalar tail.
+    fn loop_between(
         &mut self,
         var: LocalId,
-        first: Value,
+        start: Value,
         end: Value,
+        lanes: u32,
         body: &Stmt,
     ) -> R<()> {
-        let v = self.vars[var.0 as usize];
+        if !(2..=64).contains(&lanes) || !self.vectorizable(var, body) {
+            return self.serial_loop_between(var, start, end, body);
+        }
+        let n = self.b.ins().isub(end, start);
+        let whole = self.b.ins().sdiv_imm_s(n, i64::from(lanes));
+        let len = self.b.ins().imul_imm_s(whole, i64::from(lanes));
+        let main = self.b.ins().iadd(start, len);
+        self.vector_loop_between(var, start, main, lanes, body)?;
+        self.serial_loop_between(var, main, end, body)
+    }
+
+    /// Starts a loop `for i in first..end`: its header (the counter `i` a block parameter,
+    /// tested against `end`) and its body block, where it leaves the builder. Returns the
+    /// counter, the header (to jump back to) and the exit block.
+    fn loop_header(&mut self, first: Value, end: Value) -> (Value, Block, Block) {
         let (header, block, exit) = (
             self.b.create_block(),
             self.b.create_block(),
@@ -915,6 +906,19 @@ impl<'a, 'b> Gen<'a, 'b> {
         let more = self.b.ins().icmp(IntCC::SignedLessThan, i, end);
         self.b.ins().brif(more, block, &[], exit, &[]);
         self.b.switch_to_block(block);
+        (i, header, exit)
+    }
+
+    /// `for var in start..end { body }` with bounds known at run time only.
+    fn serial_loop_between(
+        &mut self,
+        var: LocalId,
+        first: Value,
+        end: Value,
+        body: &Stmt,
+    ) -> R<()> {
+        let v = self.vars[var.0 as usize];
+        let (i, header, exit) = self.loop_header(first, end);
         self.b.def_var(v, i);
         self.stmt(body)?;
         let next = self.b.ins().iadd_imm_s(i, 1);
@@ -969,17 +973,7 @@ impl<'a, 'b> Gen<'a, 'b> {
             }
             accs.insert(local, (op, vars));
         }
-        let (header, block, exit) = (
-            self.b.create_block(),
-            self.b.create_block(),
-            self.b.create_block(),
-        );
-        let i = self.b.append_block_param(header, types::I64);
-        self.b.ins().jump(header, &[BlockArg::Value(first)]);
-        self.b.switch_to_block(header);
-        let more = self.b.ins().icmp(IntCC::SignedLessThan, i, main);
-        self.b.ins().brif(more, block, &[], exit, &[]);
-        self.b.switch_to_block(block);
+        let (i, header, exit) = self.loop_header(first, main);
         let mut cx = VecCx {
             var,
             lanes,

@@ -16,38 +16,28 @@ pub const PARALLEL_FOR_SYMBOL: &str = "relay_kernel_parallel_for";
 /// Below this many multiply-adds a product runs on the calling thread.
 const PARALLEL_GEMM_WORK: i64 = 1 << 18;
 
+/// The C signature of the GEMM host functions for element type `T`: the kernel context,
+/// `m`, `k`, `n`, then each of `a`, `b`, `c` with its row and column strides.
+type GemmFn<T> = unsafe extern "C" fn(
+    *mut c_void,
+    i64,
+    i64,
+    i64,
+    *const T,
+    i64,
+    i64,
+    *const T,
+    i64,
+    i64,
+    *mut T,
+    i64,
+    i64,
+) -> i32;
+
 /// Every host symbol of this module, with its address.
 pub fn host_symbols() -> [(&'static str, *const u8); 3] {
-    let sgemm: unsafe extern "C" fn(
-        *mut c_void,
-        i64,
-        i64,
-        i64,
-        *const f32,
-        i64,
-        i64,
-        *const f32,
-        i64,
-        i64,
-        *mut f32,
-        i64,
-        i64,
-    ) -> i32 = relay_kernel_sgemm;
-    let dgemm: unsafe extern "C" fn(
-        *mut c_void,
-        i64,
-        i64,
-        i64,
-        *const f64,
-        i64,
-        i64,
-        *const f64,
-        i64,
-        i64,
-        *mut f64,
-        i64,
-        i64,
-    ) -> i32 = relay_kernel_dgemm;
+    let sgemm: GemmFn<f32> = relay_kernel_sgemm;
+    let dgemm: GemmFn<f64> = relay_kernel_dgemm;
     let parallel: unsafe extern "C" fn(*mut c_void, ParallelBody, *const *mut u8, i64) -> i32 =
         relay_kernel_parallel_for;
     [
