@@ -920,7 +920,9 @@ fn fold(op: BinaryOp, x: Ix, y: Ix) -> Ix {
         (BinaryOp::Add, Ix::Const(0), _) | (BinaryOp::Mul, Ix::Const(1), _) => y,
         (BinaryOp::Add | BinaryOp::Sub, _, Ix::Const(0))
         | (BinaryOp::Mul | BinaryOp::Div | BinaryOp::FloorDiv, _, Ix::Const(1)) => x,
-        (BinaryOp::Mul, Ix::Const(0), _) | (BinaryOp::Mul, _, Ix::Const(0)) => Ix::Const(0),
+        (BinaryOp::Mul, Ix::Const(0), _)
+        | (BinaryOp::Mul, _, Ix::Const(0))
+        | (BinaryOp::Mod | BinaryOp::FloorMod, _, Ix::Const(1)) => Ix::Const(0),
         _ => Ix::Bin(op, Box::new(x), Box::new(y)),
     }
 }
