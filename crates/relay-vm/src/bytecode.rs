@@ -132,6 +132,26 @@ pub enum Instruction {
         /// Where the value goes.
         dst: Reg,
     },
+    /// `dst` = a tuple of `fields` (TVM used `AllocADT` with tag 0; a distinct instruction keeps
+    /// tuples and constructed values apart in results).
+    AllocTuple {
+        /// The fields, in order.
+        fields: Vec<Reg>,
+        /// Where the tuple goes.
+        dst: Reg,
+    },
+    /// Calls kernel `kernel` on `inputs`, allocating its outputs from the pool: the kernel of
+    /// a primitive call whose result shape is known only at run time (`?` dimensions), which
+    /// `manifest_alloc` leaves as a plain call. The kernel is specialized to the argument
+    /// shapes on first call; `dst` gets the output tensor, or a tuple of them.
+    InvokePackedAlloc {
+        /// The kernel's index in the executable's kernel table.
+        kernel: u32,
+        /// The input registers.
+        inputs: Vec<Reg>,
+        /// Where the result goes.
+        dst: Reg,
+    },
     /// `dst` = a closure of function `func` capturing `captured` (also a global function used
     /// as a value, with nothing captured).
     AllocClosure {
@@ -321,6 +341,20 @@ impl fmt::Display for Instruction {
                 regs(f, fields)?;
                 f.write_str("]")
             }
+            Instruction::AllocTuple { fields, dst } => {
+                write!(f, "alloc_tuple {dst} [")?;
+                regs(f, fields)?;
+                f.write_str("]")
+            }
+            Instruction::InvokePackedAlloc {
+                kernel,
+                inputs,
+                dst,
+            } => {
+                write!(f, "invoke_packed_alloc {dst} PackedFunc[{kernel}] (in: ")?;
+                regs(f, inputs)?;
+                f.write_str(")")
+            }
             Instruction::AllocClosure {
                 func,
                 captured,
@@ -396,7 +430,10 @@ impl Instruction {
                 ..
             } => (vec![*storage, *offset, *shape], Some(*dst)),
             I::AllocStorage { size, dst, .. } => (vec![*size], Some(*dst)),
-            I::AllocAdt { fields, dst, .. } => (fields.clone(), Some(*dst)),
+            I::AllocAdt { fields, dst, .. } | I::AllocTuple { fields, dst } => {
+                (fields.clone(), Some(*dst))
+            }
+            I::InvokePackedAlloc { inputs, dst, .. } => (inputs.clone(), Some(*dst)),
             I::AllocClosure { captured, dst, .. } => (captured.clone(), Some(*dst)),
             I::GetField { object, dst, .. } | I::GetTag { object, dst } => {
                 (vec![*object], Some(*dst))
@@ -415,6 +452,72 @@ impl Instruction {
             } => (vec![*reference, *value], Some(*dst)),
         }
     }
+
+    /// The instruction's kind: its index in [`Instruction::KINDS`] (the `--profile` table's
+    /// rows, and the opcode of the file format).
+    pub fn kind(&self) -> usize {
+        use Instruction as I;
+        match self {
+            I::Move { .. } => 0,
+            I::Ret { .. } => 1,
+            I::Fatal { .. } => 2,
+            I::Invoke { .. } => 3,
+            I::InvokeClosure { .. } => 4,
+            I::TailInvoke { .. } => 5,
+            I::TailInvokeClosure { .. } => 6,
+            I::InvokePacked { .. } => 7,
+            I::InvokePackedAlloc { .. } => 8,
+            I::AllocTensor { .. } => 9,
+            I::AllocTensorReg { .. } => 10,
+            I::AllocStorage { .. } => 11,
+            I::AllocAdt { .. } => 12,
+            I::AllocTuple { .. } => 13,
+            I::AllocClosure { .. } => 14,
+            I::GetField { .. } => 15,
+            I::GetTag { .. } => 16,
+            I::If { .. } => 17,
+            I::Goto { .. } => 18,
+            I::LoadConst { .. } => 19,
+            I::LoadConsti { .. } => 20,
+            I::ShapeOf { .. } => 21,
+            I::ReshapeTensor { .. } => 22,
+            I::KillRegister { .. } => 23,
+            I::AllocRef { .. } => 24,
+            I::RefRead { .. } => 25,
+            I::RefWrite { .. } => 26,
+        }
+    }
+
+    /// The names of the instruction kinds, indexed by [`Instruction::kind`].
+    pub const KINDS: [&'static str; 27] = [
+        "move",
+        "ret",
+        "fatal",
+        "invoke",
+        "invoke_closure",
+        "tail_invoke",
+        "tail_invoke_closure",
+        "invoke_packed",
+        "invoke_packed_alloc",
+        "alloc_tensor",
+        "alloc_tensor_reg",
+        "alloc_storage",
+        "alloc_data",
+        "alloc_tuple",
+        "alloc_closure",
+        "get_field",
+        "get_tag",
+        "if",
+        "goto",
+        "load_const",
+        "load_consti",
+        "shape_of",
+        "reshape_tensor",
+        "kill_register",
+        "alloc_ref",
+        "ref_read",
+        "ref_write",
+    ];
 
     /// Whether execution never continues with the next instruction.
     pub fn ends_block(&self) -> bool {
@@ -441,6 +544,71 @@ pub struct VmFunction {
     pub register_count: u32,
     /// The instructions.
     pub code: Vec<Instruction>,
+    /// What each parameter accepts (checked when the function is an entry point).
+    pub param_types: Vec<ArgType>,
+    /// Source locations (`file:line:column`) of the instructions that can fail at run time
+    /// (calls, kernel calls, `fatal`), by instruction position, sorted.
+    pub locations: Vec<(u32, String)>,
+}
+
+impl VmFunction {
+    /// The source location of instruction `pc`, when known.
+    pub fn location(&self, pc: usize) -> Option<&str> {
+        let i = self
+            .locations
+            .binary_search_by_key(&(pc as u32), |(p, _)| *p)
+            .ok()?;
+        Some(self.locations[i].1.as_str())
+    }
+}
+
+/// What an entry function's parameter accepts: the checked part of its type annotation.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ArgType {
+    /// A tensor of this dtype and rank; `None` dimensions (`?`) accept any extent.
+    Tensor {
+        /// The element type.
+        dtype: DType,
+        /// The dimensions.
+        shape: Vec<Option<i64>>,
+    },
+    /// A tuple of these fields.
+    Tuple(Vec<ArgType>),
+    /// Anything (ADTs, functions, references: not checked).
+    Any,
+}
+
+impl fmt::Display for ArgType {
+    /// Relay's type syntax: `Tensor[(2, ?), float32]`, `(A, B)`, `_`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ArgType::Tensor { dtype, shape } => {
+                if shape.is_empty() {
+                    return write!(f, "{dtype}");
+                }
+                let dims: Vec<String> = shape
+                    .iter()
+                    .map(|d| d.map_or("?".to_owned(), |n| n.to_string()))
+                    .collect();
+                let comma = if dims.len() == 1 { "," } else { "" };
+                write!(f, "Tensor[({}{comma}), {dtype}]", dims.join(", "))
+            }
+            ArgType::Tuple(fields) => {
+                f.write_str("(")?;
+                for (i, t) in fields.iter().enumerate() {
+                    if i > 0 {
+                        f.write_str(", ")?;
+                    }
+                    write!(f, "{t}")?;
+                }
+                if fields.len() == 1 {
+                    f.write_str(",")?;
+                }
+                f.write_str(")")
+            }
+            ArgType::Any => f.write_str("_"),
+        }
+    }
 }
 
 impl fmt::Display for VmFunction {
@@ -587,6 +755,15 @@ pub fn validate(func: &VmFunction, tables: &Tables) -> Result<(), BytecodeError>
                     ));
                 }
             }
+            Instruction::InvokePackedAlloc { kernel, .. } if *kernel as usize >= tables.kernels => {
+                return Err(fail(
+                    pc,
+                    format!(
+                        "kernel index {kernel} out of range ({} kernels)",
+                        tables.kernels
+                    ),
+                ));
+            }
             Instruction::InvokePacked {
                 kernel, outputs, ..
             } => {
@@ -641,6 +818,8 @@ mod tests {
             params: vec!["x".into()],
             register_count,
             code,
+            param_types: vec![ArgType::Any],
+            locations: vec![],
         }
     }
 
@@ -854,6 +1033,8 @@ mod tests {
                 },
                 Instruction::Ret { result: r(2) },
             ],
+            param_types: vec![ArgType::Any; 2],
+            locations: vec![],
         };
         assert_eq!(
             f.to_string(),

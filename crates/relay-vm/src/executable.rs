@@ -2,9 +2,10 @@
 //! built, so many VMs on many threads can share one (`Send + Sync`).
 
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
-use relay_ir::{Function, NDArray};
+use relay_ir::{Expr, Function, NDArray, Type};
+use relay_kernel::{KernelCache, KernelError, PackedFunc};
 
 use crate::bytecode::{BytecodeError, Tables, VmFunction, validate};
 
@@ -15,8 +16,60 @@ use crate::bytecode::{BytecodeError, Tables, VmFunction, validate};
 pub struct KernelEntry {
     /// The kernel's name (`fused_nn_dense_add_...`).
     pub name: String,
-    /// The type-checked primitive function (`Primitive=1`).
-    pub func: Function,
+    /// The type-checked primitive function (`Primitive=1`), as a function expression (the
+    /// kernel cache's key).
+    pub func: Expr,
+    /// Whether its types have `?` dimensions: it is compiled per argument shapes when called.
+    pub dynamic: bool,
+    /// The compiled kernel of a static primitive, once compiled ([`Executable::jit`], or on
+    /// first call).
+    pub compiled: OnceLock<Arc<PackedFunc>>,
+}
+
+impl KernelEntry {
+    /// An entry for the primitive function `func` (a `Primitive=1` function expression).
+    pub fn new(name: String, func: Expr) -> KernelEntry {
+        let dynamic = match func.kind() {
+            relay_ir::ExprKind::Function(f) => relay_kernel::is_dynamic(f),
+            _ => false,
+        };
+        KernelEntry {
+            name,
+            func,
+            dynamic,
+            compiled: OnceLock::new(),
+        }
+    }
+
+    /// The primitive function.
+    pub fn function(&self) -> Option<&Function> {
+        match self.func.kind() {
+            relay_ir::ExprKind::Function(f) => Some(f),
+            _ => None,
+        }
+    }
+
+    /// The compiled kernel of a static primitive (compiling it on first use).
+    pub fn get(&self) -> Result<&Arc<PackedFunc>, KernelError> {
+        if let Some(k) = self.compiled.get() {
+            return Ok(k);
+        }
+        let func = self.function().ok_or_else(|| KernelError::Lower {
+            message: format!("kernel {}: not a function literal", self.name),
+        })?;
+        let compiled = Arc::new(relay_kernel::compile_primitive(func, &self.name)?);
+        Ok(self.compiled.get_or_init(|| compiled))
+    }
+
+    /// The kernel for arguments of types `args` (a dynamic primitive is specialized to them,
+    /// through `cache`).
+    pub fn get_for(&self, cache: &KernelCache, args: &[Type]) -> Result<Arc<PackedFunc>, KernelError> {
+        if self.dynamic {
+            cache.get_or_compile_for(&self.func, args, &self.name)
+        } else {
+            self.get().cloned()
+        }
+    }
 }
 
 /// Bytecode functions, the constant pool and the kernel table.
@@ -30,6 +83,8 @@ pub struct Executable {
     pub kernels: Vec<KernelEntry>,
     /// Global functions by name (the entry points `invoke` looks up).
     pub globals: HashMap<String, u32>,
+    /// Specializations of dynamic kernels, shared by every VM running this executable.
+    pub cache: Arc<KernelCache>,
 }
 
 impl Executable {
@@ -68,6 +123,19 @@ impl Executable {
         Ok(())
     }
 
+    /// JIT-compiles every static kernel now (a dynamic one is compiled per argument shapes
+    /// when called), so the first run pays no compile time. Every failure is reported: the
+    /// errors of all kernels that do not compile.
+    pub fn jit(&self) -> Result<(), Vec<KernelError>> {
+        let errors: Vec<KernelError> = self
+            .kernels
+            .iter()
+            .filter(|k| !k.dynamic)
+            .filter_map(|k| k.get().err())
+            .collect();
+        if errors.is_empty() { Ok(()) } else { Err(errors) }
+    }
+
     /// The function a global names.
     pub fn global(&self, name: &str) -> Option<(u32, &VmFunction)> {
         let &index = self.globals.get(name)?;
@@ -86,6 +154,8 @@ mod tests {
             params: vec!["x".into()],
             register_count: 1,
             code: vec![Instruction::Ret { result: Reg(0) }],
+            param_types: vec![crate::bytecode::ArgType::Any],
+            locations: vec![],
         };
         Executable {
             functions: vec![id],

@@ -2,10 +2,25 @@
 //! lowered IR to it, the executable, the VM that runs it and calls the JIT-compiled kernels,
 //! and the pooled allocator behind `AllocStorage`.
 //!
-//! Status (issue 6, in progress): the instruction set with its printer and validator
-//! ([`bytecode`]), the executable ([`executable`]) and the pooled allocator ([`allocator`]); the
-//! compiler and the VM follow.
+//! - [`compile`] turns a module lowered by the pass pipeline (fused, ANF, lifted,
+//!   manifested) into an [`Executable`]: bytecode per function, the constant pool and the
+//!   kernel table.
+//! - [`Vm`] runs an executable: frames on a heap stack, register files sized at compile time,
+//!   kernels called in destination-passing style on storage from the [`PooledAllocator`].
+//!
+//! [`PooledAllocator`]: allocator::PooledAllocator
 
 pub mod allocator;
 pub mod bytecode;
+pub mod compiler;
+pub mod error;
 pub mod executable;
+pub mod profile;
+pub mod vm;
+
+pub use bytecode::{ArgType, Instruction, Reg, VmFunction};
+pub use compiler::compile;
+pub use error::{CompileError, VmError, VmErrorKind};
+pub use executable::{Executable, KernelEntry};
+pub use profile::Profile;
+pub use vm::{Vm, VmClosure, VmOptions};

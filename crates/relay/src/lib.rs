@@ -1,0 +1,1 @@
+//! relayc as a library (SPEC §6).
