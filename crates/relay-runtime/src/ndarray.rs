@@ -255,6 +255,15 @@ impl NDArray {
         matches!(self.owner, Owner::Storage { .. })
     }
 
+    /// The storage of a view, giving up the view (so an executor can return the storage to its
+    /// pool once nothing else holds it); `None` for an array with its own buffer.
+    pub fn into_storage(self) -> Option<Arc<Storage>> {
+        match self.owner {
+            Owner::Storage { storage, .. } => Some(storage),
+            Owner::Buf(_) => None,
+        }
+    }
+
     /// The storage and byte offset of a view; `None` for an array with its own buffer.
     pub fn storage(&self) -> Option<(&Arc<Storage>, usize)> {
         match &self.owner {

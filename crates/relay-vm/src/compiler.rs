@@ -1,15 +1,991 @@
 //! The bytecode compiler: a module lowered by the pass pipeline → an [`Executable`].
+//!
+//! The input is in the form the required passes leave it (docs/passes.md): operators only
+//! inside primitive functions, A-normal form, no nested non-primitive function literals,
+//! kernel calls in destination-passing style (`vm.invoke_tvm_op`) on storage from
+//! `memory.alloc_storage`/`memory.alloc_tensor`, kills (`memory.kill`), tail calls marked
+//! `tail=True`, constants in the pool `const_pool_layout` laid out.
+//!
+//! Each global becomes one [`VmFunction`] (a `Closure=1` global: its captured values then its
+//! inner function's parameters). Every binding gets a fresh register (a register file is
+//! sized by the count), parameters are registers `0..n`, and an `if` or `match` result is
+//! moved into a fresh merge register from every branch. `match` is compiled clause by clause
+//! into a decision tree of `get_tag`/`if` tests over nested patterns, ending in a `fatal`
+//! leaf that carries the source location when the last clause can fail. A self tail call
+//! moves its arguments into the parameter registers and jumps to the start; any other tail
+//! call is `tail_invoke`/`tail_invoke_closure`, which reuses the frame.
 
-use relay_ir::Module;
+use std::collections::HashMap;
+use std::sync::Arc;
 
+use relay_ir::visit::{is_closure, is_primitive};
+use relay_ir::{
+    AttrValue, Binding, Clause, DType, Dim, Expr, ExprKind, Function, GlobalFunc, Module, Pattern,
+    PatternKind, Span, Symbol, Type, TypeKind, VarId,
+};
+use relay_passes::const_pool_layout::ConstPool;
+
+use crate::bytecode::{ArgType, Instruction, Reg, VmFunction};
 use crate::error::CompileError;
-use crate::executable::Executable;
+use crate::executable::{Executable, KernelEntry};
 
 /// Compiles a lowered, type-checked module (the output of the pipeline's required passes:
 /// fused, ANF, lifted, primitives inlined, manifested, tail calls marked, constant pool laid
 /// out) to bytecode. Kernels are not JIT-compiled here: [`Executable::jit`] compiles them all,
 /// or each is compiled on its first call.
-pub fn compile(module: &Module) -> Result<Executable, CompileError> {
-    let _ = module;
-    todo!("compiler")
+pub fn compile(module: &Module) -> std::result::Result<Executable, CompileError> {
+    let pool = ConstPool::of(module);
+    let indices: HashMap<Symbol, u32> = module
+        .functions
+        .iter()
+        .enumerate()
+        .map(|(i, g)| (g.name, i as u32))
+        .collect();
+    let mut kernels = Kernels::default();
+    let mut functions = Vec::with_capacity(module.functions.len());
+    for (index, global) in module.functions.iter().enumerate() {
+        let cx = ModuleCx {
+            module,
+            pool: &pool,
+            indices: &indices,
+        };
+        functions.push(FunctionCompiler::new(cx, &mut kernels, global, index as u32).compile()?);
+    }
+    let exe = Executable {
+        functions,
+        constants: pool.constants.clone(),
+        kernels: kernels.entries,
+        globals: module
+            .functions
+            .iter()
+            .enumerate()
+            .map(|(i, g)| (g.name.as_str().to_owned(), i as u32))
+            .collect(),
+        cache: Arc::default(),
+    };
+    // The compiler's output is valid by construction; checking it is cheap and turns a
+    // compiler bug into an error instead of a VM misbehaving.
+    exe.validate().map_err(|e| CompileError {
+        function: e.function.clone(),
+        message: format!("internal error, invalid bytecode: {e}"),
+        location: None,
+    })?;
+    Ok(exe)
+}
+
+/// The module-wide tables a function's compilation reads.
+#[derive(Clone, Copy)]
+struct ModuleCx<'m> {
+    module: &'m Module,
+    pool: &'m ConstPool,
+    indices: &'m HashMap<Symbol, u32>,
+}
+
+/// The kernel table: one entry per structurally distinct primitive function.
+#[derive(Default)]
+struct Kernels {
+    entries: Vec<KernelEntry>,
+    /// Entry indices by structural hash.
+    by_hash: HashMap<u64, Vec<u32>>,
+    /// How many kernels have each base name, for unique names.
+    names: HashMap<String, usize>,
+}
+
+impl Kernels {
+    /// The index of primitive function `expr` (`f`), adding it if new.
+    fn index(&mut self, expr: &Expr, f: &Function) -> u32 {
+        let hash = relay_ir::structural::structural_hash(expr);
+        if let Some(list) = self.by_hash.get(&hash) {
+            for &i in list {
+                if relay_ir::structural::structural_eq(&self.entries[i as usize].func, expr) {
+                    return i;
+                }
+            }
+        }
+        let base = relay_kernel::kernel_name(f);
+        let n = self.names.entry(base.clone()).or_insert(0);
+        let name = if *n == 0 { base } else { format!("{base}_{n}") };
+        *n += 1;
+        let index = self.entries.len() as u32;
+        self.entries.push(KernelEntry::new(name, expr.clone()));
+        self.by_hash.entry(hash).or_default().push(index);
+        index
+    }
+}
+
+/// What a variable is bound to.
+#[derive(Clone, Copy, Debug)]
+enum Slot {
+    /// A register.
+    Reg(Reg),
+    /// The empty tuple of a binding that produces nothing (a kernel call, a kill); made into
+    /// a register only if the variable is used.
+    Unit,
+}
+
+/// The compilation of one global function.
+struct FunctionCompiler<'m, 'k> {
+    cx: ModuleCx<'m>,
+    kernels: &'k mut Kernels,
+    global: &'m GlobalFunc,
+    /// This function's index.
+    index: u32,
+    code: Vec<Instruction>,
+    registers: u32,
+    env: HashMap<VarId, Slot>,
+    locations: Vec<(u32, String)>,
+    /// How many parameters (registers `0..params`).
+    params: u32,
+}
+
+type Result<T> = std::result::Result<T, CompileError>;
+
+impl<'m, 'k> FunctionCompiler<'m, 'k> {
+    fn new(
+        cx: ModuleCx<'m>,
+        kernels: &'k mut Kernels,
+        global: &'m GlobalFunc,
+        index: u32,
+    ) -> Self {
+        FunctionCompiler {
+            cx,
+            kernels,
+            global,
+            index,
+            code: Vec::new(),
+            registers: 0,
+            env: HashMap::new(),
+            locations: Vec::new(),
+            params: 0,
+        }
+    }
+
+    fn compile(mut self) -> Result<VmFunction> {
+        let func = &self.global.func;
+        // A `Closure=1` global's body is the closure's function: its parameters follow the
+        // captured values.
+        let (params, body) = if is_closure(func) {
+            match func.body.kind() {
+                ExprKind::Function(inner) => {
+                    let params: Vec<_> = func.params.iter().chain(&inner.params).cloned().collect();
+                    (params, &inner.body)
+                }
+                _ => {
+                    return Err(self.error(
+                        func.body.span(),
+                        "a `Closure=1` function's body must be a function literal".into(),
+                    ));
+                }
+            }
+        } else {
+            (func.params.clone(), &func.body)
+        };
+        for p in &params {
+            let r = self.fresh();
+            self.env.insert(p.id(), Slot::Reg(r));
+        }
+        self.params = params.len() as u32;
+        self.tail(body)?;
+        Ok(VmFunction {
+            name: self.global.name.as_str().to_owned(),
+            params: params.iter().map(|p| p.name().as_str().to_owned()).collect(),
+            register_count: self.registers,
+            code: self.code,
+            param_types: params
+                .iter()
+                .map(|p| p.ty().or(p.checked_type()).map_or(ArgType::Any, arg_type))
+                .collect(),
+            locations: self.locations,
+        })
+    }
+
+    fn fresh(&mut self) -> Reg {
+        let r = Reg(self.registers);
+        self.registers += 1;
+        r
+    }
+
+    fn pc(&self) -> usize {
+        self.code.len()
+    }
+
+    fn emit(&mut self, i: Instruction) -> usize {
+        self.code.push(i);
+        self.code.len() - 1
+    }
+
+    /// Emits `i`, recording `span` as its source location.
+    fn emit_at(&mut self, i: Instruction, span: Span) -> usize {
+        let pc = self.emit(i);
+        if let Some(loc) = location(self.cx.module, span) {
+            self.locations.push((pc as u32, loc));
+        }
+        pc
+    }
+
+    fn error(&self, span: Span, message: String) -> CompileError {
+        CompileError {
+            function: self.global.name.as_str().to_owned(),
+            message,
+            location: location(self.cx.module, span),
+        }
+    }
+
+    /// Compiles `e` in tail position: its value is the function's result.
+    fn tail(&mut self, e: &Expr) -> Result<()> {
+        relay_ir::ensure_sufficient_stack(|| match e.kind() {
+            ExprKind::Let { bindings, body } => {
+                let tail_at = tail_binding(bindings, body);
+                for (i, b) in bindings.iter().enumerate() {
+                    if Some(i) == tail_at {
+                        return self.tail(&b.value);
+                    }
+                    self.bind(b)?;
+                }
+                self.tail(body)
+            }
+            ExprKind::If {
+                cond,
+                then_branch,
+                else_branch,
+            } => {
+                let branch = self.branch(cond)?;
+                self.tail(then_branch)?;
+                self.patch_false(branch);
+                self.tail(else_branch)
+            }
+            ExprKind::Match {
+                scrutinee, clauses, ..
+            } => self.match_(scrutinee, clauses, e.span(), None),
+            ExprKind::Call { attrs, .. } if is_tail(attrs) => self.tail_call(e),
+            _ => {
+                let r = self.expr(e)?;
+                self.emit(Instruction::Ret { result: r });
+                Ok(())
+            }
+        })
+    }
+
+    /// A call in tail position: a jump for a self call, `tail_invoke[_closure]` otherwise.
+    fn tail_call(&mut self, e: &Expr) -> Result<()> {
+        let ExprKind::Call { callee, args, .. } = e.kind() else {
+            let r = self.expr(e)?;
+            self.emit(Instruction::Ret { result: r });
+            return Ok(());
+        };
+        match callee.kind() {
+            ExprKind::Global(g) => {
+                let callee_fn = self.cx.module.function(*g);
+                let plain = callee_fn.is_some_and(|f| !is_closure(&f.func));
+                match self.cx.indices.get(g) {
+                    Some(&func) if plain => {
+                        let args = self.atoms(args)?;
+                        if func == self.index && args.len() as u32 == self.params {
+                            self.self_jump(args);
+                        } else {
+                            self.emit_at(Instruction::TailInvoke { func, args }, e.span());
+                        }
+                        Ok(())
+                    }
+                    _ => {
+                        let r = self.expr(e)?;
+                        self.emit(Instruction::Ret { result: r });
+                        Ok(())
+                    }
+                }
+            }
+            ExprKind::Var(_) => {
+                let closure = self.expr(callee)?;
+                let args = self.atoms(args)?;
+                self.emit_at(Instruction::TailInvokeClosure { closure, args }, e.span());
+                Ok(())
+            }
+            _ => {
+                let r = self.expr(e)?;
+                self.emit(Instruction::Ret { result: r });
+                Ok(())
+            }
+        }
+    }
+
+    /// A self tail call: the arguments move into the parameter registers (through temporaries
+    /// where a parameter is read after being overwritten), then a jump to the start.
+    fn self_jump(&mut self, args: Vec<Reg>) {
+        let n = self.params;
+        let args: Vec<Reg> = args
+            .into_iter()
+            .enumerate()
+            .map(|(i, a)| {
+                if a.0 < n && a.0 != i as u32 {
+                    let t = self.fresh();
+                    self.emit(Instruction::Move { from: a, dst: t });
+                    t
+                } else {
+                    a
+                }
+            })
+            .collect();
+        for (i, a) in args.into_iter().enumerate() {
+            if a.0 != i as u32 {
+                self.emit(Instruction::Move {
+                    from: a,
+                    dst: Reg(i as u32),
+                });
+            }
+        }
+        if self.pc() == 0 {
+            // An unconditional self call as the first instruction: a jump needs a non-zero
+            // offset, so the loop gets one instruction to jump back to.
+            let r = self.fresh();
+            self.emit(Instruction::LoadConsti { value: 0, dst: r });
+        }
+        let offset = -(self.pc() as i32);
+        self.emit(Instruction::Goto { offset });
+    }
+
+    /// Compiles `e` for its value, in a register.
+    fn expr(&mut self, e: &Expr) -> Result<Reg> {
+        relay_ir::ensure_sufficient_stack(|| match e.kind() {
+            ExprKind::Var(v) => match self.env.get(&v.id()) {
+                Some(Slot::Reg(r)) => Ok(*r),
+                Some(Slot::Unit) => Ok(self.unit()),
+                None => Err(self.error(
+                    e.span(),
+                    format!("variable `%{}` is not bound here", v.name()),
+                )),
+            },
+            ExprKind::Constant(c) => {
+                let index = self.cx.pool.index_of_array(c).ok_or_else(|| {
+                    self.error(e.span(), "a constant missing from the constant pool".into())
+                })?;
+                let dst = self.fresh();
+                self.emit(Instruction::LoadConst {
+                    index: index as u32,
+                    dst,
+                });
+                Ok(dst)
+            }
+            ExprKind::Global(g) => {
+                let func = self.function_index(*g, e.span())?;
+                if self
+                    .cx
+                    .module
+                    .function(*g)
+                    .is_some_and(|f| is_closure(&f.func))
+                {
+                    return Err(self.error(
+                        e.span(),
+                        format!("closure-allocating global `@{g}` used as a value"),
+                    ));
+                }
+                let dst = self.fresh();
+                self.emit(Instruction::AllocClosure {
+                    func,
+                    captured: vec![],
+                    dst,
+                });
+                Ok(dst)
+            }
+            ExprKind::Ctor(c) => {
+                let arity = self.cx.module.ctor_def(*c).map_or(0, |d| d.fields.len());
+                if arity != 0 {
+                    return Err(self.error(
+                        e.span(),
+                        format!(
+                            "constructor `{}` used as a function value (run the eta_expand pass)",
+                            c.name
+                        ),
+                    ));
+                }
+                let dst = self.fresh();
+                self.emit(Instruction::AllocAdt {
+                    tag: c.tag,
+                    fields: vec![],
+                    dst,
+                });
+                Ok(dst)
+            }
+            ExprKind::Op(op) => Err(self.error(
+                e.span(),
+                format!("operator `{}` used as a value", op.name),
+            )),
+            ExprKind::Call {
+                callee,
+                args,
+                attrs: _,
+            } => self.call(e, callee, args),
+            ExprKind::Function(_) => Err(self.error(
+                e.span(),
+                "a function literal outside a call (run the lambda_lift pass)".into(),
+            )),
+            ExprKind::Let { bindings, body } => {
+                for b in bindings {
+                    self.bind(b)?;
+                }
+                self.expr(body)
+            }
+            ExprKind::If {
+                cond,
+                then_branch,
+                else_branch,
+            } => {
+                let merge = self.fresh();
+                let branch = self.branch(cond)?;
+                let t = self.expr(then_branch)?;
+                self.emit(Instruction::Move { from: t, dst: merge });
+                let goto = self.emit(Instruction::Goto { offset: 0 });
+                self.patch_false(branch);
+                let f = self.expr(else_branch)?;
+                self.emit(Instruction::Move { from: f, dst: merge });
+                self.patch_goto(goto);
+                Ok(merge)
+            }
+            ExprKind::Match {
+                scrutinee, clauses, ..
+            } => {
+                let merge = self.fresh();
+                self.match_(scrutinee, clauses, e.span(), Some(merge))?;
+                Ok(merge)
+            }
+            ExprKind::Tuple(fields) => {
+                let fields = self.atoms(fields)?;
+                let dst = self.fresh();
+                self.emit(Instruction::AllocTuple { fields, dst });
+                Ok(dst)
+            }
+            ExprKind::Proj { tuple, index } => {
+                let object = self.expr(tuple)?;
+                let dst = self.fresh();
+                self.emit(Instruction::GetField {
+                    object,
+                    index: *index,
+                    dst,
+                });
+                Ok(dst)
+            }
+            ExprKind::RefNew(v) => {
+                let value = self.expr(v)?;
+                let dst = self.fresh();
+                self.emit(Instruction::AllocRef { value, dst });
+                Ok(dst)
+            }
+            ExprKind::RefRead(r) => {
+                let reference = self.expr(r)?;
+                let dst = self.fresh();
+                self.emit(Instruction::RefRead { reference, dst });
+                Ok(dst)
+            }
+            ExprKind::RefWrite(r, v) => {
+                let reference = self.expr(r)?;
+                let value = self.expr(v)?;
+                let dst = self.fresh();
+                self.emit(Instruction::RefWrite {
+                    reference,
+                    value,
+                    dst,
+                });
+                Ok(dst)
+            }
+        })
+    }
+
+    /// A register holding `()`.
+    fn unit(&mut self) -> Reg {
+        let dst = self.fresh();
+        self.emit(Instruction::AllocTuple {
+            fields: vec![],
+            dst,
+        });
+        dst
+    }
+
+    fn atoms(&mut self, es: &[Expr]) -> Result<Vec<Reg>> {
+        es.iter().map(|e| self.expr(e)).collect()
+    }
+
+    /// Compiles one binding of a let-chain.
+    fn bind(&mut self, b: &Binding) -> Result<()> {
+        if let ExprKind::Call { callee, args, .. } = b.value.kind()
+            && let ExprKind::Op(op) = callee.kind()
+        {
+            match op.name {
+                "vm.invoke_tvm_op" => {
+                    self.invoke_tvm_op(&b.value, args)?;
+                    self.env.insert(b.var.id(), Slot::Unit);
+                    return Ok(());
+                }
+                "memory.kill" => {
+                    if let Some(ExprKind::Var(v)) = args.first().map(Expr::kind)
+                        && let Some(Slot::Reg(reg)) = self.env.get(&v.id()).copied()
+                    {
+                        self.emit(Instruction::KillRegister { reg });
+                    }
+                    self.env.insert(b.var.id(), Slot::Unit);
+                    return Ok(());
+                }
+                _ => {}
+            }
+        }
+        let mut r = self.expr(&b.value)?;
+        if matches!(b.value.kind(), ExprKind::Var(_)) {
+            // An alias gets its own register, so a kill of one name leaves the other.
+            let dst = self.fresh();
+            self.emit(Instruction::Move { from: r, dst });
+            r = dst;
+        }
+        self.env.insert(b.var.id(), Slot::Reg(r));
+        Ok(())
+    }
+
+    /// `vm.invoke_tvm_op(fn, (inputs), (outputs))`.
+    fn invoke_tvm_op(&mut self, call: &Expr, args: &[Expr]) -> Result<()> {
+        let [func, inputs, outputs] = args else {
+            return Err(self.error(call.span(), "`vm.invoke_tvm_op` takes 3 arguments".into()));
+        };
+        let kernel = self.kernel(func)?;
+        let inputs = self.tuple_atoms(inputs)?;
+        let outputs = self.tuple_atoms(outputs)?;
+        self.emit_at(
+            Instruction::InvokePacked {
+                kernel,
+                inputs,
+                outputs,
+            },
+            call.span(),
+        );
+        Ok(())
+    }
+
+    /// The registers of the fields of a tuple literal (or of one atom).
+    fn tuple_atoms(&mut self, e: &Expr) -> Result<Vec<Reg>> {
+        match e.kind() {
+            ExprKind::Tuple(fields) => self.atoms(fields),
+            _ => Ok(vec![self.expr(e)?]),
+        }
+    }
+
+    /// The kernel index of a primitive function literal.
+    fn kernel(&mut self, e: &Expr) -> Result<u32> {
+        match e.kind() {
+            ExprKind::Function(f) if is_primitive(f) => Ok(self.kernels.index(e, f)),
+            _ => Err(self.error(
+                e.span(),
+                "a kernel call's function must be a primitive function literal".into(),
+            )),
+        }
+    }
+
+    fn function_index(&self, g: Symbol, span: Span) -> Result<u32> {
+        self.cx
+            .indices
+            .get(&g)
+            .copied()
+            .ok_or_else(|| self.error(span, format!("no global function `@{g}`")))
+    }
+
+    /// A call in a non-tail position.
+    fn call(&mut self, e: &Expr, callee: &Expr, args: &[Expr]) -> Result<Reg> {
+        match callee.kind() {
+            ExprKind::Op(op) => self.dialect(e, op.name, args),
+            ExprKind::Function(f) if is_primitive(f) => {
+                let kernel = self.kernels.index(callee, f);
+                let inputs = self.atoms(args)?;
+                let dst = self.fresh();
+                self.emit_at(
+                    Instruction::InvokePackedAlloc {
+                        kernel,
+                        inputs,
+                        dst,
+                    },
+                    e.span(),
+                );
+                Ok(dst)
+            }
+            ExprKind::Global(g) => {
+                let func = self.function_index(*g, callee.span())?;
+                let args = self.atoms(args)?;
+                let dst = self.fresh();
+                let closure = self
+                    .cx
+                    .module
+                    .function(*g)
+                    .is_some_and(|f| is_closure(&f.func));
+                if closure {
+                    self.emit(Instruction::AllocClosure {
+                        func,
+                        captured: args,
+                        dst,
+                    });
+                } else {
+                    self.emit_at(Instruction::Invoke { func, args, dst }, e.span());
+                }
+                Ok(dst)
+            }
+            ExprKind::Ctor(c) => {
+                let fields = self.atoms(args)?;
+                let dst = self.fresh();
+                self.emit(Instruction::AllocAdt {
+                    tag: c.tag,
+                    fields,
+                    dst,
+                });
+                Ok(dst)
+            }
+            ExprKind::Function(_) => Err(self.error(
+                callee.span(),
+                "a call of a function literal (run the lambda_lift pass)".into(),
+            )),
+            _ => {
+                let closure = self.expr(callee)?;
+                let args = self.atoms(args)?;
+                let dst = self.fresh();
+                self.emit_at(Instruction::InvokeClosure { closure, args, dst }, e.span());
+                Ok(dst)
+            }
+        }
+    }
+
+    /// The memory dialect's operators (the only operators outside primitive functions).
+    fn dialect(&mut self, e: &Expr, op: &str, args: &[Expr]) -> Result<Reg> {
+        let ExprKind::Call { attrs, .. } = e.kind() else {
+            return Err(self.error(e.span(), "not a call".into()));
+        };
+        let dtype_attr = || {
+            attrs
+                .get("dtype")
+                .and_then(AttrValue::as_str)
+                .and_then(DType::parse)
+        };
+        match (op, args) {
+            ("memory.alloc_storage", [size, alignment, ..]) => {
+                let size = self.int_operand(size)?;
+                let alignment = constant_int(alignment)
+                    .and_then(|a| u64::try_from(a).ok())
+                    .filter(|a| a.is_power_of_two())
+                    .ok_or_else(|| {
+                        self.error(
+                            e.span(),
+                            "`memory.alloc_storage` needs a constant power-of-two alignment"
+                                .into(),
+                        )
+                    })?;
+                let dst = self.fresh();
+                self.emit_at(
+                    Instruction::AllocStorage {
+                        size,
+                        alignment,
+                        dtype_hint: dtype_attr().unwrap_or(DType::U8),
+                        dst,
+                    },
+                    e.span(),
+                );
+                Ok(dst)
+            }
+            ("memory.alloc_tensor", [storage, offset, shape, ..]) => {
+                let storage = self.expr(storage)?;
+                let offset = self.int_operand(offset)?;
+                let dtype = dtype_attr().ok_or_else(|| {
+                    self.error(e.span(), "`memory.alloc_tensor` without a dtype".into())
+                })?;
+                let dst = self.fresh();
+                let static_shape = constant_ints(shape).or_else(|| {
+                    attrs
+                        .get("assert_shape")
+                        .and_then(AttrValue::as_ints)
+                        .filter(|_| matches!(shape.kind(), ExprKind::Constant(_)))
+                });
+                let instr = match static_shape {
+                    Some(shape) => Instruction::AllocTensor {
+                        storage,
+                        offset,
+                        shape,
+                        dtype,
+                        dst,
+                    },
+                    None => Instruction::AllocTensorReg {
+                        storage,
+                        offset,
+                        shape: self.expr(shape)?,
+                        dtype,
+                        dst,
+                    },
+                };
+                self.emit_at(instr, e.span());
+                Ok(dst)
+            }
+            ("vm.shape_of", [tensor]) => {
+                let tensor = self.expr(tensor)?;
+                let dst = self.fresh();
+                self.emit(Instruction::ShapeOf { tensor, dst });
+                Ok(dst)
+            }
+            ("vm.reshape_tensor", [tensor, shape, ..]) => {
+                let tensor = self.expr(tensor)?;
+                let shape = self.expr(shape)?;
+                let dst = self.fresh();
+                self.emit_at(Instruction::ReshapeTensor { tensor, shape, dst }, e.span());
+                Ok(dst)
+            }
+            ("vm.invoke_tvm_op", _) => {
+                self.invoke_tvm_op(e, args)?;
+                Ok(self.unit())
+            }
+            ("memory.kill", [arg]) => {
+                if let ExprKind::Var(v) = arg.kind()
+                    && let Some(Slot::Reg(reg)) = self.env.get(&v.id()).copied()
+                {
+                    self.emit(Instruction::KillRegister { reg });
+                }
+                Ok(self.unit())
+            }
+            _ => Err(self.error(
+                e.span(),
+                format!(
+                    "operator `{op}` outside a primitive function (the fuse_ops pass puts \
+                     operators in kernels)"
+                ),
+            )),
+        }
+    }
+
+    /// An integer operand of the memory dialect: `load_consti` for a constant, else the
+    /// register of the (scalar tensor) value.
+    fn int_operand(&mut self, e: &Expr) -> Result<Reg> {
+        match constant_int(e) {
+            Some(value) => {
+                let dst = self.fresh();
+                self.emit(Instruction::LoadConsti { value, dst });
+                Ok(dst)
+            }
+            None => self.expr(e),
+        }
+    }
+
+    /// `if (cond)`: emits the test, returning the position of the `if` whose false offset is
+    /// patched to the else branch. The true branch follows.
+    fn branch(&mut self, cond: &Expr) -> Result<usize> {
+        let test = self.expr(cond)?;
+        let target = self.fresh();
+        self.emit(Instruction::LoadConsti {
+            value: 1,
+            dst: target,
+        });
+        Ok(self.emit(Instruction::If {
+            test,
+            target,
+            true_offset: 1,
+            false_offset: 0,
+        }))
+    }
+
+    /// Points the false offset of the `if` at `at` to the next instruction.
+    fn patch_false(&mut self, at: usize) {
+        let offset = (self.pc() - at) as i32;
+        if let Some(Instruction::If { false_offset, .. }) = self.code.get_mut(at) {
+            *false_offset = offset;
+        }
+    }
+
+    /// Points the `goto` at `at` to the next instruction.
+    fn patch_goto(&mut self, at: usize) {
+        let target = self.pc() as i32;
+        if let Some(Instruction::Goto { offset }) = self.code.get_mut(at) {
+            *offset = target - at as i32;
+        }
+    }
+
+    /// A `match`: each clause's pattern tests (failures jump to the next clause), then its
+    /// body — in tail position when `merge` is `None`, else moved into `merge` and jumping to
+    /// the end. A `fatal` leaf follows when the last clause can fail.
+    fn match_(
+        &mut self,
+        scrutinee: &Expr,
+        clauses: &[Clause],
+        span: Span,
+        merge: Option<Reg>,
+    ) -> Result<()> {
+        let s = self.expr(scrutinee)?;
+        let mut ends = Vec::new();
+        let mut exhaustive = false;
+        for clause in clauses {
+            let mut fails = Vec::new();
+            self.pattern(&clause.pattern, s, &mut fails);
+            match merge {
+                None => self.tail(&clause.body)?,
+                Some(merge) => {
+                    let r = self.expr(&clause.body)?;
+                    self.emit(Instruction::Move { from: r, dst: merge });
+                    ends.push(self.emit(Instruction::Goto { offset: 0 }));
+                }
+            }
+            for f in &fails {
+                self.patch_false(*f);
+            }
+            if fails.is_empty() {
+                exhaustive = true;
+                break;
+            }
+        }
+        if !exhaustive {
+            let loc = location(self.cx.module, span);
+            let message = match &loc {
+                Some(l) => format!("no match clause matched the value at {l}"),
+                None => "no match clause matched the value".to_owned(),
+            };
+            self.emit_at(Instruction::Fatal { message }, span);
+        }
+        if merge.is_some() {
+            // The last clause's jump to the end, when nothing follows it, would be a jump by
+            // 0; a jump to a real instruction needs one after it.
+            let end = self.pc();
+            if ends.last() == Some(&(end - 1)) {
+                let last = ends.pop();
+                if let Some(at) = last {
+                    // Replace the trailing `goto +1` by nothing: the code falls through.
+                    self.code.truncate(at);
+                }
+            }
+            for at in ends {
+                self.patch_goto(at);
+            }
+        }
+        Ok(())
+    }
+
+    /// Tests `pattern` against register `r`, binding its variables; the positions of the
+    /// `if`s that jump away on failure go to `fails`.
+    fn pattern(&mut self, pattern: &Pattern, r: Reg, fails: &mut Vec<usize>) {
+        match &pattern.kind {
+            PatternKind::Wildcard => {}
+            PatternKind::Var(v) => {
+                // Its own register, so a kill of the scrutinee leaves the pattern variable.
+                let dst = self.fresh();
+                self.emit(Instruction::Move { from: r, dst });
+                self.env.insert(v.id(), Slot::Reg(dst));
+            }
+            PatternKind::Ctor(c, fields) => {
+                let alternatives = self
+                    .cx
+                    .module
+                    .type_def(c.adt)
+                    .map_or(2, |t| t.ctors.len());
+                if alternatives > 1 {
+                    let tag = self.fresh();
+                    self.emit(Instruction::GetTag { object: r, dst: tag });
+                    let target = self.fresh();
+                    self.emit(Instruction::LoadConsti {
+                        value: i64::from(c.tag),
+                        dst: target,
+                    });
+                    fails.push(self.emit(Instruction::If {
+                        test: tag,
+                        target,
+                        true_offset: 1,
+                        false_offset: 0,
+                    }));
+                }
+                self.fields(fields, r, fails);
+            }
+            PatternKind::Tuple(fields) => self.fields(fields, r, fails),
+        }
+    }
+
+    /// The field patterns of a constructor or tuple pattern on register `r`.
+    fn fields(&mut self, fields: &[Pattern], r: Reg, fails: &mut Vec<usize>) {
+        for (i, p) in fields.iter().enumerate() {
+            if matches!(p.kind, PatternKind::Wildcard) {
+                continue;
+            }
+            let dst = self.fresh();
+            self.emit(Instruction::GetField {
+                object: r,
+                index: i as u32,
+                dst,
+            });
+            self.pattern(p, dst, fails);
+        }
+    }
+}
+
+/// Whether call attributes mark a tail call.
+fn is_tail(attrs: &relay_ir::Attrs) -> bool {
+    attrs.get("tail").and_then(AttrValue::as_bool) == Some(true)
+}
+
+/// The binding of a let-chain whose value the chain returns, followed only by kills (which
+/// returning makes moot): its value is compiled in tail position, so a tail call in it (or in
+/// the branches of an `if` or `match` bound there) replaces the frame.
+fn tail_binding(bindings: &[Binding], body: &Expr) -> Option<usize> {
+    let ExprKind::Var(v) = body.kind() else {
+        return None;
+    };
+    let i = bindings.iter().rposition(|b| b.var.id() == v.id())?;
+    let only_kills = bindings[i + 1..].iter().all(|b| {
+        matches!(b.value.kind(), ExprKind::Call { callee, args, .. }
+            if matches!(callee.kind(), ExprKind::Op(op) if op.name == "memory.kill")
+                && !args.iter().any(|a| matches!(a.kind(), ExprKind::Var(k) if k.id() == v.id())))
+    });
+    only_kills.then_some(i)
+}
+
+/// The value of an integer scalar constant.
+fn constant_int(e: &Expr) -> Option<i64> {
+    match e.kind() {
+        ExprKind::Constant(c) if c.shape().is_empty() => {
+            constant_ints_of(c).and_then(|v| v.first().copied())
+        }
+        _ => None,
+    }
+}
+
+/// The elements of a 1-D integer constant (a shape).
+fn constant_ints(e: &Expr) -> Option<Vec<i64>> {
+    match e.kind() {
+        ExprKind::Constant(c) if c.shape().len() == 1 => constant_ints_of(c),
+        _ => None,
+    }
+}
+
+/// The elements of an integer tensor, when they fit `i64`.
+fn constant_ints_of(c: &relay_ir::NDArray) -> Option<Vec<i64>> {
+    if !c.dtype().is_int() {
+        return None;
+    }
+    c.to_i128_vec()
+        .into_iter()
+        .map(|v| i64::try_from(v).ok())
+        .collect()
+}
+
+/// What a parameter of type `ty` accepts.
+fn arg_type(ty: &Type) -> ArgType {
+    match ty.kind() {
+        TypeKind::Tensor { shape, dtype } => ArgType::Tensor {
+            dtype: *dtype,
+            shape: shape
+                .iter()
+                .map(|d| match d {
+                    Dim::Known(n) => Some(*n),
+                    Dim::Any => None,
+                })
+                .collect(),
+        },
+        TypeKind::Tuple(fields) => ArgType::Tuple(fields.iter().map(arg_type).collect()),
+        _ => ArgType::Any,
+    }
+}
+
+/// `name:line:column` of the start of `span` in the module's source, when it has one.
+pub fn location(module: &Module, span: Span) -> Option<String> {
+    if span.is_dummy() {
+        return None;
+    }
+    let source = module.source.as_ref()?;
+    let text = &source.text;
+    let lo = (span.lo as usize).min(text.len());
+    let before = text.get(..lo)?;
+    let line = before.matches('\n').count() + 1;
+    let line_start = before.rfind('\n').map_or(0, |i| i + 1);
+    let column = before[line_start..].chars().count() + 1;
+    Some(format!("{}:{line}:{column}", source.name))
 }

@@ -1,11 +1,29 @@
-//! The VM: runs an [`Executable`]'s bytecode.
+//! The VM: runs an [`Executable`]'s bytecode (DESIGN §6).
+//!
+//! - **Frames on a heap vector**: a call pushes a [`Frame`] and a window of the register
+//!   stack sized by the callee's register count; a return pops both. Relay recursion never
+//!   recurses natively, and depth is bounded by [`VmOptions::max_frames`].
+//! - **Tail calls** (`tail_invoke`, `tail_invoke_closure`) replace the current frame's window
+//!   with the callee's, so tail recursion (self, mutual, through closures) runs in constant
+//!   frames; a self tail call is a jump and does not even do that.
+//! - **Registers** hold values or unboxed integers (`load_consti`, `get_tag`: sizes, offsets,
+//!   tags). Overwriting, killing or popping a register gives a storage nothing else holds back
+//!   to the [`PooledAllocator`], so a loop's tensors reuse the same buffers.
+//! - **Kernels** are called in destination-passing style on views into pooled storage.
+//! - Every failure is a [`VmError`] naming the function and the source location; malformed
+//!   executables (a register of the wrong kind) are errors too, never panics.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
 
-use relay_runtime::Value;
+use relay_ir::{NDArray, Type, TypeKind};
+use relay_kernel::PackedFunc;
+use relay_kernel::abi::KernelContext;
+use relay_runtime::{AdtValue, Value};
 
-use crate::allocator::AllocStats;
-use crate::error::VmError;
+use crate::allocator::{AllocStats, PooledAllocator};
+use crate::bytecode::{ArgType, Instruction, Reg};
+use crate::error::{VmError, VmErrorKind};
 use crate::executable::Executable;
 use crate::profile::Profile;
 
@@ -43,10 +61,49 @@ pub struct VmClosure {
     pub captured: Vec<Value>,
 }
 
+/// A register's content.
+#[derive(Clone, Debug, Default)]
+enum Slot {
+    /// Nothing (not yet written, or killed).
+    #[default]
+    Empty,
+    /// An unboxed integer (`load_consti`, `get_tag`).
+    Int(i64),
+    /// A value.
+    Value(Value),
+}
+
+/// A call in progress.
+#[derive(Clone, Copy, Debug)]
+struct Frame {
+    /// The function's index.
+    func: u32,
+    /// The next instruction.
+    pc: usize,
+    /// The first register of its window of the register stack.
+    base: usize,
+    /// The caller's register that gets the result (unused for the first frame).
+    dst: Reg,
+}
+
 /// A virtual machine running one executable; one per thread (an executable is shared).
 pub struct Vm<'e> {
     exe: &'e Executable,
     options: VmOptions,
+    frames: Vec<Frame>,
+    registers: Vec<Slot>,
+    allocator: PooledAllocator,
+    context: KernelContext,
+    profile: Option<Profile>,
+    peak_frames: usize,
+    /// Reused argument buffer of calls.
+    args: Vec<Slot>,
+}
+
+type Result<T> = std::result::Result<T, VmError>;
+
+fn bad(message: impl Into<String>) -> VmError {
+    VmError::new(VmErrorKind::BadValue, message)
 }
 
 impl<'e> Vm<'e> {
@@ -57,7 +114,20 @@ impl<'e> Vm<'e> {
 
     /// A VM with `options`.
     pub fn with_options(exe: &'e Executable, options: VmOptions) -> Vm<'e> {
-        Vm { exe, options }
+        let profile = options
+            .profile
+            .then(|| Profile::new(exe.kernels.iter().map(|k| k.name.clone())));
+        Vm {
+            exe,
+            allocator: PooledAllocator::new(options.allocator_cap),
+            context: KernelContext::with_threads(options.threads),
+            options,
+            frames: Vec::new(),
+            registers: Vec::new(),
+            profile,
+            peak_frames: 0,
+            args: Vec::new(),
+        }
     }
 
     /// The options.
@@ -67,35 +137,846 @@ impl<'e> Vm<'e> {
 
     /// Runs global function `entry` (with or without `@`) on `args`, checked against its
     /// parameters (count, and each tensor's dtype and shape).
-    pub fn invoke(&mut self, entry: &str, args: &[Value]) -> Result<Value, VmError> {
-        let _ = (entry, args, self.exe);
-        todo!("vm")
+    pub fn invoke(&mut self, entry: &str, args: &[Value]) -> Result<Value> {
+        let name = entry.strip_prefix('@').unwrap_or(entry);
+        let Some((index, func)) = self.exe.global(name) else {
+            let mut names: Vec<&str> = self.exe.globals.keys().map(String::as_str).collect();
+            names.sort_unstable();
+            return Err(VmError::new(
+                VmErrorKind::UnknownFunction,
+                format!(
+                    "no global function `@{name}` in the executable (it has {})",
+                    names
+                        .iter()
+                        .map(|n| format!("`@{n}`"))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            ));
+        };
+        if func.params.len() != args.len() {
+            return Err(VmError::new(
+                VmErrorKind::Arity,
+                format!(
+                    "`@{name}` takes {}, got {}",
+                    count(func.params.len()),
+                    args.len()
+                ),
+            ));
+        }
+        for ((param, ty), arg) in func.params.iter().zip(&func.param_types).zip(args) {
+            if let Some(problem) = mismatch(ty, arg) {
+                return Err(VmError::new(
+                    VmErrorKind::BadArgument,
+                    format!("argument `%{param}` of `@{name}` expects `{ty}`, got {problem}"),
+                ));
+            }
+        }
+        self.run(index, args.iter().cloned().map(Slot::Value).collect())
     }
 
     /// Calls a closure this VM (or another VM of the same executable) returned.
-    pub fn call_closure(&mut self, closure: &Value, args: &[Value]) -> Result<Value, VmError> {
-        let _ = (closure, args);
-        todo!("vm")
+    pub fn call_closure(&mut self, closure: &Value, args: &[Value]) -> Result<Value> {
+        let Value::Closure(c) = closure else {
+            return Err(bad(format!("called a {}, not a closure", closure.kind_name())));
+        };
+        let Some(c) = c.downcast_ref::<VmClosure>() else {
+            return Err(bad("called a closure the VM did not make"));
+        };
+        let arity = self
+            .exe
+            .functions
+            .get(c.func as usize)
+            .map(|f| f.params.len())
+            .ok_or_else(|| bad(format!("closure of missing function {}", c.func)))?;
+        if c.captured.len() + args.len() != arity {
+            return Err(VmError::new(
+                VmErrorKind::Arity,
+                format!(
+                    "the closure takes {}, got {}",
+                    count(arity.saturating_sub(c.captured.len())),
+                    args.len()
+                ),
+            ));
+        }
+        let all = c
+            .captured
+            .iter()
+            .chain(args)
+            .cloned()
+            .map(Slot::Value)
+            .collect();
+        self.run(c.func, all)
     }
 
     /// The profile recorded so far, when profiling is on.
     pub fn profile(&self) -> Option<&Profile> {
-        todo!("vm")
+        self.profile.as_ref()
     }
 
     /// Takes the profile recorded so far, leaving an empty one.
     pub fn take_profile(&mut self) -> Option<Profile> {
-        todo!("vm")
+        let fresh = self
+            .profile
+            .as_ref()
+            .map(|_| Profile::new(self.exe.kernels.iter().map(|k| k.name.clone())));
+        std::mem::replace(&mut self.profile, fresh)
     }
 
     /// The storage allocator's counters.
     pub fn allocator_stats(&self) -> AllocStats {
-        todo!("vm")
+        self.allocator.stats()
     }
 
     /// The most frames that were live at once.
     pub fn peak_frames(&self) -> usize {
-        let _ = Arc::<()>::new(());
-        todo!("vm")
+        self.peak_frames
+    }
+
+    /// Runs function `func` on `args` to its return.
+    fn run(&mut self, func: u32, args: Vec<Slot>) -> Result<Value> {
+        self.frames.clear();
+        self.registers.clear();
+        let start = Instant::now();
+        self.push_frame(func, args, Reg(0))?;
+        let result = self.execute();
+        if let Some(p) = &mut self.profile {
+            p.run_time += start.elapsed();
+        }
+        // On error, the frames and registers of the failed run go (buffers back to the pool).
+        while let Some(slot) = self.registers.pop() {
+            release(&self.allocator, slot);
+        }
+        self.frames.clear();
+        result
+    }
+
+    /// Pushes a frame for `func` with `args` in its first registers.
+    fn push_frame(&mut self, func: u32, args: Vec<Slot>, dst: Reg) -> Result<()> {
+        let f = self
+            .exe
+            .functions
+            .get(func as usize)
+            .ok_or_else(|| bad(format!("call of missing function {func}")))?;
+        if self.frames.len() >= self.options.max_frames {
+            return Err(VmError::new(
+                VmErrorKind::RecursionLimit,
+                format!(
+                    "recursion limit exceeded ({} frames; raise it with --max-frames)",
+                    self.options.max_frames
+                ),
+            ));
+        }
+        if args.len() != f.params.len() {
+            return Err(bad(format!(
+                "`@{}` takes {}, got {}",
+                f.name,
+                count(f.params.len()),
+                args.len()
+            )));
+        }
+        let base = self.registers.len();
+        self.registers.extend(args);
+        self.registers
+            .resize(base + f.register_count as usize, Slot::Empty);
+        self.frames.push(Frame {
+            func,
+            pc: 0,
+            base,
+            dst,
+        });
+        self.peak_frames = self.peak_frames.max(self.frames.len());
+        Ok(())
+    }
+
+    /// Replaces the current frame by a call of `func` on the arguments in `self.args`.
+    fn replace_frame(&mut self, func: u32) -> Result<()> {
+        let f = self
+            .exe
+            .functions
+            .get(func as usize)
+            .ok_or_else(|| bad(format!("call of missing function {func}")))?;
+        if self.args.len() != f.params.len() {
+            return Err(bad(format!(
+                "`@{}` takes {}, got {}",
+                f.name,
+                count(f.params.len()),
+                self.args.len()
+            )));
+        }
+        let Some(frame) = self.frames.last_mut() else {
+            return Err(bad("tail call without a frame"));
+        };
+        let base = frame.base;
+        frame.func = func;
+        frame.pc = 0;
+        while self.registers.len() > base {
+            if let Some(slot) = self.registers.pop() {
+                release(&self.allocator, slot);
+            }
+        }
+        self.registers.append(&mut self.args);
+        self.registers
+            .resize(base + f.register_count as usize, Slot::Empty);
+        Ok(())
+    }
+
+    /// The dispatch loop: runs until the first frame returns.
+    fn execute(&mut self) -> Result<Value> {
+        loop {
+            let Some(&Frame { func, pc, base, .. }) = self.frames.last() else {
+                return Err(bad("no frame to run"));
+            };
+            let exe = self.exe;
+            let Some(function) = exe.functions.get(func as usize) else {
+                return Err(bad(format!("missing function {func}")));
+            };
+            let Some(instr) = function.code.get(pc) else {
+                return Err(bad(format!("`@{}` ran past its end", function.name)));
+            };
+            let started = self.profile.is_some().then(Instant::now);
+            let step = self.step(instr, base, pc);
+            if let (Some(t), Some(p)) = (started, &mut self.profile) {
+                p.record_instruction(instr.kind(), t.elapsed());
+            }
+            match step {
+                Ok(Some(value)) => return Ok(value),
+                Ok(None) => {}
+                Err(e) => return Err(e.at(&function.name, function.location(pc))),
+            }
+        }
+    }
+
+    /// Register `r` of the frame whose window starts at `base`.
+    fn reg(&self, base: usize, r: Reg) -> Result<&Slot> {
+        self.registers
+            .get(base + r.0 as usize)
+            .ok_or_else(|| bad(format!("register {r} outside the frame")))
+    }
+
+    fn set(&mut self, base: usize, r: Reg, value: Slot) -> Result<()> {
+        let slot = self
+            .registers
+            .get_mut(base + r.0 as usize)
+            .ok_or_else(|| bad(format!("register {r} outside the frame")))?;
+        let old = std::mem::replace(slot, value);
+        release(&self.allocator, old);
+        Ok(())
+    }
+
+    fn value(&self, base: usize, r: Reg) -> Result<Value> {
+        match self.reg(base, r)? {
+            Slot::Value(v) => Ok(v.clone()),
+            Slot::Int(i) => int_scalar(*i),
+            Slot::Empty => Err(bad(format!("register {r} is empty (killed or never set)"))),
+        }
+    }
+
+    fn tensor(&self, base: usize, r: Reg) -> Result<&Arc<NDArray>> {
+        match self.reg(base, r)? {
+            Slot::Value(Value::Tensor(t)) => Ok(t),
+            other => Err(bad(format!(
+                "register {r} holds {}, not a tensor",
+                slot_kind(other)
+            ))),
+        }
+    }
+
+    /// An integer operand: an unboxed integer or an integer/boolean scalar tensor.
+    fn int(&self, base: usize, r: Reg) -> Result<i64> {
+        match self.reg(base, r)? {
+            Slot::Int(i) => Ok(*i),
+            Slot::Value(Value::Tensor(t)) if t.num_elements() == 1 => {
+                let v = relay_runtime::elements::read_i128(t.dtype(), t.as_bytes());
+                i64::try_from(v).map_err(|_| bad(format!("register {r}: {v} does not fit int64")))
+            }
+            other => Err(bad(format!(
+                "register {r} holds {}, not an integer scalar",
+                slot_kind(other)
+            ))),
+        }
+    }
+
+    fn advance(&mut self) {
+        if let Some(f) = self.frames.last_mut() {
+            f.pc += 1;
+        }
+    }
+
+    fn jump(&mut self, offset: i32) {
+        if let Some(f) = self.frames.last_mut() {
+            f.pc = (f.pc as i64 + i64::from(offset)) as usize;
+        }
+    }
+
+    /// Executes one instruction; `Some(result)` when the first frame returned.
+    fn step(&mut self, instr: &'e Instruction, base: usize, pc: usize) -> Result<Option<Value>> {
+        let _ = pc;
+        match instr {
+            Instruction::Move { from, dst } => {
+                let v = self.reg(base, *from)?.clone();
+                self.set(base, *dst, v)?;
+                self.advance();
+            }
+            Instruction::Ret { result } => {
+                let slot = std::mem::take(
+                    self.registers
+                        .get_mut(base + result.0 as usize)
+                        .ok_or_else(|| bad(format!("register {result} outside the frame")))?,
+                );
+                let Some(frame) = self.frames.pop() else {
+                    return Err(bad("return without a frame"));
+                };
+                while self.registers.len() > frame.base {
+                    if let Some(s) = self.registers.pop() {
+                        release(&self.allocator, s);
+                    }
+                }
+                let Some(caller) = self.frames.last() else {
+                    return Ok(Some(slot_value(slot)?));
+                };
+                let caller_base = caller.base;
+                self.set(caller_base, frame.dst, slot)?;
+                self.advance();
+            }
+            Instruction::Fatal { message } => {
+                return Err(VmError::new(VmErrorKind::NoMatch, message.clone()));
+            }
+            Instruction::Invoke { func, args, dst } => {
+                let args = self.collect(base, args)?;
+                self.push_frame(*func, args, *dst)?;
+            }
+            Instruction::InvokeClosure { closure, args, dst } => {
+                let (func, all) = self.closure_args(base, *closure, args)?;
+                self.push_frame(func, all, *dst)?;
+            }
+            Instruction::TailInvoke { func, args } => {
+                self.args.clear();
+                for r in args {
+                    let v = self.reg(base, *r)?.clone();
+                    self.args.push(v);
+                }
+                self.replace_frame(*func)?;
+            }
+            Instruction::TailInvokeClosure { closure, args } => {
+                let (func, all) = self.closure_args(base, *closure, args)?;
+                self.args = all;
+                self.replace_frame(func)?;
+            }
+            Instruction::InvokePacked {
+                kernel,
+                inputs,
+                outputs,
+            } => {
+                self.invoke_packed(base, *kernel, inputs, outputs)?;
+                self.advance();
+            }
+            Instruction::InvokePackedAlloc {
+                kernel,
+                inputs,
+                dst,
+            } => {
+                let result = self.invoke_packed_alloc(base, *kernel, inputs)?;
+                self.set(base, *dst, Slot::Value(result))?;
+                self.advance();
+            }
+            Instruction::AllocTensor {
+                storage,
+                offset,
+                shape,
+                dtype,
+                dst,
+            } => {
+                let t = self.alloc_tensor(base, *storage, *offset, shape, *dtype)?;
+                self.set(base, *dst, Slot::Value(Value::Tensor(Arc::new(t))))?;
+                self.advance();
+            }
+            Instruction::AllocTensorReg {
+                storage,
+                offset,
+                shape,
+                dtype,
+                dst,
+            } => {
+                let dims = shape_of_tensor(self.tensor(base, *shape)?)?;
+                let t = self.alloc_tensor(base, *storage, *offset, &dims, *dtype)?;
+                self.set(base, *dst, Slot::Value(Value::Tensor(Arc::new(t))))?;
+                self.advance();
+            }
+            Instruction::AllocStorage {
+                size,
+                alignment,
+                dst,
+                ..
+            } => {
+                let size = self.int(base, *size)?;
+                let size = usize::try_from(size).map_err(|_| {
+                    VmError::new(VmErrorKind::Alloc, format!("storage size {size} is negative"))
+                })?;
+                let alignment = usize::try_from(*alignment).unwrap_or(usize::MAX);
+                let storage = self
+                    .allocator
+                    .alloc(size, alignment)
+                    .map_err(|e| VmError::new(VmErrorKind::Alloc, e.to_string()))?;
+                self.set(base, *dst, Slot::Value(Value::Storage(storage)))?;
+                self.advance();
+            }
+            Instruction::AllocAdt { tag, fields, dst } => {
+                let fields = self.values(base, fields)?;
+                let v = Value::Adt(Arc::new(AdtValue { tag: *tag, fields }));
+                self.set(base, *dst, Slot::Value(v))?;
+                self.advance();
+            }
+            Instruction::AllocTuple { fields, dst } => {
+                let fields = self.values(base, fields)?;
+                self.set(base, *dst, Slot::Value(Value::Tuple(fields.into())))?;
+                self.advance();
+            }
+            Instruction::AllocClosure {
+                func,
+                captured,
+                dst,
+            } => {
+                let captured = self.values(base, captured)?;
+                let c = VmClosure {
+                    func: *func,
+                    captured,
+                };
+                self.set(base, *dst, Slot::Value(Value::Closure(Arc::new(c))))?;
+                self.advance();
+            }
+            Instruction::GetField { object, index, dst } => {
+                let field = match self.reg(base, *object)? {
+                    Slot::Value(Value::Tuple(fields)) => fields.get(*index as usize).cloned(),
+                    Slot::Value(Value::Adt(adt)) => adt.fields.get(*index as usize).cloned(),
+                    other => {
+                        return Err(bad(format!(
+                            "get_field of {}, not a tuple or constructed value",
+                            slot_kind(other)
+                        )));
+                    }
+                };
+                let field =
+                    field.ok_or_else(|| bad(format!("field {index} out of range")))?;
+                self.set(base, *dst, Slot::Value(field))?;
+                self.advance();
+            }
+            Instruction::GetTag { object, dst } => {
+                let tag = match self.reg(base, *object)? {
+                    Slot::Value(Value::Adt(adt)) => adt.tag,
+                    other => {
+                        return Err(bad(format!(
+                            "get_tag of {}, not a constructed value",
+                            slot_kind(other)
+                        )));
+                    }
+                };
+                self.set(base, *dst, Slot::Int(i64::from(tag)))?;
+                self.advance();
+            }
+            Instruction::If {
+                test,
+                target,
+                true_offset,
+                false_offset,
+            } => {
+                let equal = self.int(base, *test)? == self.int(base, *target)?;
+                self.jump(if equal { *true_offset } else { *false_offset });
+            }
+            Instruction::Goto { offset } => self.jump(*offset),
+            Instruction::LoadConst { index, dst } => {
+                let c = self
+                    .exe
+                    .constants
+                    .get(*index as usize)
+                    .ok_or_else(|| bad(format!("constant {index} out of range")))?
+                    .clone();
+                self.set(base, *dst, Slot::Value(Value::Tensor(c)))?;
+                self.advance();
+            }
+            Instruction::LoadConsti { value, dst } => {
+                self.set(base, *dst, Slot::Int(*value))?;
+                self.advance();
+            }
+            Instruction::ShapeOf { tensor, dst } => {
+                let t = self.tensor(base, *tensor)?;
+                let shape: Vec<i128> = t.shape().iter().map(|&d| i128::from(d)).collect();
+                let s = NDArray::from_i128_slice(relay_ir::DType::I64, &[shape.len() as i64], &shape)
+                    .map_err(|e| VmError::new(VmErrorKind::Alloc, e.to_string()))?;
+                self.set(base, *dst, Slot::Value(Value::Tensor(Arc::new(s))))?;
+                self.advance();
+            }
+            Instruction::ReshapeTensor { tensor, shape, dst } => {
+                let dims = shape_of_tensor(self.tensor(base, *shape)?)?;
+                let t = self.tensor(base, *tensor)?.clone();
+                let reshaped = reshape(&t, &dims)?;
+                self.set(base, *dst, Slot::Value(Value::Tensor(Arc::new(reshaped))))?;
+                self.advance();
+            }
+            Instruction::KillRegister { reg } => {
+                self.set(base, *reg, Slot::Empty)?;
+                self.advance();
+            }
+            Instruction::AllocRef { value, dst } => {
+                let v = self.value(base, *value)?;
+                self.set(base, *dst, Slot::Value(Value::Ref(Arc::new(Mutex::new(v)))))?;
+                self.advance();
+            }
+            Instruction::RefRead { reference, dst } => {
+                let v = match self.reg(base, *reference)? {
+                    Slot::Value(Value::Ref(cell)) => {
+                        cell.lock().unwrap_or_else(|e| e.into_inner()).clone()
+                    }
+                    other => {
+                        return Err(bad(format!(
+                            "ref_read of {}, not a reference",
+                            slot_kind(other)
+                        )));
+                    }
+                };
+                self.set(base, *dst, Slot::Value(v))?;
+                self.advance();
+            }
+            Instruction::RefWrite {
+                reference,
+                value,
+                dst,
+            } => {
+                let v = self.value(base, *value)?;
+                let old = match self.reg(base, *reference)? {
+                    Slot::Value(Value::Ref(cell)) => {
+                        std::mem::replace(&mut *cell.lock().unwrap_or_else(|e| e.into_inner()), v)
+                    }
+                    other => {
+                        return Err(bad(format!(
+                            "ref_write of {}, not a reference",
+                            slot_kind(other)
+                        )));
+                    }
+                };
+                drop(old);
+                self.set(base, *dst, Slot::Value(Value::Tuple(Arc::from(Vec::new()))))?;
+                self.advance();
+            }
+        }
+        Ok(None)
+    }
+
+    /// The slots of `regs`.
+    fn collect(&self, base: usize, regs: &[Reg]) -> Result<Vec<Slot>> {
+        regs.iter().map(|r| self.reg(base, *r).cloned()).collect()
+    }
+
+    /// The values of `regs`.
+    fn values(&self, base: usize, regs: &[Reg]) -> Result<Vec<Value>> {
+        regs.iter().map(|r| self.value(base, *r)).collect()
+    }
+
+    /// A closure call's function and arguments (captured values first).
+    fn closure_args(&self, base: usize, closure: Reg, args: &[Reg]) -> Result<(u32, Vec<Slot>)> {
+        let c = match self.reg(base, closure)? {
+            Slot::Value(Value::Closure(c)) => c.downcast_ref::<VmClosure>().ok_or_else(|| {
+                bad("called a closure the VM did not make")
+            })?,
+            other => {
+                return Err(bad(format!(
+                    "called {}, not a closure",
+                    slot_kind(other)
+                )));
+            }
+        };
+        let mut all: Vec<Slot> = Vec::with_capacity(c.captured.len() + args.len());
+        all.extend(c.captured.iter().cloned().map(Slot::Value));
+        for r in args {
+            all.push(self.reg(base, *r)?.clone());
+        }
+        Ok((c.func, all))
+    }
+
+    /// A tensor view of `shape` and `dtype` in a storage register at an offset register.
+    fn alloc_tensor(
+        &self,
+        base: usize,
+        storage: Reg,
+        offset: Reg,
+        shape: &[i64],
+        dtype: relay_ir::DType,
+    ) -> Result<NDArray> {
+        let storage = match self.reg(base, storage)? {
+            Slot::Value(Value::Storage(s)) => s.clone(),
+            other => {
+                return Err(bad(format!(
+                    "alloc_tensor in {}, not a storage",
+                    slot_kind(other)
+                )));
+            }
+        };
+        let offset = self.int(base, offset)?;
+        let offset = usize::try_from(offset)
+            .map_err(|_| VmError::new(VmErrorKind::Alloc, format!("negative offset {offset}")))?;
+        // SAFETY: the VM runs on one thread and accesses views only through kernel calls,
+        // which read their inputs and write their outputs; the memory plan never gives a
+        // kernel's output bytes that one of its live inputs uses.
+        unsafe { NDArray::view(storage, offset, dtype, shape) }
+            .map_err(|e| VmError::new(VmErrorKind::Alloc, e.to_string()))
+    }
+
+    /// The tensors a kernel reads: tensors as they are, tuples flattened.
+    fn flatten_inputs(&self, base: usize, regs: &[Reg], out: &mut Vec<Arc<NDArray>>) -> Result<()> {
+        for r in regs {
+            match self.reg(base, *r)? {
+                Slot::Value(v) => flatten(v, out)?,
+                Slot::Int(i) => match int_scalar(*i)? {
+                    Value::Tensor(t) => out.push(t),
+                    _ => return Err(bad("an integer that is not a tensor")),
+                },
+                Slot::Empty => {
+                    return Err(bad(format!("kernel input {r} is empty (killed or never set)")));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// `invoke_packed`: calls the kernel on the inputs, writing the outputs.
+    fn invoke_packed(&mut self, base: usize, kernel: u32, inputs: &[Reg], outputs: &[Reg]) -> Result<()> {
+        let mut tensors = Vec::with_capacity(inputs.len() + outputs.len());
+        self.flatten_inputs(base, inputs, &mut tensors)?;
+        let num_inputs = tensors.len();
+        for r in outputs {
+            tensors.push(self.tensor(base, *r)?.clone());
+        }
+        let func = self.kernel(kernel, &tensors[..num_inputs])?;
+        self.call_kernel(kernel, &func, &tensors)
+    }
+
+    /// `invoke_packed_alloc`: allocates the kernel's outputs, then calls it.
+    fn invoke_packed_alloc(&mut self, base: usize, kernel: u32, inputs: &[Reg]) -> Result<Value> {
+        let mut tensors = Vec::with_capacity(inputs.len() + 1);
+        self.flatten_inputs(base, inputs, &mut tensors)?;
+        let num_inputs = tensors.len();
+        let func = self.kernel(kernel, &tensors)?;
+        for out in &func.spec().args[func.num_inputs().min(func.spec().args.len())..] {
+            let dtype = relay_ir::DType::parse(&relay_kernel::abi::dtype_name(out.dtype))
+                .ok_or_else(|| bad(format!("kernel output of unknown dtype {}", out.name)))?;
+            let size = NDArray::byte_len(dtype, &out.shape)
+                .map_err(|e| VmError::new(VmErrorKind::Alloc, e.to_string()))?;
+            let storage = self
+                .allocator
+                .alloc(size, relay_runtime::ALIGNMENT)
+                .map_err(|e| VmError::new(VmErrorKind::Alloc, e.to_string()))?;
+            // SAFETY: a fresh storage, only this view uses it.
+            let t = unsafe { NDArray::view(storage, 0, dtype, &out.shape) }
+                .map_err(|e| VmError::new(VmErrorKind::Alloc, e.to_string()))?;
+            tensors.push(Arc::new(t));
+        }
+        self.call_kernel(kernel, &func, &tensors)?;
+        let outputs: Vec<Value> = tensors.drain(num_inputs..).map(Value::Tensor).collect();
+        let result_type = self.exe.kernels.get(kernel as usize).and_then(|k| {
+            let f = k.function()?;
+            f.body.checked_type().or(f.ret_type.as_ref()).cloned()
+        });
+        let mut outputs = outputs.into_iter();
+        match result_type {
+            Some(ty) if !matches!(ty.kind(), TypeKind::Tensor { .. }) => {
+                rebuild(&ty, &mut outputs).ok_or_else(|| bad("kernel outputs do not fit its result type"))
+            }
+            _ => outputs.next().ok_or_else(|| bad("kernel without outputs")),
+        }
+    }
+
+    /// The compiled kernel `kernel` for these input tensors.
+    fn kernel(&self, kernel: u32, inputs: &[Arc<NDArray>]) -> Result<Arc<PackedFunc>> {
+        let entry = self
+            .exe
+            .kernels
+            .get(kernel as usize)
+            .ok_or_else(|| bad(format!("kernel {kernel} out of range")))?;
+        let result = if entry.dynamic {
+            let types: Vec<Type> = inputs
+                .iter()
+                .map(|t| Type::tensor(t.shape(), t.dtype()))
+                .collect();
+            entry.get_for(&self.exe.cache, &types)
+        } else {
+            entry.get().cloned()
+        };
+        result.map_err(|e| VmError::new(VmErrorKind::Kernel, format!("kernel {}: {e}", entry.name)))
+    }
+
+    /// Calls `func` (kernel `kernel`) on `tensors` (inputs, then outputs).
+    fn call_kernel(&mut self, kernel: u32, func: &PackedFunc, tensors: &[Arc<NDArray>]) -> Result<()> {
+        let refs: Vec<&NDArray> = tensors.iter().map(|t| &**t).collect();
+        let started = self.profile.is_some().then(Instant::now);
+        // SAFETY: the outputs are views into pooled storage that no input overlaps while the
+        // kernel runs (the memory plan reuses storage only between disjoint lifetimes), and
+        // the VM holds no slice of their bytes during the call.
+        let result = unsafe { func.call_views_with(&mut self.context, &refs) };
+        if let (Some(t), Some(p)) = (started, &mut self.profile) {
+            let elapsed = t.elapsed();
+            p.record_kernel(kernel as usize, elapsed, || shapes(tensors, func.num_inputs()));
+        }
+        result.map_err(|e| VmError::new(VmErrorKind::Kernel, e.to_string()))
     }
 }
+
+/// `1 argument`, `2 arguments`.
+fn count(n: usize) -> String {
+    if n == 1 {
+        "1 argument".to_owned()
+    } else {
+        format!("{n} arguments")
+    }
+}
+
+/// `[1, 784], [784, 512] -> [1, 512]`.
+fn shapes(tensors: &[Arc<NDArray>], inputs: usize) -> String {
+    let list = |ts: &[Arc<NDArray>]| {
+        ts.iter()
+            .map(|t| format!("{:?}", t.shape()))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let inputs = inputs.min(tensors.len());
+    format!("{} -> {}", list(&tensors[..inputs]), list(&tensors[inputs..]))
+}
+
+/// Gives a dropped register's storage back to the pool when nothing else holds it.
+fn release(allocator: &PooledAllocator, slot: Slot) {
+    match slot {
+        Slot::Value(Value::Tensor(t)) => {
+            if let Ok(array) = Arc::try_unwrap(t)
+                && let Some(storage) = array.into_storage()
+                && Arc::strong_count(&storage) == 1
+            {
+                allocator.recycle(storage);
+            }
+        }
+        Slot::Value(Value::Storage(s)) => {
+            if Arc::strong_count(&s) == 1 {
+                allocator.recycle(s);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// The value of a slot leaving the VM.
+fn slot_value(slot: Slot) -> Result<Value> {
+    match slot {
+        Slot::Value(v) => Ok(v),
+        Slot::Int(i) => int_scalar(i),
+        Slot::Empty => Err(bad("returned an empty register")),
+    }
+}
+
+/// An `int64` scalar tensor.
+fn int_scalar(i: i64) -> Result<Value> {
+    NDArray::scalar_i128(relay_ir::DType::I64, i128::from(i))
+        .map(Value::tensor)
+        .map_err(|e| bad(e.to_string()))
+}
+
+fn slot_kind(slot: &Slot) -> &'static str {
+    match slot {
+        Slot::Empty => "nothing (a killed or unset register)",
+        Slot::Int(_) => "an integer",
+        Slot::Value(v) => v.kind_name(),
+    }
+}
+
+/// The tensor leaves of a value, depth first.
+fn flatten(v: &Value, out: &mut Vec<Arc<NDArray>>) -> Result<()> {
+    match v {
+        Value::Tensor(t) => out.push(t.clone()),
+        Value::Tuple(fields) => {
+            for f in fields.iter() {
+                flatten(f, out)?;
+            }
+        }
+        other => {
+            return Err(bad(format!(
+                "a kernel input is {}, not a tensor or tuple of tensors",
+                other.kind_name()
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// A value of type `ty` from the tensor leaves `outputs` (depth first).
+fn rebuild(ty: &Type, outputs: &mut impl Iterator<Item = Value>) -> Option<Value> {
+    match ty.kind() {
+        TypeKind::Tuple(fields) => {
+            let values: Option<Vec<Value>> = fields.iter().map(|f| rebuild(f, outputs)).collect();
+            Some(Value::Tuple(values?.into()))
+        }
+        _ => outputs.next(),
+    }
+}
+
+/// The dimensions in a 1-D integer tensor.
+fn shape_of_tensor(t: &NDArray) -> Result<Vec<i64>> {
+    if t.ndim() != 1 || !t.dtype().is_int() {
+        return Err(bad(format!(
+            "a shape must be a 1-D integer tensor, got a {:?} {} tensor",
+            t.shape(),
+            t.dtype()
+        )));
+    }
+    t.to_i128_vec()
+        .into_iter()
+        .map(|d| {
+            i64::try_from(d)
+                .ok()
+                .filter(|d| *d >= 0)
+                .ok_or_else(|| bad(format!("dimension {d} is not a valid extent")))
+        })
+        .collect()
+}
+
+/// `t` with the shape `dims` (same element count): a view of the same storage, or a copy
+/// of an owned array.
+fn reshape(t: &NDArray, dims: &[i64]) -> Result<NDArray> {
+    let result = match t.storage() {
+        // SAFETY: the new view covers exactly the bytes of `t`, which is immutable from here
+        // on like every tensor the VM has finished writing.
+        Some((storage, offset)) => unsafe { NDArray::view(storage.clone(), offset, t.dtype(), dims) },
+        None => NDArray::from_bytes(t.dtype(), dims, t.as_bytes()),
+    };
+    result.map_err(|e| {
+        VmError::new(
+            VmErrorKind::Kernel,
+            format!("cannot reshape {:?} to {dims:?}: {e}", t.shape()),
+        )
+    })
+}
+
+/// Why `value` does not fit `ty`, if it does not.
+fn mismatch(ty: &ArgType, value: &Value) -> Option<String> {
+    match (ty, value) {
+        (ArgType::Tensor { dtype, shape }, Value::Tensor(t)) => {
+            let fits = *dtype == t.dtype()
+                && shape.len() == t.shape().len()
+                && shape
+                    .iter()
+                    .zip(t.shape())
+                    .all(|(d, &n)| d.is_none_or(|d| d == n));
+            (!fits).then(|| format!("`{}`", Type::tensor(t.shape(), t.dtype())))
+        }
+        (ArgType::Tensor { .. }, other) => Some(other.kind_name().to_owned()),
+        (ArgType::Tuple(fields), Value::Tuple(values)) => {
+            if fields.len() != values.len() {
+                return Some(format!("a tuple of {} fields", values.len()));
+            }
+            fields
+                .iter()
+                .zip(values.iter())
+                .enumerate()
+                .find_map(|(i, (t, v))| mismatch(t, v).map(|m| format!("{m} in field {i}")))
+        }
+        (ArgType::Tuple(_), other) => Some(other.kind_name().to_owned()),
+        (ArgType::Any, _) => None,
+    }
+}
+
