@@ -20,7 +20,10 @@ use crate::ndarray::ALIGNMENT;
 pub struct Storage {
     /// The start of the allocation (a dangling, aligned pointer when `size` is 0).
     ptr: NonNull<u8>,
-    /// The size in bytes.
+    /// The size of the allocation in bytes.
+    capacity: usize,
+    /// The size in use (at most `capacity`): what views must fit in. A pool hands out buffers
+    /// of a size class larger than asked for; views are still checked against the request.
     size: usize,
     /// The alignment asked for.
     alignment: usize,
@@ -49,6 +52,7 @@ impl Storage {
                 .ok_or(NDArrayError::BadAlignment { alignment })?;
             return Ok(Storage {
                 ptr,
+                capacity: size,
                 size,
                 alignment,
             });
@@ -61,6 +65,7 @@ impl Storage {
         };
         Ok(Storage {
             ptr,
+            capacity: size,
             size,
             alignment,
         })
@@ -75,9 +80,20 @@ impl Storage {
             .ok_or(NDArrayError::StorageTooLarge { size, alignment })
     }
 
-    /// The size in bytes.
+    /// The size in use, in bytes: what views are checked against ([`Storage::set_size`]).
     pub fn size(&self) -> usize {
         self.size
+    }
+
+    /// The size of the allocation in bytes (at least [`Storage::size`]).
+    pub fn capacity(&self) -> usize {
+        self.capacity
+    }
+
+    /// Sets the size in use to `len` bytes (at most the capacity; a larger `len` is clamped
+    /// to it), as a pool does when it hands out a buffer for a request of `len` bytes.
+    pub fn set_size(&mut self, len: usize) {
+        self.size = len.min(self.capacity);
     }
 
     /// The alignment asked for when it was allocated (the start is aligned to at least this
@@ -97,9 +113,9 @@ impl Storage {
 
 impl Drop for Storage {
     fn drop(&mut self) {
-        if self.size != 0 {
+        if self.capacity != 0 {
             // The layout was valid at allocation, with these very arguments.
-            if let Ok(layout) = Self::layout(self.size, self.alignment) {
+            if let Ok(layout) = Self::layout(self.capacity, self.alignment) {
                 // SAFETY: allocated in `new` with this exact layout, and dropped once.
                 unsafe { dealloc(self.ptr.as_ptr(), layout) };
             }

@@ -187,14 +187,14 @@ impl Pool {
         }
         let storage = self.by_age.remove(&seq)?;
         self.stats.cached_buffers -= 1;
-        self.stats.cached_bytes -= storage.size();
+        self.stats.cached_bytes -= storage.capacity();
         Some(storage)
     }
 
     /// Removes the oldest cached buffer.
     fn evict_oldest(&mut self) -> Option<Storage> {
         let (seq, storage) = self.by_age.pop_first()?;
-        let class = storage.size();
+        let class = storage.capacity();
         if let Some(seqs) = self.by_class.get_mut(&class) {
             seqs.remove(&seq);
             if seqs.is_empty() {
@@ -210,7 +210,7 @@ impl Pool {
     fn insert(&mut self, storage: Storage) {
         let seq = self.next_seq;
         self.next_seq += 1;
-        let class = storage.size();
+        let class = storage.capacity();
         self.stats.cached_buffers += 1;
         self.stats.cached_bytes += class;
         self.by_class.entry(class).or_default().insert(seq);
@@ -287,6 +287,8 @@ impl PooledAllocator {
             {
                 pool.stats.pool_hits += 1;
                 pool.hand_out(class);
+                let mut storage = storage;
+                storage.set_size(size);
                 return Ok(Arc::new(storage));
             }
         }
@@ -294,9 +296,10 @@ impl PooledAllocator {
         let fresh = Storage::new(class, alignment);
         let mut pool = self.lock();
         match fresh {
-            Ok(storage) => {
+            Ok(mut storage) => {
                 pool.stats.fresh += 1;
                 pool.hand_out(class);
+                storage.set_size(size);
                 Ok(Arc::new(storage))
             }
             Err(source) => {
@@ -312,7 +315,7 @@ impl PooledAllocator {
     /// else (a tensor view, another clone) still references it, only this reference is
     /// dropped. Either way its bytes stop counting as live.
     pub fn recycle(&self, storage: Arc<Storage>) {
-        let size = storage.size();
+        let size = storage.capacity();
         let mut freed = Vec::new();
         {
             let mut pool = self.lock();
@@ -339,7 +342,7 @@ impl PooledAllocator {
                                 break;
                             };
                             pool.stats.evicted += 1;
-                            pool.stats.evicted_bytes += old.size();
+                            pool.stats.evicted_bytes += old.capacity();
                             freed.push(old);
                         }
                         pool.insert(storage);
@@ -423,7 +426,7 @@ mod tests {
     fn reuses_a_recycled_buffer_of_the_same_class() {
         let a = PooledAllocator::new(1 << 20);
         let s = a.alloc(1000, 64).unwrap();
-        assert_eq!(s.size(), 1024);
+        assert_eq!((s.size(), s.capacity()), (1000, 1024));
         let p = addr(&s);
         a.recycle(s);
         let t = a.alloc(900, 64).unwrap();
@@ -444,7 +447,7 @@ mod tests {
         assert_eq!(addr(&s2), pb);
         let s3 = a.alloc(3000, 64).unwrap();
         assert_ne!(addr(&s3), ps);
-        assert_eq!(s3.size(), 4096);
+        assert_eq!(s3.capacity(), 4096);
         let s4 = a.alloc(128, 64).unwrap();
         assert_eq!(addr(&s4), ps);
         let st = a.stats();

@@ -590,8 +590,7 @@ impl fmt::Display for ArgType {
                     .iter()
                     .map(|d| d.map_or("?".to_owned(), |n| n.to_string()))
                     .collect();
-                let comma = if dims.len() == 1 { "," } else { "" };
-                write!(f, "Tensor[({}{comma}), {dtype}]", dims.join(", "))
+                write!(f, "Tensor[({}), {dtype}]", dims.join(", "))
             }
             ArgType::Tuple(fields) => {
                 f.write_str("(")?;

@@ -15,7 +15,7 @@
 //! moves its arguments into the parameter registers and jumps to the start; any other tail
 //! call is `tail_invoke`/`tail_invoke_closure`, which reuses the frame.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use relay_ir::visit::{is_closure, is_primitive};
@@ -136,17 +136,17 @@ struct FunctionCompiler<'m, 'k> {
     locations: Vec<(u32, String)>,
     /// How many parameters (registers `0..params`).
     params: u32,
+    /// Bindings not emitted: the storage and tensor of a scalar kernel's output, which the
+    /// VM computes unboxed (by address of the binding's value node).
+    skipped: HashSet<usize>,
+    /// Output tensors of scalar kernels (computed by `invoke_packed_alloc`).
+    scalar_outputs: HashSet<VarId>,
 }
 
 type Result<T> = std::result::Result<T, CompileError>;
 
 impl<'m, 'k> FunctionCompiler<'m, 'k> {
-    fn new(
-        cx: ModuleCx<'m>,
-        kernels: &'k mut Kernels,
-        global: &'m GlobalFunc,
-        index: u32,
-    ) -> Self {
+    fn new(cx: ModuleCx<'m>, kernels: &'k mut Kernels, global: &'m GlobalFunc, index: u32) -> Self {
         FunctionCompiler {
             cx,
             kernels,
@@ -157,6 +157,8 @@ impl<'m, 'k> FunctionCompiler<'m, 'k> {
             env: HashMap::new(),
             locations: Vec::new(),
             params: 0,
+            skipped: HashSet::new(),
+            scalar_outputs: HashSet::new(),
         }
     }
 
@@ -188,7 +190,10 @@ impl<'m, 'k> FunctionCompiler<'m, 'k> {
         self.tail(body)?;
         Ok(VmFunction {
             name: self.global.name.as_str().to_owned(),
-            params: params.iter().map(|p| p.name().as_str().to_owned()).collect(),
+            params: params
+                .iter()
+                .map(|p| p.name().as_str().to_owned())
+                .collect(),
             register_count: self.registers,
             code: self.code,
             param_types: params
@@ -235,6 +240,7 @@ impl<'m, 'k> FunctionCompiler<'m, 'k> {
     fn tail(&mut self, e: &Expr) -> Result<()> {
         relay_ir::ensure_sufficient_stack(|| match e.kind() {
             ExprKind::Let { bindings, body } => {
+                self.plan_scalars(bindings);
                 let tail_at = tail_binding(bindings, body);
                 for (i, b) in bindings.iter().enumerate() {
                     if Some(i) == tail_at {
@@ -405,10 +411,9 @@ impl<'m, 'k> FunctionCompiler<'m, 'k> {
                 });
                 Ok(dst)
             }
-            ExprKind::Op(op) => Err(self.error(
-                e.span(),
-                format!("operator `{}` used as a value", op.name),
-            )),
+            ExprKind::Op(op) => {
+                Err(self.error(e.span(), format!("operator `{}` used as a value", op.name)))
+            }
             ExprKind::Call {
                 callee,
                 args,
@@ -419,6 +424,7 @@ impl<'m, 'k> FunctionCompiler<'m, 'k> {
                 "a function literal outside a call (run the lambda_lift pass)".into(),
             )),
             ExprKind::Let { bindings, body } => {
+                self.plan_scalars(bindings);
                 for b in bindings {
                     self.bind(b)?;
                 }
@@ -432,11 +438,17 @@ impl<'m, 'k> FunctionCompiler<'m, 'k> {
                 let merge = self.fresh();
                 let branch = self.branch(cond)?;
                 let t = self.expr(then_branch)?;
-                self.emit(Instruction::Move { from: t, dst: merge });
+                self.emit(Instruction::Move {
+                    from: t,
+                    dst: merge,
+                });
                 let goto = self.emit(Instruction::Goto { offset: 0 });
                 self.patch_false(branch);
                 let f = self.expr(else_branch)?;
-                self.emit(Instruction::Move { from: f, dst: merge });
+                self.emit(Instruction::Move {
+                    from: f,
+                    dst: merge,
+                });
                 self.patch_goto(goto);
                 Ok(merge)
             }
@@ -503,8 +515,71 @@ impl<'m, 'k> FunctionCompiler<'m, 'k> {
         es.iter().map(|e| self.expr(e)).collect()
     }
 
+    /// Finds the scalar kernel calls of a let-chain: `%s = memory.alloc_storage(..)`,
+    /// `%x = memory.alloc_tensor(%s, 0, [])` (the storage used for nothing else) and
+    /// `vm.invoke_tvm_op(scalar kernel, (ins), (%x,))`. The storage and tensor bindings are
+    /// not emitted; the call becomes `invoke_packed_alloc` into `%x`'s register, which the VM
+    /// evaluates unboxed.
+    fn plan_scalars(&mut self, bindings: &[Binding]) {
+        let position: HashMap<VarId, usize> = bindings
+            .iter()
+            .enumerate()
+            .map(|(i, b)| (b.var.id(), i))
+            .collect();
+        for (k, b) in bindings.iter().enumerate() {
+            let Some((func, out)) = scalar_invoke(&b.value) else {
+                continue;
+            };
+            let ExprKind::Function(f) = func.kind() else {
+                continue;
+            };
+            let kernel = self.kernels.index(func, f);
+            if self.kernels.entries[kernel as usize].scalar.is_none() {
+                continue;
+            }
+            let Some(&j) = position.get(&out) else {
+                continue;
+            };
+            let Some(storage) = scalar_tensor_alloc(&bindings[j].value) else {
+                continue;
+            };
+            let Some(&i) = position.get(&storage) else {
+                continue;
+            };
+            let is_storage = matches!(bindings[i].value.kind(), ExprKind::Call { callee, .. }
+                if matches!(callee.kind(), ExprKind::Op(op) if op.name == "memory.alloc_storage"));
+            if !is_storage || i >= j || j >= k {
+                continue;
+            }
+            // The storage serves only this tensor (kills aside), and the tensor is not read
+            // before the kernel writes it.
+            let storage_uses: usize = bindings
+                .iter()
+                .enumerate()
+                .filter(|(n, _)| *n != j)
+                .map(|(_, b)| uses_outside_kills(&b.value, storage))
+                .sum();
+            let early_uses: usize = bindings[j + 1..k]
+                .iter()
+                .map(|b| uses_outside_kills(&b.value, out))
+                .sum();
+            if storage_uses == 0 && early_uses == 0 {
+                self.skipped.insert(addr(&bindings[i].value));
+                self.skipped.insert(addr(&bindings[j].value));
+                self.scalar_outputs.insert(out);
+            }
+        }
+    }
+
     /// Compiles one binding of a let-chain.
     fn bind(&mut self, b: &Binding) -> Result<()> {
+        if self.skipped.contains(&addr(&b.value)) {
+            if self.scalar_outputs.contains(&b.var.id()) {
+                let r = self.fresh();
+                self.env.insert(b.var.id(), Slot::Reg(r));
+            }
+            return Ok(());
+        }
         if let ExprKind::Call { callee, args, .. } = b.value.kind()
             && let ExprKind::Op(op) = callee.kind()
         {
@@ -544,6 +619,22 @@ impl<'m, 'k> FunctionCompiler<'m, 'k> {
         };
         let kernel = self.kernel(func)?;
         let inputs = self.tuple_atoms(inputs)?;
+        if let ExprKind::Tuple(outs) = outputs.kind()
+            && let [out] = outs.as_slice()
+            && let ExprKind::Var(x) = out.kind()
+            && self.scalar_outputs.contains(&x.id())
+        {
+            let dst = self.expr(out)?;
+            self.emit_at(
+                Instruction::InvokePackedAlloc {
+                    kernel,
+                    inputs,
+                    dst,
+                },
+                kernel_span(call, func),
+            );
+            return Ok(());
+        }
         let outputs = self.tuple_atoms(outputs)?;
         self.emit_at(
             Instruction::InvokePacked {
@@ -551,7 +642,7 @@ impl<'m, 'k> FunctionCompiler<'m, 'k> {
                 inputs,
                 outputs,
             },
-            call.span(),
+            kernel_span(call, func),
         );
         Ok(())
     }
@@ -597,7 +688,7 @@ impl<'m, 'k> FunctionCompiler<'m, 'k> {
                         inputs,
                         dst,
                     },
-                    e.span(),
+                    kernel_span(e, callee),
                 );
                 Ok(dst)
             }
@@ -665,8 +756,7 @@ impl<'m, 'k> FunctionCompiler<'m, 'k> {
                     .ok_or_else(|| {
                         self.error(
                             e.span(),
-                            "`memory.alloc_storage` needs a constant power-of-two alignment"
-                                .into(),
+                            "`memory.alloc_storage` needs a constant power-of-two alignment".into(),
                         )
                     })?;
                 let dst = self.fresh();
@@ -694,6 +784,19 @@ impl<'m, 'k> FunctionCompiler<'m, 'k> {
                         .and_then(AttrValue::as_ints)
                         .filter(|_| matches!(shape.kind(), ExprKind::Constant(_)))
                 });
+                if let (Some(shape), Some(asserted)) = (
+                    &static_shape,
+                    attrs.get("assert_shape").and_then(AttrValue::as_ints),
+                ) && *shape != asserted
+                {
+                    return Err(self.error(
+                        e.span(),
+                        format!(
+                            "`memory.alloc_tensor`: the shape {shape:?} differs from \
+                             `assert_shape` {asserted:?}"
+                        ),
+                    ));
+                }
                 let instr = match static_shape {
                     Some(shape) => Instruction::AllocTensor {
                         storage,
@@ -814,7 +917,10 @@ impl<'m, 'k> FunctionCompiler<'m, 'k> {
                 None => self.tail(&clause.body)?,
                 Some(merge) => {
                     let r = self.expr(&clause.body)?;
-                    self.emit(Instruction::Move { from: r, dst: merge });
+                    self.emit(Instruction::Move {
+                        from: r,
+                        dst: merge,
+                    });
                     ends.push(self.emit(Instruction::Goto { offset: 0 }));
                 }
             }
@@ -827,11 +933,8 @@ impl<'m, 'k> FunctionCompiler<'m, 'k> {
             }
         }
         if !exhaustive {
-            let loc = location(self.cx.module, span);
-            let message = match &loc {
-                Some(l) => format!("no match clause matched the value at {l}"),
-                None => "no match clause matched the value".to_owned(),
-            };
+            // The location comes from the function's location table, with the function.
+            let message = "no match clause matched the value".to_owned();
             self.emit_at(Instruction::Fatal { message }, span);
         }
         if merge.is_some() {
@@ -864,14 +967,13 @@ impl<'m, 'k> FunctionCompiler<'m, 'k> {
                 self.env.insert(v.id(), Slot::Reg(dst));
             }
             PatternKind::Ctor(c, fields) => {
-                let alternatives = self
-                    .cx
-                    .module
-                    .type_def(c.adt)
-                    .map_or(2, |t| t.ctors.len());
+                let alternatives = self.cx.module.type_def(c.adt).map_or(2, |t| t.ctors.len());
                 if alternatives > 1 {
                     let tag = self.fresh();
-                    self.emit(Instruction::GetTag { object: r, dst: tag });
+                    self.emit(Instruction::GetTag {
+                        object: r,
+                        dst: tag,
+                    });
                     let target = self.fresh();
                     self.emit(Instruction::LoadConsti {
                         value: i64::from(c.tag),
@@ -905,6 +1007,90 @@ impl<'m, 'k> FunctionCompiler<'m, 'k> {
             self.pattern(p, dst, fails);
         }
     }
+}
+
+/// Where a kernel call is in the source: the call's span, or (for calls the passes made)
+/// the span of the operators the kernel computes.
+fn kernel_span(call: &Expr, func: &Expr) -> Span {
+    if !call.span().is_dummy() {
+        return call.span();
+    }
+    match func.kind() {
+        ExprKind::Function(f) if !f.body.span().is_dummy() => f.body.span(),
+        _ => func.span(),
+    }
+}
+
+/// The address of an expression node (bindings are told apart by their value's node).
+fn addr(e: &Expr) -> usize {
+    std::ptr::from_ref(e.kind()) as usize
+}
+
+/// `vm.invoke_tvm_op(func, ins, (%x,))`: the function and `%x`.
+fn scalar_invoke(e: &Expr) -> Option<(&Expr, VarId)> {
+    let ExprKind::Call { callee, args, .. } = e.kind() else {
+        return None;
+    };
+    let ExprKind::Op(op) = callee.kind() else {
+        return None;
+    };
+    let [func, _, outputs] = args.as_slice() else {
+        return None;
+    };
+    if op.name != "vm.invoke_tvm_op" {
+        return None;
+    }
+    match outputs.kind() {
+        ExprKind::Tuple(outs) => match outs.as_slice() {
+            [out] => match out.kind() {
+                ExprKind::Var(x) => Some((func, x.id())),
+                _ => None,
+            },
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
+/// `memory.alloc_tensor(%s, 0, [])`: the storage variable `%s`.
+fn scalar_tensor_alloc(e: &Expr) -> Option<VarId> {
+    let ExprKind::Call { callee, args, .. } = e.kind() else {
+        return None;
+    };
+    let ExprKind::Op(op) = callee.kind() else {
+        return None;
+    };
+    let [storage, offset, shape, ..] = args.as_slice() else {
+        return None;
+    };
+    if op.name != "memory.alloc_tensor"
+        || constant_int(offset) != Some(0)
+        || constant_ints(shape).is_none_or(|s| !s.is_empty())
+    {
+        return None;
+    }
+    match storage.kind() {
+        ExprKind::Var(s) => Some(s.id()),
+        _ => None,
+    }
+}
+
+/// How often variable `id` occurs in `e`, not counting `memory.kill(%id)`.
+fn uses_outside_kills(e: &Expr, id: VarId) -> usize {
+    relay_ir::ensure_sufficient_stack(|| match e.kind() {
+        ExprKind::Var(v) => usize::from(v.id() == id),
+        ExprKind::Call { callee, args, .. } if matches!(callee.kind(), ExprKind::Op(op) if op.name == "memory.kill") => {
+            args.iter()
+                .filter(|a| !matches!(a.kind(), ExprKind::Var(_)))
+                .map(|a| uses_outside_kills(a, id))
+                .sum()
+        }
+        _ => {
+            let mut n = 0;
+            relay_ir::visit::for_each_child(e, |c| n += uses_outside_kills(c, id));
+            n
+        }
+    })
 }
 
 /// Whether call attributes mark a tail call.

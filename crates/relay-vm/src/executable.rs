@@ -8,6 +8,7 @@ use relay_ir::{Expr, Function, NDArray, Type};
 use relay_kernel::{KernelCache, KernelError, PackedFunc};
 
 use crate::bytecode::{BytecodeError, Tables, VmFunction, validate};
+use crate::scalar::ScalarKernel;
 
 /// A kernel of an executable: the primitive function it is compiled from (kept so kernels can
 /// be re-JIT-compiled when an executable is loaded, and specialized for dynamic shapes) and
@@ -24,20 +25,24 @@ pub struct KernelEntry {
     /// The compiled kernel of a static primitive, once compiled ([`Executable::jit`], or on
     /// first call).
     pub compiled: OnceLock<Arc<PackedFunc>>,
+    /// The unboxed evaluation of a scalar primitive (`invoke_packed_alloc` of it computes a
+    /// scalar without a packed call).
+    pub scalar: Option<ScalarKernel>,
 }
 
 impl KernelEntry {
     /// An entry for the primitive function `func` (a `Primitive=1` function expression).
     pub fn new(name: String, func: Expr) -> KernelEntry {
-        let dynamic = match func.kind() {
-            relay_ir::ExprKind::Function(f) => relay_kernel::is_dynamic(f),
-            _ => false,
+        let (dynamic, scalar) = match func.kind() {
+            relay_ir::ExprKind::Function(f) => (relay_kernel::is_dynamic(f), ScalarKernel::of(f)),
+            _ => (false, None),
         };
         KernelEntry {
             name,
             func,
             dynamic,
             compiled: OnceLock::new(),
+            scalar,
         }
     }
 
@@ -63,7 +68,11 @@ impl KernelEntry {
 
     /// The kernel for arguments of types `args` (a dynamic primitive is specialized to them,
     /// through `cache`).
-    pub fn get_for(&self, cache: &KernelCache, args: &[Type]) -> Result<Arc<PackedFunc>, KernelError> {
+    pub fn get_for(
+        &self,
+        cache: &KernelCache,
+        args: &[Type],
+    ) -> Result<Arc<PackedFunc>, KernelError> {
         if self.dynamic {
             cache.get_or_compile_for(&self.func, args, &self.name)
         } else {
@@ -133,7 +142,11 @@ impl Executable {
             .filter(|k| !k.dynamic)
             .filter_map(|k| k.get().err())
             .collect();
-        if errors.is_empty() { Ok(()) } else { Err(errors) }
+        if errors.is_empty() {
+            Ok(())
+        } else {
+            Err(errors)
+        }
     }
 
     /// The function a global names.

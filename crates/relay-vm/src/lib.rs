@@ -16,6 +16,7 @@ pub mod compiler;
 pub mod error;
 pub mod executable;
 pub mod profile;
+pub mod scalar;
 pub mod vm;
 
 pub use bytecode::{ArgType, Instruction, Reg, VmFunction};

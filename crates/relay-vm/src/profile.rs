@@ -73,7 +73,12 @@ impl Profile {
 
     /// Records one call of kernel `kernel` that took `elapsed`; `shapes` is asked for only on
     /// the first call.
-    pub fn record_kernel(&mut self, kernel: usize, elapsed: Duration, shapes: impl FnOnce() -> String) {
+    pub fn record_kernel(
+        &mut self,
+        kernel: usize,
+        elapsed: Duration,
+        shapes: impl FnOnce() -> String,
+    ) {
         let Some(k) = self.kernels.get_mut(kernel) else {
             return;
         };

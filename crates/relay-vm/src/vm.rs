@@ -26,6 +26,7 @@ use crate::bytecode::{ArgType, Instruction, Reg};
 use crate::error::{VmError, VmErrorKind};
 use crate::executable::Executable;
 use crate::profile::Profile;
+use crate::scalar::Scalar;
 
 /// Settings of a [`Vm`].
 #[derive(Clone, Debug)]
@@ -69,6 +70,8 @@ enum Slot {
     Empty,
     /// An unboxed integer (`load_consti`, `get_tag`).
     Int(i64),
+    /// An unboxed scalar tensor (the result of a scalar kernel).
+    Scalar(Scalar),
     /// A value.
     Value(Value),
 }
@@ -178,7 +181,10 @@ impl<'e> Vm<'e> {
     /// Calls a closure this VM (or another VM of the same executable) returned.
     pub fn call_closure(&mut self, closure: &Value, args: &[Value]) -> Result<Value> {
         let Value::Closure(c) = closure else {
-            return Err(bad(format!("called a {}, not a closure", closure.kind_name())));
+            return Err(bad(format!(
+                "called a {}, not a closure",
+                closure.kind_name()
+            )));
         };
         let Some(c) = c.downcast_ref::<VmClosure>() else {
             return Err(bad("called a closure the VM did not make"));
@@ -368,6 +374,7 @@ impl<'e> Vm<'e> {
         match self.reg(base, r)? {
             Slot::Value(v) => Ok(v.clone()),
             Slot::Int(i) => int_scalar(*i),
+            Slot::Scalar(x) => scalar_tensor(*x),
             Slot::Empty => Err(bad(format!("register {r} is empty (killed or never set)"))),
         }
     }
@@ -386,6 +393,7 @@ impl<'e> Vm<'e> {
     fn int(&self, base: usize, r: Reg) -> Result<i64> {
         match self.reg(base, r)? {
             Slot::Int(i) => Ok(*i),
+            Slot::Scalar(x) => Ok(x.as_i64()),
             Slot::Value(Value::Tensor(t)) if t.num_elements() == 1 => {
                 let v = relay_runtime::elements::read_i128(t.dtype(), t.as_bytes());
                 i64::try_from(v).map_err(|_| bad(format!("register {r}: {v} does not fit int64")))
@@ -476,6 +484,11 @@ impl<'e> Vm<'e> {
                 inputs,
                 dst,
             } => {
+                if let Some(x) = self.invoke_scalar(base, *kernel, inputs)? {
+                    self.set(base, *dst, Slot::Scalar(x))?;
+                    self.advance();
+                    return Ok(None);
+                }
                 let result = self.invoke_packed_alloc(base, *kernel, inputs)?;
                 self.set(base, *dst, Slot::Value(result))?;
                 self.advance();
@@ -511,7 +524,10 @@ impl<'e> Vm<'e> {
             } => {
                 let size = self.int(base, *size)?;
                 let size = usize::try_from(size).map_err(|_| {
-                    VmError::new(VmErrorKind::Alloc, format!("storage size {size} is negative"))
+                    VmError::new(
+                        VmErrorKind::Alloc,
+                        format!("storage size {size} is negative"),
+                    )
                 })?;
                 let alignment = usize::try_from(*alignment).unwrap_or(usize::MAX);
                 let storage = self
@@ -556,8 +572,7 @@ impl<'e> Vm<'e> {
                         )));
                     }
                 };
-                let field =
-                    field.ok_or_else(|| bad(format!("field {index} out of range")))?;
+                let field = field.ok_or_else(|| bad(format!("field {index} out of range")))?;
                 self.set(base, *dst, Slot::Value(field))?;
                 self.advance();
             }
@@ -601,8 +616,9 @@ impl<'e> Vm<'e> {
             Instruction::ShapeOf { tensor, dst } => {
                 let t = self.tensor(base, *tensor)?;
                 let shape: Vec<i128> = t.shape().iter().map(|&d| i128::from(d)).collect();
-                let s = NDArray::from_i128_slice(relay_ir::DType::I64, &[shape.len() as i64], &shape)
-                    .map_err(|e| VmError::new(VmErrorKind::Alloc, e.to_string()))?;
+                let s =
+                    NDArray::from_i128_slice(relay_ir::DType::I64, &[shape.len() as i64], &shape)
+                        .map_err(|e| VmError::new(VmErrorKind::Alloc, e.to_string()))?;
                 self.set(base, *dst, Slot::Value(Value::Tensor(Arc::new(s))))?;
                 self.advance();
             }
@@ -675,14 +691,11 @@ impl<'e> Vm<'e> {
     /// A closure call's function and arguments (captured values first).
     fn closure_args(&self, base: usize, closure: Reg, args: &[Reg]) -> Result<(u32, Vec<Slot>)> {
         let c = match self.reg(base, closure)? {
-            Slot::Value(Value::Closure(c)) => c.downcast_ref::<VmClosure>().ok_or_else(|| {
-                bad("called a closure the VM did not make")
-            })?,
+            Slot::Value(Value::Closure(c)) => c
+                .downcast_ref::<VmClosure>()
+                .ok_or_else(|| bad("called a closure the VM did not make"))?,
             other => {
-                return Err(bad(format!(
-                    "called {}, not a closure",
-                    slot_kind(other)
-                )));
+                return Err(bad(format!("called {}, not a closure", slot_kind(other))));
             }
         };
         let mut all: Vec<Slot> = Vec::with_capacity(c.captured.len() + args.len());
@@ -730,8 +743,14 @@ impl<'e> Vm<'e> {
                     Value::Tensor(t) => out.push(t),
                     _ => return Err(bad("an integer that is not a tensor")),
                 },
+                Slot::Scalar(x) => match scalar_tensor(*x)? {
+                    Value::Tensor(t) => out.push(t),
+                    _ => return Err(bad("a scalar that is not a tensor")),
+                },
                 Slot::Empty => {
-                    return Err(bad(format!("kernel input {r} is empty (killed or never set)")));
+                    return Err(bad(format!(
+                        "kernel input {r} is empty (killed or never set)"
+                    )));
                 }
             }
         }
@@ -739,15 +758,70 @@ impl<'e> Vm<'e> {
     }
 
     /// `invoke_packed`: calls the kernel on the inputs, writing the outputs.
-    fn invoke_packed(&mut self, base: usize, kernel: u32, inputs: &[Reg], outputs: &[Reg]) -> Result<()> {
+    fn invoke_packed(
+        &mut self,
+        base: usize,
+        kernel: u32,
+        inputs: &[Reg],
+        outputs: &[Reg],
+    ) -> Result<()> {
         let mut tensors = Vec::with_capacity(inputs.len() + outputs.len());
         self.flatten_inputs(base, inputs, &mut tensors)?;
         let num_inputs = tensors.len();
-        for r in outputs {
-            tensors.push(self.tensor(base, *r)?.clone());
-        }
+        self.flatten_inputs(base, outputs, &mut tensors)?;
         let func = self.kernel(kernel, &tensors[..num_inputs])?;
         self.call_kernel(kernel, &func, &tensors)
+    }
+
+    /// `invoke_packed_alloc` of a scalar kernel on scalar inputs: evaluated unboxed. `None`
+    /// when the kernel or an input is not scalar (the packed call is made instead).
+    fn invoke_scalar(
+        &mut self,
+        base: usize,
+        kernel: u32,
+        inputs: &[Reg],
+    ) -> Result<Option<Scalar>> {
+        let Some(k) = self
+            .exe
+            .kernels
+            .get(kernel as usize)
+            .and_then(|k| k.scalar.as_ref())
+        else {
+            return Ok(None);
+        };
+        const MAX_ARGS: usize = 4;
+        let mut args = [Scalar {
+            dtype: relay_ir::DType::BOOL,
+            value: crate::scalar::ScalarValue::Int(0),
+        }; MAX_ARGS];
+        if inputs.len() > MAX_ARGS || inputs.len() != k.params() {
+            return Ok(None);
+        }
+        for (slot, r) in args.iter_mut().zip(inputs) {
+            *slot = match self.reg(base, *r)? {
+                Slot::Scalar(x) => *x,
+                Slot::Value(Value::Tensor(t)) => match Scalar::of_tensor(t) {
+                    Some(x) => x,
+                    None => return Ok(None),
+                },
+                _ => return Ok(None),
+            };
+        }
+        let started = self.profile.is_some().then(Instant::now);
+        let result = k.eval(&args[..inputs.len()]);
+        if let (Some(t), Some(p)) = (started, &mut self.profile) {
+            p.record_kernel(kernel as usize, t.elapsed(), || {
+                "scalar (unboxed)".to_owned()
+            });
+        }
+        result.map(Some).map_err(|e| {
+            let name = self
+                .exe
+                .kernels
+                .get(kernel as usize)
+                .map_or("?", |k| k.name.as_str());
+            VmError::new(VmErrorKind::Kernel, format!("kernel {name}: {}", e.0))
+        })
     }
 
     /// `invoke_packed_alloc`: allocates the kernel's outputs, then calls it.
@@ -778,9 +852,8 @@ impl<'e> Vm<'e> {
         });
         let mut outputs = outputs.into_iter();
         match result_type {
-            Some(ty) if !matches!(ty.kind(), TypeKind::Tensor { .. }) => {
-                rebuild(&ty, &mut outputs).ok_or_else(|| bad("kernel outputs do not fit its result type"))
-            }
+            Some(ty) if !matches!(ty.kind(), TypeKind::Tensor { .. }) => rebuild(&ty, &mut outputs)
+                .ok_or_else(|| bad("kernel outputs do not fit its result type")),
             _ => outputs.next().ok_or_else(|| bad("kernel without outputs")),
         }
     }
@@ -805,7 +878,12 @@ impl<'e> Vm<'e> {
     }
 
     /// Calls `func` (kernel `kernel`) on `tensors` (inputs, then outputs).
-    fn call_kernel(&mut self, kernel: u32, func: &PackedFunc, tensors: &[Arc<NDArray>]) -> Result<()> {
+    fn call_kernel(
+        &mut self,
+        kernel: u32,
+        func: &PackedFunc,
+        tensors: &[Arc<NDArray>],
+    ) -> Result<()> {
         let refs: Vec<&NDArray> = tensors.iter().map(|t| &**t).collect();
         let started = self.profile.is_some().then(Instant::now);
         // SAFETY: the outputs are views into pooled storage that no input overlaps while the
@@ -814,7 +892,9 @@ impl<'e> Vm<'e> {
         let result = unsafe { func.call_views_with(&mut self.context, &refs) };
         if let (Some(t), Some(p)) = (started, &mut self.profile) {
             let elapsed = t.elapsed();
-            p.record_kernel(kernel as usize, elapsed, || shapes(tensors, func.num_inputs()));
+            p.record_kernel(kernel as usize, elapsed, || {
+                shapes(tensors, func.num_inputs())
+            });
         }
         result.map_err(|e| VmError::new(VmErrorKind::Kernel, e.to_string()))
     }
@@ -838,7 +918,11 @@ fn shapes(tensors: &[Arc<NDArray>], inputs: usize) -> String {
             .join(", ")
     };
     let inputs = inputs.min(tensors.len());
-    format!("{} -> {}", list(&tensors[..inputs]), list(&tensors[inputs..]))
+    format!(
+        "{} -> {}",
+        list(&tensors[..inputs]),
+        list(&tensors[inputs..])
+    )
 }
 
 /// Gives a dropped register's storage back to the pool when nothing else holds it.
@@ -852,11 +936,7 @@ fn release(allocator: &PooledAllocator, slot: Slot) {
                 allocator.recycle(storage);
             }
         }
-        Slot::Value(Value::Storage(s)) => {
-            if Arc::strong_count(&s) == 1 {
-                allocator.recycle(s);
-            }
-        }
+        Slot::Value(Value::Storage(s)) if Arc::strong_count(&s) == 1 => allocator.recycle(s),
         _ => {}
     }
 }
@@ -866,8 +946,16 @@ fn slot_value(slot: Slot) -> Result<Value> {
     match slot {
         Slot::Value(v) => Ok(v),
         Slot::Int(i) => int_scalar(i),
+        Slot::Scalar(x) => scalar_tensor(x),
         Slot::Empty => Err(bad("returned an empty register")),
     }
+}
+
+/// The rank-0 tensor of an unboxed scalar.
+fn scalar_tensor(x: Scalar) -> Result<Value> {
+    x.to_tensor()
+        .map(Value::tensor)
+        .map_err(|e| bad(e.to_string()))
 }
 
 /// An `int64` scalar tensor.
@@ -881,6 +969,7 @@ fn slot_kind(slot: &Slot) -> &'static str {
     match slot {
         Slot::Empty => "nothing (a killed or unset register)",
         Slot::Int(_) => "an integer",
+        Slot::Scalar(_) => "a scalar",
         Slot::Value(v) => v.kind_name(),
     }
 }
@@ -941,7 +1030,9 @@ fn reshape(t: &NDArray, dims: &[i64]) -> Result<NDArray> {
     let result = match t.storage() {
         // SAFETY: the new view covers exactly the bytes of `t`, which is immutable from here
         // on like every tensor the VM has finished writing.
-        Some((storage, offset)) => unsafe { NDArray::view(storage.clone(), offset, t.dtype(), dims) },
+        Some((storage, offset)) => unsafe {
+            NDArray::view(storage.clone(), offset, t.dtype(), dims)
+        },
         None => NDArray::from_bytes(t.dtype(), dims, t.as_bytes()),
     };
     result.map_err(|e| {
@@ -979,4 +1070,3 @@ fn mismatch(ty: &ArgType, value: &Value) -> Option<String> {
         (ArgType::Any, _) => None,
     }
 }
-
