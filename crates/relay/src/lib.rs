@@ -1,1 +1,85 @@
-//! relayc as a library (SPEC §6).
+//! relayc as a library (SPEC §6): parse Relay text, compile it for the Relay VM and run it
+//! from Rust, with no process or file system involved.
+//!
+//! The steps are TVM's: [`parse`] reads and type-checks a module; a [`Compiler`] binds
+//! parameters to constants (`bind_params_by_name`), runs the pass pipeline and compiles the
+//! lowered module to an [`Executable`] (`relay.vm.compile`), JIT-compiling its kernels; a
+//! [`Vm`] runs the executable (`VirtualMachine`). Values going in and out are [`Value`]s:
+//! tensors ([`Tensor`] converts them from and to Rust slices and `.npy` files), tuples, ADT
+//! values, closures and references. Every failure is a typed [`Error`] that renders as a miette
+//! report (`miette::Report::from(error)`), pointing into the program where it has a location.
+//!
+//! ```
+//! use relay::{Compiler, Tensor, Value, Vm};
+//!
+//! # fn main() -> Result<(), relay::Error> {
+//! let source = r#"
+//! #[version = "0.0.5"]
+//! def @main(%x: Tensor[(2, 2), float32], %w: Tensor[(2, 2), float32], %b: Tensor[(2), float32]) {
+//!   let %y = nn.bias_add(nn.dense(%x, %w, units=2), %b);
+//!   (nn.relu(%y), sum(%y))
+//! }
+//! "#;
+//! let module = relay::parse(source, "model.relay")?;
+//!
+//! // `%w` and `%b` become constants of the executable; `%x` stays an input.
+//! let w = Tensor::from_slice(&[1.0f32, 0.0, 0.0, -1.0], &[2, 2])?;
+//! let b = Tensor::from_slice(&[0.5f32, 0.5], &[2])?;
+//! let exe = Compiler::new()
+//!     .params([("w".to_string(), w), ("b".to_string(), b)])
+//!     .compile(&module)?;
+//!
+//! // One VM per thread; they can all share `exe`.
+//! let mut vm = Vm::new(&exe);
+//! let x = Tensor::from_slice(&[1.0f32, 2.0, 3.0, 4.0], &[2, 2])?;
+//! let out = vm.invoke("main", &[x])?;
+//!
+//! // x . w^T + b = [[1.5, -1.5], [3.5, -3.5]]
+//! let Value::Tuple(fields) = out else { panic!("expected a tuple, got {out:?}") };
+//! let relu = Tensor::try_from(&fields[0])?;
+//! let total = Tensor::try_from(&fields[1])?;
+//! assert_eq!(relu.shape(), &[2, 2]);
+//! assert_eq!(relu.to_vec::<f32>()?, vec![1.5, 0.0, 3.5, 0.0]);
+//! assert_eq!(total.to_scalar::<f32>()?, 0.0);
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! Invariants: nothing here panics on any program or input; an [`Executable`] is immutable
+//! once compiled and `Send + Sync`; a [`Vm`] is used by one thread at a time.
+
+mod compiler;
+mod error;
+mod tensor;
+mod vm;
+
+use relay_ir::Module;
+
+pub use compiler::{Compiler, bind_params};
+pub use error::{Error, Reported, Result};
+pub use relay_passes::PipelineConfig;
+pub use relay_runtime::{AdtValue, DType, NDArray, Value};
+pub use relay_vm::{CompileError, Executable, Profile, VmError, VmErrorKind, VmOptions};
+pub use tensor::{Element, Tensor};
+pub use vm::Vm;
+
+/// Parses Relay text and type-checks it: the module [`Compiler::compile`] takes. `name` names
+/// the text in diagnostics (a file name, or `"<string>"`). On failure the report holds every
+/// parse error, or every type error, with labels pointing into `source`.
+///
+/// Type warnings (a `match` that misses a value) are not errors and are not reported here;
+/// `relay_types::check_module` returns them.
+pub fn parse(source: &str, name: &str) -> Result<Module, miette::Report> {
+    let module = relay_syntax::parse(source, name).map_err(miette::Report::new)?;
+    relay_types::check_module(&module).map_err(miette::Report::new)?;
+    Ok(module)
+}
+
+/// Compile-time checks of the promises above: executables are shared across threads, and
+/// errors can cross threads and become `miette::Report`s.
+const _: () = {
+    const fn send_sync<T: Send + Sync>() {}
+    send_sync::<Executable>();
+    send_sync::<Tensor>();
+    send_sync::<Error>();
+};

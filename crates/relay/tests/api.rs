@@ -1,0 +1,521 @@
+//! The library API end to end: programs compiled with `Compiler` and run on `Vm` give what the
+//! reference interpreter gives; parameters bind by name; bad inputs are typed errors; one
+//! executable serves many threads.
+
+use std::collections::HashMap;
+
+use relay::{Compiler, Error, Executable, Tensor, Value, Vm, VmErrorKind};
+use relay_interp::{InterpOptions, compare_values};
+use relay_ir::{Module, Symbol};
+
+/// A dense layer with a bias, relu and elementwise arithmetic.
+const DENSE: &str = r#"
+#[version = "0.0.5"]
+def @main(%x: Tensor[(4, 8), float32], %w: Tensor[(16, 8), float32], %b: Tensor[(16), float32]) -> Tensor[(4, 16), float32] {
+  %0 = nn.dense(%x, %w, units=16);
+  %1 = nn.bias_add(%0, %b);
+  %2 = nn.relu(%1);
+  add(%2, multiply(%2, 2f))
+}
+"#;
+
+/// Tuples built, passed to a function, projected and nested.
+const TUPLES: &str = r#"
+#[version = "0.0.5"]
+def @swap(%p: (Tensor[(3), int32], Tensor[(3), int32])) -> (Tensor[(3), int32], Tensor[(3), int32]) {
+  (%p.1, %p.0)
+}
+
+def @main(%a: Tensor[(3), int32], %b: Tensor[(3), int32]) {
+  let %s = @swap((%a, %b));
+  (%s, subtract(%s.0, %s.1), (%a,))
+}
+"#;
+
+/// A tuple parameter.
+const TUPLE_PARAM: &str = r#"
+#[version = "0.0.5"]
+def @main(%p: (Tensor[(2), float32], Tensor[(2), float32])) -> Tensor[(2), float32] {
+  multiply(%p.0, %p.1)
+}
+"#;
+
+/// Lists: recursion building an ADT value, a polymorphic higher-order map and a tail-recursive
+/// fold over it.
+const LISTS: &str = r#"
+#[version = "0.0.5"]
+type List[A] {
+  Cons(A, List[A]),
+  Nil,
+}
+
+def @range(%i: int32, %n: int32) -> List[int32] {
+  if (%i >= %n) { Nil } else { Cons(%i, @range(%i + 1, %n)) }
+}
+
+def @map[A, B](%f: fn (A) -> B, %xs: List[A]) -> List[B] {
+  match (%xs) {
+    Cons(%h, %t) => Cons(%f(%h), @map(%f, %t)),
+    Nil => Nil,
+  }
+}
+
+def @sum(%xs: List[int32], %acc: int32) -> int32 {
+  match (%xs) {
+    Cons(%h, %t) => @sum(%t, %acc + %h),
+    Nil => %acc,
+  }
+}
+
+def @main(%n: int32) -> (List[int32], int32) {
+  let %xs = @map(fn (%x: int32) { %x * %x }, @range(0, %n));
+  (%xs, @sum(%xs, 0))
+}
+"#;
+
+/// A closure capturing a tensor computed in `@main`, returned as the result.
+const CLOSURE: &str = r#"
+#[version = "0.0.5"]
+def @main(%x: Tensor[(3), float32]) {
+  let %k = multiply(%x, 2f);
+  fn (%y: Tensor[(3), float32]) -> Tensor[(3), float32] { add(%y, %k) }
+}
+"#;
+
+fn parse(source: &str) -> Module {
+    relay::parse(source, "test.relay").unwrap_or_else(|e| panic!("{e:?}"))
+}
+
+fn compile(module: &Module) -> Executable {
+    Compiler::new()
+        .compile(module)
+        .unwrap_or_else(|e| panic!("{:?}", miette::Report::from(e)))
+}
+
+fn f32s(data: &[f32], shape: &[i64]) -> Tensor {
+    Tensor::from_slice(data, shape).unwrap()
+}
+
+fn i32s(data: &[i32], shape: &[i64]) -> Tensor {
+    Tensor::from_slice(data, shape).unwrap()
+}
+
+/// Random arguments for every parameter of `@main`.
+fn random_args(module: &Module, seed: u64) -> Vec<Value> {
+    let main = module.function(Symbol::intern("main")).unwrap();
+    relay_interp::random_inputs(&main.func, seed).unwrap()
+}
+
+/// Runs `@main` of `source` on `args` in the interpreter and on the VM; asserts the results
+/// agree and returns the VM's.
+fn check_against_interp(source: &str, args: &[Value]) -> Value {
+    let module = parse(source);
+    let expected = relay_interp::run(&module, "main", args.to_vec(), &InterpOptions::default())
+        .unwrap_or_else(|e| panic!("interpreter: {e:?}"));
+    let exe = compile(&module);
+    let got = Vm::new(&exe)
+        .invoke("main", args)
+        .unwrap_or_else(|e| panic!("vm: {:?}", miette::Report::from(e)));
+    if let Err(diff) = compare_values(&got, &expected, 1e-5, 1e-6) {
+        panic!("VM and interpreter differ: {diff}\nvm: {got:?}\ninterp: {expected:?}");
+    }
+    got
+}
+
+#[test]
+fn tensors_match_the_interpreter() {
+    let module = parse(DENSE);
+    for seed in 0..3 {
+        check_against_interp(DENSE, &random_args(&module, seed));
+    }
+}
+
+#[test]
+fn tuples_match_the_interpreter() {
+    let a = i32s(&[1, 2, 3], &[3]);
+    let b = i32s(&[10, 20, 30], &[3]);
+    let out = check_against_interp(TUPLES, &[a, b].map(Value::from));
+    let fields = out.as_tuple().expect("a tuple");
+    assert_eq!(fields.len(), 3);
+    let diff = Tensor::try_from(&fields[1]).unwrap();
+    assert_eq!(diff.to_vec::<i32>().unwrap(), vec![9, 18, 27]);
+
+    let p = Value::tuple(vec![
+        f32s(&[1.0, 2.0], &[2]).into(),
+        f32s(&[3.0, 4.0], &[2]).into(),
+    ]);
+    let out = check_against_interp(TUPLE_PARAM, &[p]);
+    let out = Tensor::try_from(out).unwrap();
+    assert_eq!(out.to_vec::<f32>().unwrap(), vec![3.0, 8.0]);
+}
+
+#[test]
+fn lists_match_the_interpreter() {
+    for n in [0, 1, 7, 100, 10_000] {
+        let out = check_against_interp(LISTS, &[Value::from(Tensor::scalar(n))]);
+        let fields = out.as_tuple().expect("a tuple");
+        let total = Tensor::try_from(&fields[1]).unwrap();
+        // int32 arithmetic wraps, as numpy's does.
+        let expected = (0..i64::from(n)).map(|i| i * i).sum::<i64>() as i32;
+        assert_eq!(total.to_scalar::<i32>().unwrap(), expected, "n = {n}");
+        // The list itself: n `Cons` cells (tag 0) ending in `Nil` (tag 1).
+        let mut cells = 0;
+        let mut list = fields[0].clone();
+        while let Value::Adt(adt) = &list {
+            if adt.tag == 1 {
+                break;
+            }
+            cells += 1;
+            let next = adt.fields[1].clone();
+            list = next;
+        }
+        assert_eq!(cells, n, "n = {n}");
+    }
+}
+
+#[test]
+fn returned_closures_match_the_interpreter() {
+    let module = parse(CLOSURE);
+    let x = f32s(&[1.0, 2.0, 3.0], &[3]);
+    let y = f32s(&[10.0, 20.0, 30.0], &[3]);
+    let opts = InterpOptions::default();
+    let interp_closure = relay_interp::run(&module, "main", vec![x.clone().into()], &opts).unwrap();
+    let expected =
+        relay_interp::apply(&module, interp_closure, vec![y.clone().into()], &opts).unwrap();
+
+    let exe = compile(&module);
+    let mut vm = Vm::new(&exe);
+    let closure = vm.invoke("main", &[x]).unwrap();
+    assert!(matches!(closure, Value::Closure(_)), "{closure:?}");
+    let got = vm.call_closure(&closure, std::slice::from_ref(&y)).unwrap();
+    compare_values(&got, &expected, 0.0, 0.0).unwrap();
+    assert_eq!(
+        Tensor::try_from(got).unwrap().to_vec::<f32>().unwrap(),
+        vec![12.0, 24.0, 36.0]
+    );
+    // Another VM of the same executable can call it too.
+    let again = Vm::new(&exe).call_closure(&closure, &[y]).unwrap();
+    compare_values(&again, &expected, 0.0, 0.0).unwrap();
+}
+
+/// The weights of `DENSE`, from a seed.
+fn dense_weights(seed: u64) -> (Tensor, Tensor) {
+    let module = parse(DENSE);
+    let mut args = random_args(&module, seed).into_iter().skip(1);
+    let w = Tensor::try_from(args.next().unwrap()).unwrap();
+    let b = Tensor::try_from(args.next().unwrap()).unwrap();
+    (w, b)
+}
+
+#[test]
+fn bound_params_become_constants() {
+    let module = parse(DENSE);
+    let (w, b) = dense_weights(7);
+    let params: HashMap<String, relay::NDArray> = [
+        ("w".to_string(), w.as_ndarray().clone()),
+        // With `%`, as TVM accepts it too.
+        ("%b".to_string(), b.as_ndarray().clone()),
+        // Not a parameter: ignored.
+        ("nothing".to_string(), b.as_ndarray().clone()),
+    ]
+    .into();
+    let bound = relay::bind_params(module.clone(), "main", &params).unwrap();
+    let main = bound.function(Symbol::intern("main")).unwrap();
+    let names: Vec<&str> = main.func.params.iter().map(|p| p.name().as_str()).collect();
+    assert_eq!(names, ["x"]);
+
+    let compiler =
+        Compiler::new().params([("w".to_string(), w.clone()), ("b".to_string(), b.clone())]);
+    let lowered = compiler.lower(&module).unwrap();
+    let main = lowered.function(Symbol::intern("main")).unwrap();
+    assert_eq!(
+        main.func.params.len(),
+        1,
+        "{}",
+        relay_ir::print_module(&lowered, &Default::default())
+    );
+
+    // Same result as the interpreter given every argument.
+    let exe = compiler.compile(&module).unwrap();
+    let x = Tensor::try_from(random_args(&module, 3).remove(0)).unwrap();
+    let expected = relay_interp::run(
+        &module,
+        "main",
+        vec![x.clone().into(), w.into(), b.into()],
+        &InterpOptions::default(),
+    )
+    .unwrap();
+    let got = Vm::new(&exe)
+        .invoke("main", std::slice::from_ref(&x))
+        .unwrap();
+    compare_values(&got, &expected, 1e-5, 1e-6).unwrap();
+
+    // The bound parameters are no longer arguments.
+    let err = Vm::new(&exe)
+        .invoke("main", &[x.clone(), x.clone(), x])
+        .unwrap_err();
+    assert!(
+        matches!(&err, Error::Run(e) if e.kind == VmErrorKind::Arity),
+        "{err}"
+    );
+}
+
+#[test]
+fn params_of_the_wrong_dtype_or_shape_are_errors_naming_them() {
+    let module = parse(DENSE);
+    let (_, b) = dense_weights(1);
+
+    let w64 = Tensor::from_slice(&vec![0.5f64; 16 * 8], &[16, 8]).unwrap();
+    let err = Compiler::new()
+        .params([("w".to_string(), w64)])
+        .compile(&module)
+        .unwrap_err();
+    assert!(
+        matches!(&err, Error::BindParams { name, .. } if name == "w"),
+        "{err:?}"
+    );
+    assert_eq!(
+        err.to_string(),
+        "cannot bind parameter `%w` of `@main`: expected `Tensor[(16, 8), float32]`, got a \
+         float64 tensor of shape (16, 8)"
+    );
+
+    let w_bad = Tensor::from_slice(&vec![0.5f32; 8 * 16], &[8, 16]).unwrap();
+    let err = Compiler::new()
+        .params([("b".to_string(), b), ("w".to_string(), w_bad)])
+        .lower(&module)
+        .unwrap_err();
+    assert!(
+        matches!(&err, Error::BindParams { name, .. } if name == "w"),
+        "{err:?}"
+    );
+    assert!(err.to_string().contains("shape (8, 16)"), "{err}");
+
+    let b_rank = Tensor::scalar(1.0f32);
+    let err = Compiler::new()
+        .param("b", b_rank)
+        .lower(&module)
+        .unwrap_err();
+    assert!(err.to_string().contains("`%b`"), "{err}");
+
+    // The diagnostic renders as a report with its code.
+    let report = miette::Report::from(err);
+    assert_eq!(
+        report.code().map(|c| c.to_string()).as_deref(),
+        Some("relay::api::bind_params")
+    );
+}
+
+#[test]
+fn bad_arguments_are_typed_errors() {
+    let module = parse(DENSE);
+    let exe = compile(&module);
+    let mut vm = Vm::new(&exe);
+    let args = random_args(&module, 0);
+    let run_error = |result: relay::Result<Value>| match result {
+        Err(Error::Run(e)) => e,
+        other => panic!("expected a run error, got {other:?}"),
+    };
+
+    let e = run_error(vm.invoke("main", &args[..2]));
+    assert_eq!(e.kind, VmErrorKind::Arity, "{e}");
+    assert!(e.message.contains('3') && e.message.contains('2'), "{e}");
+
+    let x64 = Tensor::from_slice(&[0.0f64; 32], &[4, 8]).unwrap();
+    let mut wrong = args.clone();
+    wrong[0] = x64.into();
+    let e = run_error(vm.invoke("main", &wrong));
+    assert_eq!(e.kind, VmErrorKind::BadArgument, "{e}");
+    assert!(
+        e.message.contains("float64") && e.message.contains("float32"),
+        "{e}"
+    );
+    assert!(e.message.contains("%x"), "{e}");
+
+    let mut wrong = args.clone();
+    wrong[0] = f32s(&[0.0; 32], &[8, 4]).into();
+    let e = run_error(vm.invoke("main", &wrong));
+    assert_eq!(e.kind, VmErrorKind::BadArgument, "{e}");
+    assert!(
+        e.message.contains("%x") && e.message.contains("(8, 4)"),
+        "{e}"
+    );
+
+    let mut wrong = args.clone();
+    wrong[2] = Value::tuple(vec![args[2].clone()]);
+    let e = run_error(vm.invoke("main", &wrong));
+    assert_eq!(e.kind, VmErrorKind::BadArgument, "{e}");
+    assert!(
+        e.message.contains("%b") && e.message.contains("tuple"),
+        "{e}"
+    );
+
+    let e = run_error(vm.invoke("nope", &args));
+    assert_eq!(e.kind, VmErrorKind::UnknownFunction, "{e}");
+    assert!(e.message.contains("nope"), "{e}");
+
+    // A tensor where a tuple is expected.
+    let exe = compile(&parse(TUPLE_PARAM));
+    let e = run_error(Vm::new(&exe).invoke("main", &[f32s(&[1.0, 2.0], &[2])]));
+    assert_eq!(e.kind, VmErrorKind::BadArgument, "{e}");
+
+    // The VM still works after the errors.
+    let mut vm = Vm::new(&exe);
+    let p = Value::tuple(vec![
+        f32s(&[1.0, 2.0], &[2]).into(),
+        f32s(&[1.0, 2.0], &[2]).into(),
+    ]);
+    let out = Tensor::try_from(vm.invoke("main", &[p]).unwrap()).unwrap();
+    assert_eq!(out.to_vec::<f32>().unwrap(), vec![1.0, 4.0]);
+}
+
+#[test]
+fn parse_and_type_errors_are_reports() {
+    let err = relay::parse(
+        "#[version = \"0.0.5\"]\ndef @main(%x: Tensor[(2), float32]) { add(%x, ",
+        "bad.relay",
+    )
+    .unwrap_err();
+    let code = err.code().map(|c| c.to_string()).unwrap_or_default();
+    assert!(code.starts_with("relay::parse"), "{code}: {err:?}");
+    assert!(err.source_code().is_some(), "{err:?}");
+    let err = relay::parse(
+        "#[version = \"0.0.5\"]\ndef @main(%x: Tensor[(2), float32]) { add(%x, 1) }",
+        "ill_typed.relay",
+    )
+    .unwrap_err();
+    let code = err.code().map(|c| c.to_string()).unwrap_or_default();
+    assert!(code.starts_with("relay::type"), "{code}: {err:?}");
+    // Into the library's error and back, keeping the code.
+    let err = Error::from(err);
+    assert!(matches!(err, Error::Program(_)));
+    let report = miette::Report::from(err);
+    assert_eq!(report.code().map(|c| c.to_string()), Some(code));
+}
+
+#[test]
+fn one_executable_serves_eight_threads() {
+    let module = parse(DENSE);
+    let (w, b) = dense_weights(11);
+    let exe = Compiler::new()
+        .params([("w".to_string(), w.clone()), ("b".to_string(), b.clone())])
+        .compile(&module)
+        .unwrap();
+    let inputs: Vec<Tensor> = (0..4)
+        .map(|seed| Tensor::try_from(random_args(&module, 100 + seed).remove(0)).unwrap())
+        .collect();
+    let expected: Vec<Value> = inputs
+        .iter()
+        .map(|x| {
+            let args = vec![x.into(), (&w).into(), (&b).into()];
+            relay_interp::run(&module, "main", args, &InterpOptions::default()).unwrap()
+        })
+        .collect();
+
+    let results: Vec<Vec<Vec<f32>>> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..8)
+            .map(|_| {
+                s.spawn(|| {
+                    let mut vm = Vm::new(&exe);
+                    let mut outs = Vec::new();
+                    for _round in 0..5 {
+                        for x in &inputs {
+                            let out = vm.invoke("main", std::slice::from_ref(x)).unwrap();
+                            outs.push(Tensor::try_from(out).unwrap().to_vec::<f32>().unwrap());
+                        }
+                    }
+                    outs
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    for outs in &results {
+        assert_eq!(outs, &results[0], "threads disagree");
+    }
+    for (i, out) in results[0].iter().enumerate() {
+        let got = Value::from(f32s(out, &[4, 16]));
+        compare_values(&got, &expected[i % inputs.len()], 1e-5, 1e-6).unwrap();
+    }
+}
+
+#[test]
+fn binding_a_dynamic_parameter_retypes_the_module() {
+    let source = r#"
+#[version = "0.0.5"]
+def @main(%x: Tensor[(2), float32], %n: Tensor[(?), float32]) {
+  (add(%x, 1f), sum(%n), multiply(%n, 2f))
+}
+"#;
+    let module = parse(source);
+    let n = f32s(&[1.0, 2.0, 3.0, 4.0, 5.0], &[5]);
+    let x = f32s(&[0.5, 1.5], &[2]);
+    let compiler = Compiler::new().param("n", n.clone());
+    let lowered = compiler.lower(&module).unwrap();
+    let text = relay_ir::print_module(&lowered, &relay_ir::PrintOptions { show_types: true });
+    assert!(!text.contains('?'), "a `?` dimension is left:\n{text}");
+    let exe = compiler.compile(&module).unwrap();
+    let got = Vm::new(&exe)
+        .invoke("main", std::slice::from_ref(&x))
+        .unwrap();
+    let expected = relay_interp::run(
+        &module,
+        "main",
+        vec![x.into(), n.into()],
+        &InterpOptions::default(),
+    )
+    .unwrap();
+    compare_values(&got, &expected, 0.0, 0.0).unwrap();
+}
+
+#[test]
+fn params_need_the_entry_function() {
+    let module = parse(CLOSURE);
+    let err = Compiler::new()
+        .entry("@nope")
+        .param("x", f32s(&[1.0, 2.0, 3.0], &[3]))
+        .compile(&module)
+        .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "cannot bind parameters: the module has no function `@nope`"
+    );
+}
+
+#[test]
+fn opt_levels_and_pipelines() {
+    let module = parse(DENSE);
+    let args = random_args(&module, 5);
+    let expected =
+        relay_interp::run(&module, "main", args.clone(), &InterpOptions::default()).unwrap();
+    for level in 0..=3 {
+        let exe = Compiler::new().opt_level(level).compile(&module).unwrap();
+        let got = Vm::new(&exe).invoke("main", &args).unwrap();
+        compare_values(&got, &expected, 1e-5, 1e-6)
+            .unwrap_or_else(|diff| panic!("opt level {level}: {diff}"));
+    }
+    // A pipeline without the passes the VM needs cannot be compiled: an error, not a panic.
+    let err = Compiler::new()
+        .passes(relay::PipelineConfig::default())
+        .compile(&module)
+        .unwrap_err();
+    assert!(matches!(err, Error::Compile(_)), "{err:?}");
+}
+
+#[test]
+fn profiles_are_recorded_when_asked_for() {
+    let module = parse(DENSE);
+    let exe = compile(&module);
+    let options = relay::VmOptions {
+        profile: true,
+        threads: 1,
+        ..Default::default()
+    };
+    let mut vm = Vm::with_options(&exe, options);
+    vm.invoke("main", &random_args(&module, 0)).unwrap();
+    let profile = vm.take_profile().expect("a profile");
+    assert!(
+        profile.kernels.iter().any(|k| k.calls > 0),
+        "no kernel calls recorded:\n{profile}"
+    );
+}
