@@ -592,6 +592,7 @@ impl<'m, 'k> FunctionCompiler<'m, 'k> {
                 "memory.kill" => {
                     if let Some(ExprKind::Var(v)) = args.first().map(Expr::kind)
                         && let Some(Slot::Reg(reg)) = self.env.get(&v.id()).copied()
+                        && !is_scalar_var(v)
                     {
                         self.emit(Instruction::KillRegister { reg });
                     }
@@ -1019,6 +1020,15 @@ fn kernel_span(call: &Expr, func: &Expr) -> Span {
         ExprKind::Function(f) if !f.body.span().is_dummy() => f.body.span(),
         _ => func.span(),
     }
+}
+
+/// Whether `v` is a rank-0 tensor: killing it early frees at most one small buffer, and in a
+/// scalar loop the kill would cost more than it saves (the register is overwritten or the
+/// frame popped soon anyway).
+fn is_scalar_var(v: &relay_ir::Var) -> bool {
+    v.checked_type()
+        .or(v.ty())
+        .is_some_and(|t| matches!(t.kind(), TypeKind::Tensor { shape, .. } if shape.is_empty()))
 }
 
 /// The address of an expression node (bindings are told apart by their value's node).

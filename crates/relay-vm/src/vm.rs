@@ -244,7 +244,8 @@ impl<'e> Vm<'e> {
         self.frames.clear();
         self.registers.clear();
         let start = Instant::now();
-        self.push_frame(func, args, Reg(0))?;
+        let mut args = args;
+        self.push_frame(func, &mut args, Reg(0))?;
         let result = self.execute();
         if let Some(p) = &mut self.profile {
             p.run_time += start.elapsed();
@@ -258,7 +259,7 @@ impl<'e> Vm<'e> {
     }
 
     /// Pushes a frame for `func` with `args` in its first registers.
-    fn push_frame(&mut self, func: u32, args: Vec<Slot>, dst: Reg) -> Result<()> {
+    fn push_frame(&mut self, func: u32, args: &mut Vec<Slot>, dst: Reg) -> Result<()> {
         let f = self
             .exe
             .functions
@@ -282,7 +283,7 @@ impl<'e> Vm<'e> {
             )));
         }
         let base = self.registers.len();
-        self.registers.extend(args);
+        self.registers.append(args);
         self.registers
             .resize(base + f.register_count as usize, Slot::Empty);
         self.frames.push(Frame {
@@ -329,23 +330,40 @@ impl<'e> Vm<'e> {
 
     /// The dispatch loop: runs until the first frame returns.
     fn execute(&mut self) -> Result<Value> {
+        let exe = self.exe;
         loop {
             let Some(&Frame { func, pc, base, .. }) = self.frames.last() else {
                 return Err(bad("no frame to run"));
             };
-            let exe = self.exe;
             let Some(function) = exe.functions.get(func as usize) else {
                 return Err(bad(format!("missing function {func}")));
             };
-            let Some(instr) = function.code.get(pc) else {
-                return Err(bad(format!("`@{}` ran past its end", function.name)));
+            // The frame's instructions run here until one that changes frames (or anything
+            // when profiling), which goes through `step` with the frame's `pc` up to date.
+            let code = function.code.as_slice();
+            let mut pc = pc;
+            let outcome = loop {
+                let Some(instr) = code.get(pc) else {
+                    return Err(bad(format!("`@{}` ran past its end", function.name)));
+                };
+                if self.profile.is_none() {
+                    match self.fast(instr, base, &mut pc) {
+                        Ok(true) => continue,
+                        Ok(false) => {}
+                        Err(e) => return Err(e.at(&function.name, function.location(pc))),
+                    }
+                }
+                if let Some(f) = self.frames.last_mut() {
+                    f.pc = pc;
+                }
+                let started = self.profile.is_some().then(Instant::now);
+                let step = self.step(instr, base, pc);
+                if let (Some(t), Some(p)) = (started, &mut self.profile) {
+                    p.record_instruction(instr.kind(), t.elapsed());
+                }
+                break step;
             };
-            let started = self.profile.is_some().then(Instant::now);
-            let step = self.step(instr, base, pc);
-            if let (Some(t), Some(p)) = (started, &mut self.profile) {
-                p.record_instruction(instr.kind(), t.elapsed());
-            }
-            match step {
+            match outcome {
                 Ok(Some(value)) => return Ok(value),
                 Ok(None) => {}
                 Err(e) => return Err(e.at(&function.name, function.location(pc))),
@@ -353,13 +371,55 @@ impl<'e> Vm<'e> {
         }
     }
 
+    /// Executes `instr` if it is one of the frequent instructions that stay in the frame,
+    /// advancing `pc`; `Ok(false)` leaves it to [`Vm::step`].
+    #[inline]
+    fn fast(&mut self, instr: &Instruction, base: usize, pc: &mut usize) -> Result<bool> {
+        match instr {
+            Instruction::Move { from, dst } => {
+                let v = self.reg(base, *from)?.clone();
+                self.set(base, *dst, v)?;
+            }
+            Instruction::LoadConsti { value, dst } => self.set(base, *dst, Slot::Int(*value))?,
+            Instruction::KillRegister { reg } => self.set(base, *reg, Slot::Empty)?,
+            Instruction::If {
+                test,
+                target,
+                true_offset,
+                false_offset,
+            } => {
+                let equal = self.int(base, *test)? == self.int(base, *target)?;
+                let offset = if equal { *true_offset } else { *false_offset };
+                *pc = (*pc as i64 + i64::from(offset)) as usize;
+                return Ok(true);
+            }
+            Instruction::Goto { offset } => {
+                *pc = (*pc as i64 + i64::from(*offset)) as usize;
+                return Ok(true);
+            }
+            Instruction::InvokePackedAlloc {
+                kernel,
+                inputs,
+                dst,
+            } => match self.invoke_scalar(base, *kernel, inputs)? {
+                Some(x) => self.set(base, *dst, Slot::Scalar(x))?,
+                None => return Ok(false),
+            },
+            _ => return Ok(false),
+        }
+        *pc += 1;
+        Ok(true)
+    }
+
     /// Register `r` of the frame whose window starts at `base`.
+    #[inline]
     fn reg(&self, base: usize, r: Reg) -> Result<&Slot> {
         self.registers
             .get(base + r.0 as usize)
             .ok_or_else(|| bad(format!("register {r} outside the frame")))
     }
 
+    #[inline]
     fn set(&mut self, base: usize, r: Reg, value: Slot) -> Result<()> {
         let slot = self
             .registers
@@ -451,12 +511,26 @@ impl<'e> Vm<'e> {
                 return Err(VmError::new(VmErrorKind::NoMatch, message.clone()));
             }
             Instruction::Invoke { func, args, dst } => {
-                let args = self.collect(base, args)?;
-                self.push_frame(*func, args, *dst)?;
+                let mut values = std::mem::take(&mut self.args);
+                values.clear();
+                let mut read = Ok(());
+                for r in args {
+                    match self.reg(base, *r) {
+                        Ok(v) => values.push(v.clone()),
+                        Err(e) => {
+                            read = Err(e);
+                            break;
+                        }
+                    }
+                }
+                let pushed = read.and_then(|()| self.push_frame(*func, &mut values, *dst));
+                values.clear();
+                self.args = values;
+                pushed?;
             }
             Instruction::InvokeClosure { closure, args, dst } => {
-                let (func, all) = self.closure_args(base, *closure, args)?;
-                self.push_frame(func, all, *dst)?;
+                let (func, mut all) = self.closure_args(base, *closure, args)?;
+                self.push_frame(func, &mut all, *dst)?;
             }
             Instruction::TailInvoke { func, args } => {
                 self.args.clear();
@@ -676,11 +750,6 @@ impl<'e> Vm<'e> {
             }
         }
         Ok(None)
-    }
-
-    /// The slots of `regs`.
-    fn collect(&self, base: usize, regs: &[Reg]) -> Result<Vec<Slot>> {
-        regs.iter().map(|r| self.reg(base, *r).cloned()).collect()
     }
 
     /// The values of `regs`.
@@ -926,6 +995,7 @@ fn shapes(tensors: &[Arc<NDArray>], inputs: usize) -> String {
 }
 
 /// Gives a dropped register's storage back to the pool when nothing else holds it.
+#[inline]
 fn release(allocator: &PooledAllocator, slot: Slot) {
     match slot {
         Slot::Value(Value::Tensor(t)) => {
