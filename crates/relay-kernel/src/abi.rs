@@ -36,7 +36,7 @@ pub struct DLDataType {
 
 /// DLPack's `DLTensor`.
 #[repr(C)]
-#[derive(Debug)]
+#[derive(Clone, Copy, Debug)]
 pub struct DLTensor {
     /// The data (64-byte aligned, plus `byte_offset`).
     pub data: *mut c_void,

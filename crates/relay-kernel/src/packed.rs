@@ -107,6 +107,11 @@ fn num_inputs(f: &LoopFunc) -> Result<usize, KernelError> {
 
 /// The DLPack description of an array at `data`.
 fn dl_tensor(a: &NDArray, data: *mut u8, shape: &mut [i64]) -> DLTensor {
+    dl_tensor_of(a, data, shape.as_mut_ptr())
+}
+
+/// The DLTensor of `a` with its data at `data` and its `a.ndim()` extents at `shape`.
+fn dl_tensor_of(a: &NDArray, data: *mut u8, shape: *mut i64) -> DLTensor {
     let d = a.dtype();
     DLTensor {
         data: data.cast::<c_void>(),
@@ -114,13 +119,13 @@ fn dl_tensor(a: &NDArray, data: *mut u8, shape: &mut [i64]) -> DLTensor {
             device_type: DEVICE_CPU,
             device_id: 0,
         },
-        ndim: shape.len() as i32,
+        ndim: a.ndim() as i32,
         dtype: DLDataType {
             code: d.code as u8,
             bits: d.bits,
             lanes: d.lanes,
         },
-        shape: shape.as_mut_ptr(),
+        shape,
         strides: std::ptr::null_mut(),
         byte_offset: 0,
     }
@@ -217,9 +222,35 @@ impl PackedFunc {
                 args.len()
             )));
         }
-        let mut shapes: Vec<Vec<i64>> = args.iter().map(|a| a.shape().to_vec()).collect();
-        let mut tensors = Vec::with_capacity(args.len());
-        for (i, (a, s)) in args.iter().zip(shapes.iter_mut()).enumerate() {
+        // Up to `STACK_ARGS` arguments (every kernel relayc makes in practice) the call
+        // allocates nothing: the DLTensors live on the stack and point at the arrays' own
+        // shapes (the entry only reads them).
+        const STACK_ARGS: usize = 16;
+        let empty = DLTensor {
+            data: std::ptr::null_mut(),
+            device: DLDevice {
+                device_type: DEVICE_CPU,
+                device_id: 0,
+            },
+            ndim: 0,
+            dtype: DLDataType {
+                code: 0,
+                bits: 0,
+                lanes: 0,
+            },
+            shape: std::ptr::null_mut(),
+            strides: std::ptr::null_mut(),
+            byte_offset: 0,
+        };
+        let mut on_stack = [empty; STACK_ARGS];
+        let mut on_heap = Vec::new();
+        let tensors: &mut [DLTensor] = if args.len() <= STACK_ARGS {
+            &mut on_stack[..args.len()]
+        } else {
+            on_heap.resize(args.len(), empty);
+            &mut on_heap
+        };
+        for (i, (a, t)) in args.iter().zip(tensors.iter_mut()).enumerate() {
             let data = if i < self.num_inputs {
                 a.as_bytes().as_ptr().cast_mut()
             } else {
@@ -237,11 +268,11 @@ impl PackedFunc {
                     }
                 }
             };
-            tensors.push(dl_tensor(a, data, s));
+            *t = dl_tensor_of(a, data, a.shape().as_ptr().cast_mut());
         }
-        // SAFETY: the tensors describe live arrays; the caller guarantees exclusive access to
-        // the outputs' bytes.
-        unsafe { self.call_tensors(&mut tensors, ctx) }
+        // SAFETY: the tensors describe live arrays (the entry never writes through `shape`);
+        // the caller guarantees exclusive access to the outputs' bytes.
+        unsafe { self.call_tensors(tensors, ctx) }
     }
 
     /// Calls the entry on `tensors` with a fresh kernel context.
@@ -255,18 +286,29 @@ impl PackedFunc {
         tensors: &mut [DLTensor],
         ctx: &mut KernelContext,
     ) -> Result<(), KernelError> {
-        let args: Vec<TVMValue> = tensors
-            .iter_mut()
-            .map(|t| TVMValue {
+        const STACK_ARGS: usize = 16;
+        let null = TVMValue { v_int64: 0 };
+        let mut values_on_stack = [null; STACK_ARGS];
+        let codes_on_stack = [TYPE_CODE_DLTENSOR_HANDLE; STACK_ARGS];
+        let mut values_on_heap = Vec::new();
+        let mut codes_on_heap = Vec::new();
+        let n = tensors.len();
+        let (values, codes): (&mut [TVMValue], &[i32]) = if n <= STACK_ARGS {
+            (&mut values_on_stack[..n], &codes_on_stack[..n])
+        } else {
+            values_on_heap.resize(n, null);
+            codes_on_heap.resize(n, TYPE_CODE_DLTENSOR_HANDLE);
+            (&mut values_on_heap, &codes_on_heap)
+        };
+        for (v, t) in values.iter_mut().zip(tensors.iter_mut()) {
+            *v = TVMValue {
                 v_handle: (t as *mut DLTensor).cast(),
-            })
-            .collect();
-        let codes = vec![TYPE_CODE_DLTENSOR_HANDLE; args.len()];
+            };
+        }
         ctx.error = None;
-        let num =
-            i32::try_from(args.len()).map_err(|_| self.call_error("too many arguments".into()))?;
-        // SAFETY: by this function's contract; `args` and `codes` hold `num` elements.
-        let rc = unsafe { self.call_raw(args.as_ptr(), codes.as_ptr(), num, ctx) };
+        let num = i32::try_from(n).map_err(|_| self.call_error("too many arguments".into()))?;
+        // SAFETY: by this function's contract; `values` and `codes` hold `num` elements.
+        let rc = unsafe { self.call_raw(values.as_ptr(), codes.as_ptr(), num, ctx) };
         if rc == 0 {
             Ok(())
         } else {

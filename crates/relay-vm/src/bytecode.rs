@@ -109,6 +109,9 @@ pub enum Instruction {
         shape: Reg,
         /// The element type.
         dtype: DType,
+        /// The shape the program's types promise (`assert_shape`; a negative extent accepts
+        /// any), checked against the run-time shape.
+        assert_shape: Option<Vec<i64>>,
         /// Where the tensor goes.
         dst: Reg,
     },
@@ -325,11 +328,19 @@ impl fmt::Display for Instruction {
                 offset,
                 shape,
                 dtype,
+                assert_shape,
                 dst,
-            } => write!(
-                f,
-                "alloc_tensor_reg {dst} {storage} {offset} {shape} {dtype}"
-            ),
+            } => {
+                write!(
+                    f,
+                    "alloc_tensor_reg {dst} {storage} {offset} {shape} {dtype}"
+                )?;
+                if let Some(dims) = assert_shape {
+                    let dims: Vec<String> = dims.iter().map(i64::to_string).collect();
+                    write!(f, " assert [{}]", dims.join(", "))?;
+                }
+                Ok(())
+            }
             Instruction::AllocStorage {
                 size,
                 alignment,
@@ -902,9 +913,21 @@ mod tests {
                     offset: r(2),
                     shape: r(3),
                     dtype: DType::I64,
+                    assert_shape: None,
                     dst: r(4),
                 },
                 "alloc_tensor_reg $4 $1 $2 $3 int64",
+            ),
+            (
+                I::AllocTensorReg {
+                    storage: r(1),
+                    offset: r(2),
+                    shape: r(3),
+                    dtype: DType::F32,
+                    assert_shape: Some(vec![2, -1]),
+                    dst: r(4),
+                },
+                "alloc_tensor_reg $4 $1 $2 $3 float32 assert [2, -1]",
             ),
             (
                 I::AllocStorage {

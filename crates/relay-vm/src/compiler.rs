@@ -51,6 +51,33 @@ pub fn compile(module: &Module) -> std::result::Result<Executable, CompileError>
         };
         functions.push(FunctionCompiler::new(cx, &mut kernels, global, index as u32).compile()?);
     }
+    // A primitive function used as a value is a closure of a function that calls its kernel.
+    for &kernel in &kernels.wrappers {
+        let entry = &kernels.entries[kernel as usize];
+        let params = entry.function().map_or(&[][..], |f| f.params.as_slice());
+        let n = params.len() as u32;
+        functions.push(VmFunction {
+            name: format!("{}_closure", entry.name),
+            params: params
+                .iter()
+                .map(|p| p.name().as_str().to_owned())
+                .collect(),
+            register_count: n + 1,
+            code: vec![
+                Instruction::InvokePackedAlloc {
+                    kernel,
+                    inputs: (0..n).map(Reg).collect(),
+                    dst: Reg(n),
+                },
+                Instruction::Ret { result: Reg(n) },
+            ],
+            param_types: params
+                .iter()
+                .map(|p| p.ty().or(p.checked_type()).map_or(ArgType::Any, arg_type))
+                .collect(),
+            locations: vec![],
+        });
+    }
     let exe = Executable {
         functions,
         constants: pool.constants.clone(),
@@ -89,9 +116,24 @@ struct Kernels {
     by_hash: HashMap<u64, Vec<u32>>,
     /// How many kernels have each base name, for unique names.
     names: HashMap<String, usize>,
+    /// Kernels used as function values, each wrapped in a function (appended after the
+    /// globals) that calls it: in order, and by kernel index.
+    wrappers: Vec<u32>,
+    wrapper_of: HashMap<u32, u32>,
 }
 
 impl Kernels {
+    /// The position among the wrapper functions of the one calling kernel `kernel`.
+    fn wrapper(&mut self, kernel: u32) -> u32 {
+        if let Some(&w) = self.wrapper_of.get(&kernel) {
+            return w;
+        }
+        let w = self.wrappers.len() as u32;
+        self.wrappers.push(kernel);
+        self.wrapper_of.insert(kernel, w);
+        w
+    }
+
     /// The index of primitive function `expr` (`f`), adding it if new.
     fn index(&mut self, expr: &Expr, f: &Function) -> u32 {
         let hash = relay_ir::structural::structural_hash(expr);
@@ -141,6 +183,9 @@ struct FunctionCompiler<'m, 'k> {
     skipped: HashSet<usize>,
     /// Output tensors of scalar kernels (computed by `invoke_packed_alloc`).
     scalar_outputs: HashSet<VarId>,
+    /// Variables bound to constants, so memory-dialect operands written through a variable
+    /// are still static sizes, offsets and shapes.
+    consts: HashMap<VarId, Expr>,
 }
 
 type Result<T> = std::result::Result<T, CompileError>;
@@ -159,6 +204,7 @@ impl<'m, 'k> FunctionCompiler<'m, 'k> {
             params: 0,
             skipped: HashSet::new(),
             scalar_outputs: HashSet::new(),
+            consts: HashMap::new(),
         }
     }
 
@@ -419,6 +465,17 @@ impl<'m, 'k> FunctionCompiler<'m, 'k> {
                 args,
                 attrs: _,
             } => self.call(e, callee, args),
+            ExprKind::Function(f) if is_primitive(f) => {
+                let kernel = self.kernels.index(e, f);
+                let func = self.cx.indices.len() as u32 + self.kernels.wrapper(kernel);
+                let dst = self.fresh();
+                self.emit(Instruction::AllocClosure {
+                    func,
+                    captured: vec![],
+                    dst,
+                });
+                Ok(dst)
+            }
             ExprKind::Function(_) => Err(self.error(
                 e.span(),
                 "a function literal outside a call (run the lambda_lift pass)".into(),
@@ -602,6 +659,9 @@ impl<'m, 'k> FunctionCompiler<'m, 'k> {
                 _ => {}
             }
         }
+        if matches!(b.value.kind(), ExprKind::Constant(_)) {
+            self.consts.insert(b.var.id(), b.value.clone());
+        }
         let mut r = self.expr(&b.value)?;
         if matches!(b.value.kind(), ExprKind::Var(_)) {
             // An alias gets its own register, so a kill of one name leaves the other.
@@ -751,7 +811,7 @@ impl<'m, 'k> FunctionCompiler<'m, 'k> {
         match (op, args) {
             ("memory.alloc_storage", [size, alignment, ..]) => {
                 let size = self.int_operand(size)?;
-                let alignment = constant_int(alignment)
+                let alignment = constant_int(self.resolve(alignment))
                     .and_then(|a| u64::try_from(a).ok())
                     .filter(|a| a.is_power_of_two())
                     .ok_or_else(|| {
@@ -779,12 +839,7 @@ impl<'m, 'k> FunctionCompiler<'m, 'k> {
                     self.error(e.span(), "`memory.alloc_tensor` without a dtype".into())
                 })?;
                 let dst = self.fresh();
-                let static_shape = constant_ints(shape).or_else(|| {
-                    attrs
-                        .get("assert_shape")
-                        .and_then(AttrValue::as_ints)
-                        .filter(|_| matches!(shape.kind(), ExprKind::Constant(_)))
-                });
+                let static_shape = constant_ints(self.resolve(shape));
                 if let (Some(shape), Some(asserted)) = (
                     &static_shape,
                     attrs.get("assert_shape").and_then(AttrValue::as_ints),
@@ -811,6 +866,7 @@ impl<'m, 'k> FunctionCompiler<'m, 'k> {
                         offset,
                         shape: self.expr(shape)?,
                         dtype,
+                        assert_shape: attrs.get("assert_shape").and_then(AttrValue::as_ints),
                         dst,
                     },
                 };
@@ -852,10 +908,18 @@ impl<'m, 'k> FunctionCompiler<'m, 'k> {
         }
     }
 
+    /// `e`, or the constant a variable `e` is bound to.
+    fn resolve<'x>(&'x self, e: &'x Expr) -> &'x Expr {
+        match e.kind() {
+            ExprKind::Var(v) => self.consts.get(&v.id()).unwrap_or(e),
+            _ => e,
+        }
+    }
+
     /// An integer operand of the memory dialect: `load_consti` for a constant, else the
     /// register of the (scalar tensor) value.
     fn int_operand(&mut self, e: &Expr) -> Result<Reg> {
-        match constant_int(e) {
+        match constant_int(self.resolve(e)) {
             Some(value) => {
                 let dst = self.fresh();
                 self.emit(Instruction::LoadConsti { value, dst });

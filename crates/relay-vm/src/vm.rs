@@ -101,6 +101,8 @@ pub struct Vm<'e> {
     peak_frames: usize,
     /// Reused argument buffer of calls.
     args: Vec<Slot>,
+    /// Reused argument buffer of kernel calls.
+    tensors: Vec<Arc<NDArray>>,
 }
 
 type Result<T> = std::result::Result<T, VmError>;
@@ -130,6 +132,7 @@ impl<'e> Vm<'e> {
             profile,
             peak_frames: 0,
             args: Vec::new(),
+            tensors: Vec::new(),
         }
     }
 
@@ -583,9 +586,22 @@ impl<'e> Vm<'e> {
                 offset,
                 shape,
                 dtype,
+                assert_shape,
                 dst,
             } => {
                 let dims = shape_of_tensor(self.tensor(base, *shape)?)?;
+                if let Some(want) = assert_shape {
+                    let fits = want.len() == dims.len()
+                        && want.iter().zip(&dims).all(|(w, d)| *w < 0 || w == d);
+                    if !fits {
+                        return Err(VmError::new(
+                            VmErrorKind::Alloc,
+                            format!(
+                                "`memory.alloc_tensor`: the shape {dims:?} differs from `assert_shape` {want:?}"
+                            ),
+                        ));
+                    }
+                }
                 let t = self.alloc_tensor(base, *storage, *offset, &dims, *dtype)?;
                 self.set(base, *dst, Slot::Value(Value::Tensor(Arc::new(t))))?;
                 self.advance();
@@ -834,12 +850,63 @@ impl<'e> Vm<'e> {
         inputs: &[Reg],
         outputs: &[Reg],
     ) -> Result<()> {
-        let mut tensors = Vec::with_capacity(inputs.len() + outputs.len());
-        self.flatten_inputs(base, inputs, &mut tensors)?;
-        let num_inputs = tensors.len();
-        self.flatten_inputs(base, outputs, &mut tensors)?;
-        let func = self.kernel(kernel, &tensors[..num_inputs])?;
-        self.call_kernel(kernel, &func, &tensors)
+        // The argument list is a buffer kept across calls: no allocation per kernel call.
+        let mut tensors = std::mem::take(&mut self.tensors);
+        tensors.clear();
+        let result = (|| {
+            self.flatten_inputs(base, inputs, &mut tensors)?;
+            let num_inputs = tensors.len();
+            self.flatten_inputs(base, outputs, &mut tensors)?;
+            let func = self.kernel(kernel, &tensors[..num_inputs])?;
+            let moved = self.realign(&mut tensors, num_inputs)?;
+            self.call_kernel(kernel, &func, &tensors)?;
+            for (i, original) in moved {
+                // SAFETY: the kernel has finished; the VM holds no slice of the output's
+                // bytes, and this thread is the only one running the program.
+                unsafe { original.write_view(tensors[i].as_bytes()) }
+                    .map_err(|e| VmError::new(VmErrorKind::Alloc, e.to_string()))?;
+            }
+            Ok(())
+        })();
+        tensors.clear();
+        self.tensors = tensors;
+        result
+    }
+
+    /// Kernels require 64-byte aligned data. A view a program placed at an unaligned offset
+    /// is passed as an aligned copy: an input is copied before the call; an output is
+    /// replaced by a fresh buffer whose contents are copied into the view after the call
+    /// (the returned list: argument position and the original view).
+    fn realign(
+        &self,
+        tensors: &mut [Arc<NDArray>],
+        num_inputs: usize,
+    ) -> Result<Vec<(usize, Arc<NDArray>)>> {
+        let mut moved = Vec::new();
+        for (i, t) in tensors.iter_mut().enumerate() {
+            if t.num_elements() == 0
+                || (t.as_bytes().as_ptr() as usize).is_multiple_of(relay_runtime::ALIGNMENT)
+            {
+                continue;
+            }
+            let alloc =
+                |e: relay_runtime::NDArrayError| VmError::new(VmErrorKind::Alloc, e.to_string());
+            if i < num_inputs {
+                *t = Arc::new(
+                    NDArray::from_bytes(t.dtype(), t.shape(), t.as_bytes()).map_err(alloc)?,
+                );
+            } else {
+                let storage = self
+                    .allocator
+                    .alloc(t.as_bytes().len(), relay_runtime::ALIGNMENT)
+                    .map_err(|e| VmError::new(VmErrorKind::Alloc, e.to_string()))?;
+                // SAFETY: a fresh storage only this view uses.
+                let fresh =
+                    unsafe { NDArray::view(storage, 0, t.dtype(), t.shape()) }.map_err(alloc)?;
+                moved.push((i, std::mem::replace(t, Arc::new(fresh))));
+            }
+        }
+        Ok(moved)
     }
 
     /// `invoke_packed_alloc` of a scalar kernel on scalar inputs: evaluated unboxed. `None`
@@ -953,12 +1020,26 @@ impl<'e> Vm<'e> {
         func: &PackedFunc,
         tensors: &[Arc<NDArray>],
     ) -> Result<()> {
-        let refs: Vec<&NDArray> = tensors.iter().map(|t| &**t).collect();
+        const STACK_ARGS: usize = 16;
+        let mut on_stack: [&NDArray; STACK_ARGS] = match tensors.first() {
+            Some(t) => [&**t; STACK_ARGS],
+            None => return Err(bad("a kernel call without arguments")),
+        };
+        let on_heap: Vec<&NDArray>;
+        let refs: &[&NDArray] = if tensors.len() <= STACK_ARGS {
+            for (r, t) in on_stack.iter_mut().zip(tensors) {
+                *r = t;
+            }
+            &on_stack[..tensors.len()]
+        } else {
+            on_heap = tensors.iter().map(|t| &**t).collect();
+            &on_heap
+        };
         let started = self.profile.is_some().then(Instant::now);
         // SAFETY: the outputs are views into pooled storage that no input overlaps while the
         // kernel runs (the memory plan reuses storage only between disjoint lifetimes), and
         // the VM holds no slice of their bytes during the call.
-        let result = unsafe { func.call_views_with(&mut self.context, &refs) };
+        let result = unsafe { func.call_views_with(&mut self.context, refs) };
         if let (Some(t), Some(p)) = (started, &mut self.profile) {
             let elapsed = t.elapsed();
             p.record_kernel(kernel as usize, elapsed, || {
