@@ -1,7 +1,7 @@
 //! The `relayc` command line: `check` parses Relay files and reports diagnostics, `fmt` prints
 //! the canonical text of a file, `opt` runs a pass pipeline, `build` compiles the kernels of a
-//! file (or prints its lowered IR, loop nests or Cranelift IR), `run` runs a function in the
-//! reference interpreter (SPEC §5).
+//! file for the VM (or prints its lowered IR, bytecode, loop nests or Cranelift IR), `run` runs a
+//! function on the Relay VM or in the reference interpreter (SPEC §5).
 //!
 //! Exit codes: 0 success, 1 user error (a bad program, an unreadable file), 2 bad usage. Nothing
 //! here panics on I/O errors: output goes through `writeln!` and every error is handled, so a
@@ -51,11 +51,12 @@ enum Command {
     },
     /// Run a pass pipeline on a Relay file and print the transformed module.
     Opt(opt::OptArgs),
-    /// Run the pass pipeline on a Relay file and compile its kernels to machine code; `--emit`
-    /// prints the lowered module, the kernels' loop nests or their Cranelift IR instead.
+    /// Run the pass pipeline on a Relay file and compile it to VM bytecode and its kernels to
+    /// machine code; `--emit` prints the lowered module, the bytecode, the kernels' loop nests
+    /// or their Cranelift IR instead.
     Build(build::BuildArgs),
-    /// Run a function of a Relay file on inputs from .npy/.npz files and print or save the
-    /// result.
+    /// Run a function of a Relay file on the VM (or the reference interpreter) on inputs from
+    /// .npy/.npz files and print or save the result.
     Run(run::RunArgs),
 }
 

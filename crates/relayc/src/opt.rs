@@ -116,19 +116,9 @@ pub fn opt(args: &OptArgs) -> Exit {
     }
 }
 
-/// Reads, parses and type-checks `file` and runs the pipeline of `passes` (a `passes.toml`
-/// file, or the built-in default when `None`) on it, as `relayc opt FILE [--passes PATH]` does:
-/// the module the VM compiles. Reports every problem on stderr; the error is the exit code.
-pub(crate) fn lower_file(file: &Path, passes: Option<&Path>) -> Result<Module, Exit> {
-    let config = load_config(passes)?;
-    let manager = PassManager::from_config(&config);
-    let module = load_typed(file).ok_or(Exit::UserError)?;
-    run_pipeline(&manager, module)
-}
-
 /// The pipeline configuration: the `passes.toml` file `path`, or the built-in default when
 /// `None`. A file that cannot be read or is invalid is reported on stderr.
-fn load_config(path: Option<&Path>) -> Result<PipelineConfig, Exit> {
+pub(crate) fn load_config(path: Option<&Path>) -> Result<PipelineConfig, Exit> {
     match path {
         Some(path) => PipelineConfig::load(path).map_err(|err| {
             report_diagnostic(&err);
@@ -140,7 +130,7 @@ fn load_config(path: Option<&Path>) -> Result<PipelineConfig, Exit> {
 
 /// Runs `manager`'s pipeline on a type-checked module, writing its debugging output to stderr.
 /// A pass error is reported on stderr against the input's text.
-fn run_pipeline(manager: &PassManager, module: Module) -> Result<Module, Exit> {
+pub(crate) fn run_pipeline(manager: &PassManager, module: Module) -> Result<Module, Exit> {
     let source = module.source.clone();
     match manager.run_with_output(module, &mut io::stderr().lock()) {
         Ok((module, _timings)) => Ok(module),

@@ -1,13 +1,30 @@
-//! `relayc run`: runs a function of a Relay file in the reference interpreter on inputs from
-//! `.npy`/`.npz` files or seeded random data, and prints the result or saves it (SPEC §5).
+//! `relayc run`: runs a function of a Relay file on the Relay VM (or, with `--executor interp`,
+//! in the reference interpreter) on inputs from `.npy`/`.npz` files or seeded random data, and
+//! prints the result or saves it (SPEC §5).
+//!
+//! On the VM the file is type-checked, `--params` are bound as constants, the pass pipeline
+//! lowers it, the bytecode compiler and the kernel JIT turn it into an executable
+//! ([`compile_for_vm`], shared with `relayc build`), and the remaining parameters of the entry
+//! are bound from `--input` and `--random-inputs`. Every input is checked against its
+//! parameter's type before anything runs, with the same messages for both executors.
+//! `--repeat N` times N runs, `--profile` prints the VM's kernel, instruction and allocator
+//! tables; both go to stderr, the result to stdout.
 
+use std::collections::HashMap;
+use std::fmt::{self, Write as _};
+use std::io::Write as _;
+use std::num::NonZeroUsize;
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
 use clap::{Args, ValueEnum};
+use miette::{Diagnostic, LabeledSpan, NamedSource, SourceCode};
 use relay_interp::{InterpOptions, SplitMix64};
-use relay_ir::{Dim, Function, NDArray, Symbol, Type, TypeKind, Value};
+use relay_ir::{Dim, Function, Module, NDArray, Symbol, Type, TypeKind, Value};
 use relay_runtime::npy::{self, shape_tuple};
+use relay_vm::{Vm, VmError, VmOptions};
 
+use crate::build::{PipelineArgs, compile_for_vm, lower};
 use crate::diagnostics::{report_diagnostic, report_error};
 use crate::{Exit, write_stdout};
 
@@ -24,8 +41,8 @@ pub struct RunArgs {
     /// (repeatable).
     #[arg(long = "input", value_name = "NAME=PATH.npy", value_parser = parse_input)]
     inputs: Vec<(String, PathBuf)>,
-    /// Binds parameters by name to the tensors of a `.npz` file; parameters it does not name
-    /// stay inputs.
+    /// Binds parameters by name to the tensors of a `.npz` file (on the VM as constants at
+    /// build time, TVM's `bind_params_by_name`); parameters it does not name stay inputs.
     #[arg(long, value_name = "W.npz")]
     params: Option<PathBuf>,
     /// Fills every unbound tensor parameter with random data from this seed (floats uniform in
@@ -36,21 +53,40 @@ pub struct RunArgs {
     /// in depth-first order under keys "0", "1", ...) instead of printing it.
     #[arg(long, value_name = "PATH.npy|PATH.npz")]
     output: Option<PathBuf>,
-    /// What runs the program.
-    #[arg(long, value_enum, default_value_t = Executor::Interp)]
+    /// What runs the program. The interpreter runs the program as written, or, given
+    /// `--passes` or `--opt-level`, the lowered module the VM would compile.
+    #[arg(long, value_enum, default_value_t = Executor::Vm)]
     executor: Executor,
+    /// The pipeline that lowers the program for the VM.
+    #[command(flatten)]
+    pipeline: PipelineArgs,
+    /// Runs the entry function N times and prints the median and minimum wall time per run
+    /// (and the compile time) on stderr; the result is printed once.
+    #[arg(long, value_name = "N")]
+    repeat: Option<NonZeroUsize>,
+    /// Prints the VM's profile on stderr after the run(s): per kernel and per instruction
+    /// kind, and the storage allocator's statistics (VM only).
+    #[arg(long)]
+    profile: bool,
     /// The most call frames live at once; deeper recursion is an error.
     #[arg(long, default_value_t = 1_000_000, value_name = "N")]
     max_frames: usize,
+    /// Kernel threads: 0 = every core, 1 = the calling thread only, at most 1024 (VM only)
+    /// [default: 0].
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(0..=MAX_THREADS))]
+    threads: Option<u16>,
 }
+
+/// The most kernel threads `--threads` accepts: each is an OS thread started up front.
+const MAX_THREADS: i64 = 1024;
 
 /// The executors `--executor` names.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 enum Executor {
+    /// The Relay virtual machine: bytecode and JIT-compiled kernels.
+    Vm,
     /// The reference interpreter.
     Interp,
-    /// The virtual machine (not implemented yet).
-    Vm,
 }
 
 /// The two output formats.
@@ -73,11 +109,19 @@ fn parse_input(text: &str) -> Result<(String, PathBuf), String> {
 
 /// `relayc run FILE ...`.
 pub fn run(args: &RunArgs) -> Exit {
-    if args.executor == Executor::Vm {
-        report_error(format_args!(
-            "the VM executor is not implemented yet, use --executor interp"
-        ));
-        return Exit::Usage;
+    if args.executor == Executor::Interp {
+        for (given, flag) in [
+            (args.profile, "--profile"),
+            (args.threads.is_some(), "--threads"),
+        ] {
+            if given {
+                report_error(format_args!(
+                    "{flag} needs the VM: the reference interpreter (--executor interp) has no \
+                     profiler and no kernel threads"
+                ));
+                return Exit::Usage;
+            }
+        }
     }
     let output_kind = match &args.output {
         None => None,
@@ -99,25 +143,16 @@ pub fn run(args: &RunArgs) -> Exit {
     };
     let entry = args.entry.strip_prefix('@').unwrap_or(&args.entry);
     let Some(global) = module.function(Symbol::intern(entry)) else {
-        let globals: Vec<String> = module
-            .functions
-            .iter()
-            .map(|f| format!("`@{}`", f.name))
-            .collect();
-        let defined = if globals.is_empty() {
-            "it defines no functions".to_string()
-        } else {
-            format!("it defines {}", globals.join(", "))
-        };
         report_error(format_args!(
-            "no function `@{entry}` in `{}`; {defined}",
-            args.file.display()
+            "no function `@{entry}` in `{}`; {}",
+            args.file.display(),
+            defined_functions(&module)
         ));
         return Exit::UserError;
     };
 
-    let values = match bind_arguments(args, entry, &global.func) {
-        Ok(values) => values,
+    let bound = match bind_arguments(args, entry, &global.func) {
+        Ok(bound) => bound,
         Err(errors) => {
             for error in errors {
                 report_error(format_args!("{error}"));
@@ -126,15 +161,13 @@ pub fn run(args: &RunArgs) -> Exit {
         }
     };
 
-    let options = InterpOptions {
-        max_frames: args.max_frames,
+    let result = match args.executor {
+        Executor::Vm => run_vm(args, &module, entry, bound),
+        Executor::Interp => run_interp(args, &module, entry, bound),
     };
-    let result = match relay_interp::run(&module, entry, values, &options) {
+    let result = match result {
         Ok(result) => result,
-        Err(error) => {
-            report_diagnostic(&error);
-            return Exit::UserError;
-        }
+        Err(exit) => return exit,
     };
 
     match (output_kind, &args.output) {
@@ -150,6 +183,177 @@ pub fn run(args: &RunArgs) -> Exit {
     }
 }
 
+/// "it defines `@main`, `@f`", for the error naming a missing entry.
+fn defined_functions(module: &Module) -> String {
+    let globals: Vec<String> = module
+        .functions
+        .iter()
+        .map(|f| format!("`@{}`", f.name))
+        .collect();
+    if globals.is_empty() {
+        "it defines no functions".to_string()
+    } else {
+        format!("it defines {}", globals.join(", "))
+    }
+}
+
+/// Compiles the module for the VM (binding `--params` as constants) and runs the entry
+/// function on the other arguments, `--repeat` times, printing timings and the profile.
+fn run_vm(args: &RunArgs, module: &Module, entry: &str, bound: Vec<Bound>) -> Result<Value, Exit> {
+    let (params, inputs) = split_params(bound);
+    let (exe, times) = compile_for_vm(module.clone(), entry, &params, &args.pipeline)?;
+    let options = VmOptions {
+        max_frames: args.max_frames,
+        threads: args.threads.map_or(0, usize::from),
+        profile: args.profile,
+        ..VmOptions::default()
+    };
+    let mut vm = Vm::with_options(&exe, options);
+    let (result, runs) = repeat(args.repeat, || vm.invoke(entry, &inputs));
+    let result = result.map_err(|error| {
+        report_diagnostic(&VmFailure::new(&error, module));
+        Exit::UserError
+    })?;
+
+    let mut report = String::new();
+    if args.repeat.is_some() || args.profile {
+        let _ = writeln!(report, "{times}");
+    }
+    if args.repeat.is_some() {
+        report.push_str(&run_times(&runs));
+    }
+    if args.profile {
+        // Sections separated by blank lines: the kernel and instruction tables (already
+        // separated by one), then the allocator's statistics.
+        let profile = match vm.take_profile() {
+            Some(profile) => profile.to_string(),
+            None => "the VM recorded no profile\n".to_string(),
+        };
+        for section in [profile, vm.allocator_stats().to_string()] {
+            report.push('\n');
+            report.push_str(section.trim_end_matches('\n'));
+            report.push('\n');
+        }
+    }
+    // A failed write to stderr is ignored: the timings are a report, not the run's output.
+    let _ = std::io::stderr().lock().write_all(report.as_bytes());
+    Ok(result)
+}
+
+/// Runs the entry function in the reference interpreter, `--repeat` times: on the module as
+/// written with every argument, or, when pipeline flags are given, on the module the VM would
+/// compile (with `--params` bound as constants).
+fn run_interp(
+    args: &RunArgs,
+    module: &Module,
+    entry: &str,
+    bound: Vec<Bound>,
+) -> Result<Value, Exit> {
+    let (program, values) = if args.pipeline.given() {
+        let (params, inputs) = split_params(bound);
+        let lowered = lower(module.clone(), entry, &params, &args.pipeline)?;
+        (lowered, inputs)
+    } else {
+        let values = bound.into_iter().map(|b| Value::tensor(b.array)).collect();
+        (module.clone(), values)
+    };
+    let options = InterpOptions {
+        max_frames: args.max_frames,
+    };
+    let (result, runs) = repeat(args.repeat, || {
+        relay_interp::run(&program, entry, values.clone(), &options)
+    });
+    let result = result.map_err(|error| {
+        report_diagnostic(&error);
+        Exit::UserError
+    })?;
+    if args.repeat.is_some() {
+        let _ = std::io::stderr()
+            .lock()
+            .write_all(run_times(&runs).as_bytes());
+    }
+    Ok(result)
+}
+
+/// Calls `run` `times` times (once when `None`), stopping at the first error; returns the last
+/// result and the wall time of each run. Earlier results are dropped outside the timed region.
+fn repeat<E>(
+    times: Option<NonZeroUsize>,
+    mut run: impl FnMut() -> Result<Value, E>,
+) -> (Result<Value, E>, Vec<Duration>) {
+    let times = times.map_or(1, NonZeroUsize::get);
+    let mut runs = Vec::with_capacity(times.min(1 << 16));
+    let start = Instant::now();
+    let mut last = run();
+    runs.push(start.elapsed());
+    for _ in 1..times {
+        if last.is_err() {
+            break;
+        }
+        let start = Instant::now();
+        let result = run();
+        runs.push(start.elapsed());
+        drop(std::mem::replace(&mut last, result));
+    }
+    (last, runs)
+}
+
+/// `run: median 1.23 ms, min 1.10 ms per run (3 runs)`.
+fn run_times(runs: &[Duration]) -> String {
+    let mut sorted = runs.to_vec();
+    sorted.sort();
+    let (Some(min), Some(median)) = (sorted.first(), sorted.get(sorted.len() / 2)) else {
+        return String::new();
+    };
+    let n = runs.len();
+    format!(
+        "run: median {}, min {} per run ({n} run{})\n",
+        duration(*median),
+        duration(*min),
+        if n == 1 { "" } else { "s" }
+    )
+}
+
+/// A duration with a unit that fits it: `850 ns`, `12.34 µs`, `1.234 ms`, `2.500 s`.
+fn duration(d: Duration) -> String {
+    let secs = d.as_secs_f64();
+    if secs < 1e-6 {
+        format!("{} ns", d.as_nanos())
+    } else if secs < 1e-3 {
+        format!("{:.2} µs", secs * 1e6)
+    } else if secs < 1.0 {
+        format!("{:.3} ms", secs * 1e3)
+    } else {
+        format!("{secs:.3} s")
+    }
+}
+
+/// One parameter's tensor, checked against its type.
+struct Bound {
+    /// The parameter's name.
+    name: String,
+    /// The tensor.
+    array: NDArray,
+    /// Whether it came from `--params` (and no `--input` overrode it): the VM binds it as a
+    /// constant.
+    from_params: bool,
+}
+
+/// Splits the bound parameters into those from `--params` (by name, bound as constants) and
+/// the others (in parameter order, the arguments).
+fn split_params(bound: Vec<Bound>) -> (HashMap<String, NDArray>, Vec<Value>) {
+    let mut params = HashMap::new();
+    let mut inputs = Vec::new();
+    for b in bound {
+        if b.from_params {
+            params.insert(b.name, b.array);
+        } else {
+            inputs.push(Value::tensor(b.array));
+        }
+    }
+    (params, inputs)
+}
+
 /// Where the value of one parameter came from.
 enum Binding {
     /// `--input NAME=PATH`.
@@ -158,26 +362,83 @@ enum Binding {
     Param(NDArray),
 }
 
-/// Builds the entry function's arguments in parameter order from `--params`, `--input` and
-/// `--random-inputs`, checking each against its parameter's type. Returns every problem found.
-fn bind_arguments(args: &RunArgs, entry: &str, func: &Function) -> Result<Vec<Value>, Vec<String>> {
+/// The tensors of the `.npz` file `path` that name parameters of `func`, by parameter
+/// position; as TVM's `bind_params_by_name`, names that are not parameters are ignored.
+fn params_file(path: &Path, func: &Function) -> Result<Vec<(usize, NDArray)>, String> {
+    let entries = npy::read_npz_file(path).map_err(|error| error.to_string())?;
+    let mut found = Vec::new();
+    for (name, array) in entries {
+        let name = name.strip_prefix('%').unwrap_or(&name);
+        if let Some(i) = func.params.iter().position(|p| p.name().as_str() == name) {
+            found.push((i, array));
+        }
+    }
+    Ok(found)
+}
+
+/// `--params W.npz` for `relayc build`: the tensors naming parameters of `@entry`, each checked
+/// against its parameter's type. Every problem is reported on stderr.
+pub(crate) fn read_params(
+    path: &Path,
+    module: &Module,
+    entry: &str,
+) -> Result<HashMap<String, NDArray>, Exit> {
+    let Some(global) = module.function(Symbol::intern(entry)) else {
+        report_error(format_args!(
+            "--params `{}` binds parameters of `@{entry}`, but there is no `@{entry}`; {}",
+            path.display(),
+            defined_functions(module)
+        ));
+        return Err(Exit::UserError);
+    };
+    let params = &global.func.params;
+    let found = params_file(path, &global.func).map_err(|error| {
+        report_error(format_args!("{error}"));
+        Exit::UserError
+    })?;
+    let from = format!(" in `{}`", path.display());
+    let mut bound = HashMap::new();
+    let mut failed = false;
+    for (i, array) in found {
+        let Some(param) = params.get(i) else { continue };
+        let name = param.name().as_str();
+        let ty = param.checked_type().or(param.ty());
+        match check_input(name, ty, array, &from) {
+            Ok(array) => {
+                bound.insert(name.to_string(), array);
+            }
+            Err(error) => {
+                report_error(format_args!("{error}"));
+                failed = true;
+            }
+        }
+    }
+    if failed {
+        Err(Exit::UserError)
+    } else {
+        Ok(bound)
+    }
+}
+
+/// Binds every parameter of the entry function from `--params`, `--input` and
+/// `--random-inputs`, in parameter order, checking each against its parameter's type. Returns
+/// every problem found.
+fn bind_arguments(args: &RunArgs, entry: &str, func: &Function) -> Result<Vec<Bound>, Vec<String>> {
     let names: Vec<&str> = func.params.iter().map(|p| p.name().as_str()).collect();
     let position = |name: &str| names.iter().position(|&n| n == name);
     let mut bound: Vec<Option<Binding>> = func.params.iter().map(|_| None).collect();
     let mut errors = Vec::new();
 
     if let Some(path) = &args.params {
-        match npy::read_npz_file(path) {
-            // As TVM's `bind_params_by_name`, names that are not parameters are ignored.
-            Ok(entries) => {
-                for (name, array) in entries {
-                    let name = name.strip_prefix('%').unwrap_or(&name);
-                    if let Some(i) = position(name) {
-                        bound[i] = Some(Binding::Param(array));
+        match params_file(path, func) {
+            Ok(found) => {
+                for (i, array) in found {
+                    if let Some(slot) = bound.get_mut(i) {
+                        *slot = Some(Binding::Param(array));
                     }
                 }
             }
-            Err(error) => errors.push(error.to_string()),
+            Err(error) => errors.push(error),
         }
     }
 
@@ -212,6 +473,7 @@ fn bind_arguments(args: &RunArgs, entry: &str, func: &Function) -> Result<Vec<Va
     for (param, binding) in func.params.iter().zip(bound) {
         let name = param.name().as_str();
         let ty = param.checked_type().or(param.ty());
+        let from_params = matches!(binding, Some(Binding::Param(_)));
         let array = match binding {
             Some(Binding::Input(array, path)) => {
                 let from = format!(" in `{}`", path.display());
@@ -230,7 +492,11 @@ fn bind_arguments(args: &RunArgs, entry: &str, func: &Function) -> Result<Vec<Va
             },
         };
         match array {
-            Ok(array) => values.push(Value::tensor(array)),
+            Ok(array) => values.push(Bound {
+                name: name.to_string(),
+                array,
+                from_params,
+            }),
             Err(error) => errors.push(error),
         }
     }
@@ -325,5 +591,114 @@ fn write_output(result: &Value, kind: OutputKind, path: &Path) -> Exit {
             report_error(format_args!("{error}"));
             Exit::UserError
         }
+    }
+}
+
+/// The report of a VM run-time error: the error itself, shown against the program's text with a
+/// label where its `file:line:column` location points, when that is in the program.
+struct VmFailure<'a> {
+    /// The error.
+    error: &'a VmError,
+    /// The program's text, when the location is in it.
+    src: Option<NamedSource<String>>,
+    /// The byte offset the location names.
+    offset: usize,
+}
+
+impl<'a> VmFailure<'a> {
+    /// The report of `error`, raised running a program compiled from `module`.
+    fn new(error: &'a VmError, module: &Module) -> VmFailure<'a> {
+        let located = module.source.as_deref().and_then(|source| {
+            let offset = source_offset(error.location.as_deref()?, &source.name, &source.text)?;
+            Some((NamedSource::new(&source.name, source.text.clone()), offset))
+        });
+        let (src, offset) = match located {
+            Some((src, offset)) => (Some(src), offset),
+            None => (None, 0),
+        };
+        VmFailure { error, src, offset }
+    }
+}
+
+/// The byte offset in `text` (named `name`) of a `name:line:column` location (1-based, the
+/// column counted in characters), if it names a place in `text`.
+fn source_offset(location: &str, name: &str, text: &str) -> Option<usize> {
+    let rest = location.strip_prefix(name)?.strip_prefix(':')?;
+    let (line, column) = rest.split_once(':')?;
+    let line: usize = line.parse().ok()?;
+    let column: usize = column.parse().ok()?;
+    let line_start = if line == 1 {
+        0
+    } else {
+        text.match_indices('\n').nth(line.checked_sub(2)?)?.0 + 1
+    };
+    let line_text = text.get(line_start..)?;
+    let line_text = line_text.split('\n').next().unwrap_or("");
+    let within = match column.checked_sub(1)? {
+        0 => 0,
+        n => {
+            let (i, c) = line_text.char_indices().nth(n - 1)?;
+            i + c.len_utf8()
+        }
+    };
+    Some(line_start + within)
+}
+
+impl fmt::Debug for VmFailure<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(self.error, f)
+    }
+}
+
+impl fmt::Display for VmFailure<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(self.error, f)
+    }
+}
+
+impl std::error::Error for VmFailure<'_> {}
+
+impl Diagnostic for VmFailure<'_> {
+    fn code<'b>(&'b self) -> Option<Box<dyn fmt::Display + 'b>> {
+        self.error.code()
+    }
+
+    fn help<'b>(&'b self) -> Option<Box<dyn fmt::Display + 'b>> {
+        self.error.help()
+    }
+
+    fn source_code(&self) -> Option<&dyn SourceCode> {
+        self.src.as_ref().map(|src| src as &dyn SourceCode)
+    }
+
+    fn labels(&self) -> Option<Box<dyn Iterator<Item = LabeledSpan> + '_>> {
+        self.src.as_ref()?;
+        let label = LabeledSpan::new_with_span(Some("here".to_string()), (self.offset, 0));
+        Some(Box::new(std::iter::once(label)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::source_offset;
+
+    #[test]
+    fn locations_become_byte_offsets() {
+        let text = "ab\nπx = 1\n\nlast";
+        assert_eq!(source_offset("f.relay:1:1", "f.relay", text), Some(0));
+        assert_eq!(source_offset("f.relay:1:3", "f.relay", text), Some(2));
+        assert_eq!(source_offset("f.relay:2:1", "f.relay", text), Some(3));
+        // Columns count characters: `x` follows the two-byte `π`.
+        assert_eq!(source_offset("f.relay:2:2", "f.relay", text), Some(5));
+        assert_eq!(source_offset("f.relay:3:1", "f.relay", text), Some(11));
+        assert_eq!(source_offset("f.relay:4:4", "f.relay", text), Some(15));
+        // Another file, or a place that is not in the text.
+        assert_eq!(source_offset("g.relay:1:1", "f.relay", text), None);
+        assert_eq!(source_offset("f.relay:5:1", "f.relay", text), None);
+        assert_eq!(source_offset("f.relay:1:9", "f.relay", text), None);
+        assert_eq!(source_offset("f.relay:0:1", "f.relay", text), None);
+        assert_eq!(source_offset("f.relay:1:0", "f.relay", text), None);
+        assert_eq!(source_offset("f.relay:x:1", "f.relay", text), None);
+        assert_eq!(source_offset("f.relay", "f.relay", text), None);
     }
 }

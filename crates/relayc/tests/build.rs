@@ -227,7 +227,7 @@ fn output_without_emit_is_a_usage_error() {
 #[test]
 fn a_bad_emit_value_is_a_usage_error() {
     let file = TempFile::new("emit.relay", ONE_KERNEL);
-    for value in ["assembly", "bytecode", ""] {
+    for value in ["assembly", "executable", ""] {
         let out = build(&[file.arg(), "--emit", value]);
         assert_eq!(code(&out), 2, "--emit {value:?}: {}", stderr(&out));
         assert!(stderr(&out).contains("--emit"), "{}", stderr(&out));

@@ -426,11 +426,6 @@ def @main(%x: Tensor[(2, 3), float32], %y: Tensor[(4), float32]) { add(%x, %y) }
 fn usage_errors_exit_2() {
     let (dir, program, x, _) = add_setup("usage");
     assert_fails(
-        &relayc_run(&[&program, &"--executor", &"vm"]),
-        2,
-        "the VM executor is not implemented yet, use --executor interp",
-    );
-    assert_fails(
         &relayc_run(&[&program, &"--output", &dir.path("out.txt")]),
         2,
         "must end in `.npy` or `.npz`",
