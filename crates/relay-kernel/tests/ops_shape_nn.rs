@@ -780,6 +780,11 @@ fn pools_match_the_reference() {
             &format!("nn.adaptive_avg_pool2d(%p0{attrs})"),
             &[shape],
         );
+        add_unary(
+            &mut cases,
+            &format!("nn.adaptive_max_pool2d(%p0{attrs})"),
+            &[shape],
+        );
     }
     run_cases_within(cases, LOOSE);
 }
@@ -1216,6 +1221,12 @@ fn larger_and_odd_extents_match_the_reference() {
         "nn.global_avg_pool2d(%p0)",
         &[&[2, 5, 17, 19]],
     );
+    add_unary_in(
+        &mut cases,
+        dtypes,
+        "nn.adaptive_max_pool2d(%p0, output_size=[4, 6])",
+        &[&[1, 3, 17, 19]],
+    );
     add_unary_in(&mut cases, FLOATS, "nn.softmax(%p0)", &[&[3, 67]]);
     add_unary_in(
         &mut cases,
@@ -1233,6 +1244,7 @@ fn larger_and_odd_extents_match_the_reference() {
     for call in [
         "nn.max_pool2d(log(%p0), pool_size=[2, 2], padding=[1, 1])",
         "nn.global_max_pool2d(log(%p0))",
+        "nn.adaptive_max_pool2d(log(%p0), output_size=[2, 3])",
         "nn.avg_pool2d(log(%p0), pool_size=[2, 2])",
         "nn.softmax(log(%p0), axis=1)",
     ] {
@@ -1332,6 +1344,10 @@ fn kernels_large_enough_to_run_in_parallel_match_the_reference() {
             &[1, 4, 67, 65],
         ),
         ("nn.global_max_pool2d(%p0)", &[1, 3, 150, 151]),
+        (
+            "nn.adaptive_max_pool2d(%p0, output_size=[7, 5])",
+            &[1, 3, 150, 151],
+        ),
     ] {
         add_unary_in(&mut cases, dtypes, call, &[shape]);
     }

@@ -623,7 +623,8 @@ pub(crate) static OPS: &[OpSchema] = &[
         P::OutEWiseFusable,
         adaptive_pool2d_rel,
         adaptive_max_pool2d_eval,
-    ),
+    )
+    .with_compute(|i, a, o| adaptive_pool2d_te(i, a, o, true)),
     op(
         "nn.adaptive_avg_pool2d",
         DATA,
@@ -635,7 +636,7 @@ pub(crate) static OPS: &[OpSchema] = &[
         adaptive_pool2d_rel,
         adaptive_avg_pool2d_eval,
     )
-    .with_compute(adaptive_avg_pool2d_te),
+    .with_compute(|i, a, o| adaptive_pool2d_te(i, a, o, false)),
     op(
         "nn.adaptive_max_pool3d",
         DATA,
@@ -3226,20 +3227,27 @@ fn adaptive_widest(n: i64, o: i64) -> i64 {
         .map_or(0, |len| i64::try_from(len).unwrap_or(i64::MAX))
 }
 
-/// `nn.adaptive_avg_pool2d`: each output averages its window, written as a sum over the
-/// widest window with the taps past the window's end masked, divided by the window's size.
-fn adaptive_avg_pool2d_te(
+/// `nn.adaptive_max_pool2d` and `nn.adaptive_avg_pool2d`: a reduction over the widest window
+/// with the taps past each window's end masked. The maximum ignores NaN as the reference does
+/// (an empty window gives the lowest value); the mean divides the sum by the window's size.
+fn adaptive_pool2d_te(
     inputs: &[TeValue],
     attrs: &Attrs,
     out: &Type,
+    max: bool,
 ) -> Result<TeValue, String> {
+    let (what, name) = if max {
+        ("nn.adaptive_max_pool2d", "T_adaptive_max_pool2d")
+    } else {
+        ("nn.adaptive_avg_pool2d", "T_adaptive_avg_pool2d")
+    };
     let PoolTe {
         x,
         h,
         w,
         shape,
         dtype,
-    } = pool_shapes(inputs, attrs, out, "nn.adaptive_avg_pool2d")?;
+    } = pool_shapes(inputs, attrs, out, what)?;
     let (oh, ow) = (shape[2], shape[3]);
     let tap = |i: &[TExpr], r: &[TExpr]| -> Tap {
         let (y0, ylen) = adaptive_window(&i[2], h, oh);
@@ -3259,8 +3267,11 @@ fn adaptive_avg_pool2d_te(
         (x.at(&index), Some(inside))
     };
     let taps = [adaptive_widest(h, oh), adaptive_widest(w, ow)];
-    let sum = window_sum("T_adaptive_avg_pool2d", &shape, dtype, taps, tap)?;
-    compute::tensor_value(Tensor::compute("T_adaptive_avg_pool2d", &shape, |i| {
+    if max {
+        return window_max(name, &shape, taps, tap);
+    }
+    let sum = window_sum(name, &shape, dtype, taps, tap)?;
+    compute::tensor_value(Tensor::compute(name, &shape, |i| {
         let (_, ylen) = adaptive_window(&i[2], h, oh);
         let (_, xlen) = adaptive_window(&i[3], w, ow);
         let count = compute::bin(BinaryOp::Mul, &ylen, &xlen);
@@ -3602,6 +3613,7 @@ mod tests {
             "nn.global_avg_pool2d",
             "nn.global_max_pool2d",
             "nn.adaptive_avg_pool2d",
+            "nn.adaptive_max_pool2d",
             "nn.batch_norm",
             "nn.layer_norm",
             "nn.dropout",
@@ -5135,26 +5147,81 @@ mod tests {
                     );
                 }
                 for size in sizes {
-                    let name = "nn.adaptive_avg_pool2d";
-                    let set: Vec<(&str, V)> =
-                        size.map(|v| ("output_size", ints(v))).into_iter().collect();
-                    let x = random(&mut rng, dtype, shape);
-                    assert_eq!(
-                        verify(name, &[x], &attrs(name, &set), exact),
-                        dtype != DType::BOOL
-                    );
+                    for name in ["nn.adaptive_max_pool2d", "nn.adaptive_avg_pool2d"] {
+                        let set: Vec<(&str, V)> =
+                            size.map(|v| ("output_size", ints(v))).into_iter().collect();
+                        let x = random(&mut rng, dtype, shape);
+                        assert_eq!(
+                            verify(name, &[x], &attrs(name, &set), exact),
+                            dtype != DType::BOOL
+                        );
+                    }
                 }
             }
         }
         // An output size with a null entry keeps the input's extent.
         let set = [("output_size", V::Array(vec![V::Int(2), V::Null]))];
-        let x = random(&mut rng, DType::F32, &[1, 1, 5, 3]);
-        assert!(verify(
-            "nn.adaptive_avg_pool2d",
-            &[x],
-            &attrs("nn.adaptive_avg_pool2d", &set),
-            exact
-        ));
+        for name in ["nn.adaptive_max_pool2d", "nn.adaptive_avg_pool2d"] {
+            let x = random(&mut rng, DType::F32, &[1, 1, 5, 3]);
+            assert!(verify(name, &[x], &attrs(name, &set), exact));
+        }
+    }
+
+    #[test]
+    fn adaptive_max_pool2d_compute_on_random_shapes() {
+        let mut rng = Rng(0x5eed_0006);
+        let name = "nn.adaptive_max_pool2d";
+        for dtype in DTYPES {
+            for _ in 0..8 {
+                let shape: Vec<i64> = [3, 3, 9, 9]
+                    .iter()
+                    .map(|&n| rng.below(n) as i64 + 1)
+                    .collect();
+                let size = [rng.below(6) as i64 + 1, rng.below(6) as i64 + 1];
+                let x = random(&mut rng, dtype, &shape);
+                let set = [("output_size", ints(&size))];
+                assert_eq!(
+                    verify(name, &[x], &attrs(name, &set), exact),
+                    dtype != DType::BOOL
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn adaptive_max_pool2d_skips_nan_and_keeps_windows() {
+        let op = schema("nn.adaptive_max_pool2d");
+        let compute = op.compute.unwrap();
+        let set = attrs("nn.adaptive_max_pool2d", &[("output_size", ints(&[2, 2]))]);
+        let nan = f64::NAN;
+        // Rows 0..2 and 1..3, columns likewise: a NaN is skipped, an all-NaN window is -inf.
+        let x = NDArray::from_f64_slice(
+            DType::F32,
+            &[1, 1, 3, 3],
+            &[1., nan, 3., 4., 5., nan, nan, 8., 2.],
+        )
+        .unwrap();
+        let out = (op.relation.unwrap())(&[ty(&[1, 1, 3, 3], "float32")], &set).unwrap();
+        let placeholders = crate::compute::op_tests::placeholders(from_ref(&x));
+        let te = compute(&placeholders, &set, &out).unwrap();
+        let got = Interp::new(from_ref(&x))
+            .tensor(te.as_tensor().unwrap())
+            .unwrap();
+        assert_eq!(got.shape(), [1, 1, 2, 2]);
+        assert_eq!(got.to_f64_vec(), [5., 5., 8., 8.]);
+        let all_nan = NDArray::from_f64_slice(DType::F32, &[1, 1, 3, 3], &[nan; 9]).unwrap();
+        let got = Interp::new(from_ref(&all_nan))
+            .tensor(te.as_tensor().unwrap())
+            .unwrap();
+        assert_eq!(got.to_f64_vec(), [f64::NEG_INFINITY; 4]);
+        assert!(verify("nn.adaptive_max_pool2d", from_ref(&x), &set, exact));
+        // Other layouts are refused with a typed error, not a panic.
+        let nhwc = attrs(
+            "nn.adaptive_max_pool2d",
+            &[("output_size", ints(&[2, 2])), ("layout", s("NHWC"))],
+        );
+        let err = compute(&placeholders, &nhwc, &out).unwrap_err();
+        assert!(err.contains("only the NCHW layout is supported"), "{err}");
     }
 
     /// As `check`, for an operator returning a tuple: every field of the compute definition
