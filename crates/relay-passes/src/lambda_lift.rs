@@ -17,6 +17,11 @@
 //!   read a closure allocated once at the start of the body. The `Closure=1` global's function
 //!   just calls `_rec`. Without captured variables, `%f` becomes the plain global itself.
 //!
+//! Uses of a variable bound to a polymorphic plain global name the global, since the type
+//! checker instantiates a global reference where it is written (and a variable read); the
+//! binding stays, without its annotation (`to_anf` annotates its `%x` with the literal's
+//! polymorphic type, which the instantiated reference does not have).
+//!
 //! Captured variables become fresh leading parameters annotated with their checked types;
 //! unannotated parameters are re-created with their checked types and an unannotated result
 //! gets its checked type, so a lifted global type-checks on its own and structurally equal
@@ -205,9 +210,13 @@ impl Lifter {
         while let ExprKind::Let { bindings, body } = cur.kind() {
             let new: Vec<Binding> = bindings
                 .iter()
-                .map(|b| Binding {
-                    value: self.binding_value(b),
-                    ..b.clone()
+                .map(|b| {
+                    let value = self.binding_value(b);
+                    Binding {
+                        var: self.binding_var(b),
+                        value,
+                        kind: b.kind,
+                    }
                 })
                 .collect();
             chains.push((cur.clone(), new));
@@ -227,7 +236,7 @@ impl Lifter {
                 && bindings
                     .iter()
                     .zip(&new)
-                    .all(|(a, b)| Expr::ptr_eq(&a.value, &b.value));
+                    .all(|(a, b)| Expr::ptr_eq(&a.value, &b.value) && a.var.id() == b.var.id());
             body = if same {
                 chain.clone()
             } else {
@@ -260,6 +269,19 @@ impl Lifter {
                 lifted
             }),
             _ => self.rewrite(&b.value),
+        }
+    }
+
+    /// The variable of binding `b` once its value is rewritten. A variable bound to a
+    /// polymorphic lifted global names nothing any more (its uses name the global); it loses
+    /// its annotation, which is the literal's polymorphic type (`to_anf` annotates the bindings
+    /// it makes with their checked types), because the global reference in its place is
+    /// instantiated and so never has a type with type parameters.
+    fn binding_var(&self, b: &Binding) -> Var {
+        if b.var.ty().is_some() && self.var_subst.contains_key(&b.var.id()) {
+            Var::new(b.var.name(), None, b.var.span())
+        } else {
+            b.var.clone()
         }
     }
 

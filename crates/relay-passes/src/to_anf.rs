@@ -19,7 +19,8 @@
 //! position of another binding, or in the body of a chain, is flattened into the enclosing
 //! chain (variables are unique, so nothing is captured). New variables are called `%x` and are
 //! annotated with the checked type of the value they hold, unless that type mentions a type
-//! variable that no enclosing definition binds. Primitive functions are bound like other
+//! variable that no enclosing definition binds, or is a polymorphic function type and the value
+//! is not a function literal (see `is_polymorphic`). Primitive functions are bound like other
 //! values but their bodies are never looked at. A `Closure=1` global keeps its function literal
 //! as its body; that literal's body is converted.
 //!
@@ -387,7 +388,10 @@ impl Converter {
                 return self.chain(e, true);
             }
             let value = self.value(e);
-            let var = fresh_var("x", self.annotation(e.checked_type()));
+            let annotation = self
+                .annotation(e.checked_type())
+                .filter(|t| is_function(&value) || !is_polymorphic(t));
+            let var = fresh_var("x", annotation);
             self.emit(
                 self.scope_of(e),
                 Binding {
@@ -522,6 +526,21 @@ impl Converter {
         let ty = ty?;
         type_is_closed(ty, &self.tvars, &mut Vec::new()).then(|| ty.clone())
     }
+}
+
+/// Whether `e` is a function literal.
+fn is_function(e: &Expr) -> bool {
+    matches!(e.kind(), ExprKind::Function(_))
+}
+
+/// Whether `ty` is a function type with type parameters. Such a checked type of a value other
+/// than a function literal is not a safe annotation: in A-normal form the literals inside the
+/// value are read through variables (and, after `lambda_lift`, globals), which the type checker
+/// instantiates, so the value may have lost its type parameters (`(fn [A](%a: A) -> A { %a },
+/// 2).0` becomes `let %x: fn [A](A) -> A = fn …; let %p = (%x, 2); let %y = %p.0`, where the
+/// tuple holds an instance of `%x`). Unannotated, the variable gets the value's own type.
+fn is_polymorphic(ty: &Type) -> bool {
+    matches!(ty.kind(), TypeKind::Func(f) if !f.type_params.is_empty())
 }
 
 /// `e` itself when every `(old, new)` child pair is pointer-equal, else a new node of `kind()`.
