@@ -10,58 +10,83 @@
 use relay_ir::{DType, DTypeCode, Expr, ExprKind, Function, NDArray, TypeKind};
 
 /// An unboxed scalar of a dtype: integers and booleans as `i64` (sign- or zero-extended),
-/// floats as `f64` (a `float32` holds a value exactly representable in `f32`).
+/// floats as the bits of an `f64` (a `float32` holds a value exactly representable in `f32`).
+/// Sixteen bytes, so registers holding scalars stay small.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Scalar {
     /// The dtype.
     pub dtype: DType,
-    /// The value.
-    pub value: ScalarValue,
-}
-
-/// The value of a [`Scalar`].
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub enum ScalarValue {
-    /// Integers and booleans.
-    Int(i64),
-    /// Floats.
-    Float(f64),
+    /// The integer, or the float's bits.
+    bits: i64,
 }
 
 impl Scalar {
+    /// An integer or boolean scalar (wrapped to the dtype's width).
+    pub fn int(dtype: DType, value: i64) -> Scalar {
+        Scalar {
+            dtype,
+            bits: wrap(dtype, value),
+        }
+    }
+
+    /// A float scalar (rounded to `f32` for `float32`).
+    pub fn float(dtype: DType, value: f64) -> Scalar {
+        let value = if dtype.bits == 32 {
+            f64::from(value as f32)
+        } else {
+            value
+        };
+        Scalar {
+            dtype,
+            bits: value.to_bits() as i64,
+        }
+    }
+
     /// The scalar a rank-0 (or one-element) tensor holds, if its dtype is supported.
     pub fn of_tensor(t: &NDArray) -> Option<Scalar> {
         if t.num_elements() != 1 || !supported(t.dtype()) {
             return None;
         }
-        let value = if t.dtype().is_float() {
-            ScalarValue::Float(relay_runtime::elements::read_f64(t.dtype(), t.as_bytes()))
+        Some(if t.dtype().is_float() {
+            Scalar::float(
+                t.dtype(),
+                relay_runtime::elements::read_f64(t.dtype(), t.as_bytes()),
+            )
         } else {
             // A `uint64` above `i64::MAX` keeps its bit pattern.
-            ScalarValue::Int(relay_runtime::elements::read_i128(t.dtype(), t.as_bytes()) as i64)
-        };
-        Some(Scalar {
-            dtype: t.dtype(),
-            value,
+            Scalar::int(
+                t.dtype(),
+                relay_runtime::elements::read_i128(t.dtype(), t.as_bytes()) as i64,
+            )
         })
     }
 
     /// The rank-0 tensor holding this scalar.
     pub fn to_tensor(self) -> Result<NDArray, relay_runtime::NDArrayError> {
-        match self.value {
-            ScalarValue::Int(i) if self.dtype.code == DTypeCode::UInt && self.dtype.bits == 64 => {
-                NDArray::scalar_i128(self.dtype, i128::from(i as u64))
-            }
-            ScalarValue::Int(i) => NDArray::scalar_i128(self.dtype, i128::from(i)),
-            ScalarValue::Float(f) => NDArray::scalar_f64(self.dtype, f),
+        if self.dtype.is_float() {
+            NDArray::scalar_f64(self.dtype, self.as_f64())
+        } else if self.dtype.code == DTypeCode::UInt && self.dtype.bits == 64 {
+            NDArray::scalar_i128(self.dtype, i128::from(self.bits as u64))
+        } else {
+            NDArray::scalar_i128(self.dtype, i128::from(self.bits))
         }
     }
 
     /// The value as an integer (booleans 0 or 1; floats truncated), for tests and jumps.
     pub fn as_i64(self) -> i64 {
-        match self.value {
-            ScalarValue::Int(i) => i,
-            ScalarValue::Float(f) => f as i64,
+        if self.dtype.is_float() {
+            self.as_f64() as i64
+        } else {
+            self.bits
+        }
+    }
+
+    /// The value as a float.
+    pub fn as_f64(self) -> f64 {
+        if self.dtype.is_float() {
+            f64::from_bits(self.bits as u64)
+        } else {
+            self.bits as f64
         }
     }
 }
@@ -173,7 +198,7 @@ impl ScalarKernel {
     }
 
     /// Evaluates the kernel on `args` (one per parameter, of the parameters' dtypes).
-    #[inline]
+    #[inline(always)]
     pub fn eval(&self, args: &[Scalar]) -> Result<Scalar, ScalarError> {
         if let Some((b, d, x, y)) = self.single {
             let operand = |op: Op| match op {
@@ -191,10 +216,7 @@ impl ScalarKernel {
 
     /// Evaluates the postfix program on an operand stack.
     fn eval_stack(&self, args: &[Scalar]) -> Result<Scalar, ScalarError> {
-        let zero = Scalar {
-            dtype: DType::BOOL,
-            value: ScalarValue::Int(0),
-        };
+        let zero = Scalar::int(DType::BOOL, 0);
         let mut stack = [zero; STACK];
         let mut top = 0usize;
         for op in &self.ops {
@@ -362,40 +384,24 @@ fn wrap(d: DType, v: i64) -> i64 {
 }
 
 fn int(s: Scalar) -> i64 {
-    match s.value {
-        ScalarValue::Int(i) => i,
-        ScalarValue::Float(f) => f as i64,
-    }
+    s.as_i64()
 }
 
 fn float(s: Scalar) -> f64 {
-    match s.value {
-        ScalarValue::Float(f) => f,
-        ScalarValue::Int(i) => i as f64,
-    }
+    s.as_f64()
 }
 
 /// A float result of dtype `d`, rounded to `f32` for `float32`.
 fn round(d: DType, v: f64) -> Scalar {
-    let v = if d.bits == 32 { f64::from(v as f32) } else { v };
-    Scalar {
-        dtype: d,
-        value: ScalarValue::Float(v),
-    }
+    Scalar::float(d, v)
 }
 
 fn boolean(b: bool) -> Scalar {
-    Scalar {
-        dtype: DType::BOOL,
-        value: ScalarValue::Int(i64::from(b)),
-    }
+    Scalar::int(DType::BOOL, i64::from(b))
 }
 
 fn integer(d: DType, v: i64) -> Scalar {
-    Scalar {
-        dtype: d,
-        value: ScalarValue::Int(wrap(d, v)),
-    }
+    Scalar::int(d, v)
 }
 
 fn unary(u: Un, d: DType, a: Scalar) -> Scalar {
@@ -406,6 +412,7 @@ fn unary(u: Un, d: DType, a: Scalar) -> Scalar {
     }
 }
 
+#[inline]
 fn binary(b: Bin, d: DType, x: Scalar, y: Scalar) -> Result<Scalar, ScalarError> {
     if d.is_float() {
         let (a, c) = (float(x), float(y));

@@ -76,6 +76,16 @@ enum Slot {
     Value(Value),
 }
 
+/// What [`Vm::fast`] did.
+enum Flow {
+    /// Executed; `pc` is the next instruction of the same frame.
+    Next,
+    /// Executed; the frame changed (a call or a return).
+    Switch,
+    /// Not one of the fast instructions.
+    Slow,
+}
+
 /// A call in progress.
 #[derive(Clone, Copy, Debug)]
 struct Frame {
@@ -320,11 +330,7 @@ impl<'e> Vm<'e> {
         let base = frame.base;
         frame.func = func;
         frame.pc = 0;
-        while self.registers.len() > base {
-            if let Some(slot) = self.registers.pop() {
-                release(&self.allocator, slot);
-            }
-        }
+        self.pop_registers(base);
         self.registers.append(&mut self.args);
         self.registers
             .resize(base + f.register_count as usize, Slot::Empty);
@@ -351,8 +357,9 @@ impl<'e> Vm<'e> {
                 };
                 if self.profile.is_none() {
                     match self.fast(instr, base, &mut pc) {
-                        Ok(true) => continue,
-                        Ok(false) => {}
+                        Ok(Flow::Next) => continue,
+                        Ok(Flow::Switch) => break Ok(None),
+                        Ok(Flow::Slow) => {}
                         Err(e) => return Err(e.at(&function.name, function.location(pc))),
                     }
                 }
@@ -374,11 +381,23 @@ impl<'e> Vm<'e> {
         }
     }
 
-    /// Executes `instr` if it is one of the frequent instructions that stay in the frame,
-    /// advancing `pc`; `Ok(false)` leaves it to [`Vm::step`].
+    /// Executes `instr` if it is one of the frequent instructions, advancing `pc`
+    /// ([`Flow::Next`]) or changing frames ([`Flow::Switch`]); [`Flow::Slow`] leaves it to
+    /// [`Vm::step`].
     #[inline]
-    fn fast(&mut self, instr: &Instruction, base: usize, pc: &mut usize) -> Result<bool> {
+    fn fast(&mut self, instr: &Instruction, base: usize, pc: &mut usize) -> Result<Flow> {
         match instr {
+            Instruction::Invoke { func, args, dst } => {
+                if let Some(f) = self.frames.last_mut() {
+                    f.pc = *pc;
+                }
+                self.call(base, *func, args, *dst)?;
+                return Ok(Flow::Switch);
+            }
+            Instruction::Ret { result } if self.frames.len() > 1 => {
+                self.ret(base, *result)?;
+                return Ok(Flow::Switch);
+            }
             Instruction::Move { from, dst } => {
                 let v = self.reg(base, *from)?.clone();
                 self.set(base, *dst, v)?;
@@ -394,11 +413,11 @@ impl<'e> Vm<'e> {
                 let equal = self.int(base, *test)? == self.int(base, *target)?;
                 let offset = if equal { *true_offset } else { *false_offset };
                 *pc = (*pc as i64 + i64::from(offset)) as usize;
-                return Ok(true);
+                return Ok(Flow::Next);
             }
             Instruction::Goto { offset } => {
                 *pc = (*pc as i64 + i64::from(*offset)) as usize;
-                return Ok(true);
+                return Ok(Flow::Next);
             }
             Instruction::InvokePackedAlloc {
                 kernel,
@@ -406,12 +425,67 @@ impl<'e> Vm<'e> {
                 dst,
             } => match self.invoke_scalar(base, *kernel, inputs)? {
                 Some(x) => self.set(base, *dst, Slot::Scalar(x))?,
-                None => return Ok(false),
+                None => return Ok(Flow::Slow),
             },
-            _ => return Ok(false),
+            _ => return Ok(Flow::Slow),
         }
         *pc += 1;
-        Ok(true)
+        Ok(Flow::Next)
+    }
+
+    /// `invoke`: pushes a frame for `func` on the argument registers `args`; its result goes
+    /// to `dst` of this frame.
+    #[inline]
+    fn call(&mut self, base: usize, func: u32, args: &[Reg], dst: Reg) -> Result<()> {
+        let mut values = std::mem::take(&mut self.args);
+        values.clear();
+        let mut read = Ok(());
+        for r in args {
+            match self.reg(base, *r) {
+                Ok(v) => values.push(v.clone()),
+                Err(e) => {
+                    read = Err(e);
+                    break;
+                }
+            }
+        }
+        let pushed = read.and_then(|()| self.push_frame(func, &mut values, dst));
+        values.clear();
+        self.args = values;
+        pushed
+    }
+
+    /// `ret`: pops the frame (its registers go, buffers back to the pool) and gives `result`
+    /// to the caller; `Some(value)` when the first frame returned.
+    #[inline]
+    fn ret(&mut self, base: usize, result: Reg) -> Result<Option<Value>> {
+        let slot = std::mem::take(
+            self.registers
+                .get_mut(base + result.0 as usize)
+                .ok_or_else(|| bad(format!("register {result} outside the frame")))?,
+        );
+        let Some(frame) = self.frames.pop() else {
+            return Err(bad("return without a frame"));
+        };
+        self.pop_registers(frame.base);
+        let Some(caller) = self.frames.last() else {
+            return Ok(Some(slot_value(slot)?));
+        };
+        let caller_base = caller.base;
+        self.set(caller_base, frame.dst, slot)?;
+        self.advance();
+        Ok(None)
+    }
+
+    /// Drops the registers from `base` on, giving pooled storage back.
+    #[inline]
+    fn pop_registers(&mut self, base: usize) {
+        let base = base.min(self.registers.len());
+        for slot in self.registers.drain(base..) {
+            if let Slot::Value(_) = slot {
+                release(&self.allocator, slot);
+            }
+        }
     }
 
     /// Register `r` of the frame whose window starts at `base`.
@@ -453,6 +527,7 @@ impl<'e> Vm<'e> {
     }
 
     /// An integer operand: an unboxed integer or an integer/boolean scalar tensor.
+    #[inline]
     fn int(&self, base: usize, r: Reg) -> Result<i64> {
         match self.reg(base, r)? {
             Slot::Int(i) => Ok(*i),
@@ -489,51 +564,19 @@ impl<'e> Vm<'e> {
                 self.set(base, *dst, v)?;
                 self.advance();
             }
-            Instruction::Ret { result } => {
-                let slot = std::mem::take(
-                    self.registers
-                        .get_mut(base + result.0 as usize)
-                        .ok_or_else(|| bad(format!("register {result} outside the frame")))?,
-                );
-                let Some(frame) = self.frames.pop() else {
-                    return Err(bad("return without a frame"));
-                };
-                while self.registers.len() > frame.base {
-                    if let Some(s) = self.registers.pop() {
-                        release(&self.allocator, s);
-                    }
-                }
-                let Some(caller) = self.frames.last() else {
-                    return Ok(Some(slot_value(slot)?));
-                };
-                let caller_base = caller.base;
-                self.set(caller_base, frame.dst, slot)?;
-                self.advance();
-            }
+            Instruction::Ret { result } => return self.ret(base, *result),
             Instruction::Fatal { message } => {
                 return Err(VmError::new(VmErrorKind::NoMatch, message.clone()));
             }
-            Instruction::Invoke { func, args, dst } => {
-                let mut values = std::mem::take(&mut self.args);
-                values.clear();
-                let mut read = Ok(());
-                for r in args {
-                    match self.reg(base, *r) {
-                        Ok(v) => values.push(v.clone()),
-                        Err(e) => {
-                            read = Err(e);
-                            break;
-                        }
-                    }
-                }
-                let pushed = read.and_then(|()| self.push_frame(*func, &mut values, *dst));
-                values.clear();
-                self.args = values;
-                pushed?;
-            }
+            Instruction::Invoke { func, args, dst } => self.call(base, *func, args, *dst)?,
             Instruction::InvokeClosure { closure, args, dst } => {
-                let (func, mut all) = self.closure_args(base, *closure, args)?;
-                self.push_frame(func, &mut all, *dst)?;
+                let mut all = std::mem::take(&mut self.args);
+                let pushed = self
+                    .closure_args(base, *closure, args, &mut all)
+                    .and_then(|func| self.push_frame(func, &mut all, *dst));
+                all.clear();
+                self.args = all;
+                pushed?;
             }
             Instruction::TailInvoke { func, args } => {
                 self.args.clear();
@@ -544,9 +587,10 @@ impl<'e> Vm<'e> {
                 self.replace_frame(*func)?;
             }
             Instruction::TailInvokeClosure { closure, args } => {
-                let (func, all) = self.closure_args(base, *closure, args)?;
+                let mut all = std::mem::take(&mut self.args);
+                let func = self.closure_args(base, *closure, args, &mut all);
                 self.args = all;
-                self.replace_frame(func)?;
+                self.replace_frame(func?)?;
             }
             Instruction::InvokePacked {
                 kernel,
@@ -694,9 +738,13 @@ impl<'e> Vm<'e> {
                     .exe
                     .constants
                     .get(*index as usize)
-                    .ok_or_else(|| bad(format!("constant {index} out of range")))?
-                    .clone();
-                self.set(base, *dst, Slot::Value(Value::Tensor(c)))?;
+                    .ok_or_else(|| bad(format!("constant {index} out of range")))?;
+                // A scalar constant is loaded unboxed (scalar kernels read it directly).
+                let slot = match c.shape().is_empty().then(|| Scalar::of_tensor(c)).flatten() {
+                    Some(x) => Slot::Scalar(x),
+                    None => Slot::Value(Value::Tensor(c.clone())),
+                };
+                self.set(base, *dst, slot)?;
                 self.advance();
             }
             Instruction::LoadConsti { value, dst } => {
@@ -773,8 +821,14 @@ impl<'e> Vm<'e> {
         regs.iter().map(|r| self.value(base, *r)).collect()
     }
 
-    /// A closure call's function and arguments (captured values first).
-    fn closure_args(&self, base: usize, closure: Reg, args: &[Reg]) -> Result<(u32, Vec<Slot>)> {
+    /// A closure call's function; its arguments (captured values first) go to `all`.
+    fn closure_args(
+        &self,
+        base: usize,
+        closure: Reg,
+        args: &[Reg],
+        all: &mut Vec<Slot>,
+    ) -> Result<u32> {
         let c = match self.reg(base, closure)? {
             Slot::Value(Value::Closure(c)) => c
                 .downcast_ref::<VmClosure>()
@@ -783,12 +837,12 @@ impl<'e> Vm<'e> {
                 return Err(bad(format!("called {}, not a closure", slot_kind(other))));
             }
         };
-        let mut all: Vec<Slot> = Vec::with_capacity(c.captured.len() + args.len());
+        all.clear();
         all.extend(c.captured.iter().cloned().map(Slot::Value));
         for r in args {
             all.push(self.reg(base, *r)?.clone());
         }
-        Ok((c.func, all))
+        Ok(c.func)
     }
 
     /// A tensor view of `shape` and `dtype` in a storage register at an offset register.
@@ -911,6 +965,7 @@ impl<'e> Vm<'e> {
 
     /// `invoke_packed_alloc` of a scalar kernel on scalar inputs: evaluated unboxed. `None`
     /// when the kernel or an input is not scalar (the packed call is made instead).
+    #[inline(always)]
     fn invoke_scalar(
         &mut self,
         base: usize,
@@ -926,10 +981,7 @@ impl<'e> Vm<'e> {
             return Ok(None);
         };
         const MAX_ARGS: usize = 4;
-        let mut args = [Scalar {
-            dtype: relay_ir::DType::BOOL,
-            value: crate::scalar::ScalarValue::Int(0),
-        }; MAX_ARGS];
+        let mut args = [Scalar::int(relay_ir::DType::BOOL, 0); MAX_ARGS];
         if inputs.len() > MAX_ARGS || inputs.len() != k.params() {
             return Ok(None);
         }
