@@ -93,6 +93,11 @@ impl Element for f32 {
 
     unsafe fn dot(x: *const f32, y: *const f32, n: usize) -> f32 {
         #[cfg(target_arch = "x86_64")]
+        if std::is_x86_feature_detected!("avx512f") {
+            // SAFETY: the CPU has the feature; forwarded from this function's contract.
+            return unsafe { dot_f32_avx512(x, y, n) };
+        }
+        #[cfg(target_arch = "x86_64")]
         if std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma") {
             // SAFETY: the CPU has the features; forwarded from this function's contract.
             return unsafe { dot_f32_avx2(x, y, n) };
@@ -209,6 +214,50 @@ unsafe fn dot_f32_avx2(x: *const f32, y: *const f32, n: usize) -> f32 {
         total += unsafe { *x.add(l) * *y.add(l) };
     }
     total
+}
+
+/// `x · y` over `n` floats with AVX-512: four 16-lane accumulators, then a masked tail (so
+/// every length is one vector pass).
+///
+/// # Safety
+///
+/// The CPU has AVX-512F; `x` and `y` are valid for `n` elements.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+unsafe fn dot_f32_avx512(x: *const f32, y: *const f32, n: usize) -> f32 {
+    use std::arch::x86_64::*;
+    let mut acc = [_mm512_setzero_ps(); 4];
+    let whole = n / 64 * 64;
+    let mut i = 0;
+    while i < whole {
+        for (j, a) in acc.iter_mut().enumerate() {
+            // SAFETY: `i + 16 * j + 16 <= n`; unaligned loads.
+            unsafe {
+                let xv = _mm512_loadu_ps(x.add(i + 16 * j));
+                let yv = _mm512_loadu_ps(y.add(i + 16 * j));
+                *a = _mm512_fmadd_ps(xv, yv, *a);
+            }
+        }
+        i += 64;
+    }
+    while i < n {
+        let left = (n - i).min(16);
+        // A mask of the `left` lanes still inside the vectors (1 to 16).
+        let mask: __mmask16 = if left == 16 {
+            0xffff
+        } else {
+            (1u16 << left) - 1
+        };
+        // SAFETY: masked loads read only lanes `i..i + left`, all below `n`.
+        unsafe {
+            let xv = _mm512_maskz_loadu_ps(mask, x.add(i));
+            let yv = _mm512_maskz_loadu_ps(mask, y.add(i));
+            acc[0] = _mm512_fmadd_ps(xv, yv, acc[0]);
+        }
+        i += left;
+    }
+    let sum = _mm512_add_ps(_mm512_add_ps(acc[0], acc[1]), _mm512_add_ps(acc[2], acc[3]));
+    _mm512_reduce_add_ps(sum)
 }
 
 /// `c = a · b` (`m × k` times `k × n`), split into row blocks (or column blocks when there are
@@ -478,6 +527,32 @@ mod tests {
                     naive(m, k, n, &a, &b),
                     "{m}x{k}x{n} on {threads} threads"
                 );
+            }
+        }
+    }
+
+    #[test]
+    fn every_dot_product_path_agrees_on_every_length() {
+        for n in 0..300usize {
+            let x: Vec<f32> = (0..n).map(|i| ((i * 7) % 11) as f32 - 5.0).collect();
+            let y: Vec<f32> = (0..n).map(|i| ((i * 3) % 13) as f32 * 0.25).collect();
+            // Small integers and quarters: every path's sum is exact.
+            let want: f32 = x.iter().zip(&y).map(|(a, b)| a * b).sum();
+            // SAFETY: both vectors hold `n` elements.
+            let scalar = unsafe { dot_scalar(x.as_ptr(), y.as_ptr(), n) };
+            assert_eq!(scalar, want, "scalar, n = {n}");
+            #[cfg(target_arch = "x86_64")]
+            {
+                if std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma") {
+                    // SAFETY: the CPU has the features; both vectors hold `n` elements.
+                    let v = unsafe { dot_f32_avx2(x.as_ptr(), y.as_ptr(), n) };
+                    assert_eq!(v, want, "avx2, n = {n}");
+                }
+                if std::is_x86_feature_detected!("avx512f") {
+                    // SAFETY: as above.
+                    let v = unsafe { dot_f32_avx512(x.as_ptr(), y.as_ptr(), n) };
+                    assert_eq!(v, want, "avx512, n = {n}");
+                }
             }
         }
     }
