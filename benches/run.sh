@@ -1,41 +1,64 @@
 #!/usr/bin/env bash
-# The kernel benchmarks (BENCHMARKS.md W1-W4, W8) against their peers, in one run.
+# The benchmarks of BENCHMARKS.md against their peers, in one run: the kernel table (W1-W4 and
+# compile times) and the VM table (W5-W8).
 #
 # Builds the criterion benchmarks in release mode, creates benches/.venv with numpy, onnx and
-# onnxruntime if missing, then runs ours (`cargo bench --bench kernels`, which also measures the
-# Rust peers: plain loops, `matrixmultiply`, direct convolution loops) and the Python peers
-# (benches/peers/kernels.py) alternately, ROUNDS times (default 2), and prints one table: the
-# median over rounds of each implementation, the ratio peer time / our time (> 1 means we are
-# faster), GFLOP/s for the contractions, and the target from BENCHMARKS.md.
+# onnxruntime if missing, then runs ours and the peers alternately, ROUNDS times (default 2):
+# - kernels: `cargo bench --bench kernels` (which also measures the Rust peers: plain loops,
+#   `matrixmultiply`, direct convolution loops) and the Python peers benches/peers/kernels.py;
+# - vm: `cargo bench --bench vm` (whole programs in the VM with one kernel thread, and text to
+#   executable; also native Rust fib) and benches/peers/vm.py (ONNX Runtime, numpy, CPython,
+#   and Lua 5.4 when `lua5.4` is on PATH).
+# It then prints one table per part: the median over rounds of each implementation, the ratio
+# peer time / our time (> 1 means we are faster), GFLOP/s for the contractions, per-step,
+# per-iteration and per-call times for W6 and W7, and the target from BENCHMARKS.md.
 #
-# A kernel that does not compile yet is skipped by the criterion benchmark (the reason is on
-# stderr); its cells show "—". Only estimates written during this run are read, never stale
-# ones from an earlier run.
+# A kernel or program that does not compile (or run) yet is skipped by its criterion benchmark
+# (the reason is on stderr); its cells show "—". Only estimates written during this run are
+# read, never stale ones from an earlier run.
 #
-# Usage: benches/run.sh            (from anywhere; ROUNDS=1 benches/run.sh for a quicker run)
+# Usage: benches/run.sh [all|kernels|vm]   (from anywhere; default all, both tables;
+#        ROUNDS=1 benches/run.sh vm for a quicker run of the VM table only)
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(cd "$here/.." && pwd)"
 cd "$root"
 rounds="${ROUNDS:-2}"
+mode="${1:-all}"
+case "$mode" in
+    all) parts=(kernels vm) ;;
+    kernels | vm) parts=("$mode") ;;
+    *)
+        echo "usage: benches/run.sh [all|kernels|vm]" >&2
+        exit 2
+        ;;
+esac
 target_dir="${CARGO_TARGET_DIR:-$root/target}"
 venv="$here/.venv"
-results="$(mktemp "${TMPDIR:-/tmp}/relay-kernels.XXXXXX")"
-stamp="$(mktemp "${TMPDIR:-/tmp}/relay-kernels-stamp.XXXXXX")"
+results="$(mktemp "${TMPDIR:-/tmp}/relay-bench.XXXXXX")"
+stamp="$(mktemp "${TMPDIR:-/tmp}/relay-bench-stamp.XXXXXX")"
 trap 'rm -f "$results" "$stamp"' EXIT
 
-# The criterion benchmarks the table reads, as group/bench.
-entries=(
+# The criterion benchmarks each table reads, as group/bench.
+kernels_entries=(
     W1_2e20/ours W1_2e20/rust_loop W1_2e24/ours W1_2e24/rust_loop W1_2e20_threads2/ours
     W2_2e20/ours W2_2e20/rust_fused
     W3_dense/ours W3_dense/matrixmultiply W3_matmul/ours W3_matmul/matrixmultiply
     W4_conv2d/ours W4_conv2d/rust_direct
     compile/W1 compile/W2 compile/W3 compile/W4 compile/W8_mlp compile/W8_conv
 )
+vm_entries=(
+    W5_b1/ours W5_b64/ours W6/ours W7_sum_to/ours W7_fib/ours W7_fib/rust_native
+    W8/mlp_text_to_exe W8/conv_text_to_exe
+)
 
 echo "== building the benchmarks (release)" >&2
-cargo bench -p relay-benches --bench kernels --no-run >&2
+bench_args=()
+for part in "${parts[@]}"; do
+    bench_args+=(--bench "$part")
+done
+cargo bench -p relay-benches "${bench_args[@]}" --no-run >&2
 
 if ! "$venv/bin/python" -c "import numpy, onnx, onnxruntime" 2>/dev/null; then
     echo "== setting up $venv (numpy, onnx, onnxruntime)" >&2
@@ -44,13 +67,18 @@ if ! "$venv/bin/python" -c "import numpy, onnx, onnxruntime" 2>/dev/null; then
     "$venv/bin/pip" install --quiet numpy onnx onnxruntime >&2
 fi
 
-for round in $(seq 1 "$rounds"); do
-    echo "== round $round/$rounds: ours (criterion)" >&2
+# Runs criterion benchmark $1 and appends the median of each of its entries (the remaining
+# arguments) to the results as `PEER <group> <bench> <seconds>`, skipping those this run did
+# not write (a kernel or program that does not compile yet).
+run_ours() {
+    local bench="$1"
+    shift
     touch "$stamp"
-    cargo bench -p relay-benches --bench kernels -- --noplot >&2
-    for entry in "${entries[@]}"; do
+    # A failing benchmark binary leaves the estimates it wrote; the peers and tables still run.
+    cargo bench -p relay-benches --bench "$bench" -- --noplot >&2 ||
+        echo "== cargo bench --bench $bench failed; its missing entries show \"—\"" >&2
+    for entry in "$@"; do
         file="$target_dir/criterion/$entry/new/estimates.json"
-        # A benchmark skipped in this round (its kernel does not compile) left no new file.
         [ "$file" -nt "$stamp" ] || continue
         "$venv/bin/python" - "$file" "$entry" >>"$results" <<'PY'
 import json, sys
@@ -61,11 +89,24 @@ with open(path) as f:
 print(f"PEER {group} {bench} {median_ns * 1e-9:.9e}")
 PY
     done
-    echo "== round $round/$rounds: peers (numpy, ONNX Runtime)" >&2
-    "$venv/bin/python" "$here/peers/kernels.py" | tee -a "$results" >&2
+}
+
+for round in $(seq 1 "$rounds"); do
+    for part in "${parts[@]}"; do
+        echo "== round $round/$rounds: ours ($part, criterion)" >&2
+        if [ "$part" = kernels ]; then
+            run_ours kernels "${kernels_entries[@]}"
+        else
+            run_ours vm "${vm_entries[@]}"
+        fi
+        echo "== round $round/$rounds: peers ($part)" >&2
+        "$venv/bin/python" "$here/peers/$part.py" | tee -a "$results" >&2
+    done
 done
 
-"$venv/bin/python" - "$results" <<'PY'
+for part in "${parts[@]}"; do
+    if [ "$part" = kernels ]; then
+        "$venv/bin/python" - "$results" <<'PY'
 import statistics, sys
 from collections import defaultdict
 
@@ -163,3 +204,101 @@ print()
 print("Ratios are peer time / our time (> 1: we are faster); medians over rounds; one thread")
 print("except the 2-thread W1 row. \"—\": not measured (a kernel that does not compile yet).")
 PY
+    else
+        "$venv/bin/python" - "$results" <<'PY'
+import shutil, statistics, sys
+from collections import defaultdict
+
+samples = defaultdict(list)
+with open(sys.argv[1]) as f:
+    for line in f:
+        parts = line.split()
+        if len(parts) == 4 and parts[0] == "PEER":
+            samples[(parts[1], parts[2])].append(float(parts[3]))
+t = {key: statistics.median(v) for key, v in samples.items()}
+
+# The work of one call: W6 runs 100 LSTM steps, W7 sum_to 10^6 iterations, fib(25) makes
+# 242,785 calls (2 fib(26) - 1). Every implementation of a workload is divided alike.
+units = {"W6": 100, "W7_sum_to": 10**6, "W7_fib": 242_785}
+lua_missing = shutil.which("lua5.4") is None
+
+def time_of(workload, impl):
+    """The median time of one unit of work, or None when not measured."""
+    seconds = t.get((workload, impl))
+    return None if seconds is None else seconds / units.get(workload, 1)
+
+def fmt(seconds):
+    if seconds is None:
+        return "—"
+    if seconds >= 1e-3:
+        return f"{seconds * 1e3:.3g} ms"
+    if seconds >= 1e-6:
+        return f"{seconds * 1e6:.3g} µs"
+    return f"{seconds * 1e9:.3g} ns"
+
+def peer_cells(workload, ours_impl, peers):
+    """'label: time (ratio)' for each peer, ratio = peer time / our time."""
+    ours = time_of(workload, ours_impl)
+    cells = []
+    for label, impl in peers:
+        if impl == "lua" and lua_missing and time_of(workload, impl) is None:
+            cells.append(f"{label}: not measured (lua5.4 not on PATH)")
+            continue
+        theirs = time_of(workload, impl)
+        if theirs is None:
+            cells.append(f"{label}: —")
+        elif ours is None:
+            cells.append(f"{label}: {fmt(theirs)}")
+        else:
+            cells.append(f"{label}: {fmt(theirs)} ({theirs / ours:.2f}×)")
+    return "; ".join(cells)
+
+def met(ok):
+    return "—" if ok is None else ("yes" if ok else "no")
+
+def within_ratio(workload, peer, factor):
+    """Whether our time ≤ factor × the peer's, or None when either is missing."""
+    ours, theirs = time_of(workload, "ours"), time_of(workload, peer)
+    return None if ours is None or theirs is None else ours <= factor * theirs
+
+def within(workload, impl, limit):
+    """Whether our time ≤ limit seconds, or None when not measured."""
+    value = time_of(workload, impl)
+    return None if value is None else value <= limit
+
+ort = [("ONNX Runtime", "onnxruntime"), ("ORT, weights as inputs", "onnxruntime_inputs")]
+interpreters = [("Lua 5.4", "lua"), ("CPython", "cpython")]
+# label, workload, our implementation, peers, target, whether it is met.
+rows = [
+    ("W5 MLP batch 1", "W5_b1", "ours", ort, "≤ 1.0× ORT latency",
+     within_ratio("W5_b1", "onnxruntime", 1.0)),
+    ("W5 MLP batch 64", "W5_b64", "ours", ort, "≤ 1.2× ORT latency",
+     within_ratio("W5_b64", "onnxruntime", 1.2)),
+    ("W6 LSTM 128/128, per step", "W6", "ours",
+     [("ORT LSTM op", "onnxruntime"), ("ORT LSTM, weights as inputs", "onnxruntime_inputs"),
+      ("numpy + Python loop", "numpy")],
+     "≤ 10 µs per step", within("W6", "ours", 10e-6)),
+    ("W7 sum_to 10^6, per iteration", "W7_sum_to", "ours", interpreters,
+     "≤ 50 ns per iteration", within("W7_sum_to", "ours", 50e-9)),
+    ("W7 fib(25), per call", "W7_fib", "ours",
+     interpreters + [("native Rust", "rust_native")],
+     "≤ 60 ns per call", within("W7_fib", "ours", 60e-9)),
+    ("W8 MLP (W5 batch 1): text → executable", "W8", "mlp_text_to_exe",
+     [("ORT session creation", "onnxruntime_session")], "≤ 20 ms",
+     within("W8", "mlp_text_to_exe", 20e-3)),
+    ("W8 conv2d (W4): text → executable", "W8", "conv_text_to_exe", [], "", None),
+]
+print()
+print("| workload | ours | peers: time (peer / ours) | target | met |")
+print("|---|---|---|---|---|")
+for label, workload, impl, peers, target, ok in rows:
+    ours = fmt(time_of(workload, impl))
+    print(f"| {label} | {ours} | {peer_cells(workload, impl, peers)} | {target} | {met(ok)} |")
+print()
+print("Ratios are peer time / our time (> 1: we are faster); medians over rounds; one thread.")
+print("W6 and W7 are divided by the work per call (100 steps, 10^6 iterations, 242,785 calls).")
+print("ONNX Runtime holds the weights as initializers (prepacked) unless \"weights as inputs\".")
+print("\"—\": not measured (a program that does not compile or run yet).")
+PY
+    fi
+done

@@ -132,3 +132,58 @@ pub fn bench_mode() -> bool {
     }
     bench && !test
 }
+
+/// The text of `benches/programs/<file>`, or why it cannot be read.
+pub fn program(file: &str) -> Result<String, String> {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("programs")
+        .join(file);
+    std::fs::read_to_string(&path).map_err(|err| format!("cannot read {}: {err}", path.display()))
+}
+
+/// `text` (the contents of `file`) parsed and type-checked, or a message saying why not.
+pub fn typed(text: &str, file: &str) -> Result<relay_ir::Module, String> {
+    let module = relay_syntax::parse(text, file).map_err(|errors| {
+        format!(
+            "{file} does not parse:\n{}",
+            relay_syntax::render_plain(&errors)
+        )
+    })?;
+    relay_types::check_module(&module).map_err(|errors| {
+        format!(
+            "{file} does not type-check:\n{}",
+            relay_syntax::render_plain(&errors)
+        )
+    })?;
+    Ok(module)
+}
+
+/// `text` parsed, type-checked and lowered by the default pass pipeline, as `relayc opt` and
+/// `relayc build` lower a file for the VM: the module [`relay_vm::compile`] takes.
+pub fn lowered(text: &str, file: &str) -> Result<relay_ir::Module, String> {
+    let module = typed(text, file)?;
+    let manager =
+        relay_passes::PassManager::from_config(&relay_passes::PipelineConfig::default_pipeline());
+    let (module, _timings) = manager
+        .run(module)
+        .map_err(|err| format!("{file}: the default pipeline fails: {err}"))?;
+    Ok(module)
+}
+
+/// Program text to a runnable VM executable: [`lowered`], compiled to bytecode, and every
+/// static kernel JIT-compiled ([`relay_vm::Executable::jit`]), so the first call pays no
+/// compile time. Every call compiles afresh: a new executable owns new kernels.
+pub fn executable(text: &str, file: &str) -> Result<relay_vm::Executable, String> {
+    let module = lowered(text, file)?;
+    let exe = relay_vm::compile(&module)
+        .map_err(|err| format!("{file}: the VM compiler fails: {err}"))?;
+    exe.jit().map_err(|errors| {
+        let messages: Vec<String> = errors.iter().map(ToString::to_string).collect();
+        format!(
+            "{file}: {} kernel(s) do not compile:\n{}",
+            messages.len(),
+            messages.join("\n")
+        )
+    })?;
+    Ok(exe)
+}
