@@ -20,7 +20,7 @@ mod inputs;
 mod machine;
 mod release;
 
-use relay_ir::{Expr, Module, Symbol, Type, TypeKind, Value};
+use relay_ir::{Expr, Module, Symbol, Type, Value};
 
 pub use error::{RunError, RunErrorKind};
 pub use format::{format_tensor, format_value};
@@ -89,7 +89,7 @@ pub fn run(
     }
     for (param, arg) in params.iter().zip(&args) {
         if let Some(ty) = param.ty()
-            && let Some(problem) = mismatch(ty, arg)
+            && let Some(problem) = relay_ir::value_mismatch(ty, arg)
         {
             return Err(RunError::new(
                 RunErrorKind::BadArgument,
@@ -132,36 +132,4 @@ pub fn result_type(module: &Module, entry: &str) -> Option<Type> {
         .ret_type
         .clone()
         .or_else(|| func.func.body.checked_type().cloned())
-}
-
-/// Why `value` does not fit the annotation `ty`, if it does not. Only tensor and tuple
-/// annotations are checked; `?` dimensions accept any extent.
-fn mismatch(ty: &Type, value: &Value) -> Option<String> {
-    relay_ir::ensure_sufficient_stack(|| match (ty.kind(), value) {
-        (TypeKind::Tensor { shape, dtype }, Value::Tensor(t)) => {
-            let dims_fit = shape.len() == t.shape().len()
-                && shape.iter().zip(t.shape()).all(|(d, &n)| match d {
-                    relay_ir::Dim::Known(k) => *k == n,
-                    relay_ir::Dim::Any => true,
-                });
-            if dims_fit && *dtype == t.dtype() {
-                None
-            } else {
-                Some(format!("`{}`", Type::tensor(t.shape(), t.dtype())))
-            }
-        }
-        (TypeKind::Tensor { .. }, other) => Some(other.kind_name().to_owned()),
-        (TypeKind::Tuple(fields), Value::Tuple(values)) => {
-            if fields.len() != values.len() {
-                return Some(format!("a tuple of {} fields", values.len()));
-            }
-            fields
-                .iter()
-                .zip(values.iter())
-                .enumerate()
-                .find_map(|(i, (t, v))| mismatch(t, v).map(|m| format!("{m} in field {i}")))
-        }
-        (TypeKind::Tuple(_), other) => Some(other.kind_name().to_owned()),
-        _ => None,
-    })
 }

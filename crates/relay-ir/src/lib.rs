@@ -47,7 +47,10 @@ pub use span::Span;
 pub use structural::{module_eq, module_hash, type_eq};
 pub use structural::{structural_eq, structural_hash};
 pub use symbol::Symbol;
-pub use ty::{Dim, FuncType, Type, TypeKind, TypeNode, TypeVar, TypeVarData, TypeVarId};
+pub use ty::{
+    Dim, FuncType, Type, TypeKind, TypeNode, TypeVar, TypeVarData, TypeVarId, tensor_fits,
+    value_mismatch,
+};
 
 /// The deepest expression, type or pattern nesting the parser accepts; deeper input is a
 /// "nested too deeply" diagnostic. Flat binding chains do not count towards it.

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use relay_runtime::DType;
+use relay_runtime::{DType, NDArray, Value};
 
 use crate::{Span, Symbol};
 
@@ -68,6 +68,48 @@ pub enum Dim {
     Known(i64),
     /// `?`: unknown until run time (TVM's `Any`).
     Any,
+}
+
+/// Whether tensor `array` fits type `ty` as an argument: a tensor type of the same dtype and
+/// rank whose every known dimension is equal (`?` accepts any extent); a type variable or an
+/// unknown type accepts any tensor; other types none.
+pub fn tensor_fits(ty: &Type, array: &NDArray) -> bool {
+    match ty.kind() {
+        TypeKind::Tensor { shape, dtype } => {
+            *dtype == array.dtype()
+                && shape.len() == array.ndim()
+                && shape.iter().zip(array.shape()).all(|(d, &n)| match d {
+                    Dim::Known(k) => *k == n,
+                    Dim::Any => true,
+                })
+        }
+        TypeKind::Var(_) | TypeKind::Incomplete => true,
+        TypeKind::Tuple(_) | TypeKind::Func(_) | TypeKind::Adt { .. } | TypeKind::Ref(_) => false,
+    }
+}
+
+/// Why `value` does not fit the parameter type `ty` (e.g. "`Tensor[(3), float32]` in field
+/// 1", "a tuple"), if it does not. Tensor and tuple types are checked; other types accept any
+/// value (executors check an entry function's arguments with it).
+pub fn value_mismatch(ty: &Type, value: &Value) -> Option<String> {
+    crate::ensure_sufficient_stack(|| match (ty.kind(), value) {
+        (TypeKind::Tensor { .. }, Value::Tensor(t)) => {
+            (!tensor_fits(ty, t)).then(|| format!("`{}`", Type::tensor(t.shape(), t.dtype())))
+        }
+        (TypeKind::Tensor { .. }, other) => Some(other.kind_name().to_owned()),
+        (TypeKind::Tuple(fields), Value::Tuple(values)) => {
+            if fields.len() != values.len() {
+                return Some(format!("a tuple of {} fields", values.len()));
+            }
+            fields
+                .iter()
+                .zip(values.iter())
+                .enumerate()
+                .find_map(|(i, (t, v))| value_mismatch(t, v).map(|m| format!("{m} in field {i}")))
+        }
+        (TypeKind::Tuple(_), other) => Some(other.kind_name().to_owned()),
+        _ => None,
+    })
 }
 
 impl Type {

@@ -9,7 +9,7 @@
 
 use std::fmt;
 
-use relay_ir::DType;
+use relay_ir::{DType, Type};
 
 /// A register of the current frame.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -545,7 +545,7 @@ impl Instruction {
 }
 
 /// One function of an executable: its bytecode and the size of its register file.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug)]
 pub struct VmFunction {
     /// Its name (a global's name, or a lifted function's).
     pub name: String,
@@ -555,11 +555,33 @@ pub struct VmFunction {
     pub register_count: u32,
     /// The instructions.
     pub code: Vec<Instruction>,
-    /// What each parameter accepts (checked when the function is an entry point).
-    pub param_types: Vec<ArgType>,
+    /// Each parameter's type, when known (an entry function's arguments are checked against
+    /// it: tensors and tuples of tensors).
+    pub param_types: Vec<Option<Type>>,
     /// Source locations (`file:line:column`) of the instructions that can fail at run time
     /// (calls, kernel calls, `fatal`), by instruction position, sorted.
     pub locations: Vec<(u32, String)>,
+}
+
+impl PartialEq for VmFunction {
+    /// Equal code, names and register counts, and structurally equal parameter types.
+    fn eq(&self, other: &VmFunction) -> bool {
+        self.name == other.name
+            && self.params == other.params
+            && self.register_count == other.register_count
+            && self.code == other.code
+            && self.locations == other.locations
+            && self.param_types.len() == other.param_types.len()
+            && self
+                .param_types
+                .iter()
+                .zip(&other.param_types)
+                .all(|(a, b)| match (a, b) {
+                    (Some(a), Some(b)) => relay_ir::type_eq(a, b),
+                    (None, None) => true,
+                    _ => false,
+                })
+    }
 }
 
 impl VmFunction {
@@ -570,54 +592,6 @@ impl VmFunction {
             .binary_search_by_key(&(pc as u32), |(p, _)| *p)
             .ok()?;
         Some(self.locations[i].1.as_str())
-    }
-}
-
-/// What an entry function's parameter accepts: the checked part of its type annotation.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum ArgType {
-    /// A tensor of this dtype and rank; `None` dimensions (`?`) accept any extent.
-    Tensor {
-        /// The element type.
-        dtype: DType,
-        /// The dimensions.
-        shape: Vec<Option<i64>>,
-    },
-    /// A tuple of these fields.
-    Tuple(Vec<ArgType>),
-    /// Anything (ADTs, functions, references: not checked).
-    Any,
-}
-
-impl fmt::Display for ArgType {
-    /// Relay's type syntax: `Tensor[(2, ?), float32]`, `(A, B)`, `_`.
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            ArgType::Tensor { dtype, shape } => {
-                if shape.is_empty() {
-                    return write!(f, "{dtype}");
-                }
-                let dims: Vec<String> = shape
-                    .iter()
-                    .map(|d| d.map_or("?".to_owned(), |n| n.to_string()))
-                    .collect();
-                write!(f, "Tensor[({}), {dtype}]", dims.join(", "))
-            }
-            ArgType::Tuple(fields) => {
-                f.write_str("(")?;
-                for (i, t) in fields.iter().enumerate() {
-                    if i > 0 {
-                        f.write_str(", ")?;
-                    }
-                    write!(f, "{t}")?;
-                }
-                if fields.len() == 1 {
-                    f.write_str(",")?;
-                }
-                f.write_str(")")
-            }
-            ArgType::Any => f.write_str("_"),
-        }
     }
 }
 
@@ -828,7 +802,7 @@ mod tests {
             params: vec!["x".into()],
             register_count,
             code,
-            param_types: vec![ArgType::Any],
+            param_types: vec![None],
             locations: vec![],
         }
     }
@@ -1055,7 +1029,7 @@ mod tests {
                 },
                 Instruction::Ret { result: r(2) },
             ],
-            param_types: vec![ArgType::Any; 2],
+            param_types: vec![None; 2],
             locations: vec![],
         };
         assert_eq!(

@@ -20,12 +20,12 @@ use std::sync::Arc;
 
 use relay_ir::visit::{is_closure, is_primitive};
 use relay_ir::{
-    AttrValue, Binding, Clause, DType, Dim, Expr, ExprKind, Function, GlobalFunc, Module, Pattern,
-    PatternKind, Span, Symbol, Type, TypeKind, VarId,
+    AttrValue, Binding, Clause, DType, Expr, ExprKind, Function, GlobalFunc, Module, Pattern,
+    PatternKind, Span, Symbol, TypeKind, VarId,
 };
 use relay_passes::const_pool_layout::ConstPool;
 
-use crate::bytecode::{ArgType, Instruction, Reg, VmFunction};
+use crate::bytecode::{Instruction, Reg, VmFunction};
 use crate::error::CompileError;
 use crate::executable::{Executable, KernelEntry};
 
@@ -73,7 +73,7 @@ pub fn compile(module: &Module) -> std::result::Result<Executable, CompileError>
             ],
             param_types: params
                 .iter()
-                .map(|p| p.ty().or(p.checked_type()).map_or(ArgType::Any, arg_type))
+                .map(|p| p.ty().or(p.checked_type()).cloned())
                 .collect(),
             locations: vec![],
         });
@@ -244,7 +244,7 @@ impl<'m, 'k> FunctionCompiler<'m, 'k> {
             code: self.code,
             param_types: params
                 .iter()
-                .map(|p| p.ty().or(p.checked_type()).map_or(ArgType::Any, arg_type))
+                .map(|p| p.ty().or(p.checked_type()).cloned())
                 .collect(),
             locations: self.locations,
         })
@@ -1215,24 +1215,6 @@ fn constant_ints_of(c: &relay_ir::NDArray) -> Option<Vec<i64>> {
         .into_iter()
         .map(|v| i64::try_from(v).ok())
         .collect()
-}
-
-/// What a parameter of type `ty` accepts.
-fn arg_type(ty: &Type) -> ArgType {
-    match ty.kind() {
-        TypeKind::Tensor { shape, dtype } => ArgType::Tensor {
-            dtype: *dtype,
-            shape: shape
-                .iter()
-                .map(|d| match d {
-                    Dim::Known(n) => Some(*n),
-                    Dim::Any => None,
-                })
-                .collect(),
-        },
-        TypeKind::Tuple(fields) => ArgType::Tuple(fields.iter().map(arg_type).collect()),
-        _ => ArgType::Any,
-    }
 }
 
 /// `name:line:column` of the start of `span` in the module's source, when it has one.

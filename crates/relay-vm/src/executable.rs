@@ -167,7 +167,7 @@ mod tests {
             params: vec!["x".into()],
             register_count: 1,
             code: vec![Instruction::Ret { result: Reg(0) }],
-            param_types: vec![crate::bytecode::ArgType::Any],
+            param_types: vec![None],
             locations: vec![],
         };
         Executable {

@@ -19,7 +19,7 @@ pub mod profile;
 pub mod scalar;
 pub mod vm;
 
-pub use bytecode::{ArgType, Instruction, Reg, VmFunction};
+pub use bytecode::{Instruction, Reg, VmFunction};
 pub use compiler::compile;
 pub use error::{CompileError, VmError, VmErrorKind};
 pub use executable::{Executable, KernelEntry};

@@ -22,7 +22,7 @@ use relay_kernel::abi::KernelContext;
 use relay_runtime::{AdtValue, Value};
 
 use crate::allocator::{AllocStats, PooledAllocator};
-use crate::bytecode::{ArgType, Instruction, Reg};
+use crate::bytecode::{Instruction, Reg};
 use crate::error::{VmError, VmErrorKind};
 use crate::executable::Executable;
 use crate::profile::Profile;
@@ -76,7 +76,7 @@ enum Slot {
     Value(Value),
 }
 
-/// What [`Vm::fast`] did.
+/// What [`Vm::fast`] (or [`Vm::step`]) did.
 enum Flow {
     /// Executed; `pc` is the next instruction of the same frame.
     Next,
@@ -84,6 +84,9 @@ enum Flow {
     Switch,
     /// Not one of the fast instructions.
     Slow,
+    /// Executed by [`Vm::step`]: the run's result when the first frame returned, else the
+    /// frame's `pc` is up to date.
+    Done(Option<Value>),
 }
 
 /// A call in progress.
@@ -181,7 +184,9 @@ impl<'e> Vm<'e> {
             ));
         }
         for ((param, ty), arg) in func.params.iter().zip(&func.param_types).zip(args) {
-            if let Some(problem) = mismatch(ty, arg) {
+            if let Some(ty) = ty
+                && let Some(problem) = relay_ir::value_mismatch(ty, arg)
+            {
                 return Err(VmError::new(
                     VmErrorKind::BadArgument,
                     format!("argument `%{param}` of `@{name}` expects `{ty}`, got {problem}"),
@@ -355,23 +360,27 @@ impl<'e> Vm<'e> {
                 let Some(instr) = code.get(pc) else {
                     return Err(bad(format!("`@{}` ran past its end", function.name)));
                 };
-                if self.profile.is_none() {
-                    match self.fast(instr, base, &mut pc) {
-                        Ok(Flow::Next) => continue,
-                        Ok(Flow::Switch) => break Ok(None),
-                        Ok(Flow::Slow) => {}
-                        Err(e) => return Err(e.at(&function.name, function.location(pc))),
-                    }
-                }
-                if let Some(f) = self.frames.last_mut() {
-                    f.pc = pc;
-                }
                 let started = self.profile.is_some().then(Instant::now);
-                let step = self.step(instr, base, pc);
+                let at = pc;
+                let flow = match self.fast(instr, base, &mut pc) {
+                    Ok(Flow::Slow) => {
+                        if let Some(f) = self.frames.last_mut() {
+                            f.pc = pc;
+                        }
+                        self.step(instr, base, pc).map(Flow::Done)
+                    }
+                    other => other,
+                };
                 if let (Some(t), Some(p)) = (started, &mut self.profile) {
                     p.record_instruction(instr.kind(), t.elapsed());
                 }
-                break step;
+                match flow {
+                    Ok(Flow::Next) => {}
+                    Ok(Flow::Switch) => break Ok(None),
+                    Ok(Flow::Slow) => break Err(bad("an instruction neither path runs")),
+                    Ok(Flow::Done(value)) => break Ok(value),
+                    Err(e) => return Err(e.at(&function.name, function.location(at))),
+                }
             };
             match outcome {
                 Ok(Some(value)) => return Ok(value),
@@ -549,26 +558,23 @@ impl<'e> Vm<'e> {
         }
     }
 
-    fn jump(&mut self, offset: i32) {
-        if let Some(f) = self.frames.last_mut() {
-            f.pc = (f.pc as i64 + i64::from(offset)) as usize;
-        }
-    }
-
     /// Executes one instruction; `Some(result)` when the first frame returned.
     fn step(&mut self, instr: &'e Instruction, base: usize, pc: usize) -> Result<Option<Value>> {
         let _ = pc;
         match instr {
-            Instruction::Move { from, dst } => {
-                let v = self.reg(base, *from)?.clone();
-                self.set(base, *dst, v)?;
-                self.advance();
-            }
             Instruction::Ret { result } => return self.ret(base, *result),
+            // Always executed by `fast`.
+            Instruction::Move { .. }
+            | Instruction::LoadConsti { .. }
+            | Instruction::KillRegister { .. }
+            | Instruction::If { .. }
+            | Instruction::Goto { .. }
+            | Instruction::Invoke { .. } => {
+                return Err(bad(format!("`{instr}` reached the general step")));
+            }
             Instruction::Fatal { message } => {
                 return Err(VmError::new(VmErrorKind::NoMatch, message.clone()));
             }
-            Instruction::Invoke { func, args, dst } => self.call(base, *func, args, *dst)?,
             Instruction::InvokeClosure { closure, args, dst } => {
                 let mut all = std::mem::take(&mut self.args);
                 let pushed = self
@@ -605,11 +611,7 @@ impl<'e> Vm<'e> {
                 inputs,
                 dst,
             } => {
-                if let Some(x) = self.invoke_scalar(base, *kernel, inputs)? {
-                    self.set(base, *dst, Slot::Scalar(x))?;
-                    self.advance();
-                    return Ok(None);
-                }
+                // `fast` ran it already when the kernel and its inputs are scalars.
                 let result = self.invoke_packed_alloc(base, *kernel, inputs)?;
                 self.set(base, *dst, Slot::Value(result))?;
                 self.advance();
@@ -723,16 +725,6 @@ impl<'e> Vm<'e> {
                 self.set(base, *dst, Slot::Int(i64::from(tag)))?;
                 self.advance();
             }
-            Instruction::If {
-                test,
-                target,
-                true_offset,
-                false_offset,
-            } => {
-                let equal = self.int(base, *test)? == self.int(base, *target)?;
-                self.jump(if equal { *true_offset } else { *false_offset });
-            }
-            Instruction::Goto { offset } => self.jump(*offset),
             Instruction::LoadConst { index, dst } => {
                 let c = self
                     .exe
@@ -745,10 +737,6 @@ impl<'e> Vm<'e> {
                     None => Slot::Value(Value::Tensor(c.clone())),
                 };
                 self.set(base, *dst, slot)?;
-                self.advance();
-            }
-            Instruction::LoadConsti { value, dst } => {
-                self.set(base, *dst, Slot::Int(*value))?;
                 self.advance();
             }
             Instruction::ShapeOf { tensor, dst } => {
@@ -765,10 +753,6 @@ impl<'e> Vm<'e> {
                 let t = self.tensor(base, *tensor)?.clone();
                 let reshaped = reshape(&t, &dims)?;
                 self.set(base, *dst, Slot::Value(Value::Tensor(Arc::new(reshaped))))?;
-                self.advance();
-            }
-            Instruction::KillRegister { reg } => {
-                self.set(base, *reg, Slot::Empty)?;
                 self.advance();
             }
             Instruction::AllocRef { value, dst } => {
@@ -1244,32 +1228,4 @@ fn reshape(t: &NDArray, dims: &[i64]) -> Result<NDArray> {
             format!("cannot reshape {:?} to {dims:?}: {e}", t.shape()),
         )
     })
-}
-
-/// Why `value` does not fit `ty`, if it does not.
-fn mismatch(ty: &ArgType, value: &Value) -> Option<String> {
-    match (ty, value) {
-        (ArgType::Tensor { dtype, shape }, Value::Tensor(t)) => {
-            let fits = *dtype == t.dtype()
-                && shape.len() == t.shape().len()
-                && shape
-                    .iter()
-                    .zip(t.shape())
-                    .all(|(d, &n)| d.is_none_or(|d| d == n));
-            (!fits).then(|| format!("`{}`", Type::tensor(t.shape(), t.dtype())))
-        }
-        (ArgType::Tensor { .. }, other) => Some(other.kind_name().to_owned()),
-        (ArgType::Tuple(fields), Value::Tuple(values)) => {
-            if fields.len() != values.len() {
-                return Some(format!("a tuple of {} fields", values.len()));
-            }
-            fields
-                .iter()
-                .zip(values.iter())
-                .enumerate()
-                .find_map(|(i, (t, v))| mismatch(t, v).map(|m| format!("{m} in field {i}")))
-        }
-        (ArgType::Tuple(_), other) => Some(other.kind_name().to_owned()),
-        (ArgType::Any, _) => None,
-    }
 }

@@ -6,7 +6,7 @@ use std::collections::HashMap;
 
 use miette::NamedSource;
 use relay_ir::visit::substitute;
-use relay_ir::{Dim, Expr, Module, Symbol, Type, TypeKind, VarId};
+use relay_ir::{Expr, Module, Symbol, VarId};
 use relay_passes::{PassManager, PipelineConfig};
 use relay_runtime::NDArray;
 use relay_runtime::npy::shape_tuple;
@@ -187,7 +187,7 @@ pub fn bind_params(
             }
             let ty = param.checked_type().or(param.ty());
             if let Some(ty) = ty
-                && !fits(ty, array)
+                && !relay_ir::tensor_fits(ty, array)
             {
                 return Err(Error::BindParams {
                     name: param_name.to_owned(),
@@ -207,22 +207,6 @@ pub fn bind_params(
         return Err(Error::Program(Reported(miette::Report::new(errors))));
     }
     Ok(module)
-}
-
-/// Whether a tensor fits a parameter type (an unknown type accepts any tensor).
-fn fits(ty: &Type, array: &NDArray) -> bool {
-    match ty.kind() {
-        TypeKind::Tensor { shape, dtype } => {
-            *dtype == array.dtype()
-                && shape.len() == array.ndim()
-                && shape.iter().zip(array.shape()).all(|(d, &n)| match d {
-                    Dim::Known(k) => *k == n,
-                    Dim::Any => true,
-                })
-        }
-        TypeKind::Var(_) | TypeKind::Incomplete => true,
-        TypeKind::Tuple(_) | TypeKind::Func(_) | TypeKind::Adt { .. } | TypeKind::Ref(_) => false,
-    }
 }
 
 /// "a float64 tensor of shape (8, 16)", for error messages.

@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 use clap::{Args, ValueEnum};
 use miette::{Diagnostic, LabeledSpan, NamedSource, SourceCode};
 use relay_interp::{InterpOptions, SplitMix64};
-use relay_ir::{Dim, Function, Module, NDArray, Symbol, Type, TypeKind, Value};
+use relay_ir::{Function, Module, NDArray, Symbol, Type, Value};
 use relay_runtime::npy::{self, shape_tuple};
 use relay_vm::{Vm, VmError, VmOptions};
 
@@ -526,18 +526,7 @@ fn check_input(
     let Some(ty) = ty else {
         return Ok(array);
     };
-    let fits = match ty.kind() {
-        TypeKind::Tensor { shape, dtype } => {
-            *dtype == array.dtype()
-                && shape.len() == array.ndim()
-                && shape.iter().zip(array.shape()).all(|(d, &n)| match d {
-                    Dim::Known(k) => *k == n,
-                    Dim::Any => true,
-                })
-        }
-        TypeKind::Var(_) | TypeKind::Incomplete => true,
-        TypeKind::Tuple(_) | TypeKind::Func(_) | TypeKind::Adt { .. } | TypeKind::Ref(_) => false,
-    };
+    let fits = relay_ir::tensor_fits(ty, &array);
     if fits {
         Ok(array)
     } else {
