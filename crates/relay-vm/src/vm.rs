@@ -135,10 +135,14 @@ impl<'e> Vm<'e> {
         let profile = options
             .profile
             .then(|| Profile::new(exe.kernels.iter().map(|k| k.name.clone())));
+        let context = KernelContext::with_threads(options.threads);
+        // Starts the kernels' thread pool now (rayon's global pool starts on first use),
+        // so the first kernel call of the first run does not pay for it.
+        let _ = context.threads();
         Vm {
             exe,
             allocator: PooledAllocator::new(options.allocator_cap),
-            context: KernelContext::with_threads(options.threads),
+            context,
             options,
             frames: Vec::new(),
             registers: Vec::new(),
