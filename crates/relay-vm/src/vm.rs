@@ -76,7 +76,7 @@ enum Slot {
     Value(Value),
 }
 
-/// What [`Vm::fast`] (or [`Vm::step`]) did.
+/// What [`Vm::fast`] did.
 enum Flow {
     /// Executed; `pc` is the next instruction of the same frame.
     Next,
@@ -84,9 +84,6 @@ enum Flow {
     Switch,
     /// Not one of the fast instructions.
     Slow,
-    /// Executed by [`Vm::step`]: the run's result when the first frame returned, else the
-    /// frame's `pc` is up to date.
-    Done(Option<Value>),
 }
 
 /// A call in progress.
@@ -364,26 +361,40 @@ impl<'e> Vm<'e> {
                 let Some(instr) = code.get(pc) else {
                     return Err(bad(format!("`@{}` ran past its end", function.name)));
                 };
-                let started = self.profile.is_some().then(Instant::now);
                 let at = pc;
-                let flow = match self.fast(instr, base, &mut pc) {
+                if self.profile.is_none() {
+                    match self.fast(instr, base, &mut pc) {
+                        Ok(Flow::Next) => continue,
+                        Ok(Flow::Switch) => break Ok(None),
+                        Ok(Flow::Slow) => {
+                            if let Some(f) = self.frames.last_mut() {
+                                f.pc = pc;
+                            }
+                            break self.step(instr, base, pc);
+                        }
+                        Err(e) => return Err(e.at(&function.name, function.location(at))),
+                    }
+                }
+                // Profiling: the same, timed.
+                let started = Instant::now();
+                let outcome = match self.fast_outlined(instr, base, &mut pc) {
+                    Ok(Flow::Next) => None,
+                    Ok(Flow::Switch) => Some(Ok(None)),
                     Ok(Flow::Slow) => {
                         if let Some(f) = self.frames.last_mut() {
                             f.pc = pc;
                         }
-                        self.step(instr, base, pc).map(Flow::Done)
+                        Some(self.step(instr, base, pc))
                     }
-                    other => other,
+                    Err(e) => Some(Err(e)),
                 };
-                if let (Some(t), Some(p)) = (started, &mut self.profile) {
-                    p.record_instruction(instr.kind(), t.elapsed());
+                if let Some(p) = &mut self.profile {
+                    p.record_instruction(instr.kind(), started.elapsed());
                 }
-                match flow {
-                    Ok(Flow::Next) => {}
-                    Ok(Flow::Switch) => break Ok(None),
-                    Ok(Flow::Slow) => break Err(bad("an instruction neither path runs")),
-                    Ok(Flow::Done(value)) => break Ok(value),
-                    Err(e) => return Err(e.at(&function.name, function.location(at))),
+                match outcome {
+                    None => {}
+                    Some(Err(e)) => return Err(e.at(&function.name, function.location(at))),
+                    Some(result) => break result,
                 }
             };
             match outcome {
@@ -394,10 +405,17 @@ impl<'e> Vm<'e> {
         }
     }
 
+    /// [`Vm::fast`] as a function of its own, for the profiling path (so the dispatch loop
+    /// holds one copy of it).
+    #[inline(never)]
+    fn fast_outlined(&mut self, instr: &Instruction, base: usize, pc: &mut usize) -> Result<Flow> {
+        self.fast(instr, base, pc)
+    }
+
     /// Executes `instr` if it is one of the frequent instructions, advancing `pc`
     /// ([`Flow::Next`]) or changing frames ([`Flow::Switch`]); [`Flow::Slow`] leaves it to
     /// [`Vm::step`].
-    #[inline]
+    #[inline(always)]
     fn fast(&mut self, instr: &Instruction, base: usize, pc: &mut usize) -> Result<Flow> {
         match instr {
             Instruction::Invoke { func, args, dst } => {
