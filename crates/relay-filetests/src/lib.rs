@@ -20,6 +20,7 @@ mod failure;
 mod golden;
 pub mod preservation;
 mod round_trip;
+mod test_bytecode;
 mod test_file;
 mod test_fmt;
 mod test_parse;
@@ -55,6 +56,7 @@ const KINDS: &[Kind] = &[
     test_run::KIND,
     test_pass::KIND,
     test_pipeline::KIND,
+    test_bytecode::KIND,
 ];
 
 /// The `ir-tests/` directory at the top of the repository.
@@ -120,7 +122,7 @@ mod tests {
         assert!(message.starts_with("ir-tests/x/y.relay: "), "{message}");
         assert!(message.contains("`frobnicate`"), "{message}");
         assert!(
-            message.contains("parse, fmt, types, run, pass, pipeline"),
+            message.contains("parse, fmt, types, run, pass, pipeline, bytecode"),
             "{message}"
         );
     }
