@@ -78,9 +78,38 @@ pub fn compile(module: &Module) -> std::result::Result<Executable, CompileError>
             locations: vec![],
         });
     }
+    // Only the constants some `load_const` loads (sizes, offsets and shapes became
+    // `load_consti` operands and static shapes), renumbered in pool order.
+    let mut used = vec![false; pool.constants.len()];
+    for f in &functions {
+        for i in &f.code {
+            if let Instruction::LoadConst { index, .. } = i
+                && let Some(u) = used.get_mut(*index as usize)
+            {
+                *u = true;
+            }
+        }
+    }
+    let mut renumber = vec![u32::MAX; used.len()];
+    let mut constants = Vec::new();
+    for (old, c) in pool.constants.iter().enumerate() {
+        if used[old] {
+            renumber[old] = constants.len() as u32;
+            constants.push(c.clone());
+        }
+    }
+    for f in &mut functions {
+        for i in &mut f.code {
+            if let Instruction::LoadConst { index, .. } = i
+                && let Some(&new) = renumber.get(*index as usize)
+            {
+                *index = new;
+            }
+        }
+    }
     let exe = Executable {
         functions,
-        constants: pool.constants.clone(),
+        constants,
         kernels: kernels.entries,
         globals: module
             .functions
@@ -494,18 +523,10 @@ impl<'m, 'k> FunctionCompiler<'m, 'k> {
             } => {
                 let merge = self.fresh();
                 let branch = self.branch(cond)?;
-                let t = self.expr(then_branch)?;
-                self.emit(Instruction::Move {
-                    from: t,
-                    dst: merge,
-                });
+                self.merge_branch(then_branch, merge)?;
                 let goto = self.emit(Instruction::Goto { offset: 0 });
                 self.patch_false(branch);
-                let f = self.expr(else_branch)?;
-                self.emit(Instruction::Move {
-                    from: f,
-                    dst: merge,
-                });
+                self.merge_branch(else_branch, merge)?;
                 self.patch_goto(goto);
                 Ok(merge)
             }
@@ -977,15 +998,17 @@ impl<'m, 'k> FunctionCompiler<'m, 'k> {
         let mut exhaustive = false;
         for clause in clauses {
             let mut fails = Vec::new();
-            self.pattern(&clause.pattern, s, &mut fails);
+            let mut temps = Vec::new();
+            self.pattern(&clause.pattern, s, false, &mut fails, &mut temps);
+            // The cells the pattern looked into are not needed in the clause: only the
+            // variables it bound.
+            for reg in temps {
+                self.emit(Instruction::KillRegister { reg });
+            }
             match merge {
                 None => self.tail(&clause.body)?,
                 Some(merge) => {
-                    let r = self.expr(&clause.body)?;
-                    self.emit(Instruction::Move {
-                        from: r,
-                        dst: merge,
-                    });
+                    self.merge_branch(&clause.body, merge)?;
                     ends.push(self.emit(Instruction::Goto { offset: 0 }));
                 }
             }
@@ -1020,11 +1043,44 @@ impl<'m, 'k> FunctionCompiler<'m, 'k> {
         Ok(())
     }
 
+    /// Compiles an `if` branch or `match` clause body for its value and moves it into the
+    /// merge register. A value in a register of the branch's own is killed after the move
+    /// (nothing outside the branch names it), so the merge register holds the only reference;
+    /// scalars are left (a kill costs more than it frees).
+    fn merge_branch(&mut self, body: &Expr, merge: Reg) -> Result<()> {
+        let first = self.registers;
+        let r = self.expr(body)?;
+        self.emit(Instruction::Move {
+            from: r,
+            dst: merge,
+        });
+        let scalar = body.checked_type().is_some_and(
+            |t| matches!(t.kind(), TypeKind::Tensor { shape, .. } if shape.is_empty()),
+        );
+        if r.0 >= first && !scalar {
+            self.emit(Instruction::KillRegister { reg: r });
+        }
+        Ok(())
+    }
+
     /// Tests `pattern` against register `r`, binding its variables; the positions of the
-    /// `if`s that jump away on failure go to `fails`.
-    fn pattern(&mut self, pattern: &Pattern, r: Reg, fails: &mut Vec<usize>) {
+    /// `if`s that jump away on failure go to `fails`. `owned`: `r` is a register of the
+    /// pattern's own (a field it read), which a variable pattern can take over; the
+    /// scrutinee's register is not. Registers of cells the pattern looked into and bound to
+    /// no variable go to `temps`.
+    fn pattern(
+        &mut self,
+        pattern: &Pattern,
+        r: Reg,
+        owned: bool,
+        fails: &mut Vec<usize>,
+        temps: &mut Vec<Reg>,
+    ) {
         match &pattern.kind {
             PatternKind::Wildcard => {}
+            PatternKind::Var(v) if owned => {
+                self.env.insert(v.id(), Slot::Reg(r));
+            }
             PatternKind::Var(v) => {
                 // Its own register, so a kill of the scrutinee leaves the pattern variable.
                 let dst = self.fresh();
@@ -1051,14 +1107,22 @@ impl<'m, 'k> FunctionCompiler<'m, 'k> {
                         false_offset: 0,
                     }));
                 }
-                self.fields(fields, r, fails);
+                self.fields(fields, r, fails, temps);
+                if owned {
+                    temps.push(r);
+                }
             }
-            PatternKind::Tuple(fields) => self.fields(fields, r, fails),
+            PatternKind::Tuple(fields) => {
+                self.fields(fields, r, fails, temps);
+                if owned {
+                    temps.push(r);
+                }
+            }
         }
     }
 
     /// The field patterns of a constructor or tuple pattern on register `r`.
-    fn fields(&mut self, fields: &[Pattern], r: Reg, fails: &mut Vec<usize>) {
+    fn fields(&mut self, fields: &[Pattern], r: Reg, fails: &mut Vec<usize>, temps: &mut Vec<Reg>) {
         for (i, p) in fields.iter().enumerate() {
             if matches!(p.kind, PatternKind::Wildcard) {
                 continue;
@@ -1069,7 +1133,7 @@ impl<'m, 'k> FunctionCompiler<'m, 'k> {
                 index: i as u32,
                 dst,
             });
-            self.pattern(p, dst, fails);
+            self.pattern(p, dst, true, fails, temps);
         }
     }
 }
