@@ -33,8 +33,8 @@ use std::path::Path;
 use std::time::Duration;
 
 use criterion::{Criterion, SamplingMode, criterion_group, criterion_main};
-use relay_benches::bench_mode;
-use relay_ir::{DType, Expr, ExprKind, Function, Module, NDArray};
+use relay_benches::{bench_mode, typed};
+use relay_ir::{DType, Expr, ExprKind, Function, NDArray};
 use relay_kernel::PackedFunc;
 use relay_kernel::abi::KernelContext;
 use relay_passes::{PassManager, PipelineConfig, pass_by_name};
@@ -48,23 +48,6 @@ fn program(file: &str) -> String {
         Ok(text) => text,
         Err(err) => panic!("cannot read {}: {err}", path.display()),
     }
-}
-
-/// `text` parsed and type-checked, or a message saying why not.
-fn typed(text: &str, file: &str) -> Result<Module, String> {
-    let module = relay_syntax::parse(text, file).map_err(|errors| {
-        format!(
-            "{file} does not parse:\n{}",
-            relay_syntax::render_plain(&errors)
-        )
-    })?;
-    relay_types::check_module(&module).map_err(|errors| {
-        format!(
-            "{file} does not type-check:\n{}",
-            relay_syntax::render_plain(&errors)
-        )
-    })?;
-    Ok(module)
 }
 
 /// The one primitive function `fuse_ops` makes of `benches/programs/<file>`.

@@ -339,20 +339,14 @@ impl<'m, 'k> FunctionCompiler<'m, 'k> {
                 scrutinee, clauses, ..
             } => self.match_(scrutinee, clauses, e.span(), None),
             ExprKind::Call { attrs, .. } if is_tail(attrs) => self.tail_call(e),
-            _ => {
-                let r = self.expr(e)?;
-                self.emit(Instruction::Ret { result: r });
-                Ok(())
-            }
+            _ => self.ret_value(e),
         })
     }
 
     /// A call in tail position: a jump for a self call, `tail_invoke[_closure]` otherwise.
     fn tail_call(&mut self, e: &Expr) -> Result<()> {
         let ExprKind::Call { callee, args, .. } = e.kind() else {
-            let r = self.expr(e)?;
-            self.emit(Instruction::Ret { result: r });
-            return Ok(());
+            return self.ret_value(e);
         };
         match callee.kind() {
             ExprKind::Global(g) => {
@@ -368,11 +362,7 @@ impl<'m, 'k> FunctionCompiler<'m, 'k> {
                         }
                         Ok(())
                     }
-                    _ => {
-                        let r = self.expr(e)?;
-                        self.emit(Instruction::Ret { result: r });
-                        Ok(())
-                    }
+                    _ => self.ret_value(e),
                 }
             }
             ExprKind::Var(_) => {
@@ -381,12 +371,15 @@ impl<'m, 'k> FunctionCompiler<'m, 'k> {
                 self.emit_at(Instruction::TailInvokeClosure { closure, args }, e.span());
                 Ok(())
             }
-            _ => {
-                let r = self.expr(e)?;
-                self.emit(Instruction::Ret { result: r });
-                Ok(())
-            }
+            _ => self.ret_value(e),
         }
+    }
+
+    /// Computes `e` and returns it.
+    fn ret_value(&mut self, e: &Expr) -> Result<()> {
+        let r = self.expr(e)?;
+        self.emit(Instruction::Ret { result: r });
+        Ok(())
     }
 
     /// A self tail call: the arguments move into the parameter registers (through temporaries
