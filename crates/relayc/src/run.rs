@@ -443,6 +443,8 @@ fn bind_arguments(args: &RunArgs, entry: &str, func: &Function) -> Result<Vec<Bo
     }
 
     let mut seen: Vec<&str> = Vec::new();
+    // Parameters whose input file could not be read: reported once, not also as missing.
+    let mut unreadable: Vec<usize> = Vec::new();
     for (name, path) in &args.inputs {
         if seen.contains(&name.as_str()) {
             errors.push(format!("--input `{name}` is given more than once"));
@@ -464,13 +466,19 @@ fn bind_arguments(args: &RunArgs, entry: &str, func: &Function) -> Result<Vec<Bo
         match npy::read_npy_file(path) {
             // An explicit input takes precedence over an entry of `--params`.
             Ok(array) => bound[i] = Some(Binding::Input(array, path.clone())),
-            Err(error) => errors.push(format!("input `{name}`: {error}")),
+            Err(error) => {
+                errors.push(format!("input `{name}`: {error}"));
+                unreadable.push(i);
+            }
         }
     }
 
     let mut rng = args.random_inputs.map(SplitMix64::new);
     let mut values = Vec::with_capacity(func.params.len());
-    for (param, binding) in func.params.iter().zip(bound) {
+    for (i, (param, binding)) in func.params.iter().zip(bound).enumerate() {
+        if unreadable.contains(&i) {
+            continue;
+        }
         let name = param.name().as_str();
         let ty = param.checked_type().or(param.ty());
         let from_params = matches!(binding, Some(Binding::Param(_)));

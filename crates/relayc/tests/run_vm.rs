@@ -564,6 +564,15 @@ def @main(%x: Tensor[(2, 3), float32], %t: (Tensor[(2), float32], int32)) {
         "cannot make a random input `t`: its type `(Tensor[(2), float32], int32)` is not a \
          tensor type",
     );
+    // An unreadable input file is reported once, not also as a missing input.
+    let nowhere = TempFile::path_for("nowhere.npy");
+    let unreadable = format!("x={}", nowhere.arg());
+    let (vm, interp) = run_both(file, &["--input", &unreadable, "--input", &t]);
+    for out in [vm, interp] {
+        assert_fails(&out, 1, "input `x`: cannot read");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!err.contains("missing input `x`"), "{err}");
+    }
 }
 
 #[test]
