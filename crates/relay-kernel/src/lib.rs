@@ -15,8 +15,8 @@
 //!
 //! [`compile_primitive`] runs the whole chain for one primitive function.
 //!
-//! Status (issue 5, in progress): elementwise, broadcasting and reduction operators compile;
-//! shape operators, `nn.dense`/`nn.conv2d`, pooling, threads follow. See `docs/design.md` §12.
+//! Every Tier 1 operator has a compute definition and compiles (`docs/design.md` §12); the VM
+//! calls the kernels through [`PackedFunc::call_views_with`].
 
 pub mod abi;
 pub mod cache;
