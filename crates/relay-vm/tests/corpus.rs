@@ -273,7 +273,9 @@ fn check_config(
         // `vm.invoke_tvm_op` must be a `memory.alloc_tensor` view. The interpreter tracks
         // where each tensor came from; the VM's tensors carry no provenance (at opt level 0
         // the `zeros` there is itself a kernel's output, a view), so it writes the output.
-        (Ok(_), Err(why)) if why.contains("is not a tensor made by `memory.alloc_tensor`") => Ok(()),
+        (Ok(_), Err(why)) if why.contains("is not a tensor made by `memory.alloc_tensor`") => {
+            Ok(())
+        }
         (Ok(got), Err(why)) => Err(format!(
             "the interpreter fails but the VM returns {}\n  interpreter: {why}\n{}",
             show(&got),
