@@ -20,37 +20,13 @@ Runtime call writes into a preallocated output (IO binding), like our kernels.
 `benches/run.sh` reads these lines. Run with `python3 benches/peers/kernels.py [--quick]`.
 """
 
-import os
 import sys
-import time
 
-# One thread for every BLAS or OpenMP pool numpy or ONNX Runtime may start; set before numpy is
-# imported, since BLAS reads these when it loads. (ONNX Runtime's own intra-op pool is sized
-# by its session options.)
-for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
-    os.environ[var] = "1"
+from common import median_time, report  # noqa: E402  (sets the thread variables first)
 
 import numpy as np  # noqa: E402
 
 
-def median_time(fn, min_seconds):
-    """The median wall time of one call of `fn`, in seconds, over at least `min_seconds`."""
-    for _ in range(3):
-        fn()
-    times = []
-    start = time.perf_counter()
-    while len(times) < 11 or time.perf_counter() - start < min_seconds:
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-        if len(times) >= 10000:
-            break
-    times.sort()
-    return times[len(times) // 2]
-
-
-def report(workload, peer, seconds):
-    print(f"PEER {workload} {peer} {seconds:.9e}", flush=True)
 
 
 def onnx_session(nodes, inputs, out_shape, threads=1):

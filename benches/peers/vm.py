@@ -30,12 +30,8 @@ import os
 import shutil
 import subprocess
 import sys
-import time
 
-# One thread for every BLAS or OpenMP pool numpy or ONNX Runtime may start; set before numpy is
-# imported, since BLAS reads these when it loads.
-for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
-    os.environ[var] = "1"
+from common import median_time, report  # noqa: E402  (sets the thread variables first)
 
 import numpy as np  # noqa: E402
 
@@ -48,24 +44,6 @@ LSTM_STEPS = 100
 HIDDEN = 128
 
 
-def median_time(fn, min_seconds):
-    """The median wall time of one call of `fn`, in seconds, over at least `min_seconds`."""
-    for _ in range(3):
-        fn()
-    times = []
-    start = time.perf_counter()
-    while len(times) < 11 or time.perf_counter() - start < min_seconds:
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-        if len(times) >= 10000:
-            break
-    times.sort()
-    return times[len(times) // 2]
-
-
-def report(workload, peer, seconds):
-    print(f"PEER {workload} {peer} {seconds:.9e}", flush=True)
 
 
 def uniform(rng, shape):

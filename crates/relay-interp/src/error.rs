@@ -101,7 +101,7 @@ impl RunError {
         let span = (!span.is_dummy()).then_some(span);
         let source = module.source.as_ref();
         let location = match (source, span) {
-            (Some(source), Some(span)) => Some(location_of(&source.name, &source.text, span)),
+            (Some(source), Some(span)) => Some(source.location(span)),
             _ => None,
         };
         let src = match (source, span) {
@@ -152,16 +152,6 @@ impl RunError {
     pub fn span(&self) -> Option<Span> {
         self.0.span
     }
-}
-
-/// `name:line:column` (both 1-based, columns in characters) of the start of `span`.
-fn location_of(name: &str, text: &str, span: Span) -> String {
-    let lo = (span.lo as usize).min(text.len());
-    let before = text.get(..lo).unwrap_or("");
-    let line = before.matches('\n').count() + 1;
-    let line_start = before.rfind('\n').map_or(0, |i| i + 1);
-    let column = before[line_start..].chars().count() + 1;
-    format!("{name}:{line}:{column}")
 }
 
 impl fmt::Display for RunError {

@@ -2,7 +2,7 @@
 //! they came from (for diagnostics).
 
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use crate::{CtorRef, Function, Span, Symbol, Type, TypeVar};
 
@@ -13,6 +13,39 @@ pub struct Source {
     pub name: String,
     /// The whole text.
     pub text: String,
+    /// The byte offset of every line's start, computed on first use by
+    /// [`Source::location`].
+    line_starts: OnceLock<Vec<usize>>,
+}
+
+impl Source {
+    /// The source `text` of file `name`.
+    pub fn new(name: impl Into<String>, text: impl Into<String>) -> Source {
+        Source {
+            name: name.into(),
+            text: text.into(),
+            line_starts: OnceLock::new(),
+        }
+    }
+
+    /// `name:line:column` (both 1-based, the column in characters) of the start of `span`;
+    /// a binary search over the line starts, so locating many spans stays cheap.
+    pub fn location(&self, span: Span) -> String {
+        let starts = self.line_starts.get_or_init(|| {
+            std::iter::once(0)
+                .chain(self.text.match_indices('\n').map(|(i, _)| i + 1))
+                .collect()
+        });
+        let lo = (span.lo as usize).min(self.text.len());
+        let line = starts.partition_point(|&start| start <= lo).max(1);
+        let line_start = starts[line - 1];
+        let column = self
+            .text
+            .get(line_start..lo)
+            .map_or(0, |prefix| prefix.chars().count())
+            + 1;
+        format!("{}:{line}:{column}", self.name)
+    }
 }
 
 /// Whether the module was written as definitions or as a single expression.

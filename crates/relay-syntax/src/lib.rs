@@ -56,10 +56,7 @@ pub fn parse(text: &str, name: &str) -> Result<Module, ParseErrors> {
     }
     match module {
         Some(mut module) if errors.is_empty() => {
-            module.source = Some(Arc::new(Source {
-                name: name.to_owned(),
-                text: text.to_owned(),
-            }));
+            module.source = Some(Arc::new(Source::new(name, text)));
             Ok(module)
         }
         _ => {

@@ -149,6 +149,9 @@ struct Kernels {
     /// globals) that calls it: in order, and by kernel index.
     wrappers: Vec<u32>,
     wrapper_of: HashMap<u32, u32>,
+    /// Entry indices by the address of the function expression already looked up (the
+    /// module outlives the compilation), so a call site is hashed once, not per lookup.
+    by_addr: HashMap<usize, u32>,
 }
 
 impl Kernels {
@@ -165,6 +168,16 @@ impl Kernels {
 
     /// The index of primitive function `expr` (`f`), adding it if new.
     fn index(&mut self, expr: &Expr, f: &Function) -> u32 {
+        if let Some(&i) = self.by_addr.get(&addr(expr)) {
+            return i;
+        }
+        let i = self.index_by_structure(expr, f);
+        self.by_addr.insert(addr(expr), i);
+        i
+    }
+
+    /// The index of primitive function `expr` (`f`) by structural equality, adding it if new.
+    fn index_by_structure(&mut self, expr: &Expr, f: &Function) -> u32 {
         let hash = relay_ir::structural::structural_hash(expr);
         if let Some(list) = self.by_hash.get(&hash) {
             for &i in list {
@@ -597,6 +610,7 @@ impl<'m, 'k> FunctionCompiler<'m, 'k> {
             .enumerate()
             .map(|(i, b)| (b.var.id(), i))
             .collect();
+        let mut uses: Option<HashMap<VarId, usize>> = None;
         for (k, b) in bindings.iter().enumerate() {
             let Some((func, out)) = scalar_invoke(&b.value) else {
                 continue;
@@ -623,13 +637,17 @@ impl<'m, 'k> FunctionCompiler<'m, 'k> {
                 continue;
             }
             // The storage serves only this tensor (kills aside), and the tensor is not read
-            // before the kernel writes it.
-            let storage_uses: usize = bindings
-                .iter()
-                .enumerate()
-                .filter(|(n, _)| *n != j)
-                .map(|(_, b)| uses_outside_kills(&b.value, storage))
-                .sum();
+            // before the kernel writes it. The chain's use counts are taken once, at its first
+            // candidate.
+            let uses = uses.get_or_insert_with(|| {
+                let mut uses = HashMap::new();
+                for b in bindings {
+                    for_each_use(&b.value, &mut |v| *uses.entry(v).or_insert(0usize) += 1);
+                }
+                uses
+            });
+            let storage_uses = uses.get(&storage).copied().unwrap_or(0)
+                - uses_outside_kills(&bindings[j].value, storage);
             let early_uses: usize = bindings[j + 1..k]
                 .iter()
                 .map(|b| uses_outside_kills(&b.value, out))
@@ -1206,22 +1224,27 @@ fn scalar_tensor_alloc(e: &Expr) -> Option<VarId> {
     }
 }
 
+/// Calls `f` with every variable occurrence in `e`, except the arguments of `memory.kill`.
+fn for_each_use(e: &Expr, f: &mut impl FnMut(VarId)) {
+    relay_ir::ensure_sufficient_stack(|| match e.kind() {
+        ExprKind::Var(v) => f(v.id()),
+        ExprKind::Call { callee, args, .. } if matches!(callee.kind(), ExprKind::Op(op) if op.name == "memory.kill") => {
+            for a in args
+                .iter()
+                .filter(|a| !matches!(a.kind(), ExprKind::Var(_)))
+            {
+                for_each_use(a, f);
+            }
+        }
+        _ => relay_ir::visit::for_each_child(e, |c| for_each_use(c, f)),
+    })
+}
+
 /// How often variable `id` occurs in `e`, not counting `memory.kill(%id)`.
 fn uses_outside_kills(e: &Expr, id: VarId) -> usize {
-    relay_ir::ensure_sufficient_stack(|| match e.kind() {
-        ExprKind::Var(v) => usize::from(v.id() == id),
-        ExprKind::Call { callee, args, .. } if matches!(callee.kind(), ExprKind::Op(op) if op.name == "memory.kill") => {
-            args.iter()
-                .filter(|a| !matches!(a.kind(), ExprKind::Var(_)))
-                .map(|a| uses_outside_kills(a, id))
-                .sum()
-        }
-        _ => {
-            let mut n = 0;
-            relay_ir::visit::for_each_child(e, |c| n += uses_outside_kills(c, id));
-            n
-        }
-    })
+    let mut n = 0;
+    for_each_use(e, &mut |v| n += usize::from(v == id));
+    n
 }
 
 /// Whether call attributes mark a tail call.
@@ -1279,12 +1302,5 @@ pub fn location(module: &Module, span: Span) -> Option<String> {
     if span.is_dummy() {
         return None;
     }
-    let source = module.source.as_ref()?;
-    let text = &source.text;
-    let lo = (span.lo as usize).min(text.len());
-    let before = text.get(..lo)?;
-    let line = before.matches('\n').count() + 1;
-    let line_start = before.rfind('\n').map_or(0, |i| i + 1);
-    let column = before[line_start..].chars().count() + 1;
-    Some(format!("{}:{line}:{column}", source.name))
+    Some(module.source.as_ref()?.location(span))
 }
