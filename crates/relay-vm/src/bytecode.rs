@@ -558,6 +558,9 @@ pub struct VmFunction {
     /// Each parameter's type, when known (an entry function's arguments are checked against
     /// it: tensors and tuples of tensors).
     pub param_types: Vec<Option<Type>>,
+    /// The type of its result, when known (how `relayc run` prints a result: constructor
+    /// names).
+    pub ret_type: Option<Type>,
     /// Source locations (`file:line:column`) of the instructions that can fail at run time
     /// (calls, kernel calls, `fatal`), by instruction position, sorted.
     pub locations: Vec<(u32, String)>,
@@ -576,6 +579,7 @@ impl PartialEq for VmFunction {
                 .param_types
                 .iter()
                 .zip(&other.param_types)
+                .chain([(&self.ret_type, &other.ret_type)])
                 .all(|(a, b)| match (a, b) {
                     (Some(a), Some(b)) => relay_ir::type_eq(a, b),
                     (None, None) => true,
@@ -803,6 +807,7 @@ mod tests {
             register_count,
             code,
             param_types: vec![None],
+            ret_type: None,
             locations: vec![],
         }
     }
@@ -1030,6 +1035,7 @@ mod tests {
                 Instruction::Ret { result: r(2) },
             ],
             param_types: vec![None; 2],
+            ret_type: None,
             locations: vec![],
         };
         assert_eq!(

@@ -75,6 +75,9 @@ pub fn compile(module: &Module) -> std::result::Result<Executable, CompileError>
                 .iter()
                 .map(|p| p.ty().or(p.checked_type()).cloned())
                 .collect(),
+            ret_type: entry
+                .function()
+                .and_then(|f| f.body.checked_type().or(f.ret_type.as_ref()).cloned()),
             locations: vec![],
         });
     }
@@ -117,6 +120,7 @@ pub fn compile(module: &Module) -> std::result::Result<Executable, CompileError>
             .enumerate()
             .map(|(i, g)| (g.name.as_str().to_owned(), i as u32))
             .collect(),
+        types: module.types.clone(),
         cache: Arc::default(),
     };
     // The compiler's output is valid by construction; checking it is cheap and turns a
@@ -275,6 +279,7 @@ impl<'m, 'k> FunctionCompiler<'m, 'k> {
             self.env.insert(p.id(), Slot::Reg(r));
         }
         self.params = params.len() as u32;
+        let ret_type = body.checked_type().cloned();
         self.tail(body)?;
         Ok(VmFunction {
             name: self.global.name.as_str().to_owned(),
@@ -288,6 +293,7 @@ impl<'m, 'k> FunctionCompiler<'m, 'k> {
                 .iter()
                 .map(|p| p.ty().or(p.checked_type()).cloned())
                 .collect(),
+            ret_type,
             locations: self.locations,
         })
     }

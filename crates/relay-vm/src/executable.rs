@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, OnceLock};
 
-use relay_ir::{Expr, Function, NDArray, Type};
+use relay_ir::{Expr, Function, NDArray, Type, TypeDef};
 use relay_kernel::{KernelCache, KernelError, PackedFunc};
 
 use crate::bytecode::{BytecodeError, Tables, VmFunction, validate};
@@ -92,6 +92,9 @@ pub struct Executable {
     pub kernels: Vec<KernelEntry>,
     /// Global functions by name (the entry points `invoke` looks up).
     pub globals: HashMap<String, u32>,
+    /// The module's type definitions (ADTs), so that results can be printed with their
+    /// constructors' names.
+    pub types: Vec<TypeDef>,
     /// Specializations of dynamic kernels, shared by every VM running this executable.
     pub cache: Arc<KernelCache>,
 }
@@ -168,6 +171,7 @@ mod tests {
             register_count: 1,
             code: vec![Instruction::Ret { result: Reg(0) }],
             param_types: vec![None],
+            ret_type: None,
             locations: vec![],
         };
         Executable {

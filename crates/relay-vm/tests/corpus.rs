@@ -10,6 +10,10 @@
 //! tolerance); a program the interpreter fails on must fail on the VM too. Conformance
 //! results are also checked against the suite's `expected.npz`. Every failure is collected and
 //! printed with its file, configuration, expected and actual value, then the test fails.
+//!
+//! Each executable is also saved to bytes and loaded again ([`common::round_trip`]): the loaded
+//! executable must equal the original (functions, constants, kernels, globals, types) and
+//! compute exactly the same result (bit for bit, or the same error).
 
 mod common;
 
@@ -235,11 +239,12 @@ fn check_config(
         Err(why) => return Err(why),
     };
     check_display(&exe)?;
+    let loaded = common::round_trip(&exe)?;
     let mut options = VmOptions::default();
     if let Some(frames) = frames {
         options.max_frames = frames;
     }
-    let mut vm = Vm::with_options(&exe, options);
+    let mut vm = Vm::with_options(&exe, options.clone());
     let ran = catch_unwind(AssertUnwindSafe(|| vm.invoke("main", inputs)));
     let actual = ran.map_err(|panic| {
         format!(
@@ -248,6 +253,20 @@ fn check_config(
             common::disassemble(&exe)
         )
     })?;
+    // The executable saved and loaded again computes exactly what it computed.
+    let mut vm = Vm::with_options(&loaded, options);
+    let reloaded = catch_unwind(AssertUnwindSafe(|| vm.invoke("main", inputs)))
+        .map_err(|panic| format!("the loaded executable panics: {}", panic_message(&*panic)))?;
+    match (&actual, &reloaded) {
+        (Ok(a), Ok(b)) => relay_interp::compare_values(a, b, 0.0, 0.0)
+            .map_err(|why| format!("the loaded executable computes something else: {why}"))?,
+        (Err(a), Err(b)) if a.to_string() == b.to_string() => {}
+        (a, b) => {
+            return Err(format!(
+                "the loaded executable ends differently: {a:?} before saving, {b:?} after"
+            ));
+        }
+    }
     let ty = relay_interp::result_type(module, "main");
     let show = |value: &Value| relay_interp::format_value(value, ty.as_ref(), module);
     match (actual, expected) {

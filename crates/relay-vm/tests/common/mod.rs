@@ -189,3 +189,67 @@ pub fn main_inputs(module: &Module, offset: u64) -> Vec<Value> {
     relay_interp::random_inputs(&main.func, INPUT_SEED + offset)
         .unwrap_or_else(|e| panic!("no random inputs for @main: {e}"))
 }
+
+/// `exe` saved to bytes and loaded again, checked: saving is deterministic, the loaded
+/// executable has the same functions, constants, kernels (structurally equal primitive
+/// functions), globals and type definitions, and saving it again gives the same bytes.
+pub fn round_trip(exe: &Executable) -> Result<Executable, String> {
+    let bytes = exe.to_bytes().map_err(|e| format!("does not save: {e}"))?;
+    if exe.to_bytes().ok().as_ref() != Some(&bytes) {
+        return Err("saving twice gives different bytes".into());
+    }
+    let loaded = Executable::from_bytes(&bytes).map_err(|e| format!("does not load: {e}"))?;
+    if loaded.functions != exe.functions {
+        let a = disassemble(exe);
+        let b = disassemble(&loaded);
+        return Err(format!(
+            "the loaded functions differ:\n{a}\n-- loaded --\n{b}"
+        ));
+    }
+    if loaded.globals != exe.globals {
+        return Err(format!(
+            "the loaded globals differ: {:?} vs {:?}",
+            exe.globals, loaded.globals
+        ));
+    }
+    let constants_equal = loaded.constants.len() == exe.constants.len()
+        && loaded.constants.iter().zip(&exe.constants).all(|(a, b)| {
+            a.dtype() == b.dtype() && a.shape() == b.shape() && a.as_bytes() == b.as_bytes()
+        });
+    if !constants_equal {
+        return Err("the loaded constants differ".into());
+    }
+    let kernels_equal = loaded.kernels.len() == exe.kernels.len()
+        && loaded.kernels.iter().zip(&exe.kernels).all(|(a, b)| {
+            a.name == b.name
+                && a.dynamic == b.dynamic
+                && a.scalar.is_some() == b.scalar.is_some()
+                && relay_ir::structural_eq(&a.func, &b.func)
+        });
+    if !kernels_equal {
+        return Err("the loaded kernels differ".into());
+    }
+    let types_equal = loaded.types.len() == exe.types.len()
+        && loaded.types.iter().zip(&exe.types).all(|(a, b)| {
+            a.name == b.name
+                && a.external == b.external
+                && a.params.len() == b.params.len()
+                && a.ctors.len() == b.ctors.len()
+                && a.ctors.iter().zip(&b.ctors).all(|(x, y)| {
+                    x.name == y.name
+                        && x.fields.len() == y.fields.len()
+                        && x.fields
+                            .iter()
+                            .zip(&y.fields)
+                            .all(|(s, t)| s.to_string() == t.to_string())
+                })
+        });
+    if !types_equal {
+        return Err("the loaded type definitions differ".into());
+    }
+    match loaded.to_bytes() {
+        Ok(again) if again == bytes => Ok(loaded),
+        Ok(_) => Err("saving the loaded executable gives different bytes".into()),
+        Err(e) => Err(format!("the loaded executable does not save: {e}")),
+    }
+}
