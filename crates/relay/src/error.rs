@@ -7,7 +7,7 @@ use miette::Diagnostic;
 use relay_kernel::KernelError;
 use relay_runtime::npy::{self, NpyError};
 use relay_runtime::{DType, NDArrayError};
-use relay_vm::{CompileError, VmError};
+use relay_vm::{CompileError, ExeFileError, VmError};
 
 /// What went wrong in the library API.
 ///
@@ -72,6 +72,12 @@ pub enum Error {
         #[related]
         errors: Vec<KernelError>,
     },
+    /// An executable file could not be saved or loaded ([`crate::Executable::save`],
+    /// [`crate::Executable::load`]): an I/O error, or a file that is not a valid executable
+    /// (the error names the section and byte offset).
+    #[error(transparent)]
+    #[diagnostic(transparent)]
+    File(#[from] ExeFileError),
     /// Running the executable failed (including bad arguments to [`crate::Vm::invoke`]).
     #[error(transparent)]
     #[diagnostic(transparent)]

@@ -4,7 +4,9 @@
 //! The steps are TVM's: [`parse`] reads and type-checks a module; a [`Compiler`] binds
 //! parameters to constants (`bind_params_by_name`), runs the pass pipeline and compiles the
 //! lowered module to an [`Executable`] (`relay.vm.compile`), JIT-compiling its kernels; a
-//! [`Vm`] runs the executable (`VirtualMachine`). Values going in and out are [`Value`]s:
+//! [`Vm`] runs the executable (`VirtualMachine`). An executable saves to one file and loads
+//! back ([`Executable::save`], [`Executable::load`]: the `.ro` format of DESIGN §7, kernels
+//! re-JIT-compiled at load). Values going in and out are [`Value`]s:
 //! tensors ([`Tensor`] converts them from and to Rust slices and `.npy` files), tuples, ADT
 //! values, closures and references. Every failure is a typed [`Error`] that renders as a miette
 //! report (`miette::Report::from(error)`), pointing into the program where it has a location.
@@ -41,6 +43,15 @@
 //! assert_eq!(relu.shape(), &[2, 2]);
 //! assert_eq!(relu.to_vec::<f32>()?, vec![1.5, 0.0, 3.5, 0.0]);
 //! assert_eq!(total.to_scalar::<f32>()?, 0.0);
+//!
+//! // Saved and loaded again (what `relayc build -o` and `relayc run model.ro` do).
+//! let path = std::env::temp_dir().join(format!("relay-doc-{}.ro", std::process::id()));
+//! exe.save(&path)?;
+//! let loaded = relay::Executable::load(&path)?;
+//! # std::fs::remove_file(&path).ok();
+//! let x = Tensor::from_slice(&[1.0f32, 2.0, 3.0, 4.0], &[2, 2])?;
+//! let Value::Tuple(fields) = Vm::new(&loaded).invoke("main", &[x])? else { panic!() };
+//! assert_eq!(Tensor::try_from(&fields[0])?.to_vec::<f32>()?, vec![1.5, 0.0, 3.5, 0.0]);
 //! # Ok(())
 //! # }
 //! ```
@@ -59,7 +70,9 @@ pub use compiler::{Compiler, bind_params};
 pub use error::{Error, Reported, Result};
 pub use relay_passes::PipelineConfig;
 pub use relay_runtime::{AdtValue, DType, NDArray, Value};
-pub use relay_vm::{CompileError, Executable, Profile, VmError, VmErrorKind, VmOptions};
+pub use relay_vm::{
+    CompileError, ExeFileError, Executable, Profile, VmError, VmErrorKind, VmOptions,
+};
 pub use tensor::{Element, Tensor};
 pub use vm::Vm;
 

@@ -519,3 +519,70 @@ fn profiles_are_recorded_when_asked_for() {
         "no kernel calls recorded:\n{profile}"
     );
 }
+
+/// A fresh path in the temporary directory for an executable file.
+fn temp_ro(name: &str) -> std::path::PathBuf {
+    std::env::temp_dir().join(format!("relay-api-{}-{name}.ro", std::process::id()))
+}
+
+#[test]
+fn saved_executables_load_and_compute_the_same() {
+    // Constants (bound weights), kernels, ADTs with a polymorphic map, tuples, closures.
+    let module = parse(DENSE);
+    let (w, b) = dense_weights(11);
+    let exe = Compiler::new()
+        .params([("w".to_string(), w), ("b".to_string(), b)])
+        .compile(&module)
+        .unwrap();
+    let path = temp_ro("dense");
+    exe.save(&path).unwrap();
+    let loaded = Executable::load(&path).unwrap();
+    std::fs::remove_file(&path).ok();
+    let x = Tensor::try_from(random_args(&module, 5).remove(0)).unwrap();
+    let want = Vm::new(&exe)
+        .invoke("main", std::slice::from_ref(&x))
+        .unwrap();
+    let got = Vm::new(&loaded).invoke("main", &[x]).unwrap();
+    compare_values(&got, &want, 0.0, 0.0).unwrap();
+    // The file holds the constants: the loaded executable needs only `%x`.
+    assert_eq!(loaded.global("main").map(|(_, f)| f.params.len()), Some(1));
+
+    for source in [LISTS, TUPLES, CLOSURE] {
+        let module = parse(source);
+        let exe = compile(&module);
+        let loaded = Executable::from_bytes(&exe.to_bytes().unwrap()).unwrap();
+        let args = random_args(&module, 9);
+        let want = Vm::new(&exe).invoke("main", &args).unwrap();
+        let got = Vm::new(&loaded).invoke("main", &args).unwrap();
+        if let (Value::Closure(_), Value::Closure(_)) = (&want, &got) {
+            let y = f32s(&[1.0, 2.0, 3.0], &[3]);
+            let want = Vm::new(&exe).call_closure(&want, std::slice::from_ref(&y));
+            let got = Vm::new(&loaded).call_closure(&got, &[y]);
+            compare_values(&got.unwrap(), &want.unwrap(), 0.0, 0.0).unwrap();
+        } else {
+            compare_values(&got, &want, 0.0, 0.0).unwrap();
+        }
+    }
+}
+
+#[test]
+fn bad_executable_files_are_typed_errors() {
+    let path = temp_ro("missing");
+    let err = Error::from(Executable::load(&path).unwrap_err());
+    assert!(
+        matches!(&err, Error::File(relay::ExeFileError::Io { .. })),
+        "{err}"
+    );
+    assert!(err.to_string().contains("cannot read"), "{err}");
+
+    let mut bytes = compile(&parse(TUPLES)).to_bytes().unwrap();
+    let last = bytes.len() - 20;
+    bytes[last] ^= 0x40;
+    let err = Error::from(Executable::from_bytes(&bytes).unwrap_err());
+    assert!(err.to_string().contains("corrupt"), "{err}");
+    let report = format!("{:?}", miette::Report::from(err));
+    assert!(report.contains("relay::exe::checksum"), "{report}");
+
+    let err = Executable::from_bytes(b"#[version = \"0.0.5\"]\n").unwrap_err();
+    assert!(err.to_string().contains("not a relayc executable"), "{err}");
+}
