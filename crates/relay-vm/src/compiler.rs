@@ -73,7 +73,7 @@ pub fn compile(module: &Module) -> std::result::Result<Executable, CompileError>
             ],
             param_types: params
                 .iter()
-                .map(|p| p.ty().or(p.checked_type()).cloned())
+                .map(|p| p.checked_type().or(p.ty()).cloned())
                 .collect(),
             ret_type: entry
                 .function()
@@ -291,7 +291,7 @@ impl<'m, 'k> FunctionCompiler<'m, 'k> {
             code: self.code,
             param_types: params
                 .iter()
-                .map(|p| p.ty().or(p.checked_type()).cloned())
+                .map(|p| p.checked_type().or(p.ty()).cloned())
                 .collect(),
             ret_type,
             locations: self.locations,

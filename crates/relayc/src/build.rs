@@ -4,8 +4,12 @@
 //!
 //! `--emit ir` prints the lowered module, `--emit bytecode` every VM function, `--emit kernels`
 //! each kernel's loop nest and `--emit clif` each kernel's Cranelift IR, on stdout or to `-o`.
-//! Without `--emit` the kernels are compiled to machine code and a one-line summary per kernel
-//! goes to stderr; writing an executable (`-o OUT.ro`) comes with issue 7.
+//! Without `--emit`, `-o OUT.ro` writes the executable file (DESIGN §7: the bytecode, the
+//! constant pool with the bound `--params`, the kernels as canonical text; `relayc run OUT.ro`
+//! runs it, `relayc disasm OUT.ro` prints its bytecode), after JIT-compiling every static kernel
+//! so that a kernel that cannot be compiled fails the build, not the first run. Without `--emit`
+//! or `-o` the kernels are compiled to machine code and a one-line summary per kernel goes to
+//! stderr.
 //!
 //! Every kernel is attempted before failing: each one that cannot be compiled (an operator
 //! without a compute definition, a dynamic shape, ...) is reported, naming it, and the exit code
@@ -18,7 +22,7 @@
 use std::collections::HashMap;
 use std::fmt::{self, Write as _};
 use std::io::Write as _;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use clap::{Args, ValueEnum};
@@ -28,7 +32,7 @@ use relay_kernel::KernelError;
 use relay_passes::{MAX_OPT_LEVEL, PassManager};
 use relay_vm::Executable;
 
-use crate::diagnostics::{report_diagnostic, report_error};
+use crate::diagnostics::report_diagnostic;
 use crate::opt::{load_config, run_pipeline, write_module, write_text};
 use crate::{Exit, load_typed};
 
@@ -66,7 +70,8 @@ pub struct BuildArgs {
     /// Prints this instead of compiling the kernels to machine code.
     #[arg(long, value_enum, value_name = "WHAT")]
     emit: Option<Emit>,
-    /// Writes what `--emit` prints to this file instead of stdout.
+    /// Writes the executable file (`.ro`) here; with `--emit`, writes what it prints here
+    /// instead of stdout.
     #[arg(short = 'o', long = "output", value_name = "OUT")]
     output: Option<PathBuf>,
 }
@@ -86,17 +91,6 @@ enum Emit {
 
 /// `relayc build FILE ...`.
 pub fn build(args: &BuildArgs) -> Exit {
-    if args.emit.is_none()
-        && let Some(output) = &args.output
-    {
-        report_error(format_args!(
-            "-o `{}` currently needs --emit ir|bytecode|kernels|clif: writing an executable \
-             (.ro) comes with issue 7",
-            output.display()
-        ));
-        return Exit::Usage;
-    }
-
     let Some(module) = load_typed(&args.file) else {
         return Exit::UserError;
     };
@@ -107,6 +101,11 @@ pub fn build(args: &BuildArgs) -> Exit {
         },
         None => HashMap::new(),
     };
+    if args.emit.is_none()
+        && let Some(output) = &args.output
+    {
+        return write_executable(module, &params, &args.pipeline, output);
+    }
     let module = match lower(module, "main", &params, &args.pipeline) {
         Ok(module) => module,
         Err(exit) => return exit,
@@ -138,8 +137,46 @@ pub fn build(args: &BuildArgs) -> Exit {
     }
 }
 
-/// Every VM function of `exe`, in function-index order, separated by blank lines.
-fn bytecode_text(exe: &Executable) -> String {
+/// `relayc build FILE -o OUT.ro`: compiles the module for the VM ([`compile_for_vm`]: `params`
+/// bound as constants of `@main`, the pipeline, the bytecode, every static kernel JIT-compiled)
+/// and saves the executable to `output`, with a summary line on stderr. Every problem is
+/// reported on stderr, with nothing written.
+fn write_executable(
+    module: Module,
+    params: &HashMap<String, NDArray>,
+    pipeline: &PipelineArgs,
+    output: &Path,
+) -> Exit {
+    let (exe, times) = match compile_for_vm(module, "main", params, pipeline) {
+        Ok(compiled) => compiled,
+        Err(exit) => return exit,
+    };
+    let start = Instant::now();
+    if let Err(error) = exe.save(output) {
+        report_diagnostic(&error);
+        return Exit::UserError;
+    }
+    let save = start.elapsed();
+    let size = std::fs::metadata(output).map_or(0, |m| m.len());
+    // A failed write to stderr is ignored: the summary is a report, not the build's output.
+    let _ = writeln!(
+        std::io::stderr().lock(),
+        "wrote `{}`: {size} bytes ({} function{}, {} kernel{}, {} constant{}); {times}, save {}",
+        output.display(),
+        exe.functions.len(),
+        plural(exe.functions.len()),
+        exe.kernels.len(),
+        plural(exe.kernels.len()),
+        exe.constants.len(),
+        plural(exe.constants.len()),
+        millis(save)
+    );
+    Exit::Success
+}
+
+/// Every VM function of `exe`, in function-index order, separated by blank lines: what
+/// `--emit bytecode` and `relayc disasm` print.
+pub(crate) fn bytecode_text(exe: &Executable) -> String {
     let mut text = String::new();
     for (i, function) in exe.functions.iter().enumerate() {
         if i > 0 {
@@ -395,7 +432,7 @@ fn plural(n: usize) -> &'static str {
 }
 
 /// A duration in milliseconds, for the summary.
-fn millis(time: Duration) -> String {
+pub(crate) fn millis(time: Duration) -> String {
     format!("{:.2} ms", time.as_secs_f64() * 1000.0)
 }
 

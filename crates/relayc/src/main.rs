@@ -1,7 +1,8 @@
 //! The `relayc` command line: `check` parses Relay files and reports diagnostics, `fmt` prints
-//! the canonical text of a file, `opt` runs a pass pipeline, `build` compiles the kernels of a
-//! file for the VM (or prints its lowered IR, bytecode, loop nests or Cranelift IR), `run` runs a
-//! function on the Relay VM or in the reference interpreter (SPEC §5).
+//! the canonical text of a file, `opt` runs a pass pipeline, `build` compiles a file for the VM
+//! and writes the executable file (or prints its lowered IR, bytecode, loop nests or Cranelift
+//! IR), `run` runs a function of a file or an executable on the Relay VM or in the reference
+//! interpreter, `disasm` prints the bytecode of an executable (SPEC §5).
 //!
 //! Exit codes: 0 success, 1 user error (a bad program, an unreadable file), 2 bad usage. Nothing
 //! here panics on I/O errors: output goes through `writeln!` and every error is handled, so a
@@ -9,6 +10,7 @@
 
 mod build;
 mod diagnostics;
+mod disasm;
 mod opt;
 mod run;
 
@@ -52,12 +54,20 @@ enum Command {
     /// Run a pass pipeline on a Relay file and print the transformed module.
     Opt(opt::OptArgs),
     /// Run the pass pipeline on a Relay file and compile it to VM bytecode and its kernels to
-    /// machine code; `--emit` prints the lowered module, the bytecode, the kernels' loop nests
-    /// or their Cranelift IR instead.
+    /// machine code, writing the executable file with `-o OUT.ro`; `--emit` prints the lowered
+    /// module, the bytecode, the kernels' loop nests or their Cranelift IR instead.
     Build(build::BuildArgs),
-    /// Run a function of a Relay file on the VM (or the reference interpreter) on inputs from
-    /// .npy/.npz files and print or save the result.
+    /// Run a function of a Relay file or an executable file (.ro) on the VM (or a Relay file
+    /// in the reference interpreter) on inputs from .npy/.npz files and print or save the
+    /// result.
     Run(run::RunArgs),
+    /// Print the bytecode of an executable file (.ro), as `build --emit bytecode` prints it for
+    /// its source.
+    Disasm {
+        /// The executable file.
+        #[arg(value_name = "EXE.ro")]
+        file: PathBuf,
+    },
 }
 
 /// The process exit codes of SPEC §5.
@@ -98,6 +108,7 @@ fn main() -> ExitCode {
         Command::Opt(args) => opt::opt(&args),
         Command::Build(args) => build::build(&args),
         Command::Run(args) => run::run(&args),
+        Command::Disasm { file } => disasm::disasm(&file),
     };
     exit.into()
 }

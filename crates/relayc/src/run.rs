@@ -9,10 +9,16 @@
 //! parameter's type before anything runs, with the same messages for both executors.
 //! `--repeat N` times N runs, `--profile` prints the VM's kernel, instruction and allocator
 //! tables; both go to stderr, the result to stdout.
+//!
+//! An executable file (`relayc build FILE -o OUT.ro`; recognized by its magic bytes, or by the
+//! name `.ro`) is loaded instead ([`Executable::load`]: validated, kernels JIT-compiled) and
+//! runs the same way: its entry's parameters are the remaining ones (`--params` given to
+//! `build` are constants in it), bound from `--input`, `--params` and `--random-inputs` with the
+//! same checks and messages, and its result prints with the constructor names the file keeps.
 
 use std::collections::HashMap;
 use std::fmt::{self, Write as _};
-use std::io::Write as _;
+use std::io::{Read as _, Write as _};
 use std::num::NonZeroUsize;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -20,19 +26,20 @@ use std::time::{Duration, Instant};
 use clap::{Args, ValueEnum};
 use miette::{Diagnostic, LabeledSpan, NamedSource, SourceCode};
 use relay_interp::{InterpOptions, SplitMix64};
-use relay_ir::{Function, Module, NDArray, Symbol, Type, Value};
+use relay_ir::{Function, Module, NDArray, Source, Symbol, Type, Value};
 use relay_runtime::npy::{self, shape_tuple};
-use relay_vm::{Vm, VmError, VmOptions};
+use relay_vm::{Executable, Vm, VmError, VmFunction, VmOptions};
 
-use crate::build::{PipelineArgs, compile_for_vm, lower};
+use crate::build::{PipelineArgs, compile_for_vm, lower, millis};
 use crate::diagnostics::{report_diagnostic, report_error};
 use crate::{Exit, write_stdout};
 
 /// The options of `relayc run`.
 #[derive(Debug, Args)]
 pub struct RunArgs {
-    /// The Relay file to run.
-    #[arg(value_name = "FILE")]
+    /// The Relay file, or the executable file (`.ro`, from `relayc build FILE -o OUT.ro`), to
+    /// run.
+    #[arg(value_name = "FILE|EXE.ro")]
     file: PathBuf,
     /// The global function to run.
     #[arg(long, default_value = "main", value_name = "NAME")]
@@ -42,7 +49,8 @@ pub struct RunArgs {
     #[arg(long = "input", value_name = "NAME=PATH.npy", value_parser = parse_input)]
     inputs: Vec<(String, PathBuf)>,
     /// Binds parameters by name to the tensors of a `.npz` file (on the VM as constants at
-    /// build time, TVM's `bind_params_by_name`); parameters it does not name stay inputs.
+    /// build time, TVM's `bind_params_by_name`; for an executable file, as inputs); parameters
+    /// it does not name stay inputs.
     #[arg(long, value_name = "W.npz")]
     params: Option<PathBuf>,
     /// Fills every unbound tensor parameter with random data from this seed (floats uniform in
@@ -138,10 +146,14 @@ pub fn run(args: &RunArgs) -> Exit {
         },
     };
 
+    if is_executable(&args.file) {
+        return run_executable(args, output_kind);
+    }
+
     let Some(module) = crate::load_typed(&args.file) else {
         return Exit::UserError;
     };
-    let entry = args.entry.strip_prefix('@').unwrap_or(&args.entry);
+    let entry = entry_name(args);
     let Some(global) = module.function(Symbol::intern(entry)) else {
         report_error(format_args!(
             "no function `@{entry}` in `{}`; {}",
@@ -151,14 +163,9 @@ pub fn run(args: &RunArgs) -> Exit {
         return Exit::UserError;
     };
 
-    let bound = match bind_arguments(args, entry, &global.func) {
-        Ok(bound) => bound,
-        Err(errors) => {
-            for error in errors {
-                report_error(format_args!("{error}"));
-            }
-            return Exit::UserError;
-        }
+    let Some(bound) = bound_or_report(bind_arguments(args, entry, &function_params(&global.func)))
+    else {
+        return Exit::UserError;
     };
 
     let result = match args.executor {
@@ -169,17 +176,155 @@ pub fn run(args: &RunArgs) -> Exit {
         Ok(result) => result,
         Err(exit) => return exit,
     };
+    let ty = relay_interp::result_type(&module, entry);
+    finish(args, output_kind, &result, ty.as_ref(), &module)
+}
 
+/// `relayc run EXE.ro ...`: loads the executable file and runs its entry function on the VM.
+fn run_executable(args: &RunArgs, output_kind: Option<OutputKind>) -> Exit {
+    let compiler_flag = if args.pipeline.passes.is_some() {
+        Some("--passes")
+    } else if args.pipeline.opt_level.is_some() {
+        Some("--opt-level")
+    } else if args.executor == Executor::Interp {
+        Some("--executor interp")
+    } else {
+        None
+    };
+    if let Some(flag) = compiler_flag {
+        report_error(format_args!(
+            "{flag} cannot be used with `{}`: the executable is already compiled (pipeline \
+             flags go to `relayc build`, and the interpreter runs Relay text files)",
+            args.file.display()
+        ));
+        return Exit::Usage;
+    }
+
+    let start = Instant::now();
+    let exe = match Executable::load(&args.file) {
+        Ok(exe) => exe,
+        Err(error) => {
+            report_diagnostic(&error);
+            return Exit::UserError;
+        }
+    };
+    let load = start.elapsed();
+    let entry = entry_name(args);
+    let Some((_, func)) = exe.global(entry) else {
+        report_error(format_args!(
+            "no function `@{entry}` in `{}`; {}",
+            args.file.display(),
+            executable_functions(&exe)
+        ));
+        return Exit::UserError;
+    };
+    let Some(bound) = bound_or_report(bind_arguments(args, entry, &vm_function_params(func)))
+    else {
+        return Exit::UserError;
+    };
+    // `--params` given to `build` are constants now; entries of a `--params` given here name
+    // parameters that remain, which are arguments like any other.
+    let inputs: Vec<Value> = bound.into_iter().map(|b| Value::tensor(b.array)).collect();
+    let prepared = format!("load: {}", millis(load));
+    let result = match execute(args, &exe, entry, &inputs, &prepared, None) {
+        Ok(result) => result,
+        Err(exit) => return exit,
+    };
+    let types = Module {
+        types: exe.types.clone(),
+        ..Module::default()
+    };
+    finish(args, output_kind, &result, func.ret_type.as_ref(), &types)
+}
+
+/// Whether `path` is an executable file rather than Relay text: its name ends in `.ro` (a file
+/// that then lacks the magic bytes gets the loader's error), or it starts with
+/// [`relay_vm::file::MAGIC`]. A file that cannot be read is not one (the text path reports it).
+fn is_executable(path: &Path) -> bool {
+    if path.extension().is_some_and(|e| e == "ro") {
+        return true;
+    }
+    let mut magic = [0u8; relay_vm::file::MAGIC.len()];
+    std::fs::File::open(path)
+        .and_then(|mut file| file.read_exact(&mut magic))
+        .is_ok_and(|()| magic == relay_vm::file::MAGIC)
+}
+
+/// The entry function's name, without a leading `@`.
+fn entry_name(args: &RunArgs) -> &str {
+    args.entry.strip_prefix('@').unwrap_or(&args.entry)
+}
+
+/// The bound parameters, or `None` after reporting every problem on stderr.
+fn bound_or_report(bound: Result<Vec<Bound>, Vec<String>>) -> Option<Vec<Bound>> {
+    match bound {
+        Ok(bound) => Some(bound),
+        Err(errors) => {
+            for error in errors {
+                report_error(format_args!("{error}"));
+            }
+            None
+        }
+    }
+}
+
+/// Writes the result to `--output`, or prints it readably as a value of type `ty` (ADTs with
+/// the constructor names of `module`'s type definitions).
+fn finish(
+    args: &RunArgs,
+    output_kind: Option<OutputKind>,
+    result: &Value,
+    ty: Option<&Type>,
+    module: &Module,
+) -> Exit {
     match (output_kind, &args.output) {
-        (Some(kind), Some(path)) => write_output(&result, kind, path),
+        (Some(kind), Some(path)) => write_output(result, kind, path),
         _ => {
-            let ty = relay_interp::result_type(&module, entry);
-            let mut text = relay_interp::format_value(&result, ty.as_ref(), &module);
+            let mut text = relay_interp::format_value(result, ty, module);
             if !text.ends_with('\n') {
                 text.push('\n');
             }
             write_stdout(&text)
         }
+    }
+}
+
+/// A parameter of a function: its name and its type, when known.
+type Param<'a> = (&'a str, Option<&'a Type>);
+
+/// The parameters of a Relay function, each with its checked type (else its annotation).
+fn function_params(func: &Function) -> Vec<Param<'_>> {
+    func.params
+        .iter()
+        .map(|p| (p.name().as_str(), p.checked_type().or(p.ty())))
+        .collect()
+}
+
+/// The parameters of a VM function: its parameter names and the types the file keeps.
+fn vm_function_params(func: &VmFunction) -> Vec<Param<'_>> {
+    func.params
+        .iter()
+        .enumerate()
+        .map(|(i, name)| {
+            let ty = func.param_types.get(i).and_then(Option::as_ref);
+            (name.as_str(), ty)
+        })
+        .collect()
+}
+
+/// "it defines `@main`, `@f`" for an executable, in function-index order.
+fn executable_functions(exe: &Executable) -> String {
+    let mut globals: Vec<(u32, &str)> = exe
+        .globals
+        .iter()
+        .map(|(name, &index)| (index, name.as_str()))
+        .collect();
+    globals.sort_unstable();
+    if globals.is_empty() {
+        "it defines no functions".to_string()
+    } else {
+        let names: Vec<String> = globals.iter().map(|(_, n)| format!("`@{n}`")).collect();
+        format!("it defines {}", names.join(", "))
     }
 }
 
@@ -198,26 +343,48 @@ fn defined_functions(module: &Module) -> String {
 }
 
 /// Compiles the module for the VM (binding `--params` as constants) and runs the entry
-/// function on the other arguments, `--repeat` times, printing timings and the profile.
+/// function on the other arguments ([`execute`]).
 fn run_vm(args: &RunArgs, module: &Module, entry: &str, bound: Vec<Bound>) -> Result<Value, Exit> {
     let (params, inputs) = split_params(bound);
     let (exe, times) = compile_for_vm(module.clone(), entry, &params, &args.pipeline)?;
+    execute(
+        args,
+        &exe,
+        entry,
+        &inputs,
+        &times.to_string(),
+        module.source.as_deref(),
+    )
+}
+
+/// Runs the entry function of `exe` on `inputs`, `--repeat` times, printing on stderr the
+/// `prepared` line (the compile or load time) and the run times with `--repeat`, and the profile
+/// with `--profile`. A run-time error is reported against `source`, the program's text, when
+/// known.
+fn execute(
+    args: &RunArgs,
+    exe: &Executable,
+    entry: &str,
+    inputs: &[Value],
+    prepared: &str,
+    source: Option<&Source>,
+) -> Result<Value, Exit> {
     let options = VmOptions {
         max_frames: args.max_frames,
         threads: args.threads.map_or(0, usize::from),
         profile: args.profile,
         ..VmOptions::default()
     };
-    let mut vm = Vm::with_options(&exe, options);
-    let (result, runs) = repeat(args.repeat, || vm.invoke(entry, &inputs));
+    let mut vm = Vm::with_options(exe, options);
+    let (result, runs) = repeat(args.repeat, || vm.invoke(entry, inputs));
     let result = result.map_err(|error| {
-        report_diagnostic(&VmFailure::new(&error, module));
+        report_diagnostic(&VmFailure::new(&error, source));
         Exit::UserError
     })?;
 
     let mut report = String::new();
     if args.repeat.is_some() || args.profile {
-        let _ = writeln!(report, "{times}");
+        let _ = writeln!(report, "{prepared}");
     }
     if args.repeat.is_some() {
         report.push_str(&run_times(&runs));
@@ -362,14 +529,14 @@ enum Binding {
     Param(NDArray),
 }
 
-/// The tensors of the `.npz` file `path` that name parameters of `func`, by parameter
+/// The tensors of the `.npz` file `path` that name parameters of `params`, by parameter
 /// position; as TVM's `bind_params_by_name`, names that are not parameters are ignored.
-fn params_file(path: &Path, func: &Function) -> Result<Vec<(usize, NDArray)>, String> {
+fn params_file(path: &Path, params: &[Param<'_>]) -> Result<Vec<(usize, NDArray)>, String> {
     let entries = npy::read_npz_file(path).map_err(|error| error.to_string())?;
     let mut found = Vec::new();
     for (name, array) in entries {
         let name = name.strip_prefix('%').unwrap_or(&name);
-        if let Some(i) = func.params.iter().position(|p| p.name().as_str() == name) {
+        if let Some(i) = params.iter().position(|&(p, _)| p == name) {
             found.push((i, array));
         }
     }
@@ -391,8 +558,8 @@ pub(crate) fn read_params(
         ));
         return Err(Exit::UserError);
     };
-    let params = &global.func.params;
-    let found = params_file(path, &global.func).map_err(|error| {
+    let params = function_params(&global.func);
+    let found = params_file(path, &params).map_err(|error| {
         report_error(format_args!("{error}"));
         Exit::UserError
     })?;
@@ -400,9 +567,9 @@ pub(crate) fn read_params(
     let mut bound = HashMap::new();
     let mut failed = false;
     for (i, array) in found {
-        let Some(param) = params.get(i) else { continue };
-        let name = param.name().as_str();
-        let ty = param.checked_type().or(param.ty());
+        let Some(&(name, ty)) = params.get(i) else {
+            continue;
+        };
         match check_input(name, ty, array, &from) {
             Ok(array) => {
                 bound.insert(name.to_string(), array);
@@ -420,17 +587,21 @@ pub(crate) fn read_params(
     }
 }
 
-/// Binds every parameter of the entry function from `--params`, `--input` and
-/// `--random-inputs`, in parameter order, checking each against its parameter's type. Returns
-/// every problem found.
-fn bind_arguments(args: &RunArgs, entry: &str, func: &Function) -> Result<Vec<Bound>, Vec<String>> {
-    let names: Vec<&str> = func.params.iter().map(|p| p.name().as_str()).collect();
+/// Binds every parameter of the entry function (`params`: names and types, in order) from
+/// `--params`, `--input` and `--random-inputs`, in parameter order, checking each against its
+/// parameter's type. Returns every problem found.
+fn bind_arguments(
+    args: &RunArgs,
+    entry: &str,
+    params: &[Param<'_>],
+) -> Result<Vec<Bound>, Vec<String>> {
+    let names: Vec<&str> = params.iter().map(|&(name, _)| name).collect();
     let position = |name: &str| names.iter().position(|&n| n == name);
-    let mut bound: Vec<Option<Binding>> = func.params.iter().map(|_| None).collect();
+    let mut bound: Vec<Option<Binding>> = params.iter().map(|_| None).collect();
     let mut errors = Vec::new();
 
     if let Some(path) = &args.params {
-        match params_file(path, func) {
+        match params_file(path, params) {
             Ok(found) => {
                 for (i, array) in found {
                     if let Some(slot) = bound.get_mut(i) {
@@ -474,13 +645,11 @@ fn bind_arguments(args: &RunArgs, entry: &str, func: &Function) -> Result<Vec<Bo
     }
 
     let mut rng = args.random_inputs.map(SplitMix64::new);
-    let mut values = Vec::with_capacity(func.params.len());
-    for (i, (param, binding)) in func.params.iter().zip(bound).enumerate() {
+    let mut values = Vec::with_capacity(params.len());
+    for (i, (&(name, ty), binding)) in params.iter().zip(bound).enumerate() {
         if unreadable.contains(&i) {
             continue;
         }
-        let name = param.name().as_str();
-        let ty = param.checked_type().or(param.ty());
         let from_params = matches!(binding, Some(Binding::Param(_)));
         let array = match binding {
             Some(Binding::Input(array, path)) => {
@@ -603,9 +772,10 @@ struct VmFailure<'a> {
 }
 
 impl<'a> VmFailure<'a> {
-    /// The report of `error`, raised running a program compiled from `module`.
-    fn new(error: &'a VmError, module: &Module) -> VmFailure<'a> {
-        let located = module.source.as_deref().and_then(|source| {
+    /// The report of `error`, raised running a program compiled from the text `source` (when
+    /// known: an executable file keeps only the locations).
+    fn new(error: &'a VmError, source: Option<&Source>) -> VmFailure<'a> {
+        let located = source.and_then(|source| {
             let offset = source_offset(error.location.as_deref()?, &source.name, &source.text)?;
             Some((NamedSource::new(&source.name, source.text.clone()), offset))
         });

@@ -1,6 +1,7 @@
 //! Runs `relayc build`: `--emit ir`, `--emit kernels` and `--emit clif` on small programs and
-//! the W1/W2 benchmark programs, `-o`, compiling without `--emit`, kernels that cannot be
-//! compiled, and the exit codes of bad programs and bad usage.
+//! the W1/W2 benchmark programs, `-o` with `--emit` (text) and without (an executable file),
+//! compiling without `--emit`, kernels that cannot be compiled, and the exit codes of bad
+//! programs and bad usage.
 
 mod common;
 
@@ -213,13 +214,31 @@ fn without_emit_every_kernel_is_compiled() {
 }
 
 #[test]
-fn output_without_emit_is_a_usage_error() {
-    let file = TempFile::new("usage.relay", ONE_KERNEL);
+fn output_without_emit_writes_an_executable_file() {
+    let file = TempFile::new("exe.relay", TWO_KERNELS);
     let target = TempFile::path_for("out.ro");
-    let out = build(&[file.arg(), "-o", target.arg()]);
-    assert_eq!(code(&out), 2, "{}", stderr(&out));
-    assert!(stderr(&out).contains("needs --emit"), "{}", stderr(&out));
-    assert!(!target.path().exists());
+    let out = build_ok(&[file.arg(), "-o", target.arg()]);
+    assert!(stdout(&out).is_empty(), "{}", stdout(&out));
+    let bytes = std::fs::read(target.path()).unwrap();
+    assert!(bytes.starts_with(&relay_vm::file::MAGIC));
+    // One summary line: the file, its size, what it holds and the compile time.
+    let err = stderr(&out);
+    let summary = format!("wrote `{}`: {} bytes (", target.arg(), bytes.len());
+    assert!(err.starts_with(&summary), "{err}");
+    for part in ["2 functions, 2 kernels", "compile: ", "save "] {
+        assert!(err.contains(part), "{part:?} in {err}");
+    }
+    assert_eq!(err.lines().count(), 1, "{err}");
+
+    // A place that cannot be written is reported, exit 1.
+    let dir = TempFile::path_for("no-such-dir");
+    let inside = dir.path().join("out.ro");
+    let out = build(&[file.arg(), "-o", arg(&inside)]);
+    assert_eq!(code(&out), 1, "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(err.contains("cannot write `"), "{err}");
+    assert!(err.contains("relay::exe::io"), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
 }
 
 #[test]
@@ -311,13 +330,20 @@ fn kernels_that_cannot_compile_are_all_reported() {
         // Pointing at the kernel's root expression in the input.
         assert!(err.contains("unsupported.relay:3:4"), "{err}");
         assert!(err.contains("computes this"), "{err}");
-        // With nothing written to -o.
+        // With nothing written to -o: the text, or (without --emit) the executable file,
+        // whose build reports the same failures.
         args.extend_from_slice(&["-o", target.arg()]);
-        if !emit.is_empty() {
-            let out = build(&args);
-            assert_eq!(code(&out), 1, "{}", stderr(&out));
-            assert!(!target.path().exists());
-        }
+        let out = build(&args);
+        assert_eq!(code(&out), 1, "{}", stderr(&out));
+        assert!(!target.path().exists());
+        let err = stderr(&out);
+        assert_eq!(
+            err.matches("cannot compile kernel fused_nn_fast_softmax")
+                .count(),
+            2,
+            "{err}"
+        );
+        assert!(err.contains("unsupported.relay:3:4"), "{err}");
     }
 }
 
