@@ -1,17 +1,19 @@
 #!/usr/bin/env bash
 # The benchmarks of BENCHMARKS.md against their peers, in one run: the kernel table (W1-W4 and
-# compile times) and the VM table (W5-W8).
+# compile times) and the VM table (W5-W9).
 #
 # Builds the criterion benchmarks in release mode, creates benches/.venv with numpy, onnx and
 # onnxruntime if missing, then runs ours and the peers alternately, ROUNDS times (default 2):
 # - kernels: `cargo bench --bench kernels` (which also measures the Rust peers: plain loops,
 #   `matrixmultiply`, direct convolution loops) and the Python peers benches/peers/kernels.py;
 # - vm: `cargo bench --bench vm` (whole programs in the VM with one kernel thread, and text to
-#   executable; also native Rust fib) and benches/peers/vm.py (ONNX Runtime, numpy, CPython,
-#   and Lua 5.4 when `lua5.4` is on PATH).
+#   executable; also native Rust fib; W9, loading the W5 MLP's executable file, whose size the
+#   benchmark appends to the results through RELAY_BENCH_SIZES) and benches/peers/vm.py (ONNX
+#   Runtime, numpy, CPython, and Lua 5.4 when `lua5.4` is on PATH).
 # It then prints one table per part: the median over rounds of each implementation, the ratio
 # peer time / our time (> 1 means we are faster), GFLOP/s for the contractions, per-step,
-# per-iteration and per-call times for W6 and W7, and the target from BENCHMARKS.md.
+# per-iteration and per-call times for W6 and W7, and the target from BENCHMARKS.md (W9's
+# from issue 7: load under 20 ms, file within 5% of the raw size of its constants).
 #
 # A kernel or program that does not compile (or run) yet is skipped by its criterion benchmark
 # (the reason is on stderr); its cells show "—". Only estimates written during this run are
@@ -51,6 +53,7 @@ kernels_entries=(
 vm_entries=(
     W5_b1/ours W5_b64/ours W6/ours W7_sum_to/ours W7_fib/ours W7_fib/rust_native
     W8/mlp_text_to_exe W8/conv_text_to_exe
+    W9_load/mlp_ro_file W9_load/mlp_ro W9_load/mlp_ro_decode
 )
 
 echo "== building the benchmarks (release)" >&2
@@ -69,13 +72,15 @@ fi
 
 # Runs criterion benchmark $1 and appends the median of each of its entries (the remaining
 # arguments) to the results as `PEER <group> <bench> <seconds>`, skipping those this run did
-# not write (a kernel or program that does not compile yet).
+# not write (a kernel or program that does not compile yet). The benchmark itself appends
+# `SIZE <group> <bench> <file bytes> <constant bytes>` lines to the file RELAY_BENCH_SIZES
+# names (W9's executable file).
 run_ours() {
     local bench="$1"
     shift
     touch "$stamp"
     # A failing benchmark binary leaves the estimates it wrote; the peers and tables still run.
-    cargo bench -p relay-benches --bench "$bench" -- --noplot >&2 ||
+    RELAY_BENCH_SIZES="$results" cargo bench -p relay-benches --bench "$bench" -- --noplot >&2 ||
         echo "== cargo bench --bench $bench failed; its missing entries show \"—\"" >&2
     for entry in "$@"; do
         file="$target_dir/criterion/$entry/new/estimates.json"
@@ -210,11 +215,15 @@ import shutil, statistics, sys
 from collections import defaultdict
 
 samples = defaultdict(list)
+# (file bytes, constant bytes) by (group, bench); the same every round.
+sizes = {}
 with open(sys.argv[1]) as f:
     for line in f:
         parts = line.split()
         if len(parts) == 4 and parts[0] == "PEER":
             samples[(parts[1], parts[2])].append(float(parts[3]))
+        elif len(parts) == 5 and parts[0] == "SIZE":
+            sizes[(parts[1], parts[2])] = (int(parts[3]), int(parts[4]))
 t = {key: statistics.median(v) for key, v in samples.items()}
 
 # The work of one call: W6 runs 100 LSTM steps, W7 sum_to 10^6 iterations, fib(25) makes
@@ -294,6 +303,34 @@ print("|---|---|---|---|---|")
 for label, workload, impl, peers, target, ok in rows:
     ours = fmt(time_of(workload, impl))
     print(f"| {label} | {ours} | {peer_cells(workload, impl, peers)} | {target} | {met(ok)} |")
+
+# W9: loading the W5 MLP's executable file (our time: `Executable::load`, the read included),
+# beside the same load from bytes in memory, decoding and validating without the kernel JIT,
+# and ONNX Runtime's session creation from the serialized model (W8's peer, weights included).
+load = time_of("W9_load", "mlp_ro_file")
+session = time_of("W8", "onnxruntime_session")
+cells = [
+    f"from bytes in memory: {fmt(time_of('W9_load', 'mlp_ro'))}",
+    f"decode + validate only, no JIT: {fmt(time_of('W9_load', 'mlp_ro_decode'))}",
+]
+if session is None:
+    cells.append("ORT session creation: —")
+elif load is None:
+    cells.append(f"ORT session creation: {fmt(session)}")
+else:
+    cells.append(f"ORT session creation: {fmt(session)} ({session / load:.2f}×)")
+ok = None if load is None else load < 20e-3
+print(f"| W9 MLP (W5 batch 1, weights as constants): load the `.ro` file, kernel JIT included "
+      f"| {fmt(load)} | {'; '.join(cells)} | < 20 ms | {met(ok)} |")
+size = sizes.get(("W9_load", "mlp_ro"))
+if size is None:
+    print("| W9 MLP `.ro` file size | — | raw constants: — | within 5% of the raw constants | — |")
+else:
+    file_bytes, constant_bytes = size
+    ratio = file_bytes / constant_bytes
+    print(f"| W9 MLP `.ro` file size | {file_bytes:,} bytes | raw constants: "
+          f"{constant_bytes:,} bytes (file / constants = {ratio:.4f}) "
+          f"| within 5% of the raw constants | {met(abs(ratio - 1) <= 0.05)} |")
 print()
 print("Ratios are peer time / our time (> 1: we are faster); medians over rounds; one thread.")
 print("W6 and W7 are divided by the work per call (100 steps, 10^6 iterations, 242,785 calls).")

@@ -161,7 +161,12 @@ pub fn typed(text: &str, file: &str) -> Result<relay_ir::Module, String> {
 /// `text` parsed, type-checked and lowered by the default pass pipeline, as `relayc opt` and
 /// `relayc build` lower a file for the VM: the module [`relay_vm::compile`] takes.
 pub fn lowered(text: &str, file: &str) -> Result<relay_ir::Module, String> {
-    let module = typed(text, file)?;
+    lower(typed(text, file)?, file)
+}
+
+/// A type-checked `module` (from `file`) lowered by the default pass pipeline, as [`lowered`]
+/// lowers a parsed one.
+pub fn lower(module: relay_ir::Module, file: &str) -> Result<relay_ir::Module, String> {
     let manager =
         relay_passes::PassManager::from_config(&relay_passes::PipelineConfig::default_pipeline());
     let (module, _timings) = manager
@@ -186,4 +191,41 @@ pub fn executable(text: &str, file: &str) -> Result<relay_vm::Executable, String
         )
     })?;
     Ok(exe)
+}
+
+/// `module` (type-checked) with every parameter of `@main` except `inputs` bound to a constant:
+/// a seeded random tensor of the parameter's type ([`relay_interp::random_inputs`]), as
+/// `relayc build --params` and `relay::bind_params` (TVM's `bind_params_by_name`) bind a
+/// model's weights. The result is type-checked again, so its types reflect the constants.
+pub fn bind_random_params(
+    mut module: relay_ir::Module,
+    inputs: &[&str],
+    seed: u64,
+) -> Result<relay_ir::Module, String> {
+    let main = module
+        .functions
+        .iter_mut()
+        .find(|f| f.name.as_str() == "main")
+        .ok_or("the module has no @main")?;
+    let func = &mut main.func;
+    let values = relay_interp::random_inputs(func, seed)?;
+    let mut map = std::collections::HashMap::new();
+    for (param, value) in func.params.iter().zip(values) {
+        if inputs.contains(&param.name().as_str()) {
+            continue;
+        }
+        let array = value
+            .as_tensor()
+            .ok_or_else(|| format!("`%{}` is not a tensor", param.name()))?;
+        map.insert(param.id(), relay_ir::Expr::constant((**array).clone()));
+    }
+    func.params.retain(|p| !map.contains_key(&p.id()));
+    func.body = relay_ir::visit::substitute(&func.body, &map);
+    relay_types::check_module(&module).map_err(|errors| {
+        format!(
+            "the module with bound parameters does not type-check:\n{}",
+            relay_syntax::render_plain(&errors)
+        )
+    })?;
+    Ok(module)
 }
