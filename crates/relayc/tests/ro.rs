@@ -447,17 +447,9 @@ fn entry_runs_another_global_of_an_executable() {
     assert!(stderr(&out).contains("`@main`"), "{}", stderr(&out));
 }
 
-/// Non-tail recursion 1000 deep.
-const DEEP: &str = r#"#[version = "0.0.5"]
-def @count(%n: int64) -> int64 {
-  if (%n == 0i64) { 0i64 } else { 1i64 + @count(%n - 1i64) }
-}
-def @main() -> int64 { @count(1000i64) }
-"#;
-
 #[test]
 fn repeat_profile_threads_and_max_frames_work_on_an_executable() {
-    let program = TempFile::new("deep.relay", DEEP);
+    let program = TempFile::new("deep.relay", common::DEEP);
     let exe = build_executable(program.path(), &[]);
     let once = relayc(&["run", exe.arg()]);
     assert_succeeds(&once, "run .ro");

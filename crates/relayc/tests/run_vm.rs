@@ -408,17 +408,9 @@ fn vm_only_flags_are_usage_errors_with_the_interpreter() {
     );
 }
 
-/// Non-tail recursion 1000 deep.
-const DEEP: &str = r#"#[version = "0.0.5"]
-def @count(%n: int64) -> int64 {
-  if (%n == 0i64) { 0i64 } else { 1i64 + @count(%n - 1i64) }
-}
-def @main() -> int64 { @count(1000i64) }
-"#;
-
 #[test]
 fn max_frames_limits_non_tail_recursion() {
-    let program = TempFile::new("deep.relay", DEEP);
+    let program = TempFile::new("deep.relay", common::DEEP);
     let text = assert_same_output(program.arg(), &[]);
     assert_eq!(text.trim(), "1000");
     let (vm, interp) = run_both(program.arg(), &["--max-frames", "100"]);

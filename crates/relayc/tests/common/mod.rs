@@ -72,3 +72,11 @@ pub fn stdout(output: &Output) -> String {
 pub fn arg(path: &Path) -> &str {
     path.to_str().unwrap()
 }
+
+/// Non-tail recursion 1000 deep (`@main` returns 1000).
+pub const DEEP: &str = r#"#[version = "0.0.5"]
+def @count(%n: int64) -> int64 {
+  if (%n == 0i64) { 0i64 } else { 1i64 + @count(%n - 1i64) }
+}
+def @main() -> int64 { @count(1000i64) }
+"#;
