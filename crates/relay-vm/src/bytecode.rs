@@ -589,6 +589,24 @@ impl PartialEq for VmFunction {
 }
 
 impl VmFunction {
+    /// The most registers the function can use: its parameters or the highest register its
+    /// instructions name plus one, whichever is larger, and at most one register per parameter
+    /// and per register operand. The compiler numbers registers densely, so its functions
+    /// never ask for more; a larger `register_count` (from a corrupt file) would only make
+    /// every call allocate a huge frame.
+    pub fn registers_named(&self) -> u64 {
+        let (mut highest, mut operands) = (0u64, 0u64);
+        for instr in &self.code {
+            let (reads, write) = instr.registers();
+            for r in reads.iter().chain(&write) {
+                highest = highest.max(u64::from(r.0) + 1);
+                operands += 1;
+            }
+        }
+        let params = self.params.len() as u64;
+        highest.max(params).min(params + operands)
+    }
+
     /// The source location of instruction `pc`, when known.
     pub fn location(&self, pc: usize) -> Option<&str> {
         let i = self
@@ -661,6 +679,16 @@ pub fn validate(func: &VmFunction, tables: &Tables) -> Result<(), BytecodeError>
             ),
         ));
     }
+    let named = func.registers_named();
+    if u64::from(func.register_count) > named {
+        return Err(fail(
+            0,
+            format!(
+                "a register count of {}, but its parameters and instructions name at most {named}",
+                func.register_count
+            ),
+        ));
+    }
     match func.code.last() {
         None => return Err(fail(0, "the function has no instructions".into())),
         Some(last) if !last.ends_block() => {
@@ -706,6 +734,20 @@ pub fn validate(func: &VmFunction, tables: &Tables) -> Result<(), BytecodeError>
                 )
             })
         };
+        // The number of inputs is the kernel's to check when called: an input register
+        // holding a tuple passes its tensors.
+        let kernel_call = |kernel: u32| -> Result<(), BytecodeError> {
+            if kernel as usize >= tables.kernels {
+                return Err(fail(
+                    pc,
+                    format!(
+                        "kernel index {kernel} out of range ({} kernels)",
+                        tables.kernels
+                    ),
+                ));
+            }
+            Ok(())
+        };
         match instr {
             Instruction::If {
                 true_offset,
@@ -743,27 +785,11 @@ pub fn validate(func: &VmFunction, tables: &Tables) -> Result<(), BytecodeError>
                     ));
                 }
             }
-            Instruction::InvokePackedAlloc { kernel, .. } if *kernel as usize >= tables.kernels => {
-                return Err(fail(
-                    pc,
-                    format!(
-                        "kernel index {kernel} out of range ({} kernels)",
-                        tables.kernels
-                    ),
-                ));
-            }
+            Instruction::InvokePackedAlloc { kernel, .. } => kernel_call(*kernel)?,
             Instruction::InvokePacked {
                 kernel, outputs, ..
             } => {
-                if *kernel as usize >= tables.kernels {
-                    return Err(fail(
-                        pc,
-                        format!(
-                            "kernel index {kernel} out of range ({} kernels)",
-                            tables.kernels
-                        ),
-                    ));
-                }
+                kernel_call(*kernel)?;
                 if outputs.is_empty() {
                     return Err(fail(pc, "a kernel call without outputs".into()));
                 }
@@ -875,6 +901,14 @@ mod tests {
                     outputs: vec![r(2)],
                 },
                 "invoke_packed PackedFunc[0] (in: $0, $1, out: $2)",
+            ),
+            (
+                I::InvokePackedAlloc {
+                    kernel: 0,
+                    inputs: vec![r(0), r(1)],
+                    dst: r(2),
+                },
+                "invoke_packed_alloc $2 PackedFunc[0] (in: $0, $1)",
             ),
             (
                 I::AllocTensor {
@@ -1067,7 +1101,16 @@ mod tests {
                     },
                 ];
             }
-            assert_eq!(validate(&func(5, code), &tables()), Ok(()), "{text}");
+            // A frame exactly as large as the registers the code names.
+            let mut f = func(0, code);
+            f.register_count = u32::try_from(f.registers_named()).unwrap_or(u32::MAX);
+            assert!(f.register_count <= 5, "{text}");
+            assert_eq!(validate(&f, &tables()), Ok(()), "{text}");
+            // One register more than it names is refused: a corrupt count must not make
+            // every call allocate a huge frame.
+            f.register_count += 1;
+            let err = validate(&f, &tables()).expect_err(text);
+            assert!(err.message.contains("name at most"), "{text}: {err}");
         }
     }
 
@@ -1163,13 +1206,27 @@ mod tests {
                     vec![
                         I::InvokePacked {
                             kernel: 0,
-                            inputs: vec![r(0)],
+                            inputs: vec![r(0), r(1)],
                             outputs: vec![],
                         },
                         ret.clone(),
                     ],
                 ),
                 "without outputs",
+            ),
+            (
+                func(
+                    3,
+                    vec![
+                        I::InvokePackedAlloc {
+                            kernel: 1,
+                            inputs: vec![r(0)],
+                            dst: r(2),
+                        },
+                        ret.clone(),
+                    ],
+                ),
+                "kernel index 1 out of range",
             ),
             (
                 func(

@@ -353,7 +353,7 @@ pub(super) fn read(file: &[u8], cache: Arc<KernelCache>) -> Result<(Executable, 
     }
     let sections = header.u32("the section count")?;
     let length = header.u64("the file length")?;
-    let _reserved = header.u64("the reserved word")?;
+    let reserved = header.u64("the reserved word")?;
     if length != file.len() as u64 {
         return Err(header.error_at(
             16,
@@ -374,6 +374,9 @@ pub(super) fn read(file: &[u8], cache: Arc<KernelCache>) -> Result<(Executable, 
     if stored != computed {
         return Err(ExeFileError::Checksum { stored, computed });
     }
+    if reserved != 0 {
+        return Err(header.error_at(24, format!("the reserved word is {reserved}, not 0")));
+    }
     if sections as usize != SECTIONS.len() {
         return Err(header.error_at(
             12,
@@ -390,7 +393,13 @@ pub(super) fn read(file: &[u8], cache: Arc<KernelCache>) -> Result<(Executable, 
         let cursor = section(file, pos, index, body)?;
         let end = cursor.end;
         // The payload is padded with zeros to a multiple of 8 bytes.
-        let padded = end.next_multiple_of(8).min(body);
+        let padded = end.next_multiple_of(8);
+        if padded > body {
+            return Err(cursor.error_at(
+                end,
+                "the section's padding to 8 bytes runs into the checksum",
+            ));
+        }
         if let Some(i) = file[end..padded].iter().position(|&b| b != 0) {
             return Err(cursor.error_at(end + i, "padding after the section is not zero"));
         }
@@ -701,6 +710,7 @@ fn read_function(c: &mut Cursor<'_>, opcodes: &[usize]) -> Result<(VmFunction, V
         param_types.push(c.opt_ty()?);
     }
     let ret_type = c.opt_ty()?;
+    let register_count_at = c.pos;
     let register_count = c.u32("the register count")?;
     let n = c.count(2, "instructions")?;
     let mut code = Vec::with_capacity(n);
@@ -709,23 +719,6 @@ fn read_function(c: &mut Cursor<'_>, opcodes: &[usize]) -> Result<(VmFunction, V
         offsets.push(c.pos);
         code.push(read_instruction(c, opcodes)?);
     }
-    let n = c.count(8, "locations")?;
-    let mut locations: Vec<(u32, String)> = Vec::with_capacity(n);
-    for _ in 0..n {
-        let at = c.pos;
-        let pc = c.u32("a location's instruction")?;
-        if pc as usize >= code.len() || locations.last().is_some_and(|(p, _)| *p >= pc) {
-            return Err(c.error_at(
-                at,
-                format!(
-                    "location for instruction {pc} of `{name}` ({} instructions; locations \
-                     are sorted)",
-                    code.len()
-                ),
-            ));
-        }
-        locations.push((pc, c.string("a location")?));
-    }
     let f = VmFunction {
         name,
         params,
@@ -733,9 +726,41 @@ fn read_function(c: &mut Cursor<'_>, opcodes: &[usize]) -> Result<(VmFunction, V
         code,
         param_types,
         ret_type,
-        locations,
+        locations: Vec::new(),
     };
-    Ok((f, offsets))
+    // A frame is as large as the register count says: a few bytes of file must not make the
+    // VM allocate gigabytes per call (the validator checks this too; here the error points at
+    // the count).
+    let named = f.registers_named();
+    if u64::from(register_count) > named {
+        return Err(c.error_at(
+            register_count_at,
+            format!(
+                "`{}` has a register count of {register_count}; its parameters and \
+                 instructions name at most {named}",
+                f.name
+            ),
+        ));
+    }
+    let n = c.count(8, "locations")?;
+    let mut locations: Vec<(u32, String)> = Vec::with_capacity(n);
+    for _ in 0..n {
+        let at = c.pos;
+        let pc = c.u32("a location's instruction")?;
+        if pc as usize >= f.code.len() || locations.last().is_some_and(|(p, _)| *p >= pc) {
+            return Err(c.error_at(
+                at,
+                format!(
+                    "location for instruction {pc} of `{}` ({} instructions; locations \
+                     are sorted)",
+                    f.name,
+                    f.code.len()
+                ),
+            ));
+        }
+        locations.push((pc, c.string("a location")?));
+    }
+    Ok((VmFunction { locations, ..f }, offsets))
 }
 
 fn read_instruction(c: &mut Cursor<'_>, opcodes: &[usize]) -> Result<Instruction> {

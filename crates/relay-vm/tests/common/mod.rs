@@ -253,3 +253,376 @@ pub fn round_trip(exe: &Executable) -> Result<Executable, String> {
         Err(e) => Err(format!("the loaded executable does not save: {e}")),
     }
 }
+
+/// The Relay programs of `ir-tests/bytecode/` (name and text up to the precise-output
+/// block), sorted: small programs that together use every instruction kind — constants,
+/// kernels, ADTs and `match`, closures, references, tuples, tail calls, a dynamic shape.
+pub fn bytecode_programs() -> Vec<(String, String)> {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../ir-tests/bytecode");
+    let mut paths: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|e| e == "relay"))
+        .collect();
+    paths.sort();
+    paths
+        .into_iter()
+        .map(|path| {
+            let text = std::fs::read_to_string(&path)
+                .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+            let program = text.split("// output:").next().unwrap_or("").to_owned();
+            let name = path
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            (name, program)
+        })
+        .collect()
+}
+
+/// `bytes` (an executable file, possibly edited) with its header's file-length field and its
+/// trailing checksum made consistent with its contents again, so that a reader gets past
+/// them to the edited field. A file shorter than a header and a checksum is returned as is.
+pub fn reseal(mut bytes: Vec<u8>) -> Vec<u8> {
+    use relay_vm::file::{CHECKSUM_LEN, HEADER_LEN, xxh64};
+    if bytes.len() < HEADER_LEN + CHECKSUM_LEN {
+        return bytes;
+    }
+    let len = bytes.len() as u64;
+    bytes[16..24].copy_from_slice(&len.to_le_bytes());
+    let body = bytes.len() - CHECKSUM_LEN;
+    let sum = xxh64(&bytes[..body]);
+    bytes[body..].copy_from_slice(&sum.to_le_bytes());
+    bytes
+}
+
+/// What a field located by [`walk`] holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FieldKind {
+    /// A section's `u64` payload length.
+    SectionLength,
+    /// A `u32` count of the items (or bytes) that follow.
+    Count,
+    /// A `u32` index into the function, kernel or constant table.
+    Index,
+    /// A `u32` register of an instruction.
+    Register,
+    /// A function's `u32` register count.
+    RegisterCount,
+    /// An `i32` jump offset of `if` or `goto`.
+    Jump,
+    /// An instruction's opcode byte.
+    Opcode,
+    /// The first byte (the type code) of a 4-byte dtype.
+    Dtype,
+    /// Anything else the walker names (hashes, flags, type tags, integers).
+    Other,
+}
+
+/// A field of an executable file: where it is, its size in bytes, its kind, which section it
+/// is in, and what it is.
+#[derive(Clone, Debug)]
+pub struct Field {
+    pub at: usize,
+    pub size: usize,
+    pub kind: FieldKind,
+    pub section: &'static str,
+    pub what: String,
+}
+
+/// An executable file's sections: name, offset of the section header, offset and length of
+/// the payload.
+#[derive(Clone, Debug)]
+pub struct SectionSpan {
+    pub name: &'static str,
+    pub header: usize,
+    pub payload: usize,
+    pub len: usize,
+}
+
+/// The layout of a valid executable file, found by the tests' own reader (independent of the
+/// crate's): its sections and its fields.
+#[derive(Clone, Debug, Default)]
+pub struct FileLayout {
+    pub sections: Vec<SectionSpan>,
+    pub fields: Vec<Field>,
+}
+
+impl FileLayout {
+    /// The fields of `kind`.
+    pub fn of_kind(&self, kind: FieldKind) -> impl Iterator<Item = &Field> {
+        self.fields.iter().filter(move |f| f.kind == kind)
+    }
+
+    /// The first field whose description contains `what`.
+    pub fn find(&self, what: &str) -> Option<&Field> {
+        self.fields.iter().find(|f| f.what.contains(what))
+    }
+
+    /// The section named `name`.
+    pub fn section(&self, name: &str) -> &SectionSpan {
+        self.sections
+            .iter()
+            .find(|s| s.name == name)
+            .unwrap_or_else(|| panic!("no section {name}"))
+    }
+}
+
+/// The tests' reader of a valid executable file.
+struct Walker<'a> {
+    bytes: &'a [u8],
+    pos: usize,
+    section: &'static str,
+    fields: Vec<Field>,
+}
+
+impl Walker<'_> {
+    fn field(&mut self, size: usize, kind: FieldKind, what: &str) -> u64 {
+        let mut v = [0u8; 8];
+        v[..size].copy_from_slice(&self.bytes[self.pos..self.pos + size]);
+        self.fields.push(Field {
+            at: self.pos,
+            size,
+            kind,
+            section: self.section,
+            what: what.to_owned(),
+        });
+        self.pos += size;
+        u64::from_le_bytes(v)
+    }
+
+    fn count(&mut self, what: &str) -> usize {
+        self.field(4, FieldKind::Count, what) as usize
+    }
+
+    fn str(&mut self, what: &str) -> String {
+        let n = self.count(&format!("{what} length"));
+        let s = String::from_utf8_lossy(&self.bytes[self.pos..self.pos + n]).into_owned();
+        self.pos += n;
+        s
+    }
+
+    fn dtype(&mut self, what: &str) {
+        self.field(1, FieldKind::Dtype, &format!("{what} dtype"));
+        self.pos += 3;
+    }
+
+    fn var(&mut self) {
+        self.field(4, FieldKind::Other, "type variable index");
+        self.str("type variable name");
+    }
+
+    fn ty(&mut self) {
+        match self.field(1, FieldKind::Other, "type tag") {
+            0 => {
+                let n = self.count("tensor type dimensions");
+                self.pos += 8 * n;
+                self.dtype("tensor type");
+            }
+            1 => self.types("tuple fields"),
+            2 => {
+                let n = self.count("function type parameters");
+                (0..n).for_each(|_| self.var());
+                self.types("function type argument types");
+                self.ty();
+            }
+            3 => self.var(),
+            4 => {
+                self.str("ADT name");
+                self.types("ADT arguments");
+            }
+            5 => self.ty(),
+            6 => {}
+            tag => panic!("type tag {tag} at {}", self.pos - 1),
+        }
+    }
+
+    fn types(&mut self, what: &str) {
+        let n = self.count(what);
+        (0..n).for_each(|_| self.ty());
+    }
+
+    fn opt_ty(&mut self) {
+        if self.field(1, FieldKind::Other, "type present") == 1 {
+            self.ty();
+        }
+    }
+
+    fn regs(&mut self, what: &str) {
+        let n = self.count(&format!("{what} registers"));
+        for _ in 0..n {
+            self.field(4, FieldKind::Register, &format!("{what} register"));
+        }
+    }
+
+    fn i64s(&mut self, what: &str) {
+        let n = self.count(what);
+        self.pos += 8 * n;
+    }
+
+    fn instruction(&mut self, opcodes: &[String]) {
+        let op = self.field(1, FieldKind::Opcode, "opcode") as usize;
+        let name = opcodes[op].clone();
+        // The operands, in file order: r register, R register list, f/k/c function, kernel,
+        // constant index, u other u32, q u64, i i64, I i64 list, d dtype, j jump, s string,
+        // a optional asserted shape.
+        let operands = match name.as_str() {
+            "move" | "get_tag" | "shape_of" | "alloc_ref" | "ref_read" => "rr",
+            "ret" | "kill_register" => "r",
+            "fatal" => "s",
+            "invoke" | "alloc_closure" => "fRr",
+            "invoke_closure" => "rRr",
+            "tail_invoke" => "fR",
+            "tail_invoke_closure" => "rR",
+            "invoke_packed" => "kRR",
+            "invoke_packed_alloc" => "kRr",
+            "alloc_tensor" => "rrIdr",
+            "alloc_tensor_reg" => "rrrdar",
+            "alloc_storage" => "rqdr",
+            "alloc_data" => "uRr",
+            "alloc_tuple" => "Rr",
+            "get_field" => "rur",
+            "if" => "rrjj",
+            "goto" => "j",
+            "load_const" => "cr",
+            "load_consti" => "ir",
+            "reshape_tensor" | "ref_write" => "rrr",
+            other => panic!("the walker does not know `{other}`"),
+        };
+        for o in operands.chars() {
+            match o {
+                'r' => {
+                    self.field(4, FieldKind::Register, &format!("{name} register"));
+                }
+                'R' => self.regs(&name),
+                'f' => {
+                    self.field(4, FieldKind::Index, &format!("{name} function index"));
+                }
+                'k' => {
+                    self.field(4, FieldKind::Index, &format!("{name} kernel index"));
+                }
+                'c' => {
+                    self.field(4, FieldKind::Index, &format!("{name} constant index"));
+                }
+                'u' => {
+                    self.field(4, FieldKind::Other, &format!("{name} u32"));
+                }
+                'q' => {
+                    self.field(8, FieldKind::Other, &format!("{name} u64"));
+                }
+                'i' => {
+                    self.field(8, FieldKind::Other, &format!("{name} i64"));
+                }
+                'I' => self.i64s(&format!("{name} dimensions")),
+                'd' => self.dtype(&name),
+                'j' => {
+                    self.field(4, FieldKind::Jump, &format!("{name} jump"));
+                }
+                's' => {
+                    self.str(&format!("{name} message"));
+                }
+                'a' => {
+                    if self.field(1, FieldKind::Other, "assert_shape present") == 1 {
+                        self.i64s("asserted shape dimensions");
+                    }
+                }
+                _ => unreachable!(),
+            }
+        }
+    }
+}
+
+/// The sections and fields of the valid executable file `bytes`, as the tests' own reader
+/// finds them (it panics on a file the writer would not produce).
+pub fn walk(bytes: &[u8]) -> FileLayout {
+    use relay_vm::file::{HEADER_LEN, SECTION_HEADER_LEN, SECTIONS};
+    let mut w = Walker {
+        bytes,
+        pos: HEADER_LEN,
+        section: "header",
+        fields: Vec::new(),
+    };
+    let mut sections = Vec::new();
+    for (_, name) in SECTIONS {
+        w.section = name;
+        let header = w.pos;
+        w.pos += 8;
+        let len = w.field(8, FieldKind::SectionLength, &format!("{name} length")) as usize;
+        let payload = header + SECTION_HEADER_LEN;
+        sections.push(SectionSpan {
+            name,
+            header,
+            payload,
+            len,
+        });
+        match name {
+            "globals" => {
+                let n = w.count("globals");
+                for _ in 0..n {
+                    w.str("global name");
+                    w.field(4, FieldKind::Index, "global function index");
+                    w.field(4, FieldKind::Other, "global arity");
+                }
+            }
+            "constants" => {
+                let n = w.count("constants");
+                for _ in 0..n {
+                    w.dtype("constant");
+                    w.i64s("constant dimensions");
+                    let len = w.field(8, FieldKind::Other, "constant byte length") as usize;
+                    w.pos = w.pos.next_multiple_of(relay_vm::file::CONSTANT_ALIGNMENT) + len;
+                }
+            }
+            "primitives" => {
+                let n = w.count("primitives");
+                for _ in 0..n {
+                    w.str("primitive name");
+                    w.field(8, FieldKind::Other, "primitive hash");
+                    w.str("primitive text");
+                }
+            }
+            "types" => {
+                let n = w.count("type definitions");
+                for _ in 0..n {
+                    w.str("type name");
+                    w.field(1, FieldKind::Other, "type external");
+                    let n = w.count("type parameters");
+                    (0..n).for_each(|_| w.var());
+                    let n = w.count("constructors");
+                    for _ in 0..n {
+                        w.str("constructor name");
+                        w.types("constructor fields");
+                    }
+                }
+            }
+            _ => {
+                let n = w.count("opcodes");
+                let opcodes: Vec<String> = (0..n).map(|_| w.str("opcode name")).collect();
+                let n = w.count("functions");
+                for _ in 0..n {
+                    w.str("function name");
+                    let n = w.count("parameters");
+                    for _ in 0..n {
+                        w.str("parameter name");
+                        w.opt_ty();
+                    }
+                    w.opt_ty();
+                    w.field(4, FieldKind::RegisterCount, "register count");
+                    let n = w.count("instructions");
+                    (0..n).for_each(|_| w.instruction(&opcodes));
+                    let n = w.count("locations");
+                    for _ in 0..n {
+                        w.field(4, FieldKind::Other, "location instruction");
+                        w.str("location");
+                    }
+                }
+            }
+        }
+        assert_eq!(w.pos, payload + len, "section {name} walked to its end");
+        w.pos = w.pos.next_multiple_of(8);
+    }
+    FileLayout {
+        sections,
+        fields: w.fields,
+    }
+}
