@@ -194,38 +194,29 @@ pub fn executable(text: &str, file: &str) -> Result<relay_vm::Executable, String
 }
 
 /// `module` (type-checked) with every parameter of `@main` except `inputs` bound to a constant:
-/// a seeded random tensor of the parameter's type ([`relay_interp::random_inputs`]), as
-/// `relayc build --params` and `relay::bind_params` (TVM's `bind_params_by_name`) bind a
+/// a seeded random tensor of the parameter's type ([`relay_interp::random_inputs`]), bound by
+/// `relay::bind_params` (TVM's `bind_params_by_name`) as `relayc build --params` binds a
 /// model's weights. The result is type-checked again, so its types reflect the constants.
 pub fn bind_random_params(
-    mut module: relay_ir::Module,
+    module: relay_ir::Module,
     inputs: &[&str],
     seed: u64,
 ) -> Result<relay_ir::Module, String> {
     let main = module
-        .functions
-        .iter_mut()
-        .find(|f| f.name.as_str() == "main")
+        .function(relay_ir::Symbol::intern("main"))
         .ok_or("the module has no @main")?;
-    let func = &mut main.func;
-    let values = relay_interp::random_inputs(func, seed)?;
-    let mut map = std::collections::HashMap::new();
-    for (param, value) in func.params.iter().zip(values) {
-        if inputs.contains(&param.name().as_str()) {
+    let values = relay_interp::random_inputs(&main.func, seed)?;
+    let mut params = std::collections::HashMap::new();
+    for (param, value) in main.func.params.iter().zip(values) {
+        let name = param.name().as_str();
+        if inputs.contains(&name) {
             continue;
         }
         let array = value
             .as_tensor()
-            .ok_or_else(|| format!("`%{}` is not a tensor", param.name()))?;
-        map.insert(param.id(), relay_ir::Expr::constant((**array).clone()));
+            .ok_or_else(|| format!("`%{name}` is not a tensor"))?;
+        params.insert(name.to_owned(), (**array).clone());
     }
-    func.params.retain(|p| !map.contains_key(&p.id()));
-    func.body = relay_ir::visit::substitute(&func.body, &map);
-    relay_types::check_module(&module).map_err(|errors| {
-        format!(
-            "the module with bound parameters does not type-check:\n{}",
-            relay_syntax::render_plain(&errors)
-        )
-    })?;
-    Ok(module)
+    relay::bind_params(module, "main", &params)
+        .map_err(|error| format!("cannot bind the parameters: {error}"))
 }
