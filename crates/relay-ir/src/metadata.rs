@@ -375,20 +375,8 @@ pub fn encode_ndarray(array: &NDArray) -> Vec<u8> {
         out.extend_from_slice(&d.to_le_bytes());
     }
     out.extend_from_slice(&(data.len() as i64).to_le_bytes());
-    if cfg!(target_endian = "little") {
-        out.extend_from_slice(data);
-    } else {
-        let width = element_width(dtype);
-        for chunk in data.chunks(width) {
-            out.extend(chunk.iter().rev());
-        }
-    }
+    array.write_le_bytes(&mut out);
     out
-}
-
-/// The byte width that byte order applies to within an element.
-fn element_width(dtype: DType) -> usize {
-    (dtype.bits as usize).div_ceil(8).max(1)
 }
 
 /// A cursor over a blob that checks every read against the bytes present.
@@ -456,16 +444,7 @@ pub fn decode_ndarray(blob: &[u8]) -> Result<(NDArray, usize), BlobError> {
         return Err(BlobError::ByteSize { declared, expected });
     }
     let data = r.take(expected as u64, "the data")?;
-    let array = if cfg!(target_endian = "little") {
-        NDArray::from_bytes(dtype, &shape, data)
-    } else {
-        let width = element_width(dtype);
-        let swapped: Vec<u8> = data
-            .chunks(width)
-            .flat_map(|c| c.iter().rev().copied())
-            .collect();
-        NDArray::from_bytes(dtype, &shape, &swapped)
-    };
+    let array = NDArray::from_le_bytes(dtype, &shape, data);
     // The size was checked above, so this cannot fail; report it as a size error if it does.
     let array = array.map_err(|_| BlobError::ByteSize { declared, expected })?;
     Ok((array, r.pos))

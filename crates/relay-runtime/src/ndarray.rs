@@ -315,6 +315,36 @@ impl NDArray {
         Ok(array)
     }
 
+    /// A tensor holding the element data `bytes`, stored little-endian (each lane's bytes in
+    /// little-endian order, as file formats write it): [`NDArray::from_bytes`] on a
+    /// little-endian machine, each lane's bytes reversed on a big-endian one.
+    pub fn from_le_bytes(
+        dtype: DType,
+        shape: &[i64],
+        bytes: &[u8],
+    ) -> Result<NDArray, NDArrayError> {
+        let mut array = NDArray::from_bytes(dtype, shape, bytes)?;
+        if cfg!(target_endian = "big") {
+            for lane in array.as_bytes_mut().chunks_mut(lane_width(dtype)) {
+                lane.reverse();
+            }
+        }
+        Ok(array)
+    }
+
+    /// Appends the element data to `out` little-endian (the inverse of
+    /// [`NDArray::from_le_bytes`]).
+    pub fn write_le_bytes(&self, out: &mut Vec<u8>) {
+        let data = self.as_bytes();
+        if cfg!(target_endian = "little") {
+            out.extend_from_slice(data);
+        } else {
+            for lane in data.chunks(lane_width(self.dtype)) {
+                out.extend(lane.iter().rev());
+            }
+        }
+    }
+
     /// The byte size of a compact tensor of this dtype and shape, checked for overflow.
     pub fn byte_len(dtype: DType, shape: &[i64]) -> Result<usize, NDArrayError> {
         let mut elems: usize = 1;
@@ -428,9 +458,32 @@ impl fmt::Debug for NDArray {
     }
 }
 
+/// The bytes byte order applies to within an element of `dtype`: one lane (at least a byte;
+/// sub-byte types are stored a byte per element).
+fn lane_width(dtype: DType) -> usize {
+    (dtype.bits as usize).div_ceil(8).max(1)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn little_endian_bytes_round_trip() {
+        // 0x0102 and 0x0304 as int16: little-endian in the file whatever the machine.
+        let file = [0x02, 0x01, 0x04, 0x03];
+        let a = NDArray::from_le_bytes(DType::I16, &[2], &file).unwrap();
+        let values: Vec<i16> = a
+            .as_bytes()
+            .chunks(2)
+            .map(|c| i16::from_ne_bytes([c[0], c[1]]))
+            .collect();
+        assert_eq!(values, [0x0102, 0x0304]);
+        let mut out = vec![0xff];
+        a.write_le_bytes(&mut out);
+        assert_eq!(out, [0xff, 0x02, 0x01, 0x04, 0x03]);
+        assert!(NDArray::from_le_bytes(DType::I16, &[3], &file).is_err());
+    }
 
     #[test]
     fn aligned_and_sized() {

@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, OnceLock};
 
-use relay_ir::{Expr, Function, NDArray, Type, TypeDef};
+use relay_ir::{Expr, Function, NDArray, Type, TypeDef, TypeKind};
 use relay_kernel::{KernelCache, KernelError, PackedFunc};
 
 use crate::bytecode::{BytecodeError, Tables, VmFunction, validate};
@@ -66,6 +66,20 @@ impl KernelEntry {
         Ok(self.compiled.get_or_init(|| compiled))
     }
 
+    /// The compiled kernel of a static primitive, compiling it through `cache` on first use
+    /// (structurally equal primitives, in this executable or another sharing the cache,
+    /// compile once): how a loaded executable's kernels are compiled.
+    pub fn get_through(&self, cache: &KernelCache) -> Result<&Arc<PackedFunc>, KernelError> {
+        if let Some(k) = self.compiled.get() {
+            return Ok(k);
+        }
+        let func = self.function().ok_or_else(|| KernelError::Lower {
+            message: format!("kernel {}: not a function literal", self.name),
+        })?;
+        let compiled = cache.get_or_compile_for(&self.func, &tensor_arguments(func), &self.name)?;
+        Ok(self.compiled.get_or_init(|| compiled))
+    }
+
     /// The kernel for arguments of types `args` (a dynamic primitive is specialized to them,
     /// through `cache`).
     pub fn get_for(
@@ -79,6 +93,24 @@ impl KernelEntry {
             self.get().cloned()
         }
     }
+}
+
+/// The types of a kernel's tensor arguments in call order: its parameters' types, tuples
+/// flattened depth first (what [`KernelCache::get_or_compile_for`] takes).
+fn tensor_arguments(func: &Function) -> Vec<Type> {
+    fn leaves(ty: &Type, out: &mut Vec<Type>) {
+        match ty.kind() {
+            TypeKind::Tuple(fields) => fields.iter().for_each(|f| leaves(f, out)),
+            _ => out.push(ty.clone()),
+        }
+    }
+    let mut out = Vec::new();
+    for p in &func.params {
+        if let Some(ty) = p.checked_type().or(p.ty()) {
+            leaves(ty, &mut out);
+        }
+    }
+    out
 }
 
 /// Bytecode functions, the constant pool and the kernel table.

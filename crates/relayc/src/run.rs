@@ -320,21 +320,17 @@ fn executable_functions(exe: &Executable) -> String {
         .map(|(name, &index)| (index, name.as_str()))
         .collect();
     globals.sort_unstable();
-    if globals.is_empty() {
-        "it defines no functions".to_string()
-    } else {
-        let names: Vec<String> = globals.iter().map(|(_, n)| format!("`@{n}`")).collect();
-        format!("it defines {}", names.join(", "))
-    }
+    it_defines(globals.into_iter().map(|(_, name)| name))
 }
 
 /// "it defines `@main`, `@f`", for the error naming a missing entry.
 fn defined_functions(module: &Module) -> String {
-    let globals: Vec<String> = module
-        .functions
-        .iter()
-        .map(|f| format!("`@{}`", f.name))
-        .collect();
+    it_defines(module.functions.iter().map(|f| f.name.as_str()))
+}
+
+/// "it defines `@a`, `@b`", or "it defines no functions".
+fn it_defines<'a>(names: impl Iterator<Item = &'a str>) -> String {
+    let globals: Vec<String> = names.map(|name| format!("`@{name}`")).collect();
     if globals.is_empty() {
         "it defines no functions".to_string()
     } else {

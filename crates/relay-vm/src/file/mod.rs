@@ -214,22 +214,13 @@ impl Executable {
             if kernel.dynamic {
                 continue;
             }
-            let compile = || -> Result<(), KernelError> {
-                let func = kernel.function().ok_or_else(|| KernelError::Lower {
-                    message: format!("kernel {}: not a function literal", kernel.name),
+            kernel
+                .get_through(&exe.cache)
+                .map_err(|error| ExeFileError::Kernel {
+                    name: kernel.name.clone(),
+                    offset,
+                    error,
                 })?;
-                let args = read::tensor_arguments(func);
-                let compiled = exe
-                    .cache
-                    .get_or_compile_for(&kernel.func, &args, &kernel.name)?;
-                let _ = kernel.compiled.set(compiled);
-                Ok(())
-            };
-            compile().map_err(|error| ExeFileError::Kernel {
-                name: kernel.name.clone(),
-                offset,
-                error,
-            })?;
         }
         Ok(exe)
     }

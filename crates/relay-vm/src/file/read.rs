@@ -7,8 +7,8 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use relay_ir::{
-    CtorDef, DType, DTypeCode, Dim, ExprKind, FuncType, Function, ModuleKind, NDArray, Span,
-    Symbol, Type, TypeDef, TypeKind, TypeVar, structural_hash,
+    CtorDef, DType, DTypeCode, Dim, ExprKind, FuncType, ModuleKind, NDArray, Span, Symbol, Type,
+    TypeDef, TypeKind, TypeVar, structural_hash,
 };
 use relay_kernel::KernelCache;
 
@@ -39,6 +39,17 @@ struct Cursor<'a> {
 type Result<T> = std::result::Result<T, ExeFileError>;
 
 impl<'a> Cursor<'a> {
+    /// A cursor over `file[pos..end]`, reporting errors in `section`.
+    fn new(file: &'a [u8], pos: usize, end: usize, section: &'static str) -> Cursor<'a> {
+        Cursor {
+            file,
+            pos,
+            end,
+            section,
+            vars: Vec::new(),
+        }
+    }
+
     fn error_at(&self, offset: usize, message: impl Into<String>) -> ExeFileError {
         ExeFileError::Malformed {
             section: self.section,
@@ -275,13 +286,7 @@ impl<'a> Cursor<'a> {
 /// cursor over its payload.
 fn section<'a>(file: &'a [u8], pos: usize, index: usize, end: usize) -> Result<Cursor<'a>> {
     let (tag, name) = SECTIONS[index];
-    let mut header = Cursor {
-        file,
-        pos,
-        end,
-        section: name,
-        vars: Vec::new(),
-    };
+    let mut header = Cursor::new(file, pos, end, name);
     let found = header.array::<4>("the section tag")?;
     if found != tag {
         return Err(header.error_at(
@@ -308,13 +313,7 @@ fn section<'a>(file: &'a [u8], pos: usize, index: usize, end: usize) -> Result<C
             ),
         ));
     }
-    Ok(Cursor {
-        file,
-        pos: start,
-        end: start + length as usize,
-        section: name,
-        vars: Vec::new(),
-    })
+    Ok(Cursor::new(file, start, start + length as usize, name))
 }
 
 /// `bytes` printed for an error: printable ASCII as is, the rest as `\xNN`.
@@ -334,13 +333,7 @@ fn escape(bytes: &[u8]) -> String {
 /// Decodes and validates an executable file: the executable (kernels not compiled yet) and
 /// the file offset of each kernel's entry, for errors.
 pub(super) fn read(file: &[u8], cache: Arc<KernelCache>) -> Result<(Executable, Vec<u64>)> {
-    let mut header = Cursor {
-        file,
-        pos: 0,
-        end: file.len(),
-        section: "header",
-        vars: Vec::new(),
-    };
+    let mut header = Cursor::new(file, 0, file.len(), "header");
     if file.len() < MAGIC.len() || file[..MAGIC.len()] != MAGIC {
         return Err(ExeFileError::Magic {
             found: escape(&file[..file.len().min(MAGIC.len())]),
@@ -543,39 +536,12 @@ fn read_constants(c: &mut Cursor<'_>) -> Result<Vec<Arc<NDArray>>> {
             return Err(c.error_at(pad_at, "padding before a constant's data is not zero"));
         }
         let data = c.bytes(expected, "a constant's data")?;
-        let array = if cfg!(target_endian = "little") {
-            NDArray::from_bytes(dtype, &shape, data)
-        } else {
-            let size = dtype.bits.div_ceil(8).max(1) as usize;
-            let swapped: Vec<u8> = data
-                .chunks(size)
-                .flat_map(|e| e.iter().rev().copied())
-                .collect();
-            NDArray::from_bytes(dtype, &shape, &swapped)
-        };
-        let array = array.map_err(|e| c.error_at(at, format!("constant {i}: {e}")))?;
+        let array = NDArray::from_le_bytes(dtype, &shape, data)
+            .map_err(|e| c.error_at(at, format!("constant {i}: {e}")))?;
         constants.push(Arc::new(array));
     }
     c.finish()?;
     Ok(constants)
-}
-
-/// The types of a kernel's tensor arguments in call order: its parameters' types, tuples
-/// flattened depth first (what [`KernelCache::get_or_compile_for`] takes).
-pub(super) fn tensor_arguments(func: &Function) -> Vec<Type> {
-    fn leaves(ty: &Type, out: &mut Vec<Type>) {
-        match ty.kind() {
-            TypeKind::Tuple(fields) => fields.iter().for_each(|f| leaves(f, out)),
-            _ => out.push(ty.clone()),
-        }
-    }
-    let mut out = Vec::new();
-    for p in &func.params {
-        if let Some(ty) = p.checked_type().or(p.ty()) {
-            leaves(ty, &mut out);
-        }
-    }
-    out
 }
 
 fn read_primitives(c: &mut Cursor<'_>) -> Result<(Vec<KernelEntry>, Vec<u64>)> {

@@ -211,18 +211,9 @@ impl Encoder {
         for c in &exe.constants {
             self.dtype(c.dtype());
             self.i64s(c.shape())?;
-            let bytes = c.as_bytes();
-            self.u64(bytes.len() as u64);
+            self.u64(c.as_bytes().len() as u64);
             self.pad(CONSTANT_ALIGNMENT);
-            if cfg!(target_endian = "little") {
-                self.out.extend_from_slice(bytes);
-            } else {
-                // The file is little-endian: swap each element's bytes.
-                let size = c.dtype().bits.div_ceil(8).max(1) as usize;
-                for element in bytes.chunks(size) {
-                    self.out.extend(element.iter().rev());
-                }
-            }
+            c.write_le_bytes(&mut self.out);
         }
         Ok(())
     }
