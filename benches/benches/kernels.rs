@@ -77,9 +77,7 @@ fn primitive(file: &str) -> Function {
 
 /// Prints the loop nest `prim` lowers to (set `RELAY_BENCH_PRINT_KERNELS` to see it).
 fn print_loops(prim: &Function, file: &str) {
-    match relay_kernel::compose::compose(prim)
-        .and_then(|composed| relay_kernel::lower::lower("kernel", &composed))
-    {
+    match relay_kernel::lower_primitive(prim, "kernel") {
         Ok(loops) => eprintln!("{file}:\n{loops}"),
         Err(err) => eprintln!("{file}: cannot lower: {err}"),
     }

@@ -79,6 +79,34 @@ pub enum KernelError {
         /// What is not supported.
         message: String,
     },
+    /// A tensor or expression past the kernel compiler's limits: a shape whose element count
+    /// overflows `int64`, an expression of too many operations once its producers are inlined.
+    #[error("kernel {kernel}: too large to compile: {what}")]
+    #[diagnostic(
+        code(relay::kernel::too_large),
+        help("the interpreter runs it (`relayc run --executor interp`)")
+    )]
+    TooLarge {
+        /// The kernel's name.
+        kernel: String,
+        /// What is too large.
+        what: String,
+    },
+    /// No schedule computes the kernel: a reduction read inside another reduction's body that
+    /// stays unschedulable even once materialized.
+    #[error("kernel {kernel}: cannot schedule the reduction `{tensor}`")]
+    #[diagnostic(
+        code(relay::kernel::unschedulable),
+        help(
+            "this is a bug in the kernel compiler; `relayc build --emit kernels` shows the loop nest"
+        )
+    )]
+    Unschedulable {
+        /// The kernel's name.
+        kernel: String,
+        /// The reduction's tensor.
+        tensor: String,
+    },
     /// The caller's compile function failed (the kernel cache passes its error on).
     #[error("{message}")]
     #[diagnostic(code(relay::kernel::lower))]

@@ -1,13 +1,18 @@
 //! The kernel compiler (DESIGN §5): every fused primitive function (`Primitive=1`) becomes a
 //! native packed function.
 //!
-//! The stages, one module each, in order:
+//! The pipeline, one module each, in order (each stage's output can be printed):
 //! - `compose`: the primitive function's operator calls → tensor expressions
 //!   (`relay_ir::te`), from each operator's compute definition in `relay-ops`;
-//! - `lower`: tensor expressions → the loop nest IR ([`loops`]), with injective producers
-//!   inlined into their consumers and the innermost loop vectorized;
-//! - `print`: the loop nest as text (`relayc build --emit kernels`);
-//! - `codegen`: loop nest → Cranelift IR → machine code, behind TVM's packed C ABI ([`abi`]);
+//! - `schedule`: every decision about how they are computed — which tensors are materialized,
+//!   GEMM or loops, vector lanes, parallel loops, vector legality — and, read back from a
+//!   lowered kernel, the decisions as data (`relayc build --emit schedule`);
+//! - `lower`: tensor expressions → the loop nest IR ([`loops`]) following those decisions,
+//!   with injective producers inlined into their consumers (`relayc build --emit kernels`);
+//! - `loops::verify`: the loop nest checked (bounds, dtypes, lanes, aliasing), in debug
+//!   builds and tests, and under `relayc build --verify-each`;
+//! - `codegen`: loop nest → Cranelift IR → machine code, behind TVM's packed C ABI ([`abi`])
+//!   (`relayc build --emit clif`);
 //! - `jit`: ownership of JIT-compiled code (freed when the last kernel using it drops);
 //! - `packed`: [`PackedFunc`], the safe wrapper the rest of relayc calls kernels through;
 //! - `cache`: compiled kernels keyed by the structural hash of the primitive function and its
@@ -30,7 +35,7 @@ pub mod loops;
 pub mod lower;
 pub mod math;
 pub mod packed;
-pub mod print;
+pub mod schedule;
 pub mod specialize;
 
 pub use cache::{KernelCache, KernelKey};
@@ -70,6 +75,13 @@ pub fn is_dynamic(func: &Function) -> bool {
         .any(specialize::has_dynamic_dim)
 }
 
+/// The decisions lowering made for a type-checked primitive function (`Primitive=1`), named
+/// `name`: its stages, loops and GEMMs ([`schedule::Schedule`]), what `relayc build --emit
+/// schedule` prints.
+pub fn schedule_primitive(func: &Function, name: &str) -> Result<schedule::Schedule, KernelError> {
+    Ok(schedule::Schedule::of(&lower_primitive(func, name)?))
+}
+
 /// The loop nest of a type-checked primitive function (`Primitive=1`), named `name`: what
 /// `relayc build --emit kernels` prints and codegen compiles.
 pub fn lower_primitive(func: &Function, name: &str) -> Result<loops::LoopFunc, KernelError> {
@@ -77,7 +89,11 @@ pub fn lower_primitive(func: &Function, name: &str) -> Result<loops::LoopFunc, K
         kernel: name.to_owned(),
         message,
     })?;
-    lower::lower(name, &composed).map_err(|message| KernelError::Lower { message })
+    let func = lower::lower(name, &composed)?;
+    if cfg!(debug_assertions) {
+        loops::verify(&func)?;
+    }
+    Ok(func)
 }
 
 /// The kernel name of a primitive function, as TVM names them: `fused_` and the operators it

@@ -1,6 +1,7 @@
 //! The loop nest IR: what a kernel does, as loops over flat buffers. Lowering
-//! (`lower.rs`) produces it from tensor expressions; codegen (`codegen.rs`) turns it into
-//! Cranelift IR; `relayc build --emit kernels` prints it (`Display`).
+//! (`lower`) produces it from tensor expressions; [`verify`] checks it; codegen (`codegen`)
+//! turns it into Cranelift IR; `relayc build --emit kernels` prints it (`Display`, in
+//! `print`). [`access`] tells which buffers a statement reads and writes, and where.
 //!
 //! Buffers are the kernel's tensor arguments, compact row-major, indexed by a flat element
 //! index, and its scratch buffers (intermediate tensors lowering chose to materialize: the
@@ -8,8 +9,18 @@
 //! reduction reads), which live in the kernel context's workspace for one call. Scalar
 //! expressions reuse the tensor expression operators (`relay_ir::te`).
 
+pub mod access;
+mod print;
+pub mod range;
+pub mod verify;
+
+use std::hash::{Hash, Hasher};
+
 use relay_ir::DType;
 use relay_ir::te::{BinaryOp, CmpOp, UnaryOp};
+
+pub use access::{Access, Accesses, Place};
+pub use verify::verify;
 
 /// One kernel: its buffers (inputs first, then outputs, in the packed call's argument order,
 /// then scratch buffers, which are not arguments) and its body.
@@ -180,7 +191,8 @@ pub enum ForKind {
     },
 }
 
-/// A scalar expression of a loop nest.
+/// A scalar expression of a loop nest. Equality and hashing are structural, with float
+/// constants compared by their bits (so `NaN == NaN` with the same payload, `0.0 != -0.0`).
 #[derive(Clone, Debug)]
 pub enum LExpr {
     /// A local's current value.
@@ -206,6 +218,70 @@ pub enum LExpr {
     Select(Box<LExpr>, Box<LExpr>, Box<LExpr>),
     /// Conversion to `dtype` (numpy `astype` rules).
     Cast(DType, Box<LExpr>),
+}
+
+impl LoopFunc {
+    /// The dtype of an expression of this kernel (as codegen computes it: an operation has
+    /// its first operand's dtype, a predicate `bool`); `None` when it names a local or buffer
+    /// the kernel does not have.
+    pub fn dtype_of(&self, e: &LExpr) -> Option<DType> {
+        Some(match e {
+            LExpr::Local(l) => self.locals.get(l.0 as usize)?.dtype,
+            LExpr::Int(_, d) | LExpr::Float(_, d) | LExpr::Cast(d, _) => *d,
+            LExpr::Load { buffer, .. } => self.buffers.get(buffer.0 as usize)?.dtype,
+            LExpr::Unary(op, a) => match op {
+                UnaryOp::IsNan | UnaryOp::IsInf | UnaryOp::IsFinite | UnaryOp::LogicalNot => {
+                    DType::BOOL
+                }
+                _ => self.dtype_of(a)?,
+            },
+            LExpr::Binary(_, a, _) | LExpr::Select(_, a, _) => self.dtype_of(a)?,
+            LExpr::Compare(..) => DType::BOOL,
+        })
+    }
+}
+
+impl PartialEq for LExpr {
+    fn eq(&self, other: &LExpr) -> bool {
+        use LExpr as E;
+        match (self, other) {
+            (E::Local(a), E::Local(b)) => a == b,
+            (E::Int(a, d), E::Int(b, e)) => a == b && d == e,
+            (E::Float(a, d), E::Float(b, e)) => a.to_bits() == b.to_bits() && d == e,
+            (
+                E::Load { buffer, index },
+                E::Load {
+                    buffer: b,
+                    index: i,
+                },
+            ) => buffer == b && index == i,
+            (E::Unary(o, a), E::Unary(p, b)) => o == p && a == b,
+            (E::Binary(o, a, b), E::Binary(p, c, d)) => o == p && a == c && b == d,
+            (E::Compare(o, a, b), E::Compare(p, c, d)) => o == p && a == c && b == d,
+            (E::Select(c, a, b), E::Select(d, x, y)) => c == d && a == x && b == y,
+            (E::Cast(d, a), E::Cast(e, b)) => d == e && a == b,
+            _ => false,
+        }
+    }
+}
+
+impl Eq for LExpr {}
+
+impl Hash for LExpr {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        std::mem::discriminant(self).hash(state);
+        match self {
+            LExpr::Local(l) => l.hash(state),
+            LExpr::Int(v, d) => (v, d).hash(state),
+            LExpr::Float(v, d) => (v.to_bits(), d).hash(state),
+            LExpr::Load { buffer, index } => (buffer, index).hash(state),
+            LExpr::Unary(op, a) => (op, a).hash(state),
+            LExpr::Binary(op, a, b) => (op, a, b).hash(state),
+            LExpr::Compare(op, a, b) => (op, a, b).hash(state),
+            LExpr::Select(c, a, b) => (c, a, b).hash(state),
+            LExpr::Cast(d, a) => (d, a).hash(state),
+        }
+    }
 }
 
 impl LExpr {

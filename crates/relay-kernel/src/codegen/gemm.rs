@@ -1,0 +1,110 @@
+//! A [`Gemm`] statement: the matrices checked against their buffers, then a call of the
+//! host's GEMM routine.
+
+use super::*;
+
+impl Gen<'_, '_> {
+    /// A [`Gemm`]: checks that the three matrices lie within their buffers and calls the
+    /// host's GEMM, returning its error code if it fails.
+    pub(super) fn gemm(&mut self, g: &Gemm) -> R<()> {
+        let d = self.buffer_dtype(g.c.buffer)?;
+        if !is_float(d) || (d.bits != 32 && d.bits != 64) {
+            return Err(self.malformed(format!("a GEMM on {d} buffers")));
+        }
+        for m in [&g.a, &g.b, &g.c] {
+            if self.buffer_dtype(m.buffer)? != d {
+                return Err(self.malformed("a GEMM's buffers have different dtypes"));
+            }
+        }
+        if [
+            g.m,
+            g.n,
+            g.k,
+            g.a.row_stride,
+            g.a.col_stride,
+            g.b.row_stride,
+            g.b.col_stride,
+            g.c.row_stride,
+            g.c.col_stride,
+        ]
+        .iter()
+        .any(|&v| v < 0)
+        {
+            return Err(self.malformed("a GEMM with a negative size or stride"));
+        }
+        if g.m == 0 || g.n == 0 {
+            return Ok(());
+        }
+        let size = i64::from(d.bits / 8);
+        let mut addrs = Vec::with_capacity(3);
+        for (m, rows, cols) in [(&g.a, g.m, g.k), (&g.b, g.k, g.n), (&g.c, g.m, g.n)] {
+            let (first, fd) = self.expr(&m.offset)?;
+            if fd != DType::I64 {
+                return Err(self.malformed("a GEMM offset must be int64"));
+            }
+            if rows > 0 && cols > 0 {
+                let span = (rows - 1)
+                    .checked_mul(m.row_stride)
+                    .and_then(|r| {
+                        (cols - 1)
+                            .checked_mul(m.col_stride)
+                            .and_then(|c| r.checked_add(c))
+                    })
+                    .ok_or_else(|| self.malformed("a GEMM matrix is too large"))?;
+                self.check_index(m.buffer, first)?;
+                let last = self.b.ins().iadd_imm_s(first, span);
+                self.check_index(m.buffer, last)?;
+            }
+            let base = self.bases[m.buffer.0 as usize];
+            addrs.push(self.element_addr(base, first, size));
+        }
+        let ctx = self
+            .ctx
+            .ok_or_else(|| self.malformed("a GEMM outside the body"))?;
+        let symbol = if d.bits == 32 {
+            SGEMM_SYMBOL
+        } else {
+            DGEMM_SYMBOL
+        };
+        let f = match self.imports.get(symbol) {
+            Some(f) => *f,
+            None => {
+                let mut sig = Signature::new(self.module.isa().default_call_conv());
+                sig.params.push(AbiParam::new(self.ptr));
+                for _ in 0..3 {
+                    sig.params.push(AbiParam::new(types::I64));
+                }
+                for _ in 0..3 {
+                    sig.params.push(AbiParam::new(self.ptr));
+                    sig.params.push(AbiParam::new(types::I64));
+                    sig.params.push(AbiParam::new(types::I64));
+                }
+                sig.returns.push(AbiParam::new(types::I32));
+                let id = self
+                    .module
+                    .declare_function(symbol, Linkage::Import, &sig)
+                    .map_err(|e| KernelError::Codegen {
+                        kernel: self.func.name.clone(),
+                        message: e.to_string(),
+                    })?;
+                let f = self.module.declare_func_in_func(id, self.b.func);
+                self.imports.insert(symbol.to_string(), f);
+                f
+            }
+        };
+        let mut args = vec![ctx];
+        for v in [g.m, g.k, g.n] {
+            args.push(self.b.ins().iconst(types::I64, v));
+        }
+        for (m, addr) in [&g.a, &g.b, &g.c].into_iter().zip(addrs) {
+            args.push(addr);
+            args.push(self.b.ins().iconst(types::I64, m.row_stride));
+            args.push(self.b.ins().iconst(types::I64, m.col_stride));
+        }
+        let call = self.b.ins().call(f, &args);
+        let rc = self.b.inst_results(call)[0];
+        let failed = self.b.ins().icmp_imm_s(IntCC::NotEqual, rc, 0);
+        self.fail_if(failed, ERR_HOST);
+        Ok(())
+    }
+}

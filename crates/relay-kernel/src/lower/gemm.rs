@@ -1,0 +1,234 @@
+//! Contractions computed by the host GEMM: the axes of a contraction merged into matrix
+//! dimensions and strides, the rest looped around one GEMM call.
+
+use super::*;
+
+/// One axis of a contraction with its strides in `a`, `b` and `c`.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct GemmAxis {
+    pub(super) extent: i64,
+    pub(super) sa: i64,
+    pub(super) sb: i64,
+    pub(super) sc: i64,
+}
+
+/// Splits `axes` (outermost first) into the longest innermost run whose strides merge into
+/// one matrix dimension under each of `keys` (each axis's stride is the next inner one's
+/// times its extent), returned as (extent, innermost axis), and the outer rest.
+pub(super) fn merge(
+    axes: &[GemmAxis],
+    keys: &[fn(&GemmAxis) -> i64],
+) -> (Option<(i64, GemmAxis)>, Vec<GemmAxis>) {
+    let Some(&inner) = axes.last() else {
+        return (None, Vec::new());
+    };
+    let mut start = axes.len() - 1;
+    let mut extent = inner.extent;
+    while start > 0 {
+        let (outer, next) = (axes[start - 1], axes[start]);
+        let fits = keys
+            .iter()
+            .all(|k| Some(k(&outer)) == k(&next).checked_mul(next.extent));
+        match (fits, extent.checked_mul(outer.extent)) {
+            (true, Some(e)) => {
+                extent = e;
+                start -= 1;
+            }
+            _ => break,
+        }
+    }
+    (Some((extent, inner)), axes[..start].to_vec())
+}
+
+impl Nest<'_> {
+    /// The statements computing the contraction `t` into buffer `id` with the host's GEMM:
+    /// the output axes only `a` reads are the rows, those only `b` reads the columns, the
+    /// reduction axes the inner dimension; other output axes (read by both, by neither, or
+    /// not merging into the matrix dimensions) become loops around the call.
+    pub(super) fn gemm(&mut self, id: BufferId, t: &Tensor, c: &Contraction) -> Result<Stmt, Fail> {
+        let shape = &t.shape;
+        if shape.contains(&0) {
+            return Ok(Stmt::Seq(Vec::new()));
+        }
+        let operand = |(tensor, _): &(Tensor, Vec<Index>)| -> Result<usize, String> {
+            match tensor.op {
+                TensorOp::Placeholder(i) => Ok(i),
+                TensorOp::Compute { .. } => self
+                    .buffers
+                    .get(&key(tensor))
+                    .copied()
+                    .ok_or_else(|| format!("`{}` is not materialized", tensor.name)),
+            }
+        };
+        let (abuf, bbuf) = (operand(&c.a)?, operand(&c.b)?);
+        let (ast, bst) = (strides(&c.a.0.shape), strides(&c.b.0.shape));
+        let konst = |ix: &[Index], st: &[i64]| -> i64 {
+            ix.iter()
+                .zip(st)
+                .map(|(i, s)| match i {
+                    Index::Const(v) => v * s,
+                    _ => 0,
+                })
+                .sum()
+        };
+        let [rows, cols, mut batch, inner] = classify(c, shape);
+        let (m, rest) = merge(&rows, &[|a| a.sa, |a| a.sc]);
+        batch.extend(rest);
+        let (n, rest) = merge(&cols, &[|a| a.sb, |a| a.sc]);
+        batch.extend(rest);
+        let k = if inner.iter().any(|a| a.extent == 0) {
+            Some((
+                0,
+                GemmAxis {
+                    extent: 0,
+                    sa: 0,
+                    sb: 0,
+                    sc: 0,
+                },
+            ))
+        } else {
+            let (k, rest) = merge(&inner, &[|a| a.sa, |a| a.sb]);
+            if !rest.is_empty() {
+                return Err(Fail::Error(
+                    "the reduction axes do not merge into one".into(),
+                ));
+            }
+            k
+        };
+        let one = GemmAxis {
+            extent: 1,
+            sa: 0,
+            sb: 0,
+            sc: 0,
+        };
+        let (m, mi) = m.unwrap_or((1, one));
+        let (n, ni) = n.unwrap_or((1, one));
+        let (k, ki) = k.unwrap_or((1, one));
+        // The loops over the batch axes, and the offsets they give each matrix.
+        let mut offsets = [
+            vec![LExpr::Int(konst(&c.a.1, &ast).into(), DType::I64)],
+            vec![LExpr::Int(konst(&c.b.1, &bst).into(), DType::I64)],
+            vec![],
+        ];
+        let mut counters = Vec::new();
+        for (g, axis) in batch.iter().enumerate() {
+            let counter = self.local(format!("b{g}"), DType::I64);
+            counters.push((counter, axis.extent));
+            for (o, s) in offsets.iter_mut().zip([axis.sa, axis.sb, axis.sc]) {
+                if s != 0 {
+                    o.push(bin(
+                        BinaryOp::Mul,
+                        LExpr::Local(counter),
+                        LExpr::Int(s.into(), DType::I64),
+                    ));
+                }
+            }
+        }
+        let [oa, ob, oc] = offsets.map(|parts| {
+            parts
+                .into_iter()
+                .filter(|e| !matches!(e, LExpr::Int(0, _)))
+                .reduce(|x, y| bin(BinaryOp::Add, x, y))
+                .unwrap_or(LExpr::Int(0, DType::I64))
+        });
+        let gemm = Gemm {
+            m,
+            n,
+            k,
+            a: MatrixRef {
+                buffer: BufferId(abuf as u32),
+                offset: oa,
+                row_stride: mi.sa,
+                col_stride: ki.sa,
+            },
+            b: MatrixRef {
+                buffer: BufferId(bbuf as u32),
+                offset: ob,
+                row_stride: ki.sb,
+                col_stride: ni.sb,
+            },
+            c: MatrixRef {
+                buffer: id,
+                offset: oc,
+                row_stride: mi.sc,
+                col_stride: ni.sc,
+            },
+        };
+        let mut stmt = Stmt::Gemm(Box::new(row_major(gemm)));
+        for (counter, extent) in counters.into_iter().rev() {
+            stmt = Stmt::For {
+                var: counter,
+                extent,
+                kind: ForKind::Serial,
+                body: Box::new(stmt),
+            };
+        }
+        Ok(stmt)
+    }
+}
+
+/// The axes of contraction `c` with output `shape` (extent-1 axes left out), each with its
+/// strides: rows (output axes only `a` reads), columns (only `b` reads), batch (both or
+/// neither), and the reduction axes — rows, columns and reduction axes outermost first.
+fn classify(c: &Contraction, shape: &[i64]) -> [Vec<GemmAxis>; 4] {
+    let (ast, bst, cst) = (strides(&c.a.0.shape), strides(&c.b.0.shape), strides(shape));
+    let stride = |ix: &[Index], st: &[i64], want: Index| -> i64 {
+        ix.iter().position(|&i| i == want).map_or(0, |d| st[d])
+    };
+    let (mut rows, mut cols, mut batch, mut inner) = (vec![], vec![], vec![], vec![]);
+    for (k, &extent) in shape.iter().enumerate() {
+        if extent == 1 {
+            continue;
+        }
+        let axis = GemmAxis {
+            extent,
+            sa: stride(&c.a.1, &ast, Index::Out(k)),
+            sb: stride(&c.b.1, &bst, Index::Out(k)),
+            sc: cst[k],
+        };
+        let (in_a, in_b) = (
+            c.a.1.contains(&Index::Out(k)),
+            c.b.1.contains(&Index::Out(k)),
+        );
+        match (in_a, in_b) {
+            (true, false) => rows.push(axis),
+            (false, true) => cols.push(axis),
+            _ => batch.push(axis),
+        }
+    }
+    for (j, &extent) in c.red_extents.iter().enumerate() {
+        if extent != 1 {
+            inner.push(GemmAxis {
+                extent,
+                sa: stride(&c.a.1, &ast, Index::Red(j)),
+                sb: stride(&c.b.1, &bst, Index::Red(j)),
+                sc: 0,
+            });
+        }
+    }
+    rows.sort_by_key(|a| std::cmp::Reverse(a.sc));
+    cols.sort_by_key(|a| std::cmp::Reverse(a.sc));
+    inner.sort_by_key(|a| std::cmp::Reverse(a.sa));
+    [rows, cols, batch, inner]
+}
+
+/// The GEMM is fastest writing rows of `c` contiguously: a column-major result is computed as
+/// the transposed product `c^T = b^T a^T`.
+fn row_major(gemm: Gemm) -> Gemm {
+    if gemm.c.row_stride >= gemm.c.col_stride || gemm.m <= 1 {
+        return gemm;
+    }
+    let t = |m: MatrixRef| MatrixRef {
+        row_stride: m.col_stride,
+        col_stride: m.row_stride,
+        ..m
+    };
+    Gemm {
+        m: gemm.n,
+        n: gemm.m,
+        k: gemm.k,
+        a: t(gemm.b),
+        b: t(gemm.a),
+        c: t(gemm.c),
+    }
+}

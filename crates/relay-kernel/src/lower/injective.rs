@@ -1,0 +1,450 @@
+//! Injective stages: the loop nest of an output with no reduction — axes merged into as few
+//! loops as the loads allow, flat indices from the counters with their outer parts hoisted,
+//! the innermost loop vectorized and the outermost parallel.
+
+use super::*;
+
+/// A flat element index: `sum(coeff * counter of group) + constant + other`.
+#[derive(Default)]
+pub(super) struct Flat {
+    /// `(group, coefficient)`, outermost group first.
+    pub(super) terms: Vec<(usize, i64)>,
+    pub(super) konst: i64,
+    /// Non-linear parts, with whether they change in the innermost loop.
+    pub(super) other: Vec<(LExpr, bool)>,
+}
+
+/// The loops of one output: groups of output axes, each one loop.
+pub(super) struct Loops {
+    /// The axes of each group, outermost first.
+    pub(super) groups: Vec<Vec<usize>>,
+    /// Each group's counter.
+    pub(super) counters: Vec<LocalId>,
+    /// The output's shape (then the reduction axes' extents).
+    pub(super) shape: Vec<i64>,
+    /// Whether index parts that do not change in the innermost loop may be hoisted before it.
+    pub(super) hoist: bool,
+}
+
+impl Loops {
+    /// The group holding axis `k`.
+    pub(super) fn group_of(&self, k: usize) -> Option<usize> {
+        self.groups.iter().position(|g| g.contains(&k))
+    }
+
+    /// The value of output axis `k` from the loop counters.
+    pub(super) fn axis_value(&self, k: usize) -> Result<LExpr, String> {
+        let g = self
+            .group_of(k)
+            .ok_or_else(|| format!("axis {k} has no loop"))?;
+        let counter = LExpr::Local(self.counters[g]);
+        let group = &self.groups[g];
+        if group.len() == 1 {
+            return Ok(counter);
+        }
+        let pos = group.iter().position(|&a| a == k).unwrap_or(0);
+        let inner: i64 = group[pos + 1..].iter().map(|&a| self.shape[a]).product();
+        let div = if inner == 1 {
+            counter
+        } else {
+            bin(BinaryOp::Div, counter, LExpr::Int(inner.into(), DType::I64))
+        };
+        Ok(if pos == 0 {
+            div
+        } else {
+            bin(
+                BinaryOp::Mod,
+                div,
+                LExpr::Int(self.shape[k].into(), DType::I64),
+            )
+        })
+    }
+}
+
+impl Nest<'_> {
+    /// The loop nest writing output `tensor` to buffer `id`.
+    pub(super) fn output(&mut self, id: BufferId, tensor: &Tensor) -> Result<Stmt, Fail> {
+        let shape = tensor.shape.clone();
+        let mut total: i64 = 1;
+        for &n in &shape {
+            total = total
+                .checked_mul(n)
+                .ok_or_else(|| Fail::TooLarge(format!("output shape {shape:?}")))?;
+        }
+        if total == 0 {
+            return Ok(Stmt::Seq(Vec::new()));
+        }
+        let mut inliner = Inliner {
+            inputs: self.inputs,
+            buffers: self.buffers,
+            out_shape: shape.clone(),
+            want: None,
+            limit: None,
+            nodes: 0,
+            all32: true,
+            rank: shape.len(),
+            red_extents: Vec::new(),
+            reductions: Vec::new(),
+            red_cache: HashMap::new(),
+            in_reduce: false,
+        };
+        let env: Vec<Ix> = shape
+            .iter()
+            .enumerate()
+            .map(|(k, &n)| if n == 1 { Ix::Const(0) } else { Ix::Axis(k) })
+            .collect();
+        let val = match &tensor.op {
+            // An output that is an input: a copy.
+            TensorOp::Placeholder(i) => {
+                let matches = self
+                    .inputs
+                    .get(*i)
+                    .is_some_and(|t| t.shape == tensor.shape && t.dtype == tensor.dtype);
+                if !matches {
+                    return Err(Fail::Error(format!(
+                        "`{}` does not match kernel input {i}",
+                        tensor.name
+                    )));
+                }
+                if tensor.dtype.bits != 32 || tensor.dtype.code == relay_ir::DTypeCode::Bool {
+                    inliner.all32 = false;
+                }
+                Val::Load {
+                    buffer: *i,
+                    dims: env.clone(),
+                }
+            }
+            TensorOp::Compute { axes, body } => {
+                let map: HashMap<u32, Ix> =
+                    axes.iter().map(|a| a.id).zip(env.iter().cloned()).collect();
+                match inliner.value(body, &map) {
+                    Ok(v) => v,
+                    Err(e) => {
+                        return Err(match (inliner.want.take(), inliner.limit) {
+                            (Some(t), _) => Fail::Materialize(t),
+                            (None, Some(true)) => Fail::TooLarge(e),
+                            (None, Some(false)) => Fail::Unsupported(e),
+                            (None, None) => Fail::Error(e),
+                        });
+                    }
+                }
+            }
+        };
+        if !inliner.reductions.is_empty() {
+            return Ok(self.reduce_output(id, &shape, &val, &inliner)?);
+        }
+        let dtype = tensor.dtype;
+        let vectorize =
+            inliner.all32 && dtype.bits == 32 && dtype.code != relay_ir::DTypeCode::Bool;
+        let loops = self.schedule(&shape, &val);
+        let mut hoisted: Vec<(LocalId, LExpr)> = Vec::new();
+        let out_strides = strides(&shape);
+        let store = Flat {
+            terms: loops
+                .groups
+                .iter()
+                .enumerate()
+                .map(|(g, axes)| (g, out_strides[*axes.last().unwrap_or(&0)]))
+                .collect(),
+            ..Flat::default()
+        };
+        let index = self.flat_expr(store, &loops, &mut hoisted);
+        let n = loops.groups.len();
+        let partitioned = match n {
+            0 => None,
+            _ => self.partition(id, &index, &val, &loops, &shape, dtype, &mut hoisted)?,
+        };
+        let stmt = match partitioned {
+            // The innermost loop is already split into its parts: the loop nest starts one
+            // level up.
+            Some(parts) => parts,
+            None => Stmt::Store {
+                buffer: id,
+                index,
+                value: self.expr(&val, &loops, &mut hoisted)?,
+            },
+        };
+        Ok(wrap_loops(stmt, &loops, &shape, hoisted, vectorize, total))
+    }
+
+    /// Groups the output's axes of extent > 1 into loops: adjacent axes merge when every load
+    /// reads both contiguously or neither.
+    pub(super) fn schedule(&mut self, shape: &[i64], val: &Val) -> Loops {
+        let mut loads = Vec::new();
+        let mut general = false;
+        collect_loads(val, &mut loads, &mut general);
+        // Per load: the input dimension each axis indexes, and the input's strides.
+        let mut positions: Vec<(HashMap<usize, usize>, Vec<i64>)> = Vec::new();
+        for (buffer, dims) in &loads {
+            let mut pos = HashMap::new();
+            for (d, ix) in dims.iter().enumerate() {
+                match ix {
+                    Ix::Axis(k) => {
+                        if pos.insert(*k, d).is_some() {
+                            general = true;
+                        }
+                    }
+                    Ix::Const(_) => {}
+                    Ix::Bin(..) | Ix::Dyn(_) => general = true,
+                }
+            }
+            let shape = self.shapes.get(*buffer).cloned().unwrap_or_default();
+            positions.push((pos, strides(&shape)));
+        }
+        let mergeable = |a: usize, b: usize| {
+            !general
+                && positions
+                    .iter()
+                    .all(|(pos, st)| match (pos.get(&a), pos.get(&b)) {
+                        (None, None) => true,
+                        (Some(&da), Some(&db)) => st[da] == shape[b].saturating_mul(st[db]),
+                        _ => false,
+                    })
+        };
+        let mut groups: Vec<Vec<usize>> = Vec::new();
+        for k in (0..shape.len()).filter(|&k| shape[k] > 1) {
+            match groups.last_mut() {
+                Some(g) if mergeable(*g.last().unwrap_or(&k), k) => g.push(k),
+                _ => groups.push(vec![k]),
+            }
+        }
+        let counters = (0..groups.len())
+            .map(|g| self.local(format!("i{g}"), DType::I64))
+            .collect();
+        Loops {
+            groups,
+            counters,
+            shape: shape.to_vec(),
+            hoist: true,
+        }
+    }
+
+    /// A flat index as an expression; with two loops or more, its part that does not change in
+    /// the innermost loop is hoisted into a local computed before it.
+    pub(super) fn flat_expr(
+        &mut self,
+        flat: Flat,
+        loops: &Loops,
+        hoisted: &mut Vec<(LocalId, LExpr)>,
+    ) -> LExpr {
+        let inner = loops.groups.len().checked_sub(1);
+        let term = |g: usize, c: i64| {
+            let v = LExpr::Local(loops.counters[g]);
+            if c == 1 {
+                v
+            } else {
+                bin(BinaryOp::Mul, v, LExpr::Int(c.into(), DType::I64))
+            }
+        };
+        let sum = |parts: Vec<LExpr>| {
+            parts
+                .into_iter()
+                .reduce(|a, b| bin(BinaryOp::Add, a, b))
+                .unwrap_or(LExpr::Int(0, DType::I64))
+        };
+        let mut outer = Vec::new();
+        let mut outer_varies = false;
+        let mut inner_parts = Vec::new();
+        for &(g, c) in &flat.terms {
+            if c == 0 {
+                continue;
+            }
+            if Some(g) == inner {
+                inner_parts.push(term(g, c));
+            } else {
+                outer_varies = true;
+                outer.push(term(g, c));
+            }
+        }
+        if flat.konst != 0 {
+            outer.push(LExpr::Int(flat.konst.into(), DType::I64));
+        }
+        for (e, varies) in flat.other {
+            if varies {
+                inner_parts.push(e);
+            } else {
+                outer_varies = true;
+                outer.push(e);
+            }
+        }
+        // A lone counter or constant is as cheap to use as a hoisted local.
+        let compound = outer.len() > 1 || matches!(outer.first(), Some(LExpr::Binary(..)));
+        let hoist = loops.hoist && outer_varies && compound && loops.groups.len() >= 2;
+        let outer = if hoist {
+            let value = sum(outer);
+            let local = match hoisted.iter().find(|(_, v)| *v == value) {
+                Some((local, _)) => *local,
+                None => {
+                    let local = self.local(format!("o{}", self.func.locals.len()), DType::I64);
+                    hoisted.push((local, value));
+                    local
+                }
+            };
+            vec![LExpr::Local(local)]
+        } else {
+            outer
+        };
+        sum(outer.into_iter().chain(inner_parts).collect())
+    }
+
+    /// A [`Val`] as a loop nest expression.
+    pub(super) fn expr(
+        &mut self,
+        v: &Val,
+        loops: &Loops,
+        hoisted: &mut Vec<(LocalId, LExpr)>,
+    ) -> Result<LExpr, String> {
+        relay_ir::ensure_sufficient_stack(|| {
+            let mut b = |v: &Val| self.expr(v, loops, hoisted).map(Box::new);
+            Ok(match v {
+                Val::Int(c, d) => LExpr::Int(*c, *d),
+                Val::Float(c, d) => LExpr::Float(*c, *d),
+                Val::Index(ix) => self.ix_expr(ix, loops, hoisted)?,
+                Val::Unary(op, a) => LExpr::Unary(*op, b(a)?),
+                Val::Binary(op, x, y) => LExpr::Binary(*op, b(x)?, b(y)?),
+                Val::Compare(op, x, y) => LExpr::Compare(*op, b(x)?, b(y)?),
+                Val::Select(c, x, y) => LExpr::Select(b(c)?, b(x)?, b(y)?),
+                Val::Cast(d, a) => LExpr::Cast(*d, b(a)?),
+                Val::Acc(n) => self
+                    .accs
+                    .get(*n)
+                    .cloned()
+                    .ok_or_else(|| format!("reduction {n} is not computed"))?,
+                Val::Load { buffer, dims } => {
+                    let shape = self
+                        .shapes
+                        .get(*buffer)
+                        .cloned()
+                        .ok_or_else(|| format!("no kernel buffer {buffer}"))?;
+                    let st = strides(&shape);
+                    let mut flat = Flat::default();
+                    let inner = loops.groups.len().checked_sub(1);
+                    for (d, ix) in dims.iter().enumerate() {
+                        match ix {
+                            Ix::Const(c) => {
+                                flat.konst = flat.konst.saturating_add(c.saturating_mul(st[d]))
+                            }
+                            Ix::Axis(k) => {
+                                let g = loops
+                                    .group_of(*k)
+                                    .ok_or_else(|| format!("axis {k} has no loop"))?;
+                                // In a merged group only the group's last axis is read; the
+                                // group's counter times its stride covers the others.
+                                if loops.groups[g].last() == Some(k) {
+                                    flat.terms.push((g, st[d]));
+                                }
+                            }
+                            Ix::Bin(..) | Ix::Dyn(_) => {
+                                let e = self.ix_expr(ix, loops, hoisted)?;
+                                let varies = inner.is_some_and(|g| mentions(ix, &loops.groups[g]));
+                                let e = if st[d] == 1 {
+                                    e
+                                } else {
+                                    bin(BinaryOp::Mul, e, LExpr::Int(st[d].into(), DType::I64))
+                                };
+                                flat.other.push((e, varies));
+                            }
+                        }
+                    }
+                    flat.terms.sort_by_key(|&(g, _)| g);
+                    let index = self.flat_expr(flat, loops, hoisted);
+                    LExpr::Load {
+                        buffer: BufferId(*buffer as u32),
+                        index: Box::new(index),
+                    }
+                }
+            })
+        })
+    }
+}
+
+impl Nest<'_> {
+    /// An index expression from the loop counters.
+    pub(super) fn ix_expr(
+        &mut self,
+        ix: &Ix,
+        loops: &Loops,
+        hoisted: &mut Vec<(LocalId, LExpr)>,
+    ) -> Result<LExpr, String> {
+        relay_ir::ensure_sufficient_stack(|| {
+            Ok(match ix {
+                Ix::Axis(k) => loops.axis_value(*k)?,
+                Ix::Const(c) => LExpr::Int((*c).into(), DType::I64),
+                Ix::Bin(op, a, b) => {
+                    let a = self.ix_expr(a, loops, hoisted)?;
+                    bin(*op, a, self.ix_expr(b, loops, hoisted)?)
+                }
+                Ix::Dyn(v) => self.expr(v, loops, hoisted)?,
+            })
+        })
+    }
+}
+
+/// The loads of a value, and whether any index is not a plain axis or constant (or an index
+/// is used as a value).
+pub(super) fn collect_loads<'v>(v: &'v Val, out: &mut Vec<(usize, &'v [Ix])>, general: &mut bool) {
+    let mut stack = vec![v];
+    while let Some(v) = stack.pop() {
+        match v {
+            Val::Int(..) | Val::Float(..) | Val::Acc(_) => {}
+            Val::Index(_) => *general = true,
+            Val::Load { buffer, dims } => out.push((*buffer, dims)),
+            Val::Unary(_, a) | Val::Cast(_, a) => stack.push(a),
+            Val::Binary(_, a, b) | Val::Compare(_, a, b) => {
+                stack.push(b);
+                stack.push(a);
+            }
+            Val::Select(c, a, b) => {
+                stack.push(b);
+                stack.push(a);
+                stack.push(c);
+            }
+        }
+    }
+}
+
+/// `stmt` preceded by the assignments of the hoisted locals (which `hoisted` gives up).
+fn with_hoisted(hoisted: &mut Vec<(LocalId, LExpr)>, stmt: Stmt) -> Stmt {
+    let mut seq: Vec<Stmt> = hoisted
+        .drain(..)
+        .map(|(local, value)| Stmt::Assign { local, value })
+        .collect();
+    seq.push(stmt);
+    Stmt::Seq(seq)
+}
+
+/// The loops of an injective output around its innermost statement `stmt` (a store, or the
+/// parts of a partitioned innermost loop), each of the kind the schedule gives it, with the
+/// hoisted index parts assigned just outside the innermost loop.
+fn wrap_loops(
+    mut stmt: Stmt,
+    loops: &Loops,
+    shape: &[i64],
+    mut hoisted: Vec<(LocalId, LExpr)>,
+    vectorize: bool,
+    total: i64,
+) -> Stmt {
+    let n = loops.groups.len();
+    let skip_inner = matches!(stmt, Stmt::Seq(_));
+    for g in (0..n).rev() {
+        let extent: i64 = loops.groups[g].iter().map(|&a| shape[a]).product();
+        if g + 1 == n && skip_inner {
+            // The innermost loop is already split into its parts; a single partitioned loop's
+            // parts run one after another.
+            if g == 0 || !hoisted.is_empty() {
+                stmt = with_hoisted(&mut hoisted, stmt);
+            }
+            continue;
+        }
+        stmt = Stmt::For {
+            var: loops.counters[g],
+            extent,
+            kind: schedule::loop_kind(g, n, vectorize, total),
+            body: Box::new(stmt),
+        };
+        if g + 1 == n && g > 0 && !hoisted.is_empty() {
+            stmt = with_hoisted(&mut hoisted, stmt);
+        }
+    }
+    stmt
+}

@@ -1,0 +1,352 @@
+//! Reductions: the loop nest of an output whose value needs reductions, each accumulated
+//! into locals inside the loops of the output axes it depends on.
+
+use super::*;
+
+impl Nest<'_> {
+    /// The loop nest of an output whose value needs reductions: one serial loop per output axis
+    /// (of extent > 1); inside it each reduction's own serial loops accumulate into a local,
+    /// then the element is stored. (Vector accumulators and merged loops are later work.)
+    pub(super) fn reduce_output(
+        &mut self,
+        id: BufferId,
+        shape: &[i64],
+        val: &Val,
+        inliner: &Inliner<'_>,
+    ) -> Result<Stmt, String> {
+        let rank = shape.len();
+        // The output axes each reduction depends on; the axes most reductions depend on loop
+        // outermost, so that a reduction sits in the loops it depends on only and is computed
+        // once per value (a reduction broadcast along an outer loop is recomputed).
+        let deps: Vec<Vec<usize>> = inliner
+            .reductions
+            .iter()
+            .map(|r| {
+                let mut axes = Vec::new();
+                val_axes(&r.body, &mut axes);
+                axes.retain(|&k| k < rank);
+                axes.sort_unstable();
+                axes.dedup();
+                axes
+            })
+            .collect();
+        let mut order: Vec<usize> = (0..rank).filter(|&k| shape[k] > 1).collect();
+        order.sort_by_key(|k| std::cmp::Reverse(deps.iter().filter(|d| d.contains(k)).count()));
+        let mut groups: Vec<Vec<usize>> = order.iter().map(|&k| vec![k]).collect();
+        let n_out = groups.len();
+        for (j, &e) in inliner.red_extents.iter().enumerate() {
+            if e != 1 {
+                groups.push(vec![rank + j]);
+            }
+        }
+        let counters = (0..groups.len())
+            .map(|g| {
+                let name = if g < n_out {
+                    format!("i{g}")
+                } else {
+                    format!("r{}", g - n_out)
+                };
+                self.local(name, DType::I64)
+            })
+            .collect();
+        let mut all_shape = shape.to_vec();
+        all_shape.extend(&inliner.red_extents);
+        let loops = Loops {
+            groups,
+            counters,
+            shape: all_shape,
+            hoist: false,
+        };
+        let mut hoisted = Vec::new();
+        let out_strides = strides(shape);
+        let store = Flat {
+            terms: (0..n_out)
+                .map(|g| (g, out_strides[loops.groups[g][0]]))
+                .collect(),
+            ..Flat::default()
+        };
+        let index = self.flat_expr(store, &loops, &mut hoisted);
+        // Each reduction's statements at its level: inside the loops of the axes it depends on.
+        let mut levels: Vec<Vec<Stmt>> = (0..=n_out).map(|_| Vec::new()).collect();
+        self.accs.clear();
+        for (red, dep) in inliner.reductions.iter().zip(&deps) {
+            let (stmt, result) = self.reduction(red, &loops, &mut hoisted)?;
+            let level = dep
+                .iter()
+                .filter_map(|k| order.iter().position(|o| o == k))
+                .map(|p| p + 1)
+                .max()
+                .unwrap_or(0);
+            levels[level].push(stmt);
+            self.accs.push(result);
+        }
+        let value = self.expr(val, &loops, &mut hoisted)?;
+        let mut inner = levels.pop().unwrap_or_default();
+        inner.push(Stmt::Store {
+            buffer: id,
+            index,
+            value,
+        });
+        let mut stmt = Stmt::Seq(inner);
+        let work = shape
+            .iter()
+            .chain(&inliner.red_extents)
+            .fold(1i64, |w, &e| w.saturating_mul(e));
+        for g in (0..n_out).rev() {
+            let parallel = g == 0 && work >= PARALLEL_WORK && levels.iter().all(Vec::is_empty);
+            stmt = Stmt::For {
+                var: loops.counters[g],
+                extent: shape[loops.groups[g][0]],
+                kind: if parallel {
+                    ForKind::Parallel { lanes: 1 }
+                } else {
+                    ForKind::Serial
+                },
+                body: Box::new(stmt),
+            };
+            let mut seq = levels.pop().unwrap_or_default();
+            if !seq.is_empty() {
+                seq.push(stmt);
+                stmt = Stmt::Seq(seq);
+            }
+        }
+        Ok(stmt)
+    }
+
+    /// The statements computing one reduction into locals, and its result.
+    pub(super) fn reduction(
+        &mut self,
+        red: &Red,
+        loops: &Loops,
+        hoisted: &mut Vec<(LocalId, LExpr)>,
+    ) -> Result<(Stmt, LExpr), String> {
+        let d = red.body_dtype;
+        let float = d.is_float();
+        let body = self.expr(&red.body, loops, hoisted)?;
+        let v = self.local(format!("v{}", self.func.locals.len()), d);
+        let acc = self.local(format!("acc{}", self.func.locals.len()), d);
+        let (lv, la) = (LExpr::Local(v), LExpr::Local(acc));
+        let init = initial(red.op, d);
+        let nan = |e: &LExpr| LExpr::Unary(UnaryOp::IsNan, Box::new(e.clone()));
+        let cmp = |op: CmpOp, a: &LExpr, b: &LExpr| {
+            LExpr::Compare(op, Box::new(a.clone()), Box::new(b.clone()))
+        };
+        let mut pre = vec![Stmt::Assign {
+            local: acc,
+            value: init,
+        }];
+        let mut step = vec![Stmt::Assign {
+            local: v,
+            value: body,
+        }];
+        let mut result = la.clone();
+        match red.op {
+            ReduceOp::Sum | ReduceOp::Prod | ReduceOp::All | ReduceOp::Any => {
+                let op = match red.op {
+                    ReduceOp::Sum => BinaryOp::Add,
+                    ReduceOp::Prod => BinaryOp::Mul,
+                    ReduceOp::All => BinaryOp::LogicalAnd,
+                    _ => BinaryOp::LogicalOr,
+                };
+                step.push(Stmt::Assign {
+                    local: acc,
+                    value: bin(op, la.clone(), lv.clone()),
+                });
+            }
+            ReduceOp::Max | ReduceOp::Min => {
+                let op = if red.op == ReduceOp::Max {
+                    CmpOp::Gt
+                } else {
+                    CmpOp::Lt
+                };
+                let mut take = cmp(op, &lv, &la);
+                if float {
+                    take = bin(BinaryOp::LogicalOr, take, nan(&lv));
+                }
+                step.push(Stmt::Assign {
+                    local: acc,
+                    value: LExpr::Select(
+                        Box::new(take),
+                        Box::new(lv.clone()),
+                        Box::new(la.clone()),
+                    ),
+                });
+            }
+            ReduceOp::ArgMax { last } | ReduceOp::ArgMin { last } => {
+                let op = if matches!(red.op, ReduceOp::ArgMax { .. }) {
+                    CmpOp::Gt
+                } else {
+                    CmpOp::Lt
+                };
+                let mut better = cmp(op, &lv, &la);
+                if last {
+                    better = bin(BinaryOp::LogicalOr, better, cmp(CmpOp::Eq, &lv, &la));
+                }
+                let take = if float {
+                    // NaN is the extreme: a NaN replaces a number, and a NaN only when `last`.
+                    let after_nan = if last {
+                        nan(&lv)
+                    } else {
+                        LExpr::Int(0, DType::BOOL)
+                    };
+                    LExpr::Select(
+                        Box::new(nan(&la)),
+                        Box::new(after_nan),
+                        Box::new(bin(BinaryOp::LogicalOr, nan(&lv), better)),
+                    )
+                } else {
+                    better
+                };
+                let pos = self.local(format!("pos{}", self.func.locals.len()), DType::I64);
+                let t = self.local(format!("take{}", self.func.locals.len()), DType::BOOL);
+                pre.push(Stmt::Assign {
+                    local: pos,
+                    value: LExpr::Int(0, DType::I64),
+                });
+                let here = position(red, loops)?;
+                let lt = LExpr::Local(t);
+                step.push(Stmt::Assign {
+                    local: t,
+                    value: take,
+                });
+                step.push(Stmt::Assign {
+                    local: pos,
+                    value: LExpr::Select(
+                        Box::new(lt.clone()),
+                        Box::new(here),
+                        Box::new(LExpr::Local(pos)),
+                    ),
+                });
+                step.push(Stmt::Assign {
+                    local: acc,
+                    value: LExpr::Select(Box::new(lt), Box::new(lv.clone()), Box::new(la.clone())),
+                });
+                result = LExpr::Cast(red.dtype, Box::new(LExpr::Local(pos)));
+            }
+        }
+        pre.push(reduction_loops(red, loops, Stmt::Seq(step))?);
+        Ok((Stmt::Seq(pre), result))
+    }
+}
+
+/// The axes the indices of a value mention.
+pub(super) fn val_axes(v: &Val, out: &mut Vec<usize>) {
+    fn ix_axes(ix: &Ix, out: &mut Vec<usize>) {
+        match ix {
+            Ix::Axis(k) => out.push(*k),
+            Ix::Const(_) => {}
+            Ix::Bin(_, a, b) => {
+                ix_axes(a, out);
+                ix_axes(b, out);
+            }
+            Ix::Dyn(v) => val_axes(v, out),
+        }
+    }
+    let mut stack = vec![v];
+    while let Some(v) = stack.pop() {
+        match v {
+            Val::Int(..) | Val::Float(..) | Val::Acc(_) => {}
+            Val::Index(ix) => ix_axes(ix, out),
+            Val::Load { dims, .. } => dims.iter().for_each(|ix| ix_axes(ix, out)),
+            Val::Unary(_, a) | Val::Cast(_, a) => stack.push(a),
+            Val::Binary(_, a, b) | Val::Compare(_, a, b) => {
+                stack.push(b);
+                stack.push(a);
+            }
+            Val::Select(c, a, b) => {
+                stack.push(b);
+                stack.push(a);
+                stack.push(c);
+            }
+        }
+    }
+}
+
+/// The least and greatest values of `dtype` (infinities for floats), as constants.
+pub(super) fn extremes(dtype: DType) -> (LExpr, LExpr) {
+    if dtype.is_float() {
+        return (
+            LExpr::Float(f64::NEG_INFINITY, dtype),
+            LExpr::Float(f64::INFINITY, dtype),
+        );
+    }
+    let bits = u32::from(dtype.bits).clamp(1, 64);
+    let (lo, hi) = if dtype.code == relay_ir::DTypeCode::Bool {
+        (0, 1)
+    } else if dtype.code == relay_ir::DTypeCode::UInt {
+        (0, (1i128 << bits) - 1)
+    } else {
+        (-(1i128 << (bits - 1)), (1i128 << (bits - 1)) - 1)
+    };
+    (LExpr::Int(lo, dtype), LExpr::Int(hi, dtype))
+}
+
+/// The value a reduction starts from: 0 for sums and `any`, 1 for products and `all`, the
+/// least value of `d` for a maximum, the greatest for a minimum.
+fn initial(op: ReduceOp, d: DType) -> LExpr {
+    let (lo, hi) = extremes(d);
+    let init = match op {
+        ReduceOp::Sum | ReduceOp::Any => LExpr::Int(0, d),
+        ReduceOp::Prod | ReduceOp::All => LExpr::Int(1, d),
+        ReduceOp::Max | ReduceOp::ArgMax { .. } => lo,
+        ReduceOp::Min | ReduceOp::ArgMin { .. } => hi,
+    };
+    match init {
+        LExpr::Int(c, d) if d.is_float() => LExpr::Float(c as f64, d),
+        e => e,
+    }
+}
+
+/// The position of the current element of a reduction, row-major over its axes.
+fn position(red: &Red, loops: &Loops) -> Result<LExpr, String> {
+    let mut here: Option<LExpr> = None;
+    let mut stride = 1i64;
+    for &(k, e) in red.axes.iter().rev() {
+        if e != 1 {
+            let g = loops
+                .group_of(k)
+                .ok_or_else(|| format!("axis {k} has no loop"))?;
+            let c = LExpr::Local(loops.counters[g]);
+            let term = if stride == 1 {
+                c
+            } else {
+                bin(BinaryOp::Mul, c, LExpr::Int(stride.into(), DType::I64))
+            };
+            here = Some(match here {
+                None => term,
+                Some(h) => bin(BinaryOp::Add, term, h),
+            });
+        }
+        stride = stride.saturating_mul(e);
+    }
+    Ok(here.unwrap_or(LExpr::Int(0, DType::I64)))
+}
+
+/// `step` inside the loops of a reduction's axes. The innermost loop of an associative fold
+/// runs with one accumulator per vector lane (codegen combines the lanes after the loop).
+fn reduction_loops(red: &Red, loops: &Loops, step: Stmt) -> Result<Stmt, String> {
+    let mut stmt = step;
+    let mut vector = matches!(
+        red.op,
+        ReduceOp::Sum | ReduceOp::Prod | ReduceOp::All | ReduceOp::Any
+    );
+    for &(k, e) in red.axes.iter().rev() {
+        if e != 1 {
+            let g = loops
+                .group_of(k)
+                .ok_or_else(|| format!("axis {k} has no loop"))?;
+            stmt = Stmt::For {
+                var: loops.counters[g],
+                extent: e,
+                kind: if vector {
+                    ForKind::Vectorized { lanes: LANES }
+                } else {
+                    ForKind::Serial
+                },
+                body: Box::new(stmt),
+            };
+            vector = false;
+        }
+    }
+    Ok(stmt)
+}

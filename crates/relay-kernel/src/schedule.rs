@@ -1,0 +1,557 @@
+//! Scheduling: every decision about how a kernel computes its tensors, in one place, and the
+//! decisions of one kernel as printed data (`relayc build --emit schedule`).
+//!
+//! The decisions, each a function here that lowering (`lower`) applies:
+//! - **materialization** ([`materialized`]): which tensors are computed into a buffer before
+//!   their readers run — every contraction the host GEMM computes and its computed operands
+//!   (lowering adds a reduction read inside another reduction's body when it meets one);
+//!   everything else is inlined into its readers;
+//! - **GEMM or loops** ([`gemm_computes`]): a contraction whose reduction axes merge into one
+//!   matrix dimension is a call of the host GEMM, with its other axes looped around it;
+//! - **loop kinds** ([`loop_kind`]): the innermost loop of a stage whose values are all 32 bits
+//!   wide runs [`LANES`] lanes at once, the outermost loop of a stage of [`PARALLEL_WORK`]
+//!   elements or more runs on the kernel context's threads;
+//! - **vector legality** ([`vector_legal`]): a loop runs lanes at once only if its body is a
+//!   straight line that reads every local after assigning it and every buffer it writes in
+//!   place. Lowering downgrades any other vectorized loop ([`legalize_vectors`]); codegen
+//!   asks the same function before it emits vector code.
+//!
+//! Axis merging (adjacent output axes every load reads contiguously become one loop) and loop
+//! partitioning (the innermost loop of a padded read split at the bounds) are decided by
+//! lowering on the inlined expression (`lower/injective.rs`, `lower/partition.rs`).
+//!
+//! [`Schedule::of`] reads the decisions back from a lowered kernel: its stages in order, each
+//! with the buffer it writes, whether it runs in place, and its loops (extent, kind, partition)
+//! or GEMM.
+
+use std::fmt::{self, Display, Formatter};
+
+use relay_ir::te::{BinaryOp, Tensor, TensorOp};
+
+use crate::compose::Composed;
+use crate::contract::{Contraction, Index, contraction};
+use crate::loops::{
+    Accesses, BufferId, BufferRole, ForKind, LExpr, LocalId, LoopFunc, Place, Stmt,
+};
+use crate::lower::{key, strides};
+
+/// Lanes of a vectorized loop over 32-bit elements.
+pub const LANES: u32 = 4;
+
+/// The elements (output elements times reduction extents) from which a loop nest's outermost
+/// loop runs in parallel on the kernel context's threads.
+pub const PARALLEL_WORK: i64 = 1 << 16;
+
+/// The tensors a kernel computes into buffers before their consumers run, besides its
+/// outputs: every contraction the GEMM can compute (see [`gemm_computes`]) and its computed
+/// operands.
+pub fn materialized(composed: &Composed) -> Vec<Tensor> {
+    let mut out = Vec::new();
+    let mut seen = std::collections::HashSet::new();
+    let mut stack: Vec<Tensor> = composed.outputs.clone();
+    while let Some(t) = stack.pop() {
+        if !seen.insert(key(&t)) {
+            continue;
+        }
+        let TensorOp::Compute { body, .. } = &t.op else {
+            continue;
+        };
+        if let Some(c) = contraction(&t)
+            && gemm_computes(&c)
+        {
+            out.push(t.clone());
+            for operand in [&c.a.0, &c.b.0] {
+                if matches!(operand.op, TensorOp::Compute { .. }) {
+                    out.push(operand.clone());
+                }
+            }
+        }
+        stack.extend(crate::compose::reads(body));
+    }
+    out
+}
+
+/// Whether the host GEMM computes contraction `c`: its reduction axes merge into one GEMM
+/// dimension in both operands (each axis's stride is the next inner one's times its extent,
+/// in the same order in both), or the reduction is empty. Otherwise it is lowered as loops.
+pub fn gemm_computes(c: &Contraction) -> bool {
+    gemm_strides(c).is_some()
+}
+
+fn gemm_strides(c: &Contraction) -> Option<()> {
+    let axes: Vec<usize> = (0..c.red_extents.len())
+        .filter(|&j| c.red_extents[j] != 1)
+        .collect();
+    if c.red_extents.contains(&0) {
+        return Some(());
+    }
+    let stride_of = |(t, ix): &(Tensor, Vec<Index>), j: usize| {
+        let st = strides(&t.shape);
+        ix.iter().position(|&i| i == Index::Red(j)).map(|d| st[d])
+    };
+    let mut order = axes.clone();
+    order.sort_by_key(|&j| std::cmp::Reverse(stride_of(&c.a, j)));
+    for pair in order.windows(2) {
+        let (outer, inner) = (pair[0], pair[1]);
+        for operand in [&c.a, &c.b] {
+            let (so, si) = (stride_of(operand, outer)?, stride_of(operand, inner)?);
+            if so != si.checked_mul(c.red_extents[inner])? {
+                return None;
+            }
+        }
+    }
+    Some(())
+}
+
+/// The kind of loop `g` of `n` loops (outermost first) of a stage of `work` elements (output
+/// elements times reduction extents), whose values are all 32 bits wide when `lanes32`.
+pub fn loop_kind(g: usize, n: usize, lanes32: bool, work: i64) -> ForKind {
+    match (g + 1 == n && lanes32, g == 0 && work >= PARALLEL_WORK) {
+        (true, true) => ForKind::Parallel { lanes: LANES },
+        (false, true) => ForKind::Parallel { lanes: 1 },
+        (true, false) => ForKind::Vectorized { lanes: LANES },
+        (false, false) => ForKind::Serial,
+    }
+}
+
+/// Runs every vectorized loop of `s` whose body is not [`vector_legal`] one iteration at a
+/// time (a parallel one keeps its threads with one lane).
+pub fn legalize_vectors(s: &mut Stmt) {
+    match s {
+        Stmt::Seq(items) => items.iter_mut().for_each(legalize_vectors),
+        Stmt::For {
+            var, kind, body, ..
+        }
+        | Stmt::Range {
+            var, kind, body, ..
+        } => {
+            legalize_vectors(body);
+            let vectorized = matches!(kind, ForKind::Vectorized { .. })
+                || matches!(kind, ForKind::Parallel { lanes } if *lanes > 1);
+            if vectorized && !vector_legal(*var, body) {
+                *kind = match kind {
+                    ForKind::Parallel { .. } => ForKind::Parallel { lanes: 1 },
+                    _ => ForKind::Serial,
+                };
+            }
+        }
+        Stmt::Store { .. } | Stmt::Assign { .. } | Stmt::Gemm(_) => {}
+    }
+}
+
+/// Whether a loop body can run several iterations at once: a straight line of stores and
+/// assignments that never assigns the counter, reads no local of the body before assigning
+/// it, and reads a buffer it writes only in place (at the index it stores to).
+pub fn vector_legal(var: LocalId, body: &Stmt) -> bool {
+    fn walk(s: &Stmt, out: &mut Vec<Stmt>) -> bool {
+        match s {
+            Stmt::Seq(items) => items.iter().all(|s| walk(s, out)),
+            Stmt::For { .. } | Stmt::Range { .. } | Stmt::Gemm(_) => false,
+            other => {
+                out.push(other.clone());
+                true
+            }
+        }
+    }
+    fn reads(e: &LExpr, locals: &mut Vec<LocalId>, buffers: &mut Vec<BufferId>) {
+        e.visit(&mut |n| match n {
+            LExpr::Local(l) => locals.push(*l),
+            LExpr::Load { buffer, .. } => buffers.push(*buffer),
+            _ => {}
+        });
+    }
+    let mut stmts = Vec::new();
+    if !walk(body, &mut stmts) {
+        return false;
+    }
+    // Accumulators are read only by their own accumulation; they count as assigned.
+    let accs: Vec<LocalId> = accumulators(var, body)
+        .into_iter()
+        .map(|(l, _)| l)
+        .collect();
+    let mut assigned_so_far: Vec<LocalId> = accs.clone();
+    let mut assigned_anywhere: Vec<LocalId> = Vec::new();
+    let mut stored: Vec<BufferId> = Vec::new();
+    let mut loaded: Vec<BufferId> = Vec::new();
+    for s in &stmts {
+        if let Stmt::Assign { local, .. } = s {
+            assigned_anywhere.push(*local);
+        }
+    }
+    for s in &stmts {
+        let mut locals = Vec::new();
+        match s {
+            Stmt::Assign { local, value } => {
+                reads(value, &mut locals, &mut loaded);
+                if *local == var {
+                    return false;
+                }
+                if locals
+                    .iter()
+                    .any(|l| assigned_anywhere.contains(l) && !assigned_so_far.contains(l))
+                {
+                    return false;
+                }
+                assigned_so_far.push(*local);
+            }
+            Stmt::Store {
+                buffer,
+                index,
+                value,
+            } => {
+                reads(index, &mut locals, &mut loaded);
+                reads(value, &mut locals, &mut loaded);
+                if locals
+                    .iter()
+                    .any(|l| assigned_anywhere.contains(l) && !assigned_so_far.contains(l))
+                {
+                    return false;
+                }
+                stored.push(*buffer);
+            }
+            _ => return false,
+        }
+    }
+    // A buffer the body both reads and writes is fine only in place: one store to it,
+    // and every load of it at that store's index (the same lanes, in order).
+    stored.iter().all(|b| {
+        if !loaded.contains(b) {
+            return true;
+        }
+        let access: Vec<Accesses> = stmts.iter().map(Accesses::of).collect();
+        let stores: Vec<&Place> = access
+            .iter()
+            .flat_map(|a| &a.writes)
+            .filter(|w| w.buffer == *b)
+            .map(|w| &w.place)
+            .collect();
+        let [Place::At(key)] = stores[..] else {
+            return false;
+        };
+        access.iter().all(|a| a.reads_only_at(*b, key))
+    })
+}
+
+/// `local op operand` (either order) when `value` accumulates into `local` with an
+/// associative operation vector lanes may split: integer `+ *`, float `+ *` (reordering float
+/// sums within SPEC §4's reduction tolerance), and `&& ||`.
+pub fn accumulation(local: LocalId, value: &LExpr) -> Option<(BinaryOp, &LExpr)> {
+    let LExpr::Binary(
+        op @ (BinaryOp::Add | BinaryOp::Mul | BinaryOp::LogicalAnd | BinaryOp::LogicalOr),
+        a,
+        b,
+    ) = value
+    else {
+        return None;
+    };
+    match (a.as_ref(), b.as_ref()) {
+        (LExpr::Local(l), other) | (other, LExpr::Local(l)) if *l == local => {
+            let mut reads = Vec::new();
+            walk_locals(other, &mut reads);
+            (!reads.contains(&local)).then_some((*op, other))
+        }
+        _ => None,
+    }
+}
+
+/// The locals an expression reads.
+pub fn walk_locals(e: &LExpr, out: &mut Vec<LocalId>) {
+    e.visit(&mut |n| {
+        if let LExpr::Local(l) = n {
+            out.push(*l);
+        }
+    });
+}
+
+/// The accumulators of a loop body (a straight line): locals other than the counter assigned
+/// exactly once, by an [`accumulation`], and read nowhere else in the body.
+pub fn accumulators(var: LocalId, body: &Stmt) -> Vec<(LocalId, BinaryOp)> {
+    let mut stmts: Vec<&Stmt> = Vec::new();
+    fn flat<'s>(s: &'s Stmt, out: &mut Vec<&'s Stmt>) {
+        match s {
+            Stmt::Seq(items) => items.iter().for_each(|s| flat(s, out)),
+            other => out.push(other),
+        }
+    }
+    flat(body, &mut stmts);
+    let mut out = Vec::new();
+    for s in &stmts {
+        let Stmt::Assign { local, value } = s else {
+            continue;
+        };
+        if *local == var {
+            continue;
+        }
+        let Some((op, _)) = accumulation(*local, value) else {
+            continue;
+        };
+        let assigned = stmts
+            .iter()
+            .filter(|t| matches!(t, Stmt::Assign { local: l, .. } if l == local))
+            .count();
+        let mut reads = Vec::new();
+        for t in &stmts {
+            match t {
+                Stmt::Assign { local: l, value } if l == local => {
+                    if let Some((_, operand)) = accumulation(*local, value) {
+                        walk_locals(operand, &mut reads);
+                    }
+                }
+                Stmt::Assign { value, .. } => walk_locals(value, &mut reads),
+                Stmt::Store { index, value, .. } => {
+                    walk_locals(index, &mut reads);
+                    walk_locals(value, &mut reads);
+                }
+                _ => {}
+            }
+        }
+        if assigned == 1 && !reads.contains(local) {
+            out.push((*local, op));
+        }
+    }
+    out
+}
+
+/// The decisions of one lowered kernel, as printed data.
+#[derive(Clone, Debug)]
+pub struct Schedule {
+    /// The kernel's name.
+    pub kernel: String,
+    /// Its buffers: name, role.
+    pub buffers: Vec<(String, BufferRole)>,
+    /// Its stages, in the order they run.
+    pub stages: Vec<Stage>,
+}
+
+/// One stage of a kernel: a loop nest or a GEMM computing one buffer.
+#[derive(Clone, Debug)]
+pub struct Stage {
+    /// The buffers it writes.
+    pub writes: Vec<BufferId>,
+    /// Whether it reads a buffer it writes (an epilogue running in place).
+    pub in_place: bool,
+    /// Its loops and GEMMs, outermost first.
+    pub nest: Vec<Node>,
+}
+
+/// A loop or GEMM of a stage.
+#[derive(Clone, Debug)]
+pub enum Node {
+    /// A loop.
+    Loop {
+        /// Its counter's name.
+        counter: String,
+        /// Its trip count (the greatest, for a partitioned loop).
+        extent: i64,
+        /// How it runs.
+        kind: ForKind,
+        /// Whether it is one part of a partitioned loop (bounds computed at run time).
+        partitioned: bool,
+        /// The loops and GEMMs inside it.
+        inner: Vec<Node>,
+    },
+    /// A call of the host GEMM: `m × k` by `k × n` into `c`.
+    Gemm {
+        /// Rows of the result.
+        m: i64,
+        /// Columns of the result.
+        n: i64,
+        /// The reduction's extent.
+        k: i64,
+        /// The result's buffer, and the operands'.
+        c: BufferId,
+        /// The left operand's buffer.
+        a: BufferId,
+        /// The right operand's buffer.
+        b: BufferId,
+    },
+}
+
+impl Schedule {
+    /// The decisions lowering made for `func`.
+    pub fn of(func: &LoopFunc) -> Schedule {
+        let stages = match &func.body {
+            Stmt::Seq(items) => items.iter().map(|s| Stage::of(func, s)).collect(),
+            other => vec![Stage::of(func, other)],
+        };
+        Schedule {
+            kernel: func.name.clone(),
+            buffers: func
+                .buffers
+                .iter()
+                .map(|b| (b.name.clone(), b.role))
+                .collect(),
+            stages,
+        }
+    }
+}
+
+impl Stage {
+    fn of(func: &LoopFunc, s: &Stmt) -> Stage {
+        let access = Accesses::of(s);
+        let mut writes: Vec<BufferId> = Vec::new();
+        for w in &access.writes {
+            if !writes.contains(&w.buffer) {
+                writes.push(w.buffer);
+            }
+        }
+        let in_place = writes.iter().any(|b| access.reads(*b));
+        Stage {
+            writes,
+            in_place,
+            nest: nodes(func, s),
+        }
+    }
+}
+
+/// The loops and GEMMs of `s`, outermost first.
+fn nodes(func: &LoopFunc, s: &Stmt) -> Vec<Node> {
+    let name = |v: &LocalId| {
+        func.locals
+            .get(v.0 as usize)
+            .map_or_else(|| format!("l{}", v.0), |l| l.name.clone())
+    };
+    match s {
+        Stmt::Seq(items) => items.iter().flat_map(|s| nodes(func, s)).collect(),
+        Stmt::For {
+            var,
+            extent,
+            kind,
+            body,
+        } => vec![Node::Loop {
+            counter: name(var),
+            extent: *extent,
+            kind: *kind,
+            partitioned: false,
+            inner: nodes(func, body),
+        }],
+        Stmt::Range {
+            var,
+            extent,
+            kind,
+            body,
+            ..
+        } => vec![Node::Loop {
+            counter: name(var),
+            extent: *extent,
+            kind: *kind,
+            partitioned: true,
+            inner: nodes(func, body),
+        }],
+        Stmt::Gemm(g) => vec![Node::Gemm {
+            m: g.m,
+            n: g.n,
+            k: g.k,
+            c: g.c.buffer,
+            a: g.a.buffer,
+            b: g.b.buffer,
+        }],
+        Stmt::Store { .. } | Stmt::Assign { .. } => Vec::new(),
+    }
+}
+
+impl Display for Schedule {
+    fn fmt(&self, f: &mut Formatter<'_>) -> fmt::Result {
+        writeln!(f, "schedule {}", self.kernel)?;
+        let name = |b: &BufferId| -> String {
+            self.buffers
+                .get(b.0 as usize)
+                .map_or_else(|| String::from("?"), |(n, _)| n.clone())
+        };
+        for (i, stage) in self.stages.iter().enumerate() {
+            let targets: Vec<String> = stage
+                .writes
+                .iter()
+                .map(|b| {
+                    let role = match self.buffers.get(b.0 as usize).map(|(_, r)| *r) {
+                        Some(BufferRole::Scratch) => "scratch",
+                        Some(BufferRole::Input) => "in",
+                        _ => "out",
+                    };
+                    format!("{} ({role})", name(b))
+                })
+                .collect();
+            let place = if stage.in_place { ", in place" } else { "" };
+            writeln!(f, "  stage {i}: {}{place}", targets.join(", "))?;
+            for node in &stage.nest {
+                write_node(f, node, 2, &name)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+fn write_node(
+    f: &mut Formatter<'_>,
+    node: &Node,
+    depth: usize,
+    name: &dyn Fn(&BufferId) -> String,
+) -> fmt::Result {
+    let pad = "  ".repeat(depth);
+    match node {
+        Node::Loop {
+            counter,
+            extent,
+            kind,
+            partitioned,
+            inner,
+        } => {
+            let kind = match kind {
+                ForKind::Serial => String::from("serial"),
+                ForKind::Vectorized { lanes } => format!("vectorized({lanes})"),
+                ForKind::Parallel { lanes: 1 } => String::from("parallel"),
+                ForKind::Parallel { lanes } => format!("parallel vectorized({lanes})"),
+            };
+            let part = if *partitioned { " partitioned" } else { "" };
+            writeln!(f, "{pad}loop {counter} extent {extent} {kind}{part}")?;
+            inner
+                .iter()
+                .try_for_each(|n| write_node(f, n, depth + 1, name))
+        }
+        Node::Gemm { m, n, k, c, a, b } => writeln!(
+            f,
+            "{pad}gemm {} = {} * {} m={m} n={n} k={k}",
+            name(c),
+            name(a),
+            name(b)
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::compose::tests::primitive;
+
+    /// The schedule, loop nest and Cranelift IR of `body` over parameters `prim`.
+    fn stages(prim: &str, body: &str, args: &str) -> (String, String, String) {
+        let text = format!(
+            "#[version = \"0.0.5\"]\ndef @main({prim}) {{\n  %0 = fn ({prim}, Primitive=1) {{\n    {body}\n  }};\n  %0({args})\n}}"
+        );
+        let f = primitive(&text);
+        let schedule = crate::schedule_primitive(&f, "fused_nn_dense_add_nn_relu").unwrap();
+        let loops = crate::lower_primitive(&f, "fused_nn_dense_add_nn_relu").unwrap();
+        let clif = crate::codegen::emit_clif(&loops).unwrap();
+        (schedule.to_string(), loops.to_string(), clif)
+    }
+
+    #[test]
+    fn dense_bias_relu_is_one_gemm_and_an_epilogue_in_place() {
+        let (schedule, loops, clif) = stages(
+            "%x: Tensor[(64, 784), float32], %w: Tensor[(512, 784), float32], %b: Tensor[(512), float32]",
+            "nn.relu(add(nn.dense(%x, %w, units=None), %b))",
+            "%x, %w, %b",
+        );
+        if std::env::var_os("RELAY_PRINT_SCHEDULE").is_some() {
+            eprintln!("{schedule}\n{loops}\n{clif}");
+        }
+        assert_eq!(
+            schedule,
+            "schedule fused_nn_dense_add_nn_relu\n\
+             \x20 stage 0: T_relu (out)\n\
+             \x20   gemm T_relu = x * w m=64 n=512 k=784\n\
+             \x20 stage 1: T_relu (out), in place\n\
+             \x20   loop i0 extent 64 serial\n\
+             \x20     loop i1 extent 512 vectorized(4)\n"
+        );
+    }
+}

@@ -1,0 +1,356 @@
+//! Contractions (`nn.conv2d`, `nn.dense`, `nn.batch_matmul`) with and without epilogues at the
+//! sizes of real networks, compiled into kernels and compared with the interpreter: channel
+//! counts around and past every blocking and scratch threshold (255, 256, 257, 512, 1024),
+//! equal and unequal in/out; the layer shapes of ResNet-50, ResNeXt-50 (32×4d) and
+//! MobileNetV2; and random contraction + epilogue groups of several megabytes.
+//!
+//! The class of bug these pin: a GEMM whose result was given the storage of its own operand (a
+//! 1×1 convolution with as many output as input channels, where the padded input and the
+//! output have the same size), which reads what it overwrites once the product is blocked.
+
+mod common;
+
+use common::{Case, run_cases_within, tensor_type};
+use relay_interp::SplitMix64;
+
+/// The tolerance (rtol, atol): SPEC §4's for contractions, with an absolute part for sums of
+/// up to 2,048 float32 products of values in [-1, 1) that cancel to near zero (the reference
+/// accumulates in float64). An aliasing bug is off by orders of magnitude more.
+const LOOSE: (f64, f64) = (1e-4, 1e-4);
+
+/// A convolution layer: input channels, output channels, input height = width, kernel size,
+/// stride, padding, groups.
+#[derive(Clone, Copy, Debug)]
+struct Conv {
+    c_in: i64,
+    c_out: i64,
+    hw: i64,
+    k: i64,
+    stride: i64,
+    pad: i64,
+    groups: i64,
+}
+
+const fn conv(c_in: i64, c_out: i64, hw: i64, k: i64, stride: i64, pad: i64) -> Conv {
+    Conv {
+        c_in,
+        c_out,
+        hw,
+        k,
+        stride,
+        pad,
+        groups: 1,
+    }
+}
+
+const fn grouped(c: i64, hw: i64, stride: i64, groups: i64) -> Conv {
+    Conv {
+        c_in: c,
+        c_out: c,
+        hw,
+        k: 3,
+        stride,
+        pad: 1,
+        groups,
+    }
+}
+
+impl Conv {
+    /// The call over `%p0` (data), `%p1` (weight) and, with `epilogue`, `%p2` (bias):
+    /// `relu(conv + bias)`.
+    fn case(&self, dtype: &str, epilogue: bool) -> Case {
+        let Conv {
+            c_in,
+            c_out,
+            hw,
+            k,
+            stride,
+            pad,
+            groups,
+        } = *self;
+        let call = format!(
+            "nn.conv2d(%p0, %p1, strides=[{stride}, {stride}], padding=[{pad}, {pad}, {pad}, {pad}], \
+             groups={groups}, channels={c_out}, kernel_size=[{k}, {k}])"
+        );
+        let mut params = vec![
+            tensor_type(&[1, c_in, hw, hw], dtype),
+            tensor_type(&[c_out, c_in / groups, k, k], dtype),
+        ];
+        let call = if epilogue {
+            params.push(tensor_type(&[c_out, 1, 1], dtype));
+            format!("nn.relu(add({call}, %p2))")
+        } else {
+            call
+        };
+        (
+            format!("{self:?} {dtype} epilogue={epilogue}"),
+            call,
+            params,
+        )
+    }
+}
+
+/// `nn.dense` of `[batch, c_in]` by `[c_out, c_in]`, with a bias + relu epilogue or not.
+fn dense(batch: i64, c_in: i64, c_out: i64, epilogue: bool) -> Case {
+    let mut params = vec![
+        tensor_type(&[batch, c_in], "float32"),
+        tensor_type(&[c_out, c_in], "float32"),
+    ];
+    let call = if epilogue {
+        params.push(tensor_type(&[c_out], "float32"));
+        "nn.relu(nn.bias_add(nn.dense(%p0, %p1, units=None), %p2, axis=1))".to_string()
+    } else {
+        "nn.dense(%p0, %p1, units=None)".to_string()
+    };
+    (
+        format!("dense {batch}x{c_in} -> {c_out} epilogue={epilogue}"),
+        call,
+        params,
+    )
+}
+
+/// `nn.batch_matmul` of `[b, m, k]` by `[b, n, k]` (transposed, TVM's default), with a
+/// scaling epilogue or not.
+fn batch_matmul(b: i64, m: i64, k: i64, n: i64, epilogue: bool) -> Case {
+    let params = vec![
+        tensor_type(&[b, m, k], "float32"),
+        tensor_type(&[b, n, k], "float32"),
+    ];
+    let call = if epilogue {
+        "multiply(nn.batch_matmul(%p0, %p1, transpose_a=False, transpose_b=True), 0.125f)"
+            .to_string()
+    } else {
+        "nn.batch_matmul(%p0, %p1, transpose_a=False, transpose_b=True)".to_string()
+    };
+    (
+        format!("batch_matmul {b}x{m}x{k} * {n} epilogue={epilogue}"),
+        call,
+        params,
+    )
+}
+
+/// The channel counts around the thresholds: 255, 256, 257, 512 and 1024 channels in and out,
+/// equal and unequal.
+const CHANNELS: &[(i64, i64)] = &[
+    (255, 255),
+    (256, 256),
+    (257, 257),
+    (512, 512),
+    (1024, 1024),
+    (255, 257),
+    (257, 255),
+    (256, 512),
+    (512, 256),
+    (1024, 512),
+    (512, 1024),
+];
+
+#[test]
+fn one_by_one_convolutions_at_every_channel_threshold() {
+    let mut cases = Vec::new();
+    for &(c_in, c_out) in CHANNELS {
+        for epilogue in [false, true] {
+            cases.push(conv(c_in, c_out, 14, 1, 1, 0).case("float32", epilogue));
+        }
+    }
+    cases.push(conv(512, 512, 14, 1, 1, 0).case("float64", true));
+    run_cases_within(cases, LOOSE);
+}
+
+#[test]
+fn three_by_three_convolutions_at_every_channel_threshold() {
+    let mut cases = Vec::new();
+    for &(c_in, c_out) in CHANNELS {
+        // The output has as many elements as the input when the channels are equal.
+        cases.push(conv(c_in, c_out, 6, 3, 1, 1).case("float32", c_in == c_out));
+    }
+    run_cases_within(cases, LOOSE);
+}
+
+#[test]
+fn dense_and_batch_matmul_at_every_channel_threshold() {
+    let mut cases = Vec::new();
+    for &(c_in, c_out) in CHANNELS {
+        for epilogue in [false, true] {
+            cases.push(dense(64, c_in, c_out, epilogue));
+            cases.push(dense(1, c_in, c_out, epilogue));
+            cases.push(batch_matmul(2, 64, c_in, c_out, epilogue));
+        }
+    }
+    run_cases_within(cases, LOOSE);
+}
+
+/// The convolution layers of ResNet-50 (stem, bottleneck 1×1 and 3×3 convolutions of every
+/// stage, the strided projections).
+const RESNET50: &[Conv] = &[
+    conv(3, 64, 224, 7, 2, 3),
+    conv(64, 64, 56, 1, 1, 0),
+    conv(64, 64, 56, 3, 1, 1),
+    conv(64, 256, 56, 1, 1, 0),
+    conv(256, 64, 56, 1, 1, 0),
+    conv(256, 128, 56, 1, 1, 0),
+    conv(128, 128, 56, 3, 2, 1),
+    conv(256, 512, 56, 1, 2, 0),
+    conv(128, 512, 28, 1, 1, 0),
+    conv(512, 128, 28, 1, 1, 0),
+    conv(256, 256, 28, 3, 2, 1),
+    conv(512, 1024, 28, 1, 2, 0),
+    conv(1024, 256, 14, 1, 1, 0),
+    conv(256, 256, 14, 3, 1, 1),
+    conv(256, 1024, 14, 1, 1, 0),
+    conv(512, 512, 14, 3, 2, 1),
+    conv(1024, 2048, 14, 1, 2, 0),
+    conv(2048, 512, 7, 1, 1, 0),
+    conv(512, 512, 7, 3, 1, 1),
+    conv(512, 2048, 7, 1, 1, 0),
+];
+
+/// The layers of ResNeXt-50 (32×4d) that differ from ResNet-50: grouped 3×3 convolutions
+/// with 32 groups, and the 1×1 convolutions around them with as many output as input channels.
+const RESNEXT50: &[Conv] = &[
+    conv(64, 128, 56, 1, 1, 0),
+    grouped(128, 56, 1, 32),
+    conv(128, 256, 56, 1, 1, 0),
+    conv(256, 256, 56, 1, 1, 0),
+    grouped(256, 56, 2, 32),
+    conv(256, 256, 28, 1, 1, 0),
+    grouped(256, 28, 1, 32),
+    conv(512, 512, 28, 1, 1, 0),
+    grouped(512, 28, 2, 32),
+    conv(512, 512, 14, 1, 1, 0),
+    grouped(512, 14, 1, 32),
+    conv(1024, 1024, 14, 1, 1, 0),
+    grouped(1024, 14, 2, 32),
+    conv(1024, 1024, 7, 1, 1, 0),
+    grouped(1024, 7, 1, 32),
+];
+
+/// The layers of MobileNetV2: the stem, depthwise 3×3 convolutions (groups = channels) at
+/// every resolution and stride, and the pointwise expansions and projections around them.
+const MOBILENET_V2: &[Conv] = &[
+    conv(3, 32, 224, 3, 2, 1),
+    grouped(32, 112, 1, 32),
+    conv(32, 16, 112, 1, 1, 0),
+    conv(16, 96, 112, 1, 1, 0),
+    grouped(96, 112, 2, 96),
+    conv(96, 24, 56, 1, 1, 0),
+    conv(24, 144, 56, 1, 1, 0),
+    grouped(144, 56, 1, 144),
+    grouped(144, 56, 2, 144),
+    conv(144, 32, 28, 1, 1, 0),
+    grouped(192, 28, 1, 192),
+    grouped(384, 14, 1, 384),
+    conv(384, 64, 14, 1, 1, 0),
+    conv(64, 384, 14, 1, 1, 0),
+    grouped(576, 14, 2, 576),
+    grouped(960, 7, 1, 960),
+    conv(960, 320, 7, 1, 1, 0),
+    conv(320, 1280, 7, 1, 1, 0),
+];
+
+#[test]
+fn resnet50_layers() {
+    let mut cases: Vec<Case> = RESNET50.iter().map(|c| c.case("float32", true)).collect();
+    cases.push(dense(1, 2048, 1000, true));
+    run_cases_within(cases, LOOSE);
+}
+
+#[test]
+fn resnext50_layers() {
+    let cases = RESNEXT50.iter().map(|c| c.case("float32", true)).collect();
+    run_cases_within(cases, LOOSE);
+}
+
+#[test]
+fn mobilenet_v2_layers() {
+    let mut cases: Vec<Case> = MOBILENET_V2
+        .iter()
+        .map(|c| c.case("float32", true))
+        .collect();
+    cases.push(dense(1, 1280, 1000, true));
+    run_cases_within(cases, LOOSE);
+}
+
+/// Epilogues a random group applies to a contraction's result `%r` (with `%e`, a per-channel
+/// operand, where they use one).
+const EPILOGUES: &[&str] = &[
+    "%r",
+    "nn.relu(%r)",
+    "add(%r, %e)",
+    "nn.relu(add(%r, %e))",
+    "clip(multiply(%r, %e), a_min=-1f, a_max=1f)",
+    "sigmoid(subtract(%r, %e))",
+    "add(%r, %r)",
+    "multiply(nn.relu(%r), %r)",
+];
+
+/// One random contraction + epilogue group whose data runs to megabytes: a dense layer, a
+/// batched product or a convolution (1×1 or 3×3, strided or not, grouped or not), at sizes
+/// past the blocking (k > 256), scratch and parallelization thresholds.
+fn random_group(rng: &mut SplitMix64) -> Case {
+    let pick = |rng: &mut SplitMix64, xs: &[i64]| xs[(rng.next_u64() % xs.len() as u64) as usize];
+    let epilogue = EPILOGUES[(rng.next_u64() % EPILOGUES.len() as u64) as usize];
+    let (label, call, mut params, channel_shape) = match rng.next_u64() % 3 {
+        0 => {
+            let (m, k, n) = (
+                pick(rng, &[64, 255, 256, 257, 512]),
+                pick(rng, &[255, 256, 257, 512, 1024]),
+                pick(rng, &[256, 257, 512, 1000, 1024]),
+            );
+            let (label, call, params) = dense(m, k, n, false);
+            (label, call, params, vec![n])
+        }
+        1 => {
+            let (b, m, k, n) = (
+                pick(rng, &[2, 4]),
+                pick(rng, &[128, 257, 512]),
+                pick(rng, &[255, 256, 512]),
+                pick(rng, &[128, 256, 257]),
+            );
+            let (label, call, params) = batch_matmul(b, m, k, n, false);
+            (label, call, params, vec![n])
+        }
+        _ => {
+            let c_in = pick(rng, &[64, 255, 256, 257, 512]);
+            let square = rng.next_u64().is_multiple_of(2);
+            let c_out = if square {
+                c_in
+            } else {
+                pick(rng, &[128, 256, 512])
+            };
+            let k = pick(rng, &[1, 3]);
+            let layer = Conv {
+                c_in,
+                c_out,
+                hw: pick(rng, &[14, 28]),
+                k,
+                stride: pick(rng, &[1, 1, 2]),
+                pad: k / 2,
+                groups: if k == 3 && c_in == c_out && c_in % 32 == 0 {
+                    pick(rng, &[1, 32])
+                } else {
+                    1
+                },
+            };
+            let (label, call, params) = layer.case("float32", false);
+            (label, call, params, vec![c_out, 1, 1])
+        }
+    };
+    let uses_e = epilogue.contains("%e");
+    if uses_e {
+        params.push(tensor_type(&channel_shape, "float32"));
+    }
+    let e = format!("%p{}", params.len() - 1);
+    let body = format!(
+        "let %r = {call}; {}",
+        epilogue.replace("%e", if uses_e { &e } else { "" })
+    );
+    (format!("{label} then {epilogue}"), body, params)
+}
+
+#[test]
+fn random_contraction_groups_of_megabytes() {
+    let mut rng = SplitMix64::new(0x6e6f_6e65);
+    let cases = (0..24).map(|_| random_group(&mut rng)).collect();
+    run_cases_within(cases, LOOSE);
+}
