@@ -5,7 +5,7 @@
 //! the type relation computed it; these helpers turn the output type into a shape and dtype (or
 //! an error for `?` dimensions) and map an output index to the index of a broadcast input.
 
-use relay_ir::te::{BinaryOp, CmpOp, TExpr, TeValue, Tensor, UnaryOp};
+use relay_ir::te::{BinaryOp, CmpOp, TExpr, TExprKind, TeValue, Tensor, UnaryOp};
 use relay_ir::{DType, DTypeCode, Dim, Type, TypeKind};
 
 /// What a compute definition returns.
@@ -200,6 +200,25 @@ pub(crate) fn bin(op: BinaryOp, a: &TExpr, b: &TExpr) -> TExpr {
 /// `a op b` as a boolean.
 pub(crate) fn cmp(op: CmpOp, a: &TExpr, b: &TExpr) -> TExpr {
     a.clone().compare(op, b.clone())
+}
+
+/// The value of a constant index expression (an `int64` constant).
+pub(crate) fn const_index(e: &TExpr) -> Option<i128> {
+    match e.kind() {
+        TExprKind::Int(v) if e.dtype() == DType::I64 => Some(*v),
+        _ => None,
+    }
+}
+
+/// `a + b` on index expressions, folded when either is the constant 0 or both are constants
+/// (the kernel compiler folds the same way, so folding here only keeps the expressions short).
+pub(crate) fn ix_add(a: TExpr, b: TExpr) -> TExpr {
+    match (const_index(&a), const_index(&b)) {
+        (Some(0), _) => b,
+        (_, Some(0)) => a,
+        (Some(x), Some(y)) => TExpr::int(x + y, DType::I64),
+        _ => a.binary(BinaryOp::Add, b),
+    }
 }
 
 /// A tensor value.

@@ -15,11 +15,11 @@ use relay_ir::{
 
 use relay_ir::te::{BinaryOp, CmpOp, IterVar, ReduceOp, TExpr, TeValue, Tensor, UnaryOp};
 
-use crate::compute;
+use crate::compute::{self, ix_add};
 use crate::support::{
     arg_tensor, attr_bool, attr_dtype, attr_float, attr_int, attr_ints_len, attr_opt_int,
-    attr_opt_ints, attr_str, broadcast_shapes, known, normalize_axis, shape_text, strides, tensor,
-    tensor_type, unravel, value,
+    attr_opt_ints, attr_str, broadcast_shapes, inputs_n, known, normalize_axis, shape_text,
+    strides, tensor, tensor_type, unravel, value,
 };
 use crate::{dtype, field, nullable, op, plain, required, required_nullable};
 
@@ -926,14 +926,6 @@ impl Num for i128 {
     }
 }
 
-/// The inputs of a relation as exactly `N` types.
-fn inputs<const N: usize>(inputs: &[Type]) -> Result<&[Type; N], String> {
-    inputs.try_into().map_err(|_| {
-        let s = if N == 1 { "" } else { "s" };
-        format!("expects {N} input{s}, got {}", inputs.len())
-    })
-}
-
 /// A dimension as the text format writes it.
 fn dim_text(d: Dim) -> String {
     match d {
@@ -1195,7 +1187,7 @@ fn units_dim(attrs: &Attrs, n: Dim, weight: &Type, what: &str) -> Result<Dim, St
 
 /// `nn.dense(data[..., k], weight[units, k]) -> [..., units]`: data times weight transposed.
 fn dense_rel(types: &[Type], attrs: &Attrs) -> Result<Type, String> {
-    let [data, weight] = inputs::<2>(types)?;
+    let [data, weight] = inputs_n::<2>(types)?;
     let (ds, dd) = tensor_type(data, "dense data")?;
     let (ws, wd) = tensor_type(weight, "dense weight")?;
     let dtype = contraction_dtype(
@@ -1293,7 +1285,7 @@ fn dense_eval(args: &[Value], attrs: &Attrs) -> Result<Value, String> {
 /// `nn.matmul(a, b)`: `a` is `[..., m, k]` (`[..., k, m]` with `transpose_a`) and `b` is
 /// `[k, n]` (`[n, k]` with `transpose_b`); the result is `[..., m, n]`.
 fn matmul_rel(types: &[Type], attrs: &Attrs) -> Result<Type, String> {
-    let [a, b] = inputs::<2>(types)?;
+    let [a, b] = inputs_n::<2>(types)?;
     let (sa, da) = tensor_type(a, "matmul tensor_a")?;
     let (sb, db) = tensor_type(b, "matmul tensor_b")?;
     let dtype = contraction_dtype(
@@ -1399,7 +1391,7 @@ fn matmul_eval(args: &[Value], attrs: &Attrs) -> Result<Value, String> {
 /// `nn.batch_matmul(a[b, m, k], b[b, k, n])`, with `transpose_a` reading `a` as `[b, k, m]` and
 /// `transpose_b` reading `b` as `[b, n, k]`; a batch dimension of 1 broadcasts.
 fn batch_matmul_rel(types: &[Type], attrs: &Attrs) -> Result<Type, String> {
-    let [a, b] = inputs::<2>(types)?;
+    let [a, b] = inputs_n::<2>(types)?;
     let (sa, da) = tensor_type(a, "batch_matmul tensor_a")?;
     let (sb, db) = tensor_type(b, "batch_matmul tensor_b")?;
     let dtype = contraction_dtype(
@@ -1503,7 +1495,7 @@ fn batch_matmul_eval(args: &[Value], attrs: &Attrs) -> Result<Value, String> {
 
 /// The type of a numeric elementwise operator: its input's.
 fn numeric_unary_rel(types: &[Type], _: &Attrs) -> Result<Type, String> {
-    let [data] = inputs::<1>(types)?;
+    let [data] = inputs_n::<1>(types)?;
     let (_, dtype) = tensor_type(data, "the input")?;
     require_numeric(data, dtype, "the input")?;
     Ok(data.clone())
@@ -1554,7 +1546,7 @@ fn leaky_relu_eval(args: &[Value], attrs: &Attrs) -> Result<Value, String> {
 /// The relation of `nn.bias_add` and `nn.prelu`: a numeric tensor and a vector as long as its
 /// `axis` dimension, of the same dtype.
 fn channel_vector_rel(types: &[Type], attrs: &Attrs, what: &str) -> Result<Type, String> {
-    let [data, vector] = inputs::<2>(types)?;
+    let [data, vector] = inputs_n::<2>(types)?;
     let (ds, dd) = tensor_type(data, "the data")?;
     require_numeric(data, dd, "the data")?;
     let axis = normalize_axis(attr_int(attrs, "axis")?, ds.len())?;
@@ -1710,7 +1702,7 @@ fn channel_te(
 
 /// `nn.softmax` and `nn.log_softmax`: a float tensor, normalized along `axis`.
 fn softmax_rel(types: &[Type], attrs: &Attrs) -> Result<Type, String> {
-    let [data] = inputs::<1>(types)?;
+    let [data] = inputs_n::<1>(types)?;
     let (shape, dtype) = tensor_type(data, "softmax data")?;
     require_float(data, dtype, "softmax data")?;
     normalize_axis(attr_int(attrs, "axis")?, shape.len())?;
@@ -1756,7 +1748,7 @@ fn log_softmax_eval(args: &[Value], attrs: &Attrs) -> Result<Value, String> {
 
 /// `nn.batch_flatten`: `[n, d1, d2, ...]` to `[n, d1 * d2 * ...]`.
 fn batch_flatten_rel(types: &[Type], _: &Attrs) -> Result<Type, String> {
-    let [data] = inputs::<1>(types)?;
+    let [data] = inputs_n::<1>(types)?;
     let (shape, dtype) = tensor_type(data, "batch_flatten data")?;
     let Some((&n, rest)) = shape.split_first() else {
         return Err(format!(
@@ -1814,7 +1806,7 @@ impl Conv2d {
 
 /// `nn.conv2d(data[n, c, h, w], weight[o, c / groups, kh, kw]) -> [n, o, oh, ow]`.
 fn conv2d_rel(types: &[Type], attrs: &Attrs) -> Result<Type, String> {
-    let [data, weight] = inputs::<2>(types)?;
+    let [data, weight] = inputs_n::<2>(types)?;
     let (ds, dd) = tensor_type(data, "conv2d data")?;
     let (ws, wd) = tensor_type(weight, "conv2d weight")?;
     require_nchw(attrs, "data_layout", Some("kernel_layout"))?;
@@ -1999,7 +1991,7 @@ fn pool_input<'t>(
     attrs: &Attrs,
     layout: &str,
 ) -> Result<(&'t Type, &'t [Dim], DType), String> {
-    let [data] = inputs::<1>(types)?;
+    let [data] = inputs_n::<1>(types)?;
     let (shape, dtype) = tensor_type(data, "pooling data")?;
     require_nchw(attrs, layout, None)?;
     require_rank(data, shape, 4, "pooling data", "NCHW")?;
@@ -2234,7 +2226,7 @@ fn norm_input<'t>(
 /// `nn.batch_norm(data, gamma, beta, moving_mean, moving_var)`: the tuple (normalized data,
 /// moving_mean, moving_var), the result TVM gives in inference.
 fn batch_norm_rel(types: &[Type], attrs: &Attrs) -> Result<Type, String> {
-    let [data, params @ ..] = inputs::<5>(types)?;
+    let [data, params @ ..] = inputs_n::<5>(types)?;
     let (shape, dtype, axis) = norm_input(data, attrs, "batch_norm data")?;
     let mut dim = shape.get(axis).copied().unwrap_or(Dim::Known(1));
     for (t, what) in params
@@ -2249,7 +2241,7 @@ fn batch_norm_rel(types: &[Type], attrs: &Attrs) -> Result<Type, String> {
 
 /// `nn.layer_norm(data, gamma, beta)`: data normalized along `axis`.
 fn layer_norm_rel(types: &[Type], attrs: &Attrs) -> Result<Type, String> {
-    let [data, gamma, beta] = inputs::<3>(types)?;
+    let [data, gamma, beta] = inputs_n::<3>(types)?;
     let (shape, dtype, axis) = norm_input(data, attrs, "layer_norm data")?;
     let dim = shape.get(axis).copied().unwrap_or(Dim::Known(1));
     let dim = check_vector(gamma, "gamma", dim, dtype, data, axis)?;
@@ -2338,7 +2330,7 @@ fn layer_norm_eval(args: &[Value], attrs: &Attrs) -> Result<Value, String> {
 
 /// `nn.dropout`: the tuple (output, mask), both of the input's type.
 fn dropout_rel(types: &[Type], attrs: &Attrs) -> Result<Type, String> {
-    let [data] = inputs::<1>(types)?;
+    let [data] = inputs_n::<1>(types)?;
     tensor_type(data, "dropout data")?;
     attr_float(attrs, "rate")?;
     Ok(Type::tuple(vec![data.clone(), data.clone()]))
@@ -2401,7 +2393,7 @@ fn pad_mode(attrs: &Attrs) -> Result<PadMode, String> {
 
 /// `nn.pad(data, pad_value)`: every axis grown by its `[before, after]` pair.
 fn pad_rel(types: &[Type], attrs: &Attrs) -> Result<Type, String> {
-    let [data, pad_value] = inputs::<2>(types)?;
+    let [data, pad_value] = inputs_n::<2>(types)?;
     let (shape, dtype) = tensor_type(data, "pad data")?;
     let (value_shape, _) = tensor_type(pad_value, "the pad value")?;
     if !value_shape.is_empty() {
@@ -2513,11 +2505,6 @@ fn pad_eval(args: &[Value], attrs: &Attrs) -> Result<Value, String> {
 /// The `int64` index constant `v`.
 fn ix(v: i64) -> TExpr {
     TExpr::index(v)
-}
-
-/// `a + b` on index expressions.
-fn ix_add(a: &TExpr, b: &TExpr) -> TExpr {
-    compute::bin(BinaryOp::Add, a, b)
 }
 
 /// `a - b` on index expressions.
@@ -2874,10 +2861,10 @@ fn conv2d_te(inputs: &[TeValue], attrs: &Attrs, out: &Type) -> Result<TeValue, S
         if h == 0 || wd == 0 {
             return zero.clone();
         }
-        let iy = ix_sub(&ix_add(&ix_mul(&i[5], sh), &ix_mul(&i[3], dh)), &ix(pt));
-        let iw = ix_sub(&ix_add(&ix_mul(&i[6], sw), &ix_mul(&i[4], dw)), &ix(pl));
+        let iy = ix_sub(&ix_add(ix_mul(&i[5], sh), ix_mul(&i[3], dh)), &ix(pt));
+        let iw = ix_sub(&ix_add(ix_mul(&i[6], sw), ix_mul(&i[4], dw)), &ix(pl));
         let inside = compute::bin(BinaryOp::LogicalAnd, &in_range(&iy, h), &in_range(&iw, wd));
-        let channel = ix_add(&ix_mul(&i[1], cg), &i[2]);
+        let channel = ix_add(ix_mul(&i[1], cg), i[2].clone());
         let v = x.at(&[
             i[0].clone(),
             channel,
@@ -2887,7 +2874,7 @@ fn conv2d_te(inputs: &[TeValue], attrs: &Attrs, out: &Type) -> Result<TeValue, S
         inside.select(read_as(v, dtype), zero.clone())
     });
     let wg = Tensor::compute("T_conv2d_weight", &[g, og, cg, kh, kw], |i| {
-        let oc = ix_add(&ix_mul(&i[0], og), &i[1]);
+        let oc = ix_add(ix_mul(&i[0], og), i[1].clone());
         read_as(w.at(&[oc, i[2].clone(), i[3].clone(), i[4].clone()]), dtype)
     });
     let (rc, rh, rw) = (IterVar::new(cg), IterVar::new(kh), IterVar::new(kw));
@@ -3057,7 +3044,7 @@ fn tap_count(start: &TExpr, k: i64, d: i64, end: i64, from_zero: bool) -> TExpr 
         ix(0)
     };
     let last = ix_min(&ix(k - 1), &ix_floordiv(&ix_sub(&ix(end - 1), start), d));
-    ix_max(&ix(0), &ix_add(&ix_sub(&last, &first), &ix(1)))
+    ix_max(&ix(0), &ix_add(ix_sub(&last, &first), ix(1)))
 }
 
 /// A pooling operator's NCHW input, its height and width, and the result's shape and dtype.
@@ -3135,8 +3122,8 @@ fn pool2d_te(inputs: &[TeValue], attrs: &Attrs, out: &Type, max: bool) -> Result
             return (fill, Some(TExpr::int(0, DType::BOOL)));
         }
         let (y0, x0) = starts(i);
-        let iy = ix_add(&y0, &ix_mul(&r[0], dh));
-        let iw = ix_add(&x0, &ix_mul(&r[1], dw));
+        let iy = ix_add(y0.clone(), ix_mul(&r[0], dh));
+        let iw = ix_add(x0.clone(), ix_mul(&r[1], dw));
         let inside = compute::bin(BinaryOp::LogicalAnd, &in_range(&iy, h), &in_range(&iw, w));
         let index = [
             i[0].clone(),
@@ -3213,7 +3200,7 @@ fn global_pool2d_te(
 fn adaptive_window(i: &TExpr, n: i64, o: i64) -> (TExpr, TExpr) {
     let o = o.max(1);
     let start = ix_floordiv(&ix_mul(i, n), o);
-    let end = ix_floordiv(&ix_add(&ix_mul(&ix_add(i, &ix(1)), n), &ix(o - 1)), o);
+    let end = ix_floordiv(&ix_add(ix_mul(&ix_add(i.clone(), ix(1)), n), ix(o - 1)), o);
     let len = ix_sub(&end, &start);
     (start, len)
 }
@@ -3261,8 +3248,8 @@ fn adaptive_pool2d_te(
         let index = [
             i[0].clone(),
             i[1].clone(),
-            ix_min(&ix_add(&y0, &r[0]), &ix(h - 1)),
-            ix_min(&ix_add(&x0, &r[1]), &ix(w - 1)),
+            ix_min(&ix_add(y0.clone(), r[0].clone()), &ix(h - 1)),
+            ix_min(&ix_add(x0.clone(), r[1].clone()), &ix(w - 1)),
         ];
         (x.at(&index), Some(inside))
     };

@@ -8,17 +8,18 @@
 //! out-of-range index instead of reading it). Output shapes at run time come from the same
 //! functions as the relations, applied to the concrete input shapes.
 
-use relay_ir::te::{BinaryOp, CmpOp, TExpr, TExprKind, TeValue, Tensor};
+use relay_ir::te::{BinaryOp, CmpOp, TExpr, TeValue, Tensor};
 use relay_ir::{
     AttrDefault as D, AttrField, AttrKind as K, AttrValue, Attrs, DType, Dim, NDArray,
     OpPattern as P, OpSchema, Type, TypeKind, Value,
 };
 
-use crate::compute::{self, ComputeResult};
+use crate::compute::{self, ComputeResult, const_index, ix_add};
 
 use crate::support::{
     arg_tensor, arg_tensors, attr_bool, attr_int, attr_ints, attr_opt_int, attr_opt_ints, attr_str,
-    known, shape_text, strides, tensor, tensor_type, tuple_of_tensors, value,
+    axis_index, element_count, expect_inputs, insert_index, known, shape_text, strides, tensor,
+    tensor_type, tuple_of_tensors, value,
 };
 use crate::{dtype, field, nullable, op, plain, required, required_nullable};
 
@@ -330,52 +331,6 @@ const MAX_RANK: i64 = 1024;
 /// The most pieces `split` makes from a number of sections, for the same reason.
 const MAX_PIECES: i64 = 1 << 16;
 
-/// A possibly negative axis of a tensor of `rank` dimensions, made non-negative (a rank-0
-/// tensor has no axis).
-fn axis_index(axis: i64, rank: usize) -> Result<usize, String> {
-    let r = rank as i64;
-    let a = if axis < 0 {
-        axis.saturating_add(r)
-    } else {
-        axis
-    };
-    if a < 0 || a >= r {
-        return Err(format!(
-            "axis {axis} is out of range for a tensor of rank {rank}"
-        ));
-    }
-    Ok(a as usize)
-}
-
-/// An insertion position for a new axis in a tensor of `rank` dimensions: `-rank - 1..=rank`,
-/// negative positions counting from the end of the result.
-fn insert_index(axis: i64, rank: usize) -> Result<usize, String> {
-    let r = rank as i64;
-    let a = if axis < 0 {
-        axis.saturating_add(r + 1)
-    } else {
-        axis
-    };
-    if a < 0 || a > r {
-        return Err(format!(
-            "axis {axis} is out of range for inserting into a tensor of rank {rank}"
-        ));
-    }
-    Ok(a as usize)
-}
-
-/// The `count` inputs of an operator, checked.
-fn expect_inputs(inputs: &[Type], count: usize) -> Result<(), String> {
-    if inputs.len() != count {
-        return Err(format!(
-            "expects {count} input{}, got {}",
-            if count == 1 { "" } else { "s" },
-            inputs.len()
-        ));
-    }
-    Ok(())
-}
-
 /// The single tensor input.
 fn data_type(inputs: &[Type]) -> Result<(&[Dim], DType), String> {
     expect_inputs(inputs, 1)?;
@@ -394,14 +349,6 @@ fn concrete(shape: &[Dim]) -> Result<Vec<i64>, String> {
             "internal error: shape {} is not known at run time",
             shape_text(shape)
         )
-    })
-}
-
-/// The number of elements of `shape`, if every dimension is known.
-fn element_count(shape: &[Dim]) -> Option<i128> {
-    shape.iter().try_fold(1i128, |acc, d| match d {
-        Dim::Known(n) => acc.checked_mul(*n as i128),
-        Dim::Any => None,
     })
 }
 
@@ -1538,24 +1485,6 @@ fn reverse_eval(args: &[Value], attrs: &Attrs) -> Result<Value, String> {
 // from the input position the reference evaluation copies it from. Index expressions are folded
 // where their operands are constants, so that the common cases (a size-1 dimension, a unit
 // stride) stay plain loop variables. An output with no elements reads nothing.
-
-/// The value of a constant index expression.
-fn const_index(e: &TExpr) -> Option<i128> {
-    match e.kind() {
-        TExprKind::Int(v) if e.dtype() == DType::I64 => Some(*v),
-        _ => None,
-    }
-}
-
-/// `a + b` on indices.
-fn ix_add(a: TExpr, b: TExpr) -> TExpr {
-    match (const_index(&a), const_index(&b)) {
-        (Some(0), _) => b,
-        (_, Some(0)) => a,
-        (Some(x), Some(y)) => TExpr::int(x + y, DType::I64),
-        _ => a.binary(BinaryOp::Add, b),
-    }
-}
 
 /// `a + c` on indices.
 fn ix_add_c(a: TExpr, c: i64) -> TExpr {
