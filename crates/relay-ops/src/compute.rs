@@ -1086,33 +1086,6 @@ pub(crate) mod op_tests {
     }
 
     #[test]
-    fn leaky_relu_prelu_and_bias_add() {
-        let mut rng = Rng(19);
-        for dtype in DTYPES {
-            for alpha in [0.5, 2.7, -1.3, 0.1] {
-                let a = attrs("nn.leaky_relu", &[("alpha", AttrValue::Float(alpha))]);
-                check("nn.leaky_relu", &[random(&mut rng, dtype, &[3, 4])], &a);
-            }
-            for (shape, axis) in [
-                (&[2, 3, 4][..], 1),
-                (&[2, 3, 4], -1),
-                (&[2, 3], 0),
-                (&[0, 3], 1),
-                (&[2, 1], 1),
-                (&[5], 0),
-            ] {
-                let n = shape[(axis + shape.len() as i64) as usize % shape.len()];
-                for name in ["nn.prelu", "nn.bias_add"] {
-                    let a = attrs(name, &[("axis", AttrValue::Int(axis))]);
-                    let x = random(&mut rng, dtype, shape);
-                    let v = random(&mut rng, dtype, &[n]);
-                    check(name, &[x, v], &a);
-                }
-            }
-        }
-    }
-
-    #[test]
     fn where_clip_and_casts() {
         let mut rng = Rng(23);
         let none = attrs("where", &[]);
