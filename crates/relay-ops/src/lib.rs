@@ -39,8 +39,9 @@ mod transform;
 
 /// The family tables in their stable order.
 fn families() -> impl Iterator<Item = &'static [OpSchema]> {
-    [elementwise::OPS, reduce::OPS, transform::OPS]
+    [elementwise::OPS, reduce::OPS]
         .into_iter()
+        .chain(transform::tables())
         .chain(nn::tables())
         .chain([other::OPS, memory::OPS])
 }
