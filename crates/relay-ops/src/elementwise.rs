@@ -20,8 +20,8 @@ use relay_ir::te::{CmpOp, TExpr, TeValue, Tensor, UnaryOp};
 use crate::compute::{self, ComputeResult, bin, cmp};
 use crate::support::{
     arg_tensor, attr_dtype, attr_float, attr_opt_ints, broadcast_index, broadcast_shapes,
-    broadcast_types, inputs_n, required_dtype, shape_text, tensor, tensor_of, tensor_type, unravel,
-    value,
+    broadcast_types, dims, inputs_n, required_dtype, shape_text, tensor, tensor_of, tensor_type,
+    unravel, value,
 };
 use crate::{dtype, field, op, plain, required, required_nullable};
 
@@ -931,7 +931,7 @@ fn broadcast_concrete(shapes: &[&[i64]]) -> Result<Vec<i64>, String> {
 }
 
 fn concrete_text(shape: &[i64]) -> String {
-    shape_text(&shape.iter().map(|&d| Dim::Known(d)).collect::<Vec<_>>())
+    shape_text(&dims(shape))
 }
 
 /// For each element of a tensor of shape `out`, the flat position of the element of a

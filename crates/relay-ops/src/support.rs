@@ -33,15 +33,22 @@ pub fn tensor_of(shape: &[i64], dtype: DType) -> Type {
     Type::tensor(shape, dtype)
 }
 
+/// Known dimensions as `Dim`s.
+pub fn dims(shape: &[i64]) -> Vec<Dim> {
+    shape.iter().map(|&d| Dim::Known(d)).collect()
+}
+
+/// A dimension as the text format writes it: its size, or `?`.
+pub fn dim_text(d: Dim) -> String {
+    match d {
+        Dim::Known(n) => n.to_string(),
+        Dim::Any => "?".to_owned(),
+    }
+}
+
 /// Text of a shape as the text format writes it, e.g. `(2, ?, 3)`.
 pub fn shape_text(shape: &[Dim]) -> String {
-    let dims: Vec<String> = shape
-        .iter()
-        .map(|d| match d {
-            Dim::Known(n) => n.to_string(),
-            Dim::Any => "?".to_owned(),
-        })
-        .collect();
+    let dims: Vec<String> = shape.iter().map(|&d| dim_text(d)).collect();
     format!("({})", dims.join(", "))
 }
 

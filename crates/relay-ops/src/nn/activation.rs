@@ -23,7 +23,7 @@ pub(crate) const SOFTMAX_ATTRS: &[AttrField] = &[field("axis", K::Int, D::Int(-1
 /// shows `alpha=0.01f`.
 pub(crate) const LEAKY_RELU_ATTRS: &[AttrField] = &[field("alpha", K::Float, D::Float(0.25))];
 
-/// The activations, bias and flattening, in the reference's order.
+/// The activations, bias and flattening.
 pub(super) static OPS: &[OpSchema] = &[
     // Activations, bias and flattening.
     plain("nn.relu", DATA)

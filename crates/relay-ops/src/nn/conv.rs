@@ -10,11 +10,13 @@ use relay_ir::{
 
 use super::{
     DATA_WEIGHT, Num, arg, checked, clamp_index, concrete, contraction, contraction_dtype, count,
-    differ, dilated, dim_text, in_range, ix, ix_mul, ix_sub, padding4, positive_pair, read_as,
-    require_nchw, require_rank, unify, window_dim,
+    differ, dilated, in_range, ix, ix_mul, ix_sub, padding4, positive_pair, read_as, require_nchw,
+    require_rank, unify, window_dim,
 };
 use crate::compute::{self, ix_add};
-use crate::support::{attr_int, attr_opt_int, attr_opt_ints, inputs_n, tensor, tensor_type};
+use crate::support::{
+    attr_int, attr_opt_int, attr_opt_ints, dim_text, inputs_n, tensor, tensor_type,
+};
 use crate::{dtype, field, nullable, op, required};
 
 /// The fields of `Conv1DAttrs`, `Conv2DAttrs` and `Conv3DAttrs`, which differ only in their
@@ -107,7 +109,7 @@ const CONV3D_WINOGRAD_ATTRS: &[AttrField] = &[
 /// `ConvWinogradWeightTransformAttrs`.
 const WINOGRAD_WEIGHT_TRANSFORM_ATTRS: &[AttrField] = &[required("tile_size", K::Int)];
 
-/// The convolutions, in the reference's order.
+/// The convolutions.
 pub(super) static OPS: &[OpSchema] = &[
     // Convolutions.
     op(

@@ -10,10 +10,12 @@ use relay_ir::{
 
 use super::{
     DATA, DATA_WEIGHT, Num, arg, checked, concrete, contraction, contraction_dtype, count, differ,
-    dim_text, ix, read_as, unify,
+    ix, read_as, unify,
 };
 use crate::compute;
-use crate::support::{attr_bool, attr_opt_int, broadcast_shapes, inputs_n, tensor, tensor_type};
+use crate::support::{
+    attr_bool, attr_opt_int, broadcast_shapes, dim_text, inputs_n, tensor, tensor_type,
+};
 use crate::{dtype, field, op, plain, required_nullable};
 
 const SPARSE_INPUTS: &[&str] = &[
@@ -38,7 +40,7 @@ pub(crate) const BATCH_MATMUL_ATTRS: &[AttrField] = &[
 /// `SparseDenseAttrs`.
 const SPARSE_DENSE_ATTRS: &[AttrField] = &[field("sparse_lhs", K::Bool, D::Bool(false))];
 
-/// The dense and matrix products, in the reference's order.
+/// The dense and matrix products.
 pub(super) static OPS: &[OpSchema] = &[
     // Dense and matrix products.
     op(

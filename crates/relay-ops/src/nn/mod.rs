@@ -200,14 +200,6 @@ impl Num for i128 {
     }
 }
 
-/// A dimension as the text format writes it.
-fn dim_text(d: Dim) -> String {
-    match d {
-        Dim::Known(n) => n.to_string(),
-        Dim::Any => "?".to_owned(),
-    }
-}
-
 /// Whether two dimensions are known to differ (`?` matches anything).
 fn differ(a: Dim, b: Dim) -> bool {
     matches!((a, b), (Dim::Known(x), Dim::Known(y)) if x != y)

@@ -29,7 +29,7 @@ const fn norm_attrs(axis: i64) -> [AttrField; 4] {
     ]
 }
 
-/// The normalizations and dropout, in the reference's order.
+/// The normalizations and dropout.
 pub(super) static OPS: &[OpSchema] = &[
     // Normalization and dropout. `nn.batch_norm` returns a 3-tuple and `nn.dropout` a 2-tuple.
     op(

@@ -79,7 +79,7 @@ const ADAPTIVE_POOL1D_ATTRS: &[AttrField] = &adaptive_pool_attrs("NCW");
 const ADAPTIVE_POOL2D_ATTRS: &[AttrField] = &adaptive_pool_attrs("NCHW");
 const ADAPTIVE_POOL3D_ATTRS: &[AttrField] = &adaptive_pool_attrs("NCDHW");
 
-/// The pools, in the reference's order.
+/// The pools.
 pub(super) static OPS: &[OpSchema] = &[
     // Pooling.
     op(

@@ -13,7 +13,7 @@ const SUBPIXEL_ATTRS: &[AttrField] = &[
     field("mode", K::Str, D::Str("DCR")),
 ];
 
-/// The resampling and rearrangement operators, in the reference's order.
+/// The resampling and rearrangement operators.
 pub(super) static OPS: &[OpSchema] = &[
     // Resampling and rearrangement.
     op(

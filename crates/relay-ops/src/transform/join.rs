@@ -8,12 +8,12 @@ use relay_ir::{
 };
 
 use super::{
-    DATA, concrete, data_type, dims, empty_output, expect_shape, ix_add_c, ix_clamp, list_text,
+    DATA, concrete, data_type, empty_output, expect_shape, ix_add_c, ix_clamp, list_text,
     num_elements, strided,
 };
 use crate::compute::{self, ComputeResult};
 use crate::support::{
-    arg_tensor, arg_tensors, attr_int, axis_index, expect_inputs, insert_index, tensor,
+    arg_tensor, arg_tensors, attr_int, axis_index, dims, expect_inputs, insert_index, tensor,
     tuple_of_tensors, value,
 };
 use crate::{field, op, required};

@@ -190,11 +190,6 @@ fn data_type(inputs: &[Type]) -> Result<(&[Dim], DType), String> {
     tensor_type(&inputs[0], "the data")
 }
 
-/// Known dimensions as `Dim`s.
-fn dims(shape: &[i64]) -> Vec<Dim> {
-    shape.iter().map(|&d| Dim::Known(d)).collect()
-}
-
 /// A shape computed from known dimensions, as numbers.
 fn concrete(shape: &[Dim]) -> Result<Vec<i64>, String> {
     known(shape).ok_or_else(|| {

@@ -7,12 +7,12 @@ use relay_ir::{
 };
 
 use super::{
-    DATA, data_type, dim_mul, dims, empty_output, flat_position, list_text, num_elements, reshaped,
+    DATA, data_type, dim_mul, empty_output, flat_position, list_text, num_elements, reshaped,
     unflatten,
 };
 use crate::compute::{self, ComputeResult};
 use crate::support::{
-    arg_tensor, attr_bool, attr_int, attr_ints, attr_opt_int, element_count, expect_inputs,
+    arg_tensor, attr_bool, attr_int, attr_ints, attr_opt_int, dims, element_count, expect_inputs,
     shape_text, tensor, tensor_type,
 };
 use crate::{field, nullable, op, required};
@@ -67,20 +67,53 @@ fn infer_reshape(ishape: &[Dim], newshape: &[i64], allowzero: bool) -> Result<Ve
             list_text(newshape)
         )
     };
+    let mut codes = read_codes(ishape, newshape, allowzero, &fail)?;
+    if let Some(k) = codes.infer {
+        codes.out[k] = infer_dim(ishape, &codes, k, &fail)?;
+    }
+    if let (Some(a), Some(b)) = (element_count(ishape), element_count(&codes.out))
+        && a != b
+    {
+        return Err(fail(format!(
+            "the input has {a} elements, the new shape {b}"
+        )));
+    }
+    Ok(codes.out)
+}
+
+/// The output dimensions a `newshape` describes before its `-1` is inferred.
+struct Codes {
+    out: Vec<Dim>,
+    /// Whether each input (output) dimension was copied, merged or split, so that inference
+    /// can skip the dimensions that cancel out.
+    used_in: Vec<bool>,
+    used_out: Vec<bool>,
+    /// The output position of the `-1`, if any (it holds 1 until inferred).
+    infer: Option<usize>,
+}
+
+/// Reads the sizes and special values of `newshape` against `ishape` (see [`infer_reshape`]);
+/// `fail` words the errors about the codes.
+fn read_codes(
+    ishape: &[Dim],
+    newshape: &[i64],
+    allowzero: bool,
+    fail: &impl Fn(String) -> String,
+) -> Result<Codes, String> {
     let rank = ishape.len();
-    let mut out: Vec<Dim> = Vec::with_capacity(newshape.len());
-    // Whether each input (output) dimension was copied, merged or split, so that inference
-    // can skip the dimensions that cancel out.
-    let mut used_in = vec![false; rank];
-    let mut used_out: Vec<bool> = Vec::with_capacity(newshape.len());
+    let mut codes = Codes {
+        out: Vec::with_capacity(newshape.len()),
+        used_in: vec![false; rank],
+        used_out: Vec::with_capacity(newshape.len()),
+        infer: None,
+    };
     let mut src = 0usize;
-    let mut infer: Option<usize> = None;
     let mut i = 0usize;
     while i < newshape.len() {
         match newshape[i] {
             v if v > 0 || (v == 0 && allowzero) => {
-                out.push(Dim::Known(v));
-                used_out.push(false);
+                codes.out.push(Dim::Known(v));
+                codes.used_out.push(false);
                 src += 1;
             }
             0 => {
@@ -89,25 +122,25 @@ fn infer_reshape(ishape: &[Dim], newshape: &[i64], allowzero: bool) -> Result<Ve
                         "`0` at position {i} copies input dimension {src}, which does not exist"
                     ))
                 })?;
-                used_in[src] = true;
-                out.push(d);
-                used_out.push(true);
+                codes.used_in[src] = true;
+                codes.out.push(d);
+                codes.used_out.push(true);
                 src += 1;
             }
             -1 => {
-                if infer.is_some() {
+                if codes.infer.is_some() {
                     return Err(fail("only one dimension can be -1".into()));
                 }
-                infer = Some(out.len());
-                out.push(Dim::Known(1));
-                used_out.push(false);
+                codes.infer = Some(codes.out.len());
+                codes.out.push(Dim::Known(1));
+                codes.used_out.push(false);
                 src += 1;
             }
             -2 => {
                 while src < rank {
-                    used_in[src] = true;
-                    out.push(ishape[src]);
-                    used_out.push(true);
+                    codes.used_in[src] = true;
+                    codes.out.push(ishape[src]);
+                    codes.used_out.push(true);
                     src += 1;
                 }
             }
@@ -118,45 +151,17 @@ fn infer_reshape(ishape: &[Dim], newshape: &[i64], allowzero: bool) -> Result<Ve
                         src + 1
                     )));
                 }
-                used_in[src] = true;
-                used_in[src + 1] = true;
-                out.push(dim_mul(ishape[src], ishape[src + 1])?);
-                used_out.push(true);
+                codes.used_in[src] = true;
+                codes.used_in[src + 1] = true;
+                codes.out.push(dim_mul(ishape[src], ishape[src + 1])?);
+                codes.used_out.push(true);
                 src += 2;
             }
             -4 => {
-                let (Some(&a), Some(&b)) = (newshape.get(i + 1), newshape.get(i + 2)) else {
-                    return Err(fail(format!(
-                        "`-4` at position {i} must be followed by two values"
-                    )));
-                };
-                let d0 = *ishape.get(src).ok_or_else(|| {
-                    fail(format!(
-                        "`-4` at position {i} splits input dimension {src}, which does not exist"
-                    ))
-                })?;
-                if a < -1 || b < -1 || (a == -1 && b == -1) {
-                    return Err(fail(format!(
-                        "`-4` must be followed by two sizes, at most one of them -1, got {a} and {b}"
-                    )));
-                }
-                let split = |d0: Dim, by: i64| -> Result<Dim, String> {
-                    match d0 {
-                        Dim::Known(n) if by == 0 || n % by != 0 => Err(fail(format!(
-                            "dimension {n} does not split into ({a}, {b})"
-                        ))),
-                        Dim::Known(n) => Ok(Dim::Known(n / by)),
-                        Dim::Any => Ok(Dim::Any),
-                    }
-                };
-                let (x, y) = match (a, b) {
-                    (-1, b) => (split(d0, b)?, Dim::Known(b)),
-                    (a, -1) => (Dim::Known(a), split(d0, a)?),
-                    (a, b) => (Dim::Known(a), Dim::Known(b)),
-                };
-                used_in[src] = true;
-                out.extend([x, y]);
-                used_out.extend([true, true]);
+                let (x, y) = split_code(ishape, newshape, i, src, fail)?;
+                codes.used_in[src] = true;
+                codes.out.extend([x, y]);
+                codes.used_out.extend([true, true]);
                 src += 1;
                 i += 2;
             }
@@ -168,54 +173,89 @@ fn infer_reshape(ishape: &[Dim], newshape: &[i64], allowzero: bool) -> Result<Ve
         }
         i += 1;
     }
-    if let Some(k) = infer {
-        let others: Vec<Dim> = out
-            .iter()
-            .enumerate()
-            .filter(|&(j, _)| j != k)
-            .map(|(_, &d)| d)
-            .collect();
-        out[k] = match (element_count(ishape), element_count(&others)) {
-            // Every dimension known: divide the element counts.
-            (Some(total), Some(rest)) => {
-                if rest == 0 {
-                    return Err(fail(
-                        "the -1 cannot be inferred next to a dimension of size 0".into(),
-                    ));
-                }
-                if total % rest != 0 {
-                    return Err(fail(format!("{total} elements do not divide by {rest}")));
-                }
-                Dim::Known((total / rest) as i64)
-            }
-            // Otherwise only the dimensions not copied, merged or split count, as in TVM.
-            _ => {
-                let free_in: Vec<Dim> = (0..rank)
-                    .filter(|&j| !used_in[j])
-                    .map(|j| ishape[j])
-                    .collect();
-                let free_out: Vec<Dim> = (0..out.len())
-                    .filter(|&j| !used_out[j] && j != k)
-                    .map(|j| out[j])
-                    .collect();
-                match (element_count(&free_in), element_count(&free_out)) {
-                    (Some(a), Some(b)) if b != 0 && a % b == 0 => Dim::Known((a / b) as i64),
-                    (Some(a), Some(b)) if b != 0 => {
-                        return Err(fail(format!("{a} elements do not divide by {b}")));
-                    }
-                    _ => Dim::Any,
-                }
-            }
-        };
-    }
-    if let (Some(a), Some(b)) = (element_count(ishape), element_count(&out))
-        && a != b
-    {
+    Ok(codes)
+}
+
+/// The two dimensions a `-4` at position `i` of `newshape` splits input dimension `src` into:
+/// the next two values, one of which may be `-1`.
+fn split_code(
+    ishape: &[Dim],
+    newshape: &[i64],
+    i: usize,
+    src: usize,
+    fail: &impl Fn(String) -> String,
+) -> Result<(Dim, Dim), String> {
+    let (Some(&a), Some(&b)) = (newshape.get(i + 1), newshape.get(i + 2)) else {
         return Err(fail(format!(
-            "the input has {a} elements, the new shape {b}"
+            "`-4` at position {i} must be followed by two values"
+        )));
+    };
+    let d0 = *ishape.get(src).ok_or_else(|| {
+        fail(format!(
+            "`-4` at position {i} splits input dimension {src}, which does not exist"
+        ))
+    })?;
+    if a < -1 || b < -1 || (a == -1 && b == -1) {
+        return Err(fail(format!(
+            "`-4` must be followed by two sizes, at most one of them -1, got {a} and {b}"
         )));
     }
-    Ok(out)
+    let split = |d0: Dim, by: i64| -> Result<Dim, String> {
+        match d0 {
+            Dim::Known(n) if by == 0 || n % by != 0 => Err(fail(format!(
+                "dimension {n} does not split into ({a}, {b})"
+            ))),
+            Dim::Known(n) => Ok(Dim::Known(n / by)),
+            Dim::Any => Ok(Dim::Any),
+        }
+    };
+    Ok(match (a, b) {
+        (-1, b) => (split(d0, b)?, Dim::Known(b)),
+        (a, -1) => (Dim::Known(a), split(d0, a)?),
+        (a, b) => (Dim::Known(a), Dim::Known(b)),
+    })
+}
+
+/// The dimension the `-1` at output position `k` stands for: the element counts divided when
+/// every dimension is known, else those of the dimensions not copied, merged or split (as in
+/// TVM), `?` when they are not known either.
+fn infer_dim(
+    ishape: &[Dim],
+    codes: &Codes,
+    k: usize,
+    fail: &impl Fn(String) -> String,
+) -> Result<Dim, String> {
+    let others: Vec<Dim> = codes
+        .out
+        .iter()
+        .enumerate()
+        .filter(|&(j, _)| j != k)
+        .map(|(_, &d)| d)
+        .collect();
+    if let (Some(total), Some(rest)) = (element_count(ishape), element_count(&others)) {
+        if rest == 0 {
+            return Err(fail(
+                "the -1 cannot be inferred next to a dimension of size 0".into(),
+            ));
+        }
+        if total % rest != 0 {
+            return Err(fail(format!("{total} elements do not divide by {rest}")));
+        }
+        return Ok(Dim::Known((total / rest) as i64));
+    }
+    let free_in: Vec<Dim> = (0..ishape.len())
+        .filter(|&j| !codes.used_in[j])
+        .map(|j| ishape[j])
+        .collect();
+    let free_out: Vec<Dim> = (0..codes.out.len())
+        .filter(|&j| !codes.used_out[j] && j != k)
+        .map(|j| codes.out[j])
+        .collect();
+    match (element_count(&free_in), element_count(&free_out)) {
+        (Some(a), Some(b)) if b != 0 && a % b == 0 => Ok(Dim::Known((a / b) as i64)),
+        (Some(a), Some(b)) if b != 0 => Err(fail(format!("{a} elements do not divide by {b}"))),
+        _ => Ok(Dim::Any),
+    }
 }
 
 /// The new shape of a `reshape` (or, `reverse`, of a `contrib_reverse_reshape`, which reads

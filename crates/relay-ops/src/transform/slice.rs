@@ -8,11 +8,12 @@ use relay_ir::{
 };
 
 use super::{
-    DATA, concrete, data_type, dims, empty_output, ix_add_c, ix_mul_c, list_text, num_elements,
-    strided,
+    DATA, concrete, data_type, empty_output, ix_add_c, ix_mul_c, list_text, num_elements, strided,
 };
 use crate::compute::{self, ComputeResult};
-use crate::support::{arg_tensor, attr_ints, attr_opt_ints, attr_str, axis_index, tensor, value};
+use crate::support::{
+    arg_tensor, attr_ints, attr_opt_ints, attr_str, axis_index, dims, tensor, value,
+};
 use crate::{field, op, plain, required_nullable};
 
 /// `StridedSliceAttrs`. Every array is an `Optional`, left `None` by `dyn.strided_slice`; TVM

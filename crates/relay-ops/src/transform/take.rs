@@ -7,12 +7,10 @@ use relay_ir::{
     AttrDefault as D, AttrKind as K, Attrs, DType, Dim, OpPattern as P, OpSchema, Type, Value,
 };
 
-use super::{
-    concrete, dims, empty_output, expect_shape, gather, ix_clamp, num_elements, unflatten,
-};
+use super::{concrete, empty_output, expect_shape, gather, ix_clamp, num_elements, unflatten};
 use crate::compute::{self, ComputeResult};
 use crate::support::{
-    arg_tensor, attr_int, attr_opt_int, attr_str, axis_index, expect_inputs, strides, tensor,
+    arg_tensor, attr_int, attr_opt_int, attr_str, axis_index, dims, expect_inputs, strides, tensor,
     tensor_type, value,
 };
 use crate::{field, nullable, op, plain};

@@ -7,13 +7,13 @@ use relay_ir::{
 };
 
 use super::{
-    DATA, concrete, data_type, dim_mul, dims, empty_output, expect_shape, gather, ix_div_c,
-    ix_mod_c, list_text, num_elements, unflatten,
+    DATA, concrete, data_type, dim_mul, empty_output, expect_shape, gather, ix_div_c, ix_mod_c,
+    list_text, num_elements, unflatten,
 };
 use crate::compute::{self, ComputeResult};
 use crate::support::{
-    arg_tensor, attr_int, attr_ints, attr_opt_int, axis_index, element_count, strides, tensor,
-    value,
+    arg_tensor, attr_int, attr_ints, attr_opt_int, axis_index, dims, element_count, strides,
+    tensor, value,
 };
 use crate::{field, nullable, op, required};
 

@@ -8,10 +8,10 @@ use relay_ir::{
 };
 
 use super::reshape::reshape_te;
-use super::{DATA, data_type, dims, expect_shape, gather, reshaped};
+use super::{DATA, data_type, expect_shape, gather, reshaped};
 use crate::compute::{self, ComputeResult};
 use crate::support::{
-    arg_tensor, attr_int, attr_opt_ints, axis_index, insert_index, strides, tensor, value,
+    arg_tensor, attr_int, attr_opt_ints, axis_index, dims, insert_index, strides, tensor, value,
 };
 use crate::{field, nullable, op, required, required_nullable};
 
