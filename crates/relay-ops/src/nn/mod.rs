@@ -544,7 +544,8 @@ fn read_as(x: TExpr, dtype: DType) -> TExpr {
 }
 
 /// `name[i] = Σ_k a[ia] · b[ib]` over the reduction axes `k`, where `index` maps an output
-/// index to `(ia, ib)`; `a` and `b` have the result's dtype (see [`contraction_operand`]).
+/// index to `(ia, ib)`; `a` and `b` have the result's dtype (see
+/// [`dense::contraction_operand`]).
 fn contraction(
     name: &str,
     shape: &[i64],
