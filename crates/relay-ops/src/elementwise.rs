@@ -20,7 +20,8 @@ use relay_ir::te::{CmpOp, TExpr, TeValue, Tensor, UnaryOp};
 use crate::compute::{self, ComputeResult, bin, cmp};
 use crate::support::{
     arg_tensor, attr_dtype, attr_float, attr_opt_ints, broadcast_index, broadcast_shapes,
-    broadcast_types, shape_text, tensor, tensor_of, tensor_type, unravel, value,
+    broadcast_types, dims, inputs_n, required_dtype, shape_text, tensor, tensor_of, tensor_type,
+    unravel, value,
 };
 use crate::{dtype, field, op, plain, required, required_nullable};
 
@@ -396,14 +397,6 @@ fn compare_rel(inputs: &[Type], _: &Attrs) -> RelResult {
     broadcast_rel(inputs, Accepts::Any, Some(DType::BOOL))
 }
 
-/// Exactly `N` inputs.
-fn inputs_n<const N: usize>(inputs: &[Type]) -> Result<&[Type; N], String> {
-    inputs.try_into().map_err(|_| {
-        let s = if N == 1 { "" } else { "s" };
-        format!("expects {N} input{s}, got {}", inputs.len())
-    })
-}
-
 /// One tensor of an accepted dtype; the result has its shape and `result` or its dtype.
 fn elemwise_rel(inputs: &[Type], accepts: Accepts, result: Option<DType>) -> RelResult {
     let [data] = inputs_n(inputs)?;
@@ -557,11 +550,6 @@ fn ndarray_size_rel(inputs: &[Type], attrs: &Attrs) -> RelResult {
     tensor_type(data, "the input")?;
     let dtype = attr_dtype(attrs, "dtype")?.unwrap_or(DType::I32);
     Ok(tensor_of(&[], dtype))
-}
-
-/// The `dtype` attribute, which must be set.
-fn required_dtype(attrs: &Attrs) -> Result<DType, String> {
-    attr_dtype(attrs, "dtype")?.ok_or_else(|| "attribute `dtype` must be set, got \"\"".into())
 }
 
 /// The `shape` attribute of `InitOpAttrs`: known, non-negative dimensions.
@@ -943,7 +931,7 @@ fn broadcast_concrete(shapes: &[&[i64]]) -> Result<Vec<i64>, String> {
 }
 
 fn concrete_text(shape: &[i64]) -> String {
-    shape_text(&shape.iter().map(|&d| Dim::Known(d)).collect::<Vec<_>>())
+    shape_text(&dims(shape))
 }
 
 /// For each element of a tensor of shape `out`, the flat position of the element of a

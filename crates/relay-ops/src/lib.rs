@@ -3,9 +3,13 @@
 //! defaults, required-ness, nullability and value kind).
 //!
 //! The parser uses it to resolve operator names and to check, complete and order call
-//! attributes; the printer uses it to omit attributes equal to their default. The tables live in
-//! one file per operator family (`elementwise`, `reduce`, `transform`, `nn`, `other`); later
-//! work grows the same entries with type relations and evaluation.
+//! attributes; the printer uses it to omit attributes equal to their default. The tables live
+//! with the operators they describe, one module per operator family (`elementwise`, `reduce`,
+//! `transform`, `nn`, `other`, `memory`); the larger families are directories with one file per
+//! group of operators (`nn/conv.rs`, `nn/pool.rs`, ...). Each entry's fusion pattern, type
+//! relation, reference evaluation and compute definition sit in the same file as the entry, so
+//! an operator lives in one place. The helpers they share are in `support` (types, attributes,
+//! arguments, axes, row-major indices) and `compute` (tensor expressions).
 //!
 //! Invariants, checked by the unit tests below:
 //! - operator names are unique across the whole registry;
@@ -34,20 +38,17 @@ mod testing;
 mod transform;
 
 /// The family tables in their stable order.
-fn families() -> [&'static [OpSchema]; 6] {
-    [
-        elementwise::OPS,
-        reduce::OPS,
-        transform::OPS,
-        nn::OPS,
-        other::OPS,
-        memory::OPS,
-    ]
+fn families() -> impl Iterator<Item = &'static [OpSchema]> {
+    [elementwise::OPS, reduce::OPS]
+        .into_iter()
+        .chain(transform::tables())
+        .chain(nn::tables())
+        .chain([other::OPS, memory::OPS])
 }
 
 /// Every operator, in a stable order (family by family, in table order).
 pub fn all() -> impl Iterator<Item = OpRef> {
-    families().into_iter().flatten()
+    families().flatten()
 }
 
 /// The operator registered under `name`.

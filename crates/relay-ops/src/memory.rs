@@ -15,7 +15,10 @@ use relay_ir::{AttrDefault as D, AttrKind as K, OpSchema};
 use relay_ir::{Attrs, DType, Dim, NDArray, Symbol, Type, TypeKind, Value};
 
 use crate::elementwise::SHAPE_OF_ATTRS;
-use crate::support::{attr_dtype, attr_ints, attr_opt_ints, shape_text, tensor, tensor_type};
+use crate::support::{
+    attr_dtype, attr_ints, attr_opt_ints, element_count, inputs_n, required_dtype, shape_text,
+    tensor, tensor_type,
+};
 use crate::{field, nullable, op, plain, required};
 
 /// What a type relation returns.
@@ -102,14 +105,6 @@ pub fn is_storage_type(t: &Type) -> bool {
 
 // ----- Type relations -----
 
-/// The inputs, which must be exactly `N`.
-fn inputs_n<const N: usize>(inputs: &[Type]) -> Result<&[Type; N], String> {
-    inputs.try_into().map_err(|_| {
-        let s = if N == 1 { "" } else { "s" };
-        format!("expects {N} input{s}, got {}", inputs.len())
-    })
-}
-
 /// Checks that `t` is an `int64` scalar.
 fn int64_scalar(t: &Type, what: &str) -> Result<(), String> {
     match tensor_type(t, what)? {
@@ -125,11 +120,6 @@ fn shape_tensor(t: &Type, what: &str) -> Result<Option<usize>, String> {
         ([Dim::Any], DType::I64) => Ok(None),
         _ => Err(format!("{what} must be a rank-1 int64 tensor, got `{t}`")),
     }
-}
-
-/// The `dtype` attribute, which must be set.
-fn required_dtype(attrs: &Attrs) -> Result<DType, String> {
-    attr_dtype(attrs, "dtype")?.ok_or_else(|| "attribute `dtype` must be set, got \"\"".into())
 }
 
 fn alloc_storage_rel(inputs: &[Type], attrs: &Attrs) -> RelResult {
@@ -254,14 +244,6 @@ fn new_shape(attrs: &Attrs) -> Result<Vec<Dim>, String> {
             )),
         })
         .collect()
-}
-
-/// The number of elements of `shape`, if every dimension is known.
-fn element_count(shape: &[Dim]) -> Option<i128> {
-    shape.iter().try_fold(1i128, |n, d| match d {
-        Dim::Known(k) => n.checked_mul(i128::from(*k)),
-        Dim::Any => None,
-    })
 }
 
 fn reshape_tensor_rel(inputs: &[Type], attrs: &Attrs) -> RelResult {

@@ -23,7 +23,8 @@ use relay_ir::te::{BinaryOp, CmpOp, IterVar, ReduceOp, TExpr, TeValue, Tensor};
 
 use crate::compute::{self, ComputeResult};
 use crate::support::{
-    arg_tensor, attr_bool, attr_opt_ints, broadcast_shapes, shape_text, tensor, tensor_type, value,
+    arg_tensor, attr_bool, attr_opt_ints, axis_index, broadcast_shapes, expect_inputs, shape_text,
+    tensor, tensor_type, value,
 };
 use crate::{field, nullable, op};
 
@@ -98,19 +99,6 @@ pub(crate) static OPS: &[OpSchema] = &[
 
 // ----- Which axes fold -----
 
-/// A possibly negative axis of a tensor of `rank` dimensions, made non-negative. Unlike
-/// `support::normalize_axis`, a rank-0 tensor has no axis at all.
-fn axis_index(axis: i64, rank: usize) -> Result<usize, String> {
-    let r = rank as i64;
-    let a = if axis < 0 { axis + r } else { axis };
-    if a < 0 || a >= r {
-        return Err(format!(
-            "axis {axis} is out of range for a tensor of rank {rank}"
-        ));
-    }
-    Ok(a as usize)
-}
-
 /// For each dimension of a tensor of `rank` dimensions, whether the reduction folds it
 /// (TVM's `GetReduceAxes`).
 fn reduced_mask(rank: usize, attrs: &Attrs) -> Result<Vec<bool>, String> {
@@ -148,9 +136,7 @@ fn reduced_shape<T: Copy>(shape: &[T], mask: &[bool], keepdims: bool, one: T) ->
 
 /// The single tensor input of a reduction.
 fn data_type(inputs: &[Type], count: usize) -> Result<(&[Dim], DType), String> {
-    if inputs.len() != count {
-        return Err(format!("expects {count} inputs, got {}", inputs.len()));
-    }
+    expect_inputs(inputs, count)?;
     tensor_type(&inputs[0], "the data")
 }
 

@@ -33,15 +33,22 @@ pub fn tensor_of(shape: &[i64], dtype: DType) -> Type {
     Type::tensor(shape, dtype)
 }
 
+/// Known dimensions as `Dim`s.
+pub fn dims(shape: &[i64]) -> Vec<Dim> {
+    shape.iter().map(|&d| Dim::Known(d)).collect()
+}
+
+/// A dimension as the text format writes it: its size, or `?`.
+pub fn dim_text(d: Dim) -> String {
+    match d {
+        Dim::Known(n) => n.to_string(),
+        Dim::Any => "?".to_owned(),
+    }
+}
+
 /// Text of a shape as the text format writes it, e.g. `(2, ?, 3)`.
 pub fn shape_text(shape: &[Dim]) -> String {
-    let dims: Vec<String> = shape
-        .iter()
-        .map(|d| match d {
-            Dim::Known(n) => n.to_string(),
-            Dim::Any => "?".to_owned(),
-        })
-        .collect();
+    let dims: Vec<String> = shape.iter().map(|&d| dim_text(d)).collect();
     format!("({})", dims.join(", "))
 }
 
@@ -74,9 +81,7 @@ pub fn broadcast_shapes(a: &[Dim], b: &[Dim]) -> Option<Vec<Dim>> {
 
 /// The two input types of a binary broadcasting operator with equal dtypes, broadcast.
 pub fn broadcast_types(inputs: &[Type]) -> Result<(Vec<Dim>, DType), String> {
-    let [a, b] = inputs else {
-        return Err(format!("expects 2 inputs, got {}", inputs.len()));
-    };
+    let [a, b] = inputs_n(inputs)?;
     let (sa, da) = tensor_type(a, "the first input")?;
     let (sb, db) = tensor_type(b, "the second input")?;
     if da != db {
@@ -87,16 +92,78 @@ pub fn broadcast_types(inputs: &[Type]) -> Result<(Vec<Dim>, DType), String> {
     Ok((shape, da))
 }
 
-/// A possibly negative axis made non-negative for a tensor of `rank` dimensions.
-pub fn normalize_axis(axis: i64, rank: usize) -> Result<usize, String> {
+// ----- Arity, axes and element counts -----
+
+/// The message for an operator given `got` inputs instead of `want`: "expects 2 inputs, got 1".
+fn arity_error(want: usize, got: usize) -> String {
+    let s = if want == 1 { "" } else { "s" };
+    format!("expects {want} input{s}, got {got}")
+}
+
+/// The input types of a relation, which must be exactly `N`.
+pub fn inputs_n<const N: usize>(inputs: &[Type]) -> Result<&[Type; N], String> {
+    inputs.try_into().map_err(|_| arity_error(N, inputs.len()))
+}
+
+/// Checks that a relation has exactly `count` input types.
+pub fn expect_inputs(inputs: &[Type], count: usize) -> Result<(), String> {
+    if inputs.len() == count {
+        Ok(())
+    } else {
+        Err(arity_error(count, inputs.len()))
+    }
+}
+
+/// A possibly negative axis of a tensor of `rank` dimensions, made non-negative (a rank-0
+/// tensor has no axis).
+pub fn axis_index(axis: i64, rank: usize) -> Result<usize, String> {
     let r = rank as i64;
-    let a = if axis < 0 { axis + r } else { axis };
-    if a < 0 || a >= r.max(1) && !(r == 0 && a == 0) {
+    let a = if axis < 0 {
+        axis.saturating_add(r)
+    } else {
+        axis
+    };
+    if a < 0 || a >= r {
         return Err(format!(
             "axis {axis} is out of range for a tensor of rank {rank}"
         ));
     }
     Ok(a as usize)
+}
+
+/// A possibly negative axis made non-negative for a tensor of `rank` dimensions, as
+/// [`axis_index`] does, except that a rank-0 tensor accepts axis 0 (the operators that work
+/// along one axis treat a scalar as a single element).
+pub fn normalize_axis(axis: i64, rank: usize) -> Result<usize, String> {
+    if rank == 0 && axis == 0 {
+        return Ok(0);
+    }
+    axis_index(axis, rank)
+}
+
+/// An insertion position for a new axis in a tensor of `rank` dimensions: `-rank - 1..=rank`,
+/// negative positions counting from the end of the result.
+pub fn insert_index(axis: i64, rank: usize) -> Result<usize, String> {
+    let r = rank as i64;
+    let a = if axis < 0 {
+        axis.saturating_add(r + 1)
+    } else {
+        axis
+    };
+    if a < 0 || a > r {
+        return Err(format!(
+            "axis {axis} is out of range for inserting into a tensor of rank {rank}"
+        ));
+    }
+    Ok(a as usize)
+}
+
+/// The number of elements of `shape`, if every dimension is known (and the product fits).
+pub fn element_count(shape: &[Dim]) -> Option<i128> {
+    shape.iter().try_fold(1i128, |n, d| match d {
+        Dim::Known(k) => n.checked_mul(i128::from(*k)),
+        Dim::Any => None,
+    })
 }
 
 // ----- Attributes -----
@@ -192,6 +259,11 @@ pub fn attr_dtype(attrs: &Attrs, name: &str) -> Result<Option<DType>, String> {
             .ok_or_else(|| format!("unknown dtype \"{s}\" in `{name}`")),
         Some(_) => Err(format!("attribute `{name}` must be a dtype string")),
     }
+}
+
+/// The `dtype` attribute, which must be set.
+pub fn required_dtype(attrs: &Attrs) -> Result<DType, String> {
+    attr_dtype(attrs, "dtype")?.ok_or_else(|| "attribute `dtype` must be set, got \"\"".into())
 }
 
 // ----- Arguments -----
@@ -302,5 +374,18 @@ mod tests {
         assert_eq!(normalize_axis(-1, 3), Ok(2));
         assert!(normalize_axis(3, 3).is_err());
         assert_eq!(normalize_axis(0, 0), Ok(0));
+        assert!(normalize_axis(-1, 0).is_err());
+        assert!(axis_index(0, 0).is_err());
+        assert_eq!(axis_index(i64::MIN, 3).ok(), None);
+        assert_eq!(insert_index(-1, 2), Ok(2));
+        assert!(insert_index(3, 2).is_err());
+        assert_eq!(
+            inputs_n::<1>(&[]).err().as_deref(),
+            Some("expects 1 input, got 0")
+        );
+        assert_eq!(
+            expect_inputs(&[], 2).err().as_deref(),
+            Some("expects 2 inputs, got 0")
+        );
     }
 }
