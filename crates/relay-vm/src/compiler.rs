@@ -20,10 +20,9 @@ use std::sync::Arc;
 
 use relay_ir::visit::{is_closure, is_primitive};
 use relay_ir::{
-    AttrValue, Binding, Clause, DType, Expr, ExprKind, Function, GlobalFunc, Module, Pattern,
-    PatternKind, Span, Symbol, TypeKind, VarId,
+    AttrValue, Binding, Clause, ConstPool, DType, Expr, ExprKind, Function, GlobalFunc, Module,
+    Pattern, PatternKind, Span, Symbol, TypeKind, VarId,
 };
-use relay_passes::const_pool_layout::ConstPool;
 
 use crate::bytecode::{Instruction, Reg, VmFunction};
 use crate::error::CompileError;
