@@ -141,7 +141,7 @@ pub trait DecodeOperand {
 }
 
 impl Operand<'_> {
-    /// Writes the operand in the executable file's encoding; [`operand!`]'s `decode` arms
+    /// Writes the operand in the executable file's encoding; the `decode` arms of `operand!`
     /// read it back.
     pub fn encode<E: EncodeOperand + ?Sized>(self, e: &mut E) -> Result<(), E::Error> {
         match self {

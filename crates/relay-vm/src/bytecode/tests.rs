@@ -143,6 +143,13 @@ fn every_instruction() -> Vec<(Instruction, &'static str)> {
             "alloc_data $2 tag(1) [$0, $1]",
         ),
         (
+            I::AllocTuple {
+                fields: vec![r(0), r(1)],
+                dst: r(2),
+            },
+            "alloc_tuple $2 [$0, $1]",
+        ),
+        (
             I::AllocClosure {
                 func: 1,
                 captured: vec![r(0)],
@@ -470,6 +477,12 @@ fn every_opcode_is_its_position_and_starts_its_text() {
         assert_eq!(*opcode as usize, i);
         assert_eq!(Instruction::KINDS[i], opcode.name());
     }
+    let mut seen: Vec<Opcode> = every_instruction()
+        .iter()
+        .map(|(i, _)| i.opcode())
+        .collect();
+    seen.dedup();
+    assert_eq!(seen, Opcode::ALL, "one of each, in opcode order");
     for (instr, text) in every_instruction() {
         assert_eq!(Instruction::KINDS[instr.kind()], instr.opcode().name());
         let name = text.split([' ', '(']).next().unwrap_or_default();
