@@ -24,7 +24,7 @@ use relay_ir::{
     Pattern, PatternKind, Span, Symbol, TypeKind, VarId,
 };
 
-use crate::bytecode::{Instruction, Reg, VmFunction};
+use crate::bytecode::{Instruction, Reg, SourceLocation, VmFunction};
 use crate::error::CompileError;
 use crate::executable::{Executable, KernelEntry};
 
@@ -220,7 +220,7 @@ struct FunctionCompiler<'m, 'k> {
     code: Vec<Instruction>,
     registers: u32,
     env: HashMap<VarId, Slot>,
-    locations: Vec<(u32, String)>,
+    locations: Vec<(u32, SourceLocation)>,
     /// How many parameters (registers `0..params`).
     params: u32,
     /// Bindings not emitted: the storage and tensor of a scalar kernel's output, which the
@@ -315,8 +315,10 @@ impl<'m, 'k> FunctionCompiler<'m, 'k> {
     /// Emits `i`, recording `span` as its source location.
     fn emit_at(&mut self, i: Instruction, span: Span) -> usize {
         let pc = self.emit(i);
-        if let Some(loc) = location(self.cx.module, span) {
-            self.locations.push((pc as u32, loc));
+        if let Some(text) = location(self.cx.module, span) {
+            let span = Some(span);
+            self.locations
+                .push((pc as u32, SourceLocation { text, span }));
         }
         pc
     }

@@ -3,7 +3,7 @@
 
 use std::fmt;
 
-use relay_ir::Type;
+use relay_ir::{Span, Type};
 
 use super::Instruction;
 
@@ -24,19 +24,34 @@ pub struct VmFunction {
     /// The type of its result, when known (how `relayc run` prints a result: constructor
     /// names).
     pub ret_type: Option<Type>,
-    /// Source locations (`file:line:column`) of the instructions that can fail at run time
-    /// (calls, kernel calls, `fatal`), by instruction position, sorted.
-    pub locations: Vec<(u32, String)>,
+    /// Source locations of the instructions that can fail at run time (calls, kernel calls,
+    /// `fatal`), by instruction position, sorted.
+    pub locations: Vec<(u32, SourceLocation)>,
+}
+
+/// Where an instruction came from in the program's source.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SourceLocation {
+    /// `file:line:column` (1-based, the column in characters): what run-time errors print,
+    /// and what an executable file keeps.
+    pub text: String,
+    /// The byte range in the source text of the module the function was compiled from. A
+    /// function loaded from an executable file has none: the file keeps only the text.
+    pub span: Option<Span>,
 }
 
 impl PartialEq for VmFunction {
-    /// Equal code, names and register counts, and structurally equal parameter types.
+    /// Equal code, names, register counts and location texts (spans are not compared: a
+    /// function loaded from a file has none), and structurally equal parameter types.
     fn eq(&self, other: &VmFunction) -> bool {
+        let same_locations = self.locations.len() == other.locations.len()
+            && (self.locations.iter().zip(&other.locations))
+                .all(|((p, a), (q, b))| p == q && a.text == b.text);
         self.name == other.name
             && self.params == other.params
             && self.register_count == other.register_count
             && self.code == other.code
-            && self.locations == other.locations
+            && same_locations
             && self.param_types.len() == other.param_types.len()
             && self
                 .param_types
@@ -71,12 +86,12 @@ impl VmFunction {
     }
 
     /// The source location of instruction `pc`, when known.
-    pub fn location(&self, pc: usize) -> Option<&str> {
+    pub fn location(&self, pc: usize) -> Option<&SourceLocation> {
         let i = self
             .locations
             .binary_search_by_key(&(pc as u32), |(p, _)| *p)
             .ok()?;
-        Some(self.locations[i].1.as_str())
+        Some(&self.locations[i].1)
     }
 }
 

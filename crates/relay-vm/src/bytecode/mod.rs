@@ -25,7 +25,7 @@ mod instruction;
 mod tests;
 mod validate;
 
-pub use function::VmFunction;
+pub use function::{SourceLocation, VmFunction};
 pub use instruction::{Instruction, Opcode};
 pub use operand::{DecodeOperand, EncodeOperand, Operand};
 pub use validate::{BytecodeError, Tables, validate};

@@ -16,7 +16,7 @@ use super::{
     CHECKSUM_LEN, CONSTANT_ALIGNMENT, ExeFileError, FORMAT_VERSION, HEADER_LEN, MAGIC,
     OLDEST_FORMAT_VERSION, SECTION_HEADER_LEN, SECTIONS, xxh64,
 };
-use crate::bytecode::{DecodeOperand, Instruction, Opcode, Reg, VmFunction};
+use crate::bytecode::{DecodeOperand, Instruction, Opcode, Reg, SourceLocation, VmFunction};
 use crate::executable::{Executable, KernelEntry};
 
 /// How deeply types may nest in a file (deeper is an error, not a stack overflow).
@@ -716,7 +716,7 @@ fn read_function(c: &mut Cursor<'_>, opcodes: &[Opcode]) -> Result<(VmFunction, 
         ));
     }
     let n = c.count(8, "locations")?;
-    let mut locations: Vec<(u32, String)> = Vec::with_capacity(n);
+    let mut locations: Vec<(u32, SourceLocation)> = Vec::with_capacity(n);
     for _ in 0..n {
         let at = c.pos;
         let pc = c.u32("a location's instruction")?;
@@ -731,7 +731,9 @@ fn read_function(c: &mut Cursor<'_>, opcodes: &[Opcode]) -> Result<(VmFunction, 
                 ),
             ));
         }
-        locations.push((pc, c.string("a location")?));
+        // The file keeps the text; the span was into a source this process does not have.
+        let text = c.string("a location")?;
+        locations.push((pc, SourceLocation { text, span: None }));
     }
     Ok((VmFunction { locations, ..f }, offsets))
 }

@@ -287,7 +287,7 @@ impl Encoder {
         self.len(f.locations.len(), "locations")?;
         for (pc, location) in &f.locations {
             self.u32(*pc);
-            self.str(location)?;
+            self.str(&location.text)?;
         }
         Ok(())
     }
