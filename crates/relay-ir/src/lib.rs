@@ -19,6 +19,7 @@
 //! most [`MAX_NESTING`], so recursive walks over them are safe on an ordinary thread stack.
 
 mod attrs;
+pub mod const_pool;
 mod expr;
 pub mod metadata;
 mod module;
@@ -34,6 +35,7 @@ mod ty;
 pub mod visit;
 
 pub use attrs::{AttrValue, Attrs};
+pub use const_pool::ConstPool;
 pub use expr::{
     Binding, BindingKind, Clause, CtorRef, Expr, ExprKind, ExprNode, Function, Pattern,
     PatternKind, Var, VarData, VarId,

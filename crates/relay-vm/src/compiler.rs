@@ -20,12 +20,11 @@ use std::sync::Arc;
 
 use relay_ir::visit::{is_closure, is_primitive};
 use relay_ir::{
-    AttrValue, Binding, Clause, DType, Expr, ExprKind, Function, GlobalFunc, Module, Pattern,
-    PatternKind, Span, Symbol, TypeKind, VarId,
+    AttrValue, Binding, Clause, ConstPool, DType, Expr, ExprKind, Function, GlobalFunc, Module,
+    Pattern, PatternKind, Span, Symbol, TypeKind, VarId,
 };
-use relay_passes::const_pool_layout::ConstPool;
 
-use crate::bytecode::{Instruction, Reg, VmFunction};
+use crate::bytecode::{Instruction, Reg, SourceLocation, VmFunction};
 use crate::error::CompileError;
 use crate::executable::{Executable, KernelEntry};
 
@@ -221,7 +220,7 @@ struct FunctionCompiler<'m, 'k> {
     code: Vec<Instruction>,
     registers: u32,
     env: HashMap<VarId, Slot>,
-    locations: Vec<(u32, String)>,
+    locations: Vec<(u32, SourceLocation)>,
     /// How many parameters (registers `0..params`).
     params: u32,
     /// Bindings not emitted: the storage and tensor of a scalar kernel's output, which the
@@ -316,8 +315,10 @@ impl<'m, 'k> FunctionCompiler<'m, 'k> {
     /// Emits `i`, recording `span` as its source location.
     fn emit_at(&mut self, i: Instruction, span: Span) -> usize {
         let pc = self.emit(i);
-        if let Some(loc) = location(self.cx.module, span) {
-            self.locations.push((pc as u32, loc));
+        if let Some(text) = location(self.cx.module, span) {
+            let span = Some(span);
+            self.locations
+                .push((pc as u32, SourceLocation { text, span }));
         }
         pc
     }

@@ -4,6 +4,9 @@
 use std::fmt;
 
 use miette::Diagnostic;
+use relay_ir::Span;
+
+use crate::bytecode::SourceLocation;
 
 /// The lowered module has something the bytecode compiler cannot translate (it did not go
 /// through the required passes, or uses a form the VM has no instruction for).
@@ -72,6 +75,10 @@ pub struct VmError {
     pub function: Option<String>,
     /// `file:line:column` of the instruction's source, when known.
     pub location: Option<String>,
+    /// The instruction's source as a byte range in the text of the module the executable was
+    /// compiled from, when known (not for an executable loaded from a file): where a
+    /// diagnostic points.
+    pub span: Option<Span>,
 }
 
 impl VmError {
@@ -82,14 +89,16 @@ impl VmError {
             message: message.into(),
             function: None,
             location: None,
+            span: None,
         }
     }
 
     /// The same error, placed in `function` at `location` (unless it already is placed).
-    pub fn at(mut self, function: &str, location: Option<&str>) -> VmError {
+    pub fn at(mut self, function: &str, location: Option<&SourceLocation>) -> VmError {
         if self.function.is_none() {
             self.function = Some(function.to_owned());
-            self.location = location.map(str::to_owned);
+            self.location = location.map(|l| l.text.clone());
+            self.span = location.and_then(|l| l.span);
         }
         self
     }

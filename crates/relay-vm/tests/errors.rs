@@ -230,6 +230,19 @@ fn a_failing_match_is_no_match_with_function_and_location() {
             Some(location.as_str()),
             "{config}: {err}\n{bytecode}"
         );
+        // The span is the same place, as a byte range a diagnostic can point at; the loaded
+        // executable keeps only the text.
+        assert_eq!(
+            err.span.map(|span| span.lo as usize),
+            interp.span().map(|span| span.lo as usize),
+            "{config}: {err}"
+        );
+        let loaded = relay_vm::Executable::decode(&exe.to_bytes().expect("saves")).expect("loads");
+        let from_file = Vm::new(&loaded)
+            .invoke("main", &[x.clone(), common::scalar(DType::I32, 0.0)])
+            .expect_err("Nil has no clause");
+        assert_eq!(from_file.location, err.location, "{config}");
+        assert_eq!(from_file.span, None, "{config}");
         let text = err.to_string();
         assert!(
             text.contains("`@hd`") && text.contains(&location),

@@ -757,54 +757,34 @@ fn write_output(result: &Value, kind: OutputKind, path: &Path) -> Exit {
 }
 
 /// The report of a VM run-time error: the error itself, shown against the program's text with a
-/// label where its `file:line:column` location points, when that is in the program.
+/// label where its span starts, when the program was compiled from that text.
 struct VmFailure<'a> {
     /// The error.
     error: &'a VmError,
-    /// The program's text, when the location is in it.
+    /// The program's text, when the error has a span in it.
     src: Option<NamedSource<String>>,
-    /// The byte offset the location names.
+    /// The byte offset the span starts at.
     offset: usize,
 }
 
 impl<'a> VmFailure<'a> {
     /// The report of `error`, raised running a program compiled from the text `source` (when
-    /// known: an executable file keeps only the locations).
+    /// known: an executable file keeps only the locations' text, not their spans).
     fn new(error: &'a VmError, source: Option<&Source>) -> VmFailure<'a> {
-        let located = source.and_then(|source| {
-            let offset = source_offset(error.location.as_deref()?, &source.name, &source.text)?;
-            Some((NamedSource::new(&source.name, source.text.clone()), offset))
-        });
-        let (src, offset) = match located {
-            Some((src, offset)) => (Some(src), offset),
-            None => (None, 0),
-        };
-        VmFailure { error, src, offset }
-    }
-}
-
-/// The byte offset in `text` (named `name`) of a `name:line:column` location (1-based, the
-/// column counted in characters), if it names a place in `text`.
-fn source_offset(location: &str, name: &str, text: &str) -> Option<usize> {
-    let rest = location.strip_prefix(name)?.strip_prefix(':')?;
-    let (line, column) = rest.split_once(':')?;
-    let line: usize = line.parse().ok()?;
-    let column: usize = column.parse().ok()?;
-    let line_start = if line == 1 {
-        0
-    } else {
-        text.match_indices('\n').nth(line.checked_sub(2)?)?.0 + 1
-    };
-    let line_text = text.get(line_start..)?;
-    let line_text = line_text.split('\n').next().unwrap_or("");
-    let within = match column.checked_sub(1)? {
-        0 => 0,
-        n => {
-            let (i, c) = line_text.char_indices().nth(n - 1)?;
-            i + c.len_utf8()
+        match (error.span, source) {
+            (Some(span), Some(source)) => VmFailure {
+                error,
+                src: Some(NamedSource::new(&source.name, source.text.clone())),
+                // As `Source::location` does, a span past the end points at the end.
+                offset: (span.lo as usize).min(source.text.len()),
+            },
+            _ => VmFailure {
+                error,
+                src: None,
+                offset: 0,
+            },
         }
-    };
-    Some(line_start + within)
+    }
 }
 
 impl fmt::Debug for VmFailure<'_> {
@@ -838,30 +818,5 @@ impl Diagnostic for VmFailure<'_> {
         self.src.as_ref()?;
         let label = LabeledSpan::new_with_span(Some("here".to_string()), (self.offset, 0));
         Some(Box::new(std::iter::once(label)))
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::source_offset;
-
-    #[test]
-    fn locations_become_byte_offsets() {
-        let text = "ab\nπx = 1\n\nlast";
-        assert_eq!(source_offset("f.relay:1:1", "f.relay", text), Some(0));
-        assert_eq!(source_offset("f.relay:1:3", "f.relay", text), Some(2));
-        assert_eq!(source_offset("f.relay:2:1", "f.relay", text), Some(3));
-        // Columns count characters: `x` follows the two-byte `π`.
-        assert_eq!(source_offset("f.relay:2:2", "f.relay", text), Some(5));
-        assert_eq!(source_offset("f.relay:3:1", "f.relay", text), Some(11));
-        assert_eq!(source_offset("f.relay:4:4", "f.relay", text), Some(15));
-        // Another file, or a place that is not in the text.
-        assert_eq!(source_offset("g.relay:1:1", "f.relay", text), None);
-        assert_eq!(source_offset("f.relay:5:1", "f.relay", text), None);
-        assert_eq!(source_offset("f.relay:1:9", "f.relay", text), None);
-        assert_eq!(source_offset("f.relay:0:1", "f.relay", text), None);
-        assert_eq!(source_offset("f.relay:1:0", "f.relay", text), None);
-        assert_eq!(source_offset("f.relay:x:1", "f.relay", text), None);
-        assert_eq!(source_offset("f.relay", "f.relay", text), None);
     }
 }

@@ -16,7 +16,7 @@ use super::{
     CHECKSUM_LEN, CONSTANT_ALIGNMENT, ExeFileError, FORMAT_VERSION, HEADER_LEN, MAGIC,
     OLDEST_FORMAT_VERSION, SECTION_HEADER_LEN, SECTIONS, xxh64,
 };
-use crate::bytecode::{Instruction, Reg, VmFunction};
+use crate::bytecode::{DecodeOperand, Instruction, Opcode, Reg, SourceLocation, VmFunction};
 use crate::executable::{Executable, KernelEntry};
 
 /// How deeply types may nest in a file (deeper is an error, not a stack overflow).
@@ -92,31 +92,6 @@ impl<'a> Cursor<'a> {
         Ok(u16::from_le_bytes(self.array(what)?))
     }
 
-    fn u32(&mut self, what: &str) -> Result<u32> {
-        Ok(u32::from_le_bytes(self.array(what)?))
-    }
-
-    fn i32(&mut self, what: &str) -> Result<i32> {
-        Ok(i32::from_le_bytes(self.array(what)?))
-    }
-
-    fn u64(&mut self, what: &str) -> Result<u64> {
-        Ok(u64::from_le_bytes(self.array(what)?))
-    }
-
-    fn i64(&mut self, what: &str) -> Result<i64> {
-        Ok(i64::from_le_bytes(self.array(what)?))
-    }
-
-    fn bool(&mut self, what: &str) -> Result<bool> {
-        let at = self.pos;
-        match self.u8(what)? {
-            0 => Ok(false),
-            1 => Ok(true),
-            b => Err(self.error_at(at, format!("{what}: expected 0 or 1, found {b}"))),
-        }
-    }
-
     /// A count of items that take at least `min_size` bytes each, checked against the bytes
     /// left in the section before anything is allocated for them.
     fn count(&mut self, min_size: usize, what: &str) -> Result<usize> {
@@ -139,52 +114,6 @@ impl<'a> Cursor<'a> {
         let at = self.pos;
         let bytes = self.bytes(n, what)?;
         std::str::from_utf8(bytes).map_err(|e| self.error_at(at, format!("{what}: {e}")))
-    }
-
-    fn string(&mut self, what: &str) -> Result<String> {
-        self.str(what).map(str::to_owned)
-    }
-
-    fn reg(&mut self) -> Result<Reg> {
-        self.u32("a register").map(Reg)
-    }
-
-    fn regs(&mut self) -> Result<Vec<Reg>> {
-        let n = self.count(4, "registers")?;
-        (0..n).map(|_| self.reg()).collect()
-    }
-
-    fn i64s(&mut self, what: &str) -> Result<Vec<i64>> {
-        let n = self.count(8, what)?;
-        (0..n).map(|_| self.i64(what)).collect()
-    }
-
-    fn dtype(&mut self) -> Result<DType> {
-        let at = self.pos;
-        let code = self.u8("a dtype code")?;
-        let bits = self.u8("a dtype's bits")?;
-        let lanes = self.u16("a dtype's lanes")?;
-        let code = match code {
-            0 => Some(DTypeCode::Int),
-            1 => Some(DTypeCode::UInt),
-            2 => Some(DTypeCode::Float),
-            3 => Some(DTypeCode::Handle),
-            4 => Some(DTypeCode::BFloat),
-            6 => Some(DTypeCode::Bool),
-            _ => None,
-        };
-        let dtype = code.map(|code| DType { code, bits, lanes });
-        // Valid exactly when TVM's spelling of it reads back as itself.
-        match dtype {
-            Some(d) if DType::parse(&d.to_string()) == Some(d) => Ok(d),
-            _ => Err(self.error_at(
-                at,
-                format!(
-                    "not a dtype: code {}, {bits} bits, {lanes} lanes",
-                    self.file[at]
-                ),
-            )),
-        }
     }
 
     /// Checks that the section's payload was read to its end.
@@ -279,6 +208,83 @@ impl<'a> Cursor<'a> {
         } else {
             Ok(None)
         }
+    }
+}
+
+/// The primitive reads, which the instruction table's operands decode with (and the rest of
+/// the file uses too).
+impl DecodeOperand for Cursor<'_> {
+    type Error = ExeFileError;
+
+    fn reg(&mut self) -> Result<Reg> {
+        self.u32("a register").map(Reg)
+    }
+
+    fn regs(&mut self) -> Result<Vec<Reg>> {
+        let n = self.count(4, "registers")?;
+        (0..n).map(|_| self.reg()).collect()
+    }
+
+    fn bool(&mut self, what: &str) -> Result<bool> {
+        let at = self.pos;
+        match self.u8(what)? {
+            0 => Ok(false),
+            1 => Ok(true),
+            b => Err(self.error_at(at, format!("{what}: expected 0 or 1, found {b}"))),
+        }
+    }
+
+    fn u32(&mut self, what: &str) -> Result<u32> {
+        Ok(u32::from_le_bytes(self.array(what)?))
+    }
+
+    fn i32(&mut self, what: &str) -> Result<i32> {
+        Ok(i32::from_le_bytes(self.array(what)?))
+    }
+
+    fn u64(&mut self, what: &str) -> Result<u64> {
+        Ok(u64::from_le_bytes(self.array(what)?))
+    }
+
+    fn i64(&mut self, what: &str) -> Result<i64> {
+        Ok(i64::from_le_bytes(self.array(what)?))
+    }
+
+    fn i64s(&mut self, what: &str) -> Result<Vec<i64>> {
+        let n = self.count(8, what)?;
+        (0..n).map(|_| self.i64(what)).collect()
+    }
+
+    fn dtype(&mut self) -> Result<DType> {
+        let at = self.pos;
+        let code = self.u8("a dtype code")?;
+        let bits = self.u8("a dtype's bits")?;
+        let lanes = self.u16("a dtype's lanes")?;
+        let code = match code {
+            0 => Some(DTypeCode::Int),
+            1 => Some(DTypeCode::UInt),
+            2 => Some(DTypeCode::Float),
+            3 => Some(DTypeCode::Handle),
+            4 => Some(DTypeCode::BFloat),
+            6 => Some(DTypeCode::Bool),
+            _ => None,
+        };
+        let dtype = code.map(|code| DType { code, bits, lanes });
+        // Valid exactly when TVM's spelling of it reads back as itself.
+        match dtype {
+            Some(d) if DType::parse(&d.to_string()) == Some(d) => Ok(d),
+            _ => Err(self.error_at(
+                at,
+                format!(
+                    "not a dtype: code {}, {bits} bits, {lanes} lanes",
+                    self.file[at]
+                ),
+            )),
+        }
+    }
+
+    fn string(&mut self, what: &str) -> Result<String> {
+        self.str(what).map(str::to_owned)
     }
 }
 
@@ -642,16 +648,17 @@ fn read_code(c: &mut Cursor<'_>) -> Result<(Vec<VmFunction>, Vec<Vec<usize>>)> {
     for i in 0..n {
         let at = c.pos;
         let name = c.str("an opcode's name")?;
-        let kind = Instruction::KINDS
+        let opcode = Opcode::ALL
             .iter()
-            .position(|&k| k == name)
+            .copied()
+            .find(|opcode| opcode.name() == name)
             .ok_or_else(|| {
                 c.error_at(
                     at,
                     format!("opcode {i} is `{name}`, an instruction this relayc does not know"),
                 )
             })?;
-        opcodes.push(kind);
+        opcodes.push(opcode);
     }
     let n = c.count(18, "functions")?;
     let mut functions = Vec::with_capacity(n);
@@ -665,7 +672,7 @@ fn read_code(c: &mut Cursor<'_>) -> Result<(Vec<VmFunction>, Vec<Vec<usize>>)> {
     Ok((functions, offsets))
 }
 
-fn read_function(c: &mut Cursor<'_>, opcodes: &[usize]) -> Result<(VmFunction, Vec<usize>)> {
+fn read_function(c: &mut Cursor<'_>, opcodes: &[Opcode]) -> Result<(VmFunction, Vec<usize>)> {
     c.vars.clear();
     let name = c.string("a function's name")?;
     let n = c.count(5, "parameters")?;
@@ -709,7 +716,7 @@ fn read_function(c: &mut Cursor<'_>, opcodes: &[usize]) -> Result<(VmFunction, V
         ));
     }
     let n = c.count(8, "locations")?;
-    let mut locations: Vec<(u32, String)> = Vec::with_capacity(n);
+    let mut locations: Vec<(u32, SourceLocation)> = Vec::with_capacity(n);
     for _ in 0..n {
         let at = c.pos;
         let pc = c.u32("a location's instruction")?;
@@ -724,16 +731,17 @@ fn read_function(c: &mut Cursor<'_>, opcodes: &[usize]) -> Result<(VmFunction, V
                 ),
             ));
         }
-        locations.push((pc, c.string("a location")?));
+        // The file keeps the text; the span was into a source this process does not have.
+        let text = c.string("a location")?;
+        locations.push((pc, SourceLocation { text, span: None }));
     }
     Ok((VmFunction { locations, ..f }, offsets))
 }
 
-fn read_instruction(c: &mut Cursor<'_>, opcodes: &[usize]) -> Result<Instruction> {
-    use Instruction as I;
+fn read_instruction(c: &mut Cursor<'_>, opcodes: &[Opcode]) -> Result<Instruction> {
     let at = c.pos;
     let opcode = c.u8("an opcode")?;
-    let Some(&kind) = opcodes.get(opcode as usize) else {
+    let Some(&opcode) = opcodes.get(opcode as usize) else {
         return Err(c.error_at(
             at,
             format!(
@@ -742,136 +750,5 @@ fn read_instruction(c: &mut Cursor<'_>, opcodes: &[usize]) -> Result<Instruction
             ),
         ));
     };
-    Ok(match Instruction::KINDS[kind] {
-        "move" => {
-            let dst = c.reg()?;
-            I::Move {
-                from: c.reg()?,
-                dst,
-            }
-        }
-        "ret" => I::Ret { result: c.reg()? },
-        "fatal" => I::Fatal {
-            message: c.string("a fatal message")?,
-        },
-        "invoke" => I::Invoke {
-            func: c.u32("a function index")?,
-            args: c.regs()?,
-            dst: c.reg()?,
-        },
-        "invoke_closure" => I::InvokeClosure {
-            closure: c.reg()?,
-            args: c.regs()?,
-            dst: c.reg()?,
-        },
-        "tail_invoke" => I::TailInvoke {
-            func: c.u32("a function index")?,
-            args: c.regs()?,
-        },
-        "tail_invoke_closure" => I::TailInvokeClosure {
-            closure: c.reg()?,
-            args: c.regs()?,
-        },
-        "invoke_packed" => I::InvokePacked {
-            kernel: c.u32("a kernel index")?,
-            inputs: c.regs()?,
-            outputs: c.regs()?,
-        },
-        "invoke_packed_alloc" => I::InvokePackedAlloc {
-            kernel: c.u32("a kernel index")?,
-            inputs: c.regs()?,
-            dst: c.reg()?,
-        },
-        "alloc_tensor" => I::AllocTensor {
-            storage: c.reg()?,
-            offset: c.reg()?,
-            shape: c.i64s("a tensor's dimensions")?,
-            dtype: c.dtype()?,
-            dst: c.reg()?,
-        },
-        "alloc_tensor_reg" => I::AllocTensorReg {
-            storage: c.reg()?,
-            offset: c.reg()?,
-            shape: c.reg()?,
-            dtype: c.dtype()?,
-            assert_shape: if c.bool("whether a shape assertion follows")? {
-                Some(c.i64s("an asserted shape")?)
-            } else {
-                None
-            },
-            dst: c.reg()?,
-        },
-        "alloc_storage" => I::AllocStorage {
-            size: c.reg()?,
-            alignment: c.u64("an alignment")?,
-            dtype_hint: c.dtype()?,
-            dst: c.reg()?,
-        },
-        "alloc_data" => I::AllocAdt {
-            tag: c.u32("a constructor tag")?,
-            fields: c.regs()?,
-            dst: c.reg()?,
-        },
-        "alloc_tuple" => I::AllocTuple {
-            fields: c.regs()?,
-            dst: c.reg()?,
-        },
-        "alloc_closure" => I::AllocClosure {
-            func: c.u32("a function index")?,
-            captured: c.regs()?,
-            dst: c.reg()?,
-        },
-        "get_field" => I::GetField {
-            object: c.reg()?,
-            index: c.u32("a field index")?,
-            dst: c.reg()?,
-        },
-        "get_tag" => I::GetTag {
-            object: c.reg()?,
-            dst: c.reg()?,
-        },
-        "if" => I::If {
-            test: c.reg()?,
-            target: c.reg()?,
-            true_offset: c.i32("a jump offset")?,
-            false_offset: c.i32("a jump offset")?,
-        },
-        "goto" => I::Goto {
-            offset: c.i32("a jump offset")?,
-        },
-        "load_const" => I::LoadConst {
-            index: c.u32("a constant index")?,
-            dst: c.reg()?,
-        },
-        "load_consti" => I::LoadConsti {
-            value: c.i64("an integer")?,
-            dst: c.reg()?,
-        },
-        "shape_of" => I::ShapeOf {
-            tensor: c.reg()?,
-            dst: c.reg()?,
-        },
-        "reshape_tensor" => I::ReshapeTensor {
-            tensor: c.reg()?,
-            shape: c.reg()?,
-            dst: c.reg()?,
-        },
-        "kill_register" => I::KillRegister { reg: c.reg()? },
-        "alloc_ref" => I::AllocRef {
-            value: c.reg()?,
-            dst: c.reg()?,
-        },
-        "ref_read" => I::RefRead {
-            reference: c.reg()?,
-            dst: c.reg()?,
-        },
-        "ref_write" => I::RefWrite {
-            reference: c.reg()?,
-            value: c.reg()?,
-            dst: c.reg()?,
-        },
-        other => {
-            return Err(c.error_at(at, format!("opcode `{other}` has no decoder")));
-        }
-    })
+    Instruction::decode(opcode, c)
 }

@@ -11,7 +11,7 @@ use super::{
     CHECKSUM_LEN, CONSTANT_ALIGNMENT, ExeFileError, FORMAT_VERSION, HEADER_LEN, MAGIC, SECTIONS,
     xxh64,
 };
-use crate::bytecode::{Instruction, Reg, VmFunction};
+use crate::bytecode::{EncodeOperand, Instruction, Reg, VmFunction};
 use crate::executable::Executable;
 
 /// The file's bytes, built front to back.
@@ -29,13 +29,13 @@ fn count(n: usize, what: &str) -> Result<u32, ExeFileError> {
     })
 }
 
-impl Encoder {
+/// The primitive writes, which the instruction table's operands encode with (and the rest of
+/// the file uses too).
+impl EncodeOperand for Encoder {
+    type Error = ExeFileError;
+
     fn u8(&mut self, v: u8) {
         self.out.push(v);
-    }
-
-    fn u16(&mut self, v: u16) {
-        self.out.extend_from_slice(&v.to_le_bytes());
     }
 
     fn u32(&mut self, v: u32) {
@@ -52,26 +52,6 @@ impl Encoder {
 
     fn i64(&mut self, v: i64) {
         self.out.extend_from_slice(&v.to_le_bytes());
-    }
-
-    fn len(&mut self, n: usize, what: &str) -> Result<(), ExeFileError> {
-        let n = count(n, what)?;
-        self.u32(n);
-        Ok(())
-    }
-
-    fn str(&mut self, s: &str) -> Result<(), ExeFileError> {
-        self.len(s.len(), "bytes of a string")?;
-        self.out.extend_from_slice(s.as_bytes());
-        Ok(())
-    }
-
-    /// Zero bytes up to the next multiple of `align` (a file offset).
-    fn pad(&mut self, align: usize) {
-        let rest = self.out.len() % align;
-        if rest != 0 {
-            self.out.resize(self.out.len() + align - rest, 0);
-        }
     }
 
     fn reg(&mut self, r: Reg) {
@@ -98,6 +78,32 @@ impl Encoder {
         self.u8(d.code as u8);
         self.u8(d.bits);
         self.u16(d.lanes);
+    }
+
+    fn str(&mut self, s: &str) -> Result<(), ExeFileError> {
+        self.len(s.len(), "bytes of a string")?;
+        self.out.extend_from_slice(s.as_bytes());
+        Ok(())
+    }
+}
+
+impl Encoder {
+    fn u16(&mut self, v: u16) {
+        self.out.extend_from_slice(&v.to_le_bytes());
+    }
+
+    fn len(&mut self, n: usize, what: &str) -> Result<(), ExeFileError> {
+        let n = count(n, what)?;
+        self.u32(n);
+        Ok(())
+    }
+
+    /// Zero bytes up to the next multiple of `align` (a file offset).
+    fn pad(&mut self, align: usize) {
+        let rest = self.out.len() % align;
+        if rest != 0 {
+            self.out.resize(self.out.len() + align - rest, 0);
+        }
     }
 
     fn var(&mut self, v: &TypeVar) -> Result<(), ExeFileError> {
@@ -281,180 +287,16 @@ impl Encoder {
         self.len(f.locations.len(), "locations")?;
         for (pc, location) in &f.locations {
             self.u32(*pc);
-            self.str(location)?;
+            self.str(&location.text)?;
         }
         Ok(())
     }
 
     fn instruction(&mut self, instr: &Instruction) -> Result<(), ExeFileError> {
-        use Instruction as I;
         // The opcode is the instruction's kind: its position in the opcode table written
         // before the functions.
-        self.u8(instr.kind() as u8);
-        match instr {
-            I::Move { from, dst } => {
-                self.reg(*dst);
-                self.reg(*from);
-            }
-            I::Ret { result } => self.reg(*result),
-            I::Fatal { message } => self.str(message)?,
-            I::Invoke { func, args, dst } => {
-                self.u32(*func);
-                self.regs(args)?;
-                self.reg(*dst);
-            }
-            I::InvokeClosure { closure, args, dst } => {
-                self.reg(*closure);
-                self.regs(args)?;
-                self.reg(*dst);
-            }
-            I::TailInvoke { func, args } => {
-                self.u32(*func);
-                self.regs(args)?;
-            }
-            I::TailInvokeClosure { closure, args } => {
-                self.reg(*closure);
-                self.regs(args)?;
-            }
-            I::InvokePacked {
-                kernel,
-                inputs,
-                outputs,
-            } => {
-                self.u32(*kernel);
-                self.regs(inputs)?;
-                self.regs(outputs)?;
-            }
-            I::InvokePackedAlloc {
-                kernel,
-                inputs,
-                dst,
-            } => {
-                self.u32(*kernel);
-                self.regs(inputs)?;
-                self.reg(*dst);
-            }
-            I::AllocTensor {
-                storage,
-                offset,
-                shape,
-                dtype,
-                dst,
-            } => {
-                self.reg(*storage);
-                self.reg(*offset);
-                self.i64s(shape)?;
-                self.dtype(*dtype);
-                self.reg(*dst);
-            }
-            I::AllocTensorReg {
-                storage,
-                offset,
-                shape,
-                dtype,
-                assert_shape,
-                dst,
-            } => {
-                self.reg(*storage);
-                self.reg(*offset);
-                self.reg(*shape);
-                self.dtype(*dtype);
-                match assert_shape {
-                    None => self.u8(0),
-                    Some(dims) => {
-                        self.u8(1);
-                        self.i64s(dims)?;
-                    }
-                }
-                self.reg(*dst);
-            }
-            I::AllocStorage {
-                size,
-                alignment,
-                dtype_hint,
-                dst,
-            } => {
-                self.reg(*size);
-                self.u64(*alignment);
-                self.dtype(*dtype_hint);
-                self.reg(*dst);
-            }
-            I::AllocAdt { tag, fields, dst } => {
-                self.u32(*tag);
-                self.regs(fields)?;
-                self.reg(*dst);
-            }
-            I::AllocTuple { fields, dst } => {
-                self.regs(fields)?;
-                self.reg(*dst);
-            }
-            I::AllocClosure {
-                func,
-                captured,
-                dst,
-            } => {
-                self.u32(*func);
-                self.regs(captured)?;
-                self.reg(*dst);
-            }
-            I::GetField { object, index, dst } => {
-                self.reg(*object);
-                self.u32(*index);
-                self.reg(*dst);
-            }
-            I::GetTag { object, dst } => {
-                self.reg(*object);
-                self.reg(*dst);
-            }
-            I::If {
-                test,
-                target,
-                true_offset,
-                false_offset,
-            } => {
-                self.reg(*test);
-                self.reg(*target);
-                self.i32(*true_offset);
-                self.i32(*false_offset);
-            }
-            I::Goto { offset } => self.i32(*offset),
-            I::LoadConst { index, dst } => {
-                self.u32(*index);
-                self.reg(*dst);
-            }
-            I::LoadConsti { value, dst } => {
-                self.i64(*value);
-                self.reg(*dst);
-            }
-            I::ShapeOf { tensor, dst } => {
-                self.reg(*tensor);
-                self.reg(*dst);
-            }
-            I::ReshapeTensor { tensor, shape, dst } => {
-                self.reg(*tensor);
-                self.reg(*shape);
-                self.reg(*dst);
-            }
-            I::KillRegister { reg } => self.reg(*reg),
-            I::AllocRef { value, dst } => {
-                self.reg(*value);
-                self.reg(*dst);
-            }
-            I::RefRead { reference, dst } => {
-                self.reg(*reference);
-                self.reg(*dst);
-            }
-            I::RefWrite {
-                reference,
-                value,
-                dst,
-            } => {
-                self.reg(*reference);
-                self.reg(*value);
-                self.reg(*dst);
-            }
-        }
-        Ok(())
+        self.u8(instr.opcode() as u8);
+        instr.try_for_each_operand(|operand| operand.encode(self))
     }
 }
 
