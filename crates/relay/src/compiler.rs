@@ -39,7 +39,8 @@ use crate::{Error, Result, Tensor};
 /// ```
 #[derive(Clone, Debug)]
 pub struct Compiler {
-    /// The function parameters are bound in (without `@`).
+    /// The entry function (without `@`): parameters are bound in it, and dead-code
+    /// elimination keeps what it reaches.
     entry: String,
     /// Values of the entry function's parameters, by name (without `%`).
     params: HashMap<String, NDArray>,
@@ -57,7 +58,7 @@ impl Default for Compiler {
 
 impl Compiler {
     /// A compiler with the default pipeline (the repository's `passes.toml`, as `relayc build`
-    /// runs it), binding parameters of `@main`.
+    /// runs it), compiling for `@main`.
     pub fn new() -> Compiler {
         Compiler {
             entry: "main".to_owned(),
