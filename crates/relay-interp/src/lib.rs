@@ -14,6 +14,7 @@
 //! - Every failure is a [`RunError`] naming the global function and the source location;
 //!   no input makes the interpreter panic.
 
+mod closure;
 mod error;
 mod format;
 mod inputs;

@@ -25,41 +25,9 @@ use relay_ir::{
 };
 
 use crate::InterpOptions;
+use crate::closure::{Closure, Code};
 use crate::error::{RunError, RunErrorKind};
 use crate::release::Releaser;
-
-/// A closure made by the interpreter: code plus the values it captured. It is the payload of
-/// [`Value::Closure`].
-pub(crate) struct Closure {
-    /// What runs when the closure is called.
-    code: Code,
-    /// The captured values of the function literal's free variables.
-    captured: Vec<(VarId, Value)>,
-    /// For a `let %f = fn ...` binding: `%f`, bound to the closure itself on every call, so the
-    /// function can call itself without a reference cycle.
-    self_var: Option<VarId>,
-    /// The global function the code was written in, for error messages.
-    home: Option<Symbol>,
-}
-
-impl Closure {
-    /// Takes the captured values out (when the closure is being dropped).
-    pub(crate) fn take_captured(&mut self) -> Vec<(VarId, Value)> {
-        std::mem::take(&mut self.captured)
-    }
-}
-
-/// The code of a closure.
-enum Code {
-    /// A function literal: the `ExprKind::Function` node.
-    Lambda(Expr),
-    /// A global function used as a value.
-    Global(Symbol),
-    /// A constructor used as a value, with its number of fields.
-    Ctor(CtorRef, usize),
-    /// An operator used as a value, with its default attributes.
-    Op(OpRef, Attrs),
-}
 
 /// The FxHash function over variable ids: the environment's keys are small integers.
 #[derive(Default)]

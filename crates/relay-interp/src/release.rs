@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use relay_ir::Value;
 
-use crate::machine::Closure;
+use crate::closure::Closure;
 
 /// An explicit stack for taking apart uniquely-owned values.
 pub(crate) struct Releaser {

@@ -18,9 +18,10 @@
 //! bindings before it are decided. Every value is walked a bounded number of times, so a chain of
 //! 100,000 bindings is linear, and dead code that only dead code used disappears in one pass.
 //!
-//! Functions. When the module has `@main`, global functions not reachable from it (through any
-//! `@name` reference) are removed; a module without `@main` keeps all of them. Primitive
-//! functions are never entered. Statistics: `bindings removed`, `functions removed`.
+//! Functions. When the module has the entry function (`@main`, unless the pipeline names another
+//! with `PassManager::entry`), global functions not reachable from it (through any `@name`
+//! reference) are removed; a module without it keeps all of them. Primitive functions are never
+//! entered. Statistics: `bindings removed`, `functions removed`.
 
 use std::collections::{HashMap, HashSet};
 
@@ -64,9 +65,8 @@ impl Pass for EliminateDeadCode {
             removed += dce.removed;
         }
         let before = module.functions.len();
-        let main = Symbol::intern("main");
-        if module.function(main).is_some() {
-            let reachable = reachable_globals(&module, main);
+        if module.function(cx.entry).is_some() {
+            let reachable = reachable_globals(&module, cx.entry);
             module.functions.retain(|g| reachable.contains(&g.name));
         }
         cx.stat("bindings removed", removed as i64);
@@ -305,6 +305,28 @@ def @main(%x: int32) -> int32 { add(%x, @used()) }
             !text.contains("unused") && text.contains("def @used"),
             "{text}"
         );
+    }
+
+    #[test]
+    fn globals_the_entry_reaches_stay() {
+        let module = crate::testing::parse_checked(
+            r#"#[version = "0.0.5"]
+def @helper(%x: int32) -> int32 { add(%x, 1) }
+def @f(%x: int32) -> int32 { @helper(%x) }
+def @main(%x: int32) -> int32 { %x }
+"#,
+        );
+        let (out, _) = PassManager::new(vec![&EliminateDeadCode], 2)
+            .entry("@f")
+            .run(module)
+            .expect("runs");
+        let text = print_module(&out, &PrintOptions::default());
+        // `@f` and what it calls stay; `@main` does not reach them, and goes.
+        assert!(
+            text.contains("def @f") && text.contains("def @helper"),
+            "{text}"
+        );
+        assert!(!text.contains("def @main"), "{text}");
     }
 
     /// The early passes of the pipeline (this file's and its neighbours') on a chain of 100,000

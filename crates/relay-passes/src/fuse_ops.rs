@@ -9,10 +9,10 @@
 //! node to each node that reads it directly, as an argument, field or projected tuple. A value
 //! read by anything else (a non-operator call, an `if` condition, a match scrutinee, a nested
 //! scope, a `ref`, the chain's result) is used outside the graph and must be materialized: it
-//! can end a group but not sit inside one. The partitioner groups nodes with TVM's algorithm
-//! (post-dominator tree, three phases, `max_depth`); every group that holds an operator call
-//! becomes a call of a fresh primitive function, placed where the group's last node was, and
-//! the bindings of the other members disappear.
+//! can end a group but not sit inside one. The partitioner ([`partition`]) groups nodes with
+//! TVM's algorithm (the post-dominator tree of [`dominator`], three phases, `max_depth`); every
+//! group that holds an operator call becomes a call of a fresh primitive function, placed where
+//! the group's last node was, and the bindings of the other members disappear.
 //!
 //! Dialect operators (`memory.*`, `vm.*`, `on_device`, `device_copy`) are not fused and stay as
 //! they are; primitive functions already in the program are left alone, so the pass is
@@ -20,6 +20,7 @@
 
 mod dominator;
 mod graph;
+mod partition;
 
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
@@ -464,7 +465,7 @@ impl Chain {
         self.roots = if max_depth <= 1 {
             (0..n as u32).collect()
         } else {
-            graph::partition(&self.graph, max_depth)
+            partition::partition(&self.graph, max_depth)
         };
         let mut has_op = vec![false; n];
         for (i, e) in self.exprs.iter().enumerate() {

@@ -32,7 +32,7 @@ pub mod to_anf;
 
 use std::collections::BTreeMap;
 
-use relay_ir::{Module, Span};
+use relay_ir::{Module, Span, Symbol};
 
 pub use config::{
     ConfigError, ConfigErrorKind, DebugConfig, MAX_OPT_LEVEL, OptionSetting, PipelineConfig,
@@ -131,6 +131,9 @@ impl OptionValue {
 pub struct PassContext {
     /// The pipeline's optimization level (0 to 3).
     pub opt_level: u32,
+    /// The entry function the program is compiled for (`@main` unless the pipeline names
+    /// another): what `eliminate_dead_code` keeps the reachable globals of.
+    pub entry: Symbol,
     /// This pass's options: every option it declares, with defaults filled in.
     options: BTreeMap<&'static str, OptionValue>,
     /// Statistics the pass reported, in report order (`("storage bytes before", 4096)`).
@@ -142,6 +145,7 @@ impl PassContext {
     pub fn new(pass: &dyn Pass, opt_level: u32) -> PassContext {
         PassContext {
             opt_level,
+            entry: Symbol::intern("main"),
             options: pass.options().iter().map(|o| (o.name, o.default)).collect(),
             stats: Vec::new(),
         }

@@ -7,7 +7,7 @@ use std::io;
 use std::time::{Duration, Instant};
 
 use miette::{GraphicalReportHandler, GraphicalTheme};
-use relay_ir::{Expr, Module, PrintOptions};
+use relay_ir::{Expr, Module, PrintOptions, Symbol};
 
 use crate::config::{find_option, pass_help};
 use crate::{
@@ -30,6 +30,8 @@ pub struct PassTiming {
 pub struct PassManager {
     passes: Vec<&'static dyn Pass>,
     opt_level: u32,
+    /// The entry function (`@main` by default), given to every pass.
+    entry: Symbol,
     /// Option values set for each pass, over the declared defaults.
     options: BTreeMap<&'static str, Vec<(&'static str, OptionValue)>>,
     verify_each: bool,
@@ -80,6 +82,7 @@ impl PassManager {
         PassManager {
             passes,
             opt_level,
+            entry: Symbol::intern("main"),
             options: BTreeMap::new(),
             verify_each: false,
             time_passes: false,
@@ -140,6 +143,13 @@ impl PassManager {
     /// Prints the module after every pass.
     pub fn print_after_all(mut self, on: bool) -> PassManager {
         self.print_after_all = on;
+        self
+    }
+
+    /// Compiles for entry function `name` (with or without `@`) instead of `@main`:
+    /// `eliminate_dead_code` keeps what it reaches.
+    pub fn entry(mut self, name: &str) -> PassManager {
+        self.entry = Symbol::intern(name.strip_prefix('@').unwrap_or(name));
         self
     }
 
@@ -242,6 +252,7 @@ impl PassManager {
                 dump(out, "before", name, &module);
             }
             let mut cx = PassContext::new(pass, self.opt_level);
+            cx.entry = self.entry;
             for &(option, value) in self.options.get(name).into_iter().flatten() {
                 cx.set_option(option, value);
             }

@@ -1,17 +1,18 @@
-//! `Compiler`: from a type-checked module to an [`Executable`], as `relayc build` does: bind
-//! parameters to constants (TVM's `bind_params_by_name`), run the pass pipeline, compile the
-//! lowered module to bytecode and JIT-compile its kernels.
+//! `Compiler`: the one compile driver, from a type-checked module to an [`Executable`] —
+//! `relayc build` and `relayc run` are its clients: bind parameters to constants (TVM's
+//! `bind_params_by_name`), run the pass pipeline, compile the lowered module to bytecode and
+//! JIT-compile its kernels, timing each stage.
 
 use std::collections::HashMap;
+use std::time::{Duration, Instant};
 
 use miette::NamedSource;
-use relay_ir::visit::substitute;
-use relay_ir::{Expr, Module, Symbol, VarId};
+use relay_ir::Module;
 use relay_passes::{PassManager, PipelineConfig};
 use relay_runtime::NDArray;
-use relay_runtime::npy::shape_tuple;
 use relay_vm::Executable;
 
+use crate::bind::bind_params;
 use crate::error::Reported;
 use crate::{Error, Result, Tensor};
 
@@ -38,7 +39,8 @@ use crate::{Error, Result, Tensor};
 /// ```
 #[derive(Clone, Debug)]
 pub struct Compiler {
-    /// The function parameters are bound in (without `@`).
+    /// The entry function (without `@`): parameters are bound in it, and dead-code
+    /// elimination keeps what it reaches.
     entry: String,
     /// Values of the entry function's parameters, by name (without `%`).
     params: HashMap<String, NDArray>,
@@ -56,7 +58,7 @@ impl Default for Compiler {
 
 impl Compiler {
     /// A compiler with the default pipeline (the repository's `passes.toml`, as `relayc build`
-    /// runs it), binding parameters of `@main`.
+    /// runs it), compiling for `@main`.
     pub fn new() -> Compiler {
         Compiler {
             entry: "main".to_owned(),
@@ -97,7 +99,8 @@ impl Compiler {
         self
     }
 
-    /// Binds parameters of `entry` (with or without `@`) instead of `@main`'s.
+    /// Compiles for global function `entry` (with or without `@`) instead of `@main`: the
+    /// parameters are bound in it, and dead-code elimination keeps what it reaches.
     pub fn entry(mut self, entry: &str) -> Compiler {
         self.entry = entry.strip_prefix('@').unwrap_or(entry).to_owned();
         self
@@ -105,115 +108,87 @@ impl Compiler {
 
     /// Binds the parameters and runs the pass pipeline: the module [`relay_vm::compile`] takes
     /// (what `relayc build --emit ir` prints). `module` is type-checked again first, so a
-    /// module built by hand needs no checking beforehand.
+    /// module built by hand needs no checking beforehand. What the pipeline's debug settings
+    /// ask for (`print_after_all`, `time_passes`, ...) goes to stderr.
     pub fn lower(&self, module: &Module) -> Result<Module> {
         let module = bind_params(module.clone(), &self.entry, &self.params)?;
         let mut pipeline = self.pipeline.clone();
         if let Some(level) = self.opt_level {
             pipeline.opt_level = level;
         }
-        let source = module.source.clone();
-        match PassManager::from_config(&pipeline).run(module) {
-            Ok((module, _timings)) => Ok(module),
-            Err(err) => {
-                // Pass errors point into the input; give them its text to show.
-                let report = miette::Report::new(err);
-                let report = match source {
-                    Some(source) => {
-                        report.with_source_code(NamedSource::new(&source.name, source.text.clone()))
-                    }
-                    None => report,
-                };
-                Err(Error::Pass(Reported(report)))
-            }
-        }
+        run_passes(
+            &PassManager::from_config(&pipeline).entry(&self.entry),
+            module,
+        )
     }
 
     /// Lowers the module ([`Compiler::lower`]), compiles it to bytecode and JIT-compiles every
     /// static kernel, so the first run pays no compile time. The executable is immutable and
     /// `Send + Sync`: any number of [`crate::Vm`]s on any threads can run it at once.
     pub fn compile(&self, module: &Module) -> Result<Executable> {
+        self.compile_timed(module).map(|(exe, _times)| exe)
+    }
+
+    /// [`Compiler::compile`], with the time each stage took. Every kernel is tried before
+    /// failing: [`Error::Kernel`] reports each one that cannot be compiled.
+    pub fn compile_timed(&self, module: &Module) -> Result<(Executable, CompileTimes)> {
+        let start = Instant::now();
         let lowered = self.lower(module)?;
+        let passes = start.elapsed();
+        let start = Instant::now();
         let exe = relay_vm::compile(&lowered)?;
-        exe.jit().map_err(|errors| Error::Kernel { errors })?;
-        Ok(exe)
-    }
-}
-
-/// Binds parameters of global function `entry` (with or without `@`) to constants by name
-/// (with or without `%`), as TVM's `bind_params_by_name`: each bound parameter's uses become
-/// the constant and the parameter is removed; names that are not parameters are ignored. The
-/// result is type-checked again, so its types reflect the constants.
-///
-/// Each value must fit its parameter's type: the same dtype and rank, and every known
-/// dimension equal (a `?` dimension takes the value's). A mismatch is
-/// [`Error::BindParams`], naming the parameter; a name shared by several parameters is
-/// [`Error::AmbiguousParam`].
-pub fn bind_params(
-    mut module: Module,
-    entry: &str,
-    params: &HashMap<String, NDArray>,
-) -> Result<Module> {
-    let entry = entry.strip_prefix('@').unwrap_or(entry);
-    let params: HashMap<&str, &NDArray> = params
-        .iter()
-        .map(|(name, array)| (name.strip_prefix('%').unwrap_or(name), array))
-        .collect();
-    if !params.is_empty() {
-        let name = Symbol::intern(entry);
-        let Some(global) = module.functions.iter_mut().find(|f| f.name == name) else {
-            return Err(Error::NoEntry {
-                entry: entry.to_owned(),
-            });
+        let bytecode = start.elapsed();
+        let start = Instant::now();
+        let each_kernel = crate::kernels::jit(&exe, lowered.source.as_deref())
+            .map_err(|failures| Error::Kernel { failures })?;
+        let kernels = start.elapsed();
+        let times = CompileTimes {
+            passes,
+            bytecode,
+            kernels,
+            each_kernel,
         };
-        let func = &mut global.func;
-        let mut map: HashMap<VarId, Expr> = HashMap::new();
-        for param in &func.params {
-            let param_name = param.name().as_str();
-            let Some(&array) = params.get(param_name) else {
-                continue;
-            };
-            let count = func
-                .params
-                .iter()
-                .filter(|p| p.name().as_str() == param_name)
-                .count();
-            if count > 1 {
-                return Err(Error::AmbiguousParam {
-                    name: param_name.to_owned(),
-                    entry: entry.to_owned(),
-                    count,
-                });
-            }
-            let ty = param.checked_type().or(param.ty());
-            if let Some(ty) = ty
-                && !relay_ir::tensor_fits(ty, array)
-            {
-                return Err(Error::BindParams {
-                    name: param_name.to_owned(),
-                    entry: entry.to_owned(),
-                    expected: ty.to_string(),
-                    got: describe(array),
-                });
-            }
-            map.insert(param.id(), Expr::constant(array.clone()));
-        }
-        if !map.is_empty() {
-            func.params.retain(|p| !map.contains_key(&p.id()));
-            func.body = substitute(&func.body, &map);
-        }
+        Ok((exe, times))
     }
-    if let Err(errors) = relay_types::check_module(&module) {
-        return Err(Error::Program(Reported(miette::Report::new(errors))));
-    }
-    Ok(module)
 }
 
-/// "a float64 tensor of shape (8, 16)", for error messages.
-fn describe(array: &NDArray) -> String {
-    format!(
-        "a {} tensor of shape {}",
-        array.dtype(),
-        shape_tuple(array.shape())
-    )
+/// The wall times of the stages of [`Compiler::compile_timed`].
+#[derive(Clone, Debug, Default)]
+pub struct CompileTimes {
+    /// Binding the parameters and running the pass pipeline.
+    pub passes: Duration,
+    /// The bytecode compiler.
+    pub bytecode: Duration,
+    /// JIT-compiling the static kernels.
+    pub kernels: Duration,
+    /// The compile time of each kernel, in kernel-table order (`None` for a kernel with dynamic
+    /// shapes, compiled when called).
+    pub each_kernel: Vec<Option<Duration>>,
+}
+
+impl CompileTimes {
+    /// The time of every stage together.
+    pub fn total(&self) -> Duration {
+        self.passes + self.bytecode + self.kernels
+    }
+}
+
+/// Runs `manager`'s pipeline on a type-checked module, writing its debugging output to stderr
+/// (what `relayc opt` and [`Compiler::lower`] do). A pass error is [`Error::Pass`], shown
+/// against the input's text, into which its spans point.
+pub fn run_passes(manager: &PassManager, module: Module) -> Result<Module> {
+    let source = module.source.clone();
+    match manager.run(module) {
+        Ok((module, _timings)) => Ok(module),
+        Err(err) => {
+            let report = miette::Report::new(err);
+            let report = match source {
+                Some(source) => {
+                    report.with_source_code(NamedSource::new(&source.name, source.text.clone()))
+                }
+                None => report,
+            };
+            Err(Error::Pass(Reported(report)))
+        }
+    }
 }

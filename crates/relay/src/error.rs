@@ -4,10 +4,11 @@
 use std::fmt;
 
 use miette::Diagnostic;
-use relay_kernel::KernelError;
 use relay_runtime::npy::{self, NpyError};
 use relay_runtime::{DType, NDArrayError};
 use relay_vm::{CompileError, ExeFileError, VmError};
+
+use crate::KernelFailure;
 
 /// What went wrong in the library API.
 ///
@@ -65,12 +66,12 @@ pub enum Error {
     #[diagnostic(transparent)]
     Compile(#[from] CompileError),
     /// Kernels of the executable could not be JIT-compiled.
-    #[error("{}", kernel_summary(errors))]
+    #[error("{}", kernel_summary(failures))]
     #[diagnostic(code(relay::api::kernels))]
     Kernel {
         /// Every kernel that failed, with why.
         #[related]
-        errors: Vec<KernelError>,
+        failures: Vec<KernelFailure>,
     },
     /// An executable file could not be saved or loaded ([`crate::Executable::save`],
     /// [`crate::Executable::load`]): an I/O error, or a file that is not a valid executable
@@ -129,11 +130,11 @@ impl From<miette::Report> for Error {
 }
 
 /// "kernel k: ..." for one failure, "3 kernels failed to compile: a, b, c" for several.
-fn kernel_summary(errors: &[KernelError]) -> String {
-    match errors {
-        [one] => one.to_string(),
+fn kernel_summary(failures: &[KernelFailure]) -> String {
+    match failures {
+        [one] => one.error().to_string(),
         many => {
-            let list: Vec<String> = many.iter().map(ToString::to_string).collect();
+            let list: Vec<String> = many.iter().map(|f| f.error().to_string()).collect();
             format!(
                 "{} kernels failed to compile: {}",
                 many.len(),

@@ -59,21 +59,25 @@
 //! Invariants: nothing here panics on any program or input; an [`Executable`] is immutable
 //! once compiled and `Send + Sync`; a [`Vm`] is used by one thread at a time.
 
+mod bind;
 mod compiler;
 mod error;
+mod kernels;
 mod tensor;
 mod vm;
 
 use relay_ir::Module;
 
-pub use compiler::{Compiler, bind_params};
+pub use bind::bind_params;
+pub use compiler::{CompileTimes, Compiler, run_passes};
 pub use error::{Error, Reported, Result};
-pub use relay_passes::PipelineConfig;
+pub use kernels::KernelFailure;
+pub use relay_passes::{PassManager, PipelineConfig};
 pub use relay_runtime::{AdtValue, DType, NDArray, Value};
 pub use relay_vm::{
     CompileError, ExeFileError, Executable, Profile, VmError, VmErrorKind, VmOptions,
 };
-pub use tensor::{Element, Tensor};
+pub use tensor::{Element, Tensor, describe};
 pub use vm::Vm;
 
 /// Parses Relay text and type-checks it: the module [`Compiler::compile`] takes. `name` names

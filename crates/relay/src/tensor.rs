@@ -5,7 +5,7 @@ use std::fmt;
 use std::path::Path;
 use std::sync::Arc;
 
-use relay_runtime::npy;
+use relay_runtime::npy::{self, shape_tuple};
 use relay_runtime::{DType, NDArray, Value};
 
 use crate::{Error, Result};
@@ -256,6 +256,15 @@ impl TryFrom<&Value> for Tensor {
     fn try_from(value: &Value) -> Result<Tensor> {
         Tensor::try_from(value.clone())
     }
+}
+
+/// "a float64 tensor of shape (8, 16)": a tensor as error messages describe it.
+pub fn describe(array: &NDArray) -> String {
+    format!(
+        "a {} tensor of shape {}",
+        array.dtype(),
+        shape_tuple(array.shape())
+    )
 }
 
 #[cfg(test)]

@@ -482,6 +482,72 @@ fn params_need_the_entry_function() {
     );
 }
 
+/// A global that `@main` does not reach, compiled as the entry: dead-code elimination keeps
+/// what the entry reaches, and it runs as the interpreter runs it.
+#[test]
+fn another_entry_keeps_what_it_reaches() {
+    let module = parse(
+        r#"
+#[version = "0.0.5"]
+def @double(%x: Tensor[(3), float32]) -> Tensor[(3), float32] { add(%x, %x) }
+def @f(%x: Tensor[(3), float32], %w: Tensor[(3), float32]) { multiply(@double(%x), %w) }
+def @main(%x: Tensor[(3), float32]) { %x }
+"#,
+    );
+    let compiler = Compiler::new()
+        .entry("@f")
+        .param("w", f32s(&[1.0, 10.0, 100.0], &[3]));
+    let lowered = compiler.lower(&module).unwrap();
+    assert!(lowered.function(Symbol::intern("f")).is_some());
+    assert!(lowered.function(Symbol::intern("double")).is_some());
+    let exe = compiler.compile(&module).unwrap();
+    let y = Vm::new(&exe)
+        .invoke("f", &[f32s(&[1.0, 2.0, 3.0], &[3])])
+        .unwrap();
+    assert_eq!(
+        Tensor::try_from(y).unwrap().to_vec::<f32>().unwrap(),
+        vec![2.0, 40.0, 600.0]
+    );
+}
+
+/// Every kernel that cannot be compiled is reported, named, and labelled in the program.
+#[test]
+fn kernel_failures_name_each_kernel() {
+    let module = parse(
+        r#"#[version = "0.0.5"]
+def @main(%x: Tensor[(1, 2, 6, 6), float32], %y: Tensor[(1, 3, 5, 5), float32], %z: Tensor[(3), float32]) {
+  (nn.fast_softmax(%x), nn.fast_softmax(%y), exp(%z))
+}
+"#,
+    );
+    let err = Compiler::new().compile(&module).unwrap_err();
+    let Error::Kernel { failures } = &err else {
+        panic!("expected kernel failures, got {err:?}");
+    };
+    assert_eq!(failures.len(), 2, "{err}");
+    for failure in failures {
+        assert!(
+            failure.kernel().starts_with("fused_nn_fast_softmax"),
+            "{failure}"
+        );
+        assert!(failure.function().is_some());
+        let message = failure.to_string();
+        assert!(
+            message.starts_with("cannot compile kernel fused_nn_fast_softmax"),
+            "{message}"
+        );
+        let labels: Vec<_> = miette::Diagnostic::labels(failure)
+            .into_iter()
+            .flatten()
+            .collect();
+        assert_eq!(labels.len(), 1, "{message}");
+    }
+    assert!(
+        err.to_string().starts_with("2 kernels failed to compile: "),
+        "{err}"
+    );
+}
+
 #[test]
 fn opt_levels_and_pipelines() {
     let module = parse(DENSE);

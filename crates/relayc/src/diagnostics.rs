@@ -47,6 +47,19 @@ pub fn report_diagnostic(diagnostic: &dyn Diagnostic) {
     let _ = io::stderr().lock().write_all(text.as_bytes());
 }
 
+/// Writes the report of a library error to stderr: each kernel that cannot be compiled on its
+/// own, anything else as one report.
+pub fn report_relay_error(error: &relay::Error) {
+    match error {
+        relay::Error::Kernel { failures } => {
+            for failure in failures {
+                report_diagnostic(failure);
+            }
+        }
+        other => report_diagnostic(other),
+    }
+}
+
 /// Writes a one-line `error: ...` message to stderr, ignoring a failed write.
 pub fn report_error(message: fmt::Arguments<'_>) {
     let _ = writeln!(io::stderr().lock(), "error: {message}");

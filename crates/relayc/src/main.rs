@@ -9,8 +9,10 @@
 //! closed pipe or a full disk ends the process with a message instead of a panic.
 
 mod build;
+mod compile;
 mod diagnostics;
 mod disasm;
+mod inputs;
 mod opt;
 mod run;
 

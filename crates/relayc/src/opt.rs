@@ -5,18 +5,14 @@
 //! settings. The module goes to stdout or `-o`; the debugging output the flags ask for
 //! (`--print-*`, `--time-passes`, `--stats`) and every diagnostic go to stderr.
 
-use std::fmt;
-use std::io;
 use std::path::{Path, PathBuf};
 
 use clap::Args;
-use miette::{Diagnostic, LabeledSpan, NamedSource, SourceCode};
 use relay_ir::{Module, PrintOptions};
-use relay_passes::{
-    MAX_OPT_LEVEL, Pass, PassManager, PipelineConfig, pass_by_name, unknown_pass_help,
-};
+use relay_passes::{MAX_OPT_LEVEL, Pass, PassManager, pass_by_name, unknown_pass_help};
 
-use crate::diagnostics::{report_diagnostic, report_error};
+use crate::compile::load_config;
+use crate::diagnostics::{report_error, report_relay_error};
 use crate::{Exit, load_typed, write_stdout};
 
 /// The options of `relayc opt`.
@@ -116,36 +112,13 @@ pub fn opt(args: &OptArgs) -> Exit {
     }
 }
 
-/// The pipeline configuration: the `passes.toml` file `path`, or the built-in default when
-/// `None`. A file that cannot be read or is invalid is reported on stderr.
-pub(crate) fn load_config(path: Option<&Path>) -> Result<PipelineConfig, Exit> {
-    match path {
-        Some(path) => PipelineConfig::load(path).map_err(|err| {
-            report_diagnostic(&err);
-            Exit::UserError
-        }),
-        None => Ok(PipelineConfig::default_pipeline()),
-    }
-}
-
-/// Runs `manager`'s pipeline on a type-checked module, writing its debugging output to stderr.
-/// A pass error is reported on stderr against the input's text.
-pub(crate) fn run_pipeline(manager: &PassManager, module: Module) -> Result<Module, Exit> {
-    let source = module.source.clone();
-    match manager.run_with_output(module, &mut io::stderr().lock()) {
-        Ok((module, _timings)) => Ok(module),
-        Err(err) => {
-            // Pass errors point into the input; give them its text to show.
-            match &source {
-                Some(source) => report_diagnostic(&WithSource {
-                    inner: &err,
-                    src: NamedSource::new(&source.name, source.text.clone()),
-                }),
-                None => report_diagnostic(&err),
-            }
-            Err(Exit::UserError)
-        }
-    }
+/// Runs `manager`'s pipeline on a type-checked module ([`relay::run_passes`]), writing its
+/// debugging output to stderr. A pass error is reported on stderr against the input's text.
+fn run_pipeline(manager: &PassManager, module: Module) -> Result<Module, Exit> {
+    relay::run_passes(manager, module).map_err(|error| {
+        report_relay_error(&error);
+        Exit::UserError
+    })
 }
 
 /// Parses `PASS.OPTION=VALUE` for `--pass-option`.
@@ -193,44 +166,5 @@ pub(crate) fn write_text(text: &str, output: Option<&Path>) -> Exit {
             }
         },
         None => write_stdout(text),
-    }
-}
-
-/// A diagnostic shown against a source text it does not carry itself (a pass error's span is in
-/// the input file).
-struct WithSource<'a> {
-    inner: &'a dyn Diagnostic,
-    src: NamedSource<String>,
-}
-
-impl fmt::Debug for WithSource<'_> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        fmt::Debug::fmt(self.inner, f)
-    }
-}
-
-impl fmt::Display for WithSource<'_> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        fmt::Display::fmt(self.inner, f)
-    }
-}
-
-impl std::error::Error for WithSource<'_> {}
-
-impl Diagnostic for WithSource<'_> {
-    fn code<'b>(&'b self) -> Option<Box<dyn fmt::Display + 'b>> {
-        self.inner.code()
-    }
-
-    fn help<'b>(&'b self) -> Option<Box<dyn fmt::Display + 'b>> {
-        self.inner.help()
-    }
-
-    fn source_code(&self) -> Option<&dyn SourceCode> {
-        Some(self.inner.source_code().unwrap_or(&self.src))
-    }
-
-    fn labels(&self) -> Option<Box<dyn Iterator<Item = LabeledSpan> + '_>> {
-        self.inner.labels()
     }
 }

@@ -4,7 +4,7 @@
 //!
 //! On the VM the file is type-checked, `--params` are bound as constants, the pass pipeline
 //! lowers it, the bytecode compiler and the kernel JIT turn it into an executable
-//! ([`compile_for_vm`], shared with `relayc build`), and the remaining parameters of the entry
+//! (`relay::Compiler`, as `relayc build` compiles), and the remaining parameters of the entry
 //! are bound from `--input` and `--random-inputs`. Every input is checked against its
 //! parameter's type before anything runs, with the same messages for both executors.
 //! `--repeat N` times N runs, `--profile` prints the VM's kernel, instruction and allocator
@@ -16,7 +16,6 @@
 //! `build` are constants in it), bound from `--input`, `--params` and `--random-inputs` with the
 //! same checks and messages, and its result prints with the constructor names the file keeps.
 
-use std::collections::HashMap;
 use std::fmt::{self, Write as _};
 use std::io::{Read as _, Write as _};
 use std::num::NonZeroUsize;
@@ -25,13 +24,17 @@ use std::time::{Duration, Instant};
 
 use clap::{Args, ValueEnum};
 use miette::{Diagnostic, LabeledSpan, NamedSource, SourceCode};
-use relay_interp::{InterpOptions, SplitMix64};
-use relay_ir::{Function, Module, NDArray, Source, Symbol, Type, Value};
-use relay_runtime::npy::{self, shape_tuple};
-use relay_vm::{Executable, Vm, VmError, VmFunction, VmOptions};
+use relay_interp::InterpOptions;
+use relay_ir::{Module, NDArray, Source, Symbol, Type, Value};
+use relay_runtime::npy;
+use relay_vm::{Executable, Vm, VmError, VmOptions};
 
-use crate::build::{PipelineArgs, compile_for_vm, lower, millis};
+use crate::compile::{PipelineArgs, compile, compile_summary, lower, millis};
 use crate::diagnostics::{report_diagnostic, report_error};
+use crate::inputs::{
+    Bound, InputArgs, bind_arguments, defined_functions, executable_functions, function_params,
+    split_params, vm_function_params,
+};
 use crate::{Exit, write_stdout};
 
 /// The options of `relayc run`.
@@ -83,6 +86,17 @@ pub struct RunArgs {
     /// [default: 0].
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(0..=MAX_THREADS))]
     threads: Option<u16>,
+}
+
+impl RunArgs {
+    /// Where the entry function's arguments come from.
+    fn input_args(&self) -> InputArgs<'_> {
+        InputArgs {
+            params: self.params.as_deref(),
+            inputs: &self.inputs,
+            random_inputs: self.random_inputs,
+        }
+    }
 }
 
 /// The most kernel threads `--threads` accepts: each is an OS thread started up front.
@@ -163,8 +177,11 @@ pub fn run(args: &RunArgs) -> Exit {
         return Exit::UserError;
     };
 
-    let Some(bound) = bound_or_report(bind_arguments(args, entry, &function_params(&global.func)))
-    else {
+    let Some(bound) = bound_or_report(bind_arguments(
+        &args.input_args(),
+        entry,
+        &function_params(&global.func),
+    )) else {
         return Exit::UserError;
     };
 
@@ -218,8 +235,11 @@ fn run_executable(args: &RunArgs, output_kind: Option<OutputKind>) -> Exit {
         ));
         return Exit::UserError;
     };
-    let Some(bound) = bound_or_report(bind_arguments(args, entry, &vm_function_params(func)))
-    else {
+    let Some(bound) = bound_or_report(bind_arguments(
+        &args.input_args(),
+        entry,
+        &vm_function_params(func),
+    )) else {
         return Exit::UserError;
     };
     // `--params` given to `build` are constants now; entries of a `--params` given here name
@@ -289,66 +309,17 @@ fn finish(
     }
 }
 
-/// A parameter of a function: its name and its type, when known.
-type Param<'a> = (&'a str, Option<&'a Type>);
-
-/// The parameters of a Relay function, each with its checked type (else its annotation).
-fn function_params(func: &Function) -> Vec<Param<'_>> {
-    func.params
-        .iter()
-        .map(|p| (p.name().as_str(), p.checked_type().or(p.ty())))
-        .collect()
-}
-
-/// The parameters of a VM function: its parameter names and the types the file keeps.
-fn vm_function_params(func: &VmFunction) -> Vec<Param<'_>> {
-    func.params
-        .iter()
-        .enumerate()
-        .map(|(i, name)| {
-            let ty = func.param_types.get(i).and_then(Option::as_ref);
-            (name.as_str(), ty)
-        })
-        .collect()
-}
-
-/// "it defines `@main`, `@f`" for an executable, in function-index order.
-fn executable_functions(exe: &Executable) -> String {
-    let mut globals: Vec<(u32, &str)> = exe
-        .globals
-        .iter()
-        .map(|(name, &index)| (index, name.as_str()))
-        .collect();
-    globals.sort_unstable();
-    it_defines(globals.into_iter().map(|(_, name)| name))
-}
-
-/// "it defines `@main`, `@f`", for the error naming a missing entry.
-fn defined_functions(module: &Module) -> String {
-    it_defines(module.functions.iter().map(|f| f.name.as_str()))
-}
-
-/// "it defines `@a`, `@b`", or "it defines no functions".
-fn it_defines<'a>(names: impl Iterator<Item = &'a str>) -> String {
-    let globals: Vec<String> = names.map(|name| format!("`@{name}`")).collect();
-    if globals.is_empty() {
-        "it defines no functions".to_string()
-    } else {
-        format!("it defines {}", globals.join(", "))
-    }
-}
-
 /// Compiles the module for the VM (binding `--params` as constants) and runs the entry
 /// function on the other arguments ([`execute`]).
 fn run_vm(args: &RunArgs, module: &Module, entry: &str, bound: Vec<Bound>) -> Result<Value, Exit> {
     let (params, inputs) = split_params(bound);
-    let (exe, times) = compile_for_vm(module.clone(), entry, &params, &args.pipeline)?;
+    let (exe, times) = compile(module, entry, &params, &args.pipeline)?;
     execute(
         args,
         &exe,
         entry,
         &inputs,
-        &times.to_string(),
+        &compile_summary(&times),
         module.source.as_deref(),
     )
 }
@@ -414,7 +385,7 @@ fn run_interp(
 ) -> Result<Value, Exit> {
     let (program, values) = if args.pipeline.given() {
         let (params, inputs) = split_params(bound);
-        let lowered = lower(module.clone(), entry, &params, &args.pipeline)?;
+        let lowered = lower(module, entry, &params, &args.pipeline)?;
         (lowered, inputs)
     } else {
         let values = bound.into_iter().map(|b| Value::tensor(b.array)).collect();
@@ -489,238 +460,6 @@ fn duration(d: Duration) -> String {
     } else {
         format!("{secs:.3} s")
     }
-}
-
-/// One parameter's tensor, checked against its type.
-struct Bound {
-    /// The parameter's name.
-    name: String,
-    /// The tensor.
-    array: NDArray,
-    /// Whether it came from `--params` (and no `--input` overrode it): the VM binds it as a
-    /// constant.
-    from_params: bool,
-}
-
-/// Splits the bound parameters into those from `--params` (by name, bound as constants) and
-/// the others (in parameter order, the arguments).
-fn split_params(bound: Vec<Bound>) -> (HashMap<String, NDArray>, Vec<Value>) {
-    let mut params = HashMap::new();
-    let mut inputs = Vec::new();
-    for b in bound {
-        if b.from_params {
-            params.insert(b.name, b.array);
-        } else {
-            inputs.push(Value::tensor(b.array));
-        }
-    }
-    (params, inputs)
-}
-
-/// Where the value of one parameter came from.
-enum Binding {
-    /// `--input NAME=PATH`.
-    Input(NDArray, PathBuf),
-    /// An entry of `--params`.
-    Param(NDArray),
-}
-
-/// The tensors of the `.npz` file `path` that name parameters of `params`, by parameter
-/// position; as TVM's `bind_params_by_name`, names that are not parameters are ignored.
-fn params_file(path: &Path, params: &[Param<'_>]) -> Result<Vec<(usize, NDArray)>, String> {
-    let entries = npy::read_npz_file(path).map_err(|error| error.to_string())?;
-    let mut found = Vec::new();
-    for (name, array) in entries {
-        let name = name.strip_prefix('%').unwrap_or(&name);
-        if let Some(i) = params.iter().position(|&(p, _)| p == name) {
-            found.push((i, array));
-        }
-    }
-    Ok(found)
-}
-
-/// `--params W.npz` for `relayc build`: the tensors naming parameters of `@entry`, each checked
-/// against its parameter's type. Every problem is reported on stderr.
-pub(crate) fn read_params(
-    path: &Path,
-    module: &Module,
-    entry: &str,
-) -> Result<HashMap<String, NDArray>, Exit> {
-    let Some(global) = module.function(Symbol::intern(entry)) else {
-        report_error(format_args!(
-            "--params `{}` binds parameters of `@{entry}`, but there is no `@{entry}`; {}",
-            path.display(),
-            defined_functions(module)
-        ));
-        return Err(Exit::UserError);
-    };
-    let params = function_params(&global.func);
-    let found = params_file(path, &params).map_err(|error| {
-        report_error(format_args!("{error}"));
-        Exit::UserError
-    })?;
-    let from = format!(" in `{}`", path.display());
-    let mut bound = HashMap::new();
-    let mut failed = false;
-    for (i, array) in found {
-        let Some(&(name, ty)) = params.get(i) else {
-            continue;
-        };
-        match check_input(name, ty, array, &from) {
-            Ok(array) => {
-                bound.insert(name.to_string(), array);
-            }
-            Err(error) => {
-                report_error(format_args!("{error}"));
-                failed = true;
-            }
-        }
-    }
-    if failed {
-        Err(Exit::UserError)
-    } else {
-        Ok(bound)
-    }
-}
-
-/// Binds every parameter of the entry function (`params`: names and types, in order) from
-/// `--params`, `--input` and `--random-inputs`, in parameter order, checking each against its
-/// parameter's type. Returns every problem found.
-fn bind_arguments(
-    args: &RunArgs,
-    entry: &str,
-    params: &[Param<'_>],
-) -> Result<Vec<Bound>, Vec<String>> {
-    let names: Vec<&str> = params.iter().map(|&(name, _)| name).collect();
-    let position = |name: &str| names.iter().position(|&n| n == name);
-    let mut bound: Vec<Option<Binding>> = params.iter().map(|_| None).collect();
-    let mut errors = Vec::new();
-
-    if let Some(path) = &args.params {
-        match params_file(path, params) {
-            Ok(found) => {
-                for (i, array) in found {
-                    if let Some(slot) = bound.get_mut(i) {
-                        *slot = Some(Binding::Param(array));
-                    }
-                }
-            }
-            Err(error) => errors.push(error),
-        }
-    }
-
-    let mut seen: Vec<&str> = Vec::new();
-    // Parameters whose input file could not be read: reported once, not also as missing.
-    let mut unreadable: Vec<usize> = Vec::new();
-    for (name, path) in &args.inputs {
-        if seen.contains(&name.as_str()) {
-            errors.push(format!("--input `{name}` is given more than once"));
-            continue;
-        }
-        seen.push(name);
-        let Some(i) = position(name) else {
-            let listed = if names.is_empty() {
-                "it has no parameters".to_string()
-            } else {
-                let list: Vec<String> = names.iter().map(|n| format!("`%{n}`")).collect();
-                format!("its parameters are {}", list.join(", "))
-            };
-            errors.push(format!(
-                "--input `{name}`: `@{entry}` has no parameter `%{name}`; {listed}"
-            ));
-            continue;
-        };
-        match npy::read_npy_file(path) {
-            // An explicit input takes precedence over an entry of `--params`.
-            Ok(array) => bound[i] = Some(Binding::Input(array, path.clone())),
-            Err(error) => {
-                errors.push(format!("input `{name}`: {error}"));
-                unreadable.push(i);
-            }
-        }
-    }
-
-    let mut rng = args.random_inputs.map(SplitMix64::new);
-    let mut values = Vec::with_capacity(params.len());
-    for (i, (&(name, ty), binding)) in params.iter().zip(bound).enumerate() {
-        if unreadable.contains(&i) {
-            continue;
-        }
-        let from_params = matches!(binding, Some(Binding::Param(_)));
-        let array = match binding {
-            Some(Binding::Input(array, path)) => {
-                let from = format!(" in `{}`", path.display());
-                check_input(name, ty, array, &from)
-            }
-            Some(Binding::Param(array)) => {
-                let from = match &args.params {
-                    Some(path) => format!(" in `{}`", path.display()),
-                    None => String::new(),
-                };
-                check_input(name, ty, array, &from)
-            }
-            None => match rng.as_mut() {
-                Some(rng) => random_input(name, ty, rng),
-                None => Err(missing_input(name, ty)),
-            },
-        };
-        match array {
-            Ok(array) => values.push(Bound {
-                name: name.to_string(),
-                array,
-                from_params,
-            }),
-            Err(error) => errors.push(error),
-        }
-    }
-    if errors.is_empty() {
-        Ok(values)
-    } else {
-        Err(errors)
-    }
-}
-
-/// Describes a tensor for error messages: "a float64 tensor of shape (8, 16)".
-fn describe(array: &NDArray) -> String {
-    format!(
-        "a {} tensor of shape {}",
-        array.dtype(),
-        shape_tuple(array.shape())
-    )
-}
-
-/// Checks a given tensor against its parameter's type (an unknown type accepts any tensor).
-fn check_input(
-    name: &str,
-    ty: Option<&Type>,
-    array: NDArray,
-    from: &str,
-) -> Result<NDArray, String> {
-    let Some(ty) = ty else {
-        return Ok(array);
-    };
-    let fits = relay_ir::tensor_fits(ty, &array);
-    if fits {
-        Ok(array)
-    } else {
-        Err(format!(
-            "input `{name}`: expected `{ty}`, got {}{from}",
-            describe(&array)
-        ))
-    }
-}
-
-/// The error for a parameter nothing binds.
-fn missing_input(name: &str, ty: Option<&Type>) -> String {
-    let of_type = ty.map(|t| format!(" of type `{t}`")).unwrap_or_default();
-    format!("missing input `{name}`{of_type}: pass --input {name}=PATH.npy or --random-inputs SEED")
-}
-
-/// A random tensor of a parameter's type (`relay_interp::random_tensor`), or why there is none.
-fn random_input(name: &str, ty: Option<&Type>, rng: &mut SplitMix64) -> Result<NDArray, String> {
-    relay_interp::random_tensor(ty, rng).map_err(|why| {
-        format!("cannot make a random input `{name}`: {why}; pass --input {name}=PATH.npy")
-    })
 }
 
 /// Writes the result to `--output`.
