@@ -82,6 +82,17 @@ pub fn schedule_primitive(func: &Function, name: &str) -> Result<schedule::Sched
     Ok(schedule::Schedule::of(&lower_primitive(func, name)?))
 }
 
+/// Lowers a type-checked primitive function and checks its loop nest with the verifier
+/// ([`loops::verify`]) whatever the build: what `relayc build --verify-each` runs on every
+/// static kernel ([`lower_primitive`] verifies only in debug builds).
+pub fn verify_primitive(func: &Function, name: &str) -> Result<(), KernelError> {
+    let composed = compose::compose(func).map_err(|message| KernelError::Unsupported {
+        kernel: name.to_owned(),
+        message,
+    })?;
+    loops::verify(&lower::lower(name, &composed)?)
+}
+
 /// The loop nest of a type-checked primitive function (`Primitive=1`), named `name`: what
 /// `relayc build --emit kernels` prints and codegen compiles.
 pub fn lower_primitive(func: &Function, name: &str) -> Result<loops::LoopFunc, KernelError> {

@@ -14,7 +14,7 @@ use relay_vm::Executable;
 
 use crate::bind::bind_params;
 use crate::error::Reported;
-use crate::{Error, Result, Tensor};
+use crate::{Error, KernelFailure, Result, Tensor};
 
 /// Compiles modules for the Relay VM (TVM's `relay.vm.compile`): parameters bound by name
 /// become constants, the pass pipeline lowers the module, and the result is compiled to
@@ -48,6 +48,8 @@ pub struct Compiler {
     pipeline: PipelineConfig,
     /// Overrides the pipeline's opt level.
     opt_level: Option<u32>,
+    /// Verifies every pass's output and every kernel's loop nest.
+    verify_each: bool,
 }
 
 impl Default for Compiler {
@@ -65,6 +67,7 @@ impl Compiler {
             params: HashMap::new(),
             pipeline: PipelineConfig::default_pipeline(),
             opt_level: None,
+            verify_each: false,
         }
     }
 
@@ -106,6 +109,14 @@ impl Compiler {
         self
     }
 
+    /// Verifies what each stage makes: every pass's output is type-checked and verified (the
+    /// pipeline's `verify_each`), and every static kernel's loop nest is checked by the kernel
+    /// verifier ([`verify_kernels`]) before it is compiled (`relayc build --verify-each`).
+    pub fn verify_each(mut self, on: bool) -> Compiler {
+        self.verify_each = on;
+        self
+    }
+
     /// Binds the parameters and runs the pass pipeline: the module [`relay_vm::compile`] takes
     /// (what `relayc build --emit ir` prints). `module` is type-checked again first, so a
     /// module built by hand needs no checking beforehand. What the pipeline's debug settings
@@ -116,6 +127,7 @@ impl Compiler {
         if let Some(level) = self.opt_level {
             pipeline.opt_level = level;
         }
+        pipeline.debug.verify_each |= self.verify_each;
         run_passes(
             &PassManager::from_config(&pipeline).entry(&self.entry),
             module,
@@ -134,6 +146,9 @@ impl Compiler {
     pub fn compile_timed(&self, module: &Module) -> Result<(Executable, CompileTimes)> {
         let start = Instant::now();
         let lowered = self.lower(module)?;
+        if self.verify_each {
+            verify_kernels(&lowered)?;
+        }
         let passes = start.elapsed();
         let start = Instant::now();
         let exe = relay_vm::compile(&lowered)?;
@@ -190,5 +205,25 @@ pub fn run_passes(manager: &PassManager, module: Module) -> Result<Module> {
             };
             Err(Error::Pass(Reported(report)))
         }
+    }
+}
+
+/// Checks the loop nest of every static kernel of a lowered module with the kernel verifier
+/// ([`relay_kernel::verify_primitive`]), trying each one: [`Error::Kernel`] reports every
+/// kernel whose loop nest is malformed (or that cannot be lowered).
+pub fn verify_kernels(lowered: &Module) -> Result<()> {
+    let source = lowered.source.as_deref();
+    let failures: Vec<KernelFailure> = relay_kernel::primitive_functions(lowered)
+        .into_iter()
+        .filter(|(_, func)| !relay_kernel::is_dynamic(func))
+        .filter_map(|(name, func)| {
+            let error = relay_kernel::verify_primitive(&func, &name).err()?;
+            Some(KernelFailure::new(&name, Some(func), error, source))
+        })
+        .collect();
+    if failures.is_empty() {
+        Ok(())
+    } else {
+        Err(Error::Kernel { failures })
     }
 }

@@ -69,7 +69,7 @@ mod vm;
 use relay_ir::Module;
 
 pub use bind::bind_params;
-pub use compiler::{CompileTimes, Compiler, run_passes};
+pub use compiler::{CompileTimes, Compiler, run_passes, verify_kernels};
 pub use error::{Error, Reported, Result};
 pub use kernels::KernelFailure;
 pub use relay_passes::{PassManager, PipelineConfig};

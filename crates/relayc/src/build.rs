@@ -29,7 +29,7 @@ use relay_ir::{Module, NDArray};
 use relay_vm::Executable;
 
 use crate::compile::{PipelineArgs, compile, compile_summary, lower, millis};
-use crate::diagnostics::report_diagnostic;
+use crate::diagnostics::{report_diagnostic, report_relay_error};
 use crate::inputs::read_params;
 use crate::opt::{write_module, write_text};
 use crate::{Exit, load_typed};
@@ -101,6 +101,12 @@ fn emit(
         Ok(lowered) => lowered,
         Err(exit) => return exit,
     };
+    if pipeline.verify_each
+        && let Err(error) = relay::verify_kernels(&lowered)
+    {
+        report_relay_error(&error);
+        return Exit::UserError;
+    }
     let text = match what {
         Emit::Ir => return write_module(&lowered, output),
         Emit::Bytecode => match relay_vm::compile(&lowered) {

@@ -25,12 +25,16 @@ pub struct PipelineArgs {
     /// The optimization level (0 to 3): passes above it are skipped unless required.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(0..=i64::from(MAX_OPT_LEVEL)))]
     pub opt_level: Option<u32>,
+    /// Type-checks and verifies every pass's output, and checks every kernel's loop nest with
+    /// the kernel verifier (bounds, dtypes, vector lanes, aliasing) before it is compiled.
+    #[arg(long)]
+    pub verify_each: bool,
 }
 
 impl PipelineArgs {
     /// Whether either flag was given.
     pub fn given(&self) -> bool {
-        self.passes.is_some() || self.opt_level.is_some()
+        self.passes.is_some() || self.opt_level.is_some() || self.verify_each
     }
 
     /// The compiler these flags describe, for entry function `entry` with `params` bound as its
@@ -39,6 +43,7 @@ impl PipelineArgs {
         let mut compiler = Compiler::new()
             .passes(load_config(self.passes.as_deref())?)
             .entry(entry)
+            .verify_each(self.verify_each)
             .params(
                 params
                     .iter()

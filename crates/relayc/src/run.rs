@@ -203,6 +203,8 @@ fn run_executable(args: &RunArgs, output_kind: Option<OutputKind>) -> Exit {
         Some("--passes")
     } else if args.pipeline.opt_level.is_some() {
         Some("--opt-level")
+    } else if args.pipeline.verify_each {
+        Some("--verify-each")
     } else if args.executor == Executor::Interp {
         Some("--executor interp")
     } else {
