@@ -8,6 +8,8 @@
 //!   inlined into their consumers and the innermost loop vectorized;
 //! - `print`: the loop nest as text (`relayc build --emit kernels`);
 //! - `codegen`: loop nest → Cranelift IR → machine code, behind TVM's packed C ABI ([`abi`]);
+//! - `listing`: every kernel of a module as text, its loop nest or its Cranelift IR
+//!   ([`print_kernels`]: `relayc build --emit kernels|clif`, the `ir-tests/kernels/` files);
 //! - `jit`: ownership of JIT-compiled code (freed when the last kernel using it drops);
 //! - `packed`: [`PackedFunc`], the safe wrapper the rest of relayc calls kernels through;
 //! - `cache`: compiled kernels keyed by the structural hash of the primitive function and its
@@ -26,6 +28,7 @@ pub mod contract;
 pub mod error;
 pub mod host;
 pub mod jit;
+pub mod listing;
 pub mod loops;
 pub mod lower;
 pub mod math;
@@ -35,6 +38,7 @@ pub mod specialize;
 
 pub use cache::{KernelCache, KernelKey};
 pub use error::KernelError;
+pub use listing::{DYNAMIC_NOTE, KernelText, print_kernels};
 pub use packed::PackedFunc;
 
 use relay_ir::{Dim, Function, NDArray, Type, TypeKind};

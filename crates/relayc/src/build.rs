@@ -327,46 +327,23 @@ struct Failure {
     error: KernelError,
 }
 
-/// The loop nests (`Emit::Kernels`) or Cranelift IR (`Emit::Clif`) of every kernel, each after
-/// a `// kernel NAME` line; or every kernel that failed.
+/// The loop nests (`Emit::Kernels`) or Cranelift IR (`Emit::Clif`) of every kernel
+/// ([`relay_kernel::print_kernels`]); or every kernel that failed.
 fn emit(kernels: &[(String, Function)], what: Emit) -> Result<String, Vec<Failure>> {
-    let mut text = String::new();
-    let mut failures = Vec::new();
-    for (name, func) in kernels {
-        if relay_kernel::is_dynamic(func) {
-            if !text.is_empty() {
-                text.push('\n');
-            }
-            let _ = writeln!(text, "// kernel {name}: {DYNAMIC}");
-            continue;
-        }
-        let lowered = relay_kernel::lower_primitive(func, name).and_then(|loops| match what {
-            Emit::Clif => relay_kernel::codegen::emit_clif(&loops),
-            Emit::Ir | Emit::Bytecode | Emit::Kernels => Ok(loops.to_string()),
-        });
-        match lowered {
-            Ok(body) => {
-                if !text.is_empty() {
-                    text.push('\n');
-                }
-                let _ = writeln!(text, "// kernel {name}");
-                text.push_str(&body);
-                if !body.ends_with('\n') {
-                    text.push('\n');
-                }
-            }
-            Err(error) => failures.push(Failure {
-                kernel: name.clone(),
-                func: Some(func.clone()),
+    let text = match what {
+        Emit::Clif => relay_kernel::KernelText::Clif,
+        Emit::Ir | Emit::Bytecode | Emit::Kernels => relay_kernel::KernelText::LoopNest,
+    };
+    relay_kernel::print_kernels(kernels, text).map_err(|failures| {
+        failures
+            .into_iter()
+            .map(|(index, error)| Failure {
+                kernel: kernels[index].0.clone(),
+                func: Some(kernels[index].1.clone()),
                 error,
-            }),
-        }
-    }
-    if failures.is_empty() {
-        Ok(text)
-    } else {
-        Err(failures)
-    }
+            })
+            .collect()
+    })
 }
 
 /// Compiles every kernel to machine code, writing a line per kernel compiled (its name, its
@@ -380,7 +357,7 @@ fn compile(kernels: &[(String, Function)]) -> Result<(), Vec<Failure>> {
     let mut dynamic = 0;
     for (name, func) in kernels {
         if relay_kernel::is_dynamic(func) {
-            let _ = writeln!(stderr, "kernel {name}: {DYNAMIC}");
+            let _ = writeln!(stderr, "kernel {name}: {}", relay_kernel::DYNAMIC_NOTE);
             dynamic += 1;
             continue;
         }
@@ -421,10 +398,6 @@ fn compile(kernels: &[(String, Function)]) -> Result<(), Vec<Failure>> {
     }
     Ok(())
 }
-
-/// What `build` says of a kernel with dynamic (`?`) dimensions.
-const DYNAMIC: &str = "dynamic shapes; compiled when called, for the argument shapes \
-                       (relay_kernel::compile_primitive_for)";
 
 /// `"s"` unless `n` is 1.
 fn plural(n: usize) -> &'static str {
