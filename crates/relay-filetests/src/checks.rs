@@ -1,10 +1,32 @@
 //! Running a test file's filecheck directives (`// check:`, `// nextln:`, ...) against the
-//! text a test produced, with the `filecheck` crate Cranelift uses.
+//! text a test produced, with the `filecheck` crate Cranelift uses; and the expectations of
+//! the kinds that print IR (directives and/or the `// output:` block, at least one).
 
 use filecheck::{CheckerBuilder, NO_VARIABLES};
 
 use crate::failure::indent;
-use crate::{Failure, TestFile};
+use crate::{Failure, TestFile, golden};
+
+/// Checks `printed` (the IR a test printed; `what` names it in messages, e.g. "the printed
+/// bytecode") against the file's filecheck directives and its `// output:` block, at least one
+/// of which the file must have. With `RELAY_BLESS=1` the block is rewritten, or appended to a
+/// file without directives, before the directives are checked, so that it is up to date even
+/// when a directive no longer matches.
+pub fn printed_ir(file: &TestFile<'_>, printed: &str, what: &str) -> Result<(), Failure> {
+    if file.directives.is_empty() && file.output.is_none() && !golden::blessing() {
+        return Err(Failure::new(format!(
+            "`test {}` needs filecheck directives or a `// output:` block on {what} (run with \
+             {}=1 to append the block); it is:\n\n{}",
+            file.kind,
+            golden::BLESS_VAR,
+            indent(printed)
+        )));
+    }
+    if file.output.is_some() || file.directives.is_empty() {
+        golden::check_output_block(file, printed)?;
+    }
+    filecheck(file, printed, what)
+}
 
 /// Checks `output` (what the test produced: printed IR, rendered diagnostics, ...) against the
 /// file's directives. `what` names the output in failure messages, e.g. "the printed text".

@@ -21,12 +21,15 @@ mod golden;
 pub mod preservation;
 mod round_trip;
 mod test_bytecode;
+mod test_clif;
 mod test_file;
 mod test_fmt;
+mod test_kernels;
 mod test_parse;
 mod test_pass;
 mod test_pipeline;
 mod test_run;
+mod test_schedule;
 mod test_types;
 
 use std::path::{Path, PathBuf};
@@ -57,6 +60,9 @@ const KINDS: &[Kind] = &[
     test_pass::KIND,
     test_pipeline::KIND,
     test_bytecode::KIND,
+    test_schedule::KIND,
+    test_kernels::KIND,
+    test_clif::KIND,
 ];
 
 /// The `ir-tests/` directory at the top of the repository.
@@ -122,7 +128,7 @@ mod tests {
         assert!(message.starts_with("ir-tests/x/y.relay: "), "{message}");
         assert!(message.contains("`frobnicate`"), "{message}");
         assert!(
-            message.contains("parse, fmt, types, run, pass, pipeline, bytecode"),
+            message.contains("parse, fmt, types, run, pass, pipeline, bytecode, kernels, clif"),
             "{message}"
         );
     }

@@ -10,13 +10,14 @@
 
 use std::path::Path;
 
+use relay_ir::Module;
 use relay_passes::{MAX_OPT_LEVEL, PassManager, PipelineConfig};
 use relay_vm::Executable;
 
 use crate::failure::indent;
 use crate::test_pass::parse_and_check;
 use crate::test_pipeline::default_config_path;
-use crate::{Failure, Kind, TestFile, checks, golden};
+use crate::{Failure, Kind, TestFile, checks};
 
 /// The `bytecode` test kind.
 pub(crate) const KIND: Kind = Kind {
@@ -67,7 +68,9 @@ pub fn print(exe: &Executable) -> String {
     listings.join("\n")
 }
 
-fn run(file: &TestFile<'_>) -> Result<(), Failure> {
+/// Parses and type-checks the file and lowers it with the pipeline its header asks for: the
+/// module the VM compiles and whose primitive functions are the kernels.
+pub(crate) fn lower(file: &TestFile<'_>) -> Result<Module, Failure> {
     let manager = pipeline(file)?;
     let module = parse_and_check(file)?;
     let (lowered, _) = manager.run(module).map_err(|err| {
@@ -76,6 +79,11 @@ fn run(file: &TestFile<'_>) -> Result<(), Failure> {
             indent(&err.to_string())
         ))
     })?;
+    Ok(lowered)
+}
+
+fn run(file: &TestFile<'_>) -> Result<(), Failure> {
+    let lowered = lower(file)?;
     let exe = relay_vm::compile(&lowered).map_err(|err| {
         Failure::new(format!(
             "the lowered module does not compile to bytecode\n\n{}",
@@ -89,20 +97,7 @@ fn run(file: &TestFile<'_>) -> Result<(), Failure> {
             indent(&printed)
         ))
     })?;
-
-    if file.directives.is_empty() && file.output.is_none() && !golden::blessing() {
-        return Err(Failure::new(format!(
-            "`test bytecode` needs filecheck directives or a `// output:` block on the \
-             printed bytecode (run with {}=1 to append the block); it is:\n\n{}",
-            golden::BLESS_VAR,
-            indent(&printed)
-        )));
-    }
-    // The block first, so blessing rewrites it even when a directive no longer matches.
-    if file.output.is_some() || file.directives.is_empty() {
-        golden::check_output_block(file, &printed)?;
-    }
-    checks::filecheck(file, &printed, "the printed bytecode")
+    checks::printed_ir(file, &printed, "the printed bytecode")
 }
 
 #[cfg(test)]

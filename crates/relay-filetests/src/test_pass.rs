@@ -12,7 +12,7 @@ use relay_passes::PassManager;
 
 use crate::failure::indent;
 use crate::golden::diff;
-use crate::{Failure, Kind, TestFile, checks, golden, round_trip};
+use crate::{Failure, Kind, TestFile, checks, round_trip};
 
 /// The `pass` test kind. Its options are pass names and settings, which [`run`] checks itself.
 pub(crate) const KIND: Kind = Kind {
@@ -124,20 +124,7 @@ pub(crate) fn check_transformed(
     })?;
     let printed = check_printed(&transformed, &file.name)?;
 
-    if file.directives.is_empty() && file.output.is_none() && !golden::blessing() {
-        return Err(Failure::new(format!(
-            "`test {}` needs filecheck directives or a `// output:` block on the printed \
-             module (run with {}=1 to append the block); it is:\n\n{}",
-            file.kind,
-            golden::BLESS_VAR,
-            indent(&printed)
-        )));
-    }
-    checks::filecheck(file, &printed, "the printed module")?;
-    if file.output.is_some() || file.directives.is_empty() {
-        golden::check_output_block(file, &printed)?;
-    }
-
+    checks::printed_ir(file, &printed, "the printed module")?;
     check_same_result(module, &transformed).map_err(Failure::new)
 }
 

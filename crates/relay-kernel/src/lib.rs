@@ -13,6 +13,8 @@
 //!   builds and tests, and under `relayc build --verify-each`;
 //! - `codegen`: loop nest → Cranelift IR → machine code, behind TVM's packed C ABI ([`abi`])
 //!   (`relayc build --emit clif`);
+//! - `listing`: every kernel of a module as text — its schedule, loop nest or Cranelift IR
+//!   ([`print_kernels`]: `relayc build --emit schedule|kernels|clif`, `ir-tests/kernels/`);
 //! - `jit`: ownership of JIT-compiled code (freed when the last kernel using it drops);
 //! - `packed`: [`PackedFunc`], the safe wrapper the rest of relayc calls kernels through;
 //! - `cache`: compiled kernels keyed by the structural hash of the primitive function and its
@@ -31,6 +33,7 @@ pub mod contract;
 pub mod error;
 pub mod host;
 pub mod jit;
+pub mod listing;
 pub mod loops;
 pub mod lower;
 pub mod math;
@@ -40,6 +43,7 @@ pub mod specialize;
 
 pub use cache::{KernelCache, KernelKey};
 pub use error::KernelError;
+pub use listing::{DYNAMIC_NOTE, KernelText, print_kernels};
 pub use packed::PackedFunc;
 
 use relay_ir::{Dim, Function, NDArray, Type, TypeKind};

@@ -25,6 +25,7 @@ use std::time::{Duration, Instant};
 
 use clap::{Args, ValueEnum};
 use relay::{CompileTimes, KernelFailure};
+use relay_kernel::KernelText;
 use relay_ir::{Module, NDArray};
 use relay_vm::Executable;
 
@@ -67,6 +68,8 @@ enum Emit {
     Kernels,
     /// The Cranelift IR of every kernel (its body and its packed entry).
     Clif,
+    /// The schedule of every kernel: its stages, loops (extent, kind, partitions) and GEMMs.
+    Schedule,
 }
 
 /// `relayc build FILE ...`.
@@ -116,7 +119,7 @@ fn emit(
                 return Exit::UserError;
             }
         },
-        Emit::Kernels | Emit::Clif => match kernels_text(&lowered, what) {
+        Emit::Kernels | Emit::Clif | Emit::Schedule => match kernels_text(&lowered, what) {
             Ok(text) => text,
             Err(failures) => {
                 for failure in &failures {
@@ -238,52 +241,30 @@ pub(crate) fn bytecode_text(exe: &Executable) -> String {
     text
 }
 
-/// The loop nests (`Emit::Kernels`) or Cranelift IR (`Emit::Clif`) of every kernel of the
-/// lowered `module`, each after a `// kernel NAME` line; or every kernel that failed.
+/// The schedules (`Emit::Schedule`), loop nests (`Emit::Kernels`) or Cranelift IR
+/// (`Emit::Clif`) of every kernel of the lowered `module`, each after a `// kernel NAME` line
+/// ([`relay_kernel::print_kernels`], what the `ir-tests/kernels/` files pin); or every kernel
+/// that failed.
 fn kernels_text(module: &Module, what: Emit) -> Result<String, Vec<KernelFailure>> {
-    let mut text = String::new();
-    let mut failures = Vec::new();
-    for (name, func) in relay_kernel::primitive_functions(module) {
-        if relay_kernel::is_dynamic(&func) {
-            if !text.is_empty() {
-                text.push('\n');
-            }
-            let _ = writeln!(text, "// kernel {name}: {DYNAMIC}");
-            continue;
-        }
-        let lowered = relay_kernel::lower_primitive(&func, &name).and_then(|loops| match what {
-            Emit::Clif => relay_kernel::codegen::emit_clif(&loops),
-            Emit::Ir | Emit::Bytecode | Emit::Kernels => Ok(loops.to_string()),
-        });
-        match lowered {
-            Ok(body) => {
-                if !text.is_empty() {
-                    text.push('\n');
-                }
-                let _ = writeln!(text, "// kernel {name}");
-                text.push_str(&body);
-                if !body.ends_with('\n') {
-                    text.push('\n');
-                }
-            }
-            Err(error) => failures.push(KernelFailure::new(
-                &name,
-                Some(func),
-                error,
-                module.source.as_deref(),
-            )),
-        }
-    }
-    if failures.is_empty() {
-        Ok(text)
-    } else {
-        Err(failures)
-    }
+    let text = match what {
+        Emit::Schedule => KernelText::Schedule,
+        Emit::Clif => KernelText::Clif,
+        Emit::Ir | Emit::Bytecode | Emit::Kernels => KernelText::LoopNest,
+    };
+    let kernels = relay_kernel::primitive_functions(module);
+    relay_kernel::print_kernels(&kernels, text).map_err(|failures| {
+        failures
+            .into_iter()
+            .map(|(index, error)| {
+                let (name, func) = &kernels[index];
+                KernelFailure::new(name, Some(func.clone()), error, module.source.as_deref())
+            })
+            .collect()
+    })
 }
 
 /// What `build` says of a kernel with dynamic (`?`) dimensions.
-const DYNAMIC: &str = "dynamic shapes; compiled when called, for the argument shapes \
-                       (relay_kernel::compile_primitive_for)";
+const DYNAMIC: &str = relay_kernel::DYNAMIC_NOTE;
 
 /// `"s"` unless `n` is 1.
 fn plural(n: usize) -> &'static str {

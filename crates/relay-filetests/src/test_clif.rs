@@ -1,0 +1,60 @@
+//! `// test clif [opt-level=N] [passes=PATH]`: as `test kernels` ([`crate::test_kernels`]),
+//! on each kernel's Cranelift IR instead of its loop nest — its body and its packed entry,
+//! before Cranelift compiles them ([`relay_kernel::print_kernels`] with [`KernelText::Clif`]),
+//! each kernel after a `// kernel NAME` line: exactly what `relayc build FILE --emit clif`
+//! prints.
+//!
+//! The text is that of an x86-64 host: the call convention, the pointer type and the rounding
+//! instructions (SSE4.1) come from the host's ISA. On another host the Cranelift IR is still
+//! produced, so every kernel must compile, but it is not compared with the expectations.
+
+use relay_kernel::KernelText;
+
+use crate::test_kernels::listing;
+use crate::{Failure, Kind, TestFile, checks};
+
+/// The `clif` test kind.
+pub(crate) const KIND: Kind = Kind {
+    name: "clif",
+    options: &["opt-level=", "passes="],
+    checks_own_options: false,
+    run,
+};
+
+/// Whether this host prints the Cranelift IR the `test clif` files hold.
+const HOST_MATCHES: bool = cfg!(target_arch = "x86_64");
+
+fn run(file: &TestFile<'_>) -> Result<(), Failure> {
+    let listing = listing(file, KernelText::Clif)?;
+    if !HOST_MATCHES {
+        return Ok(());
+    }
+    checks::printed_ir(file, &listing, "the printed Cranelift IR")
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::run_file;
+
+    const PROGRAM: &str = "#[version = \"0.0.5\"]\n\
+                           def @main(%x: Tensor[(2, 3), float32]) { nn.relu(add(%x, %x)) }\n";
+
+    fn run(text: &str) -> Result<(), crate::Failure> {
+        run_file(&crate::ir_tests_dir().join("kernels/generated.relay"), text)
+    }
+
+    #[test]
+    fn directives_are_checked_against_the_cranelift_ir() {
+        if !super::HOST_MATCHES {
+            return;
+        }
+        let text = format!(
+            "// test clif\n{PROGRAM}// check: // kernel $(name=fused_add_nn_relu_[0-9a-f]+)\n\
+             // nextln: ; kernel $name body\n// nextln: function u0:0(\n// check: return\n"
+        );
+        run(&text).unwrap();
+        let text = format!("// test clif\n{PROGRAM}// check: no such instruction\n");
+        let err = run(&text).unwrap_err();
+        assert!(err.message().contains("the printed Cranelift IR"), "{err}");
+    }
+}

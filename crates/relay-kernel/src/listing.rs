@@ -1,0 +1,72 @@
+//! The text of a module's kernels, as `relayc build --emit schedule|kernels|clif` prints it
+//! and the `test schedule`, `test kernels` and `test clif` files of `ir-tests/kernels/` pin
+//! it: each kernel's schedule, loop nest or Cranelift IR after a `// kernel NAME` line, one
+//! blank line between kernels.
+
+use std::fmt::Write as _;
+
+use relay_ir::Function;
+
+use crate::schedule::Schedule;
+use crate::{KernelError, codegen, is_dynamic, lower_primitive};
+
+/// Which text of each kernel a listing holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum KernelText {
+    /// The loop nest ([`crate::loops::LoopFunc`] printed).
+    LoopNest,
+    /// The Cranelift IR of the kernel's body and its packed entry ([`codegen::emit_clif`]).
+    Clif,
+    /// The decisions lowering made ([`crate::schedule::Schedule`] printed).
+    Schedule,
+}
+
+/// What a listing says of a kernel with dynamic (`?`) dimensions instead of its text, and what
+/// `relayc build` reports of it.
+pub const DYNAMIC_NOTE: &str = "dynamic shapes; compiled when called, for the argument shapes \
+                                (relay_kernel::compile_primitive_for)";
+
+/// The listing of `kernels` (as [`crate::primitive_functions`] lists a module's), in their
+/// order: for each, a `// kernel NAME` line and its text, or a `// kernel NAME: ` line with
+/// [`DYNAMIC_NOTE`] for a kernel with dynamic shapes; kernels are separated by one blank line.
+/// Every kernel is attempted; when some fail, the error is each failing kernel's index in
+/// `kernels` with why.
+pub fn print_kernels(
+    kernels: &[(String, Function)],
+    text: KernelText,
+) -> Result<String, Vec<(usize, KernelError)>> {
+    let mut listing = String::new();
+    let mut failures = Vec::new();
+    for (index, (name, func)) in kernels.iter().enumerate() {
+        if is_dynamic(func) {
+            if !listing.is_empty() {
+                listing.push('\n');
+            }
+            let _ = writeln!(listing, "// kernel {name}: {DYNAMIC_NOTE}");
+            continue;
+        }
+        let printed = lower_primitive(func, name).and_then(|loops| match text {
+            KernelText::LoopNest => Ok(loops.to_string()),
+            KernelText::Clif => codegen::emit_clif(&loops),
+            KernelText::Schedule => Ok(Schedule::of(&loops).to_string()),
+        });
+        match printed {
+            Ok(body) => {
+                if !listing.is_empty() {
+                    listing.push('\n');
+                }
+                let _ = writeln!(listing, "// kernel {name}");
+                listing.push_str(&body);
+                if !body.ends_with('\n') {
+                    listing.push('\n');
+                }
+            }
+            Err(error) => failures.push((index, error)),
+        }
+    }
+    if failures.is_empty() {
+        Ok(listing)
+    } else {
+        Err(failures)
+    }
+}
