@@ -128,7 +128,9 @@ mod tests {
         assert!(message.starts_with("ir-tests/x/y.relay: "), "{message}");
         assert!(message.contains("`frobnicate`"), "{message}");
         assert!(
-            message.contains("parse, fmt, types, run, pass, pipeline, bytecode, kernels, clif"),
+            message.contains(
+                "parse, fmt, types, run, pass, pipeline, bytecode, schedule, kernels, clif"
+            ),
             "{message}"
         );
     }

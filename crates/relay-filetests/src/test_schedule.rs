@@ -38,7 +38,7 @@ mod tests {
     #[test]
     fn directives_are_checked_against_the_schedules() {
         let text = format!(
-            "// test schedule\n{PROGRAM}// check: schedule fused_nn_dense_nn_relu\n\
+            "// test schedule\n{PROGRAM}// check: schedule fused_nn_dense_nn_relu_$(h=[0-9a-f]+)\n\
              // nextln: stage 0: T_relu (out)\n// nextln: gemm T_relu = \n\
              // check: stage 1: T_relu (out), in place\n"
         );

@@ -418,14 +418,8 @@ fn nodes(func: &LoopFunc, s: &Stmt) -> Vec<Node> {
             extent,
             kind,
             body,
-        } => vec![Node::Loop {
-            counter: name(var),
-            extent: *extent,
-            kind: *kind,
-            partitioned: false,
-            inner: nodes(func, body),
-        }],
-        Stmt::Range {
+        }
+        | Stmt::Range {
             var,
             extent,
             kind,
@@ -435,7 +429,7 @@ fn nodes(func: &LoopFunc, s: &Stmt) -> Vec<Node> {
             counter: name(var),
             extent: *extent,
             kind: *kind,
-            partitioned: true,
+            partitioned: matches!(s, Stmt::Range { .. }),
             inner: nodes(func, body),
         }],
         Stmt::Gemm(g) => vec![Node::Gemm {

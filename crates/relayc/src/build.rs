@@ -25,8 +25,8 @@ use std::time::{Duration, Instant};
 
 use clap::{Args, ValueEnum};
 use relay::{CompileTimes, KernelFailure};
-use relay_kernel::KernelText;
 use relay_ir::{Module, NDArray};
+use relay_kernel::KernelText;
 use relay_vm::Executable;
 
 use crate::compile::{PipelineArgs, compile, compile_summary, lower, millis};
