@@ -490,12 +490,6 @@ fn write_node(
             partitioned,
             inner,
         } => {
-            let kind = match kind {
-                ForKind::Serial => String::from("serial"),
-                ForKind::Vectorized { lanes } => format!("vectorized({lanes})"),
-                ForKind::Parallel { lanes: 1 } => String::from("parallel"),
-                ForKind::Parallel { lanes } => format!("parallel vectorized({lanes})"),
-            };
             let part = if *partitioned { " partitioned" } else { "" };
             writeln!(f, "{pad}loop {counter} extent {extent} {kind}{part}")?;
             inner

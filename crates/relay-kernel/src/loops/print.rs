@@ -22,6 +22,27 @@ use relay_ir::{DType, DTypeCode};
 
 use crate::loops::{BufferRole, ForKind, LExpr, LoopFunc, Stmt};
 
+/// How a loop runs, as the loop nest and the schedule print it: `serial`, `vectorized(4)`,
+/// `parallel`, `parallel vectorized(4)`.
+impl Display for ForKind {
+    fn fmt(&self, f: &mut Formatter<'_>) -> fmt::Result {
+        match self {
+            ForKind::Serial => f.write_str("serial"),
+            ForKind::Vectorized { lanes } => write!(f, "vectorized({lanes})"),
+            ForKind::Parallel { lanes: 1 } => f.write_str("parallel"),
+            ForKind::Parallel { lanes } => write!(f, "parallel vectorized({lanes})"),
+        }
+    }
+}
+
+/// A loop header's kind after its bounds: nothing for a serial loop, else ` ` and the kind.
+fn kind_suffix(kind: ForKind) -> String {
+    match kind {
+        ForKind::Serial => String::new(),
+        kind => format!(" {kind}"),
+    }
+}
+
 impl Display for LoopFunc {
     fn fmt(&self, f: &mut Formatter<'_>) -> fmt::Result {
         write!(f, "kernel {}(", self.name)?;
@@ -174,12 +195,7 @@ impl LoopFunc {
                     kind,
                     body,
                 } => {
-                    let kind = match kind {
-                        ForKind::Serial => String::new(),
-                        ForKind::Vectorized { lanes } => format!(" vectorized({lanes})"),
-                        ForKind::Parallel { lanes: 1 } => " parallel".into(),
-                        ForKind::Parallel { lanes } => format!(" parallel vectorized({lanes})"),
-                    };
+                    let kind = kind_suffix(*kind);
                     writeln!(
                         out,
                         "{pad}for {} in 0..{extent}{kind} {{",
@@ -220,10 +236,7 @@ impl LoopFunc {
                     kind,
                     body,
                 } => {
-                    let kind = match kind {
-                        ForKind::Vectorized { lanes } => format!(" vectorized({lanes})"),
-                        _ => String::new(),
-                    };
+                    let kind = kind_suffix(*kind);
                     write!(out, "{pad}for {} in ", self.local_name(*var))?;
                     self.expr(out, start)?;
                     out.push_str("..");
