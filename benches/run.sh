@@ -19,8 +19,18 @@
 # (the reason is on stderr); its cells show "—". Only estimates written during this run are
 # read, never stale ones from an earlier run.
 #
+# - models (issue 15; not part of `all`, it takes several minutes): the model zoo of
+#   benches/models/ (generated into benches/models/out/ by benches/models/generate.py when
+#   missing), each network run by `relayc run --params` (release build) and by ONNX Runtime,
+#   alternately, at 1 and 2 threads, relayc's outputs checked against ONNX Runtime's (a mismatch
+#   fails the run), then the table of ratios and issue 15's targets (benches/models/bench.py).
+#   `--profile` adds each network's top kernels (`relayc run --profile --threads 1`); names
+#   select networks (mnist lstm mobilenetv2 resnet50_b1 resnet50_b8 resnet50_b1_f16 bert_b1
+#   bert_b8 bert_b1_f16 gpt2).
+#
 # Usage: benches/run.sh [all|kernels|vm]   (from anywhere; default all, both tables;
 #        ROUNDS=1 benches/run.sh vm for a quicker run of the VM table only)
+#        benches/run.sh models [--profile] [NAME...]   (ROUNDS default 1 here)
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -30,9 +40,9 @@ rounds="${ROUNDS:-2}"
 mode="${1:-all}"
 case "$mode" in
     all) parts=(kernels vm) ;;
-    kernels | vm) parts=("$mode") ;;
+    kernels | vm | models) parts=("$mode") ;;
     *)
-        echo "usage: benches/run.sh [all|kernels|vm]" >&2
+        echo "usage: benches/run.sh [all|kernels|vm] | benches/run.sh models [--profile] [NAME...]" >&2
         exit 2
         ;;
 esac
@@ -56,6 +66,29 @@ vm_entries=(
     W9_load/mlp_ro_file W9_load/mlp_ro W9_load/mlp_ro_decode
 )
 
+setup_venv() {
+    if ! "$venv/bin/python" -c "import numpy, onnx, onnxruntime" 2>/dev/null; then
+        echo "== setting up $venv (numpy, onnx, onnxruntime)" >&2
+        [ -x "$venv/bin/python" ] || python3 -m venv "$venv"
+        "$venv/bin/pip" install --quiet --upgrade pip >&2
+        "$venv/bin/pip" install --quiet numpy onnx onnxruntime >&2
+    fi
+}
+
+if [ "$mode" = models ]; then
+    shift
+    echo "== building relayc (release)" >&2
+    cargo build --release -p relayc >&2
+    setup_venv
+    models=()
+    for arg in "$@"; do
+        [ "$arg" = --profile ] || models+=("$arg")
+    done
+    "$venv/bin/python" "$here/models/generate.py" "${models[@]}" >&2
+    exec "$venv/bin/python" "$here/models/bench.py" --relayc "$target_dir/release/relayc" \
+        --rounds "${ROUNDS:-1}" "$@"
+fi
+
 echo "== building the benchmarks (release)" >&2
 bench_args=()
 for part in "${parts[@]}"; do
@@ -63,12 +96,7 @@ for part in "${parts[@]}"; do
 done
 cargo bench -p relay-benches "${bench_args[@]}" --no-run >&2
 
-if ! "$venv/bin/python" -c "import numpy, onnx, onnxruntime" 2>/dev/null; then
-    echo "== setting up $venv (numpy, onnx, onnxruntime)" >&2
-    [ -x "$venv/bin/python" ] || python3 -m venv "$venv"
-    "$venv/bin/pip" install --quiet --upgrade pip >&2
-    "$venv/bin/pip" install --quiet numpy onnx onnxruntime >&2
-fi
+setup_venv
 
 # Runs criterion benchmark $1 and appends the median of each of its entries (the remaining
 # arguments) to the results as `PEER <group> <bench> <seconds>`, skipping those this run did

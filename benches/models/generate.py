@@ -1,0 +1,134 @@
+"""Writes the model zoo (benches/models/README.md): each network as Relay text with its weights in
+a .npz (bound by `relayc run --params`), its inputs as .npy files and an ONNX model with the same
+weights as initializers; and, with --tests, the committed test data of benches/tests/models.rs.
+
+    python3 benches/models/generate.py [--out DIR] [--force] [NAME...]   # the zoo (default out/)
+    python3 benches/models/generate.py --tests [DIR]                     # the test data
+
+A network directory holds model.relay, params.npz, model.onnx, input_<name>.npy and meta.json
+(the inputs, the number of outputs, the float type); a network is skipped when its meta.json
+exists, unless --force.
+"""
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from zoo import networks, ort  # noqa: E402
+from zoo.lstm import lstm  # noqa: E402
+
+HERE = Path(__file__).resolve().parent
+
+# name -> builder of the whole network.
+NETWORKS = {
+    "mnist": networks.mnist,
+    "lstm": lstm,
+    "mobilenetv2": networks.mobilenetv2,
+    "resnet50_b1": lambda: networks.resnet50(1),
+    "resnet50_b8": lambda: networks.resnet50(8),
+    "resnet50_b1_f16": lambda: networks.resnet50(1, "float16"),
+    "bert_b1": lambda: networks.bert(1),
+    "bert_b8": lambda: networks.bert(8),
+    "bert_b1_f16": lambda: networks.bert(1, "float16"),
+    "gpt2": networks.gpt2,
+}
+
+# name -> builder of the test models (small networks whole, one block of each large one).
+TESTS = {
+    "mnist": networks.mnist,
+    "lstm": lstm,
+    "resnet50_layer2_0": networks.resnet50_block,
+    "resnet50_layer2_0_f16": lambda: networks.resnet50_block("float16"),
+    "mobilenetv2_block2": networks.mobilenetv2_block,
+    "bert_layer0": networks.bert_block,
+    "gpt2_h0": networks.gpt2_block,
+}
+
+# At most this many expected values are stored per output (every stride-th element).
+EXPECTED_VALUES = 4096
+
+
+# Networks whose weights are another's (batch 8): their params.npz is a link to that one's.
+SHARED_PARAMS = {"resnet50_b8": "resnet50_b1", "bert_b8": "bert_b1"}
+
+
+def write_network(name, graph, directory):
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "model.relay").write_text(graph.relay_text())
+    params = directory / "params.npz"
+    params.unlink(missing_ok=True)
+    owner = SHARED_PARAMS.get(name)
+    if owner and (directory.parent / owner / "meta.json").exists():
+        params.symlink_to(Path("..") / owner / "params.npz")
+    else:
+        np.savez(params, **graph.params)
+    for input_name, data in graph.inputs.items():
+        np.save(directory / f"input_{input_name}.npy", data)
+    model = graph.onnx_model()
+    size = model.ByteSize()
+    import onnx
+
+    onnx.save(model, str(directory / "model.onnx"))
+    meta = {
+        "name": graph.name,
+        "dtype": graph.dtype,
+        "inputs": list(graph.inputs),
+        "outputs": len(model.graph.output),
+        "onnx_bytes": size,
+    }
+    (directory / "meta.json").write_text(json.dumps(meta, indent=1) + "\n")
+
+
+def write_test(name, graph, directory):
+    """name.relay, name.manifest (how to regenerate every tensor, the expected outputs)."""
+    (directory / f"{name}.relay").write_text(graph.relay_text())
+    model = graph.onnx_model()
+    sess, was_widened = ort.reference_session(model)
+    outputs = ort.run(sess, dict(graph.inputs), was_widened)
+    lines = [
+        f"# {name}: written by benches/models/generate.py --tests; read by "
+        "benches/tests/models.rs.",
+        "# param|input NAME DTYPE SHAPE splitmix SEED SCALE OFFSET  (zoo/weights.py)",
+        "# param NAME DTYPE SHAPE causal_mask                      (0 on and below the diagonal,"
+        " -10000 above)",
+        "# output INDEX STRIDE COUNT FILE  (every STRIDE-th of COUNT elements, by ONNX Runtime"
+        + (" in float32 from the float16 weights)" if was_widened else ")"),
+    ]
+    lines += graph.manifest
+    for index, out in enumerate(outputs):
+        flat = np.asarray(out, dtype=np.float32).reshape(-1)
+        stride = max(1, -(-flat.size // EXPECTED_VALUES))
+        file = f"{name}.expected{index}.npy"
+        np.save(directory / file, np.ascontiguousarray(flat[::stride]))
+        lines.append(f"output {index} {stride} {flat.size} {file}")
+    (directory / f"{name}.manifest").write_text("\n".join(lines) + "\n")
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, default=HERE / "out")
+    parser.add_argument("--force", action="store_true")
+    parser.add_argument("--tests", nargs="?", const=HERE / "tests", type=Path)
+    parser.add_argument("names", nargs="*")
+    args = parser.parse_args()
+    if args.tests is not None:
+        args.tests.mkdir(parents=True, exist_ok=True)
+        for name in args.names or TESTS:
+            print(f"== test model {name}", file=sys.stderr, flush=True)
+            write_test(name, TESTS[name](), args.tests)
+        return
+    for name in args.names or NETWORKS:
+        directory = args.out / name
+        if (directory / "meta.json").exists() and not args.force:
+            continue
+        print(f"== generating {name} in {directory}", file=sys.stderr, flush=True)
+        write_network(name, NETWORKS[name](), directory)
+
+
+if __name__ == "__main__":
+    main()
