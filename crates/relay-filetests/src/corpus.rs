@@ -8,8 +8,10 @@ use crate::{Failure, round_trip};
 
 /// The regular expression (matched against paths relative to the repository root) selecting
 /// the repository's programs: every `.relay` file except those under `ir-tests/` (the harness
-/// runs those), any `target/` directory, and hidden directories.
-pub const REPOSITORY_PATTERN: &str = r"^(?!ir-tests/)(?!(?:.*/)?target/)(?!(?:.*/)?\.).*\.relay$";
+/// runs those), the generated model zoo (`benches/models/out/`, gigabytes of networks that
+/// `benches/run.sh models` writes), any `target/` directory, and hidden directories.
+pub const REPOSITORY_PATTERN: &str =
+    r"^(?!ir-tests/)(?!benches/models/out/)(?!(?:.*/)?target/)(?!(?:.*/)?\.).*\.relay$";
 
 /// The repository root (two levels above this crate's directory).
 pub fn repository_root() -> PathBuf {
