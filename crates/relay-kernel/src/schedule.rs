@@ -33,7 +33,7 @@ use crate::contract::{Contraction, Index, contraction};
 use crate::loops::{
     Accesses, BufferId, BufferRole, ForKind, LExpr, LocalId, LoopFunc, Place, Stmt,
 };
-use crate::lower::{key, strides};
+use crate::lower::{input_view, key, strides};
 
 /// Lanes of a vectorized loop over 32-bit elements.
 pub const LANES: u32 = 4;
@@ -61,7 +61,10 @@ pub fn materialized(composed: &Composed) -> Vec<Tensor> {
         {
             out.push(t.clone());
             for operand in [&c.a.0, &c.b.0] {
-                if matches!(operand.op, TensorOp::Compute { .. }) {
+                // An operand that is an input read in place needs no copy.
+                if matches!(operand.op, TensorOp::Compute { .. })
+                    && input_view(operand, &composed.inputs).is_none()
+                {
                     out.push(operand.clone());
                 }
             }

@@ -58,6 +58,8 @@ use crate::loops::{
 };
 use crate::schedule::{self, LANES, PARALLEL_WORK};
 
+pub(crate) use gemm::input_view;
+
 /// The most scalar operations one output's expression may have after inlining.
 const MAX_NODES: usize = 1 << 16;
 
@@ -196,7 +198,9 @@ fn lower_stages(name: &str, composed: &Composed, materialize: &[Tensor]) -> Resu
             Some(c)
                 if schedule::gemm_computes(&c)
                     && [&c.a.0, &c.b.0].iter().all(|o| {
-                        matches!(o.op, TensorOp::Placeholder(_)) || buffers.contains_key(&key(o))
+                        matches!(o.op, TensorOp::Placeholder(_))
+                            || buffers.contains_key(&key(o))
+                            || input_view(o, &composed.inputs).is_some()
                     }) =>
             {
                 nest.gemm(*id, t, &c)?
