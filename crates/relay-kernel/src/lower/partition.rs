@@ -219,7 +219,12 @@ impl Nest<'_> {
             upper,
             outer,
         };
-        let store = Store { id, index, extent };
+        let store = Store {
+            id,
+            index,
+            extent,
+            hoist_loads: false,
+        };
         self.parts(&store, bounds, (&inside, otherwise), kinds, loops, hoisted)
             .map(Some)
     }
@@ -263,8 +268,19 @@ impl Nest<'_> {
         }
         // The parts do not overlap: `lo <= hi`.
         let hi = bin(BinaryOp::Max, hi, LExpr::Local(lo_l));
-        let inside_v = self.expr(inside, loops, hoisted)?;
+        let mut inside_v = self.expr(inside, loops, hoisted)?;
         let outside_v = self.expr(outside, loops, hoisted)?;
+        if store.hoist_loads {
+            // Only loads the guarded value makes too: those are in bounds on every row.
+            let mut safe = Vec::new();
+            outside_v.visit(&mut |n| {
+                if matches!(n, LExpr::Load { .. }) {
+                    safe.push(n.clone());
+                }
+            });
+            let (out, var) = (store.id, loops.counters[g]);
+            inside_v = self.hoist_uniform_loads(inside_v, (out, var, &safe), hoisted);
+        }
         let var = loops.counters[g];
         let store = |value: LExpr| Stmt::Store {
             buffer: id,
@@ -300,11 +316,72 @@ impl Nest<'_> {
     }
 }
 
-/// Where a partitioned loop stores: buffer, index, and the loop's full extent.
+/// Where a partitioned loop stores: buffer, index, and the loop's full extent; whether the
+/// middle part's loads that do not change along the loop are hoisted before it.
 struct Store<'a> {
     id: BufferId,
     index: &'a LExpr,
     extent: i64,
+    hoist_loads: bool,
+}
+
+impl Nest<'_> {
+    /// `e` with every load that does not change along the loop of counter `var` (a depthwise
+    /// convolution's weights) read once into a local assigned before the loop, instead of
+    /// once per iteration. Loads of the stored buffer `out` stay, and so do loads not in
+    /// `safe` (the guarded value's loads, in bounds on every row).
+    fn hoist_uniform_loads(
+        &mut self,
+        e: LExpr,
+        (out, var, safe): (BufferId, LocalId, &[LExpr]),
+        hoisted: &mut Vec<(LocalId, LExpr)>,
+    ) -> LExpr {
+        let b = |s: &mut Self, x: Box<LExpr>, h: &mut Vec<(LocalId, LExpr)>| {
+            Box::new(s.hoist_uniform_loads(*x, (out, var, safe), h))
+        };
+        match e {
+            LExpr::Load { buffer, index }
+                if buffer != out
+                    && !uses_local(&index, var)
+                    && safe.iter().any(|l| {
+                        matches!(l, LExpr::Load { buffer: lb, index: li }
+                            if *lb == buffer && **li == *index)
+                    }) =>
+            {
+                let load = LExpr::Load { buffer, index };
+                if let Some((l, _)) = hoisted.iter().find(|(_, v)| *v == load) {
+                    return LExpr::Local(*l);
+                }
+                let dtype = self.func.buffers[buffer.0 as usize].dtype;
+                let local = self.local(format!("w{}", self.func.locals.len()), dtype);
+                hoisted.push((local, load));
+                LExpr::Local(local)
+            }
+            LExpr::Unary(op, a) => LExpr::Unary(op, b(self, a, hoisted)),
+            LExpr::Cast(d, a) => LExpr::Cast(d, b(self, a, hoisted)),
+            LExpr::Binary(op, x, y) => {
+                let x = b(self, x, hoisted);
+                LExpr::Binary(op, x, b(self, y, hoisted))
+            }
+            LExpr::Compare(op, x, y) => {
+                let x = b(self, x, hoisted);
+                LExpr::Compare(op, x, b(self, y, hoisted))
+            }
+            LExpr::Select(c, x, y) => {
+                let c = b(self, c, hoisted);
+                let x = b(self, x, hoisted);
+                LExpr::Select(c, x, b(self, y, hoisted))
+            }
+            other => other,
+        }
+    }
+}
+
+/// Whether `e` reads local `l`.
+fn uses_local(e: &LExpr, l: LocalId) -> bool {
+    let mut found = false;
+    e.visit(&mut |n| found |= matches!(n, LExpr::Local(x) if *x == l));
+    found
 }
 
 /// The bounds of a partitioned loop's middle part: lower and upper bounds on the counter, and
@@ -517,6 +594,7 @@ impl Nest<'_> {
             id,
             index,
             extent: shape[k],
+            hoist_loads: true,
         };
         let kinds = (inside_kind, ForKind::Serial);
         self.parts(&store, bounds, (&inside, val), kinds, loops, hoisted)
