@@ -6,8 +6,10 @@
 //!   their readers run — every contraction the host GEMM computes and its computed operands
 //!   (lowering adds a reduction read inside another reduction's body when it meets one);
 //!   everything else is inlined into its readers;
-//! - **GEMM or loops** ([`gemm_computes`]): a contraction whose reduction axes merge into one
-//!   matrix dimension is a call of the host GEMM, with its other axes looped around it;
+//! - **GEMM or loops** ([`uses_gemm`]): a contraction whose reduction axes merge into one
+//!   matrix dimension ([`gemm_computes`]) is a call of the host GEMM, with its other axes
+//!   looped around it — unless it is a small window ([`direct_window`]: a depthwise or
+//!   small-group convolution), which lowering unrolls into vectorized loops like a pool;
 //! - **loop kinds** ([`loop_kind`]): the innermost loop of a stage whose values are all 32 bits
 //!   wide runs [`LANES`] lanes at once, the outermost loop of a stage of [`PARALLEL_WORK`]
 //!   elements or more runs on the kernel context's threads;
@@ -33,7 +35,7 @@ use crate::contract::{Contraction, Index, contraction};
 use crate::loops::{
     Accesses, BufferId, BufferRole, ForKind, LExpr, LocalId, LoopFunc, Place, Stmt,
 };
-use crate::lower::{key, strides};
+use crate::lower::{input_view, key, strides};
 
 /// Lanes of a vectorized loop over 32-bit elements.
 pub const LANES: u32 = 4;
@@ -43,8 +45,8 @@ pub const LANES: u32 = 4;
 pub const PARALLEL_WORK: i64 = 1 << 16;
 
 /// The tensors a kernel computes into buffers before their consumers run, besides its
-/// outputs: every contraction the GEMM can compute (see [`gemm_computes`]) and its computed
-/// operands.
+/// outputs: every contraction the GEMM computes (see [`uses_gemm`]) and its computed operands
+/// that are not inputs read in place ([`input_view`]).
 pub fn materialized(composed: &Composed) -> Vec<Tensor> {
     let mut out = Vec::new();
     let mut seen = std::collections::HashSet::new();
@@ -57,11 +59,14 @@ pub fn materialized(composed: &Composed) -> Vec<Tensor> {
             continue;
         };
         if let Some(c) = contraction(&t)
-            && gemm_computes(&c)
+            && uses_gemm(&c, &t.shape)
         {
             out.push(t.clone());
             for operand in [&c.a.0, &c.b.0] {
-                if matches!(operand.op, TensorOp::Compute { .. }) {
+                // An operand that is an input read in place needs no copy.
+                if matches!(operand.op, TensorOp::Compute { .. })
+                    && input_view(operand, &composed.inputs).is_none()
+                {
                     out.push(operand.clone());
                 }
             }
@@ -69,6 +74,42 @@ pub fn materialized(composed: &Composed) -> Vec<Tensor> {
         stack.extend(crate::compose::reads(body));
     }
     out
+}
+
+/// The most taps (product of the reduction extents) of a sliding-window reduction — a
+/// depthwise or small-group convolution, a pool — that lowering unrolls into a vectorized
+/// loop along the output width instead of looping over the window.
+pub const WINDOW_TAPS: i64 = 64;
+
+/// Whether contraction `c` (with output `shape`) is computed by a call of the host GEMM:
+/// [`gemm_computes`] says it can, and it is not a [`direct_window`] contraction.
+pub fn uses_gemm(c: &Contraction, shape: &[i64]) -> bool {
+    gemm_computes(c) && !direct_window(c, shape)
+}
+
+/// Whether contraction `c` is a small window better computed directly than as GEMMs: a
+/// depthwise convolution (per channel a GEMM with n = 1 and k = 9) or a grouped one with at
+/// most 4 output channels per group — a computed operand (the im2col), two reduction axes or
+/// more, at most [`WINDOW_TAPS`] taps, and one matrix dimension of at most 4. Lowering then
+/// inlines the window into the output's loops.
+pub fn direct_window(c: &Contraction, shape: &[i64]) -> bool {
+    let computed = [&c.a.0, &c.b.0]
+        .iter()
+        .any(|t| matches!(t.op, TensorOp::Compute { .. }));
+    let axes = c.red_extents.iter().filter(|&&e| e > 1).count();
+    let taps = c
+        .red_extents
+        .iter()
+        .try_fold(1i64, |p, &e| p.checked_mul(e));
+    // m: output axes only `a` reads; n: those only `b` reads.
+    let only = |x: &[Index], y: &[Index]| -> i64 {
+        (0..shape.len())
+            .filter(|&k| x.contains(&Index::Out(k)) && !y.contains(&Index::Out(k)))
+            .map(|k| shape[k])
+            .product()
+    };
+    let (m, n) = (only(&c.a.1, &c.b.1), only(&c.b.1, &c.a.1));
+    computed && axes >= 2 && taps.is_some_and(|t| t <= WINDOW_TAPS) && m.min(n) <= 4
 }
 
 /// Whether the host GEMM computes contraction `c`: its reduction axes merge into one GEMM

@@ -354,3 +354,64 @@ fn random_contraction_groups_of_megabytes() {
     let cases = (0..24).map(|_| random_group(&mut rng)).collect();
     run_cases_within(cases, LOOSE);
 }
+
+/// A depthwise convolution (groups = channels) of `k`×`k` at `hw`² with MobileNetV2's
+/// epilogue: batch norm as a per-channel multiply and add, then ReLU6 (`clip`).
+fn depthwise_bn_relu6(c: i64, hw: i64, k: i64, stride: i64, dtype: &str) -> Case {
+    let pad = k / 2;
+    let call = format!(
+        "clip(add(multiply(nn.conv2d(%p0, %p1, strides=[{stride}, {stride}], \
+         padding=[{pad}, {pad}, {pad}, {pad}], groups={c}, channels={c}, \
+         kernel_size=[{k}, {k}]), %p2), %p3), a_min=0f, a_max=6f)"
+    );
+    let params = vec![
+        tensor_type(&[1, c, hw, hw], dtype),
+        tensor_type(&[c, 1, k, k], dtype),
+        tensor_type(&[c, 1, 1], dtype),
+        tensor_type(&[c, 1, 1], dtype),
+    ];
+    (
+        format!("depthwise {c}x{hw}² {k}x{k}/{stride} {dtype}"),
+        call,
+        params,
+    )
+}
+
+/// A pool `call` (over `%p0`) of a `[1, c, hw, hw]` tensor.
+fn pool(call: &str, c: i64, hw: i64, dtype: &str) -> Case {
+    let params = vec![tensor_type(&[1, c, hw, hw], dtype)];
+    (
+        format!("{call} on {c}x{hw}² {dtype}"),
+        call.to_string(),
+        params,
+    )
+}
+
+/// Sliding windows lowered as unrolled, partitioned, vectorized loops: MobileNetV2's depthwise
+/// convolutions with their batch-norm + ReLU6 epilogue (stride 1 and 2, 3×3 and 5×5, float32
+/// and float64, widths not a multiple of the lanes), ResNet-50's and the MNIST CNN's max pools,
+/// average pools with and without the padding counted, in float32, float64 and int32.
+#[test]
+fn depthwise_convolutions_and_pools() {
+    let mut cases = vec![
+        depthwise_bn_relu6(144, 56, 3, 1, "float32"),
+        depthwise_bn_relu6(96, 112, 3, 2, "float32"),
+        depthwise_bn_relu6(576, 14, 3, 2, "float32"),
+        depthwise_bn_relu6(960, 7, 3, 1, "float32"),
+        depthwise_bn_relu6(240, 28, 5, 1, "float32"),
+        depthwise_bn_relu6(32, 15, 3, 2, "float64"),
+    ];
+    let max3 = "nn.max_pool2d(%p0, pool_size=[3, 3], strides=[2, 2], padding=[1, 1, 1, 1])";
+    let max2 = "nn.max_pool2d(%p0, pool_size=[2, 2], strides=[2, 2])";
+    let avg3 = "nn.avg_pool2d(%p0, pool_size=[3, 3], strides=[1, 1], padding=[1, 1, 1, 1])";
+    let avg3_pad = "nn.avg_pool2d(%p0, pool_size=[3, 3], strides=[1, 1], padding=[1, 1, 1, 1], \
+                    count_include_pad=True)";
+    cases.push(pool(max3, 64, 112, "float32"));
+    cases.push(pool(max3, 24, 29, "float64"));
+    cases.push(pool(max3, 16, 30, "int32"));
+    cases.push(pool(max2, 8, 28, "float32"));
+    cases.push(pool(max2, 16, 14, "float32"));
+    cases.push(pool(avg3, 64, 28, "float32"));
+    cases.push(pool(avg3_pad, 32, 17, "float32"));
+    run_cases_within(cases, LOOSE);
+}

@@ -50,17 +50,18 @@ impl Nest<'_> {
         if shape.contains(&0) {
             return Ok(Stmt::Seq(Vec::new()));
         }
-        let operand = |(tensor, _): &(Tensor, Vec<Index>)| -> Result<usize, String> {
+        // Each operand's buffer, and where its matrix starts in it (a view of an input).
+        let operand = |(tensor, _): &(Tensor, Vec<Index>)| -> Result<(usize, i64), String> {
             match tensor.op {
-                TensorOp::Placeholder(i) => Ok(i),
-                TensorOp::Compute { .. } => self
-                    .buffers
-                    .get(&key(tensor))
-                    .copied()
-                    .ok_or_else(|| format!("`{}` is not materialized", tensor.name)),
+                TensorOp::Placeholder(i) => Ok((i, 0)),
+                TensorOp::Compute { .. } => match self.buffers.get(&key(tensor)) {
+                    Some(&b) => Ok((b, 0)),
+                    None => input_view(tensor, self.inputs)
+                        .ok_or_else(|| format!("`{}` is not materialized", tensor.name)),
+                },
             }
         };
-        let (abuf, bbuf) = (operand(&c.a)?, operand(&c.b)?);
+        let ((abuf, aoff), (bbuf, boff)) = (operand(&c.a)?, operand(&c.b)?);
         let (ast, bst) = (strides(&c.a.0.shape), strides(&c.b.0.shape));
         let konst = |ix: &[Index], st: &[i64]| -> i64 {
             ix.iter()
@@ -106,8 +107,8 @@ impl Nest<'_> {
         let (k, ki) = k.unwrap_or((1, one));
         // The loops over the batch axes, and the offsets they give each matrix.
         let mut offsets = [
-            vec![LExpr::Int(konst(&c.a.1, &ast).into(), DType::I64)],
-            vec![LExpr::Int(konst(&c.b.1, &bst).into(), DType::I64)],
+            vec![LExpr::Int((konst(&c.a.1, &ast) + aoff).into(), DType::I64)],
+            vec![LExpr::Int((konst(&c.b.1, &bst) + boff).into(), DType::I64)],
             vec![],
         ];
         let mut counters = Vec::new();
@@ -231,4 +232,120 @@ fn row_major(gemm: Gemm) -> Gemm {
         b: t(gemm.a),
         c: t(gemm.c),
     }
+}
+
+/// A computed GEMM operand that is a kernel input read in place: `(input, offset)` when `t`'s
+/// element at every index is the input's element at `offset` plus `t`'s own row-major flat
+/// index — a convolution's `T_conv2d_weight` (OIHW weights are already the `[O, I·KH·KW]`
+/// matrix, per group a sub-matrix) and the `T_conv2d_col` of a 1×1, stride-1, unpadded
+/// convolution (the data's `[C, H·W]` per batch). The GEMM then reads the input itself and
+/// the copy is not made. Padding conditions and index clamps that interval arithmetic proves
+/// idle are dropped; anything else (a strided or padded window, a cast) is no view.
+pub(crate) fn input_view(t: &Tensor, inputs: &[Tensor]) -> Option<(usize, i64)> {
+    let TensorOp::Compute { axes, body } = &t.op else {
+        return None;
+    };
+    let no_buffers = HashMap::new();
+    let rank = t.shape.len();
+    let mut inliner = Inliner {
+        inputs,
+        buffers: &no_buffers,
+        out_shape: t.shape.clone(),
+        want: None,
+        limit: None,
+        nodes: 0,
+        all32: true,
+        rank,
+        red_extents: Vec::new(),
+        reductions: Vec::new(),
+        red_cache: HashMap::new(),
+        in_reduce: false,
+    };
+    let env: HashMap<u32, Ix> = axes
+        .iter()
+        .zip(&t.shape)
+        .enumerate()
+        .map(|(k, (a, &n))| (a.id, if n == 1 { Ix::Const(0) } else { Ix::Axis(k) }))
+        .collect();
+    let mut v = inliner.value(body, &env).ok()?;
+    if !inliner.reductions.is_empty() {
+        return None;
+    }
+    // `select(cond, x, 0)` whose condition always holds is `x`.
+    while let Val::Select(cond, then, _) = &v {
+        let mut terms = Vec::new();
+        conjuncts(cond, &mut terms);
+        if !terms.iter().all(|c| always(&inliner, c)) {
+            return None;
+        }
+        v = (**then).clone();
+    }
+    let Val::Load { buffer, dims } = v else {
+        return None;
+    };
+    let input = inputs.get(buffer)?;
+    if input.dtype != t.dtype {
+        return None;
+    }
+    let st = strides(&input.shape);
+    // The flat input index: per axis a coefficient, and a constant.
+    let mut coef = vec![0i64; rank];
+    let mut offset = 0i64;
+    for (d, ix) in dims.iter().enumerate() {
+        let mut rest = idle_clamps(&inliner, ix);
+        for (k, c) in coef.iter_mut().enumerate() {
+            let (ck, r) = split_axis(&rest, k)?;
+            *c = c.checked_add(ck.checked_mul(st[d])?)?;
+            rest = r;
+        }
+        let Ix::Const(r) = rest else {
+            return None;
+        };
+        offset = offset.checked_add(r.checked_mul(st[d])?)?;
+    }
+    let own = strides(&t.shape);
+    let same = (0..rank).all(|k| t.shape[k] == 1 || coef[k] == own[k]);
+    same.then_some((buffer, offset))
+}
+
+/// Whether an index comparison holds for every value of the axes.
+fn always(inliner: &Inliner<'_>, c: &Val) -> bool {
+    let Val::Compare(op, a, b) = c else {
+        return false;
+    };
+    let (Some(a), Some(b)) = (as_index(a), as_index(b)) else {
+        return false;
+    };
+    let (Some((al, ah)), Some((bl, bh))) = (inliner.range(&a), inliner.range(&b)) else {
+        return false;
+    };
+    match op {
+        CmpOp::Ge => al >= bh,
+        CmpOp::Gt => al > bh,
+        CmpOp::Lt => ah < bl,
+        CmpOp::Le => ah <= bl,
+        CmpOp::Eq | CmpOp::Ne => false,
+    }
+}
+
+/// `ix` with every `max(0, x)` and `min(x, m)` that cannot change `x` replaced by `x`.
+fn idle_clamps(inliner: &Inliner<'_>, ix: &Ix) -> Ix {
+    let Ix::Bin(op, a, b) = ix else {
+        return ix.clone();
+    };
+    let (a, b) = (idle_clamps(inliner, a), idle_clamps(inliner, b));
+    let idle = |x: &Ix, bound: &Ix| match (inliner.range(x), bound) {
+        (Some((lo, _)), Ix::Const(c)) if *op == BinaryOp::Max => lo >= *c,
+        (Some((_, hi)), Ix::Const(c)) if *op == BinaryOp::Min => hi <= *c,
+        _ => false,
+    };
+    if matches!(op, BinaryOp::Max | BinaryOp::Min) {
+        if idle(&a, &b) {
+            return a;
+        }
+        if idle(&b, &a) {
+            return b;
+        }
+    }
+    fold(*op, a, b)
 }

@@ -130,12 +130,25 @@ impl Nest<'_> {
                 }
             }
         };
-        if !inliner.reductions.is_empty() {
-            return Ok(self.reduce_output(id, &shape, &val, &inliner)?);
-        }
         let dtype = tensor.dtype;
-        let vectorize =
-            inliner.all32 && dtype.bits == 32 && dtype.code != relay_ir::DTypeCode::Bool;
+        let is32 = dtype.bits == 32 && dtype.code != relay_ir::DTypeCode::Bool;
+        // Sliding windows (pools, depthwise convolutions) unrolled: an injective output.
+        let unrolled = match inliner.reductions.is_empty() {
+            true => None,
+            false => unroll_windows(&val, &inliner),
+        };
+        let was_unrolled = unrolled.is_some();
+        let (val, vectorize) = match unrolled {
+            Some(v) => {
+                let dtypes: Vec<DType> = self.func.buffers.iter().map(|b| b.dtype).collect();
+                let lanes = lanes32_select(&v, &dtypes);
+                (v, lanes && is32)
+            }
+            None if !inliner.reductions.is_empty() => {
+                return Ok(self.reduce_output(id, &shape, &val, &inliner)?);
+            }
+            None => (val, inliner.all32 && is32),
+        };
         let loops = self.schedule(&shape, &val);
         let mut hoisted: Vec<(LocalId, LExpr)> = Vec::new();
         let out_strides = strides(&shape);
@@ -152,7 +165,12 @@ impl Nest<'_> {
         let n = loops.groups.len();
         let partitioned = match n {
             0 => None,
-            _ => self.partition(id, &index, &val, &loops, &shape, dtype, &mut hoisted)?,
+            _ => match self.partition(id, &index, &val, &loops, &shape, dtype, &mut hoisted)? {
+                None if was_unrolled => {
+                    self.partition_windows(id, &index, &val, &loops, &shape, &mut hoisted)?
+                }
+                parts => parts,
+            },
         };
         let stmt = match partitioned {
             // The innermost loop is already split into its parts: the loop nest starts one

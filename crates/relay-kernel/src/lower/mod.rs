@@ -4,9 +4,10 @@
 //! consumer's read indices; a tensor read twice is computed twice, which is right for
 //! elementwise, broadcast and injective operators), except the tensors computed into a buffer
 //! first: the outputs; every contraction the host GEMM computes (`contract.rs`) with its
-//! computed operands; and a reduction read inside another reduction's body (found while
-//! lowering, which then starts again with it materialized). Those that are not outputs get
-//! scratch buffers. Each stage is one loop nest (or a GEMM call) storing at row-major flat
+//! computed operands, unless one is an input read in place (`gemm::input_view`: convolution
+//! weights, a 1×1 convolution's data); and a reduction read inside another reduction's body
+//! (found while lowering, which then starts again with it materialized). Those that are not
+//! outputs get scratch buffers. Each stage is one loop nest (or a GEMM call) storing at row-major flat
 //! indices; stages run in dependency order. A scratch result read element for element by the
 //! one stage that writes an output becomes that output (the epilogue then runs in place).
 //!
@@ -18,6 +19,12 @@
 //! before it. A `select` whose condition bounds the innermost counter (a padded read) splits
 //! that loop into the parts before, inside and after the bounds (loop partitioning). The
 //! outermost loop of a large stage is `Parallel`.
+//!
+//! **Sliding windows** (pools, depthwise and small-group convolutions): a sum, max or min of
+//! at most 64 taps whose loads mix an output and a reduction axis is unrolled into its taps
+//! (`reduce::unroll_windows`), making the output injective; its innermost loop is partitioned
+//! where every tap's padding guard holds (`partition::partition_windows`) and the middle part
+//! vectorized.
 //!
 //! **Reductions** (`TExprKind::Reduce`, at the root of a compute): an output whose value needs
 //! one (the reduction itself, an epilogue such as `sqrt(sum(x))`, or a consumer broadcasting
@@ -57,6 +64,8 @@ use crate::loops::{
     MatrixRef, Stmt,
 };
 use crate::schedule::{self, LANES, PARALLEL_WORK};
+
+pub(crate) use gemm::input_view;
 
 /// The most scalar operations one output's expression may have after inlining.
 const MAX_NODES: usize = 1 << 16;
@@ -194,9 +203,11 @@ fn lower_stages(name: &str, composed: &Composed, materialize: &[Tensor]) -> Resu
         };
         let stmt = match contraction(t) {
             Some(c)
-                if schedule::gemm_computes(&c)
+                if schedule::uses_gemm(&c, &t.shape)
                     && [&c.a.0, &c.b.0].iter().all(|o| {
-                        matches!(o.op, TensorOp::Placeholder(_)) || buffers.contains_key(&key(o))
+                        matches!(o.op, TensorOp::Placeholder(_))
+                            || buffers.contains_key(&key(o))
+                            || input_view(o, &composed.inputs).is_some()
                     }) =>
             {
                 nest.gemm(*id, t, &c)?

@@ -164,7 +164,6 @@ impl Nest<'_> {
         let (mut lower, mut upper, mut outer) = (Vec::new(), Vec::new(), Vec::new());
         let mut guarded_lo: Vec<Ix> = Vec::new();
         let mut guarded_hi: Vec<(Ix, i64)> = Vec::new();
-        let i64c = |c: i64| LExpr::Int(c.into(), DType::I64);
         for t in terms {
             let mut used = Vec::new();
             val_axes(t, &mut used);
@@ -205,6 +204,51 @@ impl Nest<'_> {
             .into_iter()
             .filter(|(key, _)| guarded_lo.contains(key))
             .collect();
+        let inside = unclamp(then, &guarded);
+        let dtypes: Vec<DType> = self.func.buffers.iter().map(|b| b.dtype).collect();
+        let kind = |v: &Val| {
+            if lanes32(v, &dtypes) && dtype.bits == 32 && dtype.code != relay_ir::DTypeCode::Bool {
+                ForKind::Vectorized { lanes: LANES }
+            } else {
+                ForKind::Serial
+            }
+        };
+        let kinds = (kind(&inside), kind(otherwise));
+        let bounds = Bounds {
+            lower,
+            upper,
+            outer,
+        };
+        let store = Store {
+            id,
+            index,
+            extent,
+            hoist_loads: false,
+        };
+        self.parts(&store, bounds, (&inside, otherwise), kinds, loops, hoisted)
+            .map(Some)
+    }
+
+    /// The innermost loop split at `bounds` into the iterations before them (storing
+    /// `outside`), inside them (storing `inside`) and after them (`outside` again), each part
+    /// a range of the kind given; the middle part is empty where an outer condition fails.
+    fn parts(
+        &mut self,
+        store: &Store<'_>,
+        bounds: Bounds<'_>,
+        (inside, outside): (&Val, &Val),
+        (inside_kind, outside_kind): (ForKind, ForKind),
+        loops: &Loops,
+        hoisted: &mut Vec<(LocalId, LExpr)>,
+    ) -> Result<Stmt, String> {
+        let Bounds {
+            lower,
+            upper,
+            outer,
+        } = bounds;
+        let (id, index, extent) = (store.id, store.index, store.extent);
+        let g = loops.groups.len() - 1;
+        let i64c = |c: i64| LExpr::Int(c.into(), DType::I64);
         let lo = lower
             .into_iter()
             .fold(i64c(0), |acc, e| bin(BinaryOp::Max, acc, e));
@@ -224,18 +268,19 @@ impl Nest<'_> {
         }
         // The parts do not overlap: `lo <= hi`.
         let hi = bin(BinaryOp::Max, hi, LExpr::Local(lo_l));
-        let inside = unclamp(then, &guarded);
-        let dtypes: Vec<DType> = self.func.buffers.iter().map(|b| b.dtype).collect();
-        let kind = |v: &Val| {
-            if lanes32(v, &dtypes) && dtype.bits == 32 && dtype.code != relay_ir::DTypeCode::Bool {
-                ForKind::Vectorized { lanes: LANES }
-            } else {
-                ForKind::Serial
-            }
-        };
-        let (inside_kind, outside_kind) = (kind(&inside), kind(otherwise));
-        let inside_v = self.expr(&inside, loops, hoisted)?;
-        let outside_v = self.expr(otherwise, loops, hoisted)?;
+        let mut inside_v = self.expr(inside, loops, hoisted)?;
+        let outside_v = self.expr(outside, loops, hoisted)?;
+        if store.hoist_loads {
+            // Only loads the guarded value makes too: those are in bounds on every row.
+            let mut safe = Vec::new();
+            outside_v.visit(&mut |n| {
+                if matches!(n, LExpr::Load { .. }) {
+                    safe.push(n.clone());
+                }
+            });
+            let (out, var) = (store.id, loops.counters[g]);
+            inside_v = self.hoist_uniform_loads(inside_v, (out, var, &safe), hoisted);
+        }
         let var = loops.counters[g];
         let store = |value: LExpr| Stmt::Store {
             buffer: id,
@@ -250,7 +295,7 @@ impl Nest<'_> {
             kind,
             body: Box::new(store(value)),
         };
-        Ok(Some(Stmt::Seq(vec![
+        Ok(Stmt::Seq(vec![
             Stmt::Assign {
                 local: lo_l,
                 value: lo,
@@ -267,8 +312,84 @@ impl Nest<'_> {
                 inside_v,
             ),
             part(LExpr::Local(hi_l), i64c(extent), outside_kind, outside_v),
-        ])))
+        ]))
     }
+}
+
+/// Where a partitioned loop stores: buffer, index, and the loop's full extent; whether the
+/// middle part's loads that do not change along the loop are hoisted before it.
+struct Store<'a> {
+    id: BufferId,
+    index: &'a LExpr,
+    extent: i64,
+    hoist_loads: bool,
+}
+
+impl Nest<'_> {
+    /// `e` with every load that does not change along the loop of counter `var` (a depthwise
+    /// convolution's weights) read once into a local assigned before the loop, instead of
+    /// once per iteration. Loads of the stored buffer `out` stay, and so do loads not in
+    /// `safe` (the guarded value's loads, in bounds on every row).
+    fn hoist_uniform_loads(
+        &mut self,
+        e: LExpr,
+        (out, var, safe): (BufferId, LocalId, &[LExpr]),
+        hoisted: &mut Vec<(LocalId, LExpr)>,
+    ) -> LExpr {
+        let b = |s: &mut Self, x: Box<LExpr>, h: &mut Vec<(LocalId, LExpr)>| {
+            Box::new(s.hoist_uniform_loads(*x, (out, var, safe), h))
+        };
+        match e {
+            LExpr::Load { buffer, index }
+                if buffer != out
+                    && !uses_local(&index, var)
+                    && safe.iter().any(|l| {
+                        matches!(l, LExpr::Load { buffer: lb, index: li }
+                            if *lb == buffer && **li == *index)
+                    }) =>
+            {
+                let load = LExpr::Load { buffer, index };
+                if let Some((l, _)) = hoisted.iter().find(|(_, v)| *v == load) {
+                    return LExpr::Local(*l);
+                }
+                let dtype = self.func.buffers[buffer.0 as usize].dtype;
+                let local = self.local(format!("w{}", self.func.locals.len()), dtype);
+                hoisted.push((local, load));
+                LExpr::Local(local)
+            }
+            LExpr::Unary(op, a) => LExpr::Unary(op, b(self, a, hoisted)),
+            LExpr::Cast(d, a) => LExpr::Cast(d, b(self, a, hoisted)),
+            LExpr::Binary(op, x, y) => {
+                let x = b(self, x, hoisted);
+                LExpr::Binary(op, x, b(self, y, hoisted))
+            }
+            LExpr::Compare(op, x, y) => {
+                let x = b(self, x, hoisted);
+                LExpr::Compare(op, x, b(self, y, hoisted))
+            }
+            LExpr::Select(c, x, y) => {
+                let c = b(self, c, hoisted);
+                let x = b(self, x, hoisted);
+                LExpr::Select(c, x, b(self, y, hoisted))
+            }
+            other => other,
+        }
+    }
+}
+
+/// Whether `e` reads local `l`.
+fn uses_local(e: &LExpr, l: LocalId) -> bool {
+    let mut found = false;
+    e.visit(&mut |n| found |= matches!(n, LExpr::Local(x) if *x == l));
+    found
+}
+
+/// The bounds of a partitioned loop's middle part: lower and upper bounds on the counter, and
+/// conditions free of it (each must hold for the middle part to run).
+struct Bounds<'v> {
+    lower: Vec<LExpr>,
+    upper: Vec<LExpr>,
+    outer: Vec<&'v Val>,
 }
 
 /// What a comparison `a OP b` in the condition of a padded read says of the innermost counter.
@@ -331,5 +452,152 @@ impl Nest<'_> {
             CmpOp::Le => Bound::Upper(bin(BinaryOp::Add, floor(q), i64c(1))),
             CmpOp::Eq | CmpOp::Ne => Bound::None,
         })
+    }
+}
+
+/// Like [`lanes32`], also taking a `select` on a comparison of 32-bit values (one vector
+/// comparison and a `bitselect` in codegen): the bodies of pools and unrolled windows.
+pub(super) fn lanes32_select(v: &Val, dtypes: &[DType]) -> bool {
+    let is = |x: &Val| lanes32_select(x, dtypes);
+    match v {
+        Val::Select(c, x, y) => match &**c {
+            Val::Compare(_, a, b) => is(a) && is(b) && is(x) && is(y),
+            _ => false,
+        },
+        Val::Unary(_, a) => is(a),
+        Val::Binary(_, a, b) => is(a) && is(b),
+        Val::Cast(..) | Val::Int(..) | Val::Float(..) | Val::Load { .. } => lanes32(v, dtypes),
+        Val::Index(_) | Val::Acc(_) | Val::Compare(..) => false,
+    }
+}
+
+/// The conjuncts of `cond` when they are all index comparisons and one involves axis `k`:
+/// a padding guard of a sliding window along the innermost loop.
+fn window_guard(cond: &Val, k: usize) -> Option<Vec<(&Val, CmpOp, Ix, Ix)>> {
+    let mut terms = Vec::new();
+    conjuncts(cond, &mut terms);
+    let mut out = Vec::with_capacity(terms.len());
+    let mut involves = false;
+    for t in terms {
+        let Val::Compare(op, a, b) = t else {
+            return None;
+        };
+        let (a, b) = (as_index(a)?, as_index(b)?);
+        involves |= mentions(&a, &[k]) || mentions(&b, &[k]);
+        out.push((t, *op, a, b));
+    }
+    involves.then_some(out)
+}
+
+/// The padding guards (`select(guard, x, pad)`) along axis `k` in `v`.
+fn window_selects<'v>(v: &'v Val, k: usize, out: &mut Vec<&'v Val>) {
+    match v {
+        Val::Select(c, x, y) => {
+            if window_guard(c, k).is_some() {
+                if !out.contains(&&**c) {
+                    out.push(c);
+                }
+            } else {
+                window_selects(c, k, out);
+            }
+            window_selects(x, k, out);
+            window_selects(y, k, out);
+        }
+        Val::Unary(_, a) | Val::Cast(_, a) => window_selects(a, k, out),
+        Val::Binary(_, a, b) | Val::Compare(_, a, b) => {
+            window_selects(a, k, out);
+            window_selects(b, k, out);
+        }
+        _ => {}
+    }
+}
+
+/// `v` with every padding guard along axis `k` taken as true.
+fn without_guards(v: &Val, k: usize) -> Val {
+    let b = |x: &Val| Box::new(without_guards(x, k));
+    match v {
+        Val::Select(c, x, _) if window_guard(c, k).is_some() => without_guards(x, k),
+        Val::Select(c, x, y) => Val::Select(b(c), b(x), b(y)),
+        Val::Unary(op, a) => Val::Unary(*op, b(a)),
+        Val::Cast(d, a) => Val::Cast(*d, b(a)),
+        Val::Binary(op, x, y) => Val::Binary(*op, b(x), b(y)),
+        Val::Compare(op, x, y) => Val::Compare(*op, b(x), b(y)),
+        other => other.clone(),
+    }
+}
+
+impl Nest<'_> {
+    /// Loop partitioning of a sliding window (an unrolled pool or depthwise convolution):
+    /// the innermost loop's middle part is where every tap's padding guard holds, found as
+    /// the intersection of the guards' bounds on the counter; it computes the value with the
+    /// guards and the clamps they protect removed (contiguous or strided loads, vectorized),
+    /// and the parts before and after it the guarded value. Guards free of the counter (the
+    /// window's rows) empty the middle part when one fails, so border rows run guarded.
+    /// `None` when the value has no guard along the innermost loop, or one a loop bound
+    /// cannot express.
+    pub(super) fn partition_windows(
+        &mut self,
+        id: BufferId,
+        index: &LExpr,
+        val: &Val,
+        loops: &Loops,
+        shape: &[i64],
+        hoisted: &mut Vec<(LocalId, LExpr)>,
+    ) -> Result<Option<Stmt>, String> {
+        let g = loops.groups.len() - 1;
+        let [k] = loops.groups[g][..] else {
+            return Ok(None);
+        };
+        let mut guards = Vec::new();
+        window_selects(val, k, &mut guards);
+        if guards.is_empty() {
+            return Ok(None);
+        }
+        let (mut lower, mut upper, mut outer) = (Vec::new(), Vec::new(), Vec::<&Val>::new());
+        let (mut guarded_lo, mut guarded_hi) = (Vec::new(), Vec::new());
+        for cond in guards {
+            for (t, op, a, b) in window_guard(cond, k).unwrap_or_default() {
+                match (op, &b) {
+                    (CmpOp::Ge, Ix::Const(0)) => guarded_lo.push(a.clone()),
+                    (CmpOp::Lt, Ix::Const(n)) => guarded_hi.push((a.clone(), *n)),
+                    (CmpOp::Le, Ix::Const(n)) => guarded_hi.push((a.clone(), n + 1)),
+                    _ => {}
+                }
+                match self.bound(op, &a, &b, k, loops, hoisted)? {
+                    Bound::Lower(e) if !lower.contains(&e) => lower.push(e),
+                    Bound::Upper(e) if !upper.contains(&e) => upper.push(e),
+                    Bound::Free if !outer.contains(&t) => outer.push(t),
+                    Bound::None => return Ok(None),
+                    _ => {}
+                }
+            }
+        }
+        let guarded: Vec<(Ix, i64)> = guarded_hi
+            .into_iter()
+            .filter(|(key, _)| guarded_lo.contains(key))
+            .collect();
+        let inside = unclamp(&without_guards(val, k), &guarded);
+        let dtypes: Vec<DType> = self.func.buffers.iter().map(|b| b.dtype).collect();
+        let dtype = self.func.buffers[id.0 as usize].dtype;
+        let is32 = dtype.bits == 32 && dtype.code != relay_ir::DTypeCode::Bool;
+        let inside_kind = if is32 && lanes32_select(&inside, &dtypes) {
+            ForKind::Vectorized { lanes: LANES }
+        } else {
+            ForKind::Serial
+        };
+        let bounds = Bounds {
+            lower,
+            upper,
+            outer,
+        };
+        let store = Store {
+            id,
+            index,
+            extent: shape[k],
+            hoist_loads: true,
+        };
+        let kinds = (inside_kind, ForKind::Serial);
+        self.parts(&store, bounds, (&inside, val), kinds, loops, hoisted)
+            .map(Some)
     }
 }

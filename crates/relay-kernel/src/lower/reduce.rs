@@ -350,3 +350,131 @@ fn reduction_loops(red: &Red, loops: &Loops, step: Stmt) -> Result<Stmt, String>
     }
     Ok(stmt)
 }
+
+/// A value whose reductions are all small sliding windows (pools, depthwise convolutions)
+/// with each reduction replaced by its taps combined in order — `Σ` as `+`, `max`/`min` as
+/// the machine's `max`/`min` — so that the output is injective: its loops are those of an
+/// elementwise output, vectorized along the output width and partitioned at the padding
+/// (`Nest::partition_windows`) instead of looping over the window per element. A window: a
+/// sum, max or min of at most [`schedule::WINDOW_TAPS`] taps whose body loads an index mixing
+/// an output axis and one of its reduction axes. `isnan(x)` becomes `x != x` (a vector
+/// comparison). `None` when some reduction is no such window.
+pub(super) fn unroll_windows(val: &Val, inliner: &Inliner<'_>) -> Option<Val> {
+    let rank = inliner.rank;
+    let mut taps_of = Vec::with_capacity(inliner.reductions.len());
+    for red in &inliner.reductions {
+        let op = match red.op {
+            ReduceOp::Sum => BinaryOp::Add,
+            ReduceOp::Max => BinaryOp::Max,
+            ReduceOp::Min => BinaryOp::Min,
+            _ => return None,
+        };
+        let d = red.dtype;
+        if d != red.body_dtype || !(d.is_float() || d.is_int()) || d == DType::F16 {
+            return None;
+        }
+        let taps = red
+            .axes
+            .iter()
+            .try_fold(1i64, |p, &(_, e)| p.checked_mul(e))?;
+        let red_axes: Vec<usize> = red.axes.iter().map(|&(k, _)| k).collect();
+        let out_axes: Vec<usize> = (0..rank).collect();
+        let mut loads = Vec::new();
+        let mut general = false;
+        collect_loads(&red.body, &mut loads, &mut general);
+        let window = loads.iter().any(|(_, dims)| {
+            dims.iter()
+                .any(|ix| mentions(ix, &red_axes) && mentions(ix, &out_axes))
+        });
+        if !(1..=schedule::WINDOW_TAPS).contains(&taps) || !window {
+            return None;
+        }
+        let mut acc: Option<Val> = None;
+        for t in 0..taps {
+            // The tap's position on each reduction axis, the last axis fastest.
+            let mut rest = t;
+            let mut at = vec![(0usize, 0i64); red.axes.len()];
+            for (slot, &(k, e)) in at.iter_mut().zip(&red.axes).rev() {
+                *slot = (k, rest % e);
+                rest /= e;
+            }
+            let v = substitute(&red.body, &at);
+            acc = Some(match acc {
+                None => v,
+                Some(a) => Val::Binary(op, Box::new(a), Box::new(v)),
+            });
+        }
+        taps_of.push(acc?);
+    }
+    Some(with_accs(val, &taps_of))
+}
+
+/// `v` with reduction axis `k` set to `c` for every `(k, c)` of `at` (indices folded), and
+/// `isnan(x)` written `x != x`.
+fn substitute(v: &Val, at: &[(usize, i64)]) -> Val {
+    fn ix(i: &Ix, at: &[(usize, i64)]) -> Ix {
+        match i {
+            Ix::Axis(k) => match at.iter().find(|(a, _)| a == k) {
+                Some(&(_, c)) => Ix::Const(c),
+                None => i.clone(),
+            },
+            Ix::Const(_) => i.clone(),
+            Ix::Bin(op, a, b) => fold(*op, ix(a, at), ix(b, at)),
+            Ix::Dyn(v) => Ix::Dyn(Box::new(substitute(v, at))),
+        }
+    }
+    let b = |x: &Val| Box::new(substitute(x, at));
+    match v {
+        Val::Index(i) => Val::Index(ix(i, at)),
+        Val::Load { buffer, dims } => Val::Load {
+            buffer: *buffer,
+            dims: dims.iter().map(|d| ix(d, at)).collect(),
+        },
+        Val::Unary(UnaryOp::IsNan, a) => Val::Compare(CmpOp::Ne, b(a), b(a)),
+        Val::Unary(op, a) => Val::Unary(*op, b(a)),
+        Val::Binary(op, x, y) => Val::Binary(*op, b(x), b(y)),
+        Val::Compare(op, x, y) => Val::Compare(*op, b(x), b(y)),
+        Val::Select(c, x, y) => normal_select(substitute(c, at), substitute(x, at), b(y)),
+        Val::Cast(d, a) => Val::Cast(*d, b(a)),
+        other => other.clone(),
+    }
+}
+
+/// `select(c, x, y)`, with `select(!g || p, x, y)` (a pool's padding guard `g`) written
+/// `select(g, select(p, x, y), x)`, so that the guard is the condition partitioning sees.
+fn normal_select(c: Val, x: Val, y: Box<Val>) -> Val {
+    if let Val::Binary(BinaryOp::LogicalOr, l, p) = &c
+        && let Val::Unary(UnaryOp::LogicalNot, g) = &**l
+    {
+        let inner = Val::Select(p.clone(), Box::new(x.clone()), y);
+        return Val::Select(g.clone(), Box::new(inner), Box::new(x));
+    }
+    Val::Select(Box::new(c), Box::new(x), y)
+}
+
+/// `v` with every `Acc(n)` replaced by `accs[n]` (in indices too: an integer average's
+/// division is index arithmetic).
+fn with_accs(v: &Val, accs: &[Val]) -> Val {
+    fn ix(i: &Ix, accs: &[Val]) -> Ix {
+        match i {
+            Ix::Bin(op, a, b) => Ix::Bin(*op, Box::new(ix(a, accs)), Box::new(ix(b, accs))),
+            Ix::Dyn(v) => Ix::Dyn(Box::new(with_accs(v, accs))),
+            other => other.clone(),
+        }
+    }
+    let b = |x: &Val| Box::new(with_accs(x, accs));
+    match v {
+        Val::Acc(n) => accs.get(*n).cloned().unwrap_or(Val::Acc(*n)),
+        Val::Index(i) => Val::Index(ix(i, accs)),
+        Val::Load { buffer, dims } => Val::Load {
+            buffer: *buffer,
+            dims: dims.iter().map(|d| ix(d, accs)).collect(),
+        },
+        Val::Unary(op, a) => Val::Unary(*op, b(a)),
+        Val::Binary(op, x, y) => Val::Binary(*op, b(x), b(y)),
+        Val::Compare(op, x, y) => Val::Compare(*op, b(x), b(y)),
+        Val::Select(c, x, y) => Val::Select(b(c), b(x), b(y)),
+        Val::Cast(d, a) => Val::Cast(*d, b(a)),
+        other => other.clone(),
+    }
+}
