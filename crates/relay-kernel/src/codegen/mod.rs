@@ -22,7 +22,7 @@
 //! → `bool` is `!= 0` (NaN is true); comparisons with NaN are false except `Ne`. Float math
 //! without a Cranelift instruction calls the [`math`] host functions, but for the functions
 //! [`vmath`] computes inline (`float32` `exp`, `log`, `tanh`, `sigmoid`, `erf`, `float64`
-//! `exp`, `power` by a small constant); `float32`
+//! `exp` of an `f64x2`, `power` by a small constant); `float32`
 //! `FloorDiv` and `Rsqrt` compute in `f64`, as the reference does. `float16` values are `i16`
 //! bit patterns that are only loaded, stored, assigned, selected and converted: lowering
 //! computes every `float16` operation in a wider float and rounds its result (`lower.rs`), so

@@ -363,7 +363,7 @@ impl Gen<'_, '_> {
         };
         if let Some(name) = math_name {
             self.require_float(name, d)?;
-            if vmath::inline_unary(op, d) {
+            if vmath::inline_unary(op, d, false) {
                 return self.unary_inline(op, x);
             }
             return self.math(name, &[x], d);

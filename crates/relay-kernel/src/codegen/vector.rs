@@ -598,7 +598,7 @@ impl Gen<'_, '_> {
             return Ok(None);
         };
         let float = is_float(d);
-        if vmath::inline_unary(op, d) || (op == UnaryOp::Rsqrt && float) {
+        if vmath::inline_unary(op, d, true) || (op == UnaryOp::Rsqrt && float) {
             let v = self.vector_of(x, vty, lanes)?;
             return Ok(Some(if op == UnaryOp::Rsqrt {
                 self.rsqrt_vector(v)

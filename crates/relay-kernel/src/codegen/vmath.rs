@@ -29,8 +29,8 @@
 //! math). Near-minimax fits of these degrees leave an approximation error well under the
 //! rounding errors of the `f32` evaluation.
 //!
-//! `float64` `exp` (which `nn.softmax` computes in `float64`) is fdlibm's method (`e_exp.c`,
-//! Sun Microsystems 1993, under 1 ulp) with its published constants, on `f64` or `f64x2`.
+//! `float64` `exp` of an `f64x2` is fdlibm's method (`e_exp.c`, Sun Microsystems 1993, under
+//! 1 ulp) with its published constants (scalar `float64` `exp` stays a host call: faster).
 //! The other `float64` functions keep the host calls: the same 1-ulp bound for `log`, `tanh`,
 //! `sigmoid` and `erf` needs more care (extra-precise reductions, several intervals) than the
 //! branch-free forms above; `power` is inline for the exponents whose products are correctly
@@ -162,14 +162,16 @@ enum Shift {
 }
 
 /// Whether `op` of `d` is computed inline rather than by a host call.
-/// (`float64`: `exp` only, which `nn.softmax` computes in `float64`.)
-pub(super) fn inline_unary(op: UnaryOp, d: DType) -> bool {
+/// `float64`: `exp` of an `f64x2` only — a scalar `f64` `exp` inline (with its division) is
+/// slower than the host's table-driven one (`nn.softmax` of 12x128x128, whose `float64` loops
+/// run per lane: 3.25 ms against 2.83 ms).
+pub(super) fn inline_unary(op: UnaryOp, d: DType, vector: bool) -> bool {
     match d {
         DType::F32 => matches!(
             op,
             UnaryOp::Exp | UnaryOp::Log | UnaryOp::Tanh | UnaryOp::Sigmoid | UnaryOp::Erf
         ),
-        DType::F64 => op == UnaryOp::Exp,
+        DType::F64 => op == UnaryOp::Exp && vector,
         _ => false,
     }
 }
