@@ -63,7 +63,7 @@ const EXP_P: [f32; 6] = [
 ];
 /// `(log(1 + f) - f + f^2/2) / f^3` on `[sqrt(1/2) - 1, sqrt(2) - 1]`.
 const LOG_P: [f32; 9] = [
-    0.333_333_31,
+    0.333_333_3,
     -0.249_999_9,
     0.200_007_08,
     -0.166_684_8,
@@ -119,7 +119,7 @@ const TANH_SPLIT: f32 = 0.625;
 const MAGIC64: f64 = 6_755_399_441_055_744.0;
 /// fdlibm's `e_exp.c` constants: `1/ln2`, `ln2` in a head of 32 bits and a tail, and the
 /// coefficients of `R(r^2) = r (e^r + 1) / (e^r - 1) - 2 = P1 r^2 + P2 r^4 + ...`.
-const INV_LN2_64: f64 = 1.442_695_040_888_963_4;
+const INV_LN2_64: f64 = std::f64::consts::LOG2_E;
 const LN2_HI_64: f64 = 6.931_471_803_691_238e-1;
 const LN2_LO_64: f64 = 1.908_214_929_270_587_7e-10;
 const EXP64_P: [f64; 5] = [
@@ -311,7 +311,7 @@ impl Gen<'_, '_> {
         let kx = self.b.ins().fmul(x, log2e);
         let km = self.b.ins().fadd(kx, magic);
         let k = self.b.ins().fsub(km, magic);
-        let km_bits = self.to_int(t, km);
+        let km_bits = self.bits_of(t, km);
         let magic_bits = self.iconst_lanes(t, i64::from(MAGIC.to_bits()));
         let n = self.b.ins().isub(km_bits, magic_bits);
         // r = x - k ln2 (Cody–Waite).
@@ -341,7 +341,7 @@ impl Gen<'_, '_> {
         let bias = self.iconst_lanes(t, 127);
         let e = self.b.ins().iadd(n, bias);
         let e = self.shift(e, 23, Shift::Left);
-        self.to_float(t, e)
+        self.float_of(t, e)
     }
 
     /// `e^x` of `f64` lanes, by fdlibm's method (`e_exp.c`, under 1 ulp): `x = k ln2 + r`
@@ -356,7 +356,7 @@ impl Gen<'_, '_> {
         let kx = self.b.ins().fmul(x, inv_ln2);
         let km = self.b.ins().fadd(kx, magic);
         let k = self.b.ins().fsub(km, magic);
-        let km_bits = self.to_int(t, km);
+        let km_bits = self.bits_of(t, km);
         let magic_bits = self.iconst_lanes(t, MAGIC64.to_bits() as i64);
         let n = self.b.ins().isub(km_bits, magic_bits);
         // hi - lo = x - k ln2.
@@ -396,7 +396,7 @@ impl Gen<'_, '_> {
         let bias = self.iconst_lanes(t, 1023);
         let e = self.b.ins().iadd(n, bias);
         let e = self.shift(e, 52, Shift::Left);
-        self.to_float(t, e)
+        self.float_of(t, e)
     }
 
     /// The natural logarithm.
@@ -410,7 +410,7 @@ impl Gen<'_, '_> {
         let (bias, bias_tiny) = (self.fconst(t, 127.0), self.fconst(t, 150.0));
         let bias = self.sel(t, tiny, bias_tiny, bias);
         // x = 2^e m, m in [1, 2).
-        let bits = self.to_int(t, xs);
+        let bits = self.bits_of(t, xs);
         let biased = self.shift(bits, 23, Shift::Logical);
         let biased = self.b.ins().fcvt_from_sint(t.float, biased);
         let e = self.b.ins().fsub(biased, bias);
@@ -418,7 +418,7 @@ impl Gen<'_, '_> {
         let mantissa = self.b.ins().band(bits, mantissa_mask);
         let one_bits = self.iconst_lanes(t, 0x3f80_0000);
         let m = self.b.ins().bor(mantissa, one_bits);
-        let m = self.to_float(t, m);
+        let m = self.float_of(t, m);
         // m in [sqrt(1/2), sqrt(2)).
         let sqrt2 = self.fconst(t, std::f64::consts::SQRT_2);
         let big = self.b.ins().fcmp(FloatCC::GreaterThan, m, sqrt2);
@@ -578,18 +578,18 @@ impl Gen<'_, '_> {
         }
     }
 
-    fn to_int(&mut self, t: Lanes, x: Value) -> Value {
+    fn bits_of(&mut self, t: Lanes, x: Value) -> Value {
         self.b.ins().bitcast(t.int, MemFlagsData::new(), x)
     }
 
-    fn to_float(&mut self, t: Lanes, x: Value) -> Value {
+    fn float_of(&mut self, t: Lanes, x: Value) -> Value {
         self.b.ins().bitcast(t.float, MemFlagsData::new(), x)
     }
 
     /// `cond ? a : b` per lane, `cond` a comparison result (an `i8` or a lane mask).
     fn sel(&mut self, t: Lanes, cond: Value, a: Value, b: Value) -> Value {
         if t.vector() {
-            let mask = self.to_float(t, cond);
+            let mask = self.float_of(t, cond);
             self.b.ins().bitselect(mask, a, b)
         } else {
             self.b.ins().select(cond, a, b)
@@ -598,11 +598,11 @@ impl Gen<'_, '_> {
 
     /// `r` (not negative) with the sign of `x`.
     fn copy_sign(&mut self, t: Lanes, r: Value, x: Value) -> Value {
-        let xb = self.to_int(t, x);
+        let xb = self.bits_of(t, x);
         let sign_mask = self.iconst_lanes(t, i64::from(i32::MIN));
         let sign = self.b.ins().band(xb, sign_mask);
-        let rb = self.to_int(t, r);
+        let rb = self.bits_of(t, r);
         let rb = self.b.ins().bor(rb, sign);
-        self.to_float(t, rb)
+        self.float_of(t, rb)
     }
 }

@@ -283,10 +283,8 @@ fn exp64(xs: &[f64], vectorized: bool) -> Vec<f64> {
     for b in &mut func.buffers {
         b.dtype = DType::F64;
     }
-    if let Stmt::For { kind, .. } = &mut func.body {
-        if vectorized {
-            *kind = ForKind::Vectorized { lanes: 2 };
-        }
+    if let (Stmt::For { kind, .. }, true) = (&mut func.body, vectorized) {
+        *kind = ForKind::Vectorized { lanes: 2 };
     }
     let input = NDArray::from_f64_slice(DType::F64, &[n], xs).unwrap();
     let mut out = NDArray::zeros(DType::F64, &[n]).unwrap();
