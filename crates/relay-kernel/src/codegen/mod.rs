@@ -20,7 +20,9 @@
 //! saturate, NaN becoming 0; integer → `float32` converts directly (numpy; the reference goes
 //! through `f64`, which can differ by one rounding for integers above 2^24 — rare); anything
 //! → `bool` is `!= 0` (NaN is true); comparisons with NaN are false except `Ne`. Float math
-//! without a Cranelift instruction calls the [`math`] host functions; `float32`
+//! without a Cranelift instruction calls the [`math`] host functions, but for the functions
+//! [`vmath`] computes inline (`float32` `exp`, `log`, `tanh`, `sigmoid`, `erf`, `float64`
+//! `exp` of an `f64x2`, `power` by a small constant); `float32`
 //! `FloorDiv` and `Rsqrt` compute in `f64`, as the reference does. `float16` values are `i16`
 //! bit patterns that are only loaded, stored, assigned, selected and converted: lowering
 //! computes every `float16` operation in a wider float and rounds its result (`lower.rs`), so
@@ -41,9 +43,10 @@
 //! type times the lanes is 128 bits, else one scalar access per lane; loop-invariant values stay
 //! scalar (splatted when combined with vectors); other indices are gathered and scattered lane
 //! by lane. Float arithmetic (`+ - * /`, min, max, neg, abs, sqrt) and integer `+ -` and bitwise
-//! operations use vector instructions, and so does a select whose condition compares values of
-//! the selected values' lane width (a comparison mask and a `bitselect`); everything else
-//! (transcendental calls, integer division, other comparisons and selects, casts) runs per lane.
+//! operations use vector instructions, the [`vmath`] functions vector code, and so does a
+//! select whose condition compares values of the selected values' lane width (a comparison mask
+//! and a `bitselect`); everything else (host math calls, integer division, other comparisons and
+//! selects, casts) runs per lane.
 //! Structurally equal compound expressions of a vectorized body share their code until the next
 //! assignment. A vectorized loop whose body is not a straight line of stores and assignments,
 //! reads a buffer it writes, or reads a local before assigning it, runs serially.
@@ -60,6 +63,9 @@ mod scalar;
 #[cfg(test)]
 mod tests;
 mod vector;
+mod vmath;
+#[cfg(test)]
+mod vmath_tests;
 
 use std::collections::HashMap;
 use std::sync::Arc;

@@ -90,6 +90,12 @@ impl Gen<'_, '_> {
             }
             LExpr::Binary(op, a, b) => {
                 let (x, ad) = self.expr(a)?;
+                if let Some(c) = (*op == BinaryOp::Pow)
+                    .then(|| vmath::inline_power(b, ad))
+                    .flatten()
+                {
+                    return Ok((self.power_inline(x, c, ad), d));
+                }
                 let (y, bd) = self.expr(b)?;
                 if ad != bd {
                     return Err(self.malformed(format!("{op:?} of {ad} and {bd}")));
@@ -357,6 +363,9 @@ impl Gen<'_, '_> {
         };
         if let Some(name) = math_name {
             self.require_float(name, d)?;
+            if vmath::inline_unary(op, d, false) {
+                return self.unary_inline(op, x);
+            }
             return self.math(name, &[x], d);
         }
         Ok(match op {

@@ -415,6 +415,9 @@ impl Gen<'_, '_> {
         let lanes = cx.lanes;
         Ok({
             let (x, ad) = self.vexpr(a, cx)?;
+            if let Some(v) = self.vector_power(op, &x, b, ad, lanes)? {
+                return Ok(v);
+            }
             let (y, bd) = self.vexpr(b, cx)?;
             if ad != bd {
                 return Err(self.malformed(format!("{op:?} of {ad} and {bd}")));
@@ -553,7 +556,37 @@ impl Gen<'_, '_> {
         }
     }
 
-    /// A unary operation with one vector instruction, when there is one.
+    /// `power(x, c)` by multiplications ([`vmath::inline_power`]) for a constant `c`: once
+    /// for a uniform `x`, on the vector for a vector type, else per lane.
+    fn vector_power(
+        &mut self,
+        op: BinaryOp,
+        x: &VVal,
+        exponent: &LExpr,
+        d: DType,
+        lanes: u32,
+    ) -> R<Option<VVal>> {
+        let Some(c) = (op == BinaryOp::Pow)
+            .then(|| vmath::inline_power(exponent, d))
+            .flatten()
+        else {
+            return Ok(None);
+        };
+        Ok(Some(match (x, self.vector_type(d, lanes)) {
+            (VVal::Uniform(x), _) => VVal::Uniform(self.power_inline(*x, c, d)),
+            (x, Some(vty)) => {
+                let v = self.vector_of(x, vty, lanes)?;
+                VVal::Vector(self.power_inline(v, c, d))
+            }
+            (x, None) => {
+                let xs = self.lanes_of(x, lanes)?;
+                VVal::Lanes(xs.into_iter().map(|x| self.power_inline(x, c, d)).collect())
+            }
+        }))
+    }
+
+    /// A unary operation with one vector instruction (or an inline math function), when there
+    /// is one.
     pub(super) fn vector_unary(
         &mut self,
         op: UnaryOp,
@@ -565,6 +598,14 @@ impl Gen<'_, '_> {
             return Ok(None);
         };
         let float = is_float(d);
+        if vmath::inline_unary(op, d, true) || (op == UnaryOp::Rsqrt && float) {
+            let v = self.vector_of(x, vty, lanes)?;
+            return Ok(Some(if op == UnaryOp::Rsqrt {
+                self.rsqrt_vector(v)
+            } else {
+                self.unary_inline(op, v)?
+            }));
+        }
         let supported = match op {
             UnaryOp::Neg => true,
             UnaryOp::Abs | UnaryOp::Sqrt => float,
