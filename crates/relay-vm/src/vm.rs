@@ -1059,15 +1059,7 @@ impl<'e> Vm<'e> {
             .kernels
             .get(kernel as usize)
             .ok_or_else(|| bad(format!("kernel {kernel} out of range")))?;
-        let result = if entry.dynamic {
-            let types: Vec<Type> = inputs
-                .iter()
-                .map(|t| Type::tensor(t.shape(), t.dtype()))
-                .collect();
-            entry.get_for(&self.exe.cache, &types)
-        } else {
-            entry.get().cloned()
-        };
+        let result = entry.get_for(&self.exe.cache, inputs);
         result.map_err(|e| VmError::new(VmErrorKind::Kernel, format!("kernel {}: {e}", entry.name)))
     }
 
