@@ -288,7 +288,7 @@ fn wait_for_epoch(s: &Shared, seen: u64) -> u64 {
             return state;
         }
         spins = spins.wrapping_add(1);
-        if spins % 64 == 0 {
+        if spins.is_multiple_of(64) {
             let spent = start.elapsed();
             if spent >= SPIN {
                 break;
