@@ -12,6 +12,8 @@
 
 use std::ffi::c_void;
 
+use crate::pool::Pool;
+
 /// DLPack's `DLDevice`.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -97,25 +99,16 @@ pub struct KernelContext {
 enum Threads {
     /// The calling thread only.
     One,
-    /// Rayon's global pool (one thread per core).
-    Global,
-    /// A pool of its own, of one thread fewer than the count: the calling thread takes part.
-    Pool(std::sync::Arc<rayon::ThreadPool>),
+    /// A pool ([`Pool::global`] for every core, or one of its own), the calling thread
+    /// included.
+    Pool(std::sync::Arc<Pool>),
 }
 
 impl Default for KernelContext {
-    /// A context running parallel work on every core (rayon's global pool).
+    /// A context running parallel work on every core (the shared [`Pool::global`]).
     fn default() -> KernelContext {
         KernelContext::with_threads(0)
     }
-}
-
-/// Spawns `chunk(1)`, ..., `chunk(n - 1)` on the scope's pool and runs `chunk(0)` here.
-fn spawn_chunks<'s>(scope: &rayon::Scope<'s>, n: i64, chunk: &'s (dyn Fn(i64) + Sync)) {
-    for t in 1..n {
-        scope.spawn(move |_| chunk(t));
-    }
-    chunk(0);
 }
 
 impl std::fmt::Debug for KernelContext {
@@ -129,16 +122,16 @@ impl std::fmt::Debug for KernelContext {
 }
 
 impl KernelContext {
-    /// A context whose kernels use `threads` threads: 0 means one per core (rayon's global
-    /// pool), 1 the calling thread only. If a pool of that size cannot be created (the system
+    /// A context whose kernels use `threads` threads: 0 means one per core (the shared
+    /// [`Pool::global`]), 1 the calling thread only. If a pool of that size cannot be created (the system
     /// refuses threads), the context runs on the calling thread alone.
     pub fn with_threads(threads: usize) -> KernelContext {
         let threads = match threads {
-            0 => Threads::Global,
+            0 => Threads::Pool(Pool::global().clone()),
             1 => Threads::One,
-            n => match rayon::ThreadPoolBuilder::new().num_threads(n - 1).build() {
-                Ok(pool) => Threads::Pool(std::sync::Arc::new(pool)),
-                Err(_) => Threads::One,
+            n => match Pool::new(n) {
+                Some(pool) => Threads::Pool(std::sync::Arc::new(pool)),
+                None => Threads::One,
             },
         };
         KernelContext {
@@ -152,41 +145,31 @@ impl KernelContext {
     pub fn threads(&self) -> usize {
         match &self.threads {
             Threads::One => 1,
-            Threads::Global => rayon::current_num_threads(),
-            Threads::Pool(pool) => pool.current_num_threads() + 1,
+            Threads::Pool(pool) => pool.threads(),
         }
     }
 
     /// Runs `f(i)` for every `i` in `0..n`, spread over the context's threads, and returns the
     /// first non-zero result met (or 0).
     ///
-    /// The calling thread runs `f(0)` itself while the pool's threads run the others (so no
-    /// thread sits waiting, and a kernel call does not wait for a pool thread to wake up for
-    /// its first chunk).
+    /// The calling thread takes chunks too, and chunks are handed out one at a time, so no
+    /// thread sits waiting while chunks remain (see [`crate::pool`]). Runs on the calling
+    /// thread alone when the context has one thread or its pool is busy with another job.
     pub(crate) fn parallel(&self, n: i64, f: &(dyn Fn(i64) -> i32 + Sync)) -> i32 {
-        use std::sync::atomic::{AtomicI32, Ordering};
-        let serial = || (0..n).map(f).find(|&rc| rc != 0).unwrap_or(0);
-        if n <= 1 || self.threads() <= 1 {
-            return serial();
-        }
-        let first = AtomicI32::new(0);
-        let chunk = |t: i64| {
-            let rc = f(t);
-            if rc != 0 {
-                let _ = first.compare_exchange(0, rc, Ordering::Relaxed, Ordering::Relaxed);
-            }
-        };
         match &self.threads {
-            Threads::Pool(pool) => pool.in_place_scope(|scope| spawn_chunks(scope, n, &chunk)),
-            Threads::Global => rayon::in_place_scope(|scope| spawn_chunks(scope, n, &chunk)),
-            Threads::One => return serial(),
+            Threads::Pool(pool) if n > 1 => pool.run(n, f),
+            _ => (0..n).map(f).find(|&rc| rc != 0).unwrap_or(0),
         }
-        first.load(Ordering::Relaxed)
     }
 
-    /// `sizes.len()` 64-byte aligned scratch regions of the given byte sizes in the workspace
-    /// (growing it if needed), or `None` if that much memory cannot be reserved.
-    fn scratch(&mut self, sizes: &[u64]) -> Option<Vec<*mut u8>> {
+    /// Writes the addresses of `sizes.len()` 64-byte aligned scratch regions of the given
+    /// byte sizes in the workspace (growing it if needed) to `out`, or returns `None` if that
+    /// much memory cannot be reserved.
+    ///
+    /// # Safety
+    ///
+    /// `out` is valid for `sizes.len()` writes.
+    unsafe fn scratch(&mut self, sizes: &[u64], out: *mut *mut u8) -> Option<()> {
         let mut total: u64 = DATA_ALIGNMENT;
         for &s in sizes {
             total =
@@ -200,13 +183,13 @@ impl KernelContext {
         }
         let base = self.workspace.as_mut_ptr().cast::<u8>();
         let mut offset = base.align_offset(DATA_ALIGNMENT as usize);
-        let mut out = Vec::with_capacity(sizes.len());
-        for &s in sizes {
-            out.push(base.wrapping_add(offset));
+        for (i, &s) in sizes.iter().enumerate() {
+            // SAFETY: `out` is valid for one write per size.
+            unsafe { *out.add(i) = base.wrapping_add(offset) };
             let rounded = (s + DATA_ALIGNMENT - 1) & !(DATA_ALIGNMENT - 1);
             offset += usize::try_from(rounded).ok()?;
         }
-        Some(out)
+        Some(())
     }
 }
 
@@ -294,9 +277,23 @@ fn compact_strides(shape: &[i64]) -> Vec<i64> {
     strides
 }
 
+/// Whether `strides` are `shape`'s row-major strides, in elements (the stride of a dimension
+/// of extent 1 never affects an address, so it may be anything).
+fn strides_compact(shape: &[i64], strides: &[i64]) -> bool {
+    let mut expected = 1i64;
+    for d in (0..shape.len()).rev() {
+        if shape[d] != 1 && strides[d] != expected {
+            return false;
+        }
+        expected = expected.wrapping_mul(shape[d]);
+    }
+    true
+}
+
 /// Checks one packed call's arguments against `spec` and, if they match, writes each tensor's
 /// first-element address (`data + byte_offset`) to `out[i]`, followed by the addresses of the
-/// kernel's scratch buffers in the context's workspace. Returns 0, or -1 after writing a
+/// kernel's scratch buffers in the context's workspace (allocating nothing once the workspace
+/// is large enough). Returns 0, or -1 after writing a
 /// message naming the kernel, the argument and the mismatch to the [`KernelContext`] behind
 /// `resource_handle` (when it is not null). Never reads or writes tensor data.
 ///
@@ -382,7 +379,6 @@ unsafe fn check_args(
     if n > 0 && (args.is_null() || type_codes.is_null() || out.is_null()) {
         return Err("null argument array".into());
     }
-    let mut ptrs = Vec::with_capacity(n);
     for (i, arg) in spec.args.iter().enumerate() {
         let at = |what: String| format!("argument {i} ({}): {what}", arg.name);
         // SAFETY: `i < num_args`, for which both arrays are valid.
@@ -431,12 +427,10 @@ unsafe fn check_args(
         if rank > 0 && !t.strides.is_null() {
             // SAFETY: `strides`, when not null, is valid for `ndim` elements.
             let strides = unsafe { std::slice::from_raw_parts(t.strides, rank) };
-            let compact = compact_strides(shape);
-            // The stride of a dimension of extent 1 never affects an address.
-            let ok = (0..rank).all(|d| shape[d] == 1 || strides[d] == compact[d]);
-            if !ok {
+            if !strides_compact(shape, strides) {
                 return Err(at(format!(
-                    "expected compact row-major strides {compact:?}, got {strides:?}"
+                    "expected compact row-major strides {:?}, got {strides:?}",
+                    compact_strides(shape)
                 )));
             }
         }
@@ -456,7 +450,8 @@ unsafe fn check_args(
                 )));
             }
         }
-        ptrs.push(t.data.cast::<u8>().wrapping_add(t.byte_offset as usize));
+        // SAFETY: `out` is valid for one write per argument.
+        unsafe { *out.add(i) = t.data.cast::<u8>().wrapping_add(t.byte_offset as usize) };
     }
     if !spec.scratch.is_empty() {
         // SAFETY: by this function's contract, `resource_handle` is null or a live context.
@@ -467,15 +462,13 @@ unsafe fn check_args(
                     .into(),
             );
         };
-        let total: u64 = spec.scratch.iter().fold(0u64, |a, &b| a.saturating_add(b));
-        let regions = ctx
-            .scratch(&spec.scratch)
-            .ok_or_else(|| format!("cannot allocate {total} bytes of scratch workspace"))?;
-        ptrs.extend(regions);
-    }
-    for (i, p) in ptrs.into_iter().enumerate() {
         // SAFETY: `out` is valid for one write per argument and scratch buffer.
-        unsafe { *out.add(i) = p };
+        if unsafe { ctx.scratch(&spec.scratch, out.add(n)) }.is_none() {
+            let total: u64 = spec.scratch.iter().fold(0u64, |a, &b| a.saturating_add(b));
+            return Err(format!(
+                "cannot allocate {total} bytes of scratch workspace"
+            ));
+        }
     }
     Ok(())
 }

@@ -442,9 +442,13 @@ pub unsafe extern "C" fn relay_kernel_dgemm(
 /// `lo..hi` and returns 0 or an error code.
 pub type ParallelBody = unsafe extern "C" fn(*const *mut u8, *mut c_void, i64, i64) -> i32;
 
-/// Runs `body` over `0..extent`, split into chunks across the context's threads (on the
-/// calling thread when `ctx` is null or has one thread). Returns the first non-zero code a
-/// chunk returned, or 0.
+/// Chunks per thread of a parallel loop: more than one, so that a thread the OS delays, or a
+/// worker that wakes late, leaves its share to the others (chunks are taken one at a time).
+const CHUNKS_PER_THREAD: i64 = 4;
+
+/// Runs `body` over `0..extent`, split into balanced chunks (their lengths differ by one at
+/// most) taken by the context's threads (on the calling thread when `ctx` is null or has one
+/// thread). Returns the first non-zero code a chunk returned, or 0.
 ///
 /// # Safety
 ///
@@ -466,13 +470,15 @@ pub unsafe extern "C" fn relay_kernel_parallel_for(
         // SAFETY: by the contract.
         return unsafe { body(buffers, ctx, 0, extent) };
     };
-    let chunks = (context.threads() as i64).min(extent);
-    let step = (extent + chunks - 1) / chunks;
+    let chunks = (context.threads() as i64)
+        .saturating_mul(CHUNKS_PER_THREAD)
+        .min(extent);
+    // Chunk `t` starts at `t * extent / chunks` (in 128 bits: no overflow).
+    let start = move |t: i64| (i128::from(t) * i128::from(extent) / i128::from(chunks)) as i64;
     let (buffers, ctx_ptr) = (Shared(buffers), Shared(ctx));
     context.parallel(chunks, &move |t| {
         let (buffers, ctx_ptr) = (buffers, ctx_ptr);
-        let lo = (t * step).min(extent);
-        let hi = ((t + 1) * step).min(extent);
+        let (lo, hi) = (start(t), start(t + 1));
         if lo >= hi {
             return 0;
         }

@@ -38,6 +38,7 @@ pub mod loops;
 pub mod lower;
 pub mod math;
 pub mod packed;
+pub mod pool;
 pub mod schedule;
 pub mod specialize;
 

@@ -9,6 +9,7 @@ use relay_kernel::{KernelCache, KernelError, PackedFunc};
 
 use crate::bytecode::{BytecodeError, Tables, VmFunction, validate};
 use crate::scalar::ScalarKernel;
+use crate::specialized::Specializations;
 
 /// A kernel of an executable: the primitive function it is compiled from (kept so kernels can
 /// be re-JIT-compiled when an executable is loaded, and specialized for dynamic shapes) and
@@ -28,6 +29,9 @@ pub struct KernelEntry {
     /// The unboxed evaluation of a scalar primitive (`invoke_packed_alloc` of it computes a
     /// scalar without a packed call).
     pub scalar: Option<ScalarKernel>,
+    /// A dynamic primitive's kernels by argument shapes, kept at the call site so that a
+    /// call with already seen shapes finds its kernel without the kernel cache.
+    pub specialized: Specializations,
 }
 
 impl KernelEntry {
@@ -43,6 +47,7 @@ impl KernelEntry {
             dynamic,
             compiled: OnceLock::new(),
             scalar,
+            specialized: Specializations::default(),
         }
     }
 
@@ -80,18 +85,27 @@ impl KernelEntry {
         Ok(self.compiled.get_or_init(|| compiled))
     }
 
-    /// The kernel for arguments of types `args` (a dynamic primitive is specialized to them,
-    /// through `cache`).
+    /// The kernel for the argument tensors `inputs`: a static primitive's compiled kernel, or
+    /// a dynamic primitive's specialization to their shapes — found among this call site's
+    /// [`Specializations`], or compiled through `cache` and filed there.
     pub fn get_for(
         &self,
         cache: &KernelCache,
-        args: &[Type],
+        inputs: &[Arc<NDArray>],
     ) -> Result<Arc<PackedFunc>, KernelError> {
-        if self.dynamic {
-            cache.get_or_compile_for(&self.func, args, &self.name)
-        } else {
-            self.get().cloned()
+        if !self.dynamic {
+            return self.get().cloned();
         }
+        if let Some(k) = self.specialized.find(inputs) {
+            return Ok(k);
+        }
+        let types: Vec<Type> = inputs
+            .iter()
+            .map(|t| Type::tensor(t.shape(), t.dtype()))
+            .collect();
+        let kernel = cache.get_or_compile_for(&self.func, &types, &self.name)?;
+        self.specialized.insert(inputs, kernel.clone());
+        Ok(kernel)
     }
 }
 

@@ -18,6 +18,7 @@ pub mod executable;
 pub mod file;
 pub mod profile;
 pub mod scalar;
+pub mod specialized;
 pub mod vm;
 
 pub use bytecode::{Instruction, Reg, VmFunction};

@@ -132,10 +132,9 @@ impl<'e> Vm<'e> {
         let profile = options
             .profile
             .then(|| Profile::new(exe.kernels.iter().map(|k| k.name.clone())));
+        // Starts the kernels' thread pool now (the shared pool of every core on first use), so
+        // the first kernel call of the first run does not pay for it.
         let context = KernelContext::with_threads(options.threads);
-        // Starts the kernels' thread pool now (rayon's global pool starts on first use),
-        // so the first kernel call of the first run does not pay for it.
-        let _ = context.threads();
         Vm {
             exe,
             allocator: PooledAllocator::new(options.allocator_cap),
@@ -1059,15 +1058,7 @@ impl<'e> Vm<'e> {
             .kernels
             .get(kernel as usize)
             .ok_or_else(|| bad(format!("kernel {kernel} out of range")))?;
-        let result = if entry.dynamic {
-            let types: Vec<Type> = inputs
-                .iter()
-                .map(|t| Type::tensor(t.shape(), t.dtype()))
-                .collect();
-            entry.get_for(&self.exe.cache, &types)
-        } else {
-            entry.get().cloned()
-        };
+        let result = entry.get_for(&self.exe.cache, inputs);
         result.map_err(|e| VmError::new(VmErrorKind::Kernel, format!("kernel {}: {e}", entry.name)))
     }
 
@@ -1146,7 +1137,38 @@ fn release(allocator: &PooledAllocator, slot: Slot) {
             }
         }
         Slot::Value(Value::Storage(s)) if Arc::strong_count(&s) == 1 => allocator.recycle(s),
+        Slot::Value(Value::Tuple(fields)) if Arc::strong_count(&fields) == 1 => {
+            release_tuple(allocator, fields)
+        }
         _ => {}
+    }
+}
+
+/// Gives the storages of a dropped tuple's tensors back to the pool when nothing else holds
+/// them (a kernel's tuple of outputs, `split`'s for instance, is killed as a whole).
+fn release_tuple(allocator: &PooledAllocator, fields: Arc<[Value]>) {
+    const MAX: usize = 16;
+    let mut storages: [Option<Arc<relay_runtime::Storage>>; MAX] = Default::default();
+    let mut count = 0;
+    for field in fields.iter() {
+        let Value::Tensor(t) = field else { continue };
+        let Some((storage, _)) = t.storage() else {
+            continue;
+        };
+        let seen = storages[..count]
+            .iter()
+            .flatten()
+            .any(|s| Arc::ptr_eq(s, storage));
+        if Arc::strong_count(t) == 1 && !seen && count < MAX {
+            storages[count] = Some(storage.clone());
+            count += 1;
+        }
+    }
+    drop(fields);
+    for storage in storages.into_iter().flatten() {
+        if Arc::strong_count(&storage) == 1 {
+            allocator.recycle(storage);
+        }
     }
 }
 
