@@ -1,6 +1,6 @@
 //! Host functions kernels call for work that is not a loop nest: matrix products by the
-//! `matrixmultiply` crate's tuned GEMM (DESIGN §5), and parallel loops over the kernel
-//! context's threads. Registered with every JIT module by name (`jit::new_module`).
+//! contraction core ([`crate::gemm`]; dot products for matrix-vector products), and parallel
+//! loops over the kernel context's threads. Registered with every JIT module by name (`jit::new_module`).
 
 use std::ffi::c_void;
 
@@ -13,7 +13,7 @@ pub const DGEMM_SYMBOL: &str = "relay_kernel_dgemm";
 /// The symbol of the parallel loop runner ([`relay_kernel_parallel_for`]).
 pub const PARALLEL_FOR_SYMBOL: &str = "relay_kernel_parallel_for";
 
-/// Below this many multiply-adds a product runs on the calling thread.
+/// Below this many multiply-adds a matrix-vector product runs on the calling thread.
 const PARALLEL_GEMM_WORK: i64 = 1 << 18;
 
 /// The C signature of the GEMM host functions for element type `T`: the kernel context,
@@ -56,41 +56,17 @@ unsafe impl<T> Send for Shared<T> {}
 // SAFETY: as above.
 unsafe impl<T> Sync for Shared<T> {}
 
-/// Which `matrixmultiply` routine a [`gemm`] uses.
-trait Element: Copy + Send + Sync {
-    /// Zero.
-    const ZERO: Self;
+/// An element type of the host GEMM, with its dot product (matrix-vector products).
+trait Element: crate::gemm::Element {
     /// `sum_l x[l] * y[l]` over `n` contiguous elements (a matrix-vector product's row).
     ///
     /// # Safety
     ///
     /// `x` and `y` are valid for `n` elements.
     unsafe fn dot(x: *const Self, y: *const Self, n: usize) -> Self;
-    /// `c = a · b` on strided matrices (`matrixmultiply::sgemm`/`dgemm` with alpha 1, beta 0).
-    ///
-    /// # Safety
-    ///
-    /// As `matrixmultiply::sgemm`.
-    #[allow(clippy::too_many_arguments)]
-    unsafe fn gemm(
-        m: usize,
-        k: usize,
-        n: usize,
-        a: *const Self,
-        rsa: isize,
-        csa: isize,
-        b: *const Self,
-        rsb: isize,
-        csb: isize,
-        c: *mut Self,
-        rsc: isize,
-        csc: isize,
-    );
 }
 
 impl Element for f32 {
-    const ZERO: f32 = 0.0;
-
     unsafe fn dot(x: *const f32, y: *const f32, n: usize) -> f32 {
         #[cfg(target_arch = "x86_64")]
         if std::is_x86_feature_detected!("avx512f") {
@@ -105,54 +81,12 @@ impl Element for f32 {
         // SAFETY: forwarded from this function's contract.
         unsafe { dot_scalar(x, y, n) }
     }
-
-    unsafe fn gemm(
-        m: usize,
-        k: usize,
-        n: usize,
-        a: *const f32,
-        rsa: isize,
-        csa: isize,
-        b: *const f32,
-        rsb: isize,
-        csb: isize,
-        c: *mut f32,
-        rsc: isize,
-        csc: isize,
-    ) {
-        // SAFETY: forwarded from this function's contract.
-        unsafe {
-            matrixmultiply::sgemm(m, k, n, 1.0, a, rsa, csa, b, rsb, csb, 0.0, c, rsc, csc);
-        }
-    }
 }
 
 impl Element for f64 {
-    const ZERO: f64 = 0.0;
-
     unsafe fn dot(x: *const f64, y: *const f64, n: usize) -> f64 {
         // SAFETY: forwarded from this function's contract.
         unsafe { dot_scalar(x, y, n) }
-    }
-
-    unsafe fn gemm(
-        m: usize,
-        k: usize,
-        n: usize,
-        a: *const f64,
-        rsa: isize,
-        csa: isize,
-        b: *const f64,
-        rsb: isize,
-        csb: isize,
-        c: *mut f64,
-        rsc: isize,
-        csc: isize,
-    ) {
-        // SAFETY: forwarded from this function's contract.
-        unsafe {
-            matrixmultiply::dgemm(m, k, n, 1.0, a, rsa, csa, b, rsb, csb, 0.0, c, rsc, csc);
-        }
     }
 }
 
@@ -260,8 +194,9 @@ unsafe fn dot_f32_avx512(x: *const f32, y: *const f32, n: usize) -> f32 {
     _mm512_reduce_add_ps(sum)
 }
 
-/// `c = a · b` (`m × k` times `k × n`), split into row blocks (or column blocks when there are
-/// few rows) across the context's threads when large. Returns 0, or -1 for negative sizes or
+/// `c = a · b` (`m × k` times `k × n`) by the contraction core ([`crate::gemm::gemm`]), or
+/// by dot products for a matrix-vector product whose vectors are contiguous, split across the
+/// context's threads when large. Returns 0, or -1 for negative sizes or
 /// strides (the kernel validated both, so this never happens for compiled kernels).
 ///
 /// # Safety
@@ -342,48 +277,22 @@ unsafe fn gemm<T: Element>(
             _ => run(0, len),
         };
     }
-    // One block of rows `i0..i1` and columns `j0..j1`.
-    let block = move |i0: i64, i1: i64, j0: i64, j1: i64| {
-        let (a, b, c) = (a, b, c);
-        // SAFETY: the block lies inside the matrices; blocks of one call write disjoint
-        // elements of `c`.
-        unsafe {
-            T::gemm(
-                (i1 - i0) as usize,
-                k as usize,
-                (j1 - j0) as usize,
-                a.0.offset((i0 * rsa) as isize),
-                rsa as isize,
-                csa as isize,
-                b.0.offset((j0 * csb) as isize),
-                rsb as isize,
-                csb as isize,
-                c.0.offset((i0 * rsc + j0 * csc) as isize),
-                rsc as isize,
-                csc as isize,
-            );
-        }
-        0
+    let view = |ptr: *const T, rows: i64, cols: i64, rs: i64, cs: i64| crate::gemm::Matrix {
+        ptr,
+        rows: rows as usize,
+        cols: cols as usize,
+        rs: rs as isize,
+        cs: cs as isize,
     };
-    match ctx {
-        Some(ctx) if threads > 1 && work >= PARALLEL_GEMM_WORK => {
-            // Blocks along the longer side, a few per thread, at least 32 rows or columns.
-            let (len, by_rows) = if m >= n { (m, true) } else { (n, false) };
-            let chunks = (threads * 2).min((len + 31) / 32).max(1);
-            let step = (len + chunks - 1) / chunks;
-            ctx.parallel(chunks, &|t| {
-                let lo = (t * step).min(len);
-                let hi = ((t + 1) * step).min(len);
-                if lo >= hi {
-                    0
-                } else if by_rows {
-                    block(lo, hi, 0, n)
-                } else {
-                    block(0, m, lo, hi)
-                }
-            })
-        }
-        _ => block(0, m, 0, n),
+    // SAFETY: forwarded from this function's contract (sizes and strides non-negative,
+    // `k > 0`).
+    unsafe {
+        crate::gemm::gemm(
+            ctx,
+            view(a.0, m, k, rsa, csa),
+            view(b.0, k, n, rsb, csb),
+            view(c.0, m, n, rsc, csc),
+        )
     }
 }
 
