@@ -133,6 +133,7 @@ impl<'e> Vm<'e> {
             .profile
             .then(|| Profile::new(exe.kernels.iter().map(|k| k.name.clone())));
         let context = KernelContext::with_threads(options.threads);
+        exe.register_constants();
         // Starts the kernels' thread pool now (rayon's global pool starts on first use),
         // so the first kernel call of the first run does not pay for it.
         let _ = context.threads();
