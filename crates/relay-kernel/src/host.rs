@@ -10,6 +10,8 @@ use crate::abi::KernelContext;
 pub const SGEMM_SYMBOL: &str = "relay_kernel_sgemm";
 /// The symbol of the `float64` GEMM ([`relay_kernel_dgemm`]).
 pub const DGEMM_SYMBOL: &str = "relay_kernel_dgemm";
+/// The symbol of the `float16` GEMM ([`relay_kernel_hgemm`]).
+pub const HGEMM_SYMBOL: &str = "relay_kernel_hgemm";
 /// The symbol of the parallel loop runner ([`relay_kernel_parallel_for`]).
 pub const PARALLEL_FOR_SYMBOL: &str = "relay_kernel_parallel_for";
 
@@ -35,14 +37,16 @@ type GemmFn<T> = unsafe extern "C" fn(
 ) -> i32;
 
 /// Every host symbol of this module, with its address.
-pub fn host_symbols() -> [(&'static str, *const u8); 3] {
+pub fn host_symbols() -> [(&'static str, *const u8); 4] {
     let sgemm: GemmFn<f32> = relay_kernel_sgemm;
     let dgemm: GemmFn<f64> = relay_kernel_dgemm;
+    let hgemm: GemmFn<u16> = relay_kernel_hgemm;
     let parallel: unsafe extern "C" fn(*mut c_void, ParallelBody, *const *mut u8, i64) -> i32 =
         relay_kernel_parallel_for;
     [
         (SGEMM_SYMBOL, sgemm as *const u8),
         (DGEMM_SYMBOL, dgemm as *const u8),
+        (HGEMM_SYMBOL, hgemm as *const u8),
         (PARALLEL_FOR_SYMBOL, parallel as *const u8),
     ]
 }
@@ -57,7 +61,7 @@ unsafe impl<T> Send for Shared<T> {}
 unsafe impl<T> Sync for Shared<T> {}
 
 /// An element type of the host GEMM, with its dot product (matrix-vector products).
-trait Element: crate::gemm::Element {
+trait Element: crate::gemm::Element + crate::gemm::Operand<Self> {
     /// `sum_l x[l] * y[l]` over `n` contiguous elements (a matrix-vector product's row).
     ///
     /// # Safety
@@ -345,6 +349,93 @@ pub unsafe extern "C" fn relay_kernel_dgemm(
 ) -> i32 {
     // SAFETY: forwarded from this function's contract.
     unsafe { gemm(ctx, m, k, n, a, rsa, csa, b, rsb, csb, c, rsc, csc) }
+}
+
+/// The `float16` GEMM kernels call, as [`relay_kernel_sgemm`] on binary16 bits: the operands
+/// are widened to `float32` while packed, the products accumulate in `float32`, and each result
+/// is rounded once to `float16`. Returns 0, or -1 for a negative size or stride or a result too
+/// large to accumulate.
+///
+/// # Safety
+///
+/// As [`gemm`].
+#[allow(clippy::too_many_arguments)]
+pub unsafe extern "C" fn relay_kernel_hgemm(
+    ctx: *mut c_void,
+    m: i64,
+    k: i64,
+    n: i64,
+    a: *const u16,
+    rsa: i64,
+    csa: i64,
+    b: *const u16,
+    rsb: i64,
+    csb: i64,
+    c: *mut u16,
+    rsc: i64,
+    csc: i64,
+) -> i32 {
+    use crate::gemm::{F16, Matrix};
+    if [m, k, n, rsa, csa, rsb, csb, rsc, csc]
+        .iter()
+        .any(|&v| v < 0)
+    {
+        return -1;
+    }
+    let (mu, ku, nu) = (m as usize, k as usize, n as usize);
+    let Some(len) = mu.checked_mul(nu) else {
+        return -1;
+    };
+    if len == 0 {
+        return 0;
+    }
+    let mut acc = vec![0f32; len];
+    if ku > 0 {
+        let view = |ptr: *const u16, rows, cols, rs: i64, cs: i64| Matrix {
+            ptr: ptr.cast::<F16>(),
+            rows,
+            cols,
+            rs: rs as isize,
+            cs: cs as isize,
+        };
+        let out = Matrix {
+            ptr: acc.as_mut_ptr().cast_const(),
+            rows: mu,
+            cols: nu,
+            rs: nu as isize,
+            cs: 1,
+        };
+        // SAFETY: forwarded from this function's contract; `acc` holds the `m × n` result.
+        let rc = unsafe {
+            crate::gemm::gemm(
+                // SAFETY: by the contract, `ctx` is null or a live context.
+                ctx.cast::<KernelContext>().as_ref(),
+                view(a, mu, ku, rsa, csa),
+                view(b, ku, nu, rsb, csb),
+                out,
+            )
+        };
+        if rc != 0 {
+            return rc;
+        }
+    }
+    for i in 0..mu {
+        let row = &acc[i * nu..(i + 1) * nu];
+        // SAFETY: row `i` of `c` is inside it.
+        let out = unsafe { c.offset(i as isize * rsc as isize) };
+        if csc == 1 {
+            // SAFETY: the row's `n` elements are contiguous in `c` and in `acc`.
+            unsafe { crate::gemm::operand::narrow(row.as_ptr(), out, nu) };
+            continue;
+        }
+        for (j, &v) in row.iter().enumerate() {
+            // SAFETY: `(i, j)` is an element of `c`.
+            unsafe {
+                *out.offset(j as isize * csc as isize) = relay_runtime::half::f32_to_f16_bits(v)
+            };
+        }
+    }
+    0
 }
 
 /// The outlined body of a parallel loop: `fn(buffers, ctx, lo, hi) -> i32` runs iterations

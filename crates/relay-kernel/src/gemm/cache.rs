@@ -14,7 +14,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 
 use super::pack::{pack_a, pack_b};
-use super::{Element, Isa, Kernel, Matrix};
+use super::{Element, Isa, Kernel, Matrix, Operand};
 
 /// Which operand of the product a matrix is (they are packed differently).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -177,8 +177,8 @@ fn span<T>(m: &Matrix<T>) -> (usize, usize) {
 /// # Safety
 ///
 /// `m` is a valid view with non-negative strides.
-pub(crate) unsafe fn packed<T: Element>(
-    m: &Matrix<T>,
+pub(crate) unsafe fn packed<T: Element, S: Operand<T>>(
+    m: &Matrix<S>,
     side: Side,
     kern: &Kernel<T>,
 ) -> Option<Arc<PackedOperand>> {
@@ -193,7 +193,7 @@ pub(crate) unsafe fn packed<T: Element>(
         cols: m.cols,
         rs: m.rs,
         cs: m.cs,
-        tag: T::TAG,
+        tag: T::TAG * 16 + S::TAG,
         side,
         isa: kern.isa,
     };
@@ -228,7 +228,11 @@ pub(crate) unsafe fn packed<T: Element>(
 /// # Safety
 ///
 /// As [`packed`].
-unsafe fn whole<T: Element>(m: &Matrix<T>, side: Side, kern: &Kernel<T>) -> PackedOperand {
+unsafe fn whole<T: Element, S: Operand<T>>(
+    m: &Matrix<S>,
+    side: Side,
+    kern: &Kernel<T>,
+) -> PackedOperand {
     let (len, depth, tile) = match side {
         Side::A => (m.rows, m.cols, kern.mr),
         Side::B => (m.cols, m.rows, kern.nr),

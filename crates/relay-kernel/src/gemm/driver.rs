@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use super::cache::{self, PackedOperand, Side};
 use super::pack::{pack_a, pack_b};
-use super::{Element, Isa, Kernel, Matrix};
+use super::{Element, Isa, Kernel, Matrix, Operand};
 use crate::abi::KernelContext;
 
 /// Below this many multiply-adds a product runs on the calling thread.
@@ -25,27 +25,27 @@ struct Part {
 }
 
 /// The operands of one call, as every thread reads them.
-struct Job<'a, T: Element> {
+struct Job<'a, T: Element, SA, SB> {
     kern: &'a Kernel<T>,
-    a: Matrix<T>,
-    b: Matrix<T>,
+    a: Matrix<SA>,
+    b: Matrix<SB>,
     c: Matrix<T>,
     k: usize,
     packed_a: Option<Arc<PackedOperand>>,
     packed_b: Option<Arc<PackedOperand>>,
 }
 
-/// `c = a · b` (`a` `m × k`, `b` `k × n`, `c` `m × n` with `c.ptr` writable), split over the
-/// threads of `ctx` when large. Returns 0 or the first non-zero code of a thread's share.
+/// `c = a · b` (`a` `m × k`, `b` `k × n`, `c` `m × n` with `c.ptr` writable), computed in `T`
+/// (the operands converted while packed), split over the threads of `ctx` when large. Returns 0 or the first non-zero code of a thread's share.
 ///
 /// # Safety
 ///
 /// The views are valid for every element they address, `c` is writable and overlaps
 /// neither operand, `a.cols == b.rows > 0`, and the strides of `c` are non-negative.
-pub unsafe fn gemm<T: Element>(
+pub unsafe fn gemm<T: Element, SA: Operand<T>, SB: Operand<T>>(
     ctx: Option<&KernelContext>,
-    a: Matrix<T>,
-    b: Matrix<T>,
+    a: Matrix<SA>,
+    b: Matrix<SB>,
     c: Matrix<T>,
 ) -> i32 {
     let kern = T::kernel(Isa::current());
@@ -84,7 +84,7 @@ pub unsafe fn gemm<T: Element>(
 
 /// `threads` rectangles of `c` (fewer when there are fewer tiles), on tile boundaries, from
 /// the grid of `tr × tc` blocks that minimizes a thread's multiply-adds plus its packing.
-fn split<T: Element>(job: &Job<'_, T>, threads: usize) -> Vec<Part> {
+fn split<T: Element, SA, SB>(job: &Job<'_, T, SA, SB>, threads: usize) -> Vec<Part> {
     let (mr, nr) = (job.kern.mr, job.kern.nr);
     let (m, n, k) = (job.c.rows, job.c.cols, job.k);
     let (um, un) = (m.div_ceil(mr), n.div_ceil(nr));
@@ -151,7 +151,10 @@ fn region<T>(buf: &mut Vec<u64>, elems: usize) -> *mut T {
 /// # Safety
 ///
 /// As [`gemm`]; no other thread writes `part`.
-unsafe fn run_part<T: Element>(job: &Job<'_, T>, part: Part) {
+unsafe fn run_part<T: Element, SA: Operand<T>, SB: Operand<T>>(
+    job: &Job<'_, T, SA, SB>,
+    part: Part,
+) {
     let mut fallback = (Vec::new(), Vec::new());
     SCRATCH.with(|s| match s.try_borrow_mut() {
         // SAFETY: forwarded.
@@ -166,7 +169,11 @@ unsafe fn run_part<T: Element>(job: &Job<'_, T>, part: Part) {
 /// # Safety
 ///
 /// As [`run_part`].
-unsafe fn blocks<T: Element>(job: &Job<'_, T>, part: Part, scratch: &mut (Vec<u64>, Vec<u64>)) {
+unsafe fn blocks<T: Element, SA: Operand<T>, SB: Operand<T>>(
+    job: &Job<'_, T, SA, SB>,
+    part: Part,
+    scratch: &mut (Vec<u64>, Vec<u64>),
+) {
     let kern = job.kern;
     let (mr, nr) = (kern.mr, kern.nr);
     let (m_pad, n_pad) = (job.a.rows.div_ceil(mr) * mr, job.b.cols.div_ceil(nr) * nr);
@@ -209,8 +216,8 @@ unsafe fn blocks<T: Element>(job: &Job<'_, T>, part: Part, scratch: &mut (Vec<u6
 /// # Safety
 ///
 /// As [`blocks`]; the panels hold the block.
-unsafe fn tiles<T: Element>(
-    job: &Job<'_, T>,
+unsafe fn tiles<T: Element, SA, SB>(
+    job: &Job<'_, T, SA, SB>,
     ap: *const T,
     bp: *const T,
     kcb: usize,

@@ -11,12 +11,14 @@
 
 pub mod cache;
 pub(crate) mod kernels;
+pub mod operand;
 pub(crate) mod pack;
 
 use std::cell::Cell;
 use std::sync::OnceLock;
 
 use kernels::MicroKernel;
+pub use operand::{F16, Operand};
 
 /// An element type the GEMM computes in.
 pub trait Element:

@@ -1,8 +1,9 @@
 //! Packing: a block of an operand copied into the panel layout the microkernels read, rows of
 //! `a` in panels of `MR` (each column of a panel contiguous) and columns of `b` in panels of
-//! `NR` (each row contiguous), the last panel padded with zeros.
+//! `NR` (each row contiguous), the last panel padded with zeros; elements are converted to the
+//! compute type on the way ([`Operand`]).
 
-use super::{Element, Matrix};
+use super::{Element, Matrix, Operand};
 
 /// Packs `rows × depth` of `a` starting at `(r0, p0)` into `MR`-row panels at `dst`:
 /// element `(r0 + i, p0 + p)` goes to `dst[(i / MR)·MR·depth + p·MR + i % MR]`.
@@ -10,8 +11,8 @@ use super::{Element, Matrix};
 /// # Safety
 ///
 /// The block lies inside `a`, and `dst` holds `ceil(rows / MR)·MR·depth` elements.
-pub(crate) unsafe fn pack_a<T: Element>(
-    a: &Matrix<T>,
+pub(crate) unsafe fn pack_a<T: Element, S: Operand<T>>(
+    a: &Matrix<S>,
     r0: usize,
     rows: usize,
     p0: usize,
@@ -29,8 +30,8 @@ pub(crate) unsafe fn pack_a<T: Element>(
 /// # Safety
 ///
 /// The block lies inside `b`, and `dst` holds `ceil(cols / NR)·NR·depth` elements.
-pub(crate) unsafe fn pack_b<T: Element>(
-    b: &Matrix<T>,
+pub(crate) unsafe fn pack_b<T: Element, S: Operand<T>>(
+    b: &Matrix<S>,
     p0: usize,
     depth: usize,
     c0: usize,
@@ -47,11 +48,11 @@ pub(crate) unsafe fn pack_b<T: Element>(
             if b.cs == 1 {
                 // SAFETY: the row's `width` elements are inside `b`; `out` has `nr` left in
                 // this panel row.
-                unsafe { std::ptr::copy_nonoverlapping(src, out, width) };
+                unsafe { S::convert(src, out, width) };
             } else {
                 for j in 0..width {
                     // SAFETY: as above, element by element.
-                    unsafe { *out.add(j) = *src.offset(j as isize * b.cs) };
+                    unsafe { *out.add(j) = (*src.offset(j as isize * b.cs)).widen() };
                 }
             }
             for j in width..nr {

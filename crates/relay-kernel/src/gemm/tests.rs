@@ -55,7 +55,7 @@ fn naive<T: Element>(m: usize, k: usize, n: usize, a: &[T], b: &[T]) -> Vec<T> {
 /// `c = a · b` through [`gemm`] with the given layouts; `c` written with row stride `n + 3`
 /// (or column-major when `ct`).
 #[allow(clippy::too_many_arguments)]
-fn product<T: Element + From<i8>>(
+fn product<T: Element + Operand<T> + From<i8>>(
     ctx: &KernelContext,
     (m, k, n): (usize, usize, usize),
     a: &[T],
@@ -101,7 +101,7 @@ const LAYOUTS: [(bool, bool, bool); 3] = [
     (false, true, true),
 ];
 
-fn check_shapes<T: Element + From<i8>>(
+fn check_shapes<T: Element + Operand<T> + From<i8>>(
     shapes: &[(usize, usize, usize)],
     threads: &[usize],
     layouts: &[(bool, bool, bool)],
@@ -225,7 +225,7 @@ fn a_constant_left_operand_is_packed_once() {
 }
 
 /// `a · b` with both operands read where they are (row-major), so a registered one is found.
-fn product_in_place<T: Element>(
+fn product_in_place<T: Element + Operand<T>>(
     ctx: &KernelContext,
     (m, k, n): (usize, usize, usize),
     a: &[T],
@@ -250,4 +250,96 @@ fn product_in_place<T: Element>(
     };
     assert_eq!(rc, 0);
     c
+}
+
+#[test]
+fn float16_operands_widen_exactly_on_every_path() {
+    let bits: Vec<F16> = (0..=u16::MAX).map(F16).collect();
+    let mut fast = vec![0f32; bits.len()];
+    // SAFETY: both hold 65,536 elements.
+    unsafe { <F16 as Operand<f32>>::convert(bits.as_ptr(), fast.as_mut_ptr(), bits.len()) };
+    for (h, f) in bits.iter().zip(&fast) {
+        let want = relay_runtime::half::f16_bits_to_f32(h.0);
+        assert!(
+            want.to_bits() == f.to_bits() || (want.is_nan() && f.is_nan()),
+            "{:#06x}: {f} vs {want}",
+            h.0
+        );
+    }
+}
+
+#[test]
+fn float32_results_round_to_float16_as_the_scalar_rule() {
+    // Every float16 value, the midpoints around it and their neighbours; overflow, subnormals.
+    let mut xs: Vec<f32> = vec![
+        0.0, -0.0, 65504.0, 65519.99, 65520.0, 1e-8, -3e-8, 6e-8, 1e30,
+    ];
+    for h in 0..=u16::MAX {
+        let v = relay_runtime::half::f16_bits_to_f32(h);
+        if v.is_finite() {
+            let b = v.to_bits();
+            xs.extend([v, f32::from_bits(b + 1), f32::from_bits(b.wrapping_sub(1))]);
+            xs.extend([
+                f32::from_bits(b + 0x1000),
+                f32::from_bits(b + 0xfff),
+                f32::from_bits(b + 0x1001),
+            ]);
+        }
+    }
+    let mut got = vec![0u16; xs.len()];
+    // SAFETY: both hold `xs.len()` elements.
+    unsafe { operand::narrow(xs.as_ptr(), got.as_mut_ptr(), xs.len()) };
+    for (x, g) in xs.iter().zip(&got) {
+        assert_eq!(*g, relay_runtime::half::f32_to_f16_bits(*x), "{x:e}");
+    }
+}
+
+#[test]
+fn float16_products_match_naive_on_every_isa() {
+    use relay_runtime::half::{f16_bits_to_f32, f32_to_f16_bits};
+    for isa in Isa::available() {
+        force_isa(Some(isa));
+        for threads in [1, 2] {
+            let ctx = KernelContext::with_threads(threads);
+            for &(m, k, n) in &[(1, 1, 1), (9, 7, 33), (70, 300, 90), (64, 576, 700)] {
+                // Small integers: every sum is exact in float32 (and the reference's float64).
+                let a: Vec<F16> = values::<f32>(m * k, 7)
+                    .iter()
+                    .map(|&v| F16(f32_to_f16_bits(v)))
+                    .collect();
+                let b: Vec<F16> = values::<f32>(k * n, 8)
+                    .iter()
+                    .map(|&v| F16(f32_to_f16_bits(v)))
+                    .collect();
+                let mut c = vec![0f32; m * n];
+                let view = |ptr: *const F16, rows, cols| Matrix {
+                    ptr,
+                    rows,
+                    cols,
+                    rs: cols as isize,
+                    cs: 1,
+                };
+                // SAFETY: the vectors hold the row-major matrices.
+                let rc = unsafe {
+                    gemm(
+                        Some(&ctx),
+                        view(a.as_ptr(), m, k),
+                        view(b.as_ptr(), k, n),
+                        Matrix {
+                            ptr: c.as_mut_ptr().cast_const(),
+                            rows: m,
+                            cols: n,
+                            rs: n as isize,
+                            cs: 1,
+                        },
+                    )
+                };
+                assert_eq!(rc, 0);
+                let wa: Vec<f32> = a.iter().map(|h| f16_bits_to_f32(h.0)).collect();
+                let wb: Vec<f32> = b.iter().map(|h| f16_bits_to_f32(h.0)).collect();
+                assert_eq!(c, naive(m, k, n, &wa, &wb), "{m}x{k}x{n} {isa:?} {threads}");
+            }
+        }
+    }
+    force_isa(None);
 }
