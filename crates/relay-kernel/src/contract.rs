@@ -2,10 +2,11 @@
 //! `nn.matmul`, `nn.batch_matmul`, the core of `nn.conv2d`), which lowering turns into calls
 //! of the host's tuned GEMM instead of loops (DESIGN §5).
 //!
-//! A compute is a contraction when its body is a `Sum` reduction, in `float32` or `float64`,
-//! of the product of two reads of tensors of that dtype, each read indexed by bare output axes,
-//! bare reduction axes and constants, with every reduction axis read once by each operand and
-//! no axis read twice by one operand. Lowering then views each operand as a matrix (row and
+//! A compute is a contraction when its body is a `Sum` reduction, in `float16`, `float32` or
+//! `float64`, of the product of two reads of tensors of that dtype, each read indexed by bare
+//! output axes, bare reduction axes and constants, with every reduction axis read once by each
+//! operand and no axis read twice by one operand (a `float16` contraction is computed in
+//! `float32` and rounded once, which is exact for its products). Lowering then views each operand as a matrix (row and
 //! column strides over the groups of axes it reads) and loops over the axes left over
 //! (`batch_matmul`'s batch, or axes whose strides do not merge).
 
@@ -39,7 +40,7 @@ pub fn contraction(t: &Tensor) -> Option<Contraction> {
     let TensorOp::Compute { axes, body } = &t.op else {
         return None;
     };
-    if t.dtype != DType::F32 && t.dtype != DType::F64 {
+    if ![DType::F16, DType::F32, DType::F64].contains(&t.dtype) {
         return None;
     }
     let TExprKind::Reduce {

@@ -1,6 +1,6 @@
 //! Host functions kernels call for work that is not a loop nest: matrix products by the
-//! `matrixmultiply` crate's tuned GEMM (DESIGN §5), and parallel loops over the kernel
-//! context's threads. Registered with every JIT module by name (`jit::new_module`).
+//! contraction core ([`crate::gemm`]; dot products for matrix-vector products), and parallel
+//! loops over the kernel context's threads. Registered with every JIT module by name (`jit::new_module`).
 
 use std::ffi::c_void;
 
@@ -10,10 +10,12 @@ use crate::abi::KernelContext;
 pub const SGEMM_SYMBOL: &str = "relay_kernel_sgemm";
 /// The symbol of the `float64` GEMM ([`relay_kernel_dgemm`]).
 pub const DGEMM_SYMBOL: &str = "relay_kernel_dgemm";
+/// The symbol of the `float16` GEMM ([`relay_kernel_hgemm`]).
+pub const HGEMM_SYMBOL: &str = "relay_kernel_hgemm";
 /// The symbol of the parallel loop runner ([`relay_kernel_parallel_for`]).
 pub const PARALLEL_FOR_SYMBOL: &str = "relay_kernel_parallel_for";
 
-/// Below this many multiply-adds a product runs on the calling thread.
+/// Below this many multiply-adds a matrix-vector product runs on the calling thread.
 const PARALLEL_GEMM_WORK: i64 = 1 << 18;
 
 /// The C signature of the GEMM host functions for element type `T`: the kernel context,
@@ -35,14 +37,16 @@ type GemmFn<T> = unsafe extern "C" fn(
 ) -> i32;
 
 /// Every host symbol of this module, with its address.
-pub fn host_symbols() -> [(&'static str, *const u8); 3] {
+pub fn host_symbols() -> [(&'static str, *const u8); 4] {
     let sgemm: GemmFn<f32> = relay_kernel_sgemm;
     let dgemm: GemmFn<f64> = relay_kernel_dgemm;
+    let hgemm: GemmFn<u16> = relay_kernel_hgemm;
     let parallel: unsafe extern "C" fn(*mut c_void, ParallelBody, *const *mut u8, i64) -> i32 =
         relay_kernel_parallel_for;
     [
         (SGEMM_SYMBOL, sgemm as *const u8),
         (DGEMM_SYMBOL, dgemm as *const u8),
+        (HGEMM_SYMBOL, hgemm as *const u8),
         (PARALLEL_FOR_SYMBOL, parallel as *const u8),
     ]
 }
@@ -56,41 +60,17 @@ unsafe impl<T> Send for Shared<T> {}
 // SAFETY: as above.
 unsafe impl<T> Sync for Shared<T> {}
 
-/// Which `matrixmultiply` routine a [`gemm`] uses.
-trait Element: Copy + Send + Sync {
-    /// Zero.
-    const ZERO: Self;
+/// An element type of the host GEMM, with its dot product (matrix-vector products).
+trait Element: crate::gemm::Element + crate::gemm::Operand<Self> {
     /// `sum_l x[l] * y[l]` over `n` contiguous elements (a matrix-vector product's row).
     ///
     /// # Safety
     ///
     /// `x` and `y` are valid for `n` elements.
     unsafe fn dot(x: *const Self, y: *const Self, n: usize) -> Self;
-    /// `c = a · b` on strided matrices (`matrixmultiply::sgemm`/`dgemm` with alpha 1, beta 0).
-    ///
-    /// # Safety
-    ///
-    /// As `matrixmultiply::sgemm`.
-    #[allow(clippy::too_many_arguments)]
-    unsafe fn gemm(
-        m: usize,
-        k: usize,
-        n: usize,
-        a: *const Self,
-        rsa: isize,
-        csa: isize,
-        b: *const Self,
-        rsb: isize,
-        csb: isize,
-        c: *mut Self,
-        rsc: isize,
-        csc: isize,
-    );
 }
 
 impl Element for f32 {
-    const ZERO: f32 = 0.0;
-
     unsafe fn dot(x: *const f32, y: *const f32, n: usize) -> f32 {
         #[cfg(target_arch = "x86_64")]
         if std::is_x86_feature_detected!("avx512f") {
@@ -105,54 +85,12 @@ impl Element for f32 {
         // SAFETY: forwarded from this function's contract.
         unsafe { dot_scalar(x, y, n) }
     }
-
-    unsafe fn gemm(
-        m: usize,
-        k: usize,
-        n: usize,
-        a: *const f32,
-        rsa: isize,
-        csa: isize,
-        b: *const f32,
-        rsb: isize,
-        csb: isize,
-        c: *mut f32,
-        rsc: isize,
-        csc: isize,
-    ) {
-        // SAFETY: forwarded from this function's contract.
-        unsafe {
-            matrixmultiply::sgemm(m, k, n, 1.0, a, rsa, csa, b, rsb, csb, 0.0, c, rsc, csc);
-        }
-    }
 }
 
 impl Element for f64 {
-    const ZERO: f64 = 0.0;
-
     unsafe fn dot(x: *const f64, y: *const f64, n: usize) -> f64 {
         // SAFETY: forwarded from this function's contract.
         unsafe { dot_scalar(x, y, n) }
-    }
-
-    unsafe fn gemm(
-        m: usize,
-        k: usize,
-        n: usize,
-        a: *const f64,
-        rsa: isize,
-        csa: isize,
-        b: *const f64,
-        rsb: isize,
-        csb: isize,
-        c: *mut f64,
-        rsc: isize,
-        csc: isize,
-    ) {
-        // SAFETY: forwarded from this function's contract.
-        unsafe {
-            matrixmultiply::dgemm(m, k, n, 1.0, a, rsa, csa, b, rsb, csb, 0.0, c, rsc, csc);
-        }
     }
 }
 
@@ -260,8 +198,9 @@ unsafe fn dot_f32_avx512(x: *const f32, y: *const f32, n: usize) -> f32 {
     _mm512_reduce_add_ps(sum)
 }
 
-/// `c = a · b` (`m × k` times `k × n`), split into row blocks (or column blocks when there are
-/// few rows) across the context's threads when large. Returns 0, or -1 for negative sizes or
+/// `c = a · b` (`m × k` times `k × n`) by the contraction core ([`crate::gemm::gemm`]), or
+/// by dot products for a matrix-vector product whose vectors are contiguous, split across the
+/// context's threads when large. Returns 0, or -1 for negative sizes or
 /// strides (the kernel validated both, so this never happens for compiled kernels).
 ///
 /// # Safety
@@ -342,48 +281,22 @@ unsafe fn gemm<T: Element>(
             _ => run(0, len),
         };
     }
-    // One block of rows `i0..i1` and columns `j0..j1`.
-    let block = move |i0: i64, i1: i64, j0: i64, j1: i64| {
-        let (a, b, c) = (a, b, c);
-        // SAFETY: the block lies inside the matrices; blocks of one call write disjoint
-        // elements of `c`.
-        unsafe {
-            T::gemm(
-                (i1 - i0) as usize,
-                k as usize,
-                (j1 - j0) as usize,
-                a.0.offset((i0 * rsa) as isize),
-                rsa as isize,
-                csa as isize,
-                b.0.offset((j0 * csb) as isize),
-                rsb as isize,
-                csb as isize,
-                c.0.offset((i0 * rsc + j0 * csc) as isize),
-                rsc as isize,
-                csc as isize,
-            );
-        }
-        0
+    let view = |ptr: *const T, rows: i64, cols: i64, rs: i64, cs: i64| crate::gemm::Matrix {
+        ptr,
+        rows: rows as usize,
+        cols: cols as usize,
+        rs: rs as isize,
+        cs: cs as isize,
     };
-    match ctx {
-        Some(ctx) if threads > 1 && work >= PARALLEL_GEMM_WORK => {
-            // Blocks along the longer side, a few per thread, at least 32 rows or columns.
-            let (len, by_rows) = if m >= n { (m, true) } else { (n, false) };
-            let chunks = (threads * 2).min((len + 31) / 32).max(1);
-            let step = (len + chunks - 1) / chunks;
-            ctx.parallel(chunks, &|t| {
-                let lo = (t * step).min(len);
-                let hi = ((t + 1) * step).min(len);
-                if lo >= hi {
-                    0
-                } else if by_rows {
-                    block(lo, hi, 0, n)
-                } else {
-                    block(0, m, lo, hi)
-                }
-            })
-        }
-        _ => block(0, m, 0, n),
+    // SAFETY: forwarded from this function's contract (sizes and strides non-negative,
+    // `k > 0`).
+    unsafe {
+        crate::gemm::gemm(
+            ctx,
+            view(a.0, m, k, rsa, csa),
+            view(b.0, k, n, rsb, csb),
+            view(c.0, m, n, rsc, csc),
+        )
     }
 }
 
@@ -436,6 +349,93 @@ pub unsafe extern "C" fn relay_kernel_dgemm(
 ) -> i32 {
     // SAFETY: forwarded from this function's contract.
     unsafe { gemm(ctx, m, k, n, a, rsa, csa, b, rsb, csb, c, rsc, csc) }
+}
+
+/// The `float16` GEMM kernels call, as [`relay_kernel_sgemm`] on binary16 bits: the operands
+/// are widened to `float32` while packed, the products accumulate in `float32`, and each result
+/// is rounded once to `float16`. Returns 0, or -1 for a negative size or stride or a result too
+/// large to accumulate.
+///
+/// # Safety
+///
+/// As [`gemm`].
+#[allow(clippy::too_many_arguments)]
+pub unsafe extern "C" fn relay_kernel_hgemm(
+    ctx: *mut c_void,
+    m: i64,
+    k: i64,
+    n: i64,
+    a: *const u16,
+    rsa: i64,
+    csa: i64,
+    b: *const u16,
+    rsb: i64,
+    csb: i64,
+    c: *mut u16,
+    rsc: i64,
+    csc: i64,
+) -> i32 {
+    use crate::gemm::{F16, Matrix};
+    if [m, k, n, rsa, csa, rsb, csb, rsc, csc]
+        .iter()
+        .any(|&v| v < 0)
+    {
+        return -1;
+    }
+    let (mu, ku, nu) = (m as usize, k as usize, n as usize);
+    let Some(len) = mu.checked_mul(nu) else {
+        return -1;
+    };
+    if len == 0 {
+        return 0;
+    }
+    let mut acc = vec![0f32; len];
+    if ku > 0 {
+        let view = |ptr: *const u16, rows, cols, rs: i64, cs: i64| Matrix {
+            ptr: ptr.cast::<F16>(),
+            rows,
+            cols,
+            rs: rs as isize,
+            cs: cs as isize,
+        };
+        let out = Matrix {
+            ptr: acc.as_mut_ptr().cast_const(),
+            rows: mu,
+            cols: nu,
+            rs: nu as isize,
+            cs: 1,
+        };
+        // SAFETY: forwarded from this function's contract; `acc` holds the `m × n` result.
+        let rc = unsafe {
+            crate::gemm::gemm(
+                // SAFETY: by the contract, `ctx` is null or a live context.
+                ctx.cast::<KernelContext>().as_ref(),
+                view(a, mu, ku, rsa, csa),
+                view(b, ku, nu, rsb, csb),
+                out,
+            )
+        };
+        if rc != 0 {
+            return rc;
+        }
+    }
+    for i in 0..mu {
+        let row = &acc[i * nu..(i + 1) * nu];
+        // SAFETY: row `i` of `c` is inside it.
+        let out = unsafe { c.offset(i as isize * rsc as isize) };
+        if csc == 1 {
+            // SAFETY: the row's `n` elements are contiguous in `c` and in `acc`.
+            unsafe { crate::gemm::operand::narrow(row.as_ptr(), out, nu) };
+            continue;
+        }
+        for (j, &v) in row.iter().enumerate() {
+            // SAFETY: `(i, j)` is an element of `c`.
+            unsafe {
+                *out.offset(j as isize * csc as isize) = relay_runtime::half::f32_to_f16_bits(v)
+            };
+        }
+    }
+    0
 }
 
 /// The outlined body of a parallel loop: `fn(buffers, ctx, lo, hi) -> i32` runs iterations

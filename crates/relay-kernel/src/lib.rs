@@ -31,6 +31,7 @@ pub mod codegen;
 pub mod compose;
 pub mod contract;
 pub mod error;
+pub mod gemm;
 pub mod host;
 pub mod jit;
 pub mod listing;

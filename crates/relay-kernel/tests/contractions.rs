@@ -414,4 +414,39 @@ fn depthwise_convolutions_and_pools() {
     cases.push(pool(avg3, 64, 28, "float32"));
     cases.push(pool(avg3_pad, 32, 17, "float32"));
     run_cases_within(cases, LOOSE);
+
+/// float16 contractions go through the GEMM (widened to float32 while packed, rounded once);
+/// the reference accumulates in float64 and rounds once, so the two differ by at most one
+/// float16 ulp (a relative 2^-10) where the float32 sum rounds across a float16 tie.
+#[test]
+fn float16_contractions_match_the_reference() {
+    const HALF_ULP: (f64, f64) = (1e-3, 1e-4);
+    let t = |shape: &[i64]| tensor_type(shape, "float16");
+    let mut cases: Vec<Case> = vec![
+        // No bias epilogue: one ulp of a product cancelled by the bias is many of the sum's.
+        conv(64, 128, 28, 3, 1, 1).case("float16", false),
+        conv(256, 64, 14, 1, 1, 0).case("float16", false),
+        conv(32, 48, 15, 3, 2, 1).case("float16", false),
+    ];
+    cases.push((
+        "dense float16 33x300 -> 257".into(),
+        "nn.relu(nn.dense(%p0, %p1, units=None))".into(),
+        vec![t(&[33, 300]), t(&[257, 300])],
+    ));
+    cases.push((
+        "dense float16 1x512 -> 100".into(),
+        "nn.dense(%p0, %p1, units=None)".into(),
+        vec![t(&[1, 512]), t(&[100, 512])],
+    ));
+    cases.push((
+        "matmul float16".into(),
+        "nn.matmul(%p0, %p1, units=None)".into(),
+        vec![t(&[70, 129]), t(&[129, 40])],
+    ));
+    cases.push((
+        "batch_matmul float16".into(),
+        "nn.batch_matmul(%p0, %p1, transpose_a=False, transpose_b=True)".into(),
+        vec![t(&[4, 64, 96]), t(&[4, 33, 96])],
+    ));
+    run_cases_within(cases, HALF_ULP);
 }

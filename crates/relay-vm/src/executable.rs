@@ -5,6 +5,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, OnceLock};
 
 use relay_ir::{Expr, Function, NDArray, Type, TypeDef, TypeKind};
+use relay_kernel::gemm::cache::{Registration, register};
 use relay_kernel::{KernelCache, KernelError, PackedFunc};
 
 use crate::bytecode::{BytecodeError, Tables, VmFunction, validate};
@@ -143,9 +144,36 @@ pub struct Executable {
     pub types: Vec<TypeDef>,
     /// Specializations of dynamic kernels, shared by every VM running this executable.
     pub cache: Arc<KernelCache>,
+    /// The constant pool registered with the contraction core by the first VM to run this
+    /// executable ([`Executable::register_constants`]), so that a GEMM operand read from a
+    /// constant (weights) is packed once; unregistered, and its packings evicted, when the
+    /// last clone of the executable drops.
+    pub packed_constants: OnceLock<Arc<Registration>>,
 }
 
 impl Executable {
+    /// Registers the constant pool's arrays (those owning their bytes) as immutable memory
+    /// with the contraction core, once: GEMMs then pack an operand read from a constant on
+    /// first use and reuse the packing ([`relay_kernel::gemm::cache`]).
+    pub fn register_constants(&self) {
+        self.packed_constants.get_or_init(|| {
+            let owned: Vec<Arc<NDArray>> = self
+                .constants
+                .iter()
+                .filter(|c| !c.is_view())
+                .cloned()
+                .collect();
+            let ranges: Vec<(usize, usize)> = owned
+                .iter()
+                .map(|c| (c.as_bytes().as_ptr() as usize, c.as_bytes().len()))
+                .collect();
+            // SAFETY: the registration holds the arrays, which own their bytes, and tensors
+            // are immutable values: no kernel stores to an input, and a shared array is copied
+            // before being written (the registration's clones keep every one shared).
+            Arc::new(unsafe { register(ranges, owned) })
+        });
+    }
+
     /// The tables the functions' instructions refer to.
     pub fn tables(&self) -> Tables {
         Tables {

@@ -135,6 +135,7 @@ impl<'e> Vm<'e> {
         // Starts the kernels' thread pool now (the shared pool of every core on first use), so
         // the first kernel call of the first run does not pay for it.
         let context = KernelContext::with_threads(options.threads);
+        exe.register_constants();
         Vm {
             exe,
             allocator: PooledAllocator::new(options.allocator_cap),

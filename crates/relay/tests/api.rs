@@ -652,3 +652,54 @@ fn bad_executable_files_are_typed_errors() {
     let err = Executable::from_bytes(b"#[version = \"0.0.5\"]\n").unwrap_err();
     assert!(err.to_string().contains("not a relayc executable"), "{err}");
 }
+
+/// A dense layer whose weights (bound with `params`) are the GEMM's right operand.
+const WIDE_DENSE: &str = r#"#[version = "0.0.5"]
+def @main(%x: Tensor[(64, 256), float32], %w: Tensor[(384, 256), float32]) {
+  nn.relu(nn.dense(%x, %w, units=384))
+}
+"#;
+
+#[test]
+fn bound_weights_are_packed_once_and_evicted_with_the_executable() {
+    let module = parse(WIDE_DENSE);
+    let mut args = random_args(&module, 7);
+    let w = Tensor::try_from(args.remove(1)).unwrap();
+    let expected = relay_interp::run(
+        &module,
+        "main",
+        vec![args[0].clone(), (&w).into()],
+        &InterpOptions::default(),
+    )
+    .unwrap();
+    let exe = Compiler::new()
+        .params([("w".to_string(), w)])
+        .compile(&module)
+        .unwrap();
+    let weights = exe
+        .constants
+        .iter()
+        .find(|c| c.shape() == [384, 256])
+        .expect("the weights are a constant");
+    let addr = weights.as_bytes().as_ptr() as usize;
+    for threads in [1, 2] {
+        let options = relay::VmOptions {
+            threads,
+            ..relay::VmOptions::default()
+        };
+        let mut vm = relay::Vm::with_options(&exe, options);
+        for _ in 0..4 {
+            let got = vm.invoke("main", &args).unwrap();
+            // Sums of 256 products in another order than the interpreter's.
+            compare_values(&got, &expected, 1e-4, 1e-4).unwrap();
+        }
+    }
+    // Packed on the first call, reused by the seven others and by the second VM.
+    assert_eq!(relay_kernel::gemm::cache::packs_at(addr), Some(1));
+    drop(exe);
+    assert_eq!(relay_kernel::gemm::cache::packs_at(addr), None);
+    assert_eq!(
+        relay_kernel::gemm::cache::cached_in(addr, addr + 384 * 256 * 4),
+        0
+    );
+}

@@ -8,7 +8,7 @@ impl Gen<'_, '_> {
     /// host's GEMM, returning its error code if it fails.
     pub(super) fn gemm(&mut self, g: &Gemm) -> R<()> {
         let d = self.buffer_dtype(g.c.buffer)?;
-        if !is_float(d) || (d.bits != 32 && d.bits != 64) {
+        if !is_float(d) || ![16, 32, 64].contains(&d.bits) {
             return Err(self.malformed(format!("a GEMM on {d} buffers")));
         }
         for m in [&g.a, &g.b, &g.c] {
@@ -61,10 +61,10 @@ impl Gen<'_, '_> {
         let ctx = self
             .ctx
             .ok_or_else(|| self.malformed("a GEMM outside the body"))?;
-        let symbol = if d.bits == 32 {
-            SGEMM_SYMBOL
-        } else {
-            DGEMM_SYMBOL
+        let symbol = match d.bits {
+            16 => HGEMM_SYMBOL,
+            32 => SGEMM_SYMBOL,
+            _ => DGEMM_SYMBOL,
         };
         let f = match self.imports.get(symbol) {
             Some(f) => *f,

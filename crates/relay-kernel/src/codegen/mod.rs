@@ -87,7 +87,7 @@ use crate::abi::{
     ERR_OUT_OF_BOUNDS, KernelSpec,
 };
 use crate::error::KernelError;
-use crate::host::{DGEMM_SYMBOL, PARALLEL_FOR_SYMBOL, SGEMM_SYMBOL};
+use crate::host::{DGEMM_SYMBOL, HGEMM_SYMBOL, PARALLEL_FOR_SYMBOL, SGEMM_SYMBOL};
 use crate::jit::{self, CHECK_ARGS_SYMBOL, REPORT_SYMBOL};
 use crate::loops::range::Ranges;
 use crate::loops::{BufferId, BufferRole, ForKind, Gemm, LExpr, LocalId, LoopFunc, Stmt};

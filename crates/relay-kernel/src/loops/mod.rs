@@ -128,7 +128,7 @@ pub enum Stmt {
         /// The body.
         body: Box<Stmt>,
     },
-    /// A matrix product by the host's tuned GEMM routine (`matrixmultiply`):
+    /// A matrix product by the host's GEMM routine (the contraction core, `crate::gemm`):
     /// `c[i, j] = sum_l a[i, l] * b[l, j]` for `i < m`, `j < n`, `l < k`, where element
     /// `(i, l)` of `a` is `a[a.offset + i * a.row_stride + l * a.col_stride]` (flat index into
     /// the buffer), and so on. `c` is overwritten (with zeros when `k` is 0). The three

@@ -3,7 +3,7 @@
 //! - **References**: every buffer and local exists; loop counters are `int64` locals.
 //! - **Dtypes**: indices are integers, stored and assigned values have their target's dtype,
 //!   binary operations, comparisons and selects combine operands of one dtype, GEMMs are on
-//!   `float32` or `float64` buffers of one dtype.
+//!   `float16`, `float32` or `float64` buffers of one dtype.
 //! - **Bounds**: an element index whose range interval arithmetic over the loop bounds gives
 //!   ([`Ranges`]) reaches into its buffer (an index that can never be in bounds is a lowering
 //!   bug; one that may be out of bounds for some iterations is checked at run time by codegen,
@@ -162,7 +162,7 @@ impl Verifier<'_> {
 
     fn gemm(&self, g: &super::Gemm) -> R<()> {
         let d = self.buffer(g.c.buffer)?.dtype;
-        if d != DType::F32 && d != DType::F64 {
+        if d != DType::F16 && d != DType::F32 && d != DType::F64 {
             return Err(format!("a GEMM on {d} buffers"));
         }
         for m in [&g.a, &g.b] {

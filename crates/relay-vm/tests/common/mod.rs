@@ -43,7 +43,12 @@ const ACCUMULATING_OPERATORS: &[&str] = &[
 
 /// The tolerance SPEC §4 gives the results of the program `text`.
 pub fn tolerance(text: &str) -> (f64, f64) {
-    if ACCUMULATING_OPERATORS.iter().any(|op| text.contains(op)) {
+    let accumulates = ACCUMULATING_OPERATORS.iter().any(|op| text.contains(op));
+    if accumulates && text.contains("float16") {
+        // A float16 contraction accumulates in float32 (the GEMM), the reference in float64:
+        // a result may differ by one float16 ulp (a relative 2^-10).
+        (1e-3, LOOSE.1)
+    } else if accumulates {
         LOOSE
     } else {
         STRICT

@@ -1,0 +1,217 @@
+//! The contraction core: a packed, cache-blocked GEMM in the style of BLIS and ONNX Runtime's
+//! MLAS, with microkernels for AVX-512F, AVX2 + FMA and a portable fallback chosen at run time
+//! (docs/design.md, "The contraction core").
+//!
+//! `c = a · b` runs, on each thread's share of `c` (MR/NR-aligned blocks of rows and columns,
+//! [`split`]), the five loops of Goto's algorithm: columns in blocks of `NC`, the inner
+//! dimension in blocks of `KC` (a `KC × NC` block of `b` packed into `NR`-column panels), rows
+//! in blocks of `MC` (an `MC × KC` block of `a` packed into `MR`-row panels), then the
+//! microkernel over the `MR × NR` tiles. Operands inside registered constants (weights) are
+//! packed once, whole, and reused ([`cache`]).
+
+pub mod cache;
+pub(crate) mod kernels;
+pub mod operand;
+pub(crate) mod pack;
+
+use std::cell::Cell;
+use std::sync::OnceLock;
+
+use kernels::MicroKernel;
+pub use operand::{F16, Operand};
+
+/// An element type the GEMM computes in.
+pub trait Element:
+    Copy
+    + Send
+    + Sync
+    + 'static
+    + std::ops::Add<Output = Self>
+    + std::ops::Mul<Output = Self>
+    + PartialEq
+    + std::fmt::Debug
+{
+    /// Zero.
+    const ZERO: Self;
+    /// A tag for the packed-operand cache's keys.
+    const TAG: u8;
+    /// The microkernel and blocking for `isa`.
+    fn kernel(isa: Isa) -> &'static Kernel<Self>;
+}
+
+/// The instruction sets a microkernel exists for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Isa {
+    /// Scalar code the compiler vectorizes with the baseline ISA.
+    Portable,
+    /// AVX2 and FMA (256-bit vectors).
+    Avx2,
+    /// AVX-512F (512-bit vectors).
+    Avx512,
+}
+
+impl Isa {
+    /// The best ISA this CPU has (detected once).
+    pub fn detected() -> Isa {
+        static ISA: OnceLock<Isa> = OnceLock::new();
+        *ISA.get_or_init(|| {
+            #[cfg(target_arch = "x86_64")]
+            {
+                if std::is_x86_feature_detected!("avx512f")
+                    && std::is_x86_feature_detected!("avx2")
+                    && std::is_x86_feature_detected!("fma")
+                {
+                    return Isa::Avx512;
+                }
+                if std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma") {
+                    return Isa::Avx2;
+                }
+            }
+            Isa::Portable
+        })
+    }
+
+    /// The ISA GEMMs on this thread use: [`Isa::detected`], unless a test forced another.
+    pub fn current() -> Isa {
+        FORCED.with(Cell::get).unwrap_or_else(Isa::detected)
+    }
+
+    /// Every ISA this CPU can run, portable first.
+    pub fn available() -> Vec<Isa> {
+        match Isa::detected() {
+            Isa::Portable => vec![Isa::Portable],
+            Isa::Avx2 => vec![Isa::Portable, Isa::Avx2],
+            Isa::Avx512 => vec![Isa::Portable, Isa::Avx2, Isa::Avx512],
+        }
+    }
+}
+
+thread_local! {
+    /// A test's choice of ISA for GEMMs started on this thread ([`force_isa`]).
+    static FORCED: Cell<Option<Isa>> = const { Cell::new(None) };
+}
+
+/// Makes GEMMs started on this thread use `isa` (one this CPU has, see [`Isa::available`]),
+/// or the detected one for `None`. For tests of each microkernel.
+pub fn force_isa(isa: Option<Isa>) {
+    FORCED.with(|f| f.set(isa));
+}
+
+/// A microkernel with its tile (`mr × nr`) and cache blocking (`kc`, `mc`, `nc`).
+pub struct Kernel<T> {
+    /// The ISA the microkernel needs.
+    pub isa: Isa,
+    /// Rows of a tile.
+    pub mr: usize,
+    /// Columns of a tile.
+    pub nr: usize,
+    /// The inner dimension's block (a packed panel's depth).
+    pub kc: usize,
+    /// Rows of a packed block of `a` (a multiple of `mr`).
+    pub mc: usize,
+    /// Columns of a packed block of `b` (a multiple of `nr`).
+    pub nc: usize,
+    micro: MicroKernel<T>,
+}
+
+macro_rules! element {
+    ($t:ty, $tag:literal, $avx512:ident, $avx2:ident, $mr512:literal, $nr512:literal,
+     $mr2:literal, $nr2:literal) => {
+        impl Element for $t {
+            const ZERO: $t = 0.0;
+            const TAG: u8 = $tag;
+
+            fn kernel(isa: Isa) -> &'static Kernel<$t> {
+                static PORTABLE: Kernel<$t> = Kernel {
+                    isa: Isa::Portable,
+                    mr: 4,
+                    nr: 8,
+                    kc: 256,
+                    mc: 128,
+                    nc: 2048,
+                    micro: kernels::portable::<$t, 4, 8>,
+                };
+                #[cfg(target_arch = "x86_64")]
+                static AVX512: Kernel<$t> = Kernel {
+                    isa: Isa::Avx512,
+                    mr: $mr512,
+                    nr: $nr512,
+                    kc: 256,
+                    mc: 16 * $mr512,
+                    nc: 2048,
+                    micro: kernels::x86::$avx512,
+                };
+                #[cfg(target_arch = "x86_64")]
+                static AVX2: Kernel<$t> = Kernel {
+                    isa: Isa::Avx2,
+                    mr: $mr2,
+                    nr: $nr2,
+                    kc: 256,
+                    mc: 24 * $mr2,
+                    nc: 2048,
+                    micro: kernels::x86::$avx2,
+                };
+                match isa {
+                    #[cfg(target_arch = "x86_64")]
+                    Isa::Avx512 => &AVX512,
+                    #[cfg(target_arch = "x86_64")]
+                    Isa::Avx2 => &AVX2,
+                    _ => &PORTABLE,
+                }
+            }
+        }
+    };
+}
+
+element!(f32, 0, sgemm_avx512, sgemm_avx2, 8, 32, 6, 16);
+element!(f64, 1, dgemm_avx512, dgemm_avx2, 8, 16, 6, 8);
+
+/// A strided matrix view: element `(i, j)` at `ptr + i·rs + j·cs`.
+#[derive(Clone, Copy, Debug)]
+pub struct Matrix<T> {
+    /// Element `(0, 0)`.
+    pub ptr: *const T,
+    /// Rows.
+    pub rows: usize,
+    /// Columns.
+    pub cols: usize,
+    /// Elements between rows.
+    pub rs: isize,
+    /// Elements between columns.
+    pub cs: isize,
+}
+
+// SAFETY: a view only read (operands), or written in disjoint tiles (the result), by the
+// threads of one GEMM; the caller keeps the memory alive for the call.
+unsafe impl<T> Send for Matrix<T> {}
+// SAFETY: as above.
+unsafe impl<T> Sync for Matrix<T> {}
+
+impl<T> Matrix<T> {
+    /// The transposed view.
+    pub fn transposed(&self) -> Matrix<T> {
+        Matrix {
+            ptr: self.ptr,
+            rows: self.cols,
+            cols: self.rows,
+            rs: self.cs,
+            cs: self.rs,
+        }
+    }
+
+    /// The address of element `(i, j)`.
+    ///
+    /// # Safety
+    ///
+    /// `(i, j)` is inside the view.
+    pub unsafe fn at(&self, i: usize, j: usize) -> *const T {
+        // SAFETY: by the contract.
+        unsafe { self.ptr.offset(i as isize * self.rs + j as isize * self.cs) }
+    }
+}
+
+mod driver;
+pub use driver::gemm;
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,150 @@
+//! Operand element types and their conversion to the compute type while packing: `float32`
+//! and `float64` as they are, `float16` widened to `float32` (exactly; with F16C when the CPU
+//! has it).
+
+#[cfg(target_arch = "x86_64")]
+use std::sync::OnceLock;
+
+use super::Element;
+
+/// An element type of a GEMM operand, converted to compute type `T` when packed.
+pub trait Operand<T: Element>: Copy + Send + Sync + 'static {
+    /// A tag for the packed-operand cache's keys.
+    const TAG: u8;
+
+    /// `n` contiguous elements at `src` converted into `dst`.
+    ///
+    /// # Safety
+    ///
+    /// `src` and `dst` are valid for `n` elements and do not overlap.
+    unsafe fn convert(src: *const Self, dst: *mut T, n: usize);
+
+    /// One element converted.
+    fn widen(self) -> T;
+}
+
+impl Operand<f32> for f32 {
+    const TAG: u8 = 0;
+
+    unsafe fn convert(src: *const f32, dst: *mut f32, n: usize) {
+        // SAFETY: by the contract.
+        unsafe { std::ptr::copy_nonoverlapping(src, dst, n) }
+    }
+
+    fn widen(self) -> f32 {
+        self
+    }
+}
+
+impl Operand<f64> for f64 {
+    const TAG: u8 = 1;
+
+    unsafe fn convert(src: *const f64, dst: *mut f64, n: usize) {
+        // SAFETY: by the contract.
+        unsafe { std::ptr::copy_nonoverlapping(src, dst, n) }
+    }
+
+    fn widen(self) -> f64 {
+        self
+    }
+}
+
+/// A `float16` element (its IEEE binary16 bits).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(transparent)]
+pub struct F16(pub u16);
+
+impl Operand<f32> for F16 {
+    const TAG: u8 = 2;
+
+    unsafe fn convert(src: *const F16, dst: *mut f32, n: usize) {
+        #[cfg(target_arch = "x86_64")]
+        if has_f16c() {
+            // SAFETY: the CPU has F16C and AVX; forwarded.
+            unsafe { convert_f16c(src, dst, n) };
+            return;
+        }
+        for i in 0..n {
+            // SAFETY: `i < n`.
+            unsafe { *dst.add(i) = (*src.add(i)).widen() };
+        }
+    }
+
+    fn widen(self) -> f32 {
+        relay_runtime::half::f16_bits_to_f32(self.0)
+    }
+}
+
+/// `n` contiguous `float32` values rounded to `float16` bits (to nearest, ties to even, as
+/// `relay_runtime::half::f32_to_f16_bits`), with F16C when the CPU has it.
+///
+/// # Safety
+///
+/// `src` and `dst` are valid for `n` elements.
+pub unsafe fn narrow(src: *const f32, dst: *mut u16, n: usize) {
+    #[cfg(target_arch = "x86_64")]
+    if has_f16c() {
+        // SAFETY: the CPU has F16C and AVX; forwarded.
+        unsafe { narrow_f16c(src, dst, n) };
+        return;
+    }
+    for i in 0..n {
+        // SAFETY: `i < n`.
+        unsafe { *dst.add(i) = relay_runtime::half::f32_to_f16_bits(*src.add(i)) };
+    }
+}
+
+/// `float32` to `float16` with F16C, eight at a time, rounding to nearest even.
+///
+/// # Safety
+///
+/// The CPU has F16C and AVX; `src` and `dst` are valid for `n` elements.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "f16c,avx")]
+unsafe fn narrow_f16c(src: *const f32, dst: *mut u16, n: usize) {
+    use std::arch::x86_64::*;
+    let whole = n / 8 * 8;
+    for i in (0..whole).step_by(8) {
+        // SAFETY: elements `i..i + 8` are inside both (unaligned accesses).
+        unsafe {
+            let h = _mm256_cvtps_ph::<_MM_FROUND_TO_NEAREST_INT>(_mm256_loadu_ps(src.add(i)));
+            _mm_storeu_si128(dst.add(i).cast(), h);
+        }
+    }
+    for i in whole..n {
+        // SAFETY: `i < n`.
+        unsafe { *dst.add(i) = relay_runtime::half::f32_to_f16_bits(*src.add(i)) };
+    }
+}
+
+/// Whether the CPU converts half precision in hardware (F16C, with AVX), detected once.
+#[cfg(target_arch = "x86_64")]
+fn has_f16c() -> bool {
+    static F16C: OnceLock<bool> = OnceLock::new();
+    *F16C.get_or_init(|| {
+        std::is_x86_feature_detected!("f16c") && std::is_x86_feature_detected!("avx")
+    })
+}
+
+/// `float16` to `float32` with F16C, eight at a time (exact, as the scalar rule).
+///
+/// # Safety
+///
+/// The CPU has F16C and AVX; `src` and `dst` are valid for `n` elements.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "f16c,avx")]
+unsafe fn convert_f16c(src: *const F16, dst: *mut f32, n: usize) {
+    use std::arch::x86_64::*;
+    let whole = n / 8 * 8;
+    for i in (0..whole).step_by(8) {
+        // SAFETY: elements `i..i + 8` are inside both (unaligned accesses).
+        unsafe {
+            let h = _mm_loadu_si128(src.add(i).cast());
+            _mm256_storeu_ps(dst.add(i), _mm256_cvtph_ps(h));
+        }
+    }
+    for i in whole..n {
+        // SAFETY: `i < n`.
+        unsafe { *dst.add(i) = (*src.add(i)).widen() };
+    }
+}
