@@ -414,6 +414,7 @@ fn depthwise_convolutions_and_pools() {
     cases.push(pool(avg3, 64, 28, "float32"));
     cases.push(pool(avg3_pad, 32, 17, "float32"));
     run_cases_within(cases, LOOSE);
+}
 
 /// float16 contractions go through the GEMM (widened to float32 while packed, rounded once);
 /// the reference accumulates in float64 and rounds once, so the two differ by at most one
