@@ -275,10 +275,16 @@ pub fn vector_legal(var: LocalId, body: &Stmt) -> bool {
 
 /// `local op operand` (either order) when `value` accumulates into `local` with an
 /// associative operation vector lanes may split: integer `+ *`, float `+ *` (reordering float
-/// sums within SPEC §4's reduction tolerance), and `&& ||`.
+/// sums within SPEC §4's reduction tolerance), `&& ||`, and `max min` (exact in any order;
+/// a NaN wins wherever it is).
 pub fn accumulation(local: LocalId, value: &LExpr) -> Option<(BinaryOp, &LExpr)> {
     let LExpr::Binary(
-        op @ (BinaryOp::Add | BinaryOp::Mul | BinaryOp::LogicalAnd | BinaryOp::LogicalOr),
+        op @ (BinaryOp::Add
+        | BinaryOp::Mul
+        | BinaryOp::LogicalAnd
+        | BinaryOp::LogicalOr
+        | BinaryOp::Max
+        | BinaryOp::Min),
         a,
         b,
     ) = value

@@ -789,6 +789,56 @@ fn pools_match_the_reference() {
     run_cases_within(cases, LOOSE);
 }
 
+/// Softmax at the sizes of real networks, computed in `float32` for `float32` data: BERT's
+/// attention (`[1, 12, 128, 128]`), GPT-2's with a causal-like mask of `-inf` added first,
+/// vocabulary-long rows, softmax along a middle axis, rows with `-inf` entries (a row of
+/// `-inf` only gives NaN, as the reference) and rows of equal values.
+#[test]
+fn softmax_at_network_sizes_matches_the_reference() {
+    let (mut cases, mut halves) = (Vec::new(), Vec::new());
+    for op in ["nn.softmax", "nn.log_softmax"] {
+        network_softmax(&mut cases, FLOATS, op);
+        network_softmax(&mut halves, &["float16"], op);
+    }
+    run_cases_within(cases, LOOSE);
+    // float16 data is computed in float64 and rounded once: a float16 ulp apart at most.
+    run_cases_within(halves, (2e-3, 1e-5));
+}
+
+/// The cases of [`softmax_at_network_sizes_matches_the_reference`] for `op` and `dtypes`.
+fn network_softmax(cases: &mut Vec<Case>, dtypes: &[&str], op: &str) {
+    let shaped: &[(&[i64], &str)] = &[
+        (&[1, 12, 128, 128], ""),
+        (&[3, 50257], ", axis=-1"),
+        (&[2, 64, 7, 9], ", axis=1"),
+        (&[16, 33, 5], ", axis=1"),
+        (&[4, 1000], ", axis=0"),
+    ];
+    for (shape, attrs) in shaped {
+        add(cases, dtypes, &format!("{op}(%p0{attrs})"), &[(shape, "T")]);
+    }
+    // GPT-2's masked attention: `-inf` wherever the mask is not positive.
+    add(
+        cases,
+        dtypes,
+        &format!("{op}(add(%p0, log(nn.relu(%p1))))"),
+        &[(&[1, 12, 64, 64], "T"), (&[64, 64], "T")],
+    );
+    // Rows of equal values, and rows of `-inf` only.
+    add(
+        cases,
+        &["float32"],
+        &format!("{op}(multiply(%p0, 0f))"),
+        &[(&[8, 77], "float32")],
+    );
+    add(
+        cases,
+        &["float32"],
+        &format!("{op}(log(multiply(nn.relu(%p0), 0f)))"),
+        &[(&[6, 40], "float32")],
+    );
+}
+
 #[test]
 fn softmax_and_normalizations_match_the_reference() {
     let mut cases = Vec::new();

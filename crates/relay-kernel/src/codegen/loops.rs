@@ -316,7 +316,8 @@ impl Gen<'_, '_> {
         body: &Stmt,
     ) -> R<()> {
         // Accumulators: lane 0 starts from the accumulator's value, the others from the
-        // operation's identity (set before the loop, so they enter it as block parameters).
+        // operation's identity (set before the loop, so they enter it as block parameters);
+        // every lane of a `max`/`min` (idempotent) from the accumulator's value.
         let mut accs = HashMap::new();
         for (local, op) in accumulators(var, body) {
             let d = self.local_dtype(local)?;
@@ -334,7 +335,7 @@ impl Gen<'_, '_> {
             let mut vars = Vec::with_capacity(lanes as usize);
             for k in 0..lanes {
                 let v = self.b.declare_var(ty);
-                let init = if k == 0 {
+                let init = if k == 0 || matches!(op, BinaryOp::Max | BinaryOp::Min) {
                     self.b.use_var(self.vars[local.0 as usize])
                 } else {
                     identity

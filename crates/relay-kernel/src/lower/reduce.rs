@@ -80,6 +80,14 @@ impl Nest<'_> {
             levels[level].push(stmt);
             self.accs.push(result);
         }
+        // The innermost output loop runs on vector lanes when no reduction sits in it and the
+        // value is 32 bits wide throughout (softmax's normalization).
+        let dtypes: Vec<DType> = self.func.buffers.iter().map(|b| b.dtype).collect();
+        let vector_inner = levels.last().is_some_and(Vec::is_empty)
+            && dtypes
+                .get(id.0 as usize)
+                .is_some_and(|d| d.bits == 32 && d.code != relay_ir::DTypeCode::Bool)
+            && lanes32_reduced(val, &dtypes, inliner);
         let value = self.expr(val, &loops, &mut hoisted)?;
         let mut inner = levels.pop().unwrap_or_default();
         inner.push(Stmt::Store {
@@ -94,13 +102,18 @@ impl Nest<'_> {
             .fold(1i64, |w, &e| w.saturating_mul(e));
         for g in (0..n_out).rev() {
             let parallel = g == 0 && work >= PARALLEL_WORK && levels.iter().all(Vec::is_empty);
+            let lanes = if vector_inner && g + 1 == n_out {
+                LANES
+            } else {
+                1
+            };
             stmt = Stmt::For {
                 var: loops.counters[g],
                 extent: shape[loops.groups[g][0]],
-                kind: if parallel {
-                    ForKind::Parallel { lanes: 1 }
-                } else {
-                    ForKind::Serial
+                kind: match (parallel, lanes) {
+                    (true, lanes) => ForKind::Parallel { lanes },
+                    (false, 1) => ForKind::Serial,
+                    (false, lanes) => ForKind::Vectorized { lanes },
                 },
                 body: Box::new(stmt),
             };
@@ -154,22 +167,16 @@ impl Nest<'_> {
                 });
             }
             ReduceOp::Max | ReduceOp::Min => {
+                // The machine's `max`/`min`: a NaN wins (as the reference's), and the fold is
+                // associative, so that vector lanes may split it.
                 let op = if red.op == ReduceOp::Max {
-                    CmpOp::Gt
+                    BinaryOp::Max
                 } else {
-                    CmpOp::Lt
+                    BinaryOp::Min
                 };
-                let mut take = cmp(op, &lv, &la);
-                if float {
-                    take = bin(BinaryOp::LogicalOr, take, nan(&lv));
-                }
                 step.push(Stmt::Assign {
                     local: acc,
-                    value: LExpr::Select(
-                        Box::new(take),
-                        Box::new(lv.clone()),
-                        Box::new(la.clone()),
-                    ),
+                    value: bin(op, la.clone(), lv.clone()),
                 });
             }
             ReduceOp::ArgMax { last } | ReduceOp::ArgMin { last } => {
@@ -226,6 +233,26 @@ impl Nest<'_> {
         }
         pre.push(reduction_loops(red, loops, Stmt::Seq(step))?);
         Ok((Stmt::Seq(pre), result))
+    }
+}
+
+/// Whether `v` computes on 32-bit lanes only (as [`lanes32_select`]), its reductions' results
+/// included: an output of reductions whose elementwise stage can be vectorized.
+fn lanes32_reduced(v: &Val, dtypes: &[DType], inliner: &Inliner<'_>) -> bool {
+    let is = |x: &Val| lanes32_reduced(x, dtypes, inliner);
+    match v {
+        Val::Acc(n) => inliner.reductions.get(*n).is_some_and(|r| {
+            let d = r.dtype;
+            d.bits == 32 && d.lanes == 1 && d.code != relay_ir::DTypeCode::Bool
+        }),
+        Val::Select(c, x, y) => match &**c {
+            Val::Compare(_, a, b) => is(a) && is(b) && is(x) && is(y),
+            _ => false,
+        },
+        Val::Unary(_, a) => is(a),
+        Val::Binary(_, a, b) => is(a) && is(b),
+        Val::Cast(..) | Val::Int(..) | Val::Float(..) | Val::Load { .. } => lanes32(v, dtypes),
+        Val::Index(_) | Val::Compare(..) => false,
     }
 }
 
@@ -328,7 +355,12 @@ fn reduction_loops(red: &Red, loops: &Loops, step: Stmt) -> Result<Stmt, String>
     let mut stmt = step;
     let mut vector = matches!(
         red.op,
-        ReduceOp::Sum | ReduceOp::Prod | ReduceOp::All | ReduceOp::Any
+        ReduceOp::Sum
+            | ReduceOp::Prod
+            | ReduceOp::All
+            | ReduceOp::Any
+            | ReduceOp::Max
+            | ReduceOp::Min
     );
     for &(k, e) in red.axes.iter().rev() {
         if e != 1 {
