@@ -24,6 +24,8 @@ use cranelift_codegen::ir::condcodes::IntCC;
 use cranelift_codegen::ir::{InstBuilder, MemFlagsData, Type, Value, types};
 use cranelift_frontend::FunctionBuilder;
 
+use super::Gen;
+
 /// An integer constant of `ty` (splatted for a vector), `v` truncated to the lane width.
 fn konst(b: &mut FunctionBuilder, ty: Type, v: i64) -> Value {
     let lane = ty.lane_type();
@@ -195,4 +197,47 @@ pub(super) fn to_f16(b: &mut FunctionBuilder, x: Value) -> Value {
     let is_nan = at_least(b, abs, inf_bits + 1);
     let r = sel(b, is_nan, nan, r);
     b.ins().bor(r, sign)
+}
+
+/// Four `float16` lanes of a vectorized loop: the low 64 bits of an `i16x8` (the high lanes
+/// are don't-care), loaded and stored as one 64-bit access.
+pub(super) const F16_LANES: u32 = 4;
+
+impl Gen<'_, '_> {
+    /// Four `float16` values at `addr`, in the low lanes of an `i16x8`.
+    pub(super) fn load_f16x4(&mut self, addr: Value) -> Value {
+        let bits = self
+            .b
+            .ins()
+            .load(types::I64, MemFlagsData::new().with_notrap(), addr, 0);
+        let v = self.b.ins().scalar_to_vector(types::I64X2, bits);
+        self.b.ins().bitcast(types::I16X8, little(), v)
+    }
+
+    /// Stores the low four lanes of the `i16x8` `v` at `addr`.
+    pub(super) fn store_f16x4(&mut self, v: Value, addr: Value) {
+        let v = self.b.ins().bitcast(types::I64X2, little(), v);
+        let bits = self.b.ins().extractlane(v, 0);
+        self.b
+            .ins()
+            .store(MemFlagsData::new().with_notrap(), bits, addr, 0);
+    }
+
+    /// The low four `float16` lanes of an `i16x8` as an `f32x4` (exactly).
+    pub(super) fn f16x4_to_f32x4(&mut self, v: Value) -> Value {
+        let wide = self.b.ins().uwiden_low(v);
+        f16_to_f32(&mut self.b, wide)
+    }
+
+    /// An `f32x4` rounded to `float16` (once, to nearest even), in the low lanes of an `i16x8`.
+    pub(super) fn f32x4_to_f16x4(&mut self, v: Value) -> Value {
+        let bits = to_f16(&mut self.b, v);
+        // Every lane holds 0..=0xffff: the unsigned saturating narrow keeps it.
+        self.b.ins().unarrow(bits, bits)
+    }
+}
+
+/// Flags for a bitcast between vector types of different lane counts (x86-64 is little-endian).
+fn little() -> MemFlagsData {
+    MemFlagsData::new().with_endianness(cranelift_codegen::ir::Endianness::Little)
 }

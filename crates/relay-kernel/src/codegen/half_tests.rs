@@ -46,7 +46,12 @@ fn cast_kernel(from: DType, to: DType, n: i64, kind: ForKind) -> LoopFunc {
     }
 }
 
-const KINDS: [ForKind; 2] = [ForKind::Serial, ForKind::Vectorized { lanes: 8 }];
+/// Serial, four lanes (`i16x8` halves ↔ `f32x4`, `half.rs`) and eight (per lane).
+const KINDS: [ForKind; 3] = [
+    ForKind::Serial,
+    ForKind::Vectorized { lanes: 4 },
+    ForKind::Vectorized { lanes: 8 },
+];
 
 /// Runs the cast `from` → `to` on `input` (raw little-endian bytes of `from`), returning the
 /// output's bytes.
@@ -255,4 +260,112 @@ fn float64_narrows_like_the_host_at_ties_and_double_rounding_traps() {
         })
         .collect();
     check_f64(&random);
+}
+
+/// The claim `lower` rests on when it computes float16 `+ - * / sqrt` in `f32`: rounding the
+/// `f32` result to float16 gives the `f64` route's result, bit for bit (pairs of every float16
+/// with sampled ones; every float16 for `sqrt`).
+#[test]
+fn float16_basic_operations_in_f32_round_like_f64() {
+    let f16 = |h: u16| math::f16_to_f32(h);
+    let mut s = 0x2545_f491_4f6c_dd1du64;
+    let mut next = || {
+        s ^= s << 13;
+        s ^= s >> 7;
+        s ^= s << 17;
+        s as u16
+    };
+    for a in 0..=u16::MAX {
+        let x = f16(a);
+        assert_eq!(
+            math::f32_to_f16(x.sqrt()),
+            math::f64_to_f16(f64::from(x).sqrt()),
+            "sqrt {a:#06x}"
+        );
+        for _ in 0..64 {
+            let y = f16(next());
+            let (xd, yd) = (f64::from(x), f64::from(y));
+            for (r32, r64, op) in [
+                (x + y, xd + yd, "+"),
+                (x - y, xd - yd, "-"),
+                (x * y, xd * yd, "*"),
+                (x / y, xd / yd, "/"),
+            ] {
+                assert_eq!(math::f32_to_f16(r32), math::f64_to_f16(r64), "{x} {op} {y}");
+            }
+        }
+    }
+}
+
+/// A float16 elementwise body as lowering writes it (operations in `f32`, rounded per
+/// operation; `relu` a select on a comparison) gives the same bits vectorized as serially, and
+/// as the host rules, at a real size with every float16 in both operands.
+#[test]
+fn vectorized_float16_elementwise_matches_serial() {
+    let n: i64 = 1 << 17;
+    let f32_of = |e: LExpr| LExpr::Cast(DType::F32, Box::new(e));
+    let f16_of = |e: LExpr| LExpr::Cast(DType::F16, Box::new(e));
+    let load = |b: u32| LExpr::Load {
+        buffer: BufferId(b),
+        index: Box::new(LExpr::Local(LocalId(0))),
+    };
+    // relu(x * y + x), as float16 operations
+    let prod = f16_of(LExpr::Binary(
+        BinaryOp::Mul,
+        Box::new(f32_of(load(0))),
+        Box::new(f32_of(load(1))),
+    ));
+    let sum = f16_of(LExpr::Binary(
+        BinaryOp::Add,
+        Box::new(f32_of(prod)),
+        Box::new(f32_of(load(0))),
+    ));
+    let body = LExpr::Select(
+        Box::new(LExpr::Compare(
+            CmpOp::Gt,
+            Box::new(f32_of(sum.clone())),
+            Box::new(LExpr::Float(0.0, DType::F32)),
+        )),
+        Box::new(sum),
+        Box::new(LExpr::Float(0.0, DType::F16)),
+    );
+    let x: Vec<u16> = (0..n).map(|i| i as u16).collect();
+    let y: Vec<u16> = (0..n)
+        .map(|i| (i as u16).wrapping_mul(40503) ^ 0x1234)
+        .collect();
+    let bytes = |v: &[u16]| -> Vec<u8> { v.iter().flat_map(|b| b.to_le_bytes()).collect() };
+    let xa = NDArray::from_bytes(DType::F16, &[n], &bytes(&x)).unwrap();
+    let ya = NDArray::from_bytes(DType::F16, &[n], &bytes(&y)).unwrap();
+    let want: Vec<u16> = x
+        .iter()
+        .zip(&y)
+        .map(|(&a, &b)| {
+            let (a, b) = (math::f16_to_f32(a), math::f16_to_f32(b));
+            let p = math::f16_to_f32(math::f32_to_f16(a * b));
+            let s = math::f32_to_f16(p + a);
+            if math::f16_to_f32(s) > 0.0 { s } else { 0 }
+        })
+        .collect();
+    for kind in KINDS {
+        let mut func = cast_kernel(DType::F16, DType::F16, n, kind);
+        func.buffers.insert(
+            1,
+            Buffer {
+                name: "y".into(),
+                dtype: DType::F16,
+                shape: vec![n],
+                role: BufferRole::Input,
+            },
+        );
+        if let Stmt::For { body: store, .. } = &mut func.body
+            && let Stmt::Store { buffer, value, .. } = &mut **store
+        {
+            *buffer = BufferId(2);
+            *value = body.clone();
+        }
+        let f = compile(&func).unwrap();
+        let mut out = NDArray::zeros(DType::F16, &[n]).unwrap();
+        f.call(&[&xa, &ya], &mut [&mut out]).unwrap();
+        assert!(halves(out.as_bytes()) == want, "{kind:?}");
+    }
 }
