@@ -28,8 +28,11 @@
 //! computes every `float16` operation in a wider float and rounds its result (`lower.rs`), so
 //! any other operation on one is a malformed kernel; a conversion from `float16` widens exactly
 //! to `f32` and goes on from there, one to `float16` rounds once (ties to even) from `f32` or
-//! `f64` (anything else converts to `f64` first), both through the [`math`] host functions
-//! `relay_f16_to_f32`, `relay_f32_to_f16` and `relay_f64_to_f16`. `bfloat16` is rejected
+//! `f64` (anything else converts to `f64` first), both inline and branch-free ([`half`]),
+//! bit-exact with the [`math`] host functions `relay_f16_to_f32`, `relay_f32_to_f16` and
+//! `relay_f64_to_f16` (which stay the reference); in a vectorized loop of 4 lanes, four
+//! `float16` values are the low half of an `i16x8` (one 64-bit load or store), converted to
+//! and from `f32x4` as a whole. `bfloat16` is rejected
 //! ([`KernelError::UnsupportedDType`]).
 //!
 //! Loops: `Serial` loops count up; a `Parallel` loop is outlined into a function of its own,
@@ -58,6 +61,9 @@
 mod bounds;
 mod entry;
 mod gemm;
+mod half;
+#[cfg(test)]
+mod half_tests;
 mod loops;
 mod scalar;
 #[cfg(test)]

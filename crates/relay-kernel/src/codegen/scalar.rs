@@ -304,38 +304,6 @@ impl Gen<'_, '_> {
         Ok(())
     }
 
-    /// Calls one of the `float16` conversion host functions ([`math::relay_f16_to_f32`],
-    /// ...): `x` of type `from` to type `to`, the `i16` bits zero-extended across the call.
-    pub(super) fn convert_host(&mut self, name: &str, x: Value, from: Type, to: Type) -> R<Value> {
-        let param = |ty: Type| {
-            if ty == types::I16 {
-                AbiParam::new(ty).uext()
-            } else {
-                AbiParam::new(ty)
-            }
-        };
-        let f = match self.imports.get(name) {
-            Some(f) => *f,
-            None => {
-                let mut sig = Signature::new(self.module.isa().default_call_conv());
-                sig.params.push(param(from));
-                sig.returns.push(param(to));
-                let id = self
-                    .module
-                    .declare_function(name, Linkage::Import, &sig)
-                    .map_err(|e| KernelError::Codegen {
-                        kernel: self.func.name.clone(),
-                        message: e.to_string(),
-                    })?;
-                let f = self.module.declare_func_in_func(id, self.b.func);
-                self.imports.insert(name.to_string(), f);
-                f
-            }
-        };
-        let call = self.b.ins().call(f, &[x]);
-        Ok(self.b.inst_results(call)[0])
-    }
-
     pub(super) fn require_float(&self, what: &str, d: DType) -> R<()> {
         if is_float(d) {
             Ok(())
@@ -685,18 +653,21 @@ impl Gen<'_, '_> {
         let tty = scalar_type(&self.func.name, to)?;
         let fty = scalar_type(&self.func.name, from)?;
         if from == DType::F16 {
-            // Exactly to `f32`, then on from there.
-            let wide = self.convert_host(math::F16_TO_F32, x, types::I16, types::F32)?;
+            // Exactly to `f32` (inline, `half.rs`), then on from there.
+            let h = self.b.ins().uextend(types::I32, x);
+            let wide = half::f16_to_f32(&mut self.b, h);
             return self.cast(to, wide, DType::F32);
         }
         if to == DType::F16 {
             // One rounding, from `f32` or `f64` (integers convert to `f64` first, exactly up
             // to 2^53 and rounded to nearest beyond, as the reference's `as f64`).
-            if from == DType::F32 {
-                return self.convert_host(math::F32_TO_F16, x, types::F32, types::I16);
-            }
-            let wide = self.cast(DType::F64, x, from)?;
-            return self.convert_host(math::F64_TO_F16, wide, types::F64, types::I16);
+            let wide = if from == DType::F32 {
+                x
+            } else {
+                self.cast(DType::F64, x, from)?
+            };
+            let bits = half::to_f16(&mut self.b, wide);
+            return Ok(self.b.ins().ireduce(types::I16, bits));
         }
         if to.code == DTypeCode::Bool {
             return Ok(self.truthy(x, from));

@@ -99,6 +99,11 @@ impl Gen<'_, '_> {
                         }
                         let addr = self.element_addr(base, first, size);
                         match self.vector_type(d, cx.lanes) {
+                            _ if d == DType::F16 && cx.lanes == half::F16_LANES => {
+                                let vty = types::I16X8;
+                                let vec = self.vector_of(&v, vty, cx.lanes)?;
+                                self.store_f16x4(vec, addr);
+                            }
                             Some(vty) => {
                                 let vec = self.vector_of(&v, vty, cx.lanes)?;
                                 self.b
@@ -321,6 +326,17 @@ impl Gen<'_, '_> {
                 match x {
                     VVal::Uniform(x) => VVal::Uniform(self.cast(*to, x, ad)?),
                     VVal::Ramp { .. } if *to == DType::I64 || *to == DType::U64 => x,
+                    // Four float16 lanes (an `i16x8`'s low half) from and to `f32x4`.
+                    VVal::Vector(x)
+                        if ad == DType::F16 && *to == DType::F32 && lanes == half::F16_LANES =>
+                    {
+                        VVal::Vector(self.f16x4_to_f32x4(x))
+                    }
+                    VVal::Vector(x)
+                        if ad == DType::F32 && *to == DType::F16 && lanes == half::F16_LANES =>
+                    {
+                        VVal::Vector(self.f32x4_to_f16x4(x))
+                    }
                     other => {
                         let xs = self.lanes_of(&other, lanes)?;
                         let mut out = Vec::with_capacity(xs.len());
@@ -367,6 +383,9 @@ impl Gen<'_, '_> {
                     }
                     let addr = self.element_addr(base, first, size);
                     match self.vector_type(d, lanes) {
+                        _ if d == DType::F16 && lanes == half::F16_LANES => {
+                            VVal::Vector(self.load_f16x4(addr))
+                        }
                         Some(vty) => VVal::Vector(self.b.ins().load(
                             vty,
                             MemFlagsData::new().with_notrap(),
@@ -461,11 +480,18 @@ impl Gen<'_, '_> {
         if cd != self.dtype_of(cb)? || vd != self.dtype_of(b)? {
             return Ok(None);
         }
-        let (Some(cty), Some(vty)) = (self.vector_type(cd, lanes), self.vector_type(vd, lanes))
-        else {
+        // Four float16 lanes (an `i16x8`'s low half) selected by a 32-bit comparison: the mask
+        // narrowed to 16-bit lanes.
+        let f16 = vd == DType::F16 && lanes == half::F16_LANES;
+        let vty = if f16 {
+            Some(types::I16X8)
+        } else {
+            self.vector_type(vd, lanes)
+        };
+        let (Some(cty), Some(vty)) = (self.vector_type(cd, lanes), vty) else {
             return Ok(None);
         };
-        if cty.lane_bits() != vty.lane_bits() {
+        if cty.lane_bits() != vty.lane_bits() && !(f16 && cty.lane_bits() == 32) {
             return Ok(None);
         }
         let (x, _) = self.vexpr(ca, cx)?;
@@ -483,7 +509,16 @@ impl Gen<'_, '_> {
         let mask = self.compare(*op, xv, yv, cd);
         let tv = self.vector_of(&t, vty, lanes)?;
         let fv = self.vector_of(&f, vty, lanes)?;
-        let mask = if self.b.func.dfg.value_type(mask) == vty {
+        let mask = if f16 {
+            let m = if self.b.func.dfg.value_type(mask) == types::I32X4 {
+                mask
+            } else {
+                self.b
+                    .ins()
+                    .bitcast(types::I32X4, MemFlagsData::new(), mask)
+            };
+            self.b.ins().snarrow(m, m)
+        } else if self.b.func.dfg.value_type(mask) == vty {
             mask
         } else {
             self.b.ins().bitcast(vty, MemFlagsData::new(), mask)

@@ -131,7 +131,8 @@ impl Nest<'_> {
             }
         };
         let dtype = tensor.dtype;
-        let is32 = dtype.bits == 32 && dtype.code != relay_ir::DTypeCode::Bool;
+        let is32 =
+            (dtype.bits == 32 || dtype == DType::F16) && dtype.code != relay_ir::DTypeCode::Bool;
         // Sliding windows (pools, depthwise convolutions) unrolled: an injective output.
         let unrolled = match inliner.reductions.is_empty() {
             true => None,
@@ -146,6 +147,13 @@ impl Nest<'_> {
             }
             None if !inliner.reductions.is_empty() => {
                 return Ok(self.reduce_output(id, &shape, &val, &inliner)?);
+            }
+            // float16 values (never `all32`) vectorize when they compute in `f32` (`relu` is a
+            // select on a comparison).
+            None if dtype == DType::F16 => {
+                let dtypes: Vec<DType> = self.func.buffers.iter().map(|b| b.dtype).collect();
+                let lanes = lanes32_select(&val, &dtypes);
+                (val, lanes)
             }
             None => (val, inliner.all32 && is32),
         };

@@ -149,11 +149,19 @@ impl Inliner<'_> {
             TExprKind::Int(v) => Val::Int(*v, d),
             TExprKind::Float(v) => Val::Float(*v, d),
             TExprKind::Read { tensor, indices } => self.read(tensor, indices, d, env)?,
-            // float16 operations compute in `F16_WIDE` (widening is exact) and round their
-            // result to float16, as the reference does per operation; float16 values are only
-            // loaded, stored, selected and converted (`Cast` converts in codegen).
+            // float16 operations compute in a wider float (`f16_wide_unary`, widening is
+            // exact) and round their result to float16, as the reference does per operation;
+            // float16 values are only loaded, stored, selected and converted (`Cast` converts
+            // in codegen).
             TExprKind::Unary(op, a) if a.dtype() == DType::F16 => {
-                let r = Val::Unary(*op, b(widen_f16(self.value(a, env)?)));
+                // In a reduction's body, `F16_WIDE`: a sum or product takes the body's
+                // operation unrounded.
+                let wide = if self.in_reduce {
+                    F16_WIDE
+                } else {
+                    f16_wide_unary(*op)
+                };
+                let r = Val::Unary(*op, b(widen_f16_to(self.value(a, env)?, wide)));
                 if d == DType::F16 {
                     Val::Cast(d, b(r))
                 } else {
@@ -162,11 +170,19 @@ impl Inliner<'_> {
             }
             TExprKind::Binary(op, x, y) if d == DType::F16 => {
                 let (x, y) = (self.value(x, env)?, self.value(y, env)?);
-                Val::Cast(d, b(Val::Binary(*op, b(widen_f16(x)), b(widen_f16(y)))))
+                let wide = if self.in_reduce {
+                    F16_WIDE
+                } else {
+                    f16_wide_binary(*op)
+                };
+                let (x, y) = (widen_f16_to(x, wide), widen_f16_to(y, wide));
+                Val::Cast(d, b(Val::Binary(*op, b(x), b(y))))
             }
             TExprKind::Compare(op, x, y) if x.dtype() == DType::F16 => {
                 let (x, y) = (self.value(x, env)?, self.value(y, env)?);
-                Val::Compare(*op, b(widen_f16(x)), b(widen_f16(y)))
+                // Exact in `f32`.
+                let (x, y) = (widen_f16_to(x, DType::F32), widen_f16_to(y, DType::F32));
+                Val::Compare(*op, b(x), b(y))
             }
             TExprKind::Unary(op, a) => Val::Unary(*op, b(self.value(a, env)?)),
             // Index arithmetic used as a value (a padding bound test): folded like an index.
@@ -430,9 +446,43 @@ pub(super) fn round_f16(x: f64) -> f64 {
 
 /// A float16 value as an `F16_WIDE` one (exactly): a constant directly, others converted.
 pub(super) fn widen_f16(v: Val) -> Val {
+    widen_f16_to(v, F16_WIDE)
+}
+
+/// A float16 value as a `wide` one (exactly): a constant directly, others converted.
+fn widen_f16_to(v: Val, wide: DType) -> Val {
     match v {
-        Val::Float(c, d) if d == DType::F16 => Val::Float(c, F16_WIDE),
-        v => Val::Cast(F16_WIDE, Box::new(v)),
+        Val::Float(c, d) if d == DType::F16 => Val::Float(c, wide),
+        v => Val::Cast(wide, Box::new(v)),
+    }
+}
+
+/// The float a float16 unary operation computes in: `f32` where that gives the same float16
+/// result as `f64` — the exact ones (`neg abs sign ceil floor round trunc` and the
+/// classifications) and `sqrt`, which is correctly rounded in `f32` and whose second rounding
+/// to float16 is then innocuous (Figueroa: double rounding through a format of `q >= 2p + 2`
+/// bits is innocuous for `+ - * / sqrt`; `f32` has q = 24 = 2·11 + 2, and float16 operands never
+/// leave `f32`'s normal range) — so four lanes vectorize as one `f32x4`; `F16_WIDE` for the
+/// rest (transcendentals, as the reference computes them).
+fn f16_wide_unary(op: UnaryOp) -> DType {
+    use UnaryOp::*;
+    match op {
+        Neg | Abs | Sign | Ceil | Floor | Round | Trunc | Sqrt | IsNan | IsInf | IsFinite => {
+            DType::F32
+        }
+        _ => F16_WIDE,
+    }
+}
+
+/// The float a float16 binary operation computes in: `f32` for `+ - * /` (the same float16
+/// result as in `f64`, by the argument of [`f16_wide_unary`]: sums, products and quotients of
+/// float16 values stay within `f32`'s normal range, 2^-48 to 2^40) and `min`/`max` (exact),
+/// `F16_WIDE` for the rest.
+fn f16_wide_binary(op: BinaryOp) -> DType {
+    use BinaryOp::*;
+    match op {
+        Add | Sub | Mul | Div | Max | Min => DType::F32,
+        _ => F16_WIDE,
     }
 }
 

@@ -119,9 +119,10 @@ pub(super) fn unclamp(v: &Val, guarded: &[(Ix, i64)]) -> Val {
 }
 
 /// Whether a value computes in 32-bit lanes only (loads of 32-bit buffers, 32-bit constants
-/// and operations on them), so that a loop storing it can be vectorized.
+/// and operations on them), so that a loop storing it can be vectorized. float16 loads,
+/// constants and conversions count as 32-bit: codegen converts four float16 lanes to and from
+/// an `f32x4` inline.
 pub(super) fn lanes32(v: &Val, shapes_dtypes: &[DType]) -> bool {
-    let is32 = |d: DType| d.bits == 32 && d.lanes == 1 && d.code != relay_ir::DTypeCode::Bool;
     match v {
         Val::Int(_, d) | Val::Float(_, d) => is32(*d),
         Val::Load { buffer, .. } => shapes_dtypes.get(*buffer).is_some_and(|&d| is32(d)),
@@ -455,6 +456,11 @@ impl Nest<'_> {
     }
 }
 
+/// A dtype of 32-bit lanes for [`lanes32`] (float16 included).
+fn is32(d: DType) -> bool {
+    (d.bits == 32 || d == DType::F16) && d.lanes == 1 && d.code != relay_ir::DTypeCode::Bool
+}
+
 /// Like [`lanes32`], also taking a `select` on a comparison of 32-bit values (one vector
 /// comparison and a `bitselect` in codegen): the bodies of pools and unrolled windows.
 pub(super) fn lanes32_select(v: &Val, dtypes: &[DType]) -> bool {
@@ -466,7 +472,9 @@ pub(super) fn lanes32_select(v: &Val, dtypes: &[DType]) -> bool {
         },
         Val::Unary(_, a) => is(a),
         Val::Binary(_, a, b) => is(a) && is(b),
-        Val::Cast(..) | Val::Int(..) | Val::Float(..) | Val::Load { .. } => lanes32(v, dtypes),
+        // A conversion of a select (float16 `relu` then an operation).
+        Val::Cast(d, a) => is32(*d) && is(a),
+        Val::Int(..) | Val::Float(..) | Val::Load { .. } => lanes32(v, dtypes),
         Val::Index(_) | Val::Acc(_) | Val::Compare(..) => false,
     }
 }

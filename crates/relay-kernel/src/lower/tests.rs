@@ -719,9 +719,10 @@ fn runaway_inlining_is_an_error() {
 }
 
 #[test]
-fn float16_operations_compute_in_float64_and_round() {
+fn float16_operations_compute_in_a_wider_float_and_round() {
     // Each operation widens its operands exactly and rounds its result; a constant is its
-    // float16 value.
+    // float16 value. `+ - * /`, `sqrt`, `min`/`max` and comparisons compute in float32 (the
+    // same float16 results as float64) and vectorize.
     assert_eq!(
         kernel(
             "%x: Tensor[(4), float16]",
@@ -730,8 +731,8 @@ fn float16_operations_compute_in_float64_and_round() {
             "%x",
         ),
         "kernel k(p0: float16[4] in, T_multiply: float16[4] out) {
-  for i0 in 0..4 {
-    T_multiply[i0] = float16(float64(p0[i0]) * 0.0999755859375f64)
+  for i0 in 0..4 vectorized(4) {
+    T_multiply[i0] = float16(float32(p0[i0]) * 0.0999755859375f)
   }
 }
 "
@@ -754,6 +755,14 @@ fn float16_operations_compute_in_float64_and_round() {
         "%x, %w",
     );
     assert!(dense.contains("gemm(T_dense"), "{dense}");
+    // Transcendentals compute in float64, as the reference does.
+    let exp = kernel(
+        "%x: Tensor[(4), float16]",
+        "%p0: Tensor[(4), float16]",
+        "exp(%p0)",
+        "%x",
+    );
+    assert!(exp.contains("float16(exp(float64(p0[i0])))"), "{exp}");
     // float16 values are selected as they are: no conversion around a select.
     let relu = kernel(
         "%x: Tensor[(4), float16]",
@@ -762,7 +771,7 @@ fn float16_operations_compute_in_float64_and_round() {
         "%x",
     );
     assert!(
-        relu.contains("T_relu[i0] = select(float64(p0[i0]) > 0f64, p0[i0], 0f16)"),
+        relu.contains("T_relu[i0] = select(float32(p0[i0]) > 0f, p0[i0], 0f16)"),
         "{relu}"
     );
 }
