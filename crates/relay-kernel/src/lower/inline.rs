@@ -60,6 +60,29 @@ impl PartialEq for Val {
 
 impl Eq for Val {}
 
+impl Val {
+    /// `self` rebuilt with `ix` applied to its indices and `val` to its operands (one level:
+    /// `val` recurses where the caller wants); constants and `Acc`s are copied. The one
+    /// structural walk behind rewrites such as [`super::partition::unclamp`] and a
+    /// reduction's accumulator substitution.
+    pub(super) fn map_operands(&self, ix: impl Fn(&Ix) -> Ix, val: impl Fn(&Val) -> Val) -> Val {
+        let b = |x: &Val| Box::new(val(x));
+        match self {
+            Val::Index(i) => Val::Index(ix(i)),
+            Val::Load { buffer, dims } => Val::Load {
+                buffer: *buffer,
+                dims: dims.iter().map(&ix).collect(),
+            },
+            Val::Unary(op, a) => Val::Unary(*op, b(a)),
+            Val::Binary(op, x, y) => Val::Binary(*op, b(x), b(y)),
+            Val::Compare(op, x, y) => Val::Compare(*op, b(x), b(y)),
+            Val::Select(c, x, y) => Val::Select(b(c), b(x), b(y)),
+            Val::Cast(d, a) => Val::Cast(*d, b(a)),
+            other => other.clone(),
+        }
+    }
+}
+
 impl std::hash::Hash for Val {
     fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
         std::mem::discriminant(self).hash(state);
@@ -462,14 +485,20 @@ fn widen_f16_to(v: Val, wide: DType) -> Val {
 /// classifications) and `sqrt`, which is correctly rounded in `f32` and whose second rounding
 /// to float16 is then innocuous (Figueroa: double rounding through a format of `q >= 2p + 2`
 /// bits is innocuous for `+ - * / sqrt`; `f32` has q = 24 = 2·11 + 2, and float16 operands never
-/// leave `f32`'s normal range) — so four lanes vectorize as one `f32x4`; `F16_WIDE` for the
-/// rest (transcendentals, as the reference computes them).
+/// leave `f32`'s normal range) — so four lanes vectorize as one `f32x4`. `exp`, `log`,
+/// `tanh`, `sigmoid` and `erf` compute in `f32` too, with the JIT's inline vector math
+/// (`codegen::vmath`, within 2 `f32` ulp): `f32` carries 13 bits beyond float16's, so the
+/// float16 result is the correctly rounded one or, within 2^-22 of a float16 rounding
+/// midpoint, its neighbour — within one float16 ulp, inside SPEC §4's 2 ulp for
+/// transcendental functions (a float16 GELU or softmax then runs on vector lanes instead of
+/// a float64 host call per element). `F16_WIDE` for the rest.
 fn f16_wide_unary(op: UnaryOp) -> DType {
     use UnaryOp::*;
     match op {
         Neg | Abs | Sign | Ceil | Floor | Round | Trunc | Sqrt | IsNan | IsInf | IsFinite => {
             DType::F32
         }
+        Exp | Log | Tanh | Sigmoid | Erf => DType::F32,
         _ => F16_WIDE,
     }
 }

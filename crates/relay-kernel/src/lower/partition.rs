@@ -102,20 +102,7 @@ pub(super) fn unclamp(v: &Val, guarded: &[(Ix, i64)]) -> Val {
             other => other.clone(),
         }
     }
-    let b = |x: &Val| Box::new(unclamp(x, guarded));
-    match v {
-        Val::Index(i) => Val::Index(ix(i, guarded)),
-        Val::Load { buffer, dims } => Val::Load {
-            buffer: *buffer,
-            dims: dims.iter().map(|d| ix(d, guarded)).collect(),
-        },
-        Val::Unary(op, a) => Val::Unary(*op, b(a)),
-        Val::Binary(op, x, y) => Val::Binary(*op, b(x), b(y)),
-        Val::Compare(op, x, y) => Val::Compare(*op, b(x), b(y)),
-        Val::Select(c, x, y) => Val::Select(b(c), b(x), b(y)),
-        Val::Cast(d, a) => Val::Cast(*d, b(a)),
-        other => other.clone(),
-    }
+    v.map_operands(|i| ix(i, guarded), |x| unclamp(x, guarded))
 }
 
 /// Whether a value computes in 32-bit lanes only (loads of 32-bit buffers, 32-bit constants

@@ -494,19 +494,8 @@ fn with_accs(v: &Val, accs: &[Val]) -> Val {
             other => other.clone(),
         }
     }
-    let b = |x: &Val| Box::new(with_accs(x, accs));
     match v {
         Val::Acc(n) => accs.get(*n).cloned().unwrap_or(Val::Acc(*n)),
-        Val::Index(i) => Val::Index(ix(i, accs)),
-        Val::Load { buffer, dims } => Val::Load {
-            buffer: *buffer,
-            dims: dims.iter().map(|d| ix(d, accs)).collect(),
-        },
-        Val::Unary(op, a) => Val::Unary(*op, b(a)),
-        Val::Binary(op, x, y) => Val::Binary(*op, b(x), b(y)),
-        Val::Compare(op, x, y) => Val::Compare(*op, b(x), b(y)),
-        Val::Select(c, x, y) => Val::Select(b(c), b(x), b(y)),
-        Val::Cast(d, a) => Val::Cast(*d, b(a)),
-        other => other.clone(),
+        _ => v.map_operands(|i| ix(i, accs), |x| with_accs(x, accs)),
     }
 }
