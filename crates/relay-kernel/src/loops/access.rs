@@ -83,6 +83,18 @@ impl Accesses {
                     place: Place::Whole,
                 });
             }
+            Stmt::Depthwise(d) => {
+                for (buffer, _) in [d.data, d.weight] {
+                    self.reads.push(Access {
+                        buffer,
+                        place: Place::Whole,
+                    });
+                }
+                self.writes.push(Access {
+                    buffer: d.out.0,
+                    place: Place::Whole,
+                });
+            }
         }
     }
 

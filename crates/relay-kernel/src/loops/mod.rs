@@ -136,6 +136,36 @@ pub enum Stmt {
     /// must not overlap `a` or `b`. The host splits large products across the kernel
     /// context's threads.
     Gemm(Box<Gemm>),
+    /// A depthwise convolution by the host (`crate::depthwise`): `float32` NCHW data, weights
+    /// `[C·multiplier, 1, kh, kw]` and result, each from a flat index of its buffer, shapes in
+    /// [`Depthwise::params`]. The result is overwritten (not read) and must not overlap the
+    /// data or weights. The host splits it across the kernel context's threads.
+    Depthwise(Box<Depthwise>),
+}
+
+/// The operands of a [`Stmt::Depthwise`].
+#[derive(Clone, Debug)]
+pub struct Depthwise {
+    /// The shape of the convolution.
+    pub params: crate::depthwise::DepthwiseParams,
+    /// The data's buffer and the flat index of its first element.
+    pub data: (BufferId, i64),
+    /// The weights' buffer and first element.
+    pub weight: (BufferId, i64),
+    /// The result's buffer and first element.
+    pub out: (BufferId, i64),
+}
+
+impl Depthwise {
+    /// Each operand (data, weights, result) with its element count.
+    pub fn operands(&self) -> [((BufferId, i64), Option<i64>); 3] {
+        let p = &self.params;
+        [
+            (self.data, p.data_len()),
+            (self.weight, p.weight_len()),
+            (self.out, p.out_len()),
+        ]
+    }
 }
 
 /// The operands of a [`Stmt::Gemm`].
@@ -348,6 +378,7 @@ impl Stmt {
                     f(&m.offset);
                 }
             }
+            Stmt::Depthwise(_) => {}
         }
     }
 }

@@ -36,6 +36,7 @@
 //! lane. A reduction depending on an inner loop but broadcast along an outer one is
 //! recomputed per outer iteration.
 
+mod depthwise;
 mod gemm;
 mod injective;
 mod inline;
@@ -65,6 +66,7 @@ use crate::loops::{
 };
 use crate::schedule::{self, LANES, PARALLEL_WORK};
 
+pub(crate) use depthwise::{HostDepthwise, host_depthwise};
 pub(crate) use gemm::input_view;
 
 /// The most scalar operations one output's expression may have after inlining.
@@ -201,8 +203,13 @@ fn lower_stages(name: &str, composed: &Composed, materialize: &[Tensor]) -> Resu
             buffers: &buffers,
             accs: Vec::new(),
         };
-        let stmt = match contraction(t) {
-            Some(c)
+        let c = contraction(t);
+        let host_dw = c
+            .as_ref()
+            .and_then(|c| schedule::uses_host_depthwise(t, c, &composed.inputs));
+        let stmt = match (c, host_dw) {
+            (_, Some(d)) => nest.depthwise(*id, &d),
+            (Some(c), None)
                 if schedule::uses_gemm(&c, &t.shape)
                     && [&c.a.0, &c.b.0].iter().all(|o| {
                         matches!(o.op, TensorOp::Placeholder(_))

@@ -123,5 +123,10 @@ pub(super) fn map_buffers(s: &mut Stmt, f: &dyn Fn(BufferId) -> BufferId) {
                 expr(&mut m.offset);
             }
         }
+        Stmt::Depthwise(d) => {
+            for (buffer, _) in [&mut d.data, &mut d.weight, &mut d.out] {
+                *buffer = f(*buffer);
+            }
+        }
     }
 }
