@@ -2,21 +2,24 @@
 //! code the JIT'd kernels call (MLAS's `MlasConvDepthwise`, TVM's `depthwise_conv2d_nchw`).
 //!
 //! Output channel `o` reads input channel `o / multiplier` through its own `kh × kw` window
-//! (weights `[C·multiplier, 1, kh, kw]`, OIHW), any stride, dilation and padding. Per output
-//! plane (one batch element, one channel) and output row, the kernel rows whose input row
-//! lies inside the data are the only ones visited (padding rows cost nothing); along the row,
-//! the output columns whose every tap lies inside the row (the interior, [`interior`]) run
-//! without checks, 16 lanes at a time (AVX-512) or 8 (AVX2) — stride 2 loads contiguous
-//! vectors and deinterleaves their even lanes with permutes — and the few border columns run
-//! scalar with checks. No padded copy is made. Planes are spread over the kernel context's
-//! threads.
+//! (weights `[C·multiplier, 1, kh, kw]`, OIHW), any stride, dilation and padding, and no
+//! padded copy is made. Per output plane (one batch element, one channel) and output row, only
+//! the kernel rows whose input row lies inside the data are visited.
 //!
-//! The instruction set is chosen once per process ([`Isa::detected`]). Every path sums an
-//! output element's taps in the same order (kernel rows outer, columns inner); the SIMD paths
-//! fuse each multiply-add, the portable path and the border columns round each product.
+//! The SIMD paths (`x86.rs`; row stride 1 or 2) run each output row 16 columns a vector
+//! (AVX-512) or 8 (AVX2): per kernel column, the input columns a vector's lanes read are
+//! masked loads whose padding lanes read nothing and give 0, so the borders need no scalar
+//! code; stride 2 loads contiguous vectors and deinterleaves their even lanes with permutes.
+//! A 3×3 kernel (MobileNet's) has its own AVX-512 loop: weights in registers, the masks of
+//! each vector of a row computed once per convolution. The portable path (and other strides)
+//! splits each row into the interior columns, whose every tap is inside the row
+//! ([`interior`], no checks), and the border columns, checked per tap. Planes are spread over
+//! the kernel context's threads.
+//!
+//! The instruction set is chosen once per process ([`Isa::detected`]). The SIMD paths fuse
+//! each multiply-add, the portable path rounds each product; the order of the sums differs
+//! between paths, so results agree to rounding.
 
-#[cfg(test)]
-mod tests;
 #[cfg(target_arch = "x86_64")]
 mod x86;
 
@@ -275,24 +278,29 @@ impl Row<'_> {
         }
     }
 
-    /// The whole row with instruction set `isa`.
+    /// The whole row, portable.
     ///
     /// # Safety
     ///
-    /// As [`Row::interior_portable`]; `isa` is available.
-    unsafe fn run(&self, isa: Isa) {
+    /// As [`Row::interior_portable`].
+    unsafe fn run(&self) {
         // SAFETY: forwarded from this function's contract.
         unsafe {
             self.borders();
-            match isa {
-                #[cfg(target_arch = "x86_64")]
-                Isa::Avx512 => x86::row_avx512(self),
-                #[cfg(target_arch = "x86_64")]
-                Isa::Avx2 => x86::row_avx2(self),
-                _ => self.interior_portable(self.x0),
-            }
+            self.interior_portable(self.x0);
         }
     }
+}
+
+/// One output plane (a batch element's output channel) for the SIMD paths.
+pub(crate) struct Plane<'a> {
+    pub(crate) p: &'a DepthwiseParams,
+    /// The input channel's plane.
+    pub(crate) x: *const f32,
+    /// The output channel's `kh·kw` weights.
+    pub(crate) w: *const f32,
+    /// The output plane.
+    pub(crate) y: *mut f32,
 }
 
 /// A raw pointer shared by the threads computing disjoint output planes.
@@ -329,9 +337,29 @@ unsafe fn planes(
     let (plane_in, plane_out) = (p.height * p.width, p.out_height * p.out_width);
     let kk = p.kernel_h * p.kernel_w;
     let mut taps = Vec::with_capacity(p.kernel_h as usize);
+    #[cfg(target_arch = "x86_64")]
+    let mut chunks = Vec::new();
     for plane in p0..p1 {
         let (b, oc) = (plane / out_c, plane % out_c);
         let ic = b * p.channels + oc / p.multiplier;
+        #[cfg(target_arch = "x86_64")]
+        if isa != Isa::Portable && (p.stride_w == 1 || p.stride_w == 2) {
+            // SAFETY: the planes and weights are inside their buffers (`ic < N·C`, `oc <
+            // C·multiplier`, `plane < N·C·multiplier`); `isa` is available.
+            unsafe {
+                let one = Plane {
+                    p,
+                    x: x.offset((ic * plane_in) as isize),
+                    w: w.offset((oc * kk) as isize),
+                    y: y.offset((plane * plane_out) as isize),
+                };
+                match isa {
+                    Isa::Avx512 => x86::plane_avx512(&one, &mut chunks),
+                    _ => x86::plane_avx2(&one),
+                }
+            }
+            continue;
+        }
         for oy in 0..p.out_height {
             taps.clear();
             for ky in 0..p.kernel_h {
@@ -359,8 +387,8 @@ unsafe fn planes(
                 x0: x0 as usize,
                 x1: x1 as usize,
             };
-            // SAFETY: the rows and weights are as `Row::run` requires; `isa` is available.
-            unsafe { row.run(isa) };
+            // SAFETY: the rows and weights are as `Row::run` requires.
+            unsafe { row.run() };
         }
     }
 }

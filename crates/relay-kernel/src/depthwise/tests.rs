@@ -202,6 +202,9 @@ fn kernel_sizes_dilation_and_multiplier() {
     }
     // A window larger than the data: every column a border.
     check(case(2, 3, 3, 5, 1, 2));
+    // Padding wider than the window: rows and columns that read only zeros.
+    check(case(2, 5, 5, 3, 1, 3));
+    check(case(2, 5, 21, 3, 2, 3));
 }
 
 #[test]
@@ -221,4 +224,51 @@ fn invalid_shapes_are_refused() {
         )
     };
     assert_eq!(rc, -1);
+}
+
+/// Times MobileNetV2's depthwise shapes per instruction set, one thread (`cargo test --release
+/// -p relay-kernel --lib depthwise::tests::timing -- --ignored --nocapture`).
+#[test]
+#[ignore = "a measurement, not a check"]
+fn timing() {
+    for (c, hw, s) in [
+        (32, 112, 1),
+        (96, 112, 2),
+        (144, 56, 1),
+        (384, 14, 1),
+        (960, 7, 1),
+    ] {
+        let p = case(c, hw, hw, 3, s, 1).params();
+        let x = values(p.data_len().unwrap() as usize, 1);
+        let w = values(p.weight_len().unwrap() as usize, 2);
+        let mut y = vec![0.0f32; p.out_len().unwrap() as usize];
+        let flops = 2.0 * 9.0 * y.len() as f64;
+        for isa in [Isa::Portable, Isa::Avx2, Isa::Avx512] {
+            if !isa.available() {
+                continue;
+            }
+            let mut best = f64::MAX;
+            for _ in 0..200 {
+                let t = std::time::Instant::now();
+                // SAFETY: the buffers have the lengths `p` gives.
+                let rc = unsafe {
+                    depthwise_f32(
+                        std::ptr::null_mut(),
+                        &p,
+                        isa,
+                        x.as_ptr(),
+                        w.as_ptr(),
+                        y.as_mut_ptr(),
+                    )
+                };
+                assert_eq!(rc, 0);
+                best = best.min(t.elapsed().as_secs_f64());
+            }
+            eprintln!(
+                "{c}x{hw}² /{s} {isa:?}: {:.1} µs, {:.1} GFLOP/s",
+                best * 1e6,
+                flops / best / 1e9
+            );
+        }
+    }
 }
