@@ -49,6 +49,7 @@ pub fn host_symbols() -> [(&'static str, *const u8); 5] {
         *const f32,
         *const f32,
         *mut f32,
+        *const crate::depthwise::DepthwiseEpilogue,
     ) -> i32 = crate::depthwise::relay_kernel_depthwise_f32;
     [
         (SGEMM_SYMBOL, sgemm as *const u8),

@@ -41,8 +41,9 @@ impl Gen<'_, '_> {
             let flags = MemFlagsData::new().with_notrap();
             self.b.ins().store(flags, v, params, (i * 8) as i32);
         }
-        let f = self.host_import(DEPTHWISE_F32_SYMBOL, 5)?;
-        let args = [ctx, params, addrs[0], addrs[1], addrs[2]];
+        let epilogue = self.b.ins().iconst(self.ptr, 0);
+        let f = self.host_import(DEPTHWISE_F32_SYMBOL, 6)?;
+        let args = [ctx, params, addrs[0], addrs[1], addrs[2], epilogue];
         let call = self.b.ins().call(f, &args);
         let rc = self.b.inst_results(call)[0];
         let failed = self.b.ins().icmp_imm_s(IntCC::NotEqual, rc, 0);

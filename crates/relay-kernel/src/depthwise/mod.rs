@@ -20,6 +20,9 @@
 //! each multiply-add, the portable path rounds each product; the order of the sums differs
 //! between paths, so results agree to rounding.
 
+mod epilogue;
+#[cfg(test)]
+mod tests;
 #[cfg(target_arch = "x86_64")]
 mod x86;
 
@@ -27,6 +30,9 @@ use std::ffi::c_void;
 use std::sync::OnceLock;
 
 use crate::abi::KernelContext;
+
+pub(crate) use epilogue::ChannelEpilogue;
+pub use epilogue::DepthwiseEpilogue;
 
 /// The symbol of the float32 depthwise convolution ([`relay_kernel_depthwise_f32`]).
 pub const DEPTHWISE_F32_SYMBOL: &str = "relay_kernel_depthwise_f32";
@@ -301,6 +307,8 @@ pub(crate) struct Plane<'a> {
     pub(crate) w: *const f32,
     /// The output plane.
     pub(crate) y: *mut f32,
+    /// The output channel's epilogue.
+    pub(crate) epi: ChannelEpilogue,
 }
 
 /// A raw pointer shared by the threads computing disjoint output planes.
@@ -316,8 +324,10 @@ unsafe impl<T> Sync for Shared<T> {}
 /// # Safety
 ///
 /// As [`depthwise_f32`]; `p1 <= N·C·multiplier`.
+#[allow(clippy::too_many_arguments)]
 unsafe fn planes(
     p: &DepthwiseParams,
+    epi: &DepthwiseEpilogue,
     isa: Isa,
     x: *const f32,
     w: *const f32,
@@ -342,6 +352,8 @@ unsafe fn planes(
     for plane in p0..p1 {
         let (b, oc) = (plane / out_c, plane % out_c);
         let ic = b * p.channels + oc / p.multiplier;
+        // SAFETY: the epilogue has one value per output channel (`oc < C·multiplier`).
+        let ch = unsafe { epi.channel(oc) };
         #[cfg(target_arch = "x86_64")]
         if isa != Isa::Portable && (p.stride_w == 1 || p.stride_w == 2) {
             // SAFETY: the planes and weights are inside their buffers (`ic < N·C`, `oc <
@@ -352,6 +364,7 @@ unsafe fn planes(
                     x: x.offset((ic * plane_in) as isize),
                     w: w.offset((oc * kk) as isize),
                     y: y.offset((plane * plane_out) as isize),
+                    epi: ch,
                 };
                 match isa {
                     Isa::Avx512 => x86::plane_avx512(&one, &mut chunks),
@@ -388,21 +401,26 @@ unsafe fn planes(
                 x1: x1 as usize,
             };
             // SAFETY: the rows and weights are as `Row::run` requires.
-            unsafe { row.run() };
+            unsafe {
+                row.run();
+                ch.row(row.out, row.out_width);
+            }
         }
     }
 }
 
-/// `y = depthwise_conv(x, w)` with instruction set `isa`, spread over `ctx`'s threads.
+/// `y = epi(depthwise_conv(x, w))` with instruction set `isa`, spread over `ctx`'s threads.
 /// Returns 0, or -1 when `p` is not [`DepthwiseParams::valid`] or `isa` is not available.
 ///
 /// # Safety
 ///
 /// `x`, `w` and `y` are valid for [`DepthwiseParams::data_len`], `weight_len` and `out_len`
-/// elements, `y` overlaps neither, and `ctx` is null or a live [`KernelContext`].
+/// elements, `y` overlaps neither, `epi`'s non-null pointers are valid for `C·multiplier`
+/// elements, and `ctx` is null or a live [`KernelContext`].
 pub unsafe fn depthwise_f32(
     ctx: *mut c_void,
     p: &DepthwiseParams,
+    epi: &DepthwiseEpilogue,
     isa: Isa,
     x: *const f32,
     w: *const f32,
@@ -422,11 +440,11 @@ pub unsafe fn depthwise_f32(
         .out_len()
         .unwrap_or(0)
         .saturating_mul(p.kernel_h * p.kernel_w);
-    let (xs, ws, ys) = (Shared(x), Shared(w), Shared(y));
+    let (xs, ws, ys, es) = (Shared(x), Shared(w), Shared(y), Shared(*epi));
     let run = move |p0: i64, p1: i64| {
-        let (xs, ws, ys) = (xs, ws, ys);
+        let (xs, ws, ys, es) = (xs, ws, ys, es);
         // SAFETY: forwarded from this function's contract; chunks write disjoint planes.
-        unsafe { planes(p, isa, xs.0, ws.0, ys.0, p0, p1) };
+        unsafe { planes(p, &es.0, isa, xs.0, ws.0, ys.0, p0, p1) };
         0
     };
     match ctx {
@@ -443,22 +461,26 @@ pub unsafe fn depthwise_f32(
 
 /// The float32 depthwise convolution kernels call: `params` points at the shape
 /// ([`DepthwiseParams`]), `x` the NCHW data, `w` the `[C·multiplier, 1, kh, kw]` weights, `y`
-/// the NCHW result. Returns 0, or -1 for an invalid shape.
+/// the NCHW result, `epi` at the epilogue ([`DepthwiseEpilogue`]) or is null (none). Returns
+/// 0, or -1 for an invalid shape.
 ///
 /// # Safety
 ///
-/// `params` points at a [`DepthwiseParams`]; otherwise as [`depthwise_f32`].
+/// `params` points at a [`DepthwiseParams`], `epi` is null or points at a
+/// [`DepthwiseEpilogue`]; otherwise as [`depthwise_f32`].
 pub unsafe extern "C" fn relay_kernel_depthwise_f32(
     ctx: *mut c_void,
     params: *const DepthwiseParams,
     x: *const f32,
     w: *const f32,
     y: *mut f32,
+    epi: *const DepthwiseEpilogue,
 ) -> i32 {
-    // SAFETY: by the contract, `params` points at the parameters.
-    let Some(p) = (unsafe { params.as_ref() }) else {
+    // SAFETY: by the contract, `params` points at the parameters, `epi` is null or valid.
+    let (Some(p), epi) = (unsafe { params.as_ref() }, unsafe { epi.as_ref() }) else {
         return -1;
     };
+    let epi = epi.unwrap_or(&DepthwiseEpilogue::NONE);
     // SAFETY: forwarded from this function's contract.
-    unsafe { depthwise_f32(ctx, p, Isa::detected(), x, w, y) }
+    unsafe { depthwise_f32(ctx, p, epi, Isa::detected(), x, w, y) }
 }

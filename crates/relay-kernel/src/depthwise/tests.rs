@@ -128,22 +128,41 @@ fn check(case: Case) {
     let x = values(p.data_len().unwrap() as usize, 1);
     let w = values(p.weight_len().unwrap() as usize, 2);
     let (want, mag) = reference(&p, &x, &w);
+    let out_c = (p.channels * p.multiplier) as usize;
+    let (scale, shift) = (values(out_c, 3), values(out_c, 4));
+    let with = DepthwiseEpilogue {
+        scale: scale.as_ptr(),
+        shift: shift.as_ptr(),
+        lo: -0.25,
+        hi: 0.5,
+    };
+    let plane = (p.out_height * p.out_width) as usize;
     let ctx = KernelContext::with_threads(2);
+    let pool: *mut std::ffi::c_void = std::ptr::from_ref(&ctx).cast_mut().cast();
     for isa in [Isa::Portable, Isa::Avx2, Isa::Avx512] {
         if !isa.available() {
             continue;
         }
-        for c in [
-            std::ptr::null_mut(),
-            std::ptr::from_ref(&ctx).cast_mut().cast(),
+        for (c, epi) in [
+            (std::ptr::null_mut(), DepthwiseEpilogue::NONE),
+            (pool, DepthwiseEpilogue::NONE),
+            (std::ptr::null_mut(), with),
         ] {
             // Sentinels show an element left unwritten.
             let mut y = vec![f32::NAN; want.len()];
             // SAFETY: the buffers have the lengths `p` gives; `c` is null or a live context.
-            let rc = unsafe { depthwise_f32(c, &p, isa, x.as_ptr(), w.as_ptr(), y.as_mut_ptr()) };
+            let rc = unsafe {
+                depthwise_f32(c, &p, &epi, isa, x.as_ptr(), w.as_ptr(), y.as_mut_ptr())
+            };
             assert_eq!(rc, 0);
             for (i, (&got, (&e, &m))) in y.iter().zip(want.iter().zip(&mag)).enumerate() {
-                let tol = 1e-6 * m + 1e-30;
+                let (mut e, mut tol) = (e, 1e-6 * m + 1e-30);
+                if !epi.scale.is_null() {
+                    let o = (i / plane) % out_c;
+                    let (s, b) = (f64::from(scale[o]), f64::from(shift[o]));
+                    e = (e * s + b).clamp(-0.25, 0.5);
+                    tol = tol * s.abs() + 1e-7;
+                }
                 assert!(
                     (f64::from(got) - e).abs() <= tol,
                     "{case:?} {isa:?} element {i}: {got} vs {e}"
@@ -217,6 +236,7 @@ fn invalid_shapes_are_refused() {
         depthwise_f32(
             std::ptr::null_mut(),
             &p,
+            &DepthwiseEpilogue::NONE,
             Isa::Portable,
             y.as_ptr(),
             y.as_ptr(),
@@ -255,6 +275,7 @@ fn timing() {
                     depthwise_f32(
                         std::ptr::null_mut(),
                         &p,
+                        &DepthwiseEpilogue::NONE,
                         isa,
                         x.as_ptr(),
                         w.as_ptr(),

@@ -157,6 +157,7 @@ unsafe fn row3_avx512<const S: isize, const EDGE: bool>(
 ) {
     let p = plane.p;
     let evens = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 17, 19, 21, 23, 25, 27, 29, 31);
+    let epi = Epilogue512::of(&plane.epi);
     let top = oy * p.stride_h - p.pad_top;
     let valid = [0, 1, 2].map(|ky| (ky0..ky1).contains(&ky));
     let keep: [__mmask16; 3] = valid.map(|v| if v { 0xffff } else { 0 });
@@ -197,7 +198,7 @@ unsafe fn row3_avx512<const S: isize, const EDGE: bool>(
             *a = _mm512_fmadd_ps(wt[3 * ky + 1], tap(1), *a);
             *a = _mm512_fmadd_ps(wt[3 * ky + 2], tap(2), *a);
         }
-        let sum = _mm512_add_ps(_mm512_add_ps(acc[0], acc[1]), acc[2]);
+        let sum = epi.apply(_mm512_add_ps(_mm512_add_ps(acc[0], acc[1]), acc[2]));
         // SAFETY: output columns `ox..ox + n` of the row.
         unsafe {
             let at = out.offset(ch.ox);
@@ -207,6 +208,39 @@ unsafe fn row3_avx512<const S: isize, const EDGE: bool>(
                 _mm512_mask_storeu_ps(at, mask16((0, ch.n)), sum);
             }
         }
+    }
+}
+
+/// A channel's epilogue in AVX-512 registers.
+struct Epilogue512 {
+    scale: Option<__m512>,
+    shift: Option<__m512>,
+    lo: __m512,
+    hi: __m512,
+}
+
+impl Epilogue512 {
+    #[target_feature(enable = "avx512f")]
+    fn of(e: &super::ChannelEpilogue) -> Epilogue512 {
+        Epilogue512 {
+            scale: e.scale.map(|s| _mm512_set1_ps(s)),
+            shift: e.shift.map(|b| _mm512_set1_ps(b)),
+            lo: _mm512_set1_ps(e.lo),
+            hi: _mm512_set1_ps(e.hi),
+        }
+    }
+
+    /// `v` through the epilogue: `min(hi, v)` returns `v` when it is NaN (the second
+    /// operand), as `hi < v ? hi : v` does; likewise `max(lo, v)`.
+    #[target_feature(enable = "avx512f")]
+    fn apply(&self, mut v: __m512) -> __m512 {
+        if let Some(s) = self.scale {
+            v = _mm512_mul_ps(v, s);
+        }
+        if let Some(b) = self.shift {
+            v = _mm512_add_ps(v, b);
+        }
+        _mm512_max_ps(self.lo, _mm512_min_ps(self.hi, v))
     }
 }
 
@@ -259,6 +293,8 @@ unsafe fn row_avx512<const S: isize>(plane: &Plane<'_>, oy: i64) {
         unsafe { _mm512_mask_storeu_ps(out.offset(ox), mask16((0, n)), acc) };
         ox += n;
     }
+    // SAFETY: the row's `OW` results.
+    unsafe { plane.epi.row(out, ow as usize) };
 }
 
 /// The 8-lane load/store mask of lanes `[lo, hi)` (`0 <= lo <= hi <= 8`).
@@ -363,5 +399,7 @@ unsafe fn plane_avx2_s<const S: isize>(plane: &Plane<'_>) {
             }
             ox += n;
         }
+        // SAFETY: the row's `OW` results.
+        unsafe { plane.epi.row(out, ow as usize) };
     }
 }
