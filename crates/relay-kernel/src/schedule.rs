@@ -441,6 +441,8 @@ pub enum Node {
         data: BufferId,
         /// The weights' buffer.
         weight: BufferId,
+        /// Whether it applies the group's epilogue (scale, shift, clamp) itself.
+        epilogue: bool,
     },
 }
 
@@ -522,6 +524,7 @@ fn nodes(func: &LoopFunc, s: &Stmt) -> Vec<Node> {
             out: d.out.0,
             data: d.data.0,
             weight: d.weight.0,
+            epilogue: d.epilogue != crate::loops::DepthwiseEpilogue::NONE,
         }],
         Stmt::Store { .. } | Stmt::Assign { .. } => Vec::new(),
     }
@@ -591,9 +594,10 @@ fn write_node(
             out,
             data,
             weight,
+            epilogue,
         } => writeln!(
             f,
-            "{pad}depthwise {} = {} * {} c={} multiplier={} out={}x{} kernel={}x{} strides={}x{}",
+            "{pad}depthwise {} = {} * {} c={} multiplier={} out={}x{} kernel={}x{} strides={}x{}{}",
             name(out),
             name(data),
             name(weight),
@@ -604,7 +608,8 @@ fn write_node(
             p.kernel_h,
             p.kernel_w,
             p.stride_h,
-            p.stride_w
+            p.stride_w,
+            if *epilogue { " + epilogue" } else { "" }
         ),
     }
 }

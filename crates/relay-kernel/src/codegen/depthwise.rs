@@ -41,7 +41,7 @@ impl Gen<'_, '_> {
             let flags = MemFlagsData::new().with_notrap();
             self.b.ins().store(flags, v, params, (i * 8) as i32);
         }
-        let epilogue = self.b.ins().iconst(self.ptr, 0);
+        let epilogue = self.depthwise_epilogue(d, &addrs[3..])?;
         let f = self.host_import(DEPTHWISE_F32_SYMBOL, 6)?;
         let args = [ctx, params, addrs[0], addrs[1], addrs[2], epilogue];
         let call = self.b.ins().call(f, &args);
@@ -49,6 +49,40 @@ impl Gen<'_, '_> {
         let failed = self.b.ins().icmp_imm_s(IntCC::NotEqual, rc, 0);
         self.fail_if(failed, ERR_HOST);
         Ok(())
+    }
+
+    /// The address of `d`'s epilogue (a `DepthwiseEpilogue` in a stack slot: the scale's and
+    /// shift's addresses, null when absent, then `lo` and `hi`), or null when it has none;
+    /// `addrs` are the scale's and shift's addresses, those present, in that order.
+    fn depthwise_epilogue(&mut self, d: &Depthwise, addrs: &[Value]) -> R<Value> {
+        let e = &d.epilogue;
+        if *e == crate::loops::DepthwiseEpilogue::NONE {
+            return Ok(self.b.ins().iconst(self.ptr, 0));
+        }
+        let slot =
+            self.b
+                .create_sized_stack_slot(StackSlotData::new(StackSlotKind::ExplicitSlot, 24, 3));
+        let at = self.b.ins().stack_addr(self.ptr, slot, 0);
+        let flags = MemFlagsData::new().with_notrap();
+        let mut given = addrs.iter();
+        for (i, present) in [e.scale.is_some(), e.shift.is_some()]
+            .into_iter()
+            .enumerate()
+        {
+            let v = match present.then(|| given.next()) {
+                Some(Some(&a)) => a,
+                Some(None) => {
+                    return Err(self.malformed("a depthwise epilogue without its operand"));
+                }
+                None => self.b.ins().iconst(self.ptr, 0),
+            };
+            self.b.ins().store(flags, v, at, (i * 8) as i32);
+        }
+        for (i, bound) in [e.lo, e.hi].into_iter().enumerate() {
+            let v = self.b.ins().f32const(bound);
+            self.b.ins().store(flags, v, at, (16 + i * 4) as i32);
+        }
+        Ok(at)
     }
 
     /// The host function `symbol` taking `pointers` pointer arguments and returning an

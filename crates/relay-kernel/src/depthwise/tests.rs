@@ -151,9 +151,8 @@ fn check(case: Case) {
             // Sentinels show an element left unwritten.
             let mut y = vec![f32::NAN; want.len()];
             // SAFETY: the buffers have the lengths `p` gives; `c` is null or a live context.
-            let rc = unsafe {
-                depthwise_f32(c, &p, &epi, isa, x.as_ptr(), w.as_ptr(), y.as_mut_ptr())
-            };
+            let rc =
+                unsafe { depthwise_f32(c, &p, &epi, isa, x.as_ptr(), w.as_ptr(), y.as_mut_ptr()) };
             assert_eq!(rc, 0);
             for (i, (&got, (&e, &m))) in y.iter().zip(want.iter().zip(&mag)).enumerate() {
                 let (mut e, mut tol) = (e, 1e-6 * m + 1e-30);

@@ -84,7 +84,9 @@ impl Accesses {
                 });
             }
             Stmt::Depthwise(d) => {
-                for (buffer, _) in [d.data, d.weight] {
+                let e = &d.epilogue;
+                let epilogue = [e.scale, e.shift].into_iter().flatten();
+                for (buffer, _) in [d.data, d.weight].into_iter().chain(epilogue) {
                     self.reads.push(Access {
                         buffer,
                         place: Place::Whole,

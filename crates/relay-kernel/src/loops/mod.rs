@@ -154,17 +154,52 @@ pub struct Depthwise {
     pub weight: (BufferId, i64),
     /// The result's buffer and first element.
     pub out: (BufferId, i64),
+    /// What is applied to each result (`crate::depthwise::DepthwiseEpilogue`).
+    pub epilogue: DepthwiseEpilogue,
+}
+
+/// The epilogue of a [`Stmt::Depthwise`]: `y = clamp(y·scale[o] + shift[o], lo, hi)` per
+/// output channel `o`, `scale` and `shift` (one `float32` per output channel, from a flat
+/// index of their buffers) optional, `lo`/`hi` infinite when there is no clamp.
+#[derive(Clone, Debug, PartialEq)]
+pub struct DepthwiseEpilogue {
+    /// The multipliers' buffer and first element.
+    pub scale: Option<(BufferId, i64)>,
+    /// The addends' buffer and first element.
+    pub shift: Option<(BufferId, i64)>,
+    /// The clamp's lower bound.
+    pub lo: f32,
+    /// The clamp's upper bound.
+    pub hi: f32,
+}
+
+impl DepthwiseEpilogue {
+    /// No epilogue.
+    pub const NONE: DepthwiseEpilogue = DepthwiseEpilogue {
+        scale: None,
+        shift: None,
+        lo: f32::NEG_INFINITY,
+        hi: f32::INFINITY,
+    };
 }
 
 impl Depthwise {
-    /// Each operand (data, weights, result) with its element count.
-    pub fn operands(&self) -> [((BufferId, i64), Option<i64>); 3] {
+    /// Each operand (data, weights, result, then the epilogue's) with its element count.
+    pub fn operands(&self) -> Vec<((BufferId, i64), Option<i64>)> {
         let p = &self.params;
-        [
+        let channels = p.channels.checked_mul(p.multiplier);
+        let mut out = vec![
             (self.data, p.data_len()),
             (self.weight, p.weight_len()),
             (self.out, p.out_len()),
-        ]
+        ];
+        for e in [self.epilogue.scale, self.epilogue.shift]
+            .into_iter()
+            .flatten()
+        {
+            out.push((e, channels));
+        }
+        out
     }
 }
 

@@ -283,7 +283,20 @@ impl LoopFunc {
                         p.dilation_w,
                         p.pad_top,
                         p.pad_left
-                    )
+                    )?;
+                    let e = &d.epilogue;
+                    if *e != super::DepthwiseEpilogue::NONE {
+                        // `  then y = clamp(y * s[off] + b[off], lo, hi)`
+                        write!(out, "{pad}  then y = clamp(y")?;
+                        if let Some((b, off)) = e.scale {
+                            write!(out, " * {}[{off} + o]", self.buffer_name(b))?;
+                        }
+                        if let Some((b, off)) = e.shift {
+                            write!(out, " + {}[{off} + o]", self.buffer_name(b))?;
+                        }
+                        writeln!(out, ", {}, {})", e.lo, e.hi)?;
+                    }
+                    Ok(())
                 }
             }
         })

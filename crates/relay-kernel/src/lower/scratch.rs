@@ -127,6 +127,12 @@ pub(super) fn map_buffers(s: &mut Stmt, f: &dyn Fn(BufferId) -> BufferId) {
             for (buffer, _) in [&mut d.data, &mut d.weight, &mut d.out] {
                 *buffer = f(*buffer);
             }
+            for (buffer, _) in [&mut d.epilogue.scale, &mut d.epilogue.shift]
+                .into_iter()
+                .flatten()
+            {
+                *buffer = f(*buffer);
+            }
         }
     }
 }

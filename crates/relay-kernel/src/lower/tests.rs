@@ -428,7 +428,19 @@ mod run {
                                     }
                                 }
                             }
-                            out.push(conv(S::F(acc), DType::F32));
+                            let o = oc;
+                            let e = &d.epilogue;
+                            let round = |v: f64| conv(S::F(v), DType::F32).f();
+                            let mut v = round(acc);
+                            if let Some(s) = e.scale {
+                                v = round(v * read(s, o)?);
+                            }
+                            if let Some(b) = e.shift {
+                                v = round(v + read(b, o)?);
+                            }
+                            let (lo, hi) = (f64::from(e.lo), f64::from(e.hi));
+                            let v = if hi < v { hi } else { v };
+                            out.push(S::F(if v < lo { lo } else { v }));
                         }
                     }
                 }
@@ -728,6 +740,13 @@ fn lowered_kernels_compute_what_the_interpreter_does() {
             "%x: Tensor[(2, 4, 9, 8), float32], %y: Tensor[(8, 1, 3, 3), float32]",
             "nn.conv2d(%p0, %p1, strides=[2, 1], padding=[0, 1, 2, 0], dilation=[2, 1], groups=4)",
             "%x, %y",
+        ),
+        (
+            "%x: Tensor[(2, 6, 9, 8), float32], %y: Tensor[(6, 1, 3, 3), float32], \
+             %z: Tensor[(6, 1, 1), float32]",
+            "clip(add(multiply(nn.conv2d(%p0, %p1, padding=[1, 1], groups=6), %z), %z), \
+             a_min=-0.5f, a_max=0.5f)",
+            "%x, %y, %z",
         ),
         (
             "%x: Tensor[(5, 3), float32], %y: Tensor[(2, 4), int32]",
@@ -1064,4 +1083,24 @@ fn depthwise_convolutions_are_host_calls() {
         p,
         "nn.conv2d(nn.relu(%x), %w, padding=[1, 1], groups=8)"
     ));
+}
+
+/// A depthwise convolution's batch-norm multiply/add and ReLU6 run inside the host call:
+/// one statement, no second pass.
+#[test]
+fn depthwise_epilogues_fuse_into_the_host_call() {
+    let params = "%x: Tensor[(1, 8, 9, 9), float32], %w: Tensor[(8, 1, 3, 3), float32], \
+                  %s: Tensor[(8, 1, 1), float32], %b: Tensor[(8, 1, 1), float32]";
+    let body = "clip(add(multiply(nn.conv2d(%x, %w, padding=[1, 1], groups=8), %s), %b), \
+                a_min=0f, a_max=6f)";
+    let text = format!(
+        "#[version = \"0.0.5\"]\ndef @main({params}) {{\n  %0 = fn ({params}, Primitive=1) {{\n    {body}\n  }};\n  %0(%x, %w, %s, %b)\n}}"
+    );
+    let func = lower("k", &compose(&primitive(&text)).unwrap()).unwrap();
+    let printed = func.to_string();
+    assert!(
+        printed.contains("then y = clamp(y * s[0 + o] + b[0 + o], 0, 6)"),
+        "{printed}"
+    );
+    assert!(!printed.contains("for "), "{printed}");
 }
