@@ -10,16 +10,19 @@
 //! (AVX-512) or 8 (AVX2): per kernel column, the input columns a vector's lanes read are
 //! masked loads whose padding lanes read nothing and give 0, so the borders need no scalar
 //! code; stride 2 loads contiguous vectors and deinterleaves their even lanes with permutes.
-//! A 3×3 kernel (MobileNet's) has its own AVX-512 loop: weights in registers, the masks of
-//! each vector of a row computed once per convolution. The portable path (and other strides)
-//! splits each row into the interior columns, whose every tap is inside the row
-//! ([`interior`], no checks), and the border columns, checked per tap. Planes are spread over
-//! the kernel context's threads.
+//! A 3×3 kernel (MobileNet's) has its own loop (AVX-512 in `x86.rs`, AVX2 in `avx2.rs`):
+//! weights in registers, the masks of each vector of a row computed once per convolution.
+//! The portable path (and other strides) splits each row into the interior columns, whose
+//! every tap is inside the row ([`interior`], no checks), and the border columns, checked per
+//! tap. Each result goes through the epilogue (`epilogue.rs`: per-channel scale and shift,
+//! clamp), in registers in the 3×3 loops. Planes are spread over the kernel context's threads.
 //!
 //! The instruction set is chosen once per process ([`Isa::detected`]). The SIMD paths fuse
 //! each multiply-add, the portable path rounds each product; the order of the sums differs
 //! between paths, so results agree to rounding.
 
+#[cfg(target_arch = "x86_64")]
+mod avx2;
 mod epilogue;
 #[cfg(test)]
 mod tests;
@@ -348,7 +351,7 @@ unsafe fn planes(
     let kk = p.kernel_h * p.kernel_w;
     let mut taps = Vec::with_capacity(p.kernel_h as usize);
     #[cfg(target_arch = "x86_64")]
-    let mut chunks = Vec::new();
+    let (mut chunks, mut chunks8) = (Vec::new(), Vec::new());
     for plane in p0..p1 {
         let (b, oc) = (plane / out_c, plane % out_c);
         let ic = b * p.channels + oc / p.multiplier;
@@ -368,7 +371,7 @@ unsafe fn planes(
                 };
                 match isa {
                     Isa::Avx512 => x86::plane_avx512(&one, &mut chunks),
-                    _ => x86::plane_avx2(&one),
+                    _ => x86::plane_avx2(&one, &mut chunks8),
                 }
             }
             continue;

@@ -17,7 +17,7 @@ use super::Plane;
 
 /// The lanes `j` of a vector of input columns starting at column `c` that are read: `j <
 /// count` (the columns the output vector needs) and `0 <= c + j < width`, as `[lo, hi)`.
-fn inside(c: isize, count: isize, width: isize) -> (isize, isize) {
+pub(super) fn inside(c: isize, count: isize, width: isize) -> (isize, isize) {
     let lo = (-c).max(0);
     let hi = count.min(width - c);
     if hi > lo { (lo, hi) } else { (0, 0) }
@@ -31,7 +31,7 @@ fn mask16((lo, hi): (isize, isize)) -> __mmask16 {
 
 /// The row geometry shared by both instruction sets: for output row `oy`, the kernel rows
 /// whose input row is inside the data, `[ky0, ky1)`.
-fn kernel_rows(plane: &Plane<'_>, oy: i64) -> (i64, i64) {
+pub(super) fn kernel_rows(plane: &Plane<'_>, oy: i64) -> (i64, i64) {
     let p = plane.p;
     let top = oy * p.stride_h - p.pad_top;
     // ky·dh >= -top and top + ky·dh <= H - 1.
@@ -299,7 +299,7 @@ unsafe fn row_avx512<const S: isize>(plane: &Plane<'_>, oy: i64) {
 
 /// The 8-lane load/store mask of lanes `[lo, hi)` (`0 <= lo <= hi <= 8`).
 #[target_feature(enable = "avx2")]
-fn mask8((lo, hi): (isize, isize)) -> __m256i {
+pub(super) fn mask8((lo, hi): (isize, isize)) -> __m256i {
     let iota = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
     let ge_lo = _mm256_cmpgt_epi32(iota, _mm256_set1_epi32(lo as i32 - 1));
     let lt_hi = _mm256_cmpgt_epi32(_mm256_set1_epi32(hi as i32), iota);
@@ -323,19 +323,22 @@ unsafe fn load8(at: *const f32, lanes: (isize, isize)) -> __m256 {
     }
 }
 
-/// Plane `plane` with AVX2 and FMA, stride 1 or 2 along the row.
+/// Plane `plane` with AVX2 and FMA, stride 1 or 2 along the row: a 3×3 kernel by
+/// `avx2::plane3_avx2` (`chunks` caching its row vectors between planes), others here.
 ///
 /// # Safety
 ///
 /// As [`plane_avx512`], with AVX2 and FMA instead of AVX-512F.
 #[target_feature(enable = "avx2,fma")]
-pub(super) unsafe fn plane_avx2(plane: &Plane<'_>) {
+pub(super) unsafe fn plane_avx2(plane: &Plane<'_>, chunks: &mut Vec<super::avx2::Chunk8>) {
+    let p = plane.p;
     // SAFETY: forwarded from this function's contract.
     unsafe {
-        if plane.p.stride_w == 1 {
-            plane_avx2_s::<1>(plane);
-        } else {
-            plane_avx2_s::<2>(plane);
+        match (p.stride_w, p.kernel_h == 3 && p.kernel_w == 3) {
+            (1, true) => super::avx2::plane3_avx2::<1>(plane, chunks),
+            (_, true) => super::avx2::plane3_avx2::<2>(plane, chunks),
+            (1, false) => plane_avx2_s::<1>(plane),
+            (_, false) => plane_avx2_s::<2>(plane),
         }
     }
 }
