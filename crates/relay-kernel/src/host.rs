@@ -37,17 +37,29 @@ type GemmFn<T> = unsafe extern "C" fn(
 ) -> i32;
 
 /// Every host symbol of this module, with its address.
-pub fn host_symbols() -> [(&'static str, *const u8); 4] {
+pub fn host_symbols() -> [(&'static str, *const u8); 5] {
     let sgemm: GemmFn<f32> = relay_kernel_sgemm;
     let dgemm: GemmFn<f64> = relay_kernel_dgemm;
     let hgemm: GemmFn<u16> = relay_kernel_hgemm;
     let parallel: unsafe extern "C" fn(*mut c_void, ParallelBody, *const *mut u8, i64) -> i32 =
         relay_kernel_parallel_for;
+    let depthwise: unsafe extern "C" fn(
+        *mut c_void,
+        *const crate::depthwise::DepthwiseParams,
+        *const f32,
+        *const f32,
+        *mut f32,
+        *const crate::depthwise::DepthwiseEpilogue,
+    ) -> i32 = crate::depthwise::relay_kernel_depthwise_f32;
     [
         (SGEMM_SYMBOL, sgemm as *const u8),
         (DGEMM_SYMBOL, dgemm as *const u8),
         (HGEMM_SYMBOL, hgemm as *const u8),
         (PARALLEL_FOR_SYMBOL, parallel as *const u8),
+        (
+            crate::depthwise::DEPTHWISE_F32_SYMBOL,
+            depthwise as *const u8,
+        ),
     ]
 }
 

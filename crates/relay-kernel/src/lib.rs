@@ -30,6 +30,7 @@ pub mod cache;
 pub mod codegen;
 pub mod compose;
 pub mod contract;
+pub mod depthwise;
 pub mod error;
 pub mod gemm;
 pub mod host;

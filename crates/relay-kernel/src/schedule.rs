@@ -35,7 +35,7 @@ use crate::contract::{Contraction, Index, contraction};
 use crate::loops::{
     Accesses, BufferId, BufferRole, ForKind, LExpr, LocalId, LoopFunc, Place, Stmt,
 };
-use crate::lower::{input_view, key, strides};
+use crate::lower::{HostDepthwise, host_depthwise, input_view, key, strides};
 
 /// Lanes of a vectorized loop over 32-bit elements.
 pub const LANES: u32 = 4;
@@ -58,6 +58,13 @@ pub fn materialized(composed: &Composed) -> Vec<Tensor> {
         let TensorOp::Compute { body, .. } = &t.op else {
             continue;
         };
+        if let Some(c) = contraction(&t)
+            && uses_host_depthwise(&t, &c, &composed.inputs).is_some()
+        {
+            // Its operands are a kernel input and its window, read by the host in place.
+            out.push(t.clone());
+            continue;
+        }
         if let Some(c) = contraction(&t)
             && uses_gemm(&c, &t.shape)
         {
@@ -110,6 +117,18 @@ pub fn direct_window(c: &Contraction, shape: &[i64]) -> bool {
     };
     let (m, n) = (only(&c.a.1, &c.b.1), only(&c.b.1, &c.a.1));
     computed && axes >= 2 && taps.is_some_and(|t| t <= WINDOW_TAPS) && m.min(n) <= 4
+}
+
+/// The host depthwise convolution computing contraction `c` (tensor `t`, in a kernel with
+/// `inputs`), if it is one (`lower::host_depthwise`: a float32 depthwise convolution of a
+/// kernel input by weights read in place). It is materialized and computed by one call of
+/// `crate::depthwise` instead of a [`direct_window`]; its epilogue runs over its buffer.
+pub(crate) fn uses_host_depthwise(
+    t: &Tensor,
+    c: &Contraction,
+    inputs: &[Tensor],
+) -> Option<HostDepthwise> {
+    host_depthwise(t, c, inputs)
 }
 
 /// Whether the host GEMM computes contraction `c`: its reduction axes merge into one GEMM
@@ -176,7 +195,7 @@ pub fn legalize_vectors(s: &mut Stmt) {
                 };
             }
         }
-        Stmt::Store { .. } | Stmt::Assign { .. } | Stmt::Gemm(_) => {}
+        Stmt::Store { .. } | Stmt::Assign { .. } | Stmt::Gemm(_) | Stmt::Depthwise(_) => {}
     }
 }
 
@@ -187,7 +206,7 @@ pub fn vector_legal(var: LocalId, body: &Stmt) -> bool {
     fn walk(s: &Stmt, out: &mut Vec<Stmt>) -> bool {
         match s {
             Stmt::Seq(items) => items.iter().all(|s| walk(s, out)),
-            Stmt::For { .. } | Stmt::Range { .. } | Stmt::Gemm(_) => false,
+            Stmt::For { .. } | Stmt::Range { .. } | Stmt::Gemm(_) | Stmt::Depthwise(_) => false,
             other => {
                 out.push(other.clone());
                 true
@@ -412,6 +431,19 @@ pub enum Node {
         /// The right operand's buffer.
         b: BufferId,
     },
+    /// A call of the host depthwise convolution.
+    Depthwise {
+        /// Its shape.
+        params: crate::depthwise::DepthwiseParams,
+        /// The result's buffer.
+        out: BufferId,
+        /// The data's buffer.
+        data: BufferId,
+        /// The weights' buffer.
+        weight: BufferId,
+        /// Whether it applies the group's epilogue (scale, shift, clamp) itself.
+        epilogue: bool,
+    },
 }
 
 impl Schedule {
@@ -487,6 +519,13 @@ fn nodes(func: &LoopFunc, s: &Stmt) -> Vec<Node> {
             a: g.a.buffer,
             b: g.b.buffer,
         }],
+        Stmt::Depthwise(d) => vec![Node::Depthwise {
+            params: d.params,
+            out: d.out.0,
+            data: d.data.0,
+            weight: d.weight.0,
+            epilogue: d.epilogue != crate::loops::DepthwiseEpilogue::NONE,
+        }],
         Stmt::Store { .. } | Stmt::Assign { .. } => Vec::new(),
     }
 }
@@ -549,6 +588,28 @@ fn write_node(
             name(c),
             name(a),
             name(b)
+        ),
+        Node::Depthwise {
+            params: p,
+            out,
+            data,
+            weight,
+            epilogue,
+        } => writeln!(
+            f,
+            "{pad}depthwise {} = {} * {} c={} multiplier={} out={}x{} kernel={}x{} strides={}x{}{}",
+            name(out),
+            name(data),
+            name(weight),
+            p.channels,
+            p.multiplier,
+            p.out_height,
+            p.out_width,
+            p.kernel_h,
+            p.kernel_w,
+            p.stride_h,
+            p.stride_w,
+            if *epilogue { " + epilogue" } else { "" }
         ),
     }
 }

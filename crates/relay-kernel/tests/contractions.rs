@@ -377,6 +377,59 @@ fn depthwise_bn_relu6(c: i64, hw: i64, k: i64, stride: i64, dtype: &str) -> Case
     )
 }
 
+/// A depthwise convolution of `[n, c, h, w]` data by `c·multiplier` `k`×`k` filters, with
+/// `stride`, `dilation` and `pad` on every side, plus a per-channel scale.
+#[allow(clippy::too_many_arguments)]
+fn depthwise(
+    (n, c, h, w): (i64, i64, i64, i64),
+    multiplier: i64,
+    k: i64,
+    stride: i64,
+    dilation: i64,
+    pad: i64,
+    dtype: &str,
+) -> Case {
+    let o = c * multiplier;
+    let call = format!(
+        "multiply(nn.conv2d(%p0, %p1, strides=[{stride}, {stride}], \
+         dilation=[{dilation}, {dilation}], padding=[{pad}, {pad}, {pad}, {pad}], groups={c}, \
+         channels={o}, kernel_size=[{k}, {k}]), %p2)"
+    );
+    let params = vec![
+        tensor_type(&[n, c, h, w], dtype),
+        tensor_type(&[o, 1, k, k], dtype),
+        tensor_type(&[o, 1, 1], dtype),
+    ];
+    (
+        format!(
+            "depthwise {n}x{c}x{h}x{w}x{multiplier} {k}x{k}/{stride} d{dilation} p{pad} {dtype}"
+        ),
+        call,
+        params,
+    )
+}
+
+/// Depthwise convolutions the host kernel computes at shapes off MobileNetV2's: odd widths
+/// (around the 8 and 16 lanes), strides 1 to 3, padding 0 to 2, dilation 2, 5×5 kernels,
+/// a channel multiplier, a batch; and float64, which keeps the direct window.
+#[test]
+fn depthwise_convolutions_at_odd_shapes() {
+    let mut cases = Vec::new();
+    for w in [7, 13, 15, 17, 113] {
+        for (stride, pad) in [(1, 0), (1, 1), (2, 1), (2, 2), (3, 1)] {
+            cases.push(depthwise((1, 12, 11, w), 1, 3, stride, 1, pad, "float32"));
+        }
+    }
+    cases.push(depthwise((1, 40, 29, 31), 1, 3, 1, 2, 2, "float32"));
+    cases.push(depthwise((1, 40, 29, 31), 1, 3, 2, 2, 2, "float32"));
+    cases.push(depthwise((1, 24, 23, 33), 1, 5, 1, 1, 2, "float32"));
+    cases.push(depthwise((1, 24, 23, 33), 1, 5, 2, 1, 2, "float32"));
+    cases.push(depthwise((2, 16, 19, 21), 2, 3, 1, 1, 1, "float32"));
+    cases.push(depthwise((2, 16, 19, 21), 3, 3, 2, 1, 1, "float32"));
+    cases.push(depthwise((1, 16, 19, 21), 1, 3, 2, 2, 1, "float64"));
+    run_cases_within(cases, LOOSE);
+}
+
 /// A pool `call` (over `%p0`) of a `[1, c, hw, hw]` tensor.
 fn pool(call: &str, c: i64, hw: i64, dtype: &str) -> Case {
     let params = vec![tensor_type(&[1, c, hw, hw], dtype)];

@@ -108,6 +108,7 @@ impl Gen<'_, '_> {
         match s {
             Stmt::Seq(items) => items.iter().try_for_each(|s| self.stmt(s)),
             Stmt::Gemm(g) => self.gemm(g),
+            Stmt::Depthwise(d) => self.depthwise(d),
             Stmt::Range {
                 var,
                 start,

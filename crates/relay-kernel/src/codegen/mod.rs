@@ -59,6 +59,7 @@
 //! run-time check returning `ERR_OUT_OF_BOUNDS`.
 
 mod bounds;
+mod depthwise;
 mod entry;
 mod gemm;
 mod half;

@@ -154,8 +154,8 @@ impl Gen<'_, '_> {
                 }
                 Ok(())
             }
-            Stmt::For { .. } | Stmt::Range { .. } | Stmt::Gemm(_) => {
-                Err(self.malformed("a loop or GEMM inside a vectorized loop"))
+            Stmt::For { .. } | Stmt::Range { .. } | Stmt::Gemm(_) | Stmt::Depthwise(_) => {
+                Err(self.malformed("a loop or host call inside a vectorized loop"))
             }
         }
     }
@@ -720,7 +720,7 @@ pub(super) fn stmt_locals(s: &Stmt, read: &mut Vec<LocalId>, assigned: &mut Vec<
                 assigns(body, assigned);
             }
             Stmt::Assign { local, .. } => assigned.push(*local),
-            Stmt::Store { .. } | Stmt::Gemm(_) => {}
+            Stmt::Store { .. } | Stmt::Gemm(_) | Stmt::Depthwise(_) => {}
         }
     }
     assigns(s, assigned);

@@ -83,6 +83,20 @@ impl Accesses {
                     place: Place::Whole,
                 });
             }
+            Stmt::Depthwise(d) => {
+                let e = &d.epilogue;
+                let epilogue = [e.scale, e.shift].into_iter().flatten();
+                for (buffer, _) in [d.data, d.weight].into_iter().chain(epilogue) {
+                    self.reads.push(Access {
+                        buffer,
+                        place: Place::Whole,
+                    });
+                }
+                self.writes.push(Access {
+                    buffer: d.out.0,
+                    place: Place::Whole,
+                });
+            }
         }
     }
 

@@ -136,6 +136,71 @@ pub enum Stmt {
     /// must not overlap `a` or `b`. The host splits large products across the kernel
     /// context's threads.
     Gemm(Box<Gemm>),
+    /// A depthwise convolution by the host (`crate::depthwise`): `float32` NCHW data, weights
+    /// `[C·multiplier, 1, kh, kw]` and result, each from a flat index of its buffer, shapes in
+    /// [`Depthwise::params`]. The result is overwritten (not read) and must not overlap the
+    /// data or weights. The host splits it across the kernel context's threads.
+    Depthwise(Box<Depthwise>),
+}
+
+/// The operands of a [`Stmt::Depthwise`].
+#[derive(Clone, Debug)]
+pub struct Depthwise {
+    /// The shape of the convolution.
+    pub params: crate::depthwise::DepthwiseParams,
+    /// The data's buffer and the flat index of its first element.
+    pub data: (BufferId, i64),
+    /// The weights' buffer and first element.
+    pub weight: (BufferId, i64),
+    /// The result's buffer and first element.
+    pub out: (BufferId, i64),
+    /// What is applied to each result (`crate::depthwise::DepthwiseEpilogue`).
+    pub epilogue: DepthwiseEpilogue,
+}
+
+/// The epilogue of a [`Stmt::Depthwise`]: `y = clamp(y·scale[o] + shift[o], lo, hi)` per
+/// output channel `o`, `scale` and `shift` (one `float32` per output channel, from a flat
+/// index of their buffers) optional, `lo`/`hi` infinite when there is no clamp.
+#[derive(Clone, Debug, PartialEq)]
+pub struct DepthwiseEpilogue {
+    /// The multipliers' buffer and first element.
+    pub scale: Option<(BufferId, i64)>,
+    /// The addends' buffer and first element.
+    pub shift: Option<(BufferId, i64)>,
+    /// The clamp's lower bound.
+    pub lo: f32,
+    /// The clamp's upper bound.
+    pub hi: f32,
+}
+
+impl DepthwiseEpilogue {
+    /// No epilogue.
+    pub const NONE: DepthwiseEpilogue = DepthwiseEpilogue {
+        scale: None,
+        shift: None,
+        lo: f32::NEG_INFINITY,
+        hi: f32::INFINITY,
+    };
+}
+
+impl Depthwise {
+    /// Each operand (data, weights, result, then the epilogue's) with its element count.
+    pub fn operands(&self) -> Vec<((BufferId, i64), Option<i64>)> {
+        let p = &self.params;
+        let channels = p.channels.checked_mul(p.multiplier);
+        let mut out = vec![
+            (self.data, p.data_len()),
+            (self.weight, p.weight_len()),
+            (self.out, p.out_len()),
+        ];
+        for e in [self.epilogue.scale, self.epilogue.shift]
+            .into_iter()
+            .flatten()
+        {
+            out.push((e, channels));
+        }
+        out
+    }
 }
 
 /// The operands of a [`Stmt::Gemm`].
@@ -348,6 +413,7 @@ impl Stmt {
                     f(&m.offset);
                 }
             }
+            Stmt::Depthwise(_) => {}
         }
     }
 }

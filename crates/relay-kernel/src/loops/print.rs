@@ -256,6 +256,48 @@ impl LoopFunc {
                     }
                     writeln!(out, ", m={}, n={}, k={})", g.m, g.n, g.k)
                 }
+                Stmt::Depthwise(d) => {
+                    // `depthwise(y[off] = x[off] * w[off], n=.., c=.., ...)`
+                    let p = &d.params;
+                    write!(out, "{pad}depthwise(")?;
+                    for (i, (b, off)) in [d.out, d.data, d.weight].into_iter().enumerate() {
+                        out.push_str(["", " = ", " * "][i]);
+                        write!(out, "{}[{off}]", self.buffer_name(b))?;
+                    }
+                    writeln!(
+                        out,
+                        ", n={}, c={}, multiplier={}, in={}x{}, out={}x{}, kernel={}x{}, \
+                         strides={}x{}, dilation={}x{}, pad={}x{})",
+                        p.batch,
+                        p.channels,
+                        p.multiplier,
+                        p.height,
+                        p.width,
+                        p.out_height,
+                        p.out_width,
+                        p.kernel_h,
+                        p.kernel_w,
+                        p.stride_h,
+                        p.stride_w,
+                        p.dilation_h,
+                        p.dilation_w,
+                        p.pad_top,
+                        p.pad_left
+                    )?;
+                    let e = &d.epilogue;
+                    if *e != super::DepthwiseEpilogue::NONE {
+                        // `  then y = clamp(y * s[off] + b[off], lo, hi)`
+                        write!(out, "{pad}  then y = clamp(y")?;
+                        if let Some((b, off)) = e.scale {
+                            write!(out, " * {}[{off} + o]", self.buffer_name(b))?;
+                        }
+                        if let Some((b, off)) = e.shift {
+                            write!(out, " + {}[{off} + o]", self.buffer_name(b))?;
+                        }
+                        writeln!(out, ", {}, {})", e.lo, e.hi)?;
+                    }
+                    Ok(())
+                }
             }
         })
     }

@@ -110,7 +110,7 @@ impl Ranges {
                     self.locals.insert(*local, (lo.min(0), hi.max(0)));
                 }
             }
-            Stmt::Store { .. } | Stmt::Gemm(_) => {}
+            Stmt::Store { .. } | Stmt::Gemm(_) | Stmt::Depthwise(_) => {}
         }
     }
 }
@@ -151,6 +151,6 @@ pub fn count_assignments(s: &Stmt, counts: &mut HashMap<LocalId, usize>) {
             count_assignments(body, counts);
         }
         Stmt::Assign { local, .. } => *counts.entry(*local).or_default() += 1,
-        Stmt::Store { .. } | Stmt::Gemm(_) => {}
+        Stmt::Store { .. } | Stmt::Gemm(_) | Stmt::Depthwise(_) => {}
     }
 }

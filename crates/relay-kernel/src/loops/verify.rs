@@ -128,6 +128,7 @@ impl Verifier<'_> {
                 Ok(())
             }
             Stmt::Gemm(g) => self.gemm(g),
+            Stmt::Depthwise(d) => self.depthwise(d),
         }
     }
 
@@ -186,6 +187,41 @@ impl Verifier<'_> {
         self.matrix(&g.a, g.m, g.k)?;
         self.matrix(&g.b, g.k, g.n)?;
         self.matrix(&g.c, g.m, g.n)
+    }
+
+    fn depthwise(&self, d: &super::Depthwise) -> R<()> {
+        if !d.params.valid() {
+            return Err(format!("a depthwise convolution of shape {:?}", d.params));
+        }
+        for ((buffer, offset), len) in d.operands() {
+            if self.buffer(buffer)?.dtype != DType::F32 {
+                return Err(format!(
+                    "a depthwise convolution on {} buffers",
+                    self.buffer(buffer)?.dtype
+                ));
+            }
+            let len = i128::from(len.unwrap_or(i64::MAX));
+            if offset < 0 || len > 0 && i128::from(offset) + len > self.len(buffer) {
+                return Err(format!(
+                    "a depthwise operand of {len} elements from {offset} does not lie within {}",
+                    self.name(buffer)
+                ));
+            }
+        }
+        let out = d.out.0;
+        if d.data.0 == out || d.weight.0 == out {
+            return Err(format!(
+                "a depthwise convolution's result {} is also its operand",
+                self.name(out)
+            ));
+        }
+        if self.func.buffers[out.0 as usize].role == BufferRole::Input {
+            return Err(format!(
+                "a depthwise convolution writes input {}",
+                self.name(out)
+            ));
+        }
+        Ok(())
     }
 
     /// A GEMM matrix of `rows × cols` lies within its buffer.
@@ -323,7 +359,7 @@ impl Verifier<'_> {
 fn has_loop(s: &Stmt) -> bool {
     match s {
         Stmt::Seq(items) => items.iter().any(has_loop),
-        Stmt::For { .. } | Stmt::Range { .. } | Stmt::Gemm(_) => true,
+        Stmt::For { .. } | Stmt::Range { .. } | Stmt::Gemm(_) | Stmt::Depthwise(_) => true,
         Stmt::Store { .. } | Stmt::Assign { .. } => false,
     }
 }
@@ -356,9 +392,12 @@ fn parallel_body(var: LocalId, body: &Stmt) -> R<()> {
     for w in &access.writes {
         let depends = match &w.place {
             super::Place::At(index) => mentions(index, &varying),
-            super::Place::Whole => gemm_offsets(body, w.buffer)
-                .iter()
-                .all(|o| mentions(o, &varying)),
+            super::Place::Whole => {
+                !depthwise_writes(body, w.buffer)
+                    && gemm_offsets(body, w.buffer)
+                        .iter()
+                        .all(|o| mentions(o, &varying))
+            }
         };
         if !depends {
             return Err(format!(
@@ -381,7 +420,7 @@ fn set_locals(s: &Stmt, out: &mut HashSet<LocalId>) {
         Stmt::Assign { local, .. } => {
             out.insert(*local);
         }
-        Stmt::Store { .. } | Stmt::Gemm(_) => {}
+        Stmt::Store { .. } | Stmt::Gemm(_) | Stmt::Depthwise(_) => {}
     }
 }
 
@@ -406,7 +445,7 @@ fn add_varying(s: &Stmt, varying: &mut HashSet<LocalId>) {
                 varying.insert(*local);
             }
         }
-        Stmt::Store { .. } | Stmt::Gemm(_) => {}
+        Stmt::Store { .. } | Stmt::Gemm(_) | Stmt::Depthwise(_) => {}
     }
 }
 
@@ -415,6 +454,16 @@ fn mentions(e: &LExpr, locals: &HashSet<LocalId>) -> bool {
     let mut found = false;
     e.visit(&mut |n| found |= matches!(n, LExpr::Local(l) if locals.contains(l)));
     found
+}
+
+/// Whether a depthwise convolution in `s` writes `buffer` (always at the same elements).
+fn depthwise_writes(s: &Stmt, buffer: BufferId) -> bool {
+    match s {
+        Stmt::Seq(items) => items.iter().any(|s| depthwise_writes(s, buffer)),
+        Stmt::For { body, .. } | Stmt::Range { body, .. } => depthwise_writes(body, buffer),
+        Stmt::Depthwise(d) => d.out.0 == buffer,
+        _ => false,
+    }
 }
 
 /// The offsets of the GEMM results written to `buffer` in `s`.

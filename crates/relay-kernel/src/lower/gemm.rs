@@ -247,20 +247,7 @@ pub(crate) fn input_view(t: &Tensor, inputs: &[Tensor]) -> Option<(usize, i64)> 
     };
     let no_buffers = HashMap::new();
     let rank = t.shape.len();
-    let mut inliner = Inliner {
-        inputs,
-        buffers: &no_buffers,
-        out_shape: t.shape.clone(),
-        want: None,
-        limit: None,
-        nodes: 0,
-        all32: true,
-        rank,
-        red_extents: Vec::new(),
-        reductions: Vec::new(),
-        red_cache: HashMap::new(),
-        in_reduce: false,
-    };
+    let mut inliner = Inliner::standalone(inputs, &no_buffers, &t.shape);
     let env: HashMap<u32, Ix> = axes
         .iter()
         .zip(&t.shape)

@@ -143,7 +143,30 @@ pub(super) struct Inliner<'a> {
     pub(super) in_reduce: bool,
 }
 
-impl Inliner<'_> {
+impl<'a> Inliner<'a> {
+    /// An inliner of one tensor of shape `shape`, outside any kernel's lowering (reading the
+    /// kernel's `inputs` and materialized `buffers`).
+    pub(super) fn standalone(
+        inputs: &'a [Tensor],
+        buffers: &'a HashMap<usize, usize>,
+        shape: &[i64],
+    ) -> Inliner<'a> {
+        Inliner {
+            inputs,
+            buffers,
+            out_shape: shape.to_vec(),
+            want: None,
+            limit: None,
+            nodes: 0,
+            all32: true,
+            rank: shape.len(),
+            red_extents: Vec::new(),
+            reductions: Vec::new(),
+            red_cache: HashMap::new(),
+            in_reduce: false,
+        }
+    }
+
     pub(super) fn value(&mut self, e: &TExpr, env: &HashMap<u32, Ix>) -> Result<Val, String> {
         relay_ir::ensure_sufficient_stack(|| self.value_inner(e, env))
     }

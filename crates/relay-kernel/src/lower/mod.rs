@@ -36,6 +36,7 @@
 //! lane. A reduction depending on an inner loop but broadcast along an outer one is
 //! recomputed per outer iteration.
 
+mod depthwise;
 mod gemm;
 mod injective;
 mod inline;
@@ -65,6 +66,8 @@ use crate::loops::{
 };
 use crate::schedule::{self, LANES, PARALLEL_WORK};
 
+use depthwise::fused_epilogue;
+pub(crate) use depthwise::{HostDepthwise, host_depthwise};
 pub(crate) use gemm::input_view;
 
 /// The most scalar operations one output's expression may have after inlining.
@@ -192,8 +195,12 @@ fn lower_stages(name: &str, composed: &Composed, materialize: &[Tensor]) -> Resu
     for stage in &stages {
         visit_stage(stage, &stages, &buffers, &mut done, &mut order, 0)?;
     }
+    let fused = fuse_depthwise_epilogues(&order, &buffers, &func.buffers, composed);
     let mut nests = Vec::new();
-    for (id, t) in &order {
+    for (i, (id, t)) in order.iter().enumerate() {
+        if fused.iter().any(|(_, (reader, _, _))| *reader == i) {
+            continue;
+        }
         let mut nest = Nest {
             func: &mut func,
             inputs: &composed.inputs,
@@ -201,8 +208,16 @@ fn lower_stages(name: &str, composed: &Composed, materialize: &[Tensor]) -> Resu
             buffers: &buffers,
             accs: Vec::new(),
         };
-        let stmt = match contraction(t) {
-            Some(c)
+        let c = contraction(t);
+        let host_dw = c
+            .as_ref()
+            .and_then(|c| schedule::uses_host_depthwise(t, c, &composed.inputs));
+        let stmt = match (c, host_dw) {
+            (_, Some(d)) => match fused.get(&i) {
+                Some((_, out, epilogue)) => nest.depthwise(*out, &d, epilogue.clone()),
+                None => nest.depthwise(*id, &d, crate::loops::DepthwiseEpilogue::NONE),
+            },
+            (Some(c), None)
                 if schedule::uses_gemm(&c, &t.shape)
                     && [&c.a.0, &c.b.0].iter().all(|o| {
                         matches!(o.op, TensorOp::Placeholder(_))
@@ -220,6 +235,44 @@ fn lower_stages(name: &str, composed: &Composed, materialize: &[Tensor]) -> Resu
     func.body = Stmt::Seq(nests);
     schedule::legalize_vectors(&mut func.body);
     Ok(func)
+}
+
+/// The host depthwise convolutions whose epilogue the host applies (`depthwise::
+/// fused_epilogue`), by stage: the one stage reading the convolution's scratch result, the
+/// output it writes (which the convolution then writes) and the epilogue.
+fn fuse_depthwise_epilogues(
+    order: &[(BufferId, Tensor)],
+    buffers: &HashMap<usize, usize>,
+    func_buffers: &[Buffer],
+    composed: &Composed,
+) -> HashMap<usize, (usize, BufferId, crate::loops::DepthwiseEpilogue)> {
+    let mut fused = HashMap::new();
+    for (i, (id, t)) in order.iter().enumerate() {
+        let host =
+            contraction(t).and_then(|c| schedule::uses_host_depthwise(t, &c, &composed.inputs));
+        let scratch = func_buffers[id.0 as usize].role == BufferRole::Scratch;
+        if host.is_none() || !scratch {
+            continue;
+        }
+        let readers: Vec<usize> = (0..order.len())
+            .filter(|&j| j != i && stage_reads(&order[j].1, buffers).contains(&(id.0 as usize)))
+            .collect();
+        let &[j] = readers.as_slice() else {
+            continue;
+        };
+        let (out, reader) = &order[j];
+        let ob = &func_buffers[out.0 as usize];
+        let fits = j > i
+            && ob.role == BufferRole::Output
+            && ob.shape.iter().product::<i64>() == t.shape.iter().product::<i64>();
+        if let Some(e) = fits
+            .then(|| fused_epilogue(reader, id.0 as usize, &t.shape, &composed.inputs, buffers))
+            .flatten()
+        {
+            fused.insert(i, (j, *out, e));
+        }
+    }
+    fused
 }
 
 /// Appends `stage` to `order` after the stages it reads (depth first).

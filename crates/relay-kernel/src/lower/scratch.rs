@@ -123,5 +123,16 @@ pub(super) fn map_buffers(s: &mut Stmt, f: &dyn Fn(BufferId) -> BufferId) {
                 expr(&mut m.offset);
             }
         }
+        Stmt::Depthwise(d) => {
+            for (buffer, _) in [&mut d.data, &mut d.weight, &mut d.out] {
+                *buffer = f(*buffer);
+            }
+            for (buffer, _) in [&mut d.epilogue.scale, &mut d.epilogue.shift]
+                .into_iter()
+                .flatten()
+            {
+                *buffer = f(*buffer);
+            }
+        }
     }
 }

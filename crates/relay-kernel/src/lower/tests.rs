@@ -393,7 +393,64 @@ mod run {
                         }
                     }
                 }
+                Stmt::Depthwise(d) => self.depthwise(d)?,
             }
+            Ok(())
+        }
+
+        /// A depthwise convolution, naively (float64 sums rounded to float32).
+        fn depthwise(&mut self, d: &crate::loops::Depthwise) -> Result<(), String> {
+            let p = d.params;
+            let read = |(b, o): (crate::loops::BufferId, i64), i: i64| -> Result<f64, String> {
+                Ok(self.bufs[b.0 as usize]
+                    .get(usize::try_from(o + i).map_err(|_| "negative index")?)
+                    .ok_or("depthwise read out of bounds")?
+                    .f())
+            };
+            let mut out = Vec::new();
+            for b in 0..p.batch {
+                for oc in 0..p.channels * p.multiplier {
+                    let ic = b * p.channels + oc / p.multiplier;
+                    for oy in 0..p.out_height {
+                        for ox in 0..p.out_width {
+                            let mut acc = 0f64;
+                            for ky in 0..p.kernel_h {
+                                for kx in 0..p.kernel_w {
+                                    let iy = oy * p.stride_h + ky * p.dilation_h - p.pad_top;
+                                    let ix = ox * p.stride_w + kx * p.dilation_w - p.pad_left;
+                                    if (0..p.height).contains(&iy) && (0..p.width).contains(&ix) {
+                                        let x = read(d.data, (ic * p.height + iy) * p.width + ix)?;
+                                        let w = read(
+                                            d.weight,
+                                            (oc * p.kernel_h + ky) * p.kernel_w + kx,
+                                        )?;
+                                        acc += x * w;
+                                    }
+                                }
+                            }
+                            let o = oc;
+                            let e = &d.epilogue;
+                            let round = |v: f64| conv(S::F(v), DType::F32).f();
+                            let mut v = round(acc);
+                            if let Some(s) = e.scale {
+                                v = round(v * read(s, o)?);
+                            }
+                            if let Some(b) = e.shift {
+                                v = round(v + read(b, o)?);
+                            }
+                            let (lo, hi) = (f64::from(e.lo), f64::from(e.hi));
+                            let v = if hi < v { hi } else { v };
+                            out.push(S::F(if v < lo { lo } else { v }));
+                        }
+                    }
+                }
+            }
+            let (b, o) = d.out;
+            let o = usize::try_from(o).map_err(|_| "negative index")?;
+            let slots = self.bufs[b.0 as usize]
+                .get_mut(o..o + out.len())
+                .ok_or("depthwise write out of bounds")?;
+            slots.copy_from_slice(&out);
             Ok(())
         }
 
@@ -678,6 +735,18 @@ fn lowered_kernels_compute_what_the_interpreter_does() {
             "%x: Tensor[(1, 4, 5, 5), float32], %y: Tensor[(4, 2, 3, 3), float32]",
             "nn.conv2d(%p0, %p1, strides=[2, 2], padding=[1, 0, 1, 2], groups=2)",
             "%x, %y",
+        ),
+        (
+            "%x: Tensor[(2, 4, 9, 8), float32], %y: Tensor[(8, 1, 3, 3), float32]",
+            "nn.conv2d(%p0, %p1, strides=[2, 1], padding=[0, 1, 2, 0], dilation=[2, 1], groups=4)",
+            "%x, %y",
+        ),
+        (
+            "%x: Tensor[(2, 6, 9, 8), float32], %y: Tensor[(6, 1, 3, 3), float32], \
+             %z: Tensor[(6, 1, 1), float32]",
+            "clip(add(multiply(nn.conv2d(%p0, %p1, padding=[1, 1], groups=6), %z), %z), \
+             a_min=-0.5f, a_max=0.5f)",
+            "%x, %y, %z",
         ),
         (
             "%x: Tensor[(5, 3), float32], %y: Tensor[(2, 4), int32]",
@@ -966,4 +1035,72 @@ fn malformed_compositions_are_errors() {
             message: "`p0` read at index 7 of 0..4".into()
         }
     );
+}
+
+/// Whether the loop nest of `prim`'s body calls the host depthwise convolution.
+fn calls_depthwise(params: &str, body: &str) -> bool {
+    let text = format!(
+        "#[version = \"0.0.5\"]\ndef @main({params}) {{\n  %0 = fn ({params}, Primitive=1) {{\n    {body}\n  }};\n  %0(%x, %w)\n}}"
+    );
+    let f = primitive(&text);
+    let func = lower("k", &compose(&f).unwrap()).unwrap();
+    if std::env::var_os("RELAY_PRINT_LOOPS").is_some() {
+        eprintln!("{func}");
+    }
+    func.to_string().contains("depthwise(")
+}
+
+/// float32 depthwise convolutions (any stride, padding, dilation, multiplier; with an
+/// epilogue) are host calls; other dtypes, groups of several channels and computed data keep
+/// the direct window.
+#[test]
+fn depthwise_convolutions_are_host_calls() {
+    let p = "%x: Tensor[(2, 8, 9, 9), float32], %w: Tensor[(8, 1, 3, 3), float32]";
+    assert!(calls_depthwise(
+        p,
+        "nn.conv2d(%x, %w, padding=[1, 1], groups=8)"
+    ));
+    assert!(calls_depthwise(
+        p,
+        "nn.relu(nn.conv2d(%x, %w, strides=[2, 1], padding=[0, 1, 2, 0], dilation=[2, 1], groups=8))"
+    ));
+    let m = "%x: Tensor[(1, 4, 9, 9), float32], %w: Tensor[(8, 1, 5, 5), float32]";
+    assert!(calls_depthwise(
+        m,
+        "nn.conv2d(%x, %w, padding=[2, 2], groups=4)"
+    ));
+    let f64s = "%x: Tensor[(1, 8, 9, 9), float64], %w: Tensor[(8, 1, 3, 3), float64]";
+    assert!(!calls_depthwise(
+        f64s,
+        "nn.conv2d(%x, %w, padding=[1, 1], groups=8)"
+    ));
+    let grouped = "%x: Tensor[(1, 8, 9, 9), float32], %w: Tensor[(8, 2, 3, 3), float32]";
+    assert!(!calls_depthwise(
+        grouped,
+        "nn.conv2d(%x, %w, padding=[1, 1], groups=4)"
+    ));
+    assert!(!calls_depthwise(
+        p,
+        "nn.conv2d(nn.relu(%x), %w, padding=[1, 1], groups=8)"
+    ));
+}
+
+/// A depthwise convolution's batch-norm multiply/add and ReLU6 run inside the host call:
+/// one statement, no second pass.
+#[test]
+fn depthwise_epilogues_fuse_into_the_host_call() {
+    let params = "%x: Tensor[(1, 8, 9, 9), float32], %w: Tensor[(8, 1, 3, 3), float32], \
+                  %s: Tensor[(8, 1, 1), float32], %b: Tensor[(8, 1, 1), float32]";
+    let body = "clip(add(multiply(nn.conv2d(%x, %w, padding=[1, 1], groups=8), %s), %b), \
+                a_min=0f, a_max=6f)";
+    let text = format!(
+        "#[version = \"0.0.5\"]\ndef @main({params}) {{\n  %0 = fn ({params}, Primitive=1) {{\n    {body}\n  }};\n  %0(%x, %w, %s, %b)\n}}"
+    );
+    let func = lower("k", &compose(&primitive(&text)).unwrap()).unwrap();
+    let printed = func.to_string();
+    assert!(
+        printed.contains("then y = clamp(y * s[0 + o] + b[0 + o], 0, 6)"),
+        "{printed}"
+    );
+    assert!(!printed.contains("for "), "{printed}");
 }

@@ -1,0 +1,339 @@
+//! Depthwise convolutions computed by the host (`crate::depthwise`): the contraction
+//! `nn.conv2d` makes of a float32 depthwise convolution recognized from its operands — an
+//! im2col of a kernel input and an input read in place as the weights — and lowered to one
+//! [`Stmt::Depthwise`] writing the contraction's buffer.
+
+use super::*;
+use crate::depthwise::DepthwiseParams;
+use crate::loops::Depthwise;
+
+/// A depthwise convolution the host computes: its shape, and the data's and weights' input
+/// buffers with the flat index of their first element.
+#[derive(Clone, Debug)]
+pub(crate) struct HostDepthwise {
+    pub(crate) params: DepthwiseParams,
+    pub(crate) data: (usize, i64),
+    pub(crate) weight: (usize, i64),
+}
+
+/// The host depthwise convolution contraction `c` (computing tensor `t`) is, if it is one:
+/// float32, `t[n, g, o, y, x] = Σ_{c, kh, kw} col[n, g, c, kh, kw, y, x] · wg[g, o, c, kh,
+/// kw]` with one input channel per group (`c` of extent 1), `wg` an input read in place
+/// ([`input_view`]: OIHW weights) and `col` a window of an NCHW input: `select(0 <= iy < H
+/// && 0 <= ix < W, data[n, g, iy, ix], 0)` with `iy = y·sh + kh·dh - pad_top`, `ix = x·sw +
+/// kw·dw - pad_left` (indices clamped or not; bounds interval arithmetic proves may be left
+/// out). Anything else — other dtypes, groups of several channels, a computed data operand —
+/// is `None` and keeps the direct window ([`schedule::direct_window`]).
+pub(crate) fn host_depthwise(
+    t: &Tensor,
+    c: &Contraction,
+    inputs: &[Tensor],
+) -> Option<HostDepthwise> {
+    let &[n, g, og, oh, ow] = t.shape.as_slice() else {
+        return None;
+    };
+    let (col, wg) = (&c.a.0, &c.b.0);
+    let &[1, kh, kw] = c.red_extents.as_slice() else {
+        return None;
+    };
+    let (o, r) = (Index::Out, Index::Red);
+    let shapes_ok = t.dtype == DType::F32
+        && col.shape == [n, g, 1, kh, kw, oh, ow]
+        && wg.shape == [g, og, 1, kh, kw]
+        && c.a.1 == [o(0), o(1), r(0), r(1), r(2), o(3), o(4)]
+        && c.b.1 == [o(1), o(2), r(0), r(1), r(2)];
+    if !shapes_ok {
+        return None;
+    }
+    let weight = input_view(wg, inputs)?;
+    let (data, window) = im2col_window(col, inputs)?;
+    let x = inputs.get(data)?;
+    let &[xn, xc, h, w] = x.shape.as_slice() else {
+        return None;
+    };
+    if x.dtype != DType::F32 || xn != n || xc != g {
+        return None;
+    }
+    let [sh, dh, pt, sw, dw, pl] = window;
+    let params = DepthwiseParams {
+        batch: n,
+        channels: g,
+        multiplier: og,
+        height: h,
+        width: w,
+        out_height: oh,
+        out_width: ow,
+        kernel_h: kh,
+        kernel_w: kw,
+        stride_h: sh,
+        stride_w: sw,
+        dilation_h: dh,
+        dilation_w: dw,
+        pad_top: pt,
+        pad_left: pl,
+    };
+    params.valid().then_some(HostDepthwise {
+        params,
+        data: (data, 0),
+        weight,
+    })
+}
+
+/// For an im2col `col[n, g, 0, kh, kw, y, x]` reading an NCHW kernel input through a zero-
+/// padded window: the input, and `[sh, dh, pad_top, sw, dw, pad_left]`.
+fn im2col_window(col: &Tensor, inputs: &[Tensor]) -> Option<(usize, [i64; 6])> {
+    let TensorOp::Compute { axes, body } = &col.op else {
+        return None;
+    };
+    let no_buffers = HashMap::new();
+    let mut inliner = Inliner::standalone(inputs, &no_buffers, &col.shape);
+    let env: HashMap<u32, Ix> = axes
+        .iter()
+        .zip(&col.shape)
+        .enumerate()
+        .map(|(k, (a, &n))| (a.id, if n == 1 { Ix::Const(0) } else { Ix::Axis(k) }))
+        .collect();
+    let v = inliner.value(body, &env).ok()?;
+    if !inliner.reductions.is_empty() {
+        return None;
+    }
+    let (cond, load) = match &v {
+        Val::Select(cond, then, zero) if matches!(**zero, Val::Float(z, DType::F32) if z.to_bits() == 0) => {
+            (Some(&**cond), &**then)
+        }
+        other => (None, other),
+    };
+    let Val::Load { buffer, dims } = load else {
+        return None;
+    };
+    let [dn, dc, dy, dx] = dims.as_slice() else {
+        return None;
+    };
+    let (iy, ix) = (unclamp_index(dy), unclamp_index(dx));
+    let (h, w) = (
+        *inputs.get(*buffer)?.shape.get(2)?,
+        *inputs.get(*buffer)?.shape.get(3)?,
+    );
+    if !guards_bounds(&inliner, cond, &[(&iy, h), (&ix, w)]) {
+        return None;
+    }
+    // Each index as coefficients of col's seven axes and a constant.
+    let (cn, kn) = linear(dn, 7)?;
+    let (cc, kc) = linear(dc, 7)?;
+    let (cy, ky) = linear(&iy, 7)?;
+    let (cx, kx) = linear(&ix, 7)?;
+    let only = |coef: &[i64], k: usize, want: i64| {
+        coef.iter()
+            .enumerate()
+            .all(|(j, &v)| v == if j == k { want } else { 0 })
+    };
+    // An axis of extent 1 is the constant 0: its stride or dilation is immaterial (1).
+    let step = |coef: &[i64], k: usize| if col.shape[k] == 1 { 1 } else { coef[k] };
+    let window_ok = only(&cn, 0, i64::from(col.shape[0] > 1))
+        && kn == 0
+        && only(&cc, 1, i64::from(col.shape[1] > 1))
+        && kc == 0
+        && cy
+            .iter()
+            .enumerate()
+            .all(|(j, &v)| v == 0 || j == 3 || j == 5)
+        && cx
+            .iter()
+            .enumerate()
+            .all(|(j, &v)| v == 0 || j == 4 || j == 6);
+    let (sh, dh, sw, dw) = (step(&cy, 5), step(&cy, 3), step(&cx, 6), step(&cx, 4));
+    (window_ok && [sh, dh, sw, dw].iter().all(|&v| v > 0) && ky <= 0 && kx <= 0)
+        .then_some((*buffer, [sh, dh, -ky, sw, dw, -kx]))
+}
+
+/// `x` for a clamped index `max(0, min(x, m))` or `min(max(x, 0), m)` (either operand order),
+/// else the index itself.
+fn unclamp_index(i: &Ix) -> Ix {
+    let Ix::Bin(op @ (BinaryOp::Max | BinaryOp::Min), a, b) = i else {
+        return i.clone();
+    };
+    let inner_op = if *op == BinaryOp::Max {
+        BinaryOp::Min
+    } else {
+        BinaryOp::Max
+    };
+    let inner = match (a.as_ref(), b.as_ref()) {
+        (Ix::Const(_), other) | (other, Ix::Const(_)) => other,
+        _ => return i.clone(),
+    };
+    match inner {
+        Ix::Bin(iop, x, c) if *iop == inner_op && matches!(**c, Ix::Const(_)) => (**x).clone(),
+        Ix::Bin(iop, c, x) if *iop == inner_op && matches!(**c, Ix::Const(_)) => (**x).clone(),
+        _ => i.clone(),
+    }
+}
+
+/// Whether `cond` (none: always true) is exactly `0 <= x < n` for each `(x, n)` of `bounds`,
+/// bounds interval arithmetic proves left out: then, with the value 0 where it fails, the
+/// clamps of the indices are idle and the window reads the data zero-padded.
+fn guards_bounds(inliner: &Inliner<'_>, cond: Option<&Val>, bounds: &[(&Ix, i64)]) -> bool {
+    let mut terms = Vec::new();
+    if let Some(c) = cond {
+        conjuncts(c, &mut terms);
+    }
+    let mut seen = vec![[false; 2]; bounds.len()];
+    for t in terms {
+        let Val::Compare(op, a, b) = t else {
+            return false;
+        };
+        let (Some(a), Some(Ix::Const(c))) = (as_index(a), as_index(b)) else {
+            return false;
+        };
+        let Some(k) = bounds.iter().position(|(x, _)| **x == a) else {
+            return false;
+        };
+        match (op, c) {
+            (CmpOp::Ge, 0) => seen[k][0] = true,
+            (CmpOp::Lt, c) if c == bounds[k].1 => seen[k][1] = true,
+            _ => return false,
+        }
+    }
+    bounds.iter().zip(&seen).all(|((x, n), [lo, hi])| {
+        let range = inliner.range(x);
+        (*lo || range.is_some_and(|(l, _)| l >= 0)) && (*hi || range.is_some_and(|(_, h)| h < *n))
+    })
+}
+
+/// `ix` as `Σ coef[k]·axis_k + constant` over axes `0..rank`, when it is linear.
+fn linear(ix: &Ix, rank: usize) -> Option<(Vec<i64>, i64)> {
+    let mut coef = vec![0; rank];
+    let mut rest = ix.clone();
+    for (k, c) in coef.iter_mut().enumerate() {
+        let (ck, r) = split_axis(&rest, k)?;
+        *c = ck;
+        rest = r;
+    }
+    match rest {
+        Ix::Const(v) => Some((coef, v)),
+        _ => None,
+    }
+}
+
+impl Nest<'_> {
+    /// The statement computing depthwise convolution `d` into buffer `id`, `epilogue` applied.
+    pub(super) fn depthwise(
+        &mut self,
+        id: BufferId,
+        d: &HostDepthwise,
+        epilogue: crate::loops::DepthwiseEpilogue,
+    ) -> Stmt {
+        let buffer = |(b, o): (usize, i64)| (BufferId(b as u32), o);
+        Stmt::Depthwise(Box::new(Depthwise {
+            params: d.params,
+            data: buffer(d.data),
+            weight: buffer(d.weight),
+            out: (id, 0),
+            epilogue,
+        }))
+    }
+}
+
+/// The epilogue of a host depthwise convolution read by the stage computing `reader`, when
+/// that stage is exactly `clamp(conv·scale[o] + shift[o], lo, hi)` (each part optional, in
+/// either operand order) of the convolution's result at the reader's own index: `scale` and
+/// `shift` float32 kernel inputs read one element per channel (axis 1 of the NCHW reader,
+/// contiguous), the clamp `clip`'s selects. The convolution then writes the reader's buffer
+/// with the epilogue applied and the reader's stage goes.
+pub(super) fn fused_epilogue(
+    reader: &Tensor,
+    conv: usize,
+    conv_shape: &[i64],
+    inputs: &[Tensor],
+    buffers: &HashMap<usize, usize>,
+) -> Option<crate::loops::DepthwiseEpilogue> {
+    let TensorOp::Compute { axes, body } = &reader.op else {
+        return None;
+    };
+    if reader.dtype != DType::F32 || reader.shape.len() != 4 {
+        return None;
+    }
+    let mut inliner = Inliner::standalone(inputs, buffers, &reader.shape);
+    let env: HashMap<u32, Ix> = axes
+        .iter()
+        .zip(&reader.shape)
+        .enumerate()
+        .map(|(k, (a, &n))| (a.id, if n == 1 { Ix::Const(0) } else { Ix::Axis(k) }))
+        .collect();
+    let v = inliner.value(body, &env).ok()?;
+    if !inliner.reductions.is_empty() {
+        return None;
+    }
+    let own = strides(&reader.shape);
+    let (v, lo) = peel_clamp(&v, true).unwrap_or((&v, f32::NEG_INFINITY));
+    let (v, hi) = peel_clamp(v, false).unwrap_or((v, f32::INFINITY));
+    let channel = |v: &Val| per_channel(v, &reader.shape, inputs);
+    let (v, shift) = match v {
+        Val::Binary(BinaryOp::Add, a, b) if channel(b).is_some() => (&**a, channel(b)),
+        Val::Binary(BinaryOp::Add, a, b) if channel(a).is_some() => (&**b, channel(a)),
+        other => (other, None),
+    };
+    let (v, scale) = match v {
+        Val::Binary(BinaryOp::Mul, a, b) if channel(b).is_some() => (&**a, channel(b)),
+        Val::Binary(BinaryOp::Mul, a, b) if channel(a).is_some() => (&**b, channel(a)),
+        other => (other, None),
+    };
+    let Val::Load { buffer, dims } = v else {
+        return None;
+    };
+    let (coef, k) = flat(dims, conv_shape, reader.shape.len())?;
+    let same = k == 0 && (0..4).all(|a| reader.shape[a] == 1 || coef[a] == own[a]);
+    let e = crate::loops::DepthwiseEpilogue {
+        scale: scale.map(|(b, o)| (BufferId(b as u32), o)),
+        shift: shift.map(|(b, o)| (BufferId(b as u32), o)),
+        lo,
+        hi,
+    };
+    (*buffer == conv && same && e != crate::loops::DepthwiseEpilogue::NONE).then_some(e)
+}
+
+/// `(x, bound)` for `clip`'s `select(x < lo, lo, x)` (`lower`) or `select(hi < x, hi, x)`.
+fn peel_clamp(v: &Val, lower: bool) -> Option<(&Val, f32)> {
+    let Val::Select(cond, bound, x) = v else {
+        return None;
+    };
+    let (&Val::Float(c, DType::F32), Val::Compare(CmpOp::Lt, l, r)) = (&**bound, &**cond) else {
+        return None;
+    };
+    let (other, y) = if lower { (&**r, &**l) } else { (&**l, &**r) };
+    let same_bound = matches!(other, &Val::Float(d, DType::F32) if d.to_bits() == c.to_bits());
+    (same_bound && y == &**x).then_some((&**x, c as f32))
+}
+
+/// `(input, offset)` when `v` loads a float32 input at `offset + o` for output channel `o`
+/// (axis 1 of an NCHW `shape`), the same for every batch element, row and column.
+fn per_channel(v: &Val, shape: &[i64], inputs: &[Tensor]) -> Option<(usize, i64)> {
+    let Val::Load { buffer, dims } = v else {
+        return None;
+    };
+    let input = inputs.get(*buffer)?;
+    if input.dtype != DType::F32 {
+        return None;
+    }
+    let (coef, k) = flat(dims, &input.shape, shape.len())?;
+    let unit = if shape[1] > 1 { 1 } else { 0 };
+    (coef == [0, unit, 0, 0]).then_some((*buffer, k))
+}
+
+/// The flat index (row-major in `shape`) of a load at `dims`, as coefficients of the `rank`
+/// output axes and a constant.
+fn flat(dims: &[Ix], shape: &[i64], rank: usize) -> Option<(Vec<i64>, i64)> {
+    if dims.len() != shape.len() {
+        return None;
+    }
+    let st = strides(shape);
+    let mut coef = vec![0i64; rank];
+    let mut k = 0i64;
+    for (d, s) in dims.iter().zip(st) {
+        let (c, v) = linear(d, rank)?;
+        for (a, ca) in coef.iter_mut().zip(c) {
+            *a = a.checked_add(ca.checked_mul(s)?)?;
+        }
+        k = k.checked_add(v.checked_mul(s)?)?;
+    }
+    Some((coef, k))
+}
