@@ -332,18 +332,33 @@ impl Gen<'_, '_> {
                 }
                 _ => self.zero(d)?,
             };
-            let mut vars = Vec::with_capacity(lanes as usize);
+            let mut inits = Vec::with_capacity(lanes as usize);
             for k in 0..lanes {
-                let v = self.b.declare_var(ty);
-                let init = if k == 0 || matches!(op, BinaryOp::Max | BinaryOp::Min) {
+                inits.push(if k == 0 || matches!(op, BinaryOp::Max | BinaryOp::Min) {
                     self.b.use_var(self.vars[local.0 as usize])
                 } else {
                     identity
-                };
-                self.b.def_var(v, init);
-                vars.push(v);
+                });
             }
-            accs.insert(local, (op, vars));
+            let acc = match self.vector_type(d, lanes) {
+                Some(vty) if vector_op(op, d) => {
+                    let init = self.vector_of(&VVal::Lanes(inits), vty, lanes)?;
+                    let v = self.b.declare_var(vty);
+                    self.b.def_var(v, init);
+                    Acc::Vector(v)
+                }
+                _ => Acc::Lanes(
+                    inits
+                        .into_iter()
+                        .map(|init| {
+                            let v = self.b.declare_var(ty);
+                            self.b.def_var(v, init);
+                            v
+                        })
+                        .collect(),
+                ),
+            };
+            accs.insert(local, (op, acc));
         }
         let (i, header, exit) = self.loop_header(first, main);
         let mut cx = VecCx {
@@ -362,11 +377,17 @@ impl Gen<'_, '_> {
         self.b.ins().jump(header, &[BlockArg::Value(next)]);
         self.b.switch_to_block(exit);
         // Each accumulator: its lanes combined, in lane order.
-        for (local, (op, vars)) in cx.accs {
+        for (local, (op, acc)) in cx.accs {
             let d = self.local_dtype(local)?;
-            let mut total = self.b.use_var(vars[0]);
-            for v in &vars[1..] {
-                let lane = self.b.use_var(*v);
+            let lanes = match acc {
+                Acc::Vector(v) => {
+                    let v = VVal::Vector(self.b.use_var(v));
+                    self.lanes_of(&v, lanes)?
+                }
+                Acc::Lanes(vars) => vars.iter().map(|v| self.b.use_var(*v)).collect(),
+            };
+            let mut total = lanes[0];
+            for &lane in &lanes[1..] {
                 total = self.binary(op, total, lane, d)?;
             }
             self.b.def_var(self.vars[local.0 as usize], total);

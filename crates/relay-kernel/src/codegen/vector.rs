@@ -29,8 +29,18 @@ pub(super) struct VecCx {
     /// The values of the compound expressions emitted since the last assignment:
     /// structurally equal pure subexpressions share their code.
     pub(super) memo: HashMap<LExpr, (VVal, DType)>,
-    /// Accumulators (`acc = acc op v`): one variable per lane, combined after the loop.
-    pub(super) accs: HashMap<LocalId, (BinaryOp, Vec<Variable>)>,
+    /// Accumulators (`acc = acc op v`), their lanes combined after the loop.
+    pub(super) accs: HashMap<LocalId, (BinaryOp, Acc)>,
+}
+
+/// The variables of an accumulator of a vectorized loop: lane `k` accumulates the loop's
+/// elements `k, k + lanes, ...`, either way, so the result is the same.
+#[derive(Clone, Debug)]
+pub(super) enum Acc {
+    /// One vector variable (the operation has a vector instruction).
+    Vector(Variable),
+    /// One scalar variable per lane.
+    Lanes(Vec<Variable>),
 }
 
 impl Gen<'_, '_> {
@@ -47,16 +57,23 @@ impl Gen<'_, '_> {
                 if d != self.local_dtype(*local)? {
                     return Err(self.malformed("an accumulation of another dtype"));
                 }
-                let lanes = self.lanes_of(&v, cx.lanes)?;
-                let vars = cx
-                    .accs
-                    .get(local)
-                    .map(|(_, v)| v.clone())
-                    .unwrap_or_default();
-                for (lane, var) in lanes.into_iter().zip(vars) {
-                    let acc = self.b.use_var(var);
-                    let next = self.binary(op, acc, lane, d)?;
-                    self.b.def_var(var, next);
+                match cx.accs.get(local).map(|(_, a)| a.clone()) {
+                    Some(Acc::Vector(var)) => {
+                        let acc = VVal::Vector(self.b.use_var(var));
+                        let next = self
+                            .vector_binary(op, &acc, &v, d, cx.lanes)?
+                            .ok_or_else(|| self.malformed("a vector accumulation"))?;
+                        self.b.def_var(var, next);
+                    }
+                    Some(Acc::Lanes(vars)) => {
+                        let lanes = self.lanes_of(&v, cx.lanes)?;
+                        for (lane, var) in lanes.into_iter().zip(vars) {
+                            let acc = self.b.use_var(var);
+                            let next = self.binary(op, acc, lane, d)?;
+                            self.b.def_var(var, next);
+                        }
+                    }
+                    None => {}
                 }
                 cx.memo.clear();
                 Ok(())
@@ -681,13 +698,7 @@ impl Gen<'_, '_> {
             return Ok(None);
         };
         let float = is_float(d);
-        let supported = match op {
-            BinaryOp::Add | BinaryOp::Sub => true,
-            BinaryOp::Mul | BinaryOp::Div | BinaryOp::Max | BinaryOp::Min => float,
-            BinaryOp::BitAnd | BinaryOp::BitOr | BinaryOp::BitXor => !float,
-            _ => false,
-        };
-        if !supported {
+        if !vector_op(op, d) {
             return Ok(None);
         }
         let a = self.vector_of(x, vty, lanes)?;
@@ -706,6 +717,17 @@ impl Gen<'_, '_> {
             (BinaryOp::BitOr, _) => ins.bor(a, b),
             _ => ins.bxor(a, b),
         }))
+    }
+}
+
+/// Whether `op` of `d` has a vector instruction (given a 128-bit vector type of `d`).
+pub(super) fn vector_op(op: BinaryOp, d: DType) -> bool {
+    let float = is_float(d);
+    match op {
+        BinaryOp::Add | BinaryOp::Sub => true,
+        BinaryOp::Mul | BinaryOp::Div | BinaryOp::Max | BinaryOp::Min => float,
+        BinaryOp::BitAnd | BinaryOp::BitOr | BinaryOp::BitXor => !float,
+        _ => false,
     }
 }
 
