@@ -18,7 +18,7 @@
 //!   `m` in `[sqrt(1/2), sqrt(2))`, `log(1 + f) = f - f^2/2 + f^3 P(f)`, `e ln2` added in two
 //!   parts; selects give `-inf` at ±0, `inf` at `inf`, NaN below 0 and for NaN.
 //! - **tanh**: `|x| + |x|^3 P(x^2)` below 0.625, `1 - 2 / (exp(2|x|) + 1)` above (saturating to
-//!   1), the sign put back with a bit operation.
+//!   1; `2|x|` capped at 40 so that `2^k` is one factor), the sign put back with a bit operation.
 //! - **sigmoid**: `e = exp(-|x|)`, then `1 / (1 + e)` for `x >= 0` and `e / (1 + e)` below, so
 //!   that tiny results are not lost to `1 / inf`.
 //! - **erf**: `|x| + |x| Q(x^2)` below 1, `1 - E(|x| - 2.5)` on `[1, 3.92)` (`E` ≈ `erfc`), 1
@@ -115,6 +115,8 @@ const ERF_SPLIT: f32 = 1.0;
 const ERF_ONE: f32 = 3.92;
 /// Where `tanh` switches from the series to `1 - 2 / (exp(2|x|) + 1)`.
 const TANH_SPLIT: f32 = 0.625;
+/// The largest `2|x|` whose exponential `tanh` computes: `tanh` is 1 in `float32` from 9.01.
+const TANH_CAP: f32 = 40.0;
 
 /// `1.5 * 2^52`, [`MAGIC`] for `f64`.
 const MAGIC64: f64 = 6_755_399_441_055_744.0;
@@ -306,6 +308,12 @@ impl Gen<'_, '_> {
     fn exp_f32(&mut self, t: Lanes, x: Value) -> Value {
         let (lo, hi) = (self.fconst(t, -104.0), self.fconst(t, 89.0));
         let x = self.clamp(t, x, lo, hi);
+        self.exp_f32_clamped(t, x, true)
+    }
+
+    /// `e^x` for `x` in `[-104, 89]` (or NaN); `2^k` built in two factors when `split` (for
+    /// results that are subnormal or near overflow), in one when `|k| <= 126` is known.
+    fn exp_f32_clamped(&mut self, t: Lanes, x: Value, split: bool) -> Value {
         // k = round(x log2 e) as a float and as an integer.
         let (log2e, magic) = (self.fconst(t, LOG2E.into()), self.fconst(t, MAGIC.into()));
         let kx = self.b.ins().fmul(x, log2e);
@@ -314,19 +322,23 @@ impl Gen<'_, '_> {
         let km_bits = self.bits_of(t, km);
         let magic_bits = self.iconst_lanes(t, i64::from(MAGIC.to_bits()));
         let n = self.b.ins().isub(km_bits, magic_bits);
-        // r = x - k ln2 (Cody–Waite).
-        let (c1, c2) = (self.fconst(t, LN2_HI.into()), self.fconst(t, LN2_LO.into()));
-        let kc1 = self.b.ins().fmul(k, c1);
-        let r = self.b.ins().fsub(x, kc1);
-        let kc2 = self.b.ins().fmul(k, c2);
-        let r = self.b.ins().fsub(r, kc2);
+        // r = x - k ln2 (Cody–Waite; `k LN2_HI` is exact).
+        let (c1, c2) = (
+            self.fconst(t, (-LN2_HI).into()),
+            self.fconst(t, (-LN2_LO).into()),
+        );
+        let r = self.mul_add(k, c1, x);
+        let r = self.mul_add(k, c2, r);
         // e^r = 1 + r + r^2 P(r).
         let p = self.poly(t, r, &EXP_P);
         let r2 = self.b.ins().fmul(r, r);
-        let y = self.b.ins().fmul(p, r2);
-        let y = self.b.ins().fadd(y, r);
+        let y = self.mul_add(p, r2, r);
         let one = self.fconst(t, 1.0);
         let y = self.b.ins().fadd(y, one);
+        if !split {
+            let s = self.pow2(t, n);
+            return self.b.ins().fmul(y, s);
+        }
         // y 2^(n/2) 2^(n - n/2).
         let n1 = self.shift(n, 1, Shift::Arithmetic);
         let n2 = self.b.ins().isub(n, n1);
@@ -465,9 +477,13 @@ impl Gen<'_, '_> {
         let a3 = self.b.ins().fmul(a2, a);
         let small = self.b.ins().fmul(a3, p);
         let small = self.b.ins().fadd(a, small);
-        // Large: 1 - 2 / (e^(2a) + 1).
+        // Large: 1 - 2 / (e^(2a) + 1), with 2a clamped to 40 (tanh rounds to 1 from a = 9.01
+        // on), so that `2^k` is one factor.
         let two_a = self.b.ins().fadd(a, a);
-        let e = self.exp_f32(t, two_a);
+        let cap = self.fconst(t, TANH_CAP.into());
+        let above = self.b.ins().fcmp(FloatCC::GreaterThan, two_a, cap);
+        let two_a = self.sel(t, above, cap, two_a);
+        let e = self.exp_f32_clamped(t, two_a, false);
         let (one, two) = (self.fconst(t, 1.0), self.fconst(t, 2.0));
         let d = self.b.ins().fadd(e, one);
         let q = self.b.ins().fdiv(two, d);
