@@ -252,7 +252,7 @@ impl Gen<'_, '_> {
         let whole = self.b.ins().sdiv_imm_s(n, i64::from(lanes));
         let len = self.b.ins().imul_imm_s(whole, i64::from(lanes));
         let main = self.b.ins().iadd(start, len);
-        self.vector_loop_between(var, start, main, lanes, body)?;
+        self.vector_loop_between(var, start, main, lanes, false, body)?;
         self.serial_loop_between(var, main, end, body)
     }
 
@@ -302,17 +302,19 @@ impl Gen<'_, '_> {
     ) -> R<()> {
         let first = self.b.ins().iconst(types::I64, 0);
         let main = self.b.ins().iconst(types::I64, main);
-        self.vector_loop_between(var, first, main, lanes, body)
+        self.vector_loop_between(var, first, main, lanes, true, body)
     }
 
     /// `for base in (first..main).step_by(lanes) { body on lanes }` (`main - first` a multiple
-    /// of `lanes`), with bounds known at run time only.
+    /// of `lanes`), with bounds known at run time only; `aligned` when `first` is a multiple of
+    /// `lanes`.
     pub(super) fn vector_loop_between(
         &mut self,
         var: LocalId,
         first: Value,
         main: Value,
         lanes: u32,
+        aligned: bool,
         body: &Stmt,
     ) -> R<()> {
         // Accumulators: lane 0 starts from the accumulator's value, the others from the
@@ -365,6 +367,7 @@ impl Gen<'_, '_> {
             var,
             lanes,
             counter: i,
+            aligned,
             locals: HashMap::new(),
             memo: HashMap::new(),
             accs,

@@ -24,6 +24,8 @@ pub(super) struct VecCx {
     pub(super) lanes: u32,
     /// The first lane's counter value.
     pub(super) counter: Value,
+    /// Whether the counter is a multiple of `lanes` (the loop starts at 0).
+    pub(super) aligned: bool,
     /// Locals assigned in the body so far.
     pub(super) locals: HashMap<LocalId, VVal>,
     /// The values of the compound expressions emitted since the last assignment:
@@ -458,6 +460,9 @@ impl Gen<'_, '_> {
             if ad != bd {
                 return Err(self.malformed(format!("{op:?} of {ad} and {bd}")));
             }
+            if let Some(v) = self.counter_divmod(op, &x, b, ad, cx) {
+                return Ok(v);
+            }
             match (&x, &y) {
                 (VVal::Uniform(x), VVal::Uniform(y)) => VVal::Uniform(self.binary(op, *x, *y, ad)?),
                 _ => {
@@ -541,6 +546,43 @@ impl Gen<'_, '_> {
             self.b.ins().bitcast(vty, MemFlagsData::new(), mask)
         };
         Ok(Some(VVal::Vector(self.b.ins().bitselect(mask, tv, fv))))
+    }
+
+    /// The counter's ramp divided by (or modulo) a positive constant multiple of the lanes, in a
+    /// loop whose counter is a multiple of the lanes: every lane is in one block of the
+    /// divisor, so the quotient is uniform and the remainder a ramp (a transpose whose merged
+    /// output axis reads `p[i / 64 * 8192 + i % 64]` loads vectors instead of lane by lane).
+    /// The counter is not negative: truncating and flooring agree.
+    fn counter_divmod(
+        &mut self,
+        op: BinaryOp,
+        x: &VVal,
+        b: &LExpr,
+        d: DType,
+        cx: &VecCx,
+    ) -> Option<VVal> {
+        let VVal::Ramp { base, stride: 1 } = x else {
+            return None;
+        };
+        let LExpr::Int(c, _) = b else {
+            return None;
+        };
+        let c = i64::try_from(*c).ok()?;
+        let lanes = i64::from(cx.lanes);
+        if d != DType::I64 || !cx.aligned || *base != cx.counter || c <= 0 || c % lanes != 0 {
+            return None;
+        }
+        let divisor = self.b.ins().iconst(types::I64, c);
+        match op {
+            BinaryOp::Div | BinaryOp::FloorDiv => {
+                Some(VVal::Uniform(self.b.ins().udiv(*base, divisor)))
+            }
+            BinaryOp::Mod | BinaryOp::FloorMod => Some(VVal::Ramp {
+                base: self.b.ins().urem(*base, divisor),
+                stride: 1,
+            }),
+            _ => None,
+        }
     }
 
     /// Index arithmetic that keeps a ramp a ramp: `ramp ± uniform`, `ramp ± ramp`,
