@@ -4,8 +4,8 @@
 //! each kernel after a `// kernel NAME` line: exactly what `relayc build FILE --emit clif`
 //! prints.
 //!
-//! The text is that of an x86-64 host: the call convention, the pointer type and the rounding
-//! instructions (SSE4.1) come from the host's ISA. On another host the Cranelift IR is still
+//! The text is that of an x86-64 host: the call convention, the pointer type, the rounding
+//! instructions (SSE4.1) and the inline math's fused multiply-adds (FMA) come from the host's ISA. On another host the Cranelift IR is still
 //! produced, so every kernel must compile, but it is not compared with the expectations.
 
 use relay_kernel::KernelText;

@@ -200,6 +200,26 @@ fn transposes_tiles_repeats_and_reverses_match_the_reference() {
             &[shape],
         );
     }
+    // Attention heads merged back (BERT's [12, 128, 64] -> [128, 768], GPT-2's): the merged
+    // output axis reads `p[i / d * s + i % d]`, vector loads when `d` is a multiple of 4
+    // (12 and 20 with a tail, 6 lane by lane).
+    for (heads, seq, d) in [
+        (12, 128, 64),
+        (12, 64, 64),
+        (3, 5, 12),
+        (2, 7, 20),
+        (4, 9, 6),
+    ] {
+        add_unary(
+            &mut cases,
+            &format!(
+                "reshape(transpose(reshape(%p0, newshape=[1, {heads}, {seq}, {d}]), \
+                 axes=[0, 2, 1, 3]), newshape=[{seq}, {}])",
+                heads * d
+            ),
+            &[&[heads, seq, d]],
+        );
+    }
     let tile: &[(&[i64], &str)] = &[
         (&[2, 3], "[2, 2]"),
         (&[2, 3], "[2]"),

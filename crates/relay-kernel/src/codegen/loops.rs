@@ -253,7 +253,7 @@ impl Gen<'_, '_> {
         let whole = self.b.ins().sdiv_imm_s(n, i64::from(lanes));
         let len = self.b.ins().imul_imm_s(whole, i64::from(lanes));
         let main = self.b.ins().iadd(start, len);
-        self.vector_loop_between(var, start, main, lanes, body)?;
+        self.vector_loop_between(var, start, main, lanes, false, body)?;
         self.serial_loop_between(var, main, end, body)
     }
 
@@ -303,17 +303,19 @@ impl Gen<'_, '_> {
     ) -> R<()> {
         let first = self.b.ins().iconst(types::I64, 0);
         let main = self.b.ins().iconst(types::I64, main);
-        self.vector_loop_between(var, first, main, lanes, body)
+        self.vector_loop_between(var, first, main, lanes, true, body)
     }
 
     /// `for base in (first..main).step_by(lanes) { body on lanes }` (`main - first` a multiple
-    /// of `lanes`), with bounds known at run time only.
+    /// of `lanes`), with bounds known at run time only; `aligned` when `first` is a multiple of
+    /// `lanes`.
     pub(super) fn vector_loop_between(
         &mut self,
         var: LocalId,
         first: Value,
         main: Value,
         lanes: u32,
+        aligned: bool,
         body: &Stmt,
     ) -> R<()> {
         // Accumulators: lane 0 starts from the accumulator's value, the others from the
@@ -333,24 +335,40 @@ impl Gen<'_, '_> {
                 }
                 _ => self.zero(d)?,
             };
-            let mut vars = Vec::with_capacity(lanes as usize);
+            let mut inits = Vec::with_capacity(lanes as usize);
             for k in 0..lanes {
-                let v = self.b.declare_var(ty);
-                let init = if k == 0 || matches!(op, BinaryOp::Max | BinaryOp::Min) {
+                inits.push(if k == 0 || matches!(op, BinaryOp::Max | BinaryOp::Min) {
                     self.b.use_var(self.vars[local.0 as usize])
                 } else {
                     identity
-                };
-                self.b.def_var(v, init);
-                vars.push(v);
+                });
             }
-            accs.insert(local, (op, vars));
+            let acc = match self.vector_type(d, lanes) {
+                Some(vty) if vector_op(op, d) => {
+                    let init = self.vector_of(&VVal::Lanes(inits), vty, lanes)?;
+                    let v = self.b.declare_var(vty);
+                    self.b.def_var(v, init);
+                    Acc::Vector(v)
+                }
+                _ => Acc::Lanes(
+                    inits
+                        .into_iter()
+                        .map(|init| {
+                            let v = self.b.declare_var(ty);
+                            self.b.def_var(v, init);
+                            v
+                        })
+                        .collect(),
+                ),
+            };
+            accs.insert(local, (op, acc));
         }
         let (i, header, exit) = self.loop_header(first, main);
         let mut cx = VecCx {
             var,
             lanes,
             counter: i,
+            aligned,
             locals: HashMap::new(),
             memo: HashMap::new(),
             accs,
@@ -363,11 +381,17 @@ impl Gen<'_, '_> {
         self.b.ins().jump(header, &[BlockArg::Value(next)]);
         self.b.switch_to_block(exit);
         // Each accumulator: its lanes combined, in lane order.
-        for (local, (op, vars)) in cx.accs {
+        for (local, (op, acc)) in cx.accs {
             let d = self.local_dtype(local)?;
-            let mut total = self.b.use_var(vars[0]);
-            for v in &vars[1..] {
-                let lane = self.b.use_var(*v);
+            let lanes = match acc {
+                Acc::Vector(v) => {
+                    let v = VVal::Vector(self.b.use_var(v));
+                    self.lanes_of(&v, lanes)?
+                }
+                Acc::Lanes(vars) => vars.iter().map(|v| self.b.use_var(*v)).collect(),
+            };
+            let mut total = lanes[0];
+            for &lane in &lanes[1..] {
                 total = self.binary(op, total, lane, d)?;
             }
             self.b.def_var(self.vars[local.0 as usize], total);

@@ -291,6 +291,9 @@ struct Gen<'a, 'b> {
     err: Option<Block>,
     /// Whether vector rounding instructions are native (SSE4.1).
     vector_rounding: bool,
+    /// Whether the host has fused multiply-add (`has_fma`): the inline math's polynomials
+    /// use it (one rounding per step instead of two, half the operations).
+    fma: bool,
     /// The kernel context (the packed call's resource handle), once the body has begun.
     ctx: Option<Value>,
     /// The buffer address array the function received, once it has begun.
@@ -335,11 +338,13 @@ impl<'a, 'b> Gen<'a, 'b> {
             }
             lens.push(n);
         }
-        let vector_rounding = module
-            .isa()
-            .isa_flags()
-            .iter()
-            .any(|f| f.name == "has_sse41" && f.as_bool() == Some(true));
+        let flags = module.isa().isa_flags();
+        let has = |name: &str| {
+            flags
+                .iter()
+                .any(|f| f.name == name && f.as_bool() == Some(true))
+        };
+        let (vector_rounding, fma) = (has("has_sse41"), has("has_fma"));
         Ok(Gen {
             func,
             b,
@@ -352,6 +357,7 @@ impl<'a, 'b> Gen<'a, 'b> {
             imports: HashMap::new(),
             err: None,
             vector_rounding,
+            fma,
             ctx: None,
             ptrs: None,
             symbol: String::new(),

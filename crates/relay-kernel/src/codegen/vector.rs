@@ -24,13 +24,25 @@ pub(super) struct VecCx {
     pub(super) lanes: u32,
     /// The first lane's counter value.
     pub(super) counter: Value,
+    /// Whether the counter is a multiple of `lanes` (the loop starts at 0).
+    pub(super) aligned: bool,
     /// Locals assigned in the body so far.
     pub(super) locals: HashMap<LocalId, VVal>,
     /// The values of the compound expressions emitted since the last assignment:
     /// structurally equal pure subexpressions share their code.
     pub(super) memo: HashMap<LExpr, (VVal, DType)>,
-    /// Accumulators (`acc = acc op v`): one variable per lane, combined after the loop.
-    pub(super) accs: HashMap<LocalId, (BinaryOp, Vec<Variable>)>,
+    /// Accumulators (`acc = acc op v`), their lanes combined after the loop.
+    pub(super) accs: HashMap<LocalId, (BinaryOp, Acc)>,
+}
+
+/// The variables of an accumulator of a vectorized loop: lane `k` accumulates the loop's
+/// elements `k, k + lanes, ...`, either way, so the result is the same.
+#[derive(Clone, Debug)]
+pub(super) enum Acc {
+    /// One vector variable (the operation has a vector instruction).
+    Vector(Variable),
+    /// One scalar variable per lane.
+    Lanes(Vec<Variable>),
 }
 
 impl Gen<'_, '_> {
@@ -47,16 +59,23 @@ impl Gen<'_, '_> {
                 if d != self.local_dtype(*local)? {
                     return Err(self.malformed("an accumulation of another dtype"));
                 }
-                let lanes = self.lanes_of(&v, cx.lanes)?;
-                let vars = cx
-                    .accs
-                    .get(local)
-                    .map(|(_, v)| v.clone())
-                    .unwrap_or_default();
-                for (lane, var) in lanes.into_iter().zip(vars) {
-                    let acc = self.b.use_var(var);
-                    let next = self.binary(op, acc, lane, d)?;
-                    self.b.def_var(var, next);
+                match cx.accs.get(local).map(|(_, a)| a.clone()) {
+                    Some(Acc::Vector(var)) => {
+                        let acc = VVal::Vector(self.b.use_var(var));
+                        let next = self
+                            .vector_binary(op, &acc, &v, d, cx.lanes)?
+                            .ok_or_else(|| self.malformed("a vector accumulation"))?;
+                        self.b.def_var(var, next);
+                    }
+                    Some(Acc::Lanes(vars)) => {
+                        let lanes = self.lanes_of(&v, cx.lanes)?;
+                        for (lane, var) in lanes.into_iter().zip(vars) {
+                            let acc = self.b.use_var(var);
+                            let next = self.binary(op, acc, lane, d)?;
+                            self.b.def_var(var, next);
+                        }
+                    }
+                    None => {}
                 }
                 cx.memo.clear();
                 Ok(())
@@ -441,6 +460,9 @@ impl Gen<'_, '_> {
             if ad != bd {
                 return Err(self.malformed(format!("{op:?} of {ad} and {bd}")));
             }
+            if let Some(v) = self.counter_divmod(op, &x, b, ad, cx) {
+                return Ok(v);
+            }
             match (&x, &y) {
                 (VVal::Uniform(x), VVal::Uniform(y)) => VVal::Uniform(self.binary(op, *x, *y, ad)?),
                 _ => {
@@ -524,6 +546,43 @@ impl Gen<'_, '_> {
             self.b.ins().bitcast(vty, MemFlagsData::new(), mask)
         };
         Ok(Some(VVal::Vector(self.b.ins().bitselect(mask, tv, fv))))
+    }
+
+    /// The counter's ramp divided by (or modulo) a positive constant multiple of the lanes, in a
+    /// loop whose counter is a multiple of the lanes: every lane is in one block of the
+    /// divisor, so the quotient is uniform and the remainder a ramp (a transpose whose merged
+    /// output axis reads `p[i / 64 * 8192 + i % 64]` loads vectors instead of lane by lane).
+    /// The counter is not negative: truncating and flooring agree.
+    fn counter_divmod(
+        &mut self,
+        op: BinaryOp,
+        x: &VVal,
+        b: &LExpr,
+        d: DType,
+        cx: &VecCx,
+    ) -> Option<VVal> {
+        let VVal::Ramp { base, stride: 1 } = x else {
+            return None;
+        };
+        let LExpr::Int(c, _) = b else {
+            return None;
+        };
+        let c = i64::try_from(*c).ok()?;
+        let lanes = i64::from(cx.lanes);
+        if d != DType::I64 || !cx.aligned || *base != cx.counter || c <= 0 || c % lanes != 0 {
+            return None;
+        }
+        let divisor = self.b.ins().iconst(types::I64, c);
+        match op {
+            BinaryOp::Div | BinaryOp::FloorDiv => {
+                Some(VVal::Uniform(self.b.ins().udiv(*base, divisor)))
+            }
+            BinaryOp::Mod | BinaryOp::FloorMod => Some(VVal::Ramp {
+                base: self.b.ins().urem(*base, divisor),
+                stride: 1,
+            }),
+            _ => None,
+        }
     }
 
     /// Index arithmetic that keeps a ramp a ramp: `ramp ± uniform`, `ramp ± ramp`,
@@ -681,13 +740,7 @@ impl Gen<'_, '_> {
             return Ok(None);
         };
         let float = is_float(d);
-        let supported = match op {
-            BinaryOp::Add | BinaryOp::Sub => true,
-            BinaryOp::Mul | BinaryOp::Div | BinaryOp::Max | BinaryOp::Min => float,
-            BinaryOp::BitAnd | BinaryOp::BitOr | BinaryOp::BitXor => !float,
-            _ => false,
-        };
-        if !supported {
+        if !vector_op(op, d) {
             return Ok(None);
         }
         let a = self.vector_of(x, vty, lanes)?;
@@ -706,6 +759,17 @@ impl Gen<'_, '_> {
             (BinaryOp::BitOr, _) => ins.bor(a, b),
             _ => ins.bxor(a, b),
         }))
+    }
+}
+
+/// Whether `op` of `d` has a vector instruction (given a 128-bit vector type of `d`).
+pub(super) fn vector_op(op: BinaryOp, d: DType) -> bool {
+    let float = is_float(d);
+    match op {
+        BinaryOp::Add | BinaryOp::Sub => true,
+        BinaryOp::Mul | BinaryOp::Div | BinaryOp::Max | BinaryOp::Min => float,
+        BinaryOp::BitAnd | BinaryOp::BitOr | BinaryOp::BitXor => !float,
+        _ => false,
     }
 }
 

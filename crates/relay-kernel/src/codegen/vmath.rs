@@ -12,12 +12,13 @@
 //!   `e^r = 1 + r + r^2 P(r)`; `2^k` built in the exponent field by integer vector ops, in two
 //!   factors `2^(k/2) 2^(k - k/2)` so that subnormal results are rounded once and `exp(88.7)`
 //!   does not overflow early. The input is clamped to `[-104, 89]` (the results there are 0
-//!   and infinity) with `fmax`/`fmin`, which keep NaN.
+//!   and infinity) by comparisons and selects, which keep NaN (Cranelift's `fmax`/`fmin`
+//!   order zeros and propagate NaN: six x86 instructions each).
 //! - **log**: `x = 2^e m` read from the bits (subnormals scaled by `2^23` first),
 //!   `m` in `[sqrt(1/2), sqrt(2))`, `log(1 + f) = f - f^2/2 + f^3 P(f)`, `e ln2` added in two
 //!   parts; selects give `-inf` at ±0, `inf` at `inf`, NaN below 0 and for NaN.
 //! - **tanh**: `|x| + |x|^3 P(x^2)` below 0.625, `1 - 2 / (exp(2|x|) + 1)` above (saturating to
-//!   1), the sign put back with a bit operation.
+//!   1; `2|x|` capped at 40 so that `2^k` is one factor), the sign put back with a bit operation.
 //! - **sigmoid**: `e = exp(-|x|)`, then `1 / (1 + e)` for `x >= 0` and `e / (1 + e)` below, so
 //!   that tiny results are not lost to `1 / inf`.
 //! - **erf**: `|x| + |x| Q(x^2)` below 1, `1 - E(|x| - 2.5)` on `[1, 3.92)` (`E` ≈ `erfc`), 1
@@ -114,6 +115,8 @@ const ERF_SPLIT: f32 = 1.0;
 const ERF_ONE: f32 = 3.92;
 /// Where `tanh` switches from the series to `1 - 2 / (exp(2|x|) + 1)`.
 const TANH_SPLIT: f32 = 0.625;
+/// The largest `2|x|` whose exponential `tanh` computes: `tanh` is 1 in `float32` from 9.01.
+const TANH_CAP: f32 = 40.0;
 
 /// `1.5 * 2^52`, [`MAGIC`] for `f64`.
 const MAGIC64: f64 = 6_755_399_441_055_744.0;
@@ -304,8 +307,13 @@ impl Gen<'_, '_> {
     /// `e^x`.
     fn exp_f32(&mut self, t: Lanes, x: Value) -> Value {
         let (lo, hi) = (self.fconst(t, -104.0), self.fconst(t, 89.0));
-        let x = self.b.ins().fmax(x, lo);
-        let x = self.b.ins().fmin(x, hi);
+        let x = self.clamp(t, x, lo, hi);
+        self.exp_f32_clamped(t, x, true)
+    }
+
+    /// `e^x` for `x` in `[-104, 89]` (or NaN); `2^k` built in two factors when `split` (for
+    /// results that are subnormal or near overflow), in one when `|k| <= 126` is known.
+    fn exp_f32_clamped(&mut self, t: Lanes, x: Value, split: bool) -> Value {
         // k = round(x log2 e) as a float and as an integer.
         let (log2e, magic) = (self.fconst(t, LOG2E.into()), self.fconst(t, MAGIC.into()));
         let kx = self.b.ins().fmul(x, log2e);
@@ -314,19 +322,23 @@ impl Gen<'_, '_> {
         let km_bits = self.bits_of(t, km);
         let magic_bits = self.iconst_lanes(t, i64::from(MAGIC.to_bits()));
         let n = self.b.ins().isub(km_bits, magic_bits);
-        // r = x - k ln2 (Cody–Waite).
-        let (c1, c2) = (self.fconst(t, LN2_HI.into()), self.fconst(t, LN2_LO.into()));
-        let kc1 = self.b.ins().fmul(k, c1);
-        let r = self.b.ins().fsub(x, kc1);
-        let kc2 = self.b.ins().fmul(k, c2);
-        let r = self.b.ins().fsub(r, kc2);
+        // r = x - k ln2 (Cody–Waite; `k LN2_HI` is exact).
+        let (c1, c2) = (
+            self.fconst(t, (-LN2_HI).into()),
+            self.fconst(t, (-LN2_LO).into()),
+        );
+        let r = self.mul_add(k, c1, x);
+        let r = self.mul_add(k, c2, r);
         // e^r = 1 + r + r^2 P(r).
-        let p = self.horner(t, r, &EXP_P);
+        let p = self.poly(t, r, &EXP_P);
         let r2 = self.b.ins().fmul(r, r);
-        let y = self.b.ins().fmul(p, r2);
-        let y = self.b.ins().fadd(y, r);
+        let y = self.mul_add(p, r2, r);
         let one = self.fconst(t, 1.0);
         let y = self.b.ins().fadd(y, one);
+        if !split {
+            let s = self.pow2(t, n);
+            return self.b.ins().fmul(y, s);
+        }
         // y 2^(n/2) 2^(n - n/2).
         let n1 = self.shift(n, 1, Shift::Arithmetic);
         let n2 = self.b.ins().isub(n, n1);
@@ -350,8 +362,7 @@ impl Gen<'_, '_> {
     /// [`Self::exp_f32`]; the input clamped to `[-746, 710]`.
     fn exp_f64(&mut self, t: Lanes, x: Value) -> Value {
         let (lo, hi) = (self.fconst(t, -746.0), self.fconst(t, 710.0));
-        let x = self.b.ins().fmax(x, lo);
-        let x = self.b.ins().fmin(x, hi);
+        let x = self.clamp(t, x, lo, hi);
         let (inv_ln2, magic) = (self.fconst(t, INV_LN2_64), self.fconst(t, MAGIC64));
         let kx = self.b.ins().fmul(x, inv_ln2);
         let km = self.b.ins().fadd(kx, magic);
@@ -367,7 +378,7 @@ impl Gen<'_, '_> {
         let r = self.b.ins().fsub(hi, lo);
         // c = r - r^2 (P1 + r^2 (P2 + ...)).
         let r2 = self.b.ins().fmul(r, r);
-        let p = self.horner64(t, r2, &EXP64_P);
+        let p = self.poly64(t, r2, &EXP64_P);
         let p = self.b.ins().fmul(r2, p);
         let c = self.b.ins().fsub(r, p);
         // 1 - ((lo - r c / (2 - c)) - hi).
@@ -431,7 +442,7 @@ impl Gen<'_, '_> {
         // log(1 + f) = f - f^2/2 + f^3 P(f), plus e ln2 in two parts.
         let f = self.b.ins().fsub(m, one);
         let f2 = self.b.ins().fmul(f, f);
-        let p = self.horner(t, f, &LOG_P);
+        let p = self.poly(t, f, &LOG_P);
         let f3 = self.b.ins().fmul(f2, f);
         let y = self.b.ins().fmul(f3, p);
         let c2 = self.fconst(t, LN2_LO.into());
@@ -462,13 +473,17 @@ impl Gen<'_, '_> {
         let a = self.b.ins().fabs(x);
         // Small: a + a^3 P(a^2).
         let a2 = self.b.ins().fmul(a, a);
-        let p = self.horner(t, a2, &TANH_P);
+        let p = self.poly(t, a2, &TANH_P);
         let a3 = self.b.ins().fmul(a2, a);
         let small = self.b.ins().fmul(a3, p);
         let small = self.b.ins().fadd(a, small);
-        // Large: 1 - 2 / (e^(2a) + 1).
+        // Large: 1 - 2 / (e^(2a) + 1), with 2a clamped to 40 (tanh rounds to 1 from a = 9.01
+        // on), so that `2^k` is one factor.
         let two_a = self.b.ins().fadd(a, a);
-        let e = self.exp_f32(t, two_a);
+        let cap = self.fconst(t, TANH_CAP.into());
+        let above = self.b.ins().fcmp(FloatCC::GreaterThan, two_a, cap);
+        let two_a = self.sel(t, above, cap, two_a);
+        let e = self.exp_f32_clamped(t, two_a, false);
         let (one, two) = (self.fconst(t, 1.0), self.fconst(t, 2.0));
         let d = self.b.ins().fadd(e, one);
         let q = self.b.ins().fdiv(two, d);
@@ -496,13 +511,13 @@ impl Gen<'_, '_> {
         let a = self.b.ins().fabs(x);
         // Small: a + a Q(a^2).
         let a2 = self.b.ins().fmul(a, a);
-        let q = self.horner(t, a2, &ERF_Q);
+        let q = self.poly(t, a2, &ERF_Q);
         let aq = self.b.ins().fmul(a, q);
         let small = self.b.ins().fadd(a, aq);
         // Large: 1 - erfc(a).
         let center = self.fconst(t, 2.5);
         let u = self.b.ins().fsub(a, center);
-        let ec = self.horner(t, u, &ERFC_E);
+        let ec = self.poly(t, u, &ERFC_E);
         let one = self.fconst(t, 1.0);
         let large = self.b.ins().fsub(one, ec);
         let split = self.fconst(t, ERF_SPLIT.into());
@@ -516,32 +531,48 @@ impl Gen<'_, '_> {
 
     // ----- Helpers -----
 
-    /// `c[0] + x (c[1] + x (c[2] + ...))`.
-    fn horner(&mut self, t: Lanes, x: Value, c: &[f32]) -> Value {
-        let Some((&last, rest)) = c.split_last() else {
-            return self.fconst(t, 0.0);
-        };
-        let mut acc = self.fconst(t, last.into());
-        for &k in rest.iter().rev() {
-            let m = self.b.ins().fmul(acc, x);
-            let k = self.fconst(t, k.into());
-            acc = self.b.ins().fadd(m, k);
-        }
-        acc
+    /// `c[0] + c[1] x + c[2] x^2 + ...` by Estrin's scheme: pairs `c[2j] + c[2j+1] x`, then
+    /// pairs of those in `x^2`, in `x^4`, ... A polynomial of degree `n` is a chain of about
+    /// `2 log2(n)` dependent operations instead of Horner's `2n` (the same count of
+    /// operations): the kernels are bound by that latency, not by the operations' throughput
+    /// (`erf`'s degree-15 piece: 96 cycles of latency per vector with Horner's rule).
+    fn poly(&mut self, t: Lanes, x: Value, c: &[f32]) -> Value {
+        let c: Vec<f64> = c.iter().map(|&k| f64::from(k)).collect();
+        self.poly64(t, x, &c)
     }
 
-    /// [`Self::horner`] with `f64` coefficients.
-    fn horner64(&mut self, t: Lanes, x: Value, c: &[f64]) -> Value {
-        let Some((&last, rest)) = c.split_last() else {
+    /// [`Self::poly`] with `f64` coefficients.
+    fn poly64(&mut self, t: Lanes, x: Value, c: &[f64]) -> Value {
+        if c.is_empty() {
             return self.fconst(t, 0.0);
-        };
-        let mut acc = self.fconst(t, last);
-        for &k in rest.iter().rev() {
-            let m = self.b.ins().fmul(acc, x);
-            let k = self.fconst(t, k);
-            acc = self.b.ins().fadd(m, k);
         }
-        acc
+        let mut terms: Vec<Value> = c.iter().map(|&k| self.fconst(t, k)).collect();
+        let mut power = x;
+        let mut first = true;
+        while terms.len() > 1 {
+            if !first {
+                power = self.b.ins().fmul(power, power);
+            }
+            first = false;
+            terms = terms
+                .chunks(2)
+                .map(|pair| match *pair {
+                    [lo, hi] => self.mul_add(hi, power, lo),
+                    _ => pair[0],
+                })
+                .collect();
+        }
+        terms[0]
+    }
+
+    /// `a b + c`: one fused multiply-add where the host has it, else a product and a sum.
+    fn mul_add(&mut self, a: Value, b: Value, c: Value) -> Value {
+        if self.fma {
+            self.b.ins().fma(a, b, c)
+        } else {
+            let m = self.b.ins().fmul(a, b);
+            self.b.ins().fadd(m, c)
+        }
     }
 
     /// A float constant in every lane.
@@ -594,6 +625,14 @@ impl Gen<'_, '_> {
         } else {
             self.b.ins().select(cond, a, b)
         }
+    }
+
+    /// `x` clamped to `[lo, hi]`, NaN kept: `x < lo ? lo : x`, then `x > hi ? hi : x`.
+    fn clamp(&mut self, t: Lanes, x: Value, lo: Value, hi: Value) -> Value {
+        let below = self.b.ins().fcmp(FloatCC::LessThan, x, lo);
+        let x = self.sel(t, below, lo, x);
+        let above = self.b.ins().fcmp(FloatCC::GreaterThan, x, hi);
+        self.sel(t, above, hi, x)
     }
 
     /// `r` (not negative) with the sign of `x`.

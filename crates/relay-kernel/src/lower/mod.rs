@@ -9,7 +9,9 @@
 //! (found while lowering, which then starts again with it materialized). Those that are not
 //! outputs get scratch buffers. Each stage is one loop nest (or a GEMM call) storing at row-major flat
 //! indices; stages run in dependency order. A scratch result read element for element by the
-//! one stage that writes an output becomes that output (the epilogue then runs in place).
+//! one stage that writes an output becomes that output (the epilogue then runs in place). A
+//! reduction's operand that the next loop recomputes is stored into the output by the reduction
+//! loop and loaded back (`reuse.rs`: softmax's exponentials, computed once).
 //!
 //! **Injective stages**: adjacent output dimensions that every input reads contiguously (or not
 //! at all) collapse into one loop, so a kernel whose inputs all have the output's shape is one
@@ -42,6 +44,7 @@ mod injective;
 mod inline;
 mod partition;
 mod reduce;
+mod reuse;
 mod scratch;
 #[cfg(test)]
 mod tests;
@@ -232,7 +235,9 @@ fn lower_stages(name: &str, composed: &Composed, materialize: &[Tensor]) -> Resu
         nests.push(stmt);
     }
     alias_scratch(&mut func.buffers, &mut nests);
-    func.body = Stmt::Seq(nests);
+    let mut body = Stmt::Seq(nests);
+    reuse::reuse_reduction_operands(&func, &mut body);
+    func.body = body;
     schedule::legalize_vectors(&mut func.body);
     Ok(func)
 }
