@@ -24,7 +24,7 @@ pub(super) fn reuse_reduction_operands(func: &LoopFunc, s: &mut Stmt) {
                 .for_each(|s| reuse_reduction_operands(func, s));
         }
         Stmt::For { body, .. } | Stmt::Range { body, .. } => reuse_reduction_operands(func, body),
-        Stmt::Store { .. } | Stmt::Assign { .. } | Stmt::Gemm(_) => {}
+        Stmt::Store { .. } | Stmt::Assign { .. } | Stmt::Gemm(_) | Stmt::Depthwise(_) => {}
     }
 }
 
