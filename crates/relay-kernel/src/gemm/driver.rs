@@ -351,15 +351,41 @@ unsafe fn tiles<T: Element, SA, SB>(
                     w,
                 )
             };
-            for i in 0..h {
-                for j in 0..w {
-                    // SAFETY: `(i, j)` of the tile is inside `c`.
-                    unsafe {
-                        let e = out.offset(i as isize * c.rs + j as isize * c.cs);
-                        let v = tile[i * nr + j];
-                        *e = if accumulate { *e + v } else { v };
-                    }
-                }
+            // SAFETY: the `h × w` tile at `out` is inside `c`.
+            unsafe { copy_out(&tile, nr, (h, w), c, out, accumulate) };
+        }
+    }
+}
+
+/// The `rows × cols` corner of `tile` (row stride `nr`) stored (or added, when
+/// `accumulate`) to the tile of `c` at `out`, in the order of `c`'s memory: a transposed
+/// product's `c` has contiguous columns.
+///
+/// # Safety
+///
+/// The tile at `out` is inside `c`.
+unsafe fn copy_out<T: Element>(
+    tile: &[T],
+    nr: usize,
+    (rows, cols): (usize, usize),
+    c: &Matrix<T>,
+    out: *mut T,
+    accumulate: bool,
+) {
+    let by_columns = c.rs == 1;
+    let (outer, inner) = if by_columns {
+        (cols, rows)
+    } else {
+        (rows, cols)
+    };
+    for x in 0..outer {
+        for y in 0..inner {
+            let (i, j) = if by_columns { (y, x) } else { (x, y) };
+            // SAFETY: `(i, j)` of the tile is inside `c`.
+            unsafe {
+                let e = out.offset(i as isize * c.rs + j as isize * c.cs);
+                let v = tile[i * nr + j];
+                *e = if accumulate { *e + v } else { v };
             }
         }
     }
