@@ -221,6 +221,8 @@ fn reads_b_in_place<T: Element, SA, SB: Operand<T>>(job: &Job<'_, T, SA, SB>, pa
         && job.kern.direct_b
         && SB::IDENTITY
         && job.b.cs == 1
+        // A row stride of `NR` would read as a packed, zero-padded panel (unmasked loads).
+        && job.b.rs != job.kern.nr as isize
         && part.r1 - part.r0 <= IN_PLACE_ROWS
         && job.k <= IN_PLACE_DEPTH
 }

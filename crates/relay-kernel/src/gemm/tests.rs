@@ -147,6 +147,9 @@ fn edge_shapes() -> Vec<(usize, usize, usize)> {
     for (m, n) in [(100, 49), (70, 17), (40, 3), (25, 13), (13, 1), (127, 7)] {
         shapes.push((m, 9, n));
     }
+    // `b`'s rows padded to exactly 32 and 16 elements (the row stride of a packed panel).
+    shapes.push((13, 7, 30));
+    shapes.push((13, 7, 14));
     shapes
 }
 
