@@ -9,6 +9,8 @@
 //! microkernel over the `MR × NR` tiles. Operands inside registered constants (weights) are
 //! packed once, whole, and reused ([`cache`]).
 
+#[cfg(target_arch = "x86_64")]
+mod avx512;
 pub mod cache;
 pub(crate) mod kernels;
 pub mod operand;
@@ -111,6 +113,14 @@ pub struct Kernel<T> {
     pub mc: usize,
     /// Columns of a packed block of `b` (a multiple of `nr`).
     pub nc: usize,
+    /// The rows an edge tile costs are its rows rounded up to a multiple of this (1 when
+    /// the microkernel has a loop per row count, `mr` when it computes whole tiles).
+    pub row_step: usize,
+    /// As `row_step`, for columns (a vector when the microkernel has a one-vector loop).
+    pub col_step: usize,
+    /// Whether the microkernel can read `b` in place (rows `ldb` apart, masked at the edge)
+    /// instead of from a packed panel.
+    pub direct_b: bool,
     micro: MicroKernel<T>,
 }
 
@@ -129,6 +139,9 @@ macro_rules! element {
                     kc: 256,
                     mc: 128,
                     nc: 2048,
+                    row_step: 4,
+                    col_step: 8,
+                    direct_b: false,
                     micro: kernels::portable::<$t, 4, 8>,
                 };
                 #[cfg(target_arch = "x86_64")]
@@ -139,6 +152,9 @@ macro_rules! element {
                     kc: 256,
                     mc: 16 * $mr512,
                     nc: 2048,
+                    row_step: 1,
+                    col_step: $nr512 / 2,
+                    direct_b: true,
                     micro: kernels::x86::$avx512,
                 };
                 #[cfg(target_arch = "x86_64")]
@@ -149,6 +165,9 @@ macro_rules! element {
                     kc: 256,
                     mc: 24 * $mr2,
                     nc: 2048,
+                    row_step: $mr2,
+                    col_step: $nr2,
+                    direct_b: false,
                     micro: kernels::x86::$avx2,
                 };
                 match isa {
@@ -163,8 +182,8 @@ macro_rules! element {
     };
 }
 
-element!(f32, 0, sgemm_avx512, sgemm_avx2, 8, 32, 6, 16);
-element!(f64, 1, dgemm_avx512, dgemm_avx2, 8, 16, 6, 8);
+element!(f32, 0, sgemm_avx512, sgemm_avx2, 12, 32, 6, 16);
+element!(f64, 1, dgemm_avx512, dgemm_avx2, 12, 16, 6, 8);
 
 /// A strided matrix view: element `(i, j)` at `ptr + i·rs + j·cs`.
 #[derive(Clone, Copy, Debug)]

@@ -12,6 +12,9 @@ pub trait Operand<T: Element>: Copy + Send + Sync + 'static {
     /// A tag for the packed-operand cache's keys.
     const TAG: u8;
 
+    /// Whether the element is `T` itself (no conversion: it may be read in place).
+    const IDENTITY: bool;
+
     /// `n` contiguous elements at `src` converted into `dst`.
     ///
     /// # Safety
@@ -21,10 +24,38 @@ pub trait Operand<T: Element>: Copy + Send + Sync + 'static {
 
     /// One element converted.
     fn widen(self) -> T;
+
+    /// `N` contiguous elements at `src` converted into `dst` (a panel row of a microkernel's
+    /// width, packed once per row of every panel).
+    ///
+    /// # Safety
+    ///
+    /// As [`Operand::convert`] for `N` elements.
+    #[inline(always)]
+    unsafe fn convert_row<const N: usize>(src: *const Self, dst: *mut T) {
+        // SAFETY: forwarded.
+        unsafe { Self::convert(src, dst, N) }
+    }
+}
+
+/// `N` elements copied as one value of constant size, which the compiler expands into vector
+/// moves (a `memcpy` call per panel row costs about as much as the copy).
+///
+/// # Safety
+///
+/// `src` and `dst` are valid for `N` elements and do not overlap.
+#[inline(always)]
+unsafe fn copy_row<T: Copy, const N: usize>(src: *const T, dst: *mut T) {
+    // SAFETY: by the contract (unaligned accesses).
+    unsafe {
+        dst.cast::<[T; N]>()
+            .write_unaligned(src.cast::<[T; N]>().read_unaligned())
+    }
 }
 
 impl Operand<f32> for f32 {
     const TAG: u8 = 0;
+    const IDENTITY: bool = true;
 
     unsafe fn convert(src: *const f32, dst: *mut f32, n: usize) {
         // SAFETY: by the contract.
@@ -34,10 +65,17 @@ impl Operand<f32> for f32 {
     fn widen(self) -> f32 {
         self
     }
+
+    #[inline(always)]
+    unsafe fn convert_row<const N: usize>(src: *const f32, dst: *mut f32) {
+        // SAFETY: by the contract.
+        unsafe { copy_row::<f32, N>(src, dst) }
+    }
 }
 
 impl Operand<f64> for f64 {
     const TAG: u8 = 1;
+    const IDENTITY: bool = true;
 
     unsafe fn convert(src: *const f64, dst: *mut f64, n: usize) {
         // SAFETY: by the contract.
@@ -46,6 +84,12 @@ impl Operand<f64> for f64 {
 
     fn widen(self) -> f64 {
         self
+    }
+
+    #[inline(always)]
+    unsafe fn convert_row<const N: usize>(src: *const f64, dst: *mut f64) {
+        // SAFETY: by the contract.
+        unsafe { copy_row::<f64, N>(src, dst) }
     }
 }
 
@@ -56,6 +100,7 @@ pub struct F16(pub u16);
 
 impl Operand<f32> for F16 {
     const TAG: u8 = 2;
+    const IDENTITY: bool = false;
 
     unsafe fn convert(src: *const F16, dst: *mut f32, n: usize) {
         #[cfg(target_arch = "x86_64")]

@@ -39,6 +39,72 @@ pub(crate) unsafe fn pack_b<T: Element, S: Operand<T>>(
     nr: usize,
     dst: *mut T,
 ) {
+    if b.cs == 1 {
+        // SAFETY: forwarded; `b`'s rows are contiguous.
+        unsafe {
+            match nr {
+                32 => pack_row_major::<T, S, 32>(b, p0, depth, c0, cols, dst),
+                16 => pack_row_major::<T, S, 16>(b, p0, depth, c0, cols, dst),
+                8 => pack_row_major::<T, S, 8>(b, p0, depth, c0, cols, dst),
+                _ => pack_panels(b, p0, depth, c0, cols, nr, dst),
+            }
+        }
+        return;
+    }
+    // SAFETY: forwarded.
+    unsafe { pack_panels(b, p0, depth, c0, cols, nr, dst) }
+}
+
+/// [`pack_b`] for a `b` whose rows are contiguous, row by row: each row of the block read in
+/// order (one stream the hardware prefetches, one page at a time, however long the rows)
+/// and cut into its panels, a whole panel row copied at constant length
+/// ([`Operand::convert_row`]).
+///
+/// # Safety
+///
+/// As [`pack_b`], with `b.cs == 1`.
+unsafe fn pack_row_major<T: Element, S: Operand<T>, const NR: usize>(
+    b: &Matrix<S>,
+    p0: usize,
+    depth: usize,
+    c0: usize,
+    cols: usize,
+    dst: *mut T,
+) {
+    let whole = cols / NR * NR;
+    for p in 0..depth {
+        // SAFETY: row `p0 + p` of the block is inside `b`, `(p, j)` of each panel inside
+        // `dst` (panel `j / NR` at `j · depth`, its row `p` at `p · NR`).
+        unsafe {
+            let src = b.at(p0 + p, c0);
+            for j in (0..whole).step_by(NR) {
+                S::convert_row::<NR>(src.add(j), dst.add(j * depth + p * NR));
+            }
+            if whole < cols {
+                let out = dst.add(whole * depth + p * NR);
+                S::convert(src.add(whole), out, cols - whole);
+                for j in cols - whole..NR {
+                    *out.add(j) = T::ZERO;
+                }
+            }
+        }
+    }
+}
+
+/// [`pack_b`] panel by panel, for any strides.
+///
+/// # Safety
+///
+/// As [`pack_b`].
+unsafe fn pack_panels<T: Element, S: Operand<T>>(
+    b: &Matrix<S>,
+    p0: usize,
+    depth: usize,
+    c0: usize,
+    cols: usize,
+    nr: usize,
+    dst: *mut T,
+) {
     for j0 in (0..cols).step_by(nr) {
         let width = nr.min(cols - j0);
         // SAFETY: panel `j0 / nr` of `dst`.
@@ -75,7 +141,7 @@ unsafe fn pack_rows<T: Element, S: Operand<T>>(
         if b.cs == 1 {
             // SAFETY: the row's `width` elements are inside `b`; `out` has `nr` left in this
             // panel row.
-            unsafe { S::convert(src, out, width) };
+            unsafe { convert_row(src, out, width, nr) };
         } else {
             for j in 0..width {
                 // SAFETY: as above, element by element.
@@ -88,6 +154,32 @@ unsafe fn pack_rows<T: Element, S: Operand<T>>(
         }
         // SAFETY: the next panel row is inside the panel.
         out = unsafe { out.add(nr) };
+    }
+}
+
+/// `width` contiguous elements at `src` converted into `out`: a whole panel row of a
+/// microkernel's width (32, 16, 12 or 8) as a conversion of constant length
+/// ([`Operand::convert_row`]).
+///
+/// # Safety
+///
+/// As [`Operand::convert`] for `width` elements.
+#[inline(always)]
+unsafe fn convert_row<T: Element, S: Operand<T>>(
+    src: *const S,
+    out: *mut T,
+    width: usize,
+    nr: usize,
+) {
+    // SAFETY: forwarded; each constant length equals `width`.
+    unsafe {
+        match (width == nr, nr) {
+            (true, 32) => S::convert_row::<32>(src, out),
+            (true, 16) => S::convert_row::<16>(src, out),
+            (true, 12) => S::convert_row::<12>(src, out),
+            (true, 8) => S::convert_row::<8>(src, out),
+            _ => S::convert(src, out, width),
+        }
     }
 }
 

@@ -132,7 +132,7 @@ fn check_shapes<T: Element + Operand<T> + From<i8>>(
 /// Sizes around every tile and block edge of every kernel.
 fn edge_shapes() -> Vec<(usize, usize, usize)> {
     let mut shapes = vec![(1, 1, 1), (2, 3, 1), (1, 5, 2)];
-    for (mr, nr) in [(8, 32), (6, 16), (4, 8), (8, 16), (6, 8)] {
+    for (mr, nr) in [(12, 32), (6, 16), (4, 8), (12, 16), (6, 8)] {
         for (dm, dn) in [(-1i64, 1i64), (0, 0), (1, -1)] {
             let m = (mr as i64 + dm) as usize;
             let n = (nr as i64 + dn) as usize;
@@ -143,6 +143,13 @@ fn edge_shapes() -> Vec<(usize, usize, usize)> {
     for k in [255, 256, 257, 513] {
         shapes.push((9, k, 33));
     }
+    // Narrow results, computed transposed (`cᵀ = bᵀ · aᵀ`), with every row count of a tile.
+    for (m, n) in [(100, 49), (70, 17), (40, 3), (25, 13), (13, 1), (127, 7)] {
+        shapes.push((m, 9, n));
+    }
+    // `b`'s rows padded to exactly 32 and 16 elements (the row stride of a packed panel).
+    shapes.push((13, 7, 30));
+    shapes.push((13, 7, 14));
     shapes
 }
 
@@ -160,7 +167,13 @@ fn dgemm_matches_naive_at_edge_sizes() {
 fn sgemm_matches_naive_at_real_sizes() {
     // Megabyte operands: the blocks of every loop (MC, KC, NC) and the thread split.
     check_shapes::<f32>(
-        &[(130, 600, 1100), (300, 530, 70), (64, 576, 3136)],
+        &[
+            (130, 600, 1100),
+            (300, 530, 70),
+            (64, 576, 3136),
+            (512, 700, 49),
+            (49, 300, 3072),
+        ],
         &[1, 3],
         &LAYOUTS[..2],
     );
