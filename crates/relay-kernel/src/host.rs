@@ -12,6 +12,9 @@ pub const SGEMM_SYMBOL: &str = "relay_kernel_sgemm";
 pub const DGEMM_SYMBOL: &str = "relay_kernel_dgemm";
 /// The symbol of the `float16` GEMM ([`relay_kernel_hgemm`]).
 pub const HGEMM_SYMBOL: &str = "relay_kernel_hgemm";
+/// The symbol of the `float32` GEMM whose `b` is an image window
+/// ([`relay_kernel_sgemm_window`]).
+pub const SGEMM_WINDOW_SYMBOL: &str = "relay_kernel_sgemm_window";
 /// The symbol of the parallel loop runner ([`relay_kernel_parallel_for`]).
 pub const PARALLEL_FOR_SYMBOL: &str = "relay_kernel_parallel_for";
 
@@ -37,10 +40,17 @@ type GemmFn<T> = unsafe extern "C" fn(
 ) -> i32;
 
 /// Every host symbol of this module, with its address.
-pub fn host_symbols() -> [(&'static str, *const u8); 5] {
+pub fn host_symbols() -> [(&'static str, *const u8); 6] {
     let sgemm: GemmFn<f32> = relay_kernel_sgemm;
     let dgemm: GemmFn<f64> = relay_kernel_dgemm;
     let hgemm: GemmFn<u16> = relay_kernel_hgemm;
+    let window: unsafe extern "C" fn(
+        *mut c_void,
+        *const GemmWindowCall,
+        *const f32,
+        *const f32,
+        *mut f32,
+    ) -> i32 = relay_kernel_sgemm_window;
     let parallel: unsafe extern "C" fn(*mut c_void, ParallelBody, *const *mut u8, i64) -> i32 =
         relay_kernel_parallel_for;
     let depthwise: unsafe extern "C" fn(
@@ -55,6 +65,7 @@ pub fn host_symbols() -> [(&'static str, *const u8); 5] {
         (SGEMM_SYMBOL, sgemm as *const u8),
         (DGEMM_SYMBOL, dgemm as *const u8),
         (HGEMM_SYMBOL, hgemm as *const u8),
+        (SGEMM_WINDOW_SYMBOL, window as *const u8),
         (PARALLEL_FOR_SYMBOL, parallel as *const u8),
         (
             crate::depthwise::DEPTHWISE_F32_SYMBOL,
@@ -659,5 +670,87 @@ mod tests {
             )
         };
         assert_eq!(rc, -1);
+    }
+}
+
+/// The shape of a [`relay_kernel_sgemm_window`] call, as the kernel stores it: `b`'s image
+/// window (which gives `k` and `n`), `m`, and the row and column strides of `a` and `c`.
+#[derive(Clone, Copy, Debug)]
+#[repr(C)]
+pub struct GemmWindowCall {
+    /// `b`.
+    pub window: crate::loops::ImageWindow,
+    /// Rows of `a` and `c`.
+    pub m: i64,
+    /// `a`'s row stride.
+    pub rsa: i64,
+    /// `a`'s column stride.
+    pub csa: i64,
+    /// `c`'s row stride.
+    pub rsc: i64,
+    /// `c`'s column stride.
+    pub csc: i64,
+}
+
+/// The `float32` GEMM kernels call for a convolution without its im2col copy: `c = a · b`
+/// where `b` is the image window `call.window` of the image at `image` (implicit im2col,
+/// [`crate::gemm::gemm_window`]), `a` `m × k` and `c` `m × n` strided as `call` says.
+/// Returns 0, or -1 for an invalid window or a negative size or stride.
+///
+/// # Safety
+///
+/// `ctx` is null or a live context, `call` is valid, `a`, the image (`C·H·W` elements) and
+/// `c` are valid for every element the call addresses, and `c` overlaps neither operand.
+pub unsafe extern "C" fn relay_kernel_sgemm_window(
+    ctx: *mut c_void,
+    call: *const GemmWindowCall,
+    a: *const f32,
+    image: *const f32,
+    c: *mut f32,
+) -> i32 {
+    // SAFETY: by the contract.
+    let call = unsafe { *call };
+    let w = call.window;
+    let (Some(k), Some(n)) = (w.depth(), w.pixels()) else {
+        return -1;
+    };
+    if !w.valid()
+        || [call.m, call.rsa, call.csa, call.rsc, call.csc]
+            .iter()
+            .any(|&v| v < 0)
+    {
+        return -1;
+    }
+    if call.m == 0 {
+        return 0;
+    }
+    let u = |v: i64| v as usize;
+    let view = |ptr, rows, cols, rs: i64, cs: i64| crate::gemm::Matrix {
+        ptr,
+        rows: u(rows),
+        cols: u(cols),
+        rs: rs as isize,
+        cs: cs as isize,
+    };
+    let window = crate::gemm::Window {
+        ptr: image,
+        channels: u(w.channels),
+        size: [u(w.height), u(w.width)],
+        kernel: [u(w.kernel_h), u(w.kernel_w)],
+        stride: [u(w.stride_h), u(w.stride_w)],
+        dilation: [u(w.dilation_h), u(w.dilation_w)],
+        pad: [u(w.pad_top), u(w.pad_left)],
+        out: [u(w.out_h), u(w.out_w)],
+        transposed: false,
+    };
+    // SAFETY: by the contract, `ctx` is null or a live context; the views are valid
+    // (sizes and strides checked non-negative, `k > 0` as the window is valid).
+    unsafe {
+        crate::gemm::gemm_window(
+            ctx.cast::<KernelContext>().as_ref(),
+            view(a, call.m, k, call.rsa, call.csa),
+            window,
+            view(c.cast_const(), call.m, n, call.rsc, call.csc),
+        )
     }
 }

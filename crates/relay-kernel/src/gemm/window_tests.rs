@@ -173,6 +173,7 @@ fn resnet50_convolutions_match_naive() {
         (Conv::new(512, 7, 100, 3, 1, 1), 2),
         (Conv::new(512, 14, 13, 3, 2, 1), 1),
         (Conv::new(3, 224, 64, 7, 2, 3), 2),
+        (Conv::new(1024, 6, 520, 3, 1, 1), 2),
     ] {
         check_f32(conv, (1, 1), threads);
     }
