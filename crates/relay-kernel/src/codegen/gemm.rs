@@ -47,7 +47,7 @@ impl Gen<'_, '_> {
                     ..g.b.clone()
                 },
                 1,
-                w.len()
+                w.image_len()
                     .ok_or_else(|| self.malformed("a GEMM image window too large"))?,
             ),
             None => (&g.b, g.k, g.n),

@@ -296,7 +296,7 @@ impl ImageWindow {
             && self.pad_left >= 0
             && self.depth().is_some()
             && self.pixels().is_some()
-            && self.len().is_some()
+            && self.image_len().is_some()
             && reach(
                 self.out_h,
                 self.stride_h,
@@ -328,7 +328,7 @@ impl ImageWindow {
     }
 
     /// The image's elements `C·H·W`.
-    pub fn len(&self) -> Option<i64> {
+    pub fn image_len(&self) -> Option<i64> {
         self.channels
             .checked_mul(self.height)?
             .checked_mul(self.width)

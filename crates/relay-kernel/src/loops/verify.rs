@@ -240,7 +240,7 @@ impl Verifier<'_> {
             col_stride: 1,
             ..image.clone()
         };
-        self.matrix(&span, 1, w.len().unwrap_or(i64::MAX))
+        self.matrix(&span, 1, w.image_len().unwrap_or(i64::MAX))
     }
 
     /// A GEMM matrix of `rows × cols` lies within its buffer.
