@@ -2,7 +2,7 @@
 //! host's GEMM routine.
 
 use super::*;
-use crate::host::SGEMM_WINDOW_SYMBOL;
+use crate::host::{DGEMM_WINDOW_SYMBOL, HGEMM_WINDOW_SYMBOL, SGEMM_WINDOW_SYMBOL};
 use crate::loops::{ImageWindow, MatrixRef};
 
 impl Gen<'_, '_> {
@@ -127,15 +127,12 @@ impl Gen<'_, '_> {
         Ok(())
     }
 
-    /// A `float32` [`Gemm`] whose `b` is image window `w` (`addrs`: the addresses of `a`,
-    /// the image and `c`): the call's shape ([`GemmWindowCall`]) in a stack slot, then a call
-    /// of the host's [`SGEMM_WINDOW_SYMBOL`].
+    /// A [`Gemm`] whose `b` is image window `w` (`addrs`: the addresses of `a`, the image
+    /// and `c`): the call's shape (`host::GemmWindowCall`) in a stack slot, then a call of
+    /// the host's GEMM with an image window for the dtype ([`SGEMM_WINDOW_SYMBOL`], ...).
     fn gemm_window(&mut self, g: &Gemm, w: &ImageWindow, ctx: Value, addrs: &[Value]) -> R<()> {
         if !w.valid() || w.depth() != Some(g.k) || w.pixels() != Some(g.n) {
             return Err(self.malformed(format!("a GEMM image window {w:?}")));
-        }
-        if self.buffer_dtype(g.c.buffer)?.bits != 32 {
-            return Err(self.malformed("a GEMM image window on other than float32"));
         }
         let fields: Vec<i64> = w
             .to_array()
@@ -159,7 +156,12 @@ impl Gen<'_, '_> {
             let flags = MemFlagsData::new().with_notrap();
             self.b.ins().store(flags, v, call, (i * 8) as i32);
         }
-        let f = self.host_import(SGEMM_WINDOW_SYMBOL, 5)?;
+        let symbol = match self.buffer_dtype(g.c.buffer)?.bits {
+            16 => HGEMM_WINDOW_SYMBOL,
+            32 => SGEMM_WINDOW_SYMBOL,
+            _ => DGEMM_WINDOW_SYMBOL,
+        };
+        let f = self.host_import(symbol, 5)?;
         let call = self
             .b
             .ins()

@@ -220,7 +220,7 @@ pub struct Gemm {
     pub c: MatrixRef,
     /// When present, `b` is this image window of `b.buffer` from `b.offset` (implicit
     /// im2col: `k = C·KH·KW`, `n = OH·OW`; `b`'s strides are unused), which the host packs
-    /// straight from the image (`float32` only).
+    /// straight from the image.
     pub window: Option<ImageWindow>,
 }
 

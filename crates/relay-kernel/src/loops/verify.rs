@@ -232,9 +232,6 @@ impl Verifier<'_> {
         if !w.valid() || w.depth() != Some(k) || w.pixels() != Some(n) {
             return Err(format!("a GEMM image window {w:?} for k={k}, n={n}"));
         }
-        if self.buffer(image.buffer)?.dtype != DType::F32 {
-            return Err("a GEMM image window on other than float32".into());
-        }
         let span = MatrixRef {
             row_stride: 0,
             col_stride: 1,

@@ -98,7 +98,7 @@ pub(super) struct Im2col {
     pub(super) channel: [i64; 2],
 }
 
-/// For an im2col `col[n, g, c, kh, kw, y, x]` (float32) reading an NCHW kernel input through
+/// For an im2col `col[n, g, c, kh, kw, y, x]` reading an NCHW kernel input through
 /// a zero-padded window: the input, the window and how the channel is read.
 pub(super) fn im2col_window(col: &Tensor, inputs: &[Tensor]) -> Option<Im2col> {
     let TensorOp::Compute { axes, body } = &col.op else {
@@ -117,7 +117,7 @@ pub(super) fn im2col_window(col: &Tensor, inputs: &[Tensor]) -> Option<Im2col> {
         return None;
     }
     let (cond, load) = match &v {
-        Val::Select(cond, then, zero) if matches!(**zero, Val::Float(z, DType::F32) if z.to_bits() == 0) => {
+        Val::Select(cond, then, zero) if matches!(**zero, Val::Float(z, d) if d == col.dtype && z.to_bits() == 0) => {
             (Some(&**cond), &**then)
         }
         other => (None, other),

@@ -311,7 +311,7 @@ impl ConvWindow {
     }
 }
 
-/// The image window `col` is, when it is a float32 `col[n, g, c, kh, kw, y, x]` of an NCHW
+/// The image window `col` is, when it is a float `col[n, g, c, kh, kw, y, x]` of an NCHW
 /// kernel input ([`im2col_window`], shared with the host depthwise convolution) whose group
 /// `g` reads channels `g·C .. g·C + C` in order: the convolution's GEMM then packs its `b`
 /// straight from the input, and `col` is not materialized (`schedule::materialized`).
@@ -332,7 +332,8 @@ pub(crate) fn conv_window(col: &Tensor, inputs: &[Tensor]) -> Option<ConvWindow>
         && (cg == 1 || per_channel == 1)
         && g.checked_mul(cg) == Some(xc)
         && xn == n;
-    if col.dtype != DType::F32 || x.dtype != DType::F32 || !channels_ok {
+    let float = [DType::F16, DType::F32, DType::F64].contains(&col.dtype);
+    if !float || x.dtype != col.dtype || !channels_ok {
         return None;
     }
     let window = ImageWindow {
