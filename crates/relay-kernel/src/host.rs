@@ -12,6 +12,13 @@ pub const SGEMM_SYMBOL: &str = "relay_kernel_sgemm";
 pub const DGEMM_SYMBOL: &str = "relay_kernel_dgemm";
 /// The symbol of the `float16` GEMM ([`relay_kernel_hgemm`]).
 pub const HGEMM_SYMBOL: &str = "relay_kernel_hgemm";
+/// The symbol of the `float32` GEMM whose `b` is an image window
+/// ([`relay_kernel_sgemm_window`]).
+pub const SGEMM_WINDOW_SYMBOL: &str = "relay_kernel_sgemm_window";
+/// The `float64` GEMM with an image window ([`relay_kernel_dgemm_window`]).
+pub const DGEMM_WINDOW_SYMBOL: &str = "relay_kernel_dgemm_window";
+/// The `float16` GEMM with an image window ([`relay_kernel_hgemm_window`]).
+pub const HGEMM_WINDOW_SYMBOL: &str = "relay_kernel_hgemm_window";
 /// The symbol of the parallel loop runner ([`relay_kernel_parallel_for`]).
 pub const PARALLEL_FOR_SYMBOL: &str = "relay_kernel_parallel_for";
 
@@ -36,11 +43,19 @@ type GemmFn<T> = unsafe extern "C" fn(
     i64,
 ) -> i32;
 
+/// The C signature of the GEMM-with-an-image-window host functions for element type `T`:
+/// the kernel context, the call's shape, then `a`, the image and `c`.
+type WindowFn<T> =
+    unsafe extern "C" fn(*mut c_void, *const GemmWindowCall, *const T, *const T, *mut T) -> i32;
+
 /// Every host symbol of this module, with its address.
-pub fn host_symbols() -> [(&'static str, *const u8); 5] {
+pub fn host_symbols() -> [(&'static str, *const u8); 8] {
     let sgemm: GemmFn<f32> = relay_kernel_sgemm;
     let dgemm: GemmFn<f64> = relay_kernel_dgemm;
     let hgemm: GemmFn<u16> = relay_kernel_hgemm;
+    let swindow: WindowFn<f32> = relay_kernel_sgemm_window;
+    let dwindow: WindowFn<f64> = relay_kernel_dgemm_window;
+    let hwindow: WindowFn<u16> = relay_kernel_hgemm_window;
     let parallel: unsafe extern "C" fn(*mut c_void, ParallelBody, *const *mut u8, i64) -> i32 =
         relay_kernel_parallel_for;
     let depthwise: unsafe extern "C" fn(
@@ -55,6 +70,9 @@ pub fn host_symbols() -> [(&'static str, *const u8); 5] {
         (SGEMM_SYMBOL, sgemm as *const u8),
         (DGEMM_SYMBOL, dgemm as *const u8),
         (HGEMM_SYMBOL, hgemm as *const u8),
+        (SGEMM_WINDOW_SYMBOL, swindow as *const u8),
+        (DGEMM_WINDOW_SYMBOL, dwindow as *const u8),
+        (HGEMM_WINDOW_SYMBOL, hwindow as *const u8),
         (PARALLEL_FOR_SYMBOL, parallel as *const u8),
         (
             crate::depthwise::DEPTHWISE_F32_SYMBOL,
@@ -659,5 +677,173 @@ mod tests {
             )
         };
         assert_eq!(rc, -1);
+    }
+}
+
+/// The shape of a [`relay_kernel_sgemm_window`] call, as the kernel stores it: `b`'s image
+/// window (which gives `k` and `n`), `m`, and the row and column strides of `a` and `c`.
+#[derive(Clone, Copy, Debug)]
+#[repr(C)]
+pub struct GemmWindowCall {
+    /// `b`.
+    pub window: crate::loops::ImageWindow,
+    /// Rows of `a` and `c`.
+    pub m: i64,
+    /// `a`'s row stride.
+    pub rsa: i64,
+    /// `a`'s column stride.
+    pub csa: i64,
+    /// `c`'s row stride.
+    pub rsc: i64,
+    /// `c`'s column stride.
+    pub csc: i64,
+}
+
+/// The `float32` GEMM kernels call for a convolution without its im2col copy: `c = a · b`
+/// where `b` is the image window `call.window` of the image at `image` (implicit im2col,
+/// [`crate::gemm::gemm_window`]), `a` `m × k` and `c` `m × n` strided as `call` says.
+/// Returns 0, or -1 for an invalid window or a negative size or stride.
+///
+/// # Safety
+///
+/// `ctx` is null or a live context, `call` is valid, `a`, the image (`C·H·W` elements) and
+/// `c` are valid for every element the call addresses, and `c` overlaps neither operand.
+pub unsafe extern "C" fn relay_kernel_sgemm_window(
+    ctx: *mut c_void,
+    call: *const GemmWindowCall,
+    a: *const f32,
+    image: *const f32,
+    c: *mut f32,
+) -> i32 {
+    // SAFETY: by the contract.
+    let call = unsafe { &*call };
+    // SAFETY: forwarded from this function's contract; `c` is written in place.
+    unsafe { gemm_window(ctx, call, a, image, |_, _| (c, [call.rsc, call.csc])) }
+}
+
+/// The `float64` GEMM with an image window, as [`relay_kernel_sgemm_window`].
+///
+/// # Safety
+///
+/// As [`relay_kernel_sgemm_window`].
+pub unsafe extern "C" fn relay_kernel_dgemm_window(
+    ctx: *mut c_void,
+    call: *const GemmWindowCall,
+    a: *const f64,
+    image: *const f64,
+    c: *mut f64,
+) -> i32 {
+    // SAFETY: by the contract.
+    let call = unsafe { &*call };
+    // SAFETY: forwarded from this function's contract; `c` is written in place.
+    unsafe { gemm_window(ctx, call, a, image, |_, _| (c, [call.rsc, call.csc])) }
+}
+
+/// The `float16` GEMM with an image window, as [`relay_kernel_sgemm_window`] on binary16
+/// bits and as [`relay_kernel_hgemm`] computes: operands widened while packed, `float32`
+/// accumulation, each result rounded once.
+///
+/// # Safety
+///
+/// As [`relay_kernel_sgemm_window`].
+pub unsafe extern "C" fn relay_kernel_hgemm_window(
+    ctx: *mut c_void,
+    call: *const GemmWindowCall,
+    a: *const u16,
+    image: *const u16,
+    c: *mut u16,
+) -> i32 {
+    use crate::gemm::F16;
+    // SAFETY: by the contract.
+    let call = unsafe { &*call };
+    let mut acc = Vec::new();
+    // SAFETY: forwarded from this function's contract; `acc` holds the `m × n` result, row
+    // by row.
+    let rc = unsafe {
+        gemm_window(ctx, call, a.cast::<F16>(), image.cast::<F16>(), |m, n| {
+            acc = vec![0f32; m.saturating_mul(n)];
+            (acc.as_mut_ptr(), [n as i64, 1])
+        })
+    };
+    if rc != 0 || acc.is_empty() {
+        return rc;
+    }
+    let (m, n) = (call.m as usize, acc.len() / call.m as usize);
+    for i in 0..m {
+        let row = &acc[i * n..(i + 1) * n];
+        for (j, &v) in row.iter().enumerate() {
+            // SAFETY: `(i, j)` is an element of `c` (the contract).
+            unsafe {
+                *c.offset((i as i64 * call.rsc + j as i64 * call.csc) as isize) =
+                    relay_runtime::half::f32_to_f16_bits(v)
+            };
+        }
+    }
+    0
+}
+
+/// The GEMM-with-an-image-window host functions' body: the call checked, then
+/// [`crate::gemm::gemm_window`] into the result `out(m, n)` gives (its address and row and
+/// column strides, `call`'s for a result written in place).
+///
+/// # Safety
+///
+/// As [`relay_kernel_sgemm_window`], for the result `out` gives.
+unsafe fn gemm_window<T: crate::gemm::Element, S: crate::gemm::Operand<T>>(
+    ctx: *mut c_void,
+    call: &GemmWindowCall,
+    a: *const S,
+    image: *const S,
+    out: impl FnOnce(usize, usize) -> (*mut T, [i64; 2]),
+) -> i32 {
+    let w = call.window;
+    let (Some(k), Some(n)) = (w.depth(), w.pixels()) else {
+        return -1;
+    };
+    if !w.valid()
+        || [call.m, call.rsa, call.csa, call.rsc, call.csc]
+            .iter()
+            .any(|&v| v < 0)
+    {
+        return -1;
+    }
+    if call.m == 0 {
+        return 0;
+    }
+    let u = |v: i64| v as usize;
+    let (c, [rsc, csc]) = out(u(call.m), u(n));
+    let window = crate::gemm::Window {
+        ptr: image,
+        channels: u(w.channels),
+        size: [u(w.height), u(w.width)],
+        kernel: [u(w.kernel_h), u(w.kernel_w)],
+        stride: [u(w.stride_h), u(w.stride_w)],
+        dilation: [u(w.dilation_h), u(w.dilation_w)],
+        pad: [u(w.pad_top), u(w.pad_left)],
+        out: [u(w.out_h), u(w.out_w)],
+        transposed: false,
+    };
+    let view = |ptr, rows, cols, rs: i64, cs: i64| crate::gemm::Matrix {
+        ptr,
+        rows: u(rows),
+        cols: u(cols),
+        rs: rs as isize,
+        cs: cs as isize,
+    };
+    // SAFETY: by the contract, `ctx` is null or a live context; the views are valid (sizes
+    // and strides checked non-negative, `k > 0` as the window is valid).
+    unsafe {
+        crate::gemm::gemm_window(
+            ctx.cast::<KernelContext>().as_ref(),
+            view(a, call.m, k, call.rsa, call.csa),
+            window,
+            crate::gemm::Matrix {
+                ptr: c.cast_const(),
+                rows: u(call.m),
+                cols: u(n),
+                rs: rsc as isize,
+                cs: csc as isize,
+            },
+        )
     }
 }

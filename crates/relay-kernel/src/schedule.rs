@@ -35,7 +35,7 @@ use crate::contract::{Contraction, Index, contraction};
 use crate::loops::{
     Accesses, BufferId, BufferRole, ForKind, LExpr, LocalId, LoopFunc, Place, Stmt,
 };
-use crate::lower::{HostDepthwise, host_depthwise, input_view, key, strides};
+use crate::lower::{HostDepthwise, conv_window, host_depthwise, input_view, key, strides};
 
 /// Lanes of a vectorized loop over 32-bit elements.
 pub const LANES: u32 = 4;
@@ -70,9 +70,12 @@ pub fn materialized(composed: &Composed) -> Vec<Tensor> {
         {
             out.push(t.clone());
             for operand in [&c.a.0, &c.b.0] {
-                // An operand that is an input read in place needs no copy.
+                // An operand that is an input read in place needs no copy, nor an im2col the
+                // GEMM packs from the image (`conv_window`; lowering materializes it after
+                // all if the GEMM cannot read it so).
                 if matches!(operand.op, TensorOp::Compute { .. })
                     && input_view(operand, &composed.inputs).is_none()
+                    && conv_window(operand, &composed.inputs).is_none()
                 {
                     out.push(operand.clone());
                 }

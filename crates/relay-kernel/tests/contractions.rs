@@ -164,6 +164,10 @@ fn three_by_three_convolutions_at_every_channel_threshold() {
         // The output has as many elements as the input when the channels are equal.
         cases.push(conv(c_in, c_out, 6, 3, 1, 1).case("float32", c_in == c_out));
     }
+    // The image window (implicit im2col) in float64 with an epilogue and in float16, strided
+    // (float16_contractions_match_the_reference has more float16 windows).
+    cases.push(conv(256, 128, 14, 3, 2, 1).case("float64", true));
+    cases.push(conv(64, 64, 28, 3, 2, 1).case("float16", false));
     run_cases_within(cases, LOOSE);
 }
 

@@ -87,7 +87,7 @@ impl Gen<'_, '_> {
 
     /// The host function `symbol` taking `pointers` pointer arguments and returning an
     /// `int32` code, imported once per kernel.
-    fn host_import(&mut self, symbol: &str, pointers: usize) -> R<FuncRef> {
+    pub(super) fn host_import(&mut self, symbol: &str, pointers: usize) -> R<FuncRef> {
         if let Some(f) = self.imports.get(symbol) {
             return Ok(*f);
         }

@@ -2,6 +2,8 @@
 //! host's GEMM routine.
 
 use super::*;
+use crate::host::{DGEMM_WINDOW_SYMBOL, HGEMM_WINDOW_SYMBOL, SGEMM_WINDOW_SYMBOL};
+use crate::loops::{ImageWindow, MatrixRef};
 
 impl Gen<'_, '_> {
     /// A [`Gemm`]: checks that the three matrices lie within their buffers and calls the
@@ -36,8 +38,22 @@ impl Gen<'_, '_> {
             return Ok(());
         }
         let size = i64::from(d.bits / 8);
+        // An image window's `b` is its image, one row of `C·H·W` elements.
+        let b = match &g.window {
+            Some(w) => (
+                &MatrixRef {
+                    row_stride: 0,
+                    col_stride: 1,
+                    ..g.b.clone()
+                },
+                1,
+                w.image_len()
+                    .ok_or_else(|| self.malformed("a GEMM image window too large"))?,
+            ),
+            None => (&g.b, g.k, g.n),
+        };
         let mut addrs = Vec::with_capacity(3);
-        for (m, rows, cols) in [(&g.a, g.m, g.k), (&g.b, g.k, g.n), (&g.c, g.m, g.n)] {
+        for (m, rows, cols) in [(&g.a, g.m, g.k), b, (&g.c, g.m, g.n)] {
             let (first, fd) = self.expr(&m.offset)?;
             if fd != DType::I64 {
                 return Err(self.malformed("a GEMM offset must be int64"));
@@ -61,6 +77,9 @@ impl Gen<'_, '_> {
         let ctx = self
             .ctx
             .ok_or_else(|| self.malformed("a GEMM outside the body"))?;
+        if let Some(w) = &g.window {
+            return self.gemm_window(g, w, ctx, &addrs);
+        }
         let symbol = match d.bits {
             16 => HGEMM_SYMBOL,
             32 => SGEMM_SYMBOL,
@@ -102,6 +121,51 @@ impl Gen<'_, '_> {
             args.push(self.b.ins().iconst(types::I64, m.col_stride));
         }
         let call = self.b.ins().call(f, &args);
+        let rc = self.b.inst_results(call)[0];
+        let failed = self.b.ins().icmp_imm_s(IntCC::NotEqual, rc, 0);
+        self.fail_if(failed, ERR_HOST);
+        Ok(())
+    }
+
+    /// A [`Gemm`] whose `b` is image window `w` (`addrs`: the addresses of `a`, the image
+    /// and `c`): the call's shape (`host::GemmWindowCall`) in a stack slot, then a call of
+    /// the host's GEMM with an image window for the dtype ([`SGEMM_WINDOW_SYMBOL`], ...).
+    fn gemm_window(&mut self, g: &Gemm, w: &ImageWindow, ctx: Value, addrs: &[Value]) -> R<()> {
+        if !w.valid() || w.depth() != Some(g.k) || w.pixels() != Some(g.n) {
+            return Err(self.malformed(format!("a GEMM image window {w:?}")));
+        }
+        let fields: Vec<i64> = w
+            .to_array()
+            .into_iter()
+            .chain([
+                g.m,
+                g.a.row_stride,
+                g.a.col_stride,
+                g.c.row_stride,
+                g.c.col_stride,
+            ])
+            .collect();
+        let slot = self.b.create_sized_stack_slot(StackSlotData::new(
+            StackSlotKind::ExplicitSlot,
+            (fields.len() * 8) as u32,
+            3,
+        ));
+        let call = self.b.ins().stack_addr(self.ptr, slot, 0);
+        for (i, v) in fields.into_iter().enumerate() {
+            let v = self.b.ins().iconst(types::I64, v);
+            let flags = MemFlagsData::new().with_notrap();
+            self.b.ins().store(flags, v, call, (i * 8) as i32);
+        }
+        let symbol = match self.buffer_dtype(g.c.buffer)?.bits {
+            16 => HGEMM_WINDOW_SYMBOL,
+            32 => SGEMM_WINDOW_SYMBOL,
+            _ => DGEMM_WINDOW_SYMBOL,
+        };
+        let f = self.host_import(symbol, 5)?;
+        let call = self
+            .b
+            .ins()
+            .call(f, &[ctx, call, addrs[0], addrs[1], addrs[2]]);
         let rc = self.b.inst_results(call)[0];
         let failed = self.b.ins().icmp_imm_s(IntCC::NotEqual, rc, 0);
         self.fail_if(failed, ERR_HOST);

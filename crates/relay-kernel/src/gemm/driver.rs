@@ -5,7 +5,7 @@ use std::cell::RefCell;
 use std::sync::Arc;
 
 use super::cache::{self, PackedOperand, Side};
-use super::pack::{pack_a, pack_b};
+use super::window::{Source, Window, pack_source};
 use super::{Element, Isa, Kernel, Matrix, Operand};
 use crate::abi::KernelContext;
 
@@ -27,8 +27,8 @@ struct Part {
 /// The operands of one call, as every thread reads them.
 struct Job<'a, T: Element, SA, SB> {
     kern: &'a Kernel<T>,
-    a: Matrix<SA>,
-    b: Matrix<SB>,
+    a: Source<SA>,
+    b: Source<SB>,
     c: Matrix<T>,
     k: usize,
     packed_a: Option<Arc<PackedOperand>>,
@@ -46,6 +46,38 @@ pub unsafe fn gemm<T: Element, SA: Operand<T>, SB: Operand<T>>(
     ctx: Option<&KernelContext>,
     a: Matrix<SA>,
     b: Matrix<SB>,
+    c: Matrix<T>,
+) -> i32 {
+    // SAFETY: forwarded.
+    unsafe { gemm_sources(ctx, Source::Dense(a), Source::Dense(b), c) }
+}
+
+/// `c = a · b` where `b` is a convolution's image window (implicit im2col, [`Window`]):
+/// `b`'s panels are packed straight from the image, as [`gemm`] otherwise.
+///
+/// # Safety
+///
+/// As [`gemm`]; `b` is untransposed, its image holds `b.span()` elements, and
+/// `a.cols == b`'s rows `> 0`.
+pub unsafe fn gemm_window<T: Element, SA: Operand<T>, SB: Operand<T>>(
+    ctx: Option<&KernelContext>,
+    a: Matrix<SA>,
+    b: Window<SB>,
+    c: Matrix<T>,
+) -> i32 {
+    // SAFETY: forwarded.
+    unsafe { gemm_sources(ctx, Source::Dense(a), Source::Window(b), c) }
+}
+
+/// [`gemm`] on any operands.
+///
+/// # Safety
+///
+/// As [`gemm`].
+unsafe fn gemm_sources<T: Element, SA: Operand<T>, SB: Operand<T>>(
+    ctx: Option<&KernelContext>,
+    a: Source<SA>,
+    b: Source<SB>,
     c: Matrix<T>,
 ) -> i32 {
     let kern = T::kernel(Isa::current());
@@ -79,8 +111,8 @@ fn transposing_pays<T>(kern: &Kernel<T>, c: &Matrix<T>) -> bool {
 unsafe fn contract<T: Element, SA: Operand<T>, SB: Operand<T>>(
     kern: &'static Kernel<T>,
     ctx: Option<&KernelContext>,
-    a: Matrix<SA>,
-    b: Matrix<SB>,
+    a: Source<SA>,
+    b: Source<SB>,
     c: Matrix<T>,
 ) -> i32 {
     let job = Job {
@@ -88,11 +120,11 @@ unsafe fn contract<T: Element, SA: Operand<T>, SB: Operand<T>>(
         a,
         b,
         c,
-        k: a.cols,
+        k: a.cols(),
         // SAFETY: the operands are valid views (forwarded).
-        packed_a: unsafe { cache::packed(&a, Side::A, kern) },
+        packed_a: unsafe { packed(&a, Side::A, kern) },
         // SAFETY: as above.
-        packed_b: unsafe { cache::packed(&b, Side::B, kern) },
+        packed_b: unsafe { packed(&b, Side::B, kern) },
     };
     let threads = ctx.map_or(1, |c| c.threads());
     let work = c.rows.saturating_mul(c.cols).saturating_mul(job.k);
@@ -113,6 +145,23 @@ unsafe fn contract<T: Element, SA: Operand<T>, SB: Operand<T>>(
     match ctx {
         Some(ctx) if parts.len() > 1 => ctx.parallel(parts.len() as i64, &run),
         _ => run(0),
+    }
+}
+
+/// The cached packing of `src` when it is a matrix inside a registered constant.
+///
+/// # Safety
+///
+/// `src` is a valid view.
+unsafe fn packed<T: Element, S: Operand<T>>(
+    src: &Source<S>,
+    side: Side,
+    kern: &Kernel<T>,
+) -> Option<Arc<PackedOperand>> {
+    match src {
+        // SAFETY: forwarded.
+        Source::Dense(m) => unsafe { cache::packed(m, side, kern) },
+        Source::Window(_) => None,
     }
 }
 
@@ -217,12 +266,15 @@ struct PanelsB<T> {
 /// deep (64 × 256 × 3136: 100 → 113 GFLOP/s; 24 × 96 × 3136: 84 → 112), and slower beyond
 /// (64 × 576 × 3136: 83 → 66; 256 × 2304 × 196: 102 → 91).
 fn reads_b_in_place<T: Element, SA, SB: Operand<T>>(job: &Job<'_, T, SA, SB>, part: Part) -> bool {
+    let Source::Dense(b) = &job.b else {
+        return false;
+    };
     job.packed_b.is_none()
         && job.kern.direct_b
         && SB::IDENTITY
-        && job.b.cs == 1
+        && b.cs == 1
         // A row stride of `NR` would read as a packed, zero-padded panel (unmasked loads).
-        && job.b.rs != job.kern.nr as isize
+        && b.rs != job.kern.nr as isize
         && part.r1 - part.r0 <= IN_PLACE_ROWS
         && job.k <= IN_PLACE_DEPTH
 }
@@ -245,19 +297,25 @@ unsafe fn blocks<T: Element, SA: Operand<T>, SB: Operand<T>>(
 ) {
     let kern = job.kern;
     let (mr, nr) = (kern.mr, kern.nr);
-    let (m_pad, n_pad) = (job.a.rows.div_ceil(mr) * mr, job.b.cols.div_ceil(nr) * nr);
-    let direct = reads_b_in_place(job, part);
+    let (m_pad, n_pad) = (
+        job.a.rows().div_ceil(mr) * mr,
+        job.b.cols().div_ceil(nr) * nr,
+    );
+    let direct = match &job.b {
+        Source::Dense(b) if reads_b_in_place(job, part) => Some(*b),
+        _ => None,
+    };
     for jc in (part.c0..part.c1).step_by(kern.nc) {
         let ncb = kern.nc.min(part.c1 - jc);
         for pc in (0..job.k).step_by(kern.kc) {
             let kcb = kern.kc.min(job.k - pc);
-            let bp = if direct {
+            let bp = if let Some(b) = direct {
                 // SAFETY: `(pc, jc)` is inside `b`, whose elements are `T` (`SB::IDENTITY`).
-                let ptr = unsafe { job.b.at(pc, jc).cast::<T>() };
+                let ptr = unsafe { b.at(pc, jc).cast::<T>() };
                 PanelsB {
                     ptr,
                     step: 1,
-                    ld: job.b.rs as usize,
+                    ld: b.rs as usize,
                 }
             } else {
                 let ptr: *const T = match &job.packed_b {
@@ -266,7 +324,7 @@ unsafe fn blocks<T: Element, SA: Operand<T>, SB: Operand<T>>(
                     None => {
                         let dst = region::<T>(&mut scratch.1, ncb.div_ceil(nr) * nr * kcb);
                         // SAFETY: the block lies inside `b`; `dst` has room for its panels.
-                        unsafe { pack_b(&job.b, pc, kcb, jc, ncb, nr, dst) };
+                        unsafe { pack_source(&job.b, pc, kcb, jc, ncb, nr, dst) };
                         dst
                     }
                 };
@@ -283,8 +341,9 @@ unsafe fn blocks<T: Element, SA: Operand<T>, SB: Operand<T>>(
                     Some(p) => unsafe { p.ptr::<T>().add(pc * m_pad + ic * kcb) },
                     None => {
                         let dst = region::<T>(&mut scratch.0, mcb.div_ceil(mr) * mr * kcb);
-                        // SAFETY: as for `b`.
-                        unsafe { pack_a(&job.a, ic, mcb, pc, kcb, mr, dst) };
+                        // SAFETY: as for `b` (`a` packed as the `b` operand of the transposed
+                        // product).
+                        unsafe { pack_source(&job.a.transposed(), pc, kcb, ic, mcb, mr, dst) };
                         dst
                     }
                 };

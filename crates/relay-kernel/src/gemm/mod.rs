@@ -230,7 +230,12 @@ impl<T> Matrix<T> {
 }
 
 mod driver;
-pub use driver::gemm;
+pub mod window;
+pub use driver::{gemm, gemm_window};
+pub use window::Window;
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod window_tests;

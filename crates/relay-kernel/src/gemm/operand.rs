@@ -45,7 +45,7 @@ pub trait Operand<T: Element>: Copy + Send + Sync + 'static {
 ///
 /// `src` and `dst` are valid for `N` elements and do not overlap.
 #[inline(always)]
-unsafe fn copy_row<T: Copy, const N: usize>(src: *const T, dst: *mut T) {
+pub(crate) unsafe fn copy_row<T: Copy, const N: usize>(src: *const T, dst: *mut T) {
     // SAFETY: by the contract (unaligned accesses).
     unsafe {
         dst.cast::<[T; N]>()

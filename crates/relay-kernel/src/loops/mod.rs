@@ -218,6 +218,132 @@ pub struct Gemm {
     pub b: MatrixRef,
     /// The result, `m × n`.
     pub c: MatrixRef,
+    /// When present, `b` is this image window of `b.buffer` from `b.offset` (implicit
+    /// im2col: `k = C·KH·KW`, `n = OH·OW`; `b`'s strides are unused), which the host packs
+    /// straight from the image.
+    pub window: Option<ImageWindow>,
+}
+
+/// A convolution's image window as a GEMM's `b` operand (`crate::gemm::Window`): element
+/// `((c·KH + ky)·KW + kx, y·OW + x)` is the image (`[C, H, W]`, row-major) at
+/// `(c, y·SH − PT + ky·DH, x·SW − PL + kx·DW)`, zero outside it. Passed to the host as is
+/// (`#[repr(C)]`, thirteen `int64`s in this order).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(C)]
+pub struct ImageWindow {
+    /// Channels `C`.
+    pub channels: i64,
+    /// Image rows `H`.
+    pub height: i64,
+    /// Image columns `W`.
+    pub width: i64,
+    /// Kernel rows `KH`.
+    pub kernel_h: i64,
+    /// Kernel columns `KW`.
+    pub kernel_w: i64,
+    /// Vertical stride `SH`.
+    pub stride_h: i64,
+    /// Horizontal stride `SW`.
+    pub stride_w: i64,
+    /// Vertical dilation `DH`.
+    pub dilation_h: i64,
+    /// Horizontal dilation `DW`.
+    pub dilation_w: i64,
+    /// Padding above `PT`.
+    pub pad_top: i64,
+    /// Padding on the left `PL`.
+    pub pad_left: i64,
+    /// Output rows `OH`.
+    pub out_h: i64,
+    /// Output columns `OW`.
+    pub out_w: i64,
+}
+
+impl ImageWindow {
+    /// The fields in order.
+    pub fn to_array(&self) -> [i64; 13] {
+        [
+            self.channels,
+            self.height,
+            self.width,
+            self.kernel_h,
+            self.kernel_w,
+            self.stride_h,
+            self.stride_w,
+            self.dilation_h,
+            self.dilation_w,
+            self.pad_top,
+            self.pad_left,
+            self.out_h,
+            self.out_w,
+        ]
+    }
+
+    /// Whether every size, stride and dilation is positive, the paddings are not negative,
+    /// and the window's dimensions (`k`, `n`, the image's length and every coordinate it
+    /// reaches) fit in `int64`.
+    pub fn valid(&self) -> bool {
+        let a = self.to_array();
+        let positive = a[..9].iter().chain(&a[11..]).all(|&v| v > 0);
+        let reach = |o: i64, s: i64, k: i64, d: i64, p: i64| {
+            o.checked_mul(s)
+                .zip(k.checked_mul(d))
+                .and_then(|(x, y)| x.checked_add(y))
+                .and_then(|v| v.checked_add(p))
+        };
+        positive
+            && self.pad_top >= 0
+            && self.pad_left >= 0
+            && self.depth().is_some()
+            && self.pixels().is_some()
+            && self.image_len().is_some()
+            && reach(
+                self.out_h,
+                self.stride_h,
+                self.kernel_h,
+                self.dilation_h,
+                self.height,
+            )
+            .is_some()
+            && reach(
+                self.out_w,
+                self.stride_w,
+                self.kernel_w,
+                self.dilation_w,
+                self.width,
+            )
+            .is_some()
+    }
+
+    /// The window's rows `C·KH·KW` (the GEMM's `k`).
+    pub fn depth(&self) -> Option<i64> {
+        self.channels
+            .checked_mul(self.kernel_h)?
+            .checked_mul(self.kernel_w)
+    }
+
+    /// The window's columns `OH·OW` (the GEMM's `n`).
+    pub fn pixels(&self) -> Option<i64> {
+        self.out_h.checked_mul(self.out_w)
+    }
+
+    /// The image's elements `C·H·W`.
+    pub fn image_len(&self) -> Option<i64> {
+        self.channels
+            .checked_mul(self.height)?
+            .checked_mul(self.width)
+    }
+
+    /// The image offset of window element `(q, pixel)`, or `None` in the padding.
+    pub fn offset(&self, q: i64, pixel: i64) -> Option<i64> {
+        let (kh, kw) = (self.kernel_h, self.kernel_w);
+        let (c, ky, kx) = (q / (kh * kw), q / kw % kh, q % kw);
+        let (y, x) = (pixel / self.out_w, pixel % self.out_w);
+        let iy = y * self.stride_h + ky * self.dilation_h - self.pad_top;
+        let ix = x * self.stride_w + kx * self.dilation_w - self.pad_left;
+        ((0..self.height).contains(&iy) && (0..self.width).contains(&ix))
+            .then_some((c * self.height + iy) * self.width + ix)
+    }
 }
 
 /// A strided matrix view of a buffer, for [`Gemm`].

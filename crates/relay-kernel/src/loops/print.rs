@@ -254,7 +254,28 @@ impl LoopFunc {
                         self.expr(out, &m.offset)?;
                         write!(out, "; {}, {}]", m.row_stride, m.col_stride)?;
                     }
-                    writeln!(out, ", m={}, n={}, k={})", g.m, g.n, g.k)
+                    write!(out, ", m={}, n={}, k={}", g.m, g.n, g.k)?;
+                    if let Some(w) = &g.window {
+                        write!(
+                            out,
+                            ", window(c={}, in={}x{}, kernel={}x{}, strides={}x{}, \
+                             dilation={}x{}, pad={}x{}, out={}x{})",
+                            w.channels,
+                            w.height,
+                            w.width,
+                            w.kernel_h,
+                            w.kernel_w,
+                            w.stride_h,
+                            w.stride_w,
+                            w.dilation_h,
+                            w.dilation_w,
+                            w.pad_top,
+                            w.pad_left,
+                            w.out_h,
+                            w.out_w
+                        )?;
+                    }
+                    writeln!(out, ")")
                 }
                 Stmt::Depthwise(d) => {
                     // `depthwise(y[off] = x[off] * w[off], n=.., c=.., ...)`

@@ -185,7 +185,10 @@ impl Verifier<'_> {
             return Err("a GEMM with a negative size".into());
         }
         self.matrix(&g.a, g.m, g.k)?;
-        self.matrix(&g.b, g.k, g.n)?;
+        match &g.window {
+            Some(w) => self.window(w, &g.b, g.k, g.n)?,
+            None => self.matrix(&g.b, g.k, g.n)?,
+        }
         self.matrix(&g.c, g.m, g.n)
     }
 
@@ -222,6 +225,19 @@ impl Verifier<'_> {
             ));
         }
         Ok(())
+    }
+
+    /// A GEMM's image window is `k × n`, `float32`, and its image lies within its buffer.
+    fn window(&self, w: &super::ImageWindow, image: &MatrixRef, k: i64, n: i64) -> R<()> {
+        if !w.valid() || w.depth() != Some(k) || w.pixels() != Some(n) {
+            return Err(format!("a GEMM image window {w:?} for k={k}, n={n}"));
+        }
+        let span = MatrixRef {
+            row_stride: 0,
+            col_stride: 1,
+            ..image.clone()
+        };
+        self.matrix(&span, 1, w.image_len().unwrap_or(i64::MAX))
     }
 
     /// A GEMM matrix of `rows × cols` lies within its buffer.
@@ -529,6 +545,7 @@ mod tests {
             a: matrix(0, 512),
             b: matrix(b, 196),
             c: matrix(c, 196),
+            window: None,
         }))
     }
 

@@ -46,7 +46,14 @@ pub(crate) fn host_depthwise(
         return None;
     }
     let weight = input_view(wg, inputs)?;
-    let (data, window) = im2col_window(col, inputs)?;
+    let Im2col {
+        data,
+        window,
+        channel,
+    } = im2col_window(col, inputs)?;
+    if channel != [i64::from(g > 1), 0] {
+        return None;
+    }
     let x = inputs.get(data)?;
     let &[xn, xc, h, w] = x.shape.as_slice() else {
         return None;
@@ -79,9 +86,21 @@ pub(crate) fn host_depthwise(
     })
 }
 
-/// For an im2col `col[n, g, 0, kh, kw, y, x]` reading an NCHW kernel input through a zero-
-/// padded window: the input, and `[sh, dh, pad_top, sw, dw, pad_left]`.
-fn im2col_window(col: &Tensor, inputs: &[Tensor]) -> Option<(usize, [i64; 6])> {
+/// An im2col `col[n, g, c, kh, kw, y, x]` reading an NCHW kernel input through a zero-padded
+/// window ([`im2col_window`]).
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Im2col {
+    /// The input.
+    pub(super) data: usize,
+    /// `[sh, dh, pad_top, sw, dw, pad_left]`.
+    pub(super) window: [i64; 6],
+    /// The input channel read is `g·channel[0] + c·channel[1]` (0 for an axis of extent 1).
+    pub(super) channel: [i64; 2],
+}
+
+/// For an im2col `col[n, g, c, kh, kw, y, x]` reading an NCHW kernel input through
+/// a zero-padded window: the input, the window and how the channel is read.
+pub(super) fn im2col_window(col: &Tensor, inputs: &[Tensor]) -> Option<Im2col> {
     let TensorOp::Compute { axes, body } = &col.op else {
         return None;
     };
@@ -98,7 +117,7 @@ fn im2col_window(col: &Tensor, inputs: &[Tensor]) -> Option<(usize, [i64; 6])> {
         return None;
     }
     let (cond, load) = match &v {
-        Val::Select(cond, then, zero) if matches!(**zero, Val::Float(z, DType::F32) if z.to_bits() == 0) => {
+        Val::Select(cond, then, zero) if matches!(**zero, Val::Float(z, d) if d == col.dtype && z.to_bits() == 0) => {
             (Some(&**cond), &**then)
         }
         other => (None, other),
@@ -131,7 +150,12 @@ fn im2col_window(col: &Tensor, inputs: &[Tensor]) -> Option<(usize, [i64; 6])> {
     let step = |coef: &[i64], k: usize| if col.shape[k] == 1 { 1 } else { coef[k] };
     let window_ok = only(&cn, 0, i64::from(col.shape[0] > 1))
         && kn == 0
-        && only(&cc, 1, i64::from(col.shape[1] > 1))
+        && cc
+            .iter()
+            .enumerate()
+            .all(|(j, &v)| v == 0 || j == 1 || j == 2)
+        && cc[1] >= 0
+        && cc[2] >= 0
         && kc == 0
         && cy
             .iter()
@@ -142,8 +166,11 @@ fn im2col_window(col: &Tensor, inputs: &[Tensor]) -> Option<(usize, [i64; 6])> {
             .enumerate()
             .all(|(j, &v)| v == 0 || j == 4 || j == 6);
     let (sh, dh, sw, dw) = (step(&cy, 5), step(&cy, 3), step(&cx, 6), step(&cx, 4));
-    (window_ok && [sh, dh, sw, dw].iter().all(|&v| v > 0) && ky <= 0 && kx <= 0)
-        .then_some((*buffer, [sh, dh, -ky, sw, dw, -kx]))
+    (window_ok && [sh, dh, sw, dw].iter().all(|&v| v > 0) && ky <= 0 && kx <= 0).then_some(Im2col {
+        data: *buffer,
+        window: [sh, dh, -ky, sw, dw, -kx],
+        channel: [cc[1], cc[2]],
+    })
 }
 
 /// `x` for a clamped index `max(0, min(x, m))` or `min(max(x, 0), m)` (either operand order),

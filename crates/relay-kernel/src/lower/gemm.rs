@@ -1,7 +1,9 @@
 //! Contractions computed by the host GEMM: the axes of a contraction merged into matrix
 //! dimensions and strides, the rest looped around one GEMM call.
 
+use super::depthwise::{Im2col, im2col_window};
 use super::*;
+use crate::loops::ImageWindow;
 
 /// One axis of a contraction with its strides in `a`, `b` and `c`.
 #[derive(Clone, Copy, Debug)]
@@ -50,6 +52,18 @@ impl Nest<'_> {
         if shape.contains(&0) {
             return Ok(Stmt::Seq(Vec::new()));
         }
+        // An im2col of a kernel input not materialized: read as an image window.
+        let mut window = None;
+        for (side, (tensor, _)) in [&c.a, &c.b].into_iter().enumerate() {
+            let unbuffered = matches!(tensor.op, TensorOp::Compute { .. })
+                && !self.buffers.contains_key(&key(tensor))
+                && input_view(tensor, self.inputs).is_none();
+            if unbuffered {
+                let w = conv_window(tensor, self.inputs)
+                    .ok_or_else(|| format!("`{}` is not materialized", tensor.name))?;
+                window = Some((side, w));
+            }
+        }
         // Each operand's buffer, and where its matrix starts in it (a view of an input).
         let operand = |(tensor, _): &(Tensor, Vec<Index>)| -> Result<(usize, i64), String> {
             match tensor.op {
@@ -57,11 +71,20 @@ impl Nest<'_> {
                 TensorOp::Compute { .. } => match self.buffers.get(&key(tensor)) {
                     Some(&b) => Ok((b, 0)),
                     None => input_view(tensor, self.inputs)
+                        .or_else(|| conv_window(tensor, self.inputs).map(|w| (w.data, 0)))
                         .ok_or_else(|| format!("`{}` is not materialized", tensor.name)),
                 },
             }
         };
         let ((abuf, aoff), (bbuf, boff)) = (operand(&c.a)?, operand(&c.b)?);
+        // The window's operand: its matrix strides are the im2col's, its offsets the image's.
+        let col_fail = |side: usize| Fail::Materialize([&c.a, &c.b][side].0.clone());
+        let image_stride = |side: usize, s: i64| -> Result<i64, Fail> {
+            match window {
+                Some((w, cw)) if w == side => cw.image_stride(s).ok_or_else(|| col_fail(side)),
+                _ => Ok(s),
+            }
+        };
         let (ast, bst) = (strides(&c.a.0.shape), strides(&c.b.0.shape));
         let konst = |ix: &[Index], st: &[i64]| -> i64 {
             ix.iter()
@@ -72,6 +95,11 @@ impl Nest<'_> {
                 })
                 .sum()
         };
+        if let Some((side, _)) = window
+            && konst(&[&c.a, &c.b][side].1, [&ast, &bst][side]) != 0
+        {
+            return Err(col_fail(side));
+        }
         let [rows, cols, mut batch, inner] = classify(c, shape);
         let (m, rest) = merge(&rows, &[|a| a.sa, |a| a.sc]);
         batch.extend(rest);
@@ -115,7 +143,8 @@ impl Nest<'_> {
         for (g, axis) in batch.iter().enumerate() {
             let counter = self.local(format!("b{g}"), DType::I64);
             counters.push((counter, axis.extent));
-            for (o, s) in offsets.iter_mut().zip([axis.sa, axis.sb, axis.sc]) {
+            let (sa, sb) = (image_stride(0, axis.sa)?, image_stride(1, axis.sb)?);
+            for (o, s) in offsets.iter_mut().zip([sa, sb, axis.sc]) {
                 if s != 0 {
                     o.push(bin(
                         BinaryOp::Mul,
@@ -154,8 +183,24 @@ impl Nest<'_> {
                 row_stride: mi.sc,
                 col_stride: ni.sc,
             },
+            window: None,
         };
-        let mut stmt = Stmt::Gemm(Box::new(row_major(gemm)));
+        let transposed = transposes(&gemm);
+        let mut gemm = row_major(gemm);
+        if let Some((side, cw)) = window {
+            // The window must end up as `b`, the `[C·KH·KW, OH·OW]` matrix of one image.
+            let w = cw.window;
+            let fits = (side == 1) != transposed
+                && gemm.b.row_stride == w.out_h * w.out_w
+                && gemm.b.col_stride == 1
+                && Some(gemm.k) == w.depth()
+                && Some(gemm.n) == w.pixels();
+            if !fits {
+                return Err(col_fail(side));
+            }
+            gemm.window = Some(w);
+        }
+        let mut stmt = Stmt::Gemm(Box::new(gemm));
         for (counter, extent) in counters.into_iter().rev() {
             stmt = Stmt::For {
                 var: counter,
@@ -216,7 +261,7 @@ fn classify(c: &Contraction, shape: &[i64]) -> [Vec<GemmAxis>; 4] {
 /// The GEMM is fastest writing rows of `c` contiguously: a column-major result is computed as
 /// the transposed product `c^T = b^T a^T`.
 fn row_major(gemm: Gemm) -> Gemm {
-    if gemm.c.row_stride >= gemm.c.col_stride || gemm.m <= 1 {
+    if !transposes(&gemm) {
         return gemm;
     }
     let t = |m: MatrixRef| MatrixRef {
@@ -231,7 +276,90 @@ fn row_major(gemm: Gemm) -> Gemm {
         a: t(gemm.b),
         b: t(gemm.a),
         c: t(gemm.c),
+        window: None,
     }
+}
+
+/// Whether [`row_major`] transposes `gemm`.
+fn transposes(gemm: &Gemm) -> bool {
+    gemm.c.row_stride < gemm.c.col_stride && gemm.m > 1
+}
+
+/// An im2col operand a GEMM reads as an image window (`crate::gemm::Window`, implicit
+/// im2col) instead of materializing it ([`conv_window`]).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct ConvWindow {
+    /// The input holding the image.
+    pub(crate) data: usize,
+    /// The window of one group of one image.
+    window: ImageWindow,
+    /// The im2col's strides along its batch and group axes, and the image's.
+    col_strides: [i64; 2],
+    image_strides: [i64; 2],
+}
+
+impl ConvWindow {
+    /// The image stride for a batch axis with im2col stride `s` (0: an axis it does not
+    /// read), if the axis is the im2col's batch or group axis.
+    fn image_stride(&self, s: i64) -> Option<i64> {
+        match s {
+            0 => Some(0),
+            _ if s == self.col_strides[0] => Some(self.image_strides[0]),
+            _ if s == self.col_strides[1] => Some(self.image_strides[1]),
+            _ => None,
+        }
+    }
+}
+
+/// The image window `col` is, when it is a float `col[n, g, c, kh, kw, y, x]` of an NCHW
+/// kernel input ([`im2col_window`], shared with the host depthwise convolution) whose group
+/// `g` reads channels `g·C .. g·C + C` in order: the convolution's GEMM then packs its `b`
+/// straight from the input, and `col` is not materialized (`schedule::materialized`).
+pub(crate) fn conv_window(col: &Tensor, inputs: &[Tensor]) -> Option<ConvWindow> {
+    let &[n, g, cg, kh, kw, oh, ow] = col.shape.as_slice() else {
+        return None;
+    };
+    let Im2col {
+        data,
+        window: [sh, dh, pt, sw, dw, pl],
+        channel: [per_group, per_channel],
+    } = im2col_window(col, inputs)?;
+    let x = inputs.get(data)?;
+    let &[xn, xc, h, w] = x.shape.as_slice() else {
+        return None;
+    };
+    let channels_ok = (g == 1 || per_group == cg)
+        && (cg == 1 || per_channel == 1)
+        && g.checked_mul(cg) == Some(xc)
+        && xn == n;
+    let float = [DType::F16, DType::F32, DType::F64].contains(&col.dtype);
+    if !float || x.dtype != col.dtype || !channels_ok {
+        return None;
+    }
+    let window = ImageWindow {
+        channels: cg,
+        height: h,
+        width: w,
+        kernel_h: kh,
+        kernel_w: kw,
+        stride_h: sh,
+        stride_w: sw,
+        dilation_h: dh,
+        dilation_w: dw,
+        pad_top: pt,
+        pad_left: pl,
+        out_h: oh,
+        out_w: ow,
+    };
+    let st = strides(&col.shape);
+    let hw = h.checked_mul(w)?;
+    let image_strides = [xc.checked_mul(hw)?, cg.checked_mul(hw)?];
+    window.valid().then_some(ConvWindow {
+        data,
+        window,
+        col_strides: [st[0], st[1]],
+        image_strides,
+    })
 }
 
 /// A computed GEMM operand that is a kernel input read in place: `(input, offset)` when `t`'s

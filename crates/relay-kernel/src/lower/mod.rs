@@ -71,7 +71,7 @@ use crate::schedule::{self, LANES, PARALLEL_WORK};
 
 use depthwise::fused_epilogue;
 pub(crate) use depthwise::{HostDepthwise, host_depthwise};
-pub(crate) use gemm::input_view;
+pub(crate) use gemm::{conv_window, input_view};
 
 /// The most scalar operations one output's expression may have after inlining.
 const MAX_NODES: usize = 1 << 16;
@@ -226,6 +226,7 @@ fn lower_stages(name: &str, composed: &Composed, materialize: &[Tensor]) -> Resu
                         matches!(o.op, TensorOp::Placeholder(_))
                             || buffers.contains_key(&key(o))
                             || input_view(o, &composed.inputs).is_some()
+                            || conv_window(o, &composed.inputs).is_some()
                     }) =>
             {
                 nest.gemm(*id, t, &c)?

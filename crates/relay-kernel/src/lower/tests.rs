@@ -380,10 +380,19 @@ mod run {
                                     .get(at(oa, i, l, g.a.row_stride, g.a.col_stride)?)
                                     .ok_or("GEMM read out of bounds")?
                                     .f();
-                                let y = self.bufs[g.b.buffer.0 as usize]
-                                    .get(at(ob, l, j, g.b.row_stride, g.b.col_stride)?)
-                                    .ok_or("GEMM read out of bounds")?
-                                    .f();
+                                let y = match &g.window {
+                                    Some(w) => match w.offset(l, j) {
+                                        Some(o) => self.bufs[g.b.buffer.0 as usize]
+                                            .get(at(ob, 0, o, 0, 1)?)
+                                            .ok_or("GEMM window read out of bounds")?
+                                            .f(),
+                                        None => 0.0,
+                                    },
+                                    None => self.bufs[g.b.buffer.0 as usize]
+                                        .get(at(ob, l, j, g.b.row_stride, g.b.col_stride)?)
+                                        .ok_or("GEMM read out of bounds")?
+                                        .f(),
+                                };
                                 acc += x * y;
                             }
                             let slot = self.bufs[g.c.buffer.0 as usize]
