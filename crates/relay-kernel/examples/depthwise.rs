@@ -72,7 +72,7 @@ fn main() {
         let p = params(c, hw, s);
         let flops = 2.0 * 9.0 * (c * p.out_height * p.out_width) as f64;
         for isa in [Isa::Portable, Isa::Avx2, Isa::Avx512] {
-            if !isa.available() {
+            if !isa.runs_here() {
                 continue;
             }
             match best_of(&p, isa) {

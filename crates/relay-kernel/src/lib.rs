@@ -34,6 +34,7 @@ pub mod depthwise;
 pub mod error;
 pub mod gemm;
 pub mod host;
+pub mod isa;
 pub mod jit;
 pub mod listing;
 pub mod loops;

@@ -88,14 +88,19 @@ impl Gen<'_, '_> {
     /// The host function `symbol` taking `pointers` pointer arguments and returning an
     /// `int32` code, imported once per kernel.
     pub(super) fn host_import(&mut self, symbol: &str, pointers: usize) -> R<FuncRef> {
+        let params = vec![self.ptr; pointers];
+        self.import(symbol, &params, types::I32)
+    }
+
+    /// The host function `symbol` with these parameter types and one result of type `ret`,
+    /// imported once per kernel.
+    pub(super) fn import(&mut self, symbol: &str, params: &[Type], ret: Type) -> R<FuncRef> {
         if let Some(f) = self.imports.get(symbol) {
             return Ok(*f);
         }
         let mut sig = Signature::new(self.module.isa().default_call_conv());
-        for _ in 0..pointers {
-            sig.params.push(AbiParam::new(self.ptr));
-        }
-        sig.returns.push(AbiParam::new(types::I32));
+        sig.params.extend(params.iter().map(|&t| AbiParam::new(t)));
+        sig.returns.push(AbiParam::new(ret));
         let id = self
             .module
             .declare_function(symbol, Linkage::Import, &sig)

@@ -85,32 +85,11 @@ impl Gen<'_, '_> {
             32 => SGEMM_SYMBOL,
             _ => DGEMM_SYMBOL,
         };
-        let f = match self.imports.get(symbol) {
-            Some(f) => *f,
-            None => {
-                let mut sig = Signature::new(self.module.isa().default_call_conv());
-                sig.params.push(AbiParam::new(self.ptr));
-                for _ in 0..3 {
-                    sig.params.push(AbiParam::new(types::I64));
-                }
-                for _ in 0..3 {
-                    sig.params.push(AbiParam::new(self.ptr));
-                    sig.params.push(AbiParam::new(types::I64));
-                    sig.params.push(AbiParam::new(types::I64));
-                }
-                sig.returns.push(AbiParam::new(types::I32));
-                let id = self
-                    .module
-                    .declare_function(symbol, Linkage::Import, &sig)
-                    .map_err(|e| KernelError::Codegen {
-                        kernel: self.func.name.clone(),
-                        message: e.to_string(),
-                    })?;
-                let f = self.module.declare_func_in_func(id, self.b.func);
-                self.imports.insert(symbol.to_string(), f);
-                f
-            }
-        };
+        let (ptr, int) = (self.ptr, types::I64);
+        let params = [
+            ptr, int, int, int, ptr, int, int, ptr, int, int, ptr, int, int,
+        ];
+        let f = self.import(symbol, &params, types::I32)?;
         let mut args = vec![ctx];
         for v in [g.m, g.k, g.n] {
             args.push(self.b.ins().iconst(types::I64, v));

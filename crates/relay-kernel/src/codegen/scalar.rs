@@ -264,26 +264,7 @@ impl Gen<'_, '_> {
 
     /// Calls a host function of the given arity and type.
     pub(super) fn call_host(&mut self, name: &str, args: &[Value], ty: Type) -> R<Value> {
-        let f = match self.imports.get(name) {
-            Some(f) => *f,
-            None => {
-                let mut sig = Signature::new(self.module.isa().default_call_conv());
-                for _ in args {
-                    sig.params.push(AbiParam::new(ty));
-                }
-                sig.returns.push(AbiParam::new(ty));
-                let id = self
-                    .module
-                    .declare_function(name, Linkage::Import, &sig)
-                    .map_err(|e| KernelError::Codegen {
-                        kernel: self.func.name.clone(),
-                        message: e.to_string(),
-                    })?;
-                let f = self.module.declare_func_in_func(id, self.b.func);
-                self.imports.insert(name.to_string(), f);
-                f
-            }
-        };
+        let f = self.import(name, &vec![ty; args.len()], ty)?;
         let call = self.b.ins().call(f, args);
         Ok(self.b.inst_results(call)[0])
     }

@@ -30,7 +30,6 @@ mod tests;
 mod x86;
 
 use std::ffi::c_void;
-use std::sync::OnceLock;
 
 use crate::abi::KernelContext;
 
@@ -161,44 +160,7 @@ impl DepthwiseParams {
     }
 }
 
-/// The instruction set a depthwise convolution runs with.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Isa {
-    /// Plain Rust (any target).
-    Portable,
-    /// AVX2 with FMA: 8 lanes.
-    Avx2,
-    /// AVX-512F: 16 lanes.
-    Avx512,
-}
-
-impl Isa {
-    /// The best instruction set of this machine, detected once.
-    pub fn detected() -> Isa {
-        static ISA: OnceLock<Isa> = OnceLock::new();
-        *ISA.get_or_init(|| {
-            #[cfg(target_arch = "x86_64")]
-            {
-                if std::is_x86_feature_detected!("avx512f") {
-                    return Isa::Avx512;
-                }
-                if std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma") {
-                    return Isa::Avx2;
-                }
-            }
-            Isa::Portable
-        })
-    }
-
-    /// Whether this machine can run `self`.
-    pub fn available(self) -> bool {
-        match self {
-            Isa::Portable => true,
-            Isa::Avx2 => matches!(Isa::detected(), Isa::Avx2 | Isa::Avx512),
-            Isa::Avx512 => Isa::detected() == Isa::Avx512,
-        }
-    }
-}
+pub use crate::isa::Isa;
 
 /// The output columns `[x0, x1)` of a row whose every tap lies inside the input row: `ox·s +
 /// kx·d - pad` in `0..width` for every `kx`. `x0 <= x1 <= out_width`.
@@ -429,7 +391,7 @@ pub unsafe fn depthwise_f32(
     w: *const f32,
     y: *mut f32,
 ) -> i32 {
-    if !p.valid() || !isa.available() {
+    if !p.valid() || !isa.runs_here() {
         return -1;
     }
     let total = p.batch * p.channels * p.multiplier;

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use super::cache::{self, PackedOperand, Side};
 use super::window::{Source, Window, pack_source};
-use super::{Element, Isa, Kernel, Matrix, Operand};
+use super::{Element, Kernel, Matrix, Operand, current_isa};
 use crate::abi::KernelContext;
 
 /// Below this many multiply-adds a product runs on the calling thread.
@@ -80,7 +80,7 @@ unsafe fn gemm_sources<T: Element, SA: Operand<T>, SB: Operand<T>>(
     b: Source<SB>,
     c: Matrix<T>,
 ) -> i32 {
-    let kern = T::kernel(Isa::current());
+    let kern = T::kernel(current_isa());
     if transposing_pays(kern, &c) {
         // SAFETY: the same product, transposed (forwarded contract).
         return unsafe { contract(kern, ctx, b.transposed(), a.transposed(), c.transposed()) };

@@ -17,7 +17,6 @@ pub mod operand;
 pub(crate) mod pack;
 
 use std::cell::Cell;
-use std::sync::OnceLock;
 
 use kernels::MicroKernel;
 pub use operand::{F16, Operand};
@@ -41,51 +40,12 @@ pub trait Element:
     fn kernel(isa: Isa) -> &'static Kernel<Self>;
 }
 
-/// The instruction sets a microkernel exists for.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Isa {
-    /// Scalar code the compiler vectorizes with the baseline ISA.
-    Portable,
-    /// AVX2 and FMA (256-bit vectors).
-    Avx2,
-    /// AVX-512F (512-bit vectors).
-    Avx512,
-}
+pub use crate::isa::Isa;
 
-impl Isa {
-    /// The best ISA this CPU has (detected once).
-    pub fn detected() -> Isa {
-        static ISA: OnceLock<Isa> = OnceLock::new();
-        *ISA.get_or_init(|| {
-            #[cfg(target_arch = "x86_64")]
-            {
-                if std::is_x86_feature_detected!("avx512f")
-                    && std::is_x86_feature_detected!("avx2")
-                    && std::is_x86_feature_detected!("fma")
-                {
-                    return Isa::Avx512;
-                }
-                if std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma") {
-                    return Isa::Avx2;
-                }
-            }
-            Isa::Portable
-        })
-    }
-
-    /// The ISA GEMMs on this thread use: [`Isa::detected`], unless a test forced another.
-    pub fn current() -> Isa {
-        FORCED.with(Cell::get).unwrap_or_else(Isa::detected)
-    }
-
-    /// Every ISA this CPU can run, portable first.
-    pub fn available() -> Vec<Isa> {
-        match Isa::detected() {
-            Isa::Portable => vec![Isa::Portable],
-            Isa::Avx2 => vec![Isa::Portable, Isa::Avx2],
-            Isa::Avx512 => vec![Isa::Portable, Isa::Avx2, Isa::Avx512],
-        }
-    }
+/// The ISA GEMMs on this thread use: [`Isa::detected`], unless a test forced another
+/// ([`force_isa`]).
+pub fn current_isa() -> Isa {
+    FORCED.with(Cell::get).unwrap_or_else(Isa::detected)
 }
 
 thread_local! {
