@@ -449,13 +449,24 @@ pub unsafe extern "C" fn relay_kernel_hgemm(
             return rc;
         }
     }
-    for i in 0..mu {
-        let row = &acc[i * nu..(i + 1) * nu];
+    // SAFETY: `acc` is the `m × n` result row by row; `c` is `m × n` with strides `rsc`, `csc`.
+    unsafe { round_to_f16(&acc, mu, nu, c, rsc, csc) };
+    0
+}
+
+/// Rounds the `m × n` float32 result `acc` (row by row) once to float16 into `c`, whose row
+/// and column strides are `rsc` and `csc`: the last step of the float16 GEMMs.
+///
+/// # Safety
+///
+/// `acc` holds `m·n` elements and every `(i, j)` with `i < m`, `j < n` is an element of `c`.
+unsafe fn round_to_f16(acc: &[f32], m: usize, n: usize, c: *mut u16, rsc: i64, csc: i64) {
+    for (i, row) in acc.chunks_exact(n.max(1)).take(m).enumerate() {
         // SAFETY: row `i` of `c` is inside it.
         let out = unsafe { c.offset(i as isize * rsc as isize) };
         if csc == 1 {
             // SAFETY: the row's `n` elements are contiguous in `c` and in `acc`.
-            unsafe { crate::gemm::operand::narrow(row.as_ptr(), out, nu) };
+            unsafe { crate::gemm::operand::narrow(row.as_ptr(), out, n) };
             continue;
         }
         for (j, &v) in row.iter().enumerate() {
@@ -465,7 +476,6 @@ pub unsafe extern "C" fn relay_kernel_hgemm(
             };
         }
     }
-    0
 }
 
 /// The outlined body of a parallel loop: `fn(buffers, ctx, lo, hi) -> i32` runs iterations
@@ -769,16 +779,8 @@ pub unsafe extern "C" fn relay_kernel_hgemm_window(
         return rc;
     }
     let (m, n) = (call.m as usize, acc.len() / call.m as usize);
-    for i in 0..m {
-        let row = &acc[i * n..(i + 1) * n];
-        for (j, &v) in row.iter().enumerate() {
-            // SAFETY: `(i, j)` is an element of `c` (the contract).
-            unsafe {
-                *c.offset((i as i64 * call.rsc + j as i64 * call.csc) as isize) =
-                    relay_runtime::half::f32_to_f16_bits(v)
-            };
-        }
-    }
+    // SAFETY: `acc` is the `m × n` result row by row; `c` is `m × n` with `call`'s strides.
+    unsafe { round_to_f16(&acc, m, n, c, call.rsc, call.csc) };
     0
 }
 
