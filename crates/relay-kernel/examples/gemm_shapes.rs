@@ -153,7 +153,7 @@ fn time(s: &Shape, ctx: &KernelContext, repeats: usize) -> f64 {
     for _ in 0..repeats + 1 {
         let (t, cpu) = (Instant::now(), cpu_seconds().filter(|_| ctx.threads() == 1));
         // SAFETY: the views address the vectors above; `c` overlaps neither operand.
-        let rc = unsafe { gemm(Some(ctx), a_view, b_view, c_view) };
+        let rc = unsafe { gemm(Some(ctx), a_view, b_view, c_view, None) };
         assert_eq!(rc, 0);
         let secs = match (cpu, cpu_seconds()) {
             (Some(c0), Some(c1)) => c1 - c0,

@@ -5,6 +5,7 @@
 use std::ffi::c_void;
 
 use crate::abi::KernelContext;
+use crate::gemm::epilogue::EpilogueCall;
 
 /// The symbol of the `float32` GEMM ([`relay_kernel_sgemm`]).
 pub const SGEMM_SYMBOL: &str = "relay_kernel_sgemm";
@@ -26,7 +27,8 @@ pub const PARALLEL_FOR_SYMBOL: &str = "relay_kernel_parallel_for";
 const PARALLEL_GEMM_WORK: i64 = 1 << 18;
 
 /// The C signature of the GEMM host functions for element type `T`: the kernel context,
-/// `m`, `k`, `n`, then each of `a`, `b`, `c` with its row and column strides.
+/// `m`, `k`, `n`, each of `a`, `b`, `c` with its row and column strides, then the epilogue
+/// (null: none).
 type GemmFn<T> = unsafe extern "C" fn(
     *mut c_void,
     i64,
@@ -41,12 +43,20 @@ type GemmFn<T> = unsafe extern "C" fn(
     *mut T,
     i64,
     i64,
+    *const EpilogueCall,
 ) -> i32;
 
 /// The C signature of the GEMM-with-an-image-window host functions for element type `T`:
-/// the kernel context, the call's shape, then `a`, the image and `c`.
-type WindowFn<T> =
-    unsafe extern "C" fn(*mut c_void, *const GemmWindowCall, *const T, *const T, *mut T) -> i32;
+/// the kernel context, the call's shape, `a`, the image, `c`, then the epilogue (null:
+/// none).
+type WindowFn<T> = unsafe extern "C" fn(
+    *mut c_void,
+    *const GemmWindowCall,
+    *const T,
+    *const T,
+    *mut T,
+    *const EpilogueCall,
+) -> i32;
 
 /// Every host symbol of this module, with its address.
 pub fn host_symbols() -> [(&'static str, *const u8); 8] {
@@ -252,6 +262,7 @@ unsafe fn gemm<T: Element>(
     c: *mut T,
     rsc: i64,
     csc: i64,
+    epilogue: *const EpilogueCall,
 ) -> i32 {
     if [m, k, n, rsa, csa, rsb, csb, rsc, csc]
         .iter()
@@ -262,6 +273,30 @@ unsafe fn gemm<T: Element>(
     if m == 0 || n == 0 {
         return 0;
     }
+    // SAFETY: by the contract, `epilogue` is null or valid.
+    let epilogue = match unsafe { epilogue.as_ref() } {
+        None => None,
+        Some(call) => match call.decode::<T>(m as usize, n as usize) {
+            Some(e) => Some(e),
+            None => return -1,
+        },
+    };
+    let whole = crate::gemm::Matrix {
+        ptr: c.cast_const(),
+        rows: m as usize,
+        cols: n as usize,
+        rs: rsc as isize,
+        cs: csc as isize,
+    };
+    // The epilogue over all of `c`, after a product computed without it.
+    let finish = |rc: i32| {
+        if let (0, Some(e)) = (rc, &epilogue) {
+            let isa = crate::gemm::current_isa();
+            // SAFETY: `c` and the epilogue's operands are `m × n` (the contract).
+            unsafe { e.apply(isa, &whole, (0, whole.rows), (0, whole.cols)) };
+        }
+        rc
+    };
     if k == 0 {
         for i in 0..m {
             for j in 0..n {
@@ -269,7 +304,7 @@ unsafe fn gemm<T: Element>(
                 unsafe { *c.offset((i * rsc + j * csc) as isize) = T::ZERO };
             }
         }
-        return 0;
+        return finish(0);
     }
     // SAFETY: by the contract, `ctx` is null or a live context.
     let ctx = unsafe { ctx.cast::<KernelContext>().as_ref() };
@@ -300,7 +335,7 @@ unsafe fn gemm<T: Element>(
             }
             0
         };
-        return match ctx {
+        return finish(match ctx {
             Some(ctx) if threads > 1 && work >= PARALLEL_GEMM_WORK => {
                 let chunks = (threads * 4).min(len);
                 let step = (len + chunks - 1) / chunks;
@@ -309,7 +344,7 @@ unsafe fn gemm<T: Element>(
                 })
             }
             _ => run(0, len),
-        };
+        });
     }
     let view = |ptr: *const T, rows: i64, cols: i64, rs: i64, cs: i64| crate::gemm::Matrix {
         ptr,
@@ -326,12 +361,15 @@ unsafe fn gemm<T: Element>(
             view(a.0, m, k, rsa, csa),
             view(b.0, k, n, rsb, csb),
             view(c.0, m, n, rsc, csc),
+            epilogue.as_ref(),
         )
     }
 }
 
 /// The `float32` GEMM kernels call: `c = a · b`, `a` `m × k` with row and column strides
-/// `rsa`, `csa` (in elements), and so on. Returns 0, or -1 for a negative size or stride.
+/// `rsa`, `csa` (in elements), and so on, then the epilogue `epilogue` describes (null:
+/// none; [`crate::gemm::Epilogue`]) applied to each tile. Returns 0, or -1 for a negative
+/// size or stride or a malformed epilogue.
 ///
 /// # Safety
 ///
@@ -351,9 +389,14 @@ pub unsafe extern "C" fn relay_kernel_sgemm(
     c: *mut f32,
     rsc: i64,
     csc: i64,
+    epilogue: *const EpilogueCall,
 ) -> i32 {
     // SAFETY: forwarded from this function's contract.
-    unsafe { gemm(ctx, m, k, n, a, rsa, csa, b, rsb, csb, c, rsc, csc) }
+    unsafe {
+        gemm(
+            ctx, m, k, n, a, rsa, csa, b, rsb, csb, c, rsc, csc, epilogue,
+        )
+    }
 }
 
 /// The `float64` GEMM kernels call, as [`relay_kernel_sgemm`].
@@ -376,15 +419,20 @@ pub unsafe extern "C" fn relay_kernel_dgemm(
     c: *mut f64,
     rsc: i64,
     csc: i64,
+    epilogue: *const EpilogueCall,
 ) -> i32 {
     // SAFETY: forwarded from this function's contract.
-    unsafe { gemm(ctx, m, k, n, a, rsa, csa, b, rsb, csb, c, rsc, csc) }
+    unsafe {
+        gemm(
+            ctx, m, k, n, a, rsa, csa, b, rsb, csb, c, rsc, csc, epilogue,
+        )
+    }
 }
 
 /// The `float16` GEMM kernels call, as [`relay_kernel_sgemm`] on binary16 bits: the operands
 /// are widened to `float32` while packed, the products accumulate in `float32`, and each result
-/// is rounded once to `float16`. Returns 0, or -1 for a negative size or stride or a result too
-/// large to accumulate.
+/// is rounded once to `float16`. Returns 0, or -1 for a negative size or stride, a result too
+/// large to accumulate or an epilogue (float16 GEMMs have none).
 ///
 /// # Safety
 ///
@@ -404,11 +452,14 @@ pub unsafe extern "C" fn relay_kernel_hgemm(
     c: *mut u16,
     rsc: i64,
     csc: i64,
+    epilogue: *const EpilogueCall,
 ) -> i32 {
     use crate::gemm::{F16, Matrix};
-    if [m, k, n, rsa, csa, rsb, csb, rsc, csc]
-        .iter()
-        .any(|&v| v < 0)
+    // float16 results are rounded once, before any epilogue: kernels apply theirs as loops.
+    if !epilogue.is_null()
+        || [m, k, n, rsa, csa, rsb, csb, rsc, csc]
+            .iter()
+            .any(|&v| v < 0)
     {
         return -1;
     }
@@ -443,6 +494,7 @@ pub unsafe extern "C" fn relay_kernel_hgemm(
                 view(a, mu, ku, rsa, csa),
                 view(b, ku, nu, rsb, csb),
                 out,
+                None,
             )
         };
         if rc != 0 {
@@ -565,6 +617,7 @@ mod tests {
                         c.as_mut_ptr(),
                         n as i64,
                         1,
+                        std::ptr::null(),
                     )
                 };
                 assert_eq!(rc, 0);
@@ -632,6 +685,7 @@ mod tests {
                         c.as_mut_ptr(),
                         n as i64,
                         1,
+                        std::ptr::null(),
                     )
                 };
                 assert_eq!(rc, 0);
@@ -656,6 +710,7 @@ mod tests {
                         c.as_mut_ptr(),
                         1,
                         1,
+                        std::ptr::null(),
                     )
                 };
                 assert_eq!(rc, 0);
@@ -684,6 +739,120 @@ mod tests {
                 std::ptr::null_mut(),
                 1,
                 1,
+                std::ptr::null(),
+            )
+        };
+        assert_eq!(rc, -1);
+    }
+
+    /// An epilogue adding a per-column bias and clamping to `[-1, 1]`.
+    fn bias_clip(bias: &[f32]) -> EpilogueCall {
+        use crate::gemm::epilogue::StepCall;
+        let none = StepCall {
+            kind: 0,
+            ptr: std::ptr::null(),
+            rs: 0,
+            cs: 0,
+        };
+        let mut steps = [none; crate::gemm::epilogue::MAX_STEPS];
+        steps[0] = StepCall {
+            kind: 2,
+            ptr: bias.as_ptr().cast(),
+            rs: 0,
+            cs: 1,
+        };
+        EpilogueCall {
+            steps,
+            upper_kind: 1,
+            upper: 1.0,
+            lower_kind: 2,
+            lower: -1.0,
+        }
+    }
+
+    /// The epilogue follows the products the host computes without the contraction core
+    /// too — a matrix-vector product, an empty inner dimension — and a float16 GEMM, which
+    /// rounds its result before any epilogue could apply, refuses one.
+    #[test]
+    fn epilogues_follow_every_kind_of_product() {
+        let (k, n) = (300, 37);
+        let x: Vec<f32> = (0..k).map(|i| ((i % 7) as f32 - 3.0) / 8.0).collect();
+        let w: Vec<f32> = (0..k * n).map(|i| ((i % 5) as f32 - 2.0) / 16.0).collect();
+        let bias: Vec<f32> = (0..n).map(|j| j as f32 / 10.0 - 1.5).collect();
+        let call = bias_clip(&bias);
+        // `w` holds the `k × n` matrix column by column (the contiguous columns a
+        // matrix-vector product reads).
+        let want: Vec<f32> = (0..n)
+            .map(|j| (0..k).map(|l| x[l] * w[j * k + l]).sum::<f32>())
+            .zip(&bias)
+            .map(|(v, b)| (v + b).clamp(-1.0, 1.0))
+            .collect();
+        let mut c = vec![f32::NAN; n];
+        // SAFETY: the vectors hold the matrices; `call` the epilogue of a `1 × n` result.
+        let rc = unsafe {
+            relay_kernel_sgemm(
+                std::ptr::null_mut(),
+                1,
+                k as i64,
+                n as i64,
+                x.as_ptr(),
+                k as i64,
+                1,
+                w.as_ptr(),
+                1,
+                k as i64,
+                c.as_mut_ptr(),
+                n as i64,
+                1,
+                &call,
+            )
+        };
+        assert_eq!(rc, 0);
+        for (g, w) in c.iter().zip(&want) {
+            assert!((g - w).abs() <= 1e-5, "{g} vs {w}");
+        }
+        // k = 0: the product is zero, then the epilogue.
+        // SAFETY: nothing of `a` or `b` is read; `c` and the bias hold `n` elements.
+        let rc = unsafe {
+            relay_kernel_sgemm(
+                std::ptr::null_mut(),
+                1,
+                0,
+                n as i64,
+                x.as_ptr(),
+                1,
+                1,
+                w.as_ptr(),
+                1,
+                1,
+                c.as_mut_ptr(),
+                n as i64,
+                1,
+                &call,
+            )
+        };
+        assert_eq!(rc, 0);
+        let zero: Vec<f32> = bias.iter().map(|b| b.clamp(-1.0, 1.0)).collect();
+        assert_eq!(c, zero);
+        let h = [0u16; 4];
+        let mut hc = [0u16; 4];
+        // SAFETY: 2 × 2 matrices; refused before anything is read.
+        let rc = unsafe {
+            relay_kernel_hgemm(
+                std::ptr::null_mut(),
+                2,
+                2,
+                2,
+                h.as_ptr(),
+                2,
+                1,
+                h.as_ptr(),
+                2,
+                1,
+                hc.as_mut_ptr(),
+                2,
+                1,
+                &call,
             )
         };
         assert_eq!(rc, -1);
@@ -712,23 +881,28 @@ pub struct GemmWindowCall {
 /// The `float32` GEMM kernels call for a convolution without its im2col copy: `c = a · b`
 /// where `b` is the image window `call.window` of the image at `image` (implicit im2col,
 /// [`crate::gemm::gemm_window`]), `a` `m × k` and `c` `m × n` strided as `call` says.
-/// Returns 0, or -1 for an invalid window or a negative size or stride.
+/// The epilogue `epilogue` describes (null: none) is applied to each tile, as
+/// [`relay_kernel_sgemm`] does. Returns 0, or -1 for an invalid window, a negative size or
+/// stride or a malformed epilogue.
 ///
 /// # Safety
 ///
-/// `ctx` is null or a live context, `call` is valid, `a`, the image (`C·H·W` elements) and
-/// `c` are valid for every element the call addresses, and `c` overlaps neither operand.
+/// `ctx` is null or a live context, `call` is valid, `epilogue` null or valid, `a`, the
+/// image (`C·H·W` elements), `c` and the epilogue's operands are valid for every element the
+/// call addresses, and `c` overlaps no operand.
 pub unsafe extern "C" fn relay_kernel_sgemm_window(
     ctx: *mut c_void,
     call: *const GemmWindowCall,
     a: *const f32,
     image: *const f32,
     c: *mut f32,
+    epilogue: *const EpilogueCall,
 ) -> i32 {
     // SAFETY: by the contract.
-    let call = unsafe { &*call };
+    let (call, epilogue) = unsafe { (&*call, epilogue.as_ref()) };
+    let out = |_, _| (c, [call.rsc, call.csc]);
     // SAFETY: forwarded from this function's contract; `c` is written in place.
-    unsafe { gemm_window(ctx, call, a, image, |_, _| (c, [call.rsc, call.csc])) }
+    unsafe { gemm_window(ctx, call, a, image, out, epilogue) }
 }
 
 /// The `float64` GEMM with an image window, as [`relay_kernel_sgemm_window`].
@@ -742,16 +916,18 @@ pub unsafe extern "C" fn relay_kernel_dgemm_window(
     a: *const f64,
     image: *const f64,
     c: *mut f64,
+    epilogue: *const EpilogueCall,
 ) -> i32 {
     // SAFETY: by the contract.
-    let call = unsafe { &*call };
+    let (call, epilogue) = unsafe { (&*call, epilogue.as_ref()) };
+    let out = |_, _| (c, [call.rsc, call.csc]);
     // SAFETY: forwarded from this function's contract; `c` is written in place.
-    unsafe { gemm_window(ctx, call, a, image, |_, _| (c, [call.rsc, call.csc])) }
+    unsafe { gemm_window(ctx, call, a, image, out, epilogue) }
 }
 
 /// The `float16` GEMM with an image window, as [`relay_kernel_sgemm_window`] on binary16
 /// bits and as [`relay_kernel_hgemm`] computes: operands widened while packed, `float32`
-/// accumulation, each result rounded once.
+/// accumulation, each result rounded once; no epilogue (-1 if one is given).
 ///
 /// # Safety
 ///
@@ -762,18 +938,23 @@ pub unsafe extern "C" fn relay_kernel_hgemm_window(
     a: *const u16,
     image: *const u16,
     c: *mut u16,
+    epilogue: *const EpilogueCall,
 ) -> i32 {
     use crate::gemm::F16;
+    if !epilogue.is_null() {
+        return -1;
+    }
     // SAFETY: by the contract.
     let call = unsafe { &*call };
     let mut acc = Vec::new();
     // SAFETY: forwarded from this function's contract; `acc` holds the `m × n` result, row
     // by row.
     let rc = unsafe {
-        gemm_window(ctx, call, a.cast::<F16>(), image.cast::<F16>(), |m, n| {
+        let out = |m: usize, n: usize| {
             acc = vec![0f32; m.saturating_mul(n)];
             (acc.as_mut_ptr(), [n as i64, 1])
-        })
+        };
+        gemm_window(ctx, call, a.cast::<F16>(), image.cast::<F16>(), out, None)
     };
     if rc != 0 || acc.is_empty() {
         return rc;
@@ -786,7 +967,7 @@ pub unsafe extern "C" fn relay_kernel_hgemm_window(
 
 /// The GEMM-with-an-image-window host functions' body: the call checked, then
 /// [`crate::gemm::gemm_window`] into the result `out(m, n)` gives (its address and row and
-/// column strides, `call`'s for a result written in place).
+/// column strides, `call`'s for a result written in place), `epilogue` applied.
 ///
 /// # Safety
 ///
@@ -797,6 +978,7 @@ unsafe fn gemm_window<T: crate::gemm::Element, S: crate::gemm::Operand<T>>(
     a: *const S,
     image: *const S,
     out: impl FnOnce(usize, usize) -> (*mut T, [i64; 2]),
+    epilogue: Option<&EpilogueCall>,
 ) -> i32 {
     let w = call.window;
     let (Some(k), Some(n)) = (w.depth(), w.pixels()) else {
@@ -813,6 +995,11 @@ unsafe fn gemm_window<T: crate::gemm::Element, S: crate::gemm::Operand<T>>(
         return 0;
     }
     let u = |v: i64| v as usize;
+    let epilogue = match epilogue.map(|e| e.decode::<T>(u(call.m), u(n))) {
+        Some(None) => return -1,
+        Some(e) => e,
+        None => None,
+    };
     let (c, [rsc, csc]) = out(u(call.m), u(n));
     let window = crate::gemm::Window {
         ptr: image,
@@ -846,6 +1033,7 @@ unsafe fn gemm_window<T: crate::gemm::Element, S: crate::gemm::Operand<T>>(
                 rs: rsc as isize,
                 cs: csc as isize,
             },
+            epilogue.as_ref(),
         )
     }
 }

@@ -433,6 +433,8 @@ pub enum Node {
         a: BufferId,
         /// The right operand's buffer.
         b: BufferId,
+        /// Whether the host applies an epilogue to each tile.
+        epilogue: bool,
     },
     /// A call of the host depthwise convolution.
     Depthwise {
@@ -521,6 +523,7 @@ fn nodes(func: &LoopFunc, s: &Stmt) -> Vec<Node> {
             c: g.c.buffer,
             a: g.a.buffer,
             b: g.b.buffer,
+            epilogue: !g.epilogue.is_empty(),
         }],
         Stmt::Depthwise(d) => vec![Node::Depthwise {
             params: d.params,
@@ -585,12 +588,21 @@ fn write_node(
                 .iter()
                 .try_for_each(|n| write_node(f, n, depth + 1, name))
         }
-        Node::Gemm { m, n, k, c, a, b } => writeln!(
+        Node::Gemm {
+            m,
+            n,
+            k,
+            c,
+            a,
+            b,
+            epilogue,
+        } => writeln!(
             f,
-            "{pad}gemm {} = {} * {} m={m} n={n} k={k}",
+            "{pad}gemm {} = {} * {} m={m} n={n} k={k}{}",
             name(c),
             name(a),
-            name(b)
+            name(b),
+            if *epilogue { " + epilogue" } else { "" }
         ),
         Node::Depthwise {
             params: p,
@@ -634,7 +646,7 @@ mod tests {
     }
 
     #[test]
-    fn dense_bias_relu_is_one_gemm_and_an_epilogue_in_place() {
+    fn dense_bias_relu_is_one_gemm_with_an_epilogue() {
         let (schedule, loops, clif) = stages(
             "%x: Tensor[(64, 784), float32], %w: Tensor[(512, 784), float32], %b: Tensor[(512), float32]",
             "nn.relu(add(nn.dense(%x, %w, units=None), %b))",
@@ -647,10 +659,11 @@ mod tests {
             schedule,
             "schedule fused_nn_dense_add_nn_relu\n\
              \x20 stage 0: T_relu (out)\n\
-             \x20   gemm T_relu = x * w m=64 n=512 k=784\n\
-             \x20 stage 1: T_relu (out), in place\n\
-             \x20   loop i0 extent 64 serial\n\
-             \x20     loop i1 extent 512 vectorized(4)\n"
+             \x20   gemm T_relu = x * w m=64 n=512 k=784 + epilogue\n"
+        );
+        assert!(
+            loops.contains("epilogue(add b[0; 0, 1], relu 0)"),
+            "{loops}"
         );
     }
 }

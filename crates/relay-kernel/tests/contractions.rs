@@ -275,6 +275,72 @@ fn mobilenet_v2_layers() {
     run_cases_within(cases, LOOSE);
 }
 
+/// The epilogues TVM's importer writes after a convolution: batch norm as a per-channel
+/// multiply (`%p2`) and add (`%p3`), then `relu`, a residual add (`%p4`) then `relu`
+/// (ResNet's block ends), `clip` (ReLU6) or a residual add alone (MobileNetV2's projections).
+const IMPORTER_EPILOGUES: &[&str] = &[
+    "nn.relu(add(multiply(%r, %p2), %p3))",
+    "nn.relu(add(add(multiply(%r, %p2), %p3), %p4))",
+    "clip(add(multiply(%r, %p2), %p3), a_min=0f, a_max=6f)",
+    "add(add(multiply(%r, %p2), %p3), %p4)",
+];
+
+/// `layer` followed by `epilogue` (one of [`IMPORTER_EPILOGUES`]) in `dtype`.
+fn importer_case(layer: Conv, epilogue: &str, dtype: &str) -> Case {
+    let (label, call, mut params) = layer.case(dtype, false);
+    let out = (layer.hw + 2 * layer.pad - layer.k) / layer.stride + 1;
+    params.push(tensor_type(&[layer.c_out, 1, 1], dtype));
+    params.push(tensor_type(&[layer.c_out, 1, 1], dtype));
+    if epilogue.contains("%p4") {
+        params.push(tensor_type(&[1, layer.c_out, out, out], dtype));
+    }
+    let epilogue = match dtype {
+        "float64" => epilogue.replace("0f,", "0f64,").replace("6f)", "6f64)"),
+        _ => epilogue.to_string(),
+    };
+    let body = format!("let %r = {call}; {epilogue}");
+    (format!("{label} then {epilogue}"), body, params)
+}
+
+/// Convolutions at the layer shapes of ResNet-50 and MobileNetV2 with the epilogues TVM's
+/// importer writes, which the host GEMM applies to each tile (in registers with AVX-512):
+/// the stem, 1×1 layers into and out of a bottleneck, a 7×7 stage whose product is computed
+/// transposed, in float32 and float64; and dense layers with a bias and a residual add.
+#[test]
+fn importer_epilogues_at_real_sizes() {
+    let [relu, residual_relu, relu6, residual] = [0, 1, 2, 3].map(|i| IMPORTER_EPILOGUES[i]);
+    let mut cases = vec![
+        importer_case(conv(3, 64, 224, 7, 2, 3), relu, "float32"),
+        importer_case(conv(64, 256, 56, 1, 1, 0), residual_relu, "float32"),
+        importer_case(conv(256, 64, 56, 1, 1, 0), relu, "float32"),
+        importer_case(conv(512, 512, 7, 3, 1, 1), relu, "float32"),
+        importer_case(conv(512, 2048, 7, 1, 1, 0), residual_relu, "float32"),
+        importer_case(conv(144, 24, 56, 1, 1, 0), residual, "float32"),
+        importer_case(conv(32, 192, 28, 1, 1, 0), relu6, "float32"),
+        importer_case(conv(64, 256, 28, 1, 1, 0), residual_relu, "float64"),
+        importer_case(conv(256, 256, 7, 3, 1, 1), relu6, "float64"),
+    ];
+    for (m, k, n, dtype) in [
+        (128, 768, 3072, "float32"),
+        (1, 2048, 1000, "float32"),
+        (64, 300, 257, "float64"),
+    ] {
+        let params = vec![
+            tensor_type(&[m, k], dtype),
+            tensor_type(&[n, k], dtype),
+            tensor_type(&[n], dtype),
+            tensor_type(&[m, n], dtype),
+        ];
+        let call = "add(nn.bias_add(nn.dense(%p0, %p1, units=None), %p2, axis=1), %p3)";
+        cases.push((
+            format!("dense {m}x{k} -> {n} {dtype} + bias + residual"),
+            call.into(),
+            params,
+        ));
+    }
+    run_cases_within(cases, LOOSE);
+}
+
 /// Epilogues a random group applies to a contraction's result `%r` (with `%e`, a per-channel
 /// operand, where they use one).
 const EPILOGUES: &[&str] = &[

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use super::cache::{self, PackedOperand, Side};
 use super::window::{Source, Window, pack_source};
-use super::{Element, Kernel, Matrix, Operand, current_isa};
+use super::{Element, Epilogue, Kernel, Matrix, Operand, current_isa};
 use crate::abi::KernelContext;
 
 /// Below this many multiply-adds a product runs on the calling thread.
@@ -33,23 +33,28 @@ struct Job<'a, T: Element, SA, SB> {
     k: usize,
     packed_a: Option<Arc<PackedOperand>>,
     packed_b: Option<Arc<PackedOperand>>,
+    epilogue: Option<Epilogue<T>>,
 }
 
 /// `c = a · b` (`a` `m × k`, `b` `k × n`, `c` `m × n` with `c.ptr` writable), computed in `T`
-/// (the operands converted while packed), split over the threads of `ctx` when large. Returns 0 or the first non-zero code of a thread's share.
+/// (the operands converted while packed), split over the threads of `ctx` when large, then
+/// `epilogue` applied to each tile as it is completed. Returns 0 or the first non-zero code
+/// of a thread's share.
 ///
 /// # Safety
 ///
 /// The views are valid for every element they address, `c` is writable and overlaps
-/// neither operand, `a.cols == b.rows > 0`, and the strides of `c` are non-negative.
+/// neither operand nor an operand of the epilogue (each `m × n`), `a.cols == b.rows > 0`,
+/// and the strides of `c` are non-negative.
 pub unsafe fn gemm<T: Element, SA: Operand<T>, SB: Operand<T>>(
     ctx: Option<&KernelContext>,
     a: Matrix<SA>,
     b: Matrix<SB>,
     c: Matrix<T>,
+    epilogue: Option<&Epilogue<T>>,
 ) -> i32 {
     // SAFETY: forwarded.
-    unsafe { gemm_sources(ctx, Source::Dense(a), Source::Dense(b), c) }
+    unsafe { gemm_sources(ctx, Source::Dense(a), Source::Dense(b), c, epilogue) }
 }
 
 /// `c = a · b` where `b` is a convolution's image window (implicit im2col, [`Window`]):
@@ -64,9 +69,10 @@ pub unsafe fn gemm_window<T: Element, SA: Operand<T>, SB: Operand<T>>(
     a: Matrix<SA>,
     b: Window<SB>,
     c: Matrix<T>,
+    epilogue: Option<&Epilogue<T>>,
 ) -> i32 {
     // SAFETY: forwarded.
-    unsafe { gemm_sources(ctx, Source::Dense(a), Source::Window(b), c) }
+    unsafe { gemm_sources(ctx, Source::Dense(a), Source::Window(b), c, epilogue) }
 }
 
 /// [`gemm`] on any operands.
@@ -79,14 +85,18 @@ unsafe fn gemm_sources<T: Element, SA: Operand<T>, SB: Operand<T>>(
     a: Source<SA>,
     b: Source<SB>,
     c: Matrix<T>,
+    epilogue: Option<&Epilogue<T>>,
 ) -> i32 {
     let kern = T::kernel(current_isa());
+    let epilogue = epilogue.copied();
     if transposing_pays(kern, &c) {
+        let (a, b, c) = (b.transposed(), a.transposed(), c.transposed());
+        let epilogue = epilogue.map(|e| e.transposed());
         // SAFETY: the same product, transposed (forwarded contract).
-        return unsafe { contract(kern, ctx, b.transposed(), a.transposed(), c.transposed()) };
+        return unsafe { contract(kern, ctx, a, b, c, epilogue) };
     }
     // SAFETY: forwarded.
-    unsafe { contract(kern, ctx, a, b, c) }
+    unsafe { contract(kern, ctx, a, b, c, epilogue) }
 }
 
 /// Whether `cᵀ = bᵀ · aᵀ` costs clearly less than `c = a · b`: fewer multiply-adds on
@@ -114,6 +124,7 @@ unsafe fn contract<T: Element, SA: Operand<T>, SB: Operand<T>>(
     a: Source<SA>,
     b: Source<SB>,
     c: Matrix<T>,
+    epilogue: Option<Epilogue<T>>,
 ) -> i32 {
     let job = Job {
         kern,
@@ -125,6 +136,7 @@ unsafe fn contract<T: Element, SA: Operand<T>, SB: Operand<T>>(
         packed_a: unsafe { packed(&a, Side::A, kern) },
         // SAFETY: as above.
         packed_b: unsafe { packed(&b, Side::B, kern) },
+        epilogue,
     };
     let threads = ctx.map_or(1, |c| c.threads());
     let work = c.rows.saturating_mul(c.cols).saturating_mul(job.k);
@@ -348,15 +360,30 @@ unsafe fn blocks<T: Element, SA: Operand<T>, SB: Operand<T>>(
                     }
                 };
                 // SAFETY: the panels hold the block; its tiles are inside `part`.
-                unsafe { tiles(job, ap, bp, kcb, (ic, mcb), (jc, ncb), pc > 0) };
+                let depth = Depth {
+                    kcb,
+                    accumulate: pc > 0,
+                    last: pc + kcb == job.k,
+                };
+                unsafe { tiles(job, ap, bp, depth, (ic, mcb), (jc, ncb)) };
             }
         }
     }
 }
 
+/// Where a block of the inner dimension lies in it: `kcb` deep, after others (its products
+/// are added to `c`), the last (the epilogue follows).
+#[derive(Clone, Copy, Debug)]
+struct Depth {
+    kcb: usize,
+    accumulate: bool,
+    last: bool,
+}
+
 /// The microkernel over the tiles of the `rows × cols` block of `c` at `(i0, j0)`, from the
-/// packed panels at `ap` and `bp` (`kcb` deep); the microkernel computes edge tiles too, and a
-/// result whose columns are not contiguous goes through a local tile.
+/// packed panels at `ap` and `bp` (`depth.kcb` deep); the microkernel computes edge tiles
+/// too, a result whose columns are not contiguous goes through a local tile, and the
+/// epilogue follows each tile of the last block of the inner dimension.
 ///
 /// # Safety
 ///
@@ -365,14 +392,24 @@ unsafe fn tiles<T: Element, SA, SB>(
     job: &Job<'_, T, SA, SB>,
     ap: *const T,
     bp: PanelsB<T>,
-    kcb: usize,
+    Depth {
+        kcb,
+        accumulate,
+        last,
+    }: Depth,
     (i0, rows): (usize, usize),
     (j0, cols): (usize, usize),
-    accumulate: bool,
 ) {
     let (kern, c) = (job.kern, &job.c);
+    let epilogue = job.epilogue.as_ref().filter(|_| last);
+    // The epilogue the microkernel applies in registers, or else the one applied to each
+    // tile once it is stored.
+    let in_registers = epilogue.filter(|e| kern.micro_epilogue.is_some() && e.in_registers(c));
+    let stored = epilogue.filter(|_| in_registers.is_none());
     let (mr, nr) = (kern.mr, kern.nr);
     let mut tile = [T::ZERO; MAX_TILE];
+    // The last tile computed, whose epilogue is still to be applied.
+    let mut pending = None;
     for jr in (0..cols).step_by(nr) {
         let w = nr.min(cols - jr);
         // SAFETY: panel `jr / nr` of the block.
@@ -381,40 +418,43 @@ unsafe fn tiles<T: Element, SA, SB>(
             let h = mr.min(rows - ir);
             // SAFETY: panel `ir / mr` of the block; `(i0 + ir, j0 + jr)` is inside `c`.
             let (apanel, out) = unsafe { (ap.add(ir * kcb), c.at(i0 + ir, j0 + jr).cast_mut()) };
-            if c.cs == 1 {
-                // SAFETY: an `h × w` tile of contiguous rows; the kernel's ISA was detected.
-                unsafe {
-                    (kern.micro)(
-                        kcb,
-                        apanel,
-                        bpanel,
-                        bp.ld,
-                        out,
-                        c.rs as usize,
-                        accumulate,
-                        h,
-                        w,
-                    )
-                };
-                continue;
+            if let Some(e) = epilogue {
+                e.prefetch(c, (i0 + ir, h), (j0 + jr, w));
             }
-            // SAFETY: `tile` holds `mr · nr <= MAX_TILE` elements.
-            unsafe {
-                (kern.micro)(
-                    kcb,
-                    apanel,
-                    bpanel,
-                    bp.ld,
-                    tile.as_mut_ptr(),
-                    nr,
-                    false,
-                    h,
-                    w,
-                )
+            // The microkernel writes `c` itself when its rows are contiguous (always so with
+            // an epilogue in registers), else the local tile, copied out after.
+            let direct = c.cs == 1;
+            let (dst, ldc, add) = match direct {
+                true => (out, c.rs as usize, accumulate),
+                false => (tile.as_mut_ptr(), nr, false),
             };
-            // SAFETY: the `h × w` tile at `out` is inside `c`.
-            unsafe { copy_out(&tile, nr, (h, w), c, out, accumulate) };
+            match (in_registers, kern.micro_epilogue) {
+                // SAFETY: an `h × w` tile of `dst`; the kernel's ISA was detected;
+                // `(i0 + ir, j0 + jr)` is inside the epilogue's operands.
+                (Some(e), Some(micro)) => unsafe {
+                    let e = e.tile(i0 + ir, j0 + jr);
+                    micro(kcb, apanel, bpanel, bp.ld, dst, ldc, add, h, w, &e);
+                },
+                // SAFETY: as above (`tile` holds `mr · nr <= MAX_TILE` elements).
+                _ => unsafe { (kern.micro)(kcb, apanel, bpanel, bp.ld, dst, ldc, add, h, w) },
+            }
+            if !direct {
+                // SAFETY: the `h × w` tile at `out` is inside `c`.
+                unsafe { copy_out(&tile, nr, (h, w), c, out, accumulate) };
+            }
+            if let Some(e) = stored {
+                // The previous tile's epilogue: its stores have left the store buffer while
+                // this tile was computed (reading a tile just stored stalls on them).
+                if let Some((rows, cols)) = pending.replace(((i0 + ir, h), (j0 + jr, w))) {
+                    // SAFETY: the tile is inside `c` and the epilogue's operands (the contract).
+                    unsafe { e.apply(kern.isa, c, rows, cols) };
+                }
+            }
         }
+    }
+    if let (Some(e), Some((rows, cols))) = (stored, pending) {
+        // SAFETY: as above.
+        unsafe { e.apply(kern.isa, c, rows, cols) };
     }
 }
 

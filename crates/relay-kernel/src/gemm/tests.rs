@@ -82,6 +82,7 @@ fn product<T: Element + Operand<T> + From<i8>>(
             view(sa.as_ptr(), m, k, rsa, csa),
             view(sb.as_ptr(), k, n, rsb, csb),
             view(sc.as_mut_ptr(), m, n, rsc, csc),
+            None,
         )
     };
     assert_eq!(rc, 0);
@@ -259,6 +260,7 @@ fn product_in_place<T: Element + Operand<T>>(
             view(a.as_ptr(), m, k),
             view(b.as_ptr(), k, n),
             view(c.as_mut_ptr(), m, n),
+            None,
         )
     };
     assert_eq!(rc, 0);
@@ -345,6 +347,7 @@ fn float16_products_match_naive_on_every_isa() {
                             rs: n as isize,
                             cs: 1,
                         },
+                        None,
                     )
                 };
                 assert_eq!(rc, 0);

@@ -140,7 +140,7 @@ fn check<T: Element, S: Operand<T>>(
                 cs: 1,
             };
             // SAFETY: the views lie inside `w`, `x` and `got`.
-            let rc = unsafe { gemm_window(Some(&ctx), a, conv.window(x[xg..].as_ptr()), c) };
+            let rc = unsafe { gemm_window(Some(&ctx), a, conv.window(x[xg..].as_ptr()), c, None) };
             assert_eq!(rc, 0);
             let want = conv.naive(
                 &w64[wg..wg + conv.m * conv.depth()],

@@ -69,10 +69,11 @@ impl Accesses {
             }
             Stmt::Assign { value, .. } => self.loads(value),
             Stmt::Gemm(g) => {
-                for m in [&g.a, &g.b, &g.c] {
+                for m in g.matrices() {
                     self.loads(&m.offset);
                 }
-                for m in [&g.a, &g.b] {
+                let epilogue = g.epilogue.steps.iter().map(|(_, m)| m);
+                for m in [&g.a, &g.b].into_iter().chain(epilogue) {
                     self.reads.push(Access {
                         buffer: m.buffer,
                         place: Place::Whole,

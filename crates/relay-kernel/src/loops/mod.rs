@@ -222,6 +222,53 @@ pub struct Gemm {
     /// im2col: `k = C·KH·KW`, `n = OH·OW`; `b`'s strides are unused), which the host packs
     /// straight from the image.
     pub window: Option<ImageWindow>,
+    /// What the host applies to each tile of `c` once it is computed.
+    pub epilogue: GemmEpilogue,
+}
+
+impl Gemm {
+    /// Its matrices: `a`, `b`, `c`, then the epilogue's operands.
+    pub fn matrices(&self) -> impl Iterator<Item = &MatrixRef> {
+        [&self.a, &self.b, &self.c]
+            .into_iter()
+            .chain(self.epilogue.steps.iter().map(|(_, m)| m))
+    }
+
+    /// As [`Gemm::matrices`], mutably.
+    pub fn matrices_mut(&mut self) -> impl Iterator<Item = &mut MatrixRef> {
+        [&mut self.a, &mut self.b, &mut self.c]
+            .into_iter()
+            .chain(self.epilogue.steps.iter_mut().map(|(_, m)| m))
+    }
+}
+
+/// The epilogue of a [`Gemm`] (`crate::gemm::Epilogue`): each element `v` of `c` becomes
+/// `lower(upper(steps(v)))`, each step multiplying or adding the element of its operand
+/// at the same `(i, j)` — an `m × n` view whose strides may be 0 (broadcast) — `upper`
+/// `clip`'s `hi < v ? hi : v`. Empty: the product is stored as it is. `float32` and
+/// `float64` only.
+#[derive(Clone, Debug, PartialEq)]
+pub struct GemmEpilogue {
+    /// The steps, in order (at most `crate::gemm::epilogue::MAX_STEPS`).
+    pub steps: Vec<(crate::gemm::epilogue::Step, MatrixRef)>,
+    /// The upper clamp's bound.
+    pub upper: Option<f64>,
+    /// The lower clamp.
+    pub lower: crate::gemm::epilogue::Lower<f64>,
+}
+
+impl GemmEpilogue {
+    /// No epilogue.
+    pub const NONE: GemmEpilogue = GemmEpilogue {
+        steps: Vec::new(),
+        upper: None,
+        lower: crate::gemm::epilogue::Lower::None,
+    };
+
+    /// Whether it changes nothing.
+    pub fn is_empty(&self) -> bool {
+        *self == GemmEpilogue::NONE
+    }
 }
 
 /// A convolution's image window as a GEMM's `b` operand (`crate::gemm::Window`): element
@@ -347,7 +394,7 @@ impl ImageWindow {
 }
 
 /// A strided matrix view of a buffer, for [`Gemm`].
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct MatrixRef {
     /// The buffer.
     pub buffer: BufferId,
@@ -535,7 +582,7 @@ impl Stmt {
             }
             Stmt::Assign { value, .. } => f(value),
             Stmt::Gemm(g) => {
-                for m in [&g.a, &g.b, &g.c] {
+                for m in g.matrices() {
                     f(&m.offset);
                 }
             }

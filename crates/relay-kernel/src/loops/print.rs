@@ -275,6 +275,9 @@ impl LoopFunc {
                             w.out_w
                         )?;
                     }
+                    if !g.epilogue.is_empty() {
+                        self.gemm_epilogue(out, &g.epilogue)?;
+                    }
                     writeln!(out, ")")
                 }
                 Stmt::Depthwise(d) => {
@@ -333,6 +336,32 @@ impl LoopFunc {
         } else {
             self.expr(out, e)
         }
+    }
+
+    /// `, epilogue(mul s[off; rs, cs], add b[...], min 6, relu 0)`: a GEMM's epilogue.
+    fn gemm_epilogue(&self, out: &mut String, e: &crate::loops::GemmEpilogue) -> fmt::Result {
+        use crate::gemm::epilogue::{Lower, Step};
+        out.push_str(", epilogue(");
+        let mut parts = Vec::new();
+        for (kind, m) in &e.steps {
+            let mut p = String::new();
+            p.push_str(if *kind == Step::Mul { "mul " } else { "add " });
+            write!(p, "{}[", self.buffer_name(m.buffer))?;
+            self.expr(&mut p, &m.offset)?;
+            write!(p, "; {}, {}]", m.row_stride, m.col_stride)?;
+            parts.push(p);
+        }
+        if let Some(hi) = e.upper {
+            parts.push(format!("min {hi}"));
+        }
+        match e.lower {
+            Lower::None => {}
+            Lower::Relu(lo) => parts.push(format!("relu {lo}")),
+            Lower::Clip(lo) => parts.push(format!("max {lo}")),
+        }
+        out.push_str(&parts.join(", "));
+        out.push(')');
+        Ok(())
     }
 
     fn args(&self, out: &mut String, name: &str, args: &[&LExpr]) -> fmt::Result {

@@ -189,7 +189,33 @@ impl Verifier<'_> {
             Some(w) => self.window(w, &g.b, g.k, g.n)?,
             None => self.matrix(&g.b, g.k, g.n)?,
         }
-        self.matrix(&g.c, g.m, g.n)
+        self.matrix(&g.c, g.m, g.n)?;
+        self.gemm_epilogue(g, d)
+    }
+
+    /// The epilogue of `g` (result dtype `d`): at most `MAX_STEPS` steps on `float32` or
+    /// `float64`, each operand an `m × n` view of a buffer of `d` other than the result.
+    fn gemm_epilogue(&self, g: &super::Gemm, d: DType) -> R<()> {
+        let e = &g.epilogue;
+        if e.is_empty() {
+            return Ok(());
+        }
+        if d == DType::F16 || e.steps.len() > crate::gemm::epilogue::MAX_STEPS {
+            return Err(format!("a GEMM epilogue of {} steps on {d}", e.steps.len()));
+        }
+        for (_, m) in &e.steps {
+            if self.buffer(m.buffer)?.dtype != d {
+                return Err("a GEMM epilogue operand of another dtype".into());
+            }
+            if m.buffer == g.c.buffer {
+                return Err(format!(
+                    "a GEMM's result {} is also an operand of its epilogue",
+                    self.name(m.buffer)
+                ));
+            }
+            self.matrix(m, g.m, g.n)?;
+        }
+        Ok(())
     }
 
     fn depthwise(&self, d: &super::Depthwise) -> R<()> {
@@ -546,6 +572,7 @@ mod tests {
             b: matrix(b, 196),
             c: matrix(c, 196),
             window: None,
+            epilogue: super::super::GemmEpilogue::NONE,
         }))
     }
 

@@ -101,21 +101,8 @@ pub(super) struct Im2col {
 /// For an im2col `col[n, g, c, kh, kw, y, x]` reading an NCHW kernel input through
 /// a zero-padded window: the input, the window and how the channel is read.
 pub(super) fn im2col_window(col: &Tensor, inputs: &[Tensor]) -> Option<Im2col> {
-    let TensorOp::Compute { axes, body } = &col.op else {
-        return None;
-    };
     let no_buffers = HashMap::new();
-    let mut inliner = Inliner::standalone(inputs, &no_buffers, &col.shape);
-    let env: HashMap<u32, Ix> = axes
-        .iter()
-        .zip(&col.shape)
-        .enumerate()
-        .map(|(k, (a, &n))| (a.id, if n == 1 { Ix::Const(0) } else { Ix::Axis(k) }))
-        .collect();
-    let v = inliner.value(body, &env).ok()?;
-    if !inliner.reductions.is_empty() {
-        return None;
-    }
+    let (inliner, v) = Inliner::elementwise(col, inputs, &no_buffers)?;
     let (cond, load) = match &v {
         Val::Select(cond, then, zero) if matches!(**zero, Val::Float(z, d) if d == col.dtype && z.to_bits() == 0) => {
             (Some(&**cond), &**then)
@@ -227,7 +214,7 @@ fn guards_bounds(inliner: &Inliner<'_>, cond: Option<&Val>, bounds: &[(&Ix, i64)
 }
 
 /// `ix` as `Σ coef[k]·axis_k + constant` over axes `0..rank`, when it is linear.
-fn linear(ix: &Ix, rank: usize) -> Option<(Vec<i64>, i64)> {
+pub(super) fn linear(ix: &Ix, rank: usize) -> Option<(Vec<i64>, i64)> {
     let mut coef = vec![0; rank];
     let mut rest = ix.clone();
     for (k, c) in coef.iter_mut().enumerate() {
@@ -258,109 +245,4 @@ impl Nest<'_> {
             epilogue,
         }))
     }
-}
-
-/// The epilogue of a host depthwise convolution read by the stage computing `reader`, when
-/// that stage is exactly `clamp(conv·scale[o] + shift[o], lo, hi)` (each part optional, in
-/// either operand order) of the convolution's result at the reader's own index: `scale` and
-/// `shift` float32 kernel inputs read one element per channel (axis 1 of the NCHW reader,
-/// contiguous), the clamp `clip`'s selects. The convolution then writes the reader's buffer
-/// with the epilogue applied and the reader's stage goes.
-pub(super) fn fused_epilogue(
-    reader: &Tensor,
-    conv: usize,
-    conv_shape: &[i64],
-    inputs: &[Tensor],
-    buffers: &HashMap<usize, usize>,
-) -> Option<crate::loops::DepthwiseEpilogue> {
-    let TensorOp::Compute { axes, body } = &reader.op else {
-        return None;
-    };
-    if reader.dtype != DType::F32 || reader.shape.len() != 4 {
-        return None;
-    }
-    let mut inliner = Inliner::standalone(inputs, buffers, &reader.shape);
-    let env: HashMap<u32, Ix> = axes
-        .iter()
-        .zip(&reader.shape)
-        .enumerate()
-        .map(|(k, (a, &n))| (a.id, if n == 1 { Ix::Const(0) } else { Ix::Axis(k) }))
-        .collect();
-    let v = inliner.value(body, &env).ok()?;
-    if !inliner.reductions.is_empty() {
-        return None;
-    }
-    let own = strides(&reader.shape);
-    let (v, lo) = peel_clamp(&v, true).unwrap_or((&v, f32::NEG_INFINITY));
-    let (v, hi) = peel_clamp(v, false).unwrap_or((v, f32::INFINITY));
-    let channel = |v: &Val| per_channel(v, &reader.shape, inputs);
-    let (v, shift) = match v {
-        Val::Binary(BinaryOp::Add, a, b) if channel(b).is_some() => (&**a, channel(b)),
-        Val::Binary(BinaryOp::Add, a, b) if channel(a).is_some() => (&**b, channel(a)),
-        other => (other, None),
-    };
-    let (v, scale) = match v {
-        Val::Binary(BinaryOp::Mul, a, b) if channel(b).is_some() => (&**a, channel(b)),
-        Val::Binary(BinaryOp::Mul, a, b) if channel(a).is_some() => (&**b, channel(a)),
-        other => (other, None),
-    };
-    let Val::Load { buffer, dims } = v else {
-        return None;
-    };
-    let (coef, k) = flat(dims, conv_shape, reader.shape.len())?;
-    let same = k == 0 && (0..4).all(|a| reader.shape[a] == 1 || coef[a] == own[a]);
-    let e = crate::loops::DepthwiseEpilogue {
-        scale: scale.map(|(b, o)| (BufferId(b as u32), o)),
-        shift: shift.map(|(b, o)| (BufferId(b as u32), o)),
-        lo,
-        hi,
-    };
-    (*buffer == conv && same && e != crate::loops::DepthwiseEpilogue::NONE).then_some(e)
-}
-
-/// `(x, bound)` for `clip`'s `select(x < lo, lo, x)` (`lower`) or `select(hi < x, hi, x)`.
-fn peel_clamp(v: &Val, lower: bool) -> Option<(&Val, f32)> {
-    let Val::Select(cond, bound, x) = v else {
-        return None;
-    };
-    let (&Val::Float(c, DType::F32), Val::Compare(CmpOp::Lt, l, r)) = (&**bound, &**cond) else {
-        return None;
-    };
-    let (other, y) = if lower { (&**r, &**l) } else { (&**l, &**r) };
-    let same_bound = matches!(other, &Val::Float(d, DType::F32) if d.to_bits() == c.to_bits());
-    (same_bound && y == &**x).then_some((&**x, c as f32))
-}
-
-/// `(input, offset)` when `v` loads a float32 input at `offset + o` for output channel `o`
-/// (axis 1 of an NCHW `shape`), the same for every batch element, row and column.
-fn per_channel(v: &Val, shape: &[i64], inputs: &[Tensor]) -> Option<(usize, i64)> {
-    let Val::Load { buffer, dims } = v else {
-        return None;
-    };
-    let input = inputs.get(*buffer)?;
-    if input.dtype != DType::F32 {
-        return None;
-    }
-    let (coef, k) = flat(dims, &input.shape, shape.len())?;
-    let unit = if shape[1] > 1 { 1 } else { 0 };
-    (coef == [0, unit, 0, 0]).then_some((*buffer, k))
-}
-
-/// The flat index (row-major in `shape`) of a load at `dims`, as coefficients of the `rank`
-/// output axes and a constant.
-fn flat(dims: &[Ix], shape: &[i64], rank: usize) -> Option<(Vec<i64>, i64)> {
-    if dims.len() != shape.len() {
-        return None;
-    }
-    let st = strides(shape);
-    let mut coef = vec![0i64; rank];
-    let mut k = 0i64;
-    for (d, s) in dims.iter().zip(st) {
-        let (c, v) = linear(d, rank)?;
-        for (a, ca) in coef.iter_mut().zip(c) {
-            *a = a.checked_add(ca.checked_mul(s)?)?;
-        }
-        k = k.checked_add(v.checked_mul(s)?)?;
-    }
-    Some((coef, k))
 }

@@ -2,17 +2,32 @@
 //! dimensions and strides, the rest looped around one GEMM call.
 
 use super::depthwise::{Im2col, im2col_window};
+use super::epilogue::StageEpilogue;
 use super::*;
-use crate::loops::ImageWindow;
+use crate::gemm::epilogue::MAX_STEPS;
+use crate::loops::{GemmEpilogue, ImageWindow};
 
-/// One axis of a contraction with its strides in `a`, `b` and `c`.
+/// One axis of a contraction with its strides in `a`, `b`, `c` and the operands of the
+/// epilogue's steps.
 #[derive(Clone, Copy, Debug)]
 pub(super) struct GemmAxis {
     pub(super) extent: i64,
     pub(super) sa: i64,
     pub(super) sb: i64,
     pub(super) sc: i64,
+    pub(super) se: [i64; MAX_STEPS],
 }
+
+/// The keys under which the axes of `c`'s rows (`sa`) or columns (`sb`) merge: their
+/// operand's, `c`'s and each epilogue operand's strides.
+const C_KEYS: [fn(&GemmAxis) -> i64; 2 + MAX_STEPS] = [
+    |a| a.sa,
+    |a| a.sc,
+    |a| a.se[0],
+    |a| a.se[1],
+    |a| a.se[2],
+    |a| a.se[3],
+];
 
 /// Splits `axes` (outermost first) into the longest innermost run whose strides merge into
 /// one matrix dimension under each of `keys` (each axis's stride is the next inner one's
@@ -46,8 +61,15 @@ impl Nest<'_> {
     /// The statements computing the contraction `t` into buffer `id` with the host's GEMM:
     /// the output axes only `a` reads are the rows, those only `b` reads the columns, the
     /// reduction axes the inner dimension; other output axes (read by both, by neither, or
-    /// not merging into the matrix dimensions) become loops around the call.
-    pub(super) fn gemm(&mut self, id: BufferId, t: &Tensor, c: &Contraction) -> Result<Stmt, Fail> {
+    /// not merging into the matrix dimensions) become loops around the call. `epilogue`, if
+    /// any, is applied by the host to each tile.
+    pub(super) fn gemm(
+        &mut self,
+        id: BufferId,
+        t: &Tensor,
+        c: &Contraction,
+        epilogue: Option<&StageEpilogue>,
+    ) -> Result<Stmt, Fail> {
         let shape = &t.shape;
         if shape.contains(&0) {
             return Ok(Stmt::Seq(Vec::new()));
@@ -100,10 +122,12 @@ impl Nest<'_> {
         {
             return Err(col_fail(side));
         }
-        let [rows, cols, mut batch, inner] = classify(c, shape);
-        let (m, rest) = merge(&rows, &[|a| a.sa, |a| a.sc]);
+        let [rows, cols, mut batch, inner] = classify(c, shape, epilogue);
+        let (m, rest) = merge(&rows, &C_KEYS);
         batch.extend(rest);
-        let (n, rest) = merge(&cols, &[|a| a.sb, |a| a.sc]);
+        let mut col_keys = C_KEYS;
+        col_keys[0] = |a| a.sb;
+        let (n, rest) = merge(&cols, &col_keys);
         batch.extend(rest);
         let k = if inner.iter().any(|a| a.extent == 0) {
             Some((
@@ -113,6 +137,7 @@ impl Nest<'_> {
                     sa: 0,
                     sb: 0,
                     sc: 0,
+                    se: [0; MAX_STEPS],
                 },
             ))
         } else {
@@ -129,6 +154,7 @@ impl Nest<'_> {
             sa: 0,
             sb: 0,
             sc: 0,
+            se: [0; MAX_STEPS],
         };
         let (m, mi) = m.unwrap_or((1, one));
         let (n, ni) = n.unwrap_or((1, one));
@@ -140,9 +166,11 @@ impl Nest<'_> {
             vec![],
         ];
         let mut counters = Vec::new();
+        let mut epilogue_counters = Vec::new();
         for (g, axis) in batch.iter().enumerate() {
             let counter = self.local(format!("b{g}"), DType::I64);
             counters.push((counter, axis.extent));
+            epilogue_counters.push((counter, axis.se));
             let (sa, sb) = (image_stride(0, axis.sa)?, image_stride(1, axis.sb)?);
             for (o, s) in offsets.iter_mut().zip([sa, sb, axis.sc]) {
                 if s != 0 {
@@ -184,6 +212,9 @@ impl Nest<'_> {
                 col_stride: ni.sc,
             },
             window: None,
+            epilogue: epilogue.map_or(GemmEpilogue::NONE, |e| {
+                e.gemm(&epilogue_counters, &mi.se, &ni.se)
+            }),
         };
         let transposed = transposes(&gemm);
         let mut gemm = row_major(gemm);
@@ -214,9 +245,14 @@ impl Nest<'_> {
 }
 
 /// The axes of contraction `c` with output `shape` (extent-1 axes left out), each with its
-/// strides: rows (output axes only `a` reads), columns (only `b` reads), batch (both or
-/// neither), and the reduction axes — rows, columns and reduction axes outermost first.
-fn classify(c: &Contraction, shape: &[i64]) -> [Vec<GemmAxis>; 4] {
+/// strides (in the operands of `epilogue`'s steps too): rows (output axes only `a` reads),
+/// columns (only `b` reads), batch (both or neither), and the reduction axes — rows, columns
+/// and reduction axes outermost first.
+fn classify(
+    c: &Contraction,
+    shape: &[i64],
+    epilogue: Option<&StageEpilogue>,
+) -> [Vec<GemmAxis>; 4] {
     let (ast, bst, cst) = (strides(&c.a.0.shape), strides(&c.b.0.shape), strides(shape));
     let stride = |ix: &[Index], st: &[i64], want: Index| -> i64 {
         ix.iter().position(|&i| i == want).map_or(0, |d| st[d])
@@ -226,11 +262,16 @@ fn classify(c: &Contraction, shape: &[i64]) -> [Vec<GemmAxis>; 4] {
         if extent == 1 {
             continue;
         }
+        let mut se = [0; MAX_STEPS];
+        for (s, (_, x)) in se.iter_mut().zip(epilogue.map_or(&[][..], |e| &e.steps)) {
+            *s = x.coef[k];
+        }
         let axis = GemmAxis {
             extent,
             sa: stride(&c.a.1, &ast, Index::Out(k)),
             sb: stride(&c.b.1, &bst, Index::Out(k)),
             sc: cst[k],
+            se,
         };
         let (in_a, in_b) = (
             c.a.1.contains(&Index::Out(k)),
@@ -249,6 +290,7 @@ fn classify(c: &Contraction, shape: &[i64]) -> [Vec<GemmAxis>; 4] {
                 sa: stride(&c.a.1, &ast, Index::Red(j)),
                 sb: stride(&c.b.1, &bst, Index::Red(j)),
                 sc: 0,
+                se: [0; MAX_STEPS],
             });
         }
     }
@@ -277,6 +319,15 @@ fn row_major(gemm: Gemm) -> Gemm {
         b: t(gemm.a),
         c: t(gemm.c),
         window: None,
+        epilogue: GemmEpilogue {
+            steps: gemm
+                .epilogue
+                .steps
+                .into_iter()
+                .map(|(k, m)| (k, t(m)))
+                .collect(),
+            ..gemm.epilogue
+        },
     }
 }
 
@@ -370,22 +421,9 @@ pub(crate) fn conv_window(col: &Tensor, inputs: &[Tensor]) -> Option<ConvWindow>
 /// the copy is not made. Padding conditions and index clamps that interval arithmetic proves
 /// idle are dropped; anything else (a strided or padded window, a cast) is no view.
 pub(crate) fn input_view(t: &Tensor, inputs: &[Tensor]) -> Option<(usize, i64)> {
-    let TensorOp::Compute { axes, body } = &t.op else {
-        return None;
-    };
     let no_buffers = HashMap::new();
     let rank = t.shape.len();
-    let mut inliner = Inliner::standalone(inputs, &no_buffers, &t.shape);
-    let env: HashMap<u32, Ix> = axes
-        .iter()
-        .zip(&t.shape)
-        .enumerate()
-        .map(|(k, (a, &n))| (a.id, if n == 1 { Ix::Const(0) } else { Ix::Axis(k) }))
-        .collect();
-    let mut v = inliner.value(body, &env).ok()?;
-    if !inliner.reductions.is_empty() {
-        return None;
-    }
+    let (inliner, mut v) = Inliner::elementwise(t, inputs, &no_buffers)?;
     // `select(cond, x, 0)` whose condition always holds is `x`.
     while let Val::Select(cond, then, _) = &v {
         let mut terms = Vec::new();

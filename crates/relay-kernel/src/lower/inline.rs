@@ -144,6 +144,29 @@ pub(super) struct Inliner<'a> {
 }
 
 impl<'a> Inliner<'a> {
+    /// The value of elementwise tensor `t` at the index of its axes (an axis of extent 1
+    /// is 0), outside any kernel's lowering, with the inliner that made it (for interval
+    /// arithmetic on its indices): `None` for a placeholder, a reduction or what does not
+    /// inline.
+    pub(super) fn elementwise(
+        t: &Tensor,
+        inputs: &'a [Tensor],
+        buffers: &'a HashMap<usize, usize>,
+    ) -> Option<(Inliner<'a>, Val)> {
+        let TensorOp::Compute { axes, body } = &t.op else {
+            return None;
+        };
+        let mut inliner = Inliner::standalone(inputs, buffers, &t.shape);
+        let env: HashMap<u32, Ix> = axes
+            .iter()
+            .zip(&t.shape)
+            .enumerate()
+            .map(|(k, (a, &n))| (a.id, if n == 1 { Ix::Const(0) } else { Ix::Axis(k) }))
+            .collect();
+        let v = inliner.value(body, &env).ok()?;
+        inliner.reductions.is_empty().then_some((inliner, v))
+    }
+
     /// An inliner of one tensor of shape `shape`, outside any kernel's lowering (reading the
     /// kernel's `inputs` and materialized `buffers`).
     pub(super) fn standalone(

@@ -39,6 +39,7 @@
 //! recomputed per outer iteration.
 
 mod depthwise;
+mod epilogue;
 mod gemm;
 mod injective;
 mod inline;
@@ -69,8 +70,8 @@ use crate::loops::{
 };
 use crate::schedule::{self, LANES, PARALLEL_WORK};
 
-use depthwise::fused_epilogue;
 pub(crate) use depthwise::{HostDepthwise, host_depthwise};
+use epilogue::{StageEpilogue, stage_epilogue};
 pub(crate) use gemm::{conv_window, input_view};
 
 /// The most scalar operations one output's expression may have after inlining.
@@ -198,10 +199,10 @@ fn lower_stages(name: &str, composed: &Composed, materialize: &[Tensor]) -> Resu
     for stage in &stages {
         visit_stage(stage, &stages, &buffers, &mut done, &mut order, 0)?;
     }
-    let fused = fuse_depthwise_epilogues(&order, &buffers, &func.buffers, composed);
+    let fused = fuse_epilogues(&order, &buffers, &func.buffers, composed);
     let mut nests = Vec::new();
     for (i, (id, t)) in order.iter().enumerate() {
-        if fused.iter().any(|(_, (reader, _, _))| *reader == i) {
+        if fused.values().any(|f| f.reader == i) {
             continue;
         }
         let mut nest = Nest {
@@ -215,23 +216,18 @@ fn lower_stages(name: &str, composed: &Composed, materialize: &[Tensor]) -> Resu
         let host_dw = c
             .as_ref()
             .and_then(|c| schedule::uses_host_depthwise(t, c, &composed.inputs));
-        let stmt = match (c, host_dw) {
-            (_, Some(d)) => match fused.get(&i) {
-                Some((_, out, epilogue)) => nest.depthwise(*out, &d, epilogue.clone()),
-                None => nest.depthwise(*id, &d, crate::loops::DepthwiseEpilogue::NONE),
-            },
-            (Some(c), None)
-                if schedule::uses_gemm(&c, &t.shape)
-                    && [&c.a.0, &c.b.0].iter().all(|o| {
-                        matches!(o.op, TensorOp::Placeholder(_))
-                            || buffers.contains_key(&key(o))
-                            || input_view(o, &composed.inputs).is_some()
-                            || conv_window(o, &composed.inputs).is_some()
-                    }) =>
-            {
-                nest.gemm(*id, t, &c)?
+        let (out, epilogue) = match fused.get(&i) {
+            Some(f) => (f.out, Some(&f.epilogue)),
+            None => (*id, None),
+        };
+        let stmt = match (c, host_dw, epilogue) {
+            (_, Some(d), Some(FusedEpilogue::Depthwise(e))) => nest.depthwise(out, &d, e.clone()),
+            (_, Some(d), _) => nest.depthwise(out, &d, crate::loops::DepthwiseEpilogue::NONE),
+            (Some(c), None, Some(FusedEpilogue::Gemm(e))) => nest.gemm(out, t, &c, Some(e))?,
+            (Some(c), None, _) if gemm_stage(t, &c, &buffers, composed) => {
+                nest.gemm(out, t, &c, None)?
             }
-            _ => nest.output(*id, t)?,
+            _ => nest.output(out, t)?,
         };
         nests.push(stmt);
     }
@@ -243,21 +239,58 @@ fn lower_stages(name: &str, composed: &Composed, materialize: &[Tensor]) -> Resu
     Ok(func)
 }
 
-/// The host depthwise convolutions whose epilogue the host applies (`depthwise::
-/// fused_epilogue`), by stage: the one stage reading the convolution's scratch result, the
-/// output it writes (which the convolution then writes) and the epilogue.
-fn fuse_depthwise_epilogues(
+/// Whether contraction `c` computing `t` is a call of the host GEMM: a GEMM schedule whose
+/// operands are kernel inputs, materialized, views of an input or image windows.
+fn gemm_stage(
+    t: &Tensor,
+    c: &Contraction,
+    buffers: &HashMap<usize, usize>,
+    composed: &Composed,
+) -> bool {
+    schedule::uses_gemm(c, &t.shape)
+        && [&c.a.0, &c.b.0].iter().all(|o| {
+            matches!(o.op, TensorOp::Placeholder(_))
+                || buffers.contains_key(&key(o))
+                || input_view(o, &composed.inputs).is_some()
+                || conv_window(o, &composed.inputs).is_some()
+        })
+}
+
+/// A host contraction that applies the epilogue of the stage reading its result.
+struct Fused {
+    /// The reading stage (in the stage order), which goes.
+    reader: usize,
+    /// The reader's buffer, which the contraction writes instead of its own.
+    out: BufferId,
+    epilogue: FusedEpilogue,
+}
+
+/// The epilogue a host contraction applies, in its form.
+enum FusedEpilogue {
+    Depthwise(crate::loops::DepthwiseEpilogue),
+    Gemm(StageEpilogue),
+}
+
+/// The host contractions (GEMMs and depthwise convolutions) that apply an epilogue
+/// ([`stage_epilogue`]), by stage: each writes a scratch buffer whose one reader, a later
+/// stage writing an output of the same size, is its epilogue — for a GEMM one whose indices
+/// carry over to its axes (`StageEpilogue::on_shape`), for a depthwise convolution one it
+/// can apply (`StageEpilogue::depthwise`).
+fn fuse_epilogues(
     order: &[(BufferId, Tensor)],
     buffers: &HashMap<usize, usize>,
     func_buffers: &[Buffer],
     composed: &Composed,
-) -> HashMap<usize, (usize, BufferId, crate::loops::DepthwiseEpilogue)> {
+) -> HashMap<usize, Fused> {
     let mut fused = HashMap::new();
     for (i, (id, t)) in order.iter().enumerate() {
-        let host =
-            contraction(t).and_then(|c| schedule::uses_host_depthwise(t, &c, &composed.inputs));
+        let Some(c) = contraction(t) else {
+            continue;
+        };
+        let depthwise = schedule::uses_host_depthwise(t, &c, &composed.inputs).is_some();
+        let gemm = !depthwise && gemm_stage(t, &c, buffers, composed);
         let scratch = func_buffers[id.0 as usize].role == BufferRole::Scratch;
-        if host.is_none() || !scratch {
+        if !(depthwise || gemm) || !scratch {
             continue;
         }
         let readers: Vec<usize> = (0..order.len())
@@ -271,11 +304,22 @@ fn fuse_depthwise_epilogues(
         let fits = j > i
             && ob.role == BufferRole::Output
             && ob.shape.iter().product::<i64>() == t.shape.iter().product::<i64>();
-        if let Some(e) = fits
-            .then(|| fused_epilogue(reader, id.0 as usize, &t.shape, &composed.inputs, buffers))
+        let epilogue = fits
+            .then(|| stage_epilogue(reader, id.0 as usize, &t.shape, &composed.inputs, buffers))
             .flatten()
-        {
-            fused.insert(i, (j, *out, e));
+            .and_then(|e| match depthwise {
+                true => e.depthwise(&reader.shape).map(FusedEpilogue::Depthwise),
+                false => e.on_shape(&reader.shape, &t.shape).map(FusedEpilogue::Gemm),
+            });
+        if let Some(epilogue) = epilogue {
+            fused.insert(
+                i,
+                Fused {
+                    reader: j,
+                    out: *out,
+                    epilogue,
+                },
+            );
         }
     }
     fused

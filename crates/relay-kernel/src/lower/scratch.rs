@@ -118,7 +118,7 @@ pub(super) fn map_buffers(s: &mut Stmt, f: &dyn Fn(BufferId) -> BufferId) {
         }
         Stmt::Assign { value, .. } => expr(value),
         Stmt::Gemm(g) => {
-            for m in [&mut g.a, &mut g.b, &mut g.c] {
+            for m in g.matrices_mut() {
                 m.buffer = f(m.buffer);
                 expr(&mut m.offset);
             }

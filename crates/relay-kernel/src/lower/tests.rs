@@ -229,6 +229,7 @@ mod run {
     use relay_ir::te::{BinaryOp, CmpOp, UnaryOp};
     use relay_ir::{DType, DTypeCode, NDArray};
 
+    use crate::gemm::epilogue::{Lower, Step};
     use crate::loops::{BufferRole, LExpr, LoopFunc, Stmt};
 
     #[derive(Clone, Copy)]
@@ -367,6 +368,9 @@ mod run {
                         Ok(self.expr(&m.offset)?.0.i())
                     };
                     let (oa, ob, oc) = (base(&g.a)?, base(&g.b)?, base(&g.c)?);
+                    let oe = (g.epilogue.steps.iter())
+                        .map(|(_, m)| base(m))
+                        .collect::<Result<Vec<i128>, String>>()?;
                     let at = |o: i128, r: i64, c: i64, rs: i64, cs: i64| -> Result<usize, String> {
                         usize::try_from(o + i128::from(r * rs + c * cs))
                             .map_err(|_| "negative GEMM index".to_string())
@@ -395,10 +399,45 @@ mod run {
                                 };
                                 acc += x * y;
                             }
+                            let mut v = conv(S::F(acc), d).f();
+                            for ((kind, m), &o) in g.epilogue.steps.iter().zip(&oe) {
+                                let x = self.bufs[m.buffer.0 as usize]
+                                    .get(at(o, i, j, m.row_stride, m.col_stride)?)
+                                    .ok_or("GEMM epilogue read out of bounds")?
+                                    .f();
+                                v = conv(
+                                    S::F(match kind {
+                                        Step::Mul => v * x,
+                                        Step::Add => v + x,
+                                    }),
+                                    d,
+                                )
+                                .f();
+                            }
+                            if let Some(hi) = g.epilogue.upper {
+                                v = if hi < v { hi } else { v };
+                            }
+                            v = match g.epilogue.lower {
+                                Lower::None => v,
+                                Lower::Relu(lo) => {
+                                    if v > lo {
+                                        v
+                                    } else {
+                                        lo
+                                    }
+                                }
+                                Lower::Clip(lo) => {
+                                    if v < lo {
+                                        lo
+                                    } else {
+                                        v
+                                    }
+                                }
+                            };
                             let slot = self.bufs[g.c.buffer.0 as usize]
                                 .get_mut(at(oc, i, j, g.c.row_stride, g.c.col_stride)?)
                                 .ok_or("GEMM write out of bounds")?;
-                            *slot = conv(S::F(acc), d);
+                            *slot = S::F(v);
                         }
                     }
                 }
@@ -758,6 +797,17 @@ fn lowered_kernels_compute_what_the_interpreter_does() {
             "%x, %y, %z",
         ),
         (
+            "%x: Tensor[(2, 4, 6, 5), float32], %y: Tensor[(6, 4, 3, 3), float32], \
+             %z: Tensor[(6, 1, 1), float32], %w: Tensor[(2, 6, 6, 5), float32]",
+            "nn.relu(add(add(multiply(nn.conv2d(%p0, %p1, padding=[1, 1]), %z), %z), %w))",
+            "%x, %y, %z, %w",
+        ),
+        (
+            "%x: Tensor[(5, 7), float64], %y: Tensor[(9, 7), float64], %z: Tensor[(9), float64]",
+            "clip(nn.bias_add(nn.dense(%p0, %p1, units=None), %z), a_min=-1f64, a_max=1f64)",
+            "%x, %y, %z",
+        ),
+        (
             "%x: Tensor[(5, 3), float32], %y: Tensor[(2, 4), int32]",
             "take(%p0, %p1, axis=0, mode=\"wrap\")",
             "%x, %y",
@@ -1112,4 +1162,31 @@ fn depthwise_epilogues_fuse_into_the_host_call() {
         "{printed}"
     );
     assert!(!printed.contains("for "), "{printed}");
+}
+
+/// A convolution's batch norm, residual add and `relu` (ResNet's block end, as TVM's importer
+/// writes it) run inside the host GEMM call: one statement, no second pass; an epilogue that
+/// reads the product twice stays a loop.
+#[test]
+fn gemm_epilogues_fuse_into_the_host_call() {
+    let params = "%x: Tensor[(1, 4, 6, 5), float32], %w: Tensor[(6, 4, 3, 3), float32], \
+                  %s: Tensor[(6, 1, 1), float32], %r: Tensor[(1, 6, 6, 5), float32]";
+    let lowered = |body: &str| {
+        let text = format!(
+            "#[version = \"0.0.5\"]\ndef @main({params}) {{\n  %0 = fn ({params}, Primitive=1) {{\n    {body}\n  }};\n  %0(%x, %w, %s, %r)\n}}"
+        );
+        lower("k", &compose(&primitive(&text)).unwrap())
+            .unwrap()
+            .to_string()
+    };
+    let conv = "nn.conv2d(%x, %w, padding=[1, 1])";
+    let fused = lowered(&format!("nn.relu(add(add(multiply({conv}, %s), %s), %r))"));
+    assert!(
+        fused.contains("epilogue(mul s[0; 1, 0], add s[0; 1, 0], add r[0; 30, 1], relu 0))"),
+        "{fused}"
+    );
+    assert!(!fused.contains("for "), "{fused}");
+    let twice = lowered(&format!("%0 = {conv}; multiply(%0, %0)"));
+    assert!(!twice.contains("epilogue("), "{twice}");
+    assert!(twice.contains("for "), "{twice}");
 }
