@@ -431,8 +431,9 @@ pub unsafe extern "C" fn relay_kernel_dgemm(
 
 /// The `float16` GEMM kernels call, as [`relay_kernel_sgemm`] on binary16 bits: the operands
 /// are widened to `float32` while packed, the products accumulate in `float32`, and each result
-/// is rounded once to `float16`. Returns 0, or -1 for a negative size or stride, a result too
-/// large to accumulate or an epilogue (float16 GEMMs have none).
+/// is rounded once to `float16`, then goes through the epilogue as a kernel's `float16` loop
+/// computes it ([`crate::gemm::half_epilogue`]). Returns 0, or -1 for a negative size or
+/// stride, a result too large to accumulate or a malformed epilogue.
 ///
 /// # Safety
 ///
@@ -455,11 +456,9 @@ pub unsafe extern "C" fn relay_kernel_hgemm(
     epilogue: *const EpilogueCall,
 ) -> i32 {
     use crate::gemm::{F16, Matrix};
-    // float16 results are rounded once, before any epilogue: kernels apply theirs as loops.
-    if !epilogue.is_null()
-        || [m, k, n, rsa, csa, rsb, csb, rsc, csc]
-            .iter()
-            .any(|&v| v < 0)
+    if [m, k, n, rsa, csa, rsb, csb, rsc, csc]
+        .iter()
+        .any(|&v| v < 0)
     {
         return -1;
     }
@@ -470,6 +469,9 @@ pub unsafe extern "C" fn relay_kernel_hgemm(
     if len == 0 {
         return 0;
     }
+    let Some(epilogue) = half_epilogue(epilogue, mu, nu) else {
+        return -1;
+    };
     let mut acc = vec![0f32; len];
     if ku > 0 {
         let view = |ptr: *const u16, rows, cols, rs: i64, cs: i64| Matrix {
@@ -502,18 +504,48 @@ pub unsafe extern "C" fn relay_kernel_hgemm(
         }
     }
     // SAFETY: `acc` is the `m × n` result row by row; `c` is `m × n` with strides `rsc`, `csc`.
-    unsafe { round_to_f16(&acc, mu, nu, c, rsc, csc) };
+    unsafe { round_to_f16(&mut acc, mu, nu, (c, rsc, csc), epilogue.as_ref()) };
     0
 }
 
-/// Rounds the `m × n` float32 result `acc` (row by row) once to float16 into `c`, whose row
-/// and column strides are `rsc` and `csc`: the last step of the float16 GEMMs.
+/// The epilogue of a float16 GEMM with an `m × n` result: `Some(None)` for none (`call`
+/// null), `None` when the call is malformed.
 ///
 /// # Safety
 ///
-/// `acc` holds `m·n` elements and every `(i, j)` with `i < m`, `j < n` is an element of `c`.
-unsafe fn round_to_f16(acc: &[f32], m: usize, n: usize, c: *mut u16, rsc: i64, csc: i64) {
-    for (i, row) in acc.chunks_exact(n.max(1)).take(m).enumerate() {
+/// `call` is null or valid.
+fn half_epilogue(
+    call: *const EpilogueCall,
+    m: usize,
+    n: usize,
+) -> Option<Option<crate::gemm::half_epilogue::HalfEpilogue>> {
+    // SAFETY: by the contract.
+    match unsafe { call.as_ref() } {
+        None => Some(None),
+        Some(call) => crate::gemm::half_epilogue::HalfEpilogue::decode(call, m, n).map(Some),
+    }
+}
+
+/// Rounds the `m × n` float32 result `acc` (row by row) once to float16 into `c` (its
+/// address, row and column strides), each row through `epilogue` first: the last step of
+/// the float16 GEMMs.
+///
+/// # Safety
+///
+/// `acc` holds `m·n` elements and every `(i, j)` with `i < m`, `j < n` is an element of `c`
+/// and of the epilogue's operands.
+unsafe fn round_to_f16(
+    acc: &mut [f32],
+    m: usize,
+    n: usize,
+    (c, rsc, csc): (*mut u16, i64, i64),
+    epilogue: Option<&crate::gemm::half_epilogue::HalfEpilogue>,
+) {
+    for (i, row) in acc.chunks_exact_mut(n.max(1)).take(m).enumerate() {
+        if let Some(e) = epilogue {
+            // SAFETY: row `i` is inside the epilogue's operands (the contract).
+            unsafe { e.apply_row(row, i) };
+        }
         // SAFETY: row `i` of `c` is inside it.
         let out = unsafe { c.offset(i as isize * rsc as isize) };
         if csc == 1 {
@@ -771,8 +803,8 @@ mod tests {
     }
 
     /// The epilogue follows the products the host computes without the contraction core
-    /// too — a matrix-vector product, an empty inner dimension — and a float16 GEMM, which
-    /// rounds its result before any epilogue could apply, refuses one.
+    /// too — a matrix-vector product, an empty inner dimension — and a float16 GEMM's, with
+    /// each step rounded to float16.
     #[test]
     fn epilogues_follow_every_kind_of_product() {
         let (k, n) = (300, 37);
@@ -834,28 +866,56 @@ mod tests {
         assert_eq!(rc, 0);
         let zero: Vec<f32> = bias.iter().map(|b| b.clamp(-1.0, 1.0)).collect();
         assert_eq!(c, zero);
-        let h = [0u16; 4];
-        let mut hc = [0u16; 4];
-        // SAFETY: 2 × 2 matrices; refused before anything is read.
-        let rc = unsafe {
-            relay_kernel_hgemm(
-                std::ptr::null_mut(),
-                2,
-                2,
-                2,
-                h.as_ptr(),
-                2,
-                1,
-                h.as_ptr(),
-                2,
-                1,
-                hc.as_mut_ptr(),
-                2,
-                1,
-                &call,
-            )
+        // float16: the product rounded once, then each step rounded, as a kernel's loop.
+        let half = |v: f32| relay_runtime::half::f32_to_f16_bits(v);
+        let widen = relay_runtime::half::f16_bits_to_f32;
+        let (hx, hw, hb): (Vec<u16>, Vec<u16>, Vec<u16>) = (
+            x.iter().map(|&v| half(v)).collect(),
+            w.iter().map(|&v| half(v)).collect(),
+            bias.iter().map(|&v| half(v)).collect(),
+        );
+        let hcall = bias_clip_bits(&hb);
+        let product = |epilogue: *const EpilogueCall| {
+            let mut hc = vec![0u16; n];
+            // SAFETY: as for float32 above.
+            let rc = unsafe {
+                relay_kernel_hgemm(
+                    std::ptr::null_mut(),
+                    1,
+                    k as i64,
+                    n as i64,
+                    hx.as_ptr(),
+                    k as i64,
+                    1,
+                    hw.as_ptr(),
+                    1,
+                    k as i64,
+                    hc.as_mut_ptr(),
+                    n as i64,
+                    1,
+                    epilogue,
+                )
+            };
+            (rc, hc)
         };
-        assert_eq!(rc, -1);
+        let (rc, plain) = product(std::ptr::null());
+        assert_eq!(rc, 0);
+        let (rc, fused) = product(&hcall);
+        assert_eq!(rc, 0);
+        for j in 0..n {
+            let want = half(widen(half(widen(plain[j]) + widen(hb[j]))).clamp(-1.0, 1.0));
+            assert_eq!(fused[j], want, "column {j}");
+        }
+        let mut bad = hcall;
+        bad.upper_kind = 5;
+        assert_eq!(product(&bad).0, -1);
+    }
+
+    /// [`bias_clip`] on float16 bits.
+    fn bias_clip_bits(bias: &[u16]) -> EpilogueCall {
+        let mut call = bias_clip(&[]);
+        call.steps[0].ptr = bias.as_ptr().cast();
+        call
     }
 }
 
@@ -927,7 +987,7 @@ pub unsafe extern "C" fn relay_kernel_dgemm_window(
 
 /// The `float16` GEMM with an image window, as [`relay_kernel_sgemm_window`] on binary16
 /// bits and as [`relay_kernel_hgemm`] computes: operands widened while packed, `float32`
-/// accumulation, each result rounded once; no epilogue (-1 if one is given).
+/// accumulation, each result rounded once, then the epilogue.
 ///
 /// # Safety
 ///
@@ -941,9 +1001,6 @@ pub unsafe extern "C" fn relay_kernel_hgemm_window(
     epilogue: *const EpilogueCall,
 ) -> i32 {
     use crate::gemm::F16;
-    if !epilogue.is_null() {
-        return -1;
-    }
     // SAFETY: by the contract.
     let call = unsafe { &*call };
     let mut acc = Vec::new();
@@ -960,8 +1017,12 @@ pub unsafe extern "C" fn relay_kernel_hgemm_window(
         return rc;
     }
     let (m, n) = (call.m as usize, acc.len() / call.m as usize);
+    let Some(epilogue) = half_epilogue(epilogue, m, n) else {
+        return -1;
+    };
+    let c = (c, call.rsc, call.csc);
     // SAFETY: `acc` is the `m × n` result row by row; `c` is `m × n` with `call`'s strides.
-    unsafe { round_to_f16(&acc, m, n, c, call.rsc, call.csc) };
+    unsafe { round_to_f16(&mut acc, m, n, c, epilogue.as_ref()) };
     0
 }
 

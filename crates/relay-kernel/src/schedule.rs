@@ -646,7 +646,7 @@ mod tests {
     }
 
     #[test]
-    fn dense_bias_relu_is_one_gemm_with_an_epilogue() {
+    fn dense_bias_relu_is_one_gemm_and_an_epilogue_in_place() {
         let (schedule, loops, clif) = stages(
             "%x: Tensor[(64, 784), float32], %w: Tensor[(512, 784), float32], %b: Tensor[(512), float32]",
             "nn.relu(add(nn.dense(%x, %w, units=None), %b))",
@@ -659,7 +659,20 @@ mod tests {
             schedule,
             "schedule fused_nn_dense_add_nn_relu\n\
              \x20 stage 0: T_relu (out)\n\
-             \x20   gemm T_relu = x * w m=64 n=512 k=784 + epilogue\n"
+             \x20   gemm T_relu = x * w m=64 n=512 k=784\n\
+             \x20 stage 1: T_relu (out), in place\n\
+             \x20   loop i0 extent 64 serial\n\
+             \x20     loop i1 extent 512 vectorized(4)\n"
+        );
+        // In float16 the host applies the epilogue.
+        let (schedule, loops, _) = stages(
+            "%x: Tensor[(64, 784), float16], %w: Tensor[(512, 784), float16], %b: Tensor[(512), float16]",
+            "nn.relu(add(nn.dense(%x, %w, units=None), %b))",
+            "%x, %w, %b",
+        );
+        assert!(
+            schedule.contains("gemm T_relu = x * w m=64 n=512 k=784 + epilogue\n"),
+            "{schedule}"
         );
         assert!(
             loops.contains("epilogue(add b[0; 0, 1], relu 0)"),

@@ -303,9 +303,9 @@ fn importer_case(layer: Conv, epilogue: &str, dtype: &str) -> Case {
 }
 
 /// Convolutions at the layer shapes of ResNet-50 and MobileNetV2 with the epilogues TVM's
-/// importer writes, which the host GEMM applies to each tile (in registers with AVX-512):
-/// the stem, 1×1 layers into and out of a bottleneck, a 7×7 stage whose product is computed
-/// transposed, in float32 and float64; and dense layers with a bias and a residual add.
+/// importer writes: the stem, 1×1 layers into and out of a bottleneck, a 7×7 stage whose
+/// product is computed transposed, in float32 and float64; and dense layers with a bias and
+/// a residual add.
 #[test]
 fn importer_epilogues_at_real_sizes() {
     let [relu, residual_relu, relu6, residual] = [0, 1, 2, 3].map(|i| IMPORTER_EPILOGUES[i]);
@@ -573,4 +573,15 @@ fn float16_contractions_match_the_reference() {
         vec![t(&[4, 64, 96]), t(&[4, 33, 96])],
     ));
     run_cases_within(cases, HALF_ULP);
+    // A per-channel scale and `relu`, which the host applies to each row of the result as
+    // it is rounded: the product's ulp, then the multiply's rounding (two ulps; a scale keeps
+    // the relative error where an add could cancel it).
+    let mut scaled = Vec::new();
+    for layer in [conv(3, 64, 224, 7, 2, 3), conv(256, 512, 14, 1, 1, 0)] {
+        let (label, call, mut params) = layer.case("float16", false);
+        params.push(t(&[layer.c_out, 1, 1]));
+        let body = format!("let %r = {call}; nn.relu(multiply(%r, %p2))");
+        scaled.push((format!("{label} then relu(scale)"), body, params));
+    }
+    run_cases_within(scaled, (2.5e-3, 1e-4));
 }

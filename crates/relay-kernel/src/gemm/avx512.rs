@@ -9,12 +9,9 @@
 //! one-vector loop, and the columns beyond `cols` are masked off in the loads and stores of
 //! `c` (MLAS's `k1` mask of the last vector). The kernels also read `b` in place, its rows
 //! `ldb` apart, masking the loads past the end of a row (the driver's
-//! `reads_b_in_place`). The `_epilogue` variants apply a GEMM's epilogue
-//! ([`TileEpilogue`]) to each vector of the tile in registers, before storing it.
+//! `reads_b_in_place`).
 
 use std::arch::x86_64::*;
-
-use super::epilogue::{Step, TileEpilogue};
 
 /// Rows of an AVX-512 tile: 12 × 2 vectors = 24 of the 32 vector registers accumulate,
 /// leaving two for the row of `b` and one for a broadcast (MLAS's 12-row kernel).
@@ -44,10 +41,9 @@ macro_rules! by_rows {
 /// `MR` rows and `2·$lanes` columns) and its per-row-count tile `$tile`, for `$t` in `$v`
 /// vectors with `$mask` lane masks.
 macro_rules! avx512_kernel {
-    ($name:ident, $name_epilogue:ident, $tile:ident, $t:ty, $v:ty, $mask:ty, $lanes:literal,
+    ($name:ident, $tile:ident, $t:ty, $v:ty, $mask:ty, $lanes:literal,
      zero: $zero:path, load: $load:path, loadz: $loadz:path, store: $store:path,
-     splat: $splat:path, fma: $fma:path, add: $add:path, mul: $mul:path, min: $min:path,
-     max: $max:path) => {
+     splat: $splat:path, fma: $fma:path, add: $add:path) => {
         /// The AVX-512 microkernel (see [`MicroKernel`](super::kernels::MicroKernel)).
         ///
         /// # Safety
@@ -66,30 +62,7 @@ macro_rules! avx512_kernel {
             cols: usize,
         ) {
             // SAFETY: forwarded (`rows <= MR`; the caller checked the CPU's features).
-            unsafe { by_rows!(rows, $tile, (kc, a, b, ldb, c, ldc, accumulate, cols, None)) }
-        }
-
-        /// [`$name`] with `epilogue` applied to the tile in registers, before it is stored.
-        ///
-        /// # Safety
-        ///
-        /// As [`$name`]; the epilogue's operands hold the tile's elements.
-        #[allow(clippy::too_many_arguments)]
-        pub(crate) unsafe fn $name_epilogue(
-            kc: usize,
-            a: *const $t,
-            b: *const $t,
-            ldb: usize,
-            c: *mut $t,
-            ldc: usize,
-            accumulate: bool,
-            rows: usize,
-            cols: usize,
-            epilogue: &TileEpilogue<$t>,
-        ) {
-            let e = Some(epilogue);
-            // SAFETY: forwarded (`rows <= MR`; the caller checked the CPU's features).
-            unsafe { by_rows!(rows, $tile, (kc, a, b, ldb, c, ldc, accumulate, cols, e)) }
+            unsafe { by_rows!(rows, $tile, (kc, a, b, ldb, c, ldc, accumulate, cols)) }
         }
 
         /// `R` rows of the tile, as [`$name`].
@@ -108,10 +81,8 @@ macro_rules! avx512_kernel {
             ldc: usize,
             accumulate: bool,
             cols: usize,
-            epilogue: Option<&TileEpilogue<$t>>,
         ) {
             const L: usize = $lanes;
-            let bounds = epilogue.map(|e| ($splat(e.hi), $splat(e.lo)));
             // The first `n` lanes (all for `n >= L`).
             let lanes = |n: usize| -> $mask {
                 if n >= L {
@@ -120,32 +91,15 @@ macro_rules! avx512_kernel {
                     ((1u32 << n) - 1) as $mask
                 }
             };
-            // `v` (plus the masked lanes of `c` at `out` when accumulating, then through the
-            // epilogue: row `$i`, lanes from `$x`) stored to `out`.
+            // `v` (plus the masked lanes of `c` at `out` when accumulating) stored to `out`.
             macro_rules! put {
-                ($out:expr, $val:expr, $m:expr, $i:expr, $x:expr) => {{
+                ($out:expr, $val:expr, $m:expr) => {{
                     let (out, m) = ($out, $m);
-                    let mut v = if accumulate {
+                    let v = if accumulate {
                         $add($val, $loadz(m, out))
                     } else {
                         $val
                     };
-                    if let (Some(e), Some((hi, lo))) = (epilogue, bounds) {
-                        for &(kind, p, between, along) in e.steps() {
-                            let p = p.offset($i as isize * between);
-                            let o = if along == 0 {
-                                $splat(*p)
-                            } else {
-                                $loadz(m, p.add($x))
-                            };
-                            v = match kind {
-                                Step::Mul => $mul(v, o),
-                                Step::Add => $add(v, o),
-                            };
-                        }
-                        v = $min(hi, v);
-                        v = if e.relu { $max(v, lo) } else { $max(lo, v) };
-                    }
                     $store(out, m, v);
                 }};
             }
@@ -188,8 +142,8 @@ macro_rules! avx512_kernel {
                     // masked lanes are not accessed.
                     unsafe {
                         let out = c.add(i * ldc);
-                        put!(out, row[0], <$mask>::MAX, i, 0);
-                        put!(out.add(L), row[1], high, i, L);
+                        put!(out, row[0], <$mask>::MAX);
+                        put!(out.add(L), row[1], high);
                     }
                 }
             } else {
@@ -216,18 +170,18 @@ macro_rules! avx512_kernel {
                 }
                 for (i, &v) in acc.iter().enumerate() {
                     // SAFETY: as above.
-                    unsafe { put!(c.add(i * ldc), v, low, i, 0) };
+                    unsafe { put!(c.add(i * ldc), v, low) };
                 }
             }
         }
     };
 }
 
-avx512_kernel!(sgemm_avx512, sgemm_avx512_epilogue, sgemm_tile, f32, __m512, __mmask16, 16,
+avx512_kernel!(sgemm_avx512, sgemm_tile, f32, __m512, __mmask16, 16,
     zero: _mm512_setzero_ps, load: _mm512_loadu_ps, loadz: _mm512_maskz_loadu_ps,
     store: _mm512_mask_storeu_ps, splat: _mm512_set1_ps, fma: _mm512_fmadd_ps,
-    add: _mm512_add_ps, mul: _mm512_mul_ps, min: _mm512_min_ps, max: _mm512_max_ps);
-avx512_kernel!(dgemm_avx512, dgemm_avx512_epilogue, dgemm_tile, f64, __m512d, __mmask8, 8,
+    add: _mm512_add_ps);
+avx512_kernel!(dgemm_avx512, dgemm_tile, f64, __m512d, __mmask8, 8,
     zero: _mm512_setzero_pd, load: _mm512_loadu_pd, loadz: _mm512_maskz_loadu_pd,
     store: _mm512_mask_storeu_pd, splat: _mm512_set1_pd, fma: _mm512_fmadd_pd,
-    add: _mm512_add_pd, mul: _mm512_mul_pd, min: _mm512_min_pd, max: _mm512_max_pd);
+    add: _mm512_add_pd);

@@ -402,10 +402,6 @@ unsafe fn tiles<T: Element, SA, SB>(
 ) {
     let (kern, c) = (job.kern, &job.c);
     let epilogue = job.epilogue.as_ref().filter(|_| last);
-    // The epilogue the microkernel applies in registers, or else the one applied to each
-    // tile once it is stored.
-    let in_registers = epilogue.filter(|e| kern.micro_epilogue.is_some() && e.in_registers(c));
-    let stored = epilogue.filter(|_| in_registers.is_none());
     let (mr, nr) = (kern.mr, kern.nr);
     let mut tile = [T::ZERO; MAX_TILE];
     // The last tile computed, whose epilogue is still to be applied.
@@ -421,28 +417,21 @@ unsafe fn tiles<T: Element, SA, SB>(
             if let Some(e) = epilogue {
                 e.prefetch(c, (i0 + ir, h), (j0 + jr, w));
             }
-            // The microkernel writes `c` itself when its rows are contiguous (always so with
-            // an epilogue in registers), else the local tile, copied out after.
+            // The microkernel writes `c` itself when its rows are contiguous, else the local
+            // tile, copied out after.
             let direct = c.cs == 1;
             let (dst, ldc, add) = match direct {
                 true => (out, c.rs as usize, accumulate),
                 false => (tile.as_mut_ptr(), nr, false),
             };
-            match (in_registers, kern.micro_epilogue) {
-                // SAFETY: an `h × w` tile of `dst`; the kernel's ISA was detected;
-                // `(i0 + ir, j0 + jr)` is inside the epilogue's operands.
-                (Some(e), Some(micro)) => unsafe {
-                    let e = e.tile(i0 + ir, j0 + jr);
-                    micro(kcb, apanel, bpanel, bp.ld, dst, ldc, add, h, w, &e);
-                },
-                // SAFETY: as above (`tile` holds `mr · nr <= MAX_TILE` elements).
-                _ => unsafe { (kern.micro)(kcb, apanel, bpanel, bp.ld, dst, ldc, add, h, w) },
-            }
+            // SAFETY: an `h × w` tile of `dst` (`tile` holds `mr · nr <= MAX_TILE` elements);
+            // the kernel's ISA was detected.
+            unsafe { (kern.micro)(kcb, apanel, bpanel, bp.ld, dst, ldc, add, h, w) };
             if !direct {
                 // SAFETY: the `h × w` tile at `out` is inside `c`.
                 unsafe { copy_out(&tile, nr, (h, w), c, out, accumulate) };
             }
-            if let Some(e) = stored {
+            if let Some(e) = epilogue {
                 // The previous tile's epilogue: its stores have left the store buffer while
                 // this tile was computed (reading a tile just stored stalls on them).
                 if let Some((rows, cols)) = pending.replace(((i0 + ir, h), (j0 + jr, w))) {
@@ -452,7 +441,7 @@ unsafe fn tiles<T: Element, SA, SB>(
             }
         }
     }
-    if let (Some(e), Some((rows, cols))) = (stored, pending) {
+    if let (Some(e), Some((rows, cols))) = (epilogue, pending) {
         // SAFETY: as above.
         unsafe { e.apply(kern.isa, c, rows, cols) };
     }

@@ -112,71 +112,6 @@ impl<T: Epilogued> Epilogue<T> {
     }
 }
 
-impl<T: Epilogued> Epilogue<T> {
-    /// Whether a microkernel can apply it to a tile of `c` in registers
-    /// ([`Epilogue::tile`]): `c`'s rows contiguous, each operand contiguous or broadcast
-    /// along them.
-    pub fn in_registers(&self, c: &Matrix<T>) -> bool {
-        c.cs == 1
-            && self
-                .steps
-                .iter()
-                .flatten()
-                .all(|(_, m)| m.cs == 0 || m.cs == 1)
-    }
-
-    /// The epilogue of the tile of `c` at `(i, j)`, for a microkernel ([`TileEpilogue`]).
-    ///
-    /// # Safety
-    ///
-    /// `(i, j)` is inside every step's operand.
-    pub unsafe fn tile(&self, i: usize, j: usize) -> TileEpilogue<T> {
-        let mut steps = [(Step::Add, std::ptr::null(), 0, 0); MAX_STEPS];
-        let mut count = 0;
-        for (kind, m) in self.steps.iter().flatten() {
-            // SAFETY: by the contract.
-            steps[count] = (*kind, unsafe { m.at(i, j) }, m.rs, m.cs);
-            count += 1;
-        }
-        let (lo, relu) = match self.lower {
-            Lower::None => (T::from_f64(f64::NEG_INFINITY), false),
-            Lower::Relu(lo) => (lo, true),
-            Lower::Clip(lo) => (lo, false),
-        };
-        TileEpilogue {
-            steps,
-            count,
-            hi: self.upper.unwrap_or(T::from_f64(f64::INFINITY)),
-            lo,
-            relu,
-        }
-    }
-}
-
-/// An epilogue as a microkernel applies it to the vectors of one tile before storing them:
-/// each step's operand at the tile's element `(0, 0)` with its strides between the tile's
-/// rows and along them (0 or 1), then `min(hi, v)`, then `max(v, lo)` for `relu`, else
-/// `max(lo, v)` — x86's `min`/`max`, which return their second operand unless the
-/// comparison holds, so these are the clamps' selects ([`Lower`]); an infinite bound is
-/// no clamp.
-pub struct TileEpilogue<T> {
-    steps: [(Step, *const T, isize, isize); MAX_STEPS],
-    count: usize,
-    /// The upper bound.
-    pub hi: T,
-    /// The lower bound.
-    pub lo: T,
-    /// Whether the lower clamp is `relu`'s.
-    pub relu: bool,
-}
-
-impl<T> TileEpilogue<T> {
-    /// The steps: kind, operand, strides between rows and along them.
-    pub fn steps(&self) -> &[(Step, *const T, isize, isize)] {
-        &self.steps[..self.count]
-    }
-}
-
 impl<T> Epilogue<T> {
     /// Asks the CPU to bring the `rows × cols` block of `c` at `(i0, j0)` and the elements
     /// the steps read for it (where they are not broadcast) into cache: called before the
@@ -303,7 +238,7 @@ impl Epilogued for f32 {
 
 /// `v` through one step.
 #[inline(always)]
-fn step<T: Epilogued>(kind: Step, v: T, x: T) -> T {
+pub(super) fn step<T: Epilogued>(kind: Step, v: T, x: T) -> T {
     match kind {
         Step::Mul => v * x,
         Step::Add => v + x,
@@ -312,7 +247,7 @@ fn step<T: Epilogued>(kind: Step, v: T, x: T) -> T {
 
 /// `v` through the clamps.
 #[inline(always)]
-fn clamp<T: Epilogued>(v: T, upper: Option<T>, lower: Lower<T>) -> T {
+pub(super) fn clamp<T: Epilogued>(v: T, upper: Option<T>, lower: Lower<T>) -> T {
     let v = match upper {
         Some(hi) if hi < v => hi,
         _ => v,
@@ -636,6 +571,23 @@ impl EpilogueCall {
     /// The epilogue this call describes for an `m × n` result of `T`, or `None` when a kind
     /// is unknown, a stride negative or an operand null.
     pub fn decode<T: Epilogued>(&self, m: usize, n: usize) -> Option<Epilogue<T>> {
+        let (steps, upper, lower) = self.parts::<T, T>(m, n, T::from_f64)?;
+        Some(Epilogue {
+            steps,
+            upper,
+            lower,
+        })
+    }
+
+    /// The steps (operands of element type `E`) and clamps (bounds of type `B`, from
+    /// `bound`) of [`EpilogueCall::decode`].
+    #[allow(clippy::type_complexity)]
+    pub(super) fn parts<E: Copy, B>(
+        &self,
+        m: usize,
+        n: usize,
+        bound: impl Fn(f64) -> B,
+    ) -> Option<([Option<(Step, Matrix<E>)>; MAX_STEPS], Option<B>, Lower<B>)> {
         let mut steps = [None; MAX_STEPS];
         for (out, s) in steps.iter_mut().zip(&self.steps) {
             let kind = match s.kind {
@@ -648,7 +600,7 @@ impl EpilogueCall {
                 return None;
             }
             let view = Matrix {
-                ptr: s.ptr.cast::<T>(),
+                ptr: s.ptr.cast::<E>(),
                 rows: m,
                 cols: n,
                 rs: s.rs as isize,
@@ -658,19 +610,15 @@ impl EpilogueCall {
         }
         let upper = match self.upper_kind {
             0 => None,
-            1 => Some(T::from_f64(self.upper)),
+            1 => Some(bound(self.upper)),
             _ => return None,
         };
         let lower = match self.lower_kind {
             0 => Lower::None,
-            1 => Lower::Relu(T::from_f64(self.lower)),
-            2 => Lower::Clip(T::from_f64(self.lower)),
+            1 => Lower::Relu(bound(self.lower)),
+            2 => Lower::Clip(bound(self.lower)),
             _ => return None,
         };
-        Some(Epilogue {
-            steps,
-            upper,
-            lower,
-        })
+        Some((steps, upper, lower))
     }
 }

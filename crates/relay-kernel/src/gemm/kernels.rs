@@ -36,26 +36,6 @@ pub(crate) type MicroKernel<T> = unsafe fn(
     cols: usize,
 );
 
-/// A microkernel that applies an epilogue to the tile in registers before storing it, as
-/// [`MicroKernel`] otherwise.
-///
-/// # Safety
-///
-/// As [`MicroKernel`]; the epilogue's operands hold the tile's elements.
-#[allow(clippy::too_many_arguments)]
-pub(crate) type MicroKernelEpilogue<T> = unsafe fn(
-    kc: usize,
-    a: *const T,
-    b: *const T,
-    ldb: usize,
-    c: *mut T,
-    ldc: usize,
-    accumulate: bool,
-    rows: usize,
-    cols: usize,
-    epilogue: &super::epilogue::TileEpilogue<T>,
-);
-
 /// A whole-tile microkernel (`rows = MR`, `cols = NR`), as [`MicroKernel`] otherwise.
 type FullKernel<T> =
     unsafe fn(kc: usize, a: *const T, b: *const T, c: *mut T, ldc: usize, accumulate: bool);
@@ -246,7 +226,5 @@ pub(crate) mod x86 {
     edged!(sgemm_avx2, sgemm_avx2_full, f32, 6, 16);
     edged!(dgemm_avx2, dgemm_avx2_full, f64, 6, 8);
 
-    pub(crate) use crate::gemm::avx512::{
-        dgemm_avx512, dgemm_avx512_epilogue, sgemm_avx512, sgemm_avx512_epilogue,
-    };
+    pub(crate) use crate::gemm::avx512::{dgemm_avx512, sgemm_avx512};
 }

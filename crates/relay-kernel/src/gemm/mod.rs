@@ -13,6 +13,7 @@
 mod avx512;
 pub mod cache;
 pub mod epilogue;
+pub mod half_epilogue;
 pub(crate) mod kernels;
 pub mod operand;
 pub(crate) mod pack;
@@ -84,13 +85,11 @@ pub struct Kernel<T> {
     /// instead of from a packed panel.
     pub direct_b: bool,
     micro: MicroKernel<T>,
-    /// The microkernel that applies an epilogue in registers, if the ISA has one.
-    micro_epilogue: Option<kernels::MicroKernelEpilogue<T>>,
 }
 
 macro_rules! element {
-    ($t:ty, $tag:literal, $avx512:ident, $avx512_epilogue:ident, $avx2:ident, $mr512:literal,
-     $nr512:literal, $mr2:literal, $nr2:literal) => {
+    ($t:ty, $tag:literal, $avx512:ident, $avx2:ident, $mr512:literal, $nr512:literal,
+     $mr2:literal, $nr2:literal) => {
         impl Element for $t {
             const ZERO: $t = 0.0;
             const TAG: u8 = $tag;
@@ -107,7 +106,6 @@ macro_rules! element {
                     col_step: 8,
                     direct_b: false,
                     micro: kernels::portable::<$t, 4, 8>,
-                    micro_epilogue: None,
                 };
                 #[cfg(target_arch = "x86_64")]
                 static AVX512: Kernel<$t> = Kernel {
@@ -121,7 +119,6 @@ macro_rules! element {
                     col_step: $nr512 / 2,
                     direct_b: true,
                     micro: kernels::x86::$avx512,
-                    micro_epilogue: Some(kernels::x86::$avx512_epilogue),
                 };
                 #[cfg(target_arch = "x86_64")]
                 static AVX2: Kernel<$t> = Kernel {
@@ -135,7 +132,6 @@ macro_rules! element {
                     col_step: $nr2,
                     direct_b: false,
                     micro: kernels::x86::$avx2,
-                    micro_epilogue: None,
                 };
                 match isa {
                     #[cfg(target_arch = "x86_64")]
@@ -149,28 +145,8 @@ macro_rules! element {
     };
 }
 
-element!(
-    f32,
-    0,
-    sgemm_avx512,
-    sgemm_avx512_epilogue,
-    sgemm_avx2,
-    12,
-    32,
-    6,
-    16
-);
-element!(
-    f64,
-    1,
-    dgemm_avx512,
-    dgemm_avx512_epilogue,
-    dgemm_avx2,
-    12,
-    16,
-    6,
-    8
-);
+element!(f32, 0, sgemm_avx512, sgemm_avx2, 12, 32, 6, 16);
+element!(f64, 1, dgemm_avx512, dgemm_avx2, 12, 16, 6, 8);
 
 /// A strided matrix view: element `(i, j)` at `ptr + i·rs + j·cs`.
 #[derive(Clone, Copy, Debug)]

@@ -164,7 +164,7 @@ unsafe fn narrow_f16c(src: *const f32, dst: *mut u16, n: usize) {
 
 /// Whether the CPU converts half precision in hardware (F16C, with AVX), detected once.
 #[cfg(target_arch = "x86_64")]
-fn has_f16c() -> bool {
+pub(super) fn has_f16c() -> bool {
     static F16C: OnceLock<bool> = OnceLock::new();
     *F16C.get_or_init(|| {
         std::is_x86_feature_detected!("f16c") && std::is_x86_feature_detected!("avx")

@@ -245,8 +245,8 @@ impl Gemm {
 /// The epilogue of a [`Gemm`] (`crate::gemm::Epilogue`): each element `v` of `c` becomes
 /// `lower(upper(steps(v)))`, each step multiplying or adding the element of its operand
 /// at the same `(i, j)` — an `m × n` view whose strides may be 0 (broadcast) — `upper`
-/// `clip`'s `hi < v ? hi : v`. Empty: the product is stored as it is. `float32` and
-/// `float64` only.
+/// `clip`'s `hi < v ? hi : v`. Empty: the product is stored as it is. On `float16`, each
+/// step computes in `float32` and rounds to `float16`, as the loops it replaces do.
 #[derive(Clone, Debug, PartialEq)]
 pub struct GemmEpilogue {
     /// The steps, in order (at most `crate::gemm::epilogue::MAX_STEPS`).

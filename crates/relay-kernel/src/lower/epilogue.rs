@@ -27,8 +27,8 @@ pub(super) struct StageEpilogue {
     pub(super) lower: Lower<f64>,
 }
 
-/// The epilogue stage `reader` applies to the result in buffer `conv` (of shape `shape`),
-/// when its whole value is `lower(upper(v op₁ x₁ op₂ x₂ …))` — `v` the result
+/// The epilogue stage `reader` applies to the result in buffer `conv` (of shape `shape`)
+/// — for float16 with its arithmetic seen as float16 operations ([`as_float16`]) — when its whole value is `lower(upper(v op₁ x₁ op₂ x₂ …))` — `v` the result
 /// at the stage's own index, each `op` a multiply or add (either operand order) with a
 /// `float32`/`float64` kernel input `x` read at an index linear in the stage's axes, `upper`
 /// `clip`'s `select(hi < v, hi, v)` and `lower` `relu`'s `select(v > lo, v, lo)` or `clip`'s
@@ -41,10 +41,14 @@ pub(super) fn stage_epilogue(
     buffers: &HashMap<usize, usize>,
 ) -> Option<StageEpilogue> {
     let dtype = reader.dtype;
-    if ![DType::F32, DType::F64].contains(&dtype) {
+    if ![DType::F16, DType::F32, DType::F64].contains(&dtype) {
         return None;
     }
     let (_, v) = Inliner::elementwise(reader, inputs, buffers)?;
+    let v = match dtype {
+        DType::F16 => as_float16(&v)?,
+        _ => v,
+    };
     let (v, lower) = peel_lower(&v, dtype);
     let (mut v, upper) = match peel_clamp(v, false, dtype) {
         Some((x, hi)) => (x, Some(hi)),
@@ -80,6 +84,45 @@ pub(super) fn stage_epilogue(
     };
     let useful = !e.steps.is_empty() || e.upper.is_some() || e.lower != Lower::None;
     (*buffer == conv && same && useful && e.steps.len() <= MAX_STEPS).then_some(e)
+}
+
+/// A float16 stage's value with its float32 arithmetic folded back into float16 operations:
+/// `float16(float32(x) op float32(y))` — an operation computed in float32 and rounded, as
+/// SPEC §4 computes a float16 multiply or add — is `x op y` on float16, and a comparison of
+/// widened values or of a float32 constant (a widened float16 one) compares float16 values.
+/// `None` for anything else (other float32 arithmetic), which then stays a loop.
+fn as_float16(v: &Val) -> Option<Val> {
+    let b = Box::new;
+    Some(match v {
+        Val::Cast(DType::F16, inner) => match &**inner {
+            Val::Binary(op @ (BinaryOp::Mul | BinaryOp::Add), x, y) => {
+                Val::Binary(*op, b(narrowed(x)?), b(narrowed(y)?))
+            }
+            _ => return None,
+        },
+        Val::Select(c, x, y) => {
+            let Val::Compare(op, l, r) = &**c else {
+                return None;
+            };
+            let c = Val::Compare(*op, b(narrowed(l)?), b(narrowed(r)?));
+            Val::Select(b(c), b(as_float16(x)?), b(as_float16(y)?))
+        }
+        Val::Load { .. } | Val::Float(_, DType::F16) => v.clone(),
+        _ => return None,
+    })
+}
+
+/// A widened float16 value as the float16 one ([`as_float16`]).
+fn narrowed(v: &Val) -> Option<Val> {
+    match v {
+        Val::Cast(DType::F32, x) => as_float16(x),
+        &Val::Float(c, DType::F32)
+            if f64::from(crate::math::f16_to_f32(crate::math::f64_to_f16(c))) == c =>
+        {
+            Some(Val::Float(c, DType::F16))
+        }
+        _ => None,
+    }
 }
 
 /// The value under a lower clamp (`relu`'s or `clip`'s) and the clamp.

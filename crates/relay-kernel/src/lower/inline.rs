@@ -408,19 +408,25 @@ impl<'a> Inliner<'a> {
             if body_dtype == DType::F16 {
                 // A float16 reduction accumulates in `F16_WIDE`, and a sum or product the
                 // body's operation unrounded (the reference's contractions and pools
-                // accumulate in f64 and round once).
+                // accumulate in f64 and round once). A maximum or minimum of float16 values
+                // is one of them whatever the accumulator: it compares in float32, exactly,
+                // with four lanes to a vector where float64 has two.
                 let op_body = matches!(body.kind(), TExprKind::Unary(..) | TExprKind::Binary(..));
+                let wide = match op {
+                    ReduceOp::Max | ReduceOp::Min => DType::F32,
+                    _ => F16_WIDE,
+                };
                 value = match value {
                     Val::Cast(_, inner)
                         if op_body && matches!(op, ReduceOp::Sum | ReduceOp::Prod) =>
                     {
                         *inner
                     }
-                    v => widen_f16(v),
+                    v => widen_f16_to(v, wide),
                 };
-                body_dtype = F16_WIDE;
+                body_dtype = wide;
                 if dtype == DType::F16 {
-                    dtype = F16_WIDE;
+                    dtype = wide;
                 }
             }
             self.reductions.push(Red {
@@ -511,11 +517,6 @@ pub(super) const F16_WIDE: DType = DType::F64;
 /// `x` rounded to the nearest float16 value (ties to even).
 pub(super) fn round_f16(x: f64) -> f64 {
     f64::from(crate::math::f16_to_f32(crate::math::f64_to_f16(x)))
-}
-
-/// A float16 value as an `F16_WIDE` one (exactly): a constant directly, others converted.
-pub(super) fn widen_f16(v: Val) -> Val {
-    widen_f16_to(v, F16_WIDE)
 }
 
 /// A float16 value as a `wide` one (exactly): a constant directly, others converted.

@@ -271,7 +271,7 @@ enum FusedEpilogue {
     Gemm(StageEpilogue),
 }
 
-/// The host contractions (GEMMs and depthwise convolutions) that apply an epilogue
+/// The host contractions (float16 GEMMs and depthwise convolutions) that apply an epilogue
 /// ([`stage_epilogue`]), by stage: each writes a scratch buffer whose one reader, a later
 /// stage writing an output of the same size, is its epilogue — for a GEMM one whose indices
 /// carry over to its axes (`StageEpilogue::on_shape`), for a depthwise convolution one it
@@ -290,6 +290,11 @@ fn fuse_epilogues(
         let depthwise = schedule::uses_host_depthwise(t, &c, &composed.inputs).is_some();
         let gemm = !depthwise && gemm_stage(t, &c, buffers, composed);
         let scratch = func_buffers[id.0 as usize].role == BufferRole::Scratch;
+        // float32/float64 GEMMs keep their epilogue as an in-place loop after the call: on
+        // ResNet-50 every per-tile variant measured 1–4% slower than that second pass
+        // (docs/design.md §15.3); float16's loop converts each operand, the host's F16C
+        // epilogue does not.
+        let gemm = gemm && t.dtype == DType::F16;
         if !(depthwise || gemm) || !scratch {
             continue;
         }

@@ -966,6 +966,17 @@ fn float16_kernels_compute_what_the_interpreter_does() {
             true,
         ),
         ("%x: Tensor[(2, 5), float16]", "nn.softmax(%p0)", true),
+        (
+            "%x: Tensor[(1, 2, 5, 5), float16], %w: Tensor[(3, 2, 3, 3), float16], \
+             %s: Tensor[(3, 1, 1), float16], %r: Tensor[(1, 3, 5, 5), float16]",
+            "nn.relu(add(add(multiply(nn.conv2d(%p0, %p1, padding=[1, 1, 1, 1]), %p2), %p2), %p3))",
+            true,
+        ),
+        (
+            "%x: Tensor[(3, 4), float16], %w: Tensor[(5, 4), float16], %b: Tensor[(5), float16]",
+            "clip(nn.bias_add(nn.dense(%p0, %p1, units=None), %p2), a_min=-1f16, a_max=1f16)",
+            true,
+        ),
     ];
     for (params, body, interpretable) in cases {
         let n = params.matches("Tensor").count();
@@ -1164,14 +1175,17 @@ fn depthwise_epilogues_fuse_into_the_host_call() {
     assert!(!printed.contains("for "), "{printed}");
 }
 
-/// A convolution's batch norm, residual add and `relu` (ResNet's block end, as TVM's importer
-/// writes it) run inside the host GEMM call: one statement, no second pass; an epilogue that
-/// reads the product twice stays a loop.
+/// A float16 convolution's batch norm, residual add and `relu` (ResNet's block end, as TVM's
+/// importer writes it) run inside the host GEMM call: one statement, no second pass. In
+/// float32 they stay an in-place loop after the call (faster there, docs/design.md §15.3), as
+/// does an epilogue that reads the product twice.
 #[test]
 fn gemm_epilogues_fuse_into_the_host_call() {
-    let params = "%x: Tensor[(1, 4, 6, 5), float32], %w: Tensor[(6, 4, 3, 3), float32], \
-                  %s: Tensor[(6, 1, 1), float32], %r: Tensor[(1, 6, 6, 5), float32]";
-    let lowered = |body: &str| {
+    let lowered = |dtype: &str, body: &str| {
+        let params = format!(
+            "%x: Tensor[(1, 4, 6, 5), {dtype}], %w: Tensor[(6, 4, 3, 3), {dtype}], \
+             %s: Tensor[(6, 1, 1), {dtype}], %r: Tensor[(1, 6, 6, 5), {dtype}]"
+        );
         let text = format!(
             "#[version = \"0.0.5\"]\ndef @main({params}) {{\n  %0 = fn ({params}, Primitive=1) {{\n    {body}\n  }};\n  %0(%x, %w, %s, %r)\n}}"
         );
@@ -1180,13 +1194,16 @@ fn gemm_epilogues_fuse_into_the_host_call() {
             .to_string()
     };
     let conv = "nn.conv2d(%x, %w, padding=[1, 1])";
-    let fused = lowered(&format!("nn.relu(add(add(multiply({conv}, %s), %s), %r))"));
+    let block = format!("nn.relu(add(add(multiply({conv}, %s), %s), %r))");
+    let fused = lowered("float16", &block);
     assert!(
         fused.contains("epilogue(mul s[0; 1, 0], add s[0; 1, 0], add r[0; 30, 1], relu 0))"),
         "{fused}"
     );
     assert!(!fused.contains("for "), "{fused}");
-    let twice = lowered(&format!("%0 = {conv}; multiply(%0, %0)"));
+    let single = lowered("float32", &block);
+    assert!(!single.contains("epilogue("), "{single}");
+    let twice = lowered("float16", &format!("%0 = {conv}; multiply(%0, %0)"));
     assert!(!twice.contains("epilogue("), "{twice}");
     assert!(twice.contains("for "), "{twice}");
 }
