@@ -72,6 +72,9 @@ pub use bind::bind_params;
 pub use compiler::{CompileTimes, Compiler, run_passes, verify_kernels};
 pub use error::{Error, Reported, Result};
 pub use kernels::KernelFailure;
+/// ONNX models into Relay ([`onnx::import`]): the module, its initializers as parameters
+/// (bind them with a [`Compiler`]'s parameters), and the graph's inputs and outputs.
+pub use relay_onnx as onnx;
 pub use relay_passes::{PassManager, PipelineConfig};
 pub use relay_runtime::{AdtValue, DType, NDArray, Value};
 pub use relay_vm::{

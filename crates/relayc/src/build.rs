@@ -74,16 +74,24 @@ enum Emit {
 
 /// `relayc build FILE ...`.
 pub fn build(args: &BuildArgs) -> Exit {
-    let Some(module) = load_typed(&args.file) else {
-        return Exit::UserError;
+    // An ONNX model is imported first, its initializers bound as constants.
+    let (module, mut params) = if crate::onnx::is_onnx(&args.file) {
+        let Some(imported) = crate::onnx::load(&args.file, &[]) else {
+            return Exit::UserError;
+        };
+        (imported.module, imported.params.into_iter().collect())
+    } else {
+        let Some(module) = load_typed(&args.file) else {
+            return Exit::UserError;
+        };
+        (module, HashMap::new())
     };
-    let params = match &args.params {
-        Some(path) => match read_params(path, &module, "main") {
-            Ok(params) => params,
+    if let Some(path) = &args.params {
+        match read_params(path, &module, "main") {
+            Ok(given) => params.extend(given),
             Err(exit) => return exit,
-        },
-        None => HashMap::new(),
-    };
+        }
+    }
     match (args.emit, &args.output) {
         (Some(what), output) => emit(&module, &params, &args.pipeline, what, output.as_deref()),
         (None, Some(output)) => write_executable(&module, &params, &args.pipeline, output),

@@ -22,6 +22,9 @@ pub(crate) struct InputArgs<'a> {
     pub inputs: &'a [(String, PathBuf)],
     /// `--random-inputs SEED`.
     pub random_inputs: Option<u64>,
+    /// Parameters bound like `--params` entries, from memory (an imported model's
+    /// initializers).
+    pub constants: &'a [(String, relay_runtime::NDArray)],
 }
 
 /// A parameter of a function: its name and its type, when known.
@@ -188,6 +191,12 @@ pub(crate) fn bind_arguments(
                 }
             }
             Err(error) => errors.push(error),
+        }
+    }
+
+    for (name, array) in args.constants {
+        if let Some(i) = position(name) {
+            bound[i] = Some(Binding::Param(array.clone()));
         }
     }
 

@@ -13,6 +13,7 @@ mod compile;
 mod diagnostics;
 mod disasm;
 mod inputs;
+mod onnx;
 mod opt;
 mod run;
 
@@ -63,6 +64,9 @@ enum Command {
     /// in the reference interpreter) on inputs from .npy/.npz files and print or save the
     /// result.
     Run(run::RunArgs),
+    /// Import an ONNX model: write it as Relay text (MODEL.relay) and its initializers as a
+    /// .npz that `run --params` binds; `run MODEL.onnx` imports and runs in one step.
+    Import(onnx::ImportArgs),
     /// Print the bytecode of an executable file (.ro), as `build --emit bytecode` prints it for
     /// its source.
     Disasm {
@@ -110,6 +114,7 @@ fn main() -> ExitCode {
         Command::Opt(args) => opt::opt(&args),
         Command::Build(args) => build::build(&args),
         Command::Run(args) => run::run(&args),
+        Command::Import(args) => onnx::import(&args),
         Command::Disasm { file } => disasm::disasm(&file),
     };
     exit.into()

@@ -95,6 +95,7 @@ impl RunArgs {
             params: self.params.as_deref(),
             inputs: &self.inputs,
             random_inputs: self.random_inputs,
+            constants: &[],
         }
     }
 }
@@ -164,8 +165,37 @@ pub fn run(args: &RunArgs) -> Exit {
         return run_executable(args, output_kind);
     }
 
-    let Some(module) = crate::load_typed(&args.file) else {
-        return Exit::UserError;
+    // An ONNX model is imported first; its initializers are bound as `--params` entries and
+    // `--input` takes its inputs' ONNX names.
+    let imported = if crate::onnx::is_onnx(&args.file) {
+        match crate::onnx::load(&args.file, &[]) {
+            Some(imported) => Some(imported),
+            None => return Exit::UserError,
+        }
+    } else {
+        None
+    };
+    let module = match &imported {
+        Some(imported) => imported.module.clone(),
+        None => match crate::load_typed(&args.file) {
+            Some(module) => module,
+            None => return Exit::UserError,
+        },
+    };
+    let renamed: Vec<(String, PathBuf)> = args
+        .inputs
+        .iter()
+        .map(|(name, path)| {
+            let name = imported
+                .as_ref()
+                .map_or(name.as_str(), |m| crate::onnx::relay_input_name(m, name));
+            (name.to_string(), path.clone())
+        })
+        .collect();
+    let input_args = InputArgs {
+        inputs: &renamed,
+        constants: imported.as_ref().map_or(&[][..], |m| m.params.as_slice()),
+        ..args.input_args()
     };
     let entry = entry_name(args);
     let Some(global) = module.function(Symbol::intern(entry)) else {
@@ -178,7 +208,7 @@ pub fn run(args: &RunArgs) -> Exit {
     };
 
     let Some(bound) = bound_or_report(bind_arguments(
-        &args.input_args(),
+        &input_args,
         entry,
         &function_params(&global.func),
     )) else {

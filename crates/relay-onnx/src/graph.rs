@@ -1,0 +1,346 @@
+//! A graph's import: its values (each a Relay expression with its static shape and dtype,
+//! and its contents when it is a constant), the `let`-chain of `@main` being written, and the
+//! parameters the initializers become.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+
+use relay_runtime::{DType, NDArray};
+
+use crate::error::{ImportError, NodeIssue};
+use crate::proto::{DimensionValue, GraphProto, NodeProto, ValueInfoProto};
+use crate::{ImportOptions, Port, ops, tensor};
+
+/// A value of the graph.
+#[derive(Clone, Debug)]
+pub(crate) struct Value {
+    /// The Relay expression naming it (`%x`, `%3`).
+    pub expr: String,
+    /// Its shape.
+    pub shape: Vec<i64>,
+    /// Its element type.
+    pub dtype: DType,
+    /// Its contents, when it is an initializer or a constant (shared, not copied).
+    pub konst: Option<Arc<NDArray>>,
+}
+
+/// What an import builds.
+pub(crate) struct Built {
+    pub text: String,
+    pub params: Vec<(String, NDArray)>,
+    pub inputs: Vec<Port>,
+    pub outputs: Vec<Port>,
+}
+
+/// The import of one graph.
+pub(crate) struct Graph {
+    /// The `ai.onnx` opset.
+    pub opset: i64,
+    values: HashMap<String, Value>,
+    lines: Vec<String>,
+    next: usize,
+    names: HashSet<String>,
+    /// `@main`'s parameters: (Relay name, type text), inputs first.
+    main_params: Vec<(String, String)>,
+    params: Vec<(String, Arc<NDArray>)>,
+}
+
+impl Graph {
+    /// Imports `g` (of `ai.onnx` opset `opset`).
+    pub(crate) fn import(
+        g: &GraphProto,
+        opset: i64,
+        options: &ImportOptions,
+    ) -> Result<Built, ImportError> {
+        let mut graph = Graph {
+            opset,
+            values: HashMap::new(),
+            lines: Vec::new(),
+            next: 0,
+            names: HashSet::new(),
+            main_params: Vec::new(),
+            params: Vec::new(),
+        };
+        let base = options.base_dir.as_deref();
+        let initialized: HashSet<&str> = g.initializer.iter().map(|t| t.name.as_str()).collect();
+        let mut inputs = Vec::new();
+        for vi in g
+            .input
+            .iter()
+            .filter(|vi| !initialized.contains(vi.name.as_str()))
+        {
+            let (dtype, shape) = value_type(vi, options)?;
+            let name = graph.fresh(&vi.name);
+            graph
+                .main_params
+                .push((name.clone(), type_text(&shape, dtype)));
+            graph.values.insert(
+                vi.name.clone(),
+                Value {
+                    expr: format!("%{name}"),
+                    shape: shape.clone(),
+                    dtype,
+                    konst: None,
+                },
+            );
+            inputs.push(Port {
+                onnx_name: vi.name.clone(),
+                relay_name: name,
+                dtype,
+                shape,
+            });
+        }
+        for t in &g.initializer {
+            let array = tensor::array(t, base)?;
+            graph.constant(&t.name, array);
+        }
+        let mut issues = Vec::new();
+        for (index, node) in g.node.iter().enumerate() {
+            if let Err(message) = graph.node(node) {
+                issues.push(NodeIssue {
+                    node: if node.name.is_empty() {
+                        format!("#{index}")
+                    } else {
+                        node.name.clone()
+                    },
+                    op_type: node.op_type.clone(),
+                    domain: node.domain.clone(),
+                    message,
+                });
+            }
+        }
+        if !issues.is_empty() {
+            return Err(ImportError::Nodes(issues));
+        }
+        let mut outputs = Vec::new();
+        let mut results = Vec::new();
+        for vi in &g.output {
+            let v = graph.values.get(&vi.name).ok_or_else(|| {
+                ImportError::Model(format!("graph output `{}` is never computed", vi.name))
+            })?;
+            results.push(v.expr.clone());
+            outputs.push(Port {
+                onnx_name: vi.name.clone(),
+                relay_name: v.expr.trim_start_matches('%').to_string(),
+                dtype: v.dtype,
+                shape: v.shape.clone(),
+            });
+        }
+        let result = match results.as_slice() {
+            [one] => one.clone(),
+            _ => format!("({})", results.join(", ")),
+        };
+        graph.drop_unused(&result, inputs.len());
+        let text = graph.text(&inputs, &result);
+        // The values are gone: each constant is the parameter's alone, moved out.
+        drop(graph.values);
+        let params = graph
+            .params
+            .into_iter()
+            .map(|(n, a)| (n, Arc::try_unwrap(a).unwrap_or_else(|a| (*a).clone())))
+            .collect();
+        Ok(Built {
+            text,
+            params,
+            inputs,
+            outputs,
+        })
+    }
+
+    /// Drops the constants nothing reads (an initializer replaced by its transposed copy, a
+    /// shape read at import), keeping the first `inputs` parameters, the graph's inputs.
+    fn drop_unused(&mut self, result: &str, inputs: usize) {
+        let mut used = HashSet::new();
+        for text in self.lines.iter().map(String::as_str).chain([result]) {
+            for token in text.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '%'))
+            {
+                if let Some(name) = token.strip_prefix('%') {
+                    used.insert(name.to_string());
+                }
+            }
+        }
+        let keep = |(i, (name, _)): &(usize, &(String, String))| *i < inputs || used.contains(name);
+        self.main_params = self
+            .main_params
+            .iter()
+            .enumerate()
+            .filter(keep)
+            .map(|(_, p)| p.clone())
+            .collect();
+        self.params.retain(|(name, _)| used.contains(name));
+    }
+
+    /// The module's text.
+    fn text(&self, inputs: &[Port], result: &str) -> String {
+        let mut out = String::from("#[version = \"0.0.5\"]\n");
+        out.push_str("// Imported from ONNX by relayc. Inputs (ONNX name -> parameter):");
+        for p in inputs {
+            out.push_str(&format!(" `{}` -> %{};", p.onnx_name, p.relay_name));
+        }
+        out.push('\n');
+        let params: Vec<String> = self
+            .main_params
+            .iter()
+            .map(|(n, t)| format!("%{n}: {t}"))
+            .collect();
+        out.push_str(&format!("def @main({}) {{\n", params.join(", ")));
+        for line in &self.lines {
+            out.push_str(&format!("  {line};\n"));
+        }
+        out.push_str(&format!("  {result}\n}}\n"));
+        out
+    }
+
+    /// A Relay identifier for ONNX name `name`, unique in the module.
+    fn fresh(&mut self, name: &str) -> String {
+        let mut base: String = name
+            .chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || c == '_' {
+                    c
+                } else {
+                    '_'
+                }
+            })
+            .collect();
+        if !base.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_') {
+            base.insert(0, 'v');
+        }
+        let mut candidate = base.clone();
+        let mut k = 1;
+        while !self.names.insert(candidate.clone()) {
+            candidate = format!("{base}_{k}");
+            k += 1;
+        }
+        candidate
+    }
+
+    /// Makes ONNX value `name` the constant `array`: a parameter of `@main`.
+    pub(crate) fn constant(&mut self, name: &str, array: NDArray) -> Value {
+        self.named_constant(name, name, array)
+    }
+
+    /// [`Graph::constant`] with the Relay name made from `hint`.
+    fn named_constant(&mut self, name: &str, hint: &str, array: NDArray) -> Value {
+        let relay = self.fresh(hint);
+        let (shape, dtype) = (array.shape().to_vec(), array.dtype());
+        let array = Arc::new(array);
+        self.main_params
+            .push((relay.clone(), type_text(&shape, dtype)));
+        self.params.push((relay.clone(), Arc::clone(&array)));
+        let v = Value {
+            expr: format!("%{relay}"),
+            shape,
+            dtype,
+            konst: Some(array),
+        };
+        self.values.insert(name.to_string(), v.clone());
+        v
+    }
+
+    /// A new constant (not an ONNX value) holding `array`, named after `hint`.
+    pub(crate) fn new_constant(&mut self, hint: &str, array: NDArray) -> Value {
+        // A key no ONNX name has.
+        let key = format!("\u{0}{hint}{}", self.next);
+        self.next += 1;
+        self.named_constant(&key, hint, array)
+    }
+
+    /// Binds `expr` (of `shape` and `dtype`) to the next `let` and returns the bound value.
+    pub(crate) fn bind(&mut self, expr: String, shape: Vec<i64>, dtype: DType) -> Value {
+        let var = format!("%{}", self.next);
+        self.next += 1;
+        self.lines.push(format!("{var} = {expr}"));
+        Value {
+            expr: var,
+            shape,
+            dtype,
+            konst: None,
+        }
+    }
+
+    /// Input `i` of `node` (an error when absent or not yet computed).
+    pub(crate) fn input(&self, node: &NodeProto, i: usize) -> Result<Value, String> {
+        let name = node
+            .input
+            .get(i)
+            .filter(|n| !n.is_empty())
+            .ok_or_else(|| format!("input {i} is missing"))?;
+        self.values
+            .get(name)
+            .cloned()
+            .ok_or_else(|| format!("input `{name}` is not computed before this node"))
+    }
+
+    /// Input `i` of `node` when it is present (an empty name or no such input: `None`).
+    pub(crate) fn optional_input(
+        &self,
+        node: &NodeProto,
+        i: usize,
+    ) -> Result<Option<Value>, String> {
+        match node.input.get(i).filter(|n| !n.is_empty()) {
+            None => Ok(None),
+            Some(_) => self.input(node, i).map(Some),
+        }
+    }
+
+    /// Converts `node`, recording its outputs.
+    fn node(&mut self, node: &NodeProto) -> Result<(), String> {
+        if !(node.domain.is_empty() || node.domain == "ai.onnx") {
+            return Err(format!("domain `{}` is not supported", node.domain));
+        }
+        let outputs = ops::convert(self, node)?;
+        for (name, v) in node.output.iter().zip(outputs) {
+            if !name.is_empty() {
+                self.values.insert(name.clone(), v);
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The text of a tensor type.
+pub(crate) fn type_text(shape: &[i64], dtype: DType) -> String {
+    let dims: Vec<String> = shape.iter().map(i64::to_string).collect();
+    match dims.len() {
+        0 => format!("Tensor[(), {dtype}]"),
+        1 => format!("Tensor[({}), {dtype}]", dims[0]),
+        _ => format!("Tensor[({}), {dtype}]", dims.join(", ")),
+    }
+}
+
+/// The dtype and static shape of graph input `vi` (its shape from `options` when given).
+fn value_type(
+    vi: &ValueInfoProto,
+    options: &ImportOptions,
+) -> Result<(DType, Vec<i64>), ImportError> {
+    let bad = |m: &str| ImportError::Model(format!("graph input `{}`: {m}", vi.name));
+    let t = vi
+        .r#type
+        .as_ref()
+        .and_then(|t| t.tensor_type.as_ref())
+        .ok_or_else(|| bad("not a tensor"))?;
+    let dtype =
+        tensor::dtype(t.elem_type).ok_or_else(|| bad("its element type is not supported"))?;
+    if let Some((_, shape)) = options.input_shapes.iter().find(|(n, _)| *n == vi.name) {
+        return Ok((dtype, shape.clone()));
+    }
+    let dims = t
+        .shape
+        .as_ref()
+        .map(|s| s.dim.as_slice())
+        .unwrap_or_default();
+    let shape = dims
+        .iter()
+        .map(|d| match &d.value {
+            Some(DimensionValue::DimValue(n)) if *n >= 0 => Ok(*n),
+            Some(DimensionValue::DimParam(p)) => Err(bad(&format!(
+                "dimension `{p}` is symbolic: give it with --input-shape"
+            ))),
+            _ => Err(bad(
+                "a dimension is unknown: give the shape with --input-shape",
+            )),
+        })
+        .collect::<Result<Vec<i64>, _>>()?;
+    Ok((dtype, shape))
+}

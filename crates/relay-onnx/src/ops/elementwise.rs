@@ -1,0 +1,128 @@
+//! Elementwise operators: numpy-broadcasting arithmetic, activations, `Clip`, `Cast`.
+
+use super::{Attrs, float_text, floats_of};
+use crate::graph::{Graph, Value};
+use crate::proto::NodeProto;
+
+/// The numpy broadcast of two shapes.
+pub(crate) fn broadcast(a: &[i64], b: &[i64]) -> Result<Vec<i64>, String> {
+    let rank = a.len().max(b.len());
+    let at = |s: &[i64], i: usize| {
+        if i < rank - s.len() {
+            1
+        } else {
+            s[i - (rank - s.len())]
+        }
+    };
+    (0..rank)
+        .map(|i| match (at(a, i), at(b, i)) {
+            (x, y) if x == y || y == 1 => Ok(x),
+            (1, y) => Ok(y),
+            (x, y) => Err(format!(
+                "shapes {a:?} and {b:?} do not broadcast ({x} against {y})"
+            )),
+        })
+        .collect()
+}
+
+/// `Add`, `Sub`, `Mul`, `Div`, `Pow` (two inputs) and `Max`, `Min`, `Sum` (any number),
+/// folded left to right.
+pub(super) fn variadic(g: &mut Graph, node: &NodeProto) -> Result<Value, String> {
+    let op = match node.op_type.as_str() {
+        "Add" | "Sum" => "add",
+        "Sub" => "subtract",
+        "Mul" => "multiply",
+        "Div" => "divide",
+        "Pow" => "power",
+        "Max" => "maximum",
+        _ => "minimum",
+    };
+    let mut acc = g.input(node, 0)?;
+    for i in 1..node.input.len() {
+        let x = g.input(node, i)?;
+        let x = if node.op_type == "Pow" && x.dtype != acc.dtype {
+            // Pow's exponent may have another type: computed in the base's.
+            let shape = x.shape.clone();
+            g.bind(
+                format!("cast({}, dtype=\"{}\")", x.expr, acc.dtype),
+                shape,
+                acc.dtype,
+            )
+        } else if x.dtype != acc.dtype {
+            return Err(format!("operands of {} and {}", acc.dtype, x.dtype));
+        } else {
+            x
+        };
+        let shape = broadcast(&acc.shape, &x.shape)?;
+        acc = g.bind(format!("{op}({}, {})", acc.expr, x.expr), shape, acc.dtype);
+    }
+    Ok(acc)
+}
+
+/// The one-input activations and math functions.
+pub(super) fn unary(g: &mut Graph, node: &NodeProto) -> Result<Value, String> {
+    let x = g.input(node, 0)?;
+    let call = match node.op_type.as_str() {
+        "Relu" => format!("nn.relu({})", x.expr),
+        "Reciprocal" => format!("divide({}, {})", float_text(1.0, x.dtype), x.expr),
+        op => {
+            let f = match op {
+                "Sigmoid" => "sigmoid",
+                "Tanh" => "tanh",
+                "Erf" => "erf",
+                "Exp" => "exp",
+                "Log" => "log",
+                "Sqrt" => "sqrt",
+                "Neg" => "negative",
+                "Abs" => "abs",
+                "Floor" => "floor",
+                _ => "ceil",
+            };
+            format!("{f}({})", x.expr)
+        }
+    };
+    let shape = x.shape.clone();
+    Ok(g.bind(call, shape, x.dtype))
+}
+
+/// `Clip`: bounds from attributes (opset < 11) or constant inputs, either absent.
+pub(super) fn clip(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<Value, String> {
+    let x = g.input(node, 0)?;
+    let (lo, hi) = if g.opset < 11 {
+        (
+            f64::from(a.float("min", f32::NEG_INFINITY)?),
+            f64::from(a.float("max", f32::INFINITY)?),
+        )
+    } else {
+        let bound = |i: usize, default: f64| -> Result<f64, String> {
+            match g.optional_input(node, i)? {
+                None => Ok(default),
+                Some(v) => floats_of(&v)
+                    .and_then(|f| f.first().copied())
+                    .ok_or_else(|| format!("bound {i} is not a constant")),
+            }
+        };
+        (bound(1, f64::NEG_INFINITY)?, bound(2, f64::INFINITY)?)
+    };
+    if !x.dtype.is_float() {
+        return Err(format!("Clip of {} is not supported", x.dtype));
+    }
+    let call = format!(
+        "clip({}, a_min={}, a_max={})",
+        x.expr,
+        float_text(lo, x.dtype),
+        float_text(hi, x.dtype)
+    );
+    let shape = x.shape.clone();
+    Ok(g.bind(call, shape, x.dtype))
+}
+
+/// `Cast` to attribute `to`.
+pub(super) fn cast(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<Value, String> {
+    let x = g.input(node, 0)?;
+    let to = a.int("to", 0)?;
+    let dtype =
+        crate::tensor::dtype(to as i32).ok_or_else(|| format!("Cast to element type {to}"))?;
+    let shape = x.shape.clone();
+    Ok(g.bind(format!("cast({}, dtype=\"{dtype}\")", x.expr), shape, dtype))
+}

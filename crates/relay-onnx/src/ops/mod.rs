@@ -1,0 +1,145 @@
+//! ONNX operators as Relay calls, by family: elementwise arithmetic and activations
+//! ([`elementwise`]), neural-network layers ([`nn`]), shapes and layout ([`shape`]).
+
+mod elementwise;
+mod nn;
+mod shape;
+
+use relay_runtime::DType;
+
+use crate::graph::{Graph, Value};
+use crate::proto::{AttributeProto, NodeProto, attribute_type as at};
+
+/// The values `node` computes (one per output, in order).
+pub(crate) fn convert(g: &mut Graph, node: &NodeProto) -> Result<Vec<Value>, String> {
+    let a = Attrs(&node.attribute);
+    let one = |v: Value| Ok(vec![v]);
+    match node.op_type.as_str() {
+        "Add" | "Sub" | "Mul" | "Div" | "Pow" | "Max" | "Min" | "Sum" => {
+            one(elementwise::variadic(g, node)?)
+        }
+        "Relu" | "Sigmoid" | "Tanh" | "Erf" | "Exp" | "Log" | "Sqrt" | "Neg" | "Abs" | "Floor"
+        | "Ceil" | "Reciprocal" => one(elementwise::unary(g, node)?),
+        "Identity" | "Dropout" => one(g.input(node, 0)?),
+        "Clip" => one(elementwise::clip(g, node, &a)?),
+        "Cast" => one(elementwise::cast(g, node, &a)?),
+        "Conv" => one(nn::conv(g, node, &a)?),
+        "MaxPool" | "AveragePool" => one(nn::pool(g, node, &a)?),
+        "GlobalAveragePool" | "GlobalMaxPool" => one(nn::global_pool(g, node)?),
+        "BatchNormalization" => one(nn::batch_norm(g, node, &a)?),
+        "LayerNormalization" => one(nn::layer_norm(g, node, &a)?),
+        "Softmax" => one(nn::softmax(g, node, &a)?),
+        "MatMul" => one(nn::matmul(g, node)?),
+        "Gemm" => one(nn::gemm(g, node, &a)?),
+        "Reshape" => one(shape::reshape(g, node)?),
+        "Flatten" => one(shape::flatten(g, node, &a)?),
+        "Transpose" => one(shape::transpose(g, node, &a)?),
+        "Unsqueeze" | "Squeeze" => one(shape::squeeze(g, node, &a)?),
+        "Concat" => one(shape::concat(g, node, &a)?),
+        "Gather" => one(shape::gather(g, node, &a)?),
+        "Expand" => one(shape::expand(g, node)?),
+        "Constant" => one(shape::constant(g, node, &a)?),
+        "Shape" => one(shape::shape_of(g, node)?),
+        "ReduceMean" | "ReduceSum" | "ReduceMax" | "ReduceMin" => one(shape::reduce(g, node, &a)?),
+        other => Err(format!("operator `{other}` is not supported")),
+    }
+}
+
+/// A node's attributes.
+pub(crate) struct Attrs<'a>(pub &'a [AttributeProto]);
+
+impl Attrs<'_> {
+    fn get(&self, name: &str, kind: i32) -> Result<Option<&AttributeProto>, String> {
+        match self.0.iter().find(|a| a.name == name) {
+            None => Ok(None),
+            Some(a) if a.r#type == kind || a.r#type == 0 => Ok(Some(a)),
+            Some(a) => Err(format!(
+                "attribute `{name}` has type {}, not {kind}",
+                a.r#type
+            )),
+        }
+    }
+
+    /// An `INT` attribute, or `default`.
+    pub(crate) fn int(&self, name: &str, default: i64) -> Result<i64, String> {
+        Ok(self.get(name, at::INT)?.map_or(default, |a| a.i))
+    }
+
+    /// A `FLOAT` attribute, or `default`.
+    pub(crate) fn float(&self, name: &str, default: f32) -> Result<f32, String> {
+        Ok(self.get(name, at::FLOAT)?.map_or(default, |a| a.f))
+    }
+
+    /// An `INTS` attribute, if present.
+    pub(crate) fn ints(&self, name: &str) -> Result<Option<Vec<i64>>, String> {
+        Ok(self.get(name, at::INTS)?.map(|a| a.ints.clone()))
+    }
+
+    /// A `STRING` attribute, or `default`.
+    pub(crate) fn string(&self, name: &str, default: &str) -> Result<String, String> {
+        Ok(self.get(name, at::STRING)?.map_or_else(
+            || default.to_string(),
+            |a| String::from_utf8_lossy(&a.s).into_owned(),
+        ))
+    }
+
+    /// A `TENSOR` attribute, if present.
+    pub(crate) fn tensor(&self, name: &str) -> Result<Option<&crate::proto::TensorProto>, String> {
+        Ok(self.get(name, at::TENSOR)?.and_then(|a| a.t.as_ref()))
+    }
+}
+
+/// `axis` (negative: from the end) as an index into `rank` dimensions.
+pub(crate) fn axis(axis: i64, rank: usize) -> Result<usize, String> {
+    let r = rank as i64;
+    let a = if axis < 0 { axis + r } else { axis };
+    if (0..r.max(1)).contains(&a) {
+        Ok(a as usize)
+    } else {
+        Err(format!("axis {axis} is out of range for rank {rank}"))
+    }
+}
+
+/// A list as Relay text: `[1, 2, 3]`.
+pub(crate) fn list(v: &[i64]) -> String {
+    let items: Vec<String> = v.iter().map(i64::to_string).collect();
+    format!("[{}]", items.join(", "))
+}
+
+/// A float constant of `dtype` as Relay text (`0.5f`, `2f64`, `1f16`).
+pub(crate) fn float_text(v: f64, dtype: DType) -> String {
+    let suffix = match dtype.bits {
+        64 => "f64",
+        16 => "f16",
+        _ => "f",
+    };
+    let v = if dtype.bits == 64 {
+        v
+    } else {
+        f64::from(v as f32)
+    };
+    if v.is_finite() {
+        format!("{v}{suffix}")
+    } else {
+        // The largest finite value stands for infinity in a bound.
+        let max = match dtype.bits {
+            64 => f64::MAX,
+            16 => 65504.0,
+            _ => f64::from(f32::MAX),
+        };
+        format!("{}{suffix}", if v > 0.0 { max } else { -max })
+    }
+}
+
+/// The element values of constant `v` as integers.
+pub(crate) fn ints_of(v: &Value) -> Option<Vec<i64>> {
+    let k = v.konst.as_ref()?;
+    k.dtype()
+        .is_int()
+        .then(|| k.to_i128_vec().into_iter().map(|x| x as i64).collect())
+}
+
+/// The element values of constant `v` as floats.
+pub(crate) fn floats_of(v: &Value) -> Option<Vec<f64>> {
+    v.konst.as_ref().map(|k| k.to_f64_vec())
+}

@@ -1,0 +1,417 @@
+//! Neural-network layers: 2-D convolutions and pools, normalizations, softmax, and the
+//! matrix products (`MatMul` as `nn.dense` on constant weights, transposed once at import,
+//! `nn.matmul` or `nn.batch_matmul` otherwise; `Gemm`).
+
+use relay_runtime::NDArray;
+
+use super::{Attrs, axis, float_text, list};
+use crate::graph::{Graph, Value};
+use crate::proto::NodeProto;
+
+/// The window geometry of a 2-D convolution or pool over an NCHW input of spatial size
+/// `size`: explicit `pads` (top, left, bottom, right) or `auto_pad`'s, and the output size.
+fn window(
+    a: &Attrs<'_>,
+    size: [i64; 2],
+    kernel: [i64; 2],
+    strides: [i64; 2],
+    dilations: [i64; 2],
+    ceil: bool,
+) -> Result<([i64; 4], [i64; 2]), String> {
+    let auto = a.string("auto_pad", "NOTSET")?;
+    let extent = |d: usize| (kernel[d] - 1) * dilations[d] + 1;
+    let pads = match auto.as_str() {
+        "NOTSET" => match a.ints("pads")? {
+            None => [0; 4],
+            Some(p) if p.len() == 4 && p.iter().all(|&v| v >= 0) => [p[0], p[1], p[2], p[3]],
+            Some(p) => return Err(format!("pads {p:?} (2-D windows take four)")),
+        },
+        "VALID" => [0; 4],
+        "SAME_UPPER" | "SAME_LOWER" => {
+            let mut p = [0; 4];
+            for d in 0..2 {
+                let out = (size[d] + strides[d] - 1) / strides[d];
+                let total = ((out - 1) * strides[d] + extent(d) - size[d]).max(0);
+                let (small, large) = (total / 2, total - total / 2);
+                let (begin, end) = if auto == "SAME_UPPER" {
+                    (small, large)
+                } else {
+                    (large, small)
+                };
+                p[d] = begin;
+                p[d + 2] = end;
+            }
+            p
+        }
+        other => return Err(format!("auto_pad `{other}`")),
+    };
+    let mut out = [0; 2];
+    for d in 0..2 {
+        let span = size[d] + pads[d] + pads[d + 2] - extent(d);
+        if span < 0 {
+            return Err(format!(
+                "the window is larger than the padded input ({size:?})"
+            ));
+        }
+        out[d] = if ceil {
+            (span + strides[d] - 1) / strides[d]
+        } else {
+            span / strides[d]
+        } + 1;
+    }
+    Ok((pads, out))
+}
+
+/// Two values of an `INTS` attribute, or `default`.
+fn pair(a: &Attrs<'_>, name: &str, default: i64) -> Result<[i64; 2], String> {
+    match a.ints(name)? {
+        None => Ok([default; 2]),
+        Some(v) if v.len() == 2 && v.iter().all(|&x| x > 0) => Ok([v[0], v[1]]),
+        Some(v) => Err(format!(
+            "{name} {v:?} (2-D windows take two positive values)"
+        )),
+    }
+}
+
+/// The NCHW spatial size of `x` (rank 4 only).
+fn spatial(x: &Value) -> Result<[i64; 2], String> {
+    match x.shape.as_slice() {
+        &[_, _, h, w] => Ok([h, w]),
+        s => Err(format!(
+            "only 2-D (NCHW) inputs are supported, not shape {s:?}"
+        )),
+    }
+}
+
+/// `Conv`: `nn.conv2d`, plus `nn.bias_add` for a bias.
+pub(super) fn conv(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<Value, String> {
+    let (x, w) = (g.input(node, 0)?, g.input(node, 1)?);
+    let size = spatial(&x)?;
+    let &[o, _, kh, kw] = w.shape.as_slice() else {
+        return Err(format!("weights of shape {:?}", w.shape));
+    };
+    let (strides, dilations) = (pair(a, "strides", 1)?, pair(a, "dilations", 1)?);
+    let groups = a.int("group", 1)?;
+    let (pads, out) = window(a, size, [kh, kw], strides, dilations, false)?;
+    let call = format!(
+        "nn.conv2d({}, {}, strides={}, padding={}, dilation={}, groups={groups}, channels={o}, kernel_size={})",
+        x.expr,
+        w.expr,
+        list(&strides),
+        list(&pads),
+        list(&dilations),
+        list(&[kh, kw])
+    );
+    let shape = vec![x.shape[0], o, out[0], out[1]];
+    let y = g.bind(call, shape.clone(), x.dtype);
+    match g.optional_input(node, 2)? {
+        None => Ok(y),
+        Some(b) => Ok(g.bind(
+            format!("nn.bias_add({}, {}, axis=1)", y.expr, b.expr),
+            shape,
+            x.dtype,
+        )),
+    }
+}
+
+/// `MaxPool`, `AveragePool`: `nn.max_pool2d`, `nn.avg_pool2d`.
+pub(super) fn pool(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<Value, String> {
+    let x = g.input(node, 0)?;
+    if node.output.len() > 1 && node.output.get(1).is_some_and(|o| !o.is_empty()) {
+        return Err("MaxPool's indices output is not supported".into());
+    }
+    let size = spatial(&x)?;
+    let kernel = a.ints("kernel_shape")?.ok_or("kernel_shape is required")?;
+    let &[kh, kw] = kernel.as_slice() else {
+        return Err(format!("kernel_shape {kernel:?}"));
+    };
+    let strides = pair(a, "strides", 1)?;
+    let dilations = pair(a, "dilations", 1)?;
+    let ceil = a.int("ceil_mode", 0)? != 0;
+    let (pads, out) = window(a, size, [kh, kw], strides, dilations, ceil)?;
+    let common = format!(
+        "pool_size={}, strides={}, padding={}, ceil_mode={}",
+        list(&[kh, kw]),
+        list(&strides),
+        list(&pads),
+        if ceil { "True" } else { "False" }
+    );
+    let call = if node.op_type == "MaxPool" {
+        format!(
+            "nn.max_pool2d({}, {common}, dilation={})",
+            x.expr,
+            list(&dilations)
+        )
+    } else {
+        let include = a.int("count_include_pad", 0)? != 0;
+        format!(
+            "nn.avg_pool2d({}, {common}, count_include_pad={})",
+            x.expr,
+            if include { "True" } else { "False" }
+        )
+    };
+    let shape = vec![x.shape[0], x.shape[1], out[0], out[1]];
+    Ok(g.bind(call, shape, x.dtype))
+}
+
+/// `GlobalAveragePool`, `GlobalMaxPool`.
+pub(super) fn global_pool(g: &mut Graph, node: &NodeProto) -> Result<Value, String> {
+    let x = g.input(node, 0)?;
+    spatial(&x)?;
+    let op = if node.op_type == "GlobalAveragePool" {
+        "avg"
+    } else {
+        "max"
+    };
+    let shape = vec![x.shape[0], x.shape[1], 1, 1];
+    Ok(g.bind(format!("nn.global_{op}_pool2d({})", x.expr), shape, x.dtype))
+}
+
+/// `BatchNormalization` in inference: `nn.batch_norm`'s first output.
+pub(super) fn batch_norm(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<Value, String> {
+    if node.output.iter().skip(1).any(|o| !o.is_empty()) || a.int("training_mode", 0)? != 0 {
+        return Err("training-mode BatchNormalization is not supported".into());
+    }
+    let ins = (0..5)
+        .map(|i| g.input(node, i))
+        .collect::<Result<Vec<_>, _>>()?;
+    let eps = float_text(f64::from(a.float("epsilon", 1e-5)?), ins[0].dtype);
+    let args: Vec<&str> = ins.iter().map(|v| v.expr.as_str()).collect();
+    let call = format!("nn.batch_norm({}, axis=1, epsilon={eps})", args.join(", "));
+    let shape = ins[0].shape.clone();
+    let t = g.bind(call, shape.clone(), ins[0].dtype);
+    Ok(g.bind(format!("{}.0", t.expr), shape, ins[0].dtype))
+}
+
+/// `LayerNormalization` over the last axis: `nn.layer_norm` (a missing bias is zeros).
+pub(super) fn layer_norm(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<Value, String> {
+    let (x, scale) = (g.input(node, 0)?, g.input(node, 1)?);
+    let rank = x.shape.len();
+    if axis(a.int("axis", -1)?, rank)? != rank - 1 {
+        return Err("LayerNormalization over more than the last axis is not supported".into());
+    }
+    if node.output.iter().skip(1).any(|o| !o.is_empty()) {
+        return Err(
+            "LayerNormalization's mean and inverse deviation outputs are not supported".into(),
+        );
+    }
+    let bias = match g.optional_input(node, 2)? {
+        Some(b) => b,
+        None => {
+            let zeros = NDArray::zeros(scale.dtype, &scale.shape).map_err(|e| e.to_string())?;
+            g.new_constant("ln_bias", zeros)
+        }
+    };
+    let eps = float_text(f64::from(a.float("epsilon", 1e-5)?), x.dtype);
+    let call = format!(
+        "nn.layer_norm({}, {}, {}, axis=-1, epsilon={eps})",
+        x.expr, scale.expr, bias.expr
+    );
+    let shape = x.shape.clone();
+    Ok(g.bind(call, shape, x.dtype))
+}
+
+/// `Softmax`: along `axis` from opset 13; before, over the flattened trailing axes, which is
+/// the last axis alone when `axis` is the last.
+pub(super) fn softmax(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<Value, String> {
+    let x = g.input(node, 0)?;
+    let rank = x.shape.len();
+    let default = if g.opset >= 13 { -1 } else { 1 };
+    let k = axis(a.int("axis", default)?, rank)?;
+    if g.opset < 13 && k != rank - 1 {
+        return Err(format!(
+            "Softmax of opset {} over axes {k}.. is not supported",
+            g.opset
+        ));
+    }
+    let shape = x.shape.clone();
+    Ok(g.bind(format!("nn.softmax({}, axis={k})", x.expr), shape, x.dtype))
+}
+
+/// Constant `w` (`k × n`) transposed into a new constant `n × k`, for `nn.dense`.
+fn transposed_weight(g: &mut Graph, w: &Value) -> Option<Value> {
+    let k = w.konst.as_ref()?;
+    let &[rows, cols] = w.shape.as_slice() else {
+        return None;
+    };
+    let width = k.as_bytes().len() / (rows * cols).max(1) as usize;
+    let src = k.as_bytes();
+    let mut out = vec![0u8; src.len()];
+    for r in 0..rows as usize {
+        for c in 0..cols as usize {
+            let (from, to) = (
+                (r * cols as usize + c) * width,
+                (c * rows as usize + r) * width,
+            );
+            out[to..to + width].copy_from_slice(&src[from..from + width]);
+        }
+    }
+    let t = NDArray::from_bytes(k.dtype(), &[cols, rows], &out).ok()?;
+    Some(g.new_constant("weight_t", t))
+}
+
+/// `a` (`… × k`) times `b` (`k × n`) as `nn.dense` on rows, `a` flattened to 2-D and the
+/// result shaped back.
+fn dense(g: &mut Graph, a: &Value, b: &Value) -> Result<Value, String> {
+    let (k, n) = (b.shape[0], b.shape[1]);
+    let lead: Vec<i64> = a.shape[..a.shape.len() - 1].to_vec();
+    let rows: i64 = lead.iter().product();
+    let a2 = if a.shape.len() == 2 {
+        a.clone()
+    } else {
+        g.bind(
+            format!("reshape({}, newshape={})", a.expr, list(&[rows, k])),
+            vec![rows, k],
+            a.dtype,
+        )
+    };
+    let y = match transposed_weight(g, b) {
+        Some(wt) => g.bind(
+            format!("nn.dense({}, {}, units={n})", a2.expr, wt.expr),
+            vec![rows, n],
+            a.dtype,
+        ),
+        None => g.bind(
+            format!("nn.matmul({}, {})", a2.expr, b.expr),
+            vec![rows, n],
+            a.dtype,
+        ),
+    };
+    if a.shape.len() == 2 {
+        return Ok(y);
+    }
+    let mut shape = lead;
+    shape.push(n);
+    Ok(g.bind(
+        format!("reshape({}, newshape={})", y.expr, list(&shape)),
+        shape,
+        a.dtype,
+    ))
+}
+
+/// `MatMul` (numpy's `matmul`): by a matrix, or batched with equal batch dimensions.
+pub(super) fn matmul(g: &mut Graph, node: &NodeProto) -> Result<Value, String> {
+    let (a, b) = (g.input(node, 0)?, g.input(node, 1)?);
+    let (ra, rb) = (a.shape.len(), b.shape.len());
+    if ra < 2 || rb < 2 {
+        return Err("MatMul of vectors is not supported".into());
+    }
+    if a.shape[ra - 1] != b.shape[rb - 2] {
+        return Err(format!("MatMul of shapes {:?} and {:?}", a.shape, b.shape));
+    }
+    if rb == 2 {
+        return dense(g, &a, &b);
+    }
+    if ra != rb || a.shape[..ra - 2] != b.shape[..rb - 2] {
+        return Err(format!(
+            "batched MatMul of shapes {:?} and {:?} (broadcast batches)",
+            a.shape, b.shape
+        ));
+    }
+    let batch: i64 = a.shape[..ra - 2].iter().product();
+    let (m, k, n) = (a.shape[ra - 2], a.shape[ra - 1], b.shape[rb - 1]);
+    let a3 = g.bind(
+        format!("reshape({}, newshape={})", a.expr, list(&[batch, m, k])),
+        vec![batch, m, k],
+        a.dtype,
+    );
+    let b3 = g.bind(
+        format!("reshape({}, newshape={})", b.expr, list(&[batch, k, n])),
+        vec![batch, k, n],
+        b.dtype,
+    );
+    let y = g.bind(
+        format!(
+            "nn.batch_matmul({}, {}, transpose_a=False, transpose_b=False)",
+            a3.expr, b3.expr
+        ),
+        vec![batch, m, n],
+        a.dtype,
+    );
+    let mut shape = a.shape[..ra - 2].to_vec();
+    shape.extend([m, n]);
+    Ok(g.bind(
+        format!("reshape({}, newshape={})", y.expr, list(&shape)),
+        shape,
+        a.dtype,
+    ))
+}
+
+/// `Gemm`: `alpha · A' · B' + beta · C`.
+pub(super) fn gemm(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<Value, String> {
+    let (mut x, mut w) = (g.input(node, 0)?, g.input(node, 1)?);
+    if x.shape.len() != 2 || w.shape.len() != 2 {
+        return Err("Gemm takes matrices".into());
+    }
+    if a.int("transA", 0)? != 0 {
+        let shape = vec![x.shape[1], x.shape[0]];
+        x = g.bind(
+            format!("transpose({}, axes=[1, 0])", x.expr),
+            shape,
+            x.dtype,
+        );
+    }
+    if a.int("transB", 0)? != 0 {
+        let shape = vec![w.shape[1], w.shape[0]];
+        w = match w.konst.as_ref() {
+            // Already `n × k`: nn.dense reads it as it is.
+            Some(_) => {
+                let n = w.shape[0];
+                let y = g.bind(
+                    format!("nn.dense({}, {}, units={n})", x.expr, w.expr),
+                    vec![x.shape[0], n],
+                    x.dtype,
+                );
+                return gemm_rest(g, node, a, y);
+            }
+            None => g.bind(
+                format!("transpose({}, axes=[1, 0])", w.expr),
+                shape,
+                w.dtype,
+            ),
+        };
+    }
+    let y = dense(g, &x, &w)?;
+    gemm_rest(g, node, a, y)
+}
+
+/// `alpha · y + beta · C` of a `Gemm` whose product is `y`.
+fn gemm_rest(
+    g: &mut Graph,
+    node: &NodeProto,
+    a: &Attrs<'_>,
+    mut y: Value,
+) -> Result<Value, String> {
+    let (alpha, beta) = (a.float("alpha", 1.0)?, a.float("beta", 1.0)?);
+    let shape = y.shape.clone();
+    if alpha != 1.0 {
+        y = g.bind(
+            format!(
+                "multiply({}, {})",
+                y.expr,
+                float_text(f64::from(alpha), y.dtype)
+            ),
+            shape.clone(),
+            y.dtype,
+        );
+    }
+    if let Some(c) = g.optional_input(node, 2)? {
+        let c = if beta == 1.0 {
+            c
+        } else {
+            let s = c.shape.clone();
+            g.bind(
+                format!(
+                    "multiply({}, {})",
+                    c.expr,
+                    float_text(f64::from(beta), c.dtype)
+                ),
+                s,
+                c.dtype,
+            )
+        };
+        let out = super::elementwise::broadcast(&shape, &c.shape)?;
+        y = g.bind(format!("add({}, {})", y.expr, c.expr), out, y.dtype);
+    }
+    Ok(y)
+}

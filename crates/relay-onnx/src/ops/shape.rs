@@ -1,0 +1,274 @@
+//! Shapes and layout: `Reshape`, `Flatten`, `Transpose`, `Squeeze`/`Unsqueeze`, `Concat`,
+//! `Gather`, `Expand`, `Constant`, `Shape` and the reductions. Shape inputs must be
+//! constants (initializers, `Constant` nodes or `Shape` of a static value), which makes every
+//! reshape static.
+
+use relay_runtime::{DType, NDArray};
+
+use super::{Attrs, axis, ints_of, list};
+use crate::graph::{Graph, Value};
+use crate::proto::NodeProto;
+
+/// `x` reshaped to `shape` (static), or `x` itself when it already has that shape.
+fn reshaped(g: &mut Graph, x: &Value, shape: Vec<i64>) -> Value {
+    if x.shape == shape {
+        return x.clone();
+    }
+    g.bind(
+        format!("reshape({}, newshape={})", x.expr, list(&shape)),
+        shape,
+        x.dtype,
+    )
+}
+
+/// `Reshape` to a constant shape (`0`: the input's dimension, unless `allowzero`; `-1`: what
+/// is left).
+pub(super) fn reshape(g: &mut Graph, node: &NodeProto) -> Result<Value, String> {
+    let x = g.input(node, 0)?;
+    let spec = ints_of(&g.input(node, 1)?).ok_or("the shape is not a constant")?;
+    let total: i64 = x.shape.iter().product();
+    let mut shape: Vec<i64> = spec
+        .iter()
+        .enumerate()
+        .map(|(i, &d)| {
+            if d == 0 {
+                x.shape.get(i).copied().unwrap_or(0)
+            } else {
+                d
+            }
+        })
+        .collect();
+    let known: i64 = shape.iter().filter(|&&d| d != -1).product();
+    match shape.iter().filter(|&&d| d == -1).count() {
+        0 => {}
+        1 if known > 0 && total % known == 0 => {
+            if let Some(d) = shape.iter_mut().find(|d| **d == -1) {
+                *d = total / known;
+            }
+        }
+        _ => return Err(format!("shape {spec:?} for {} elements", total)),
+    }
+    if shape.iter().any(|&d| d < 0) || shape.iter().product::<i64>() != total {
+        return Err(format!(
+            "shape {spec:?} does not hold the {total} elements of {:?}",
+            x.shape
+        ));
+    }
+    Ok(reshaped(g, &x, shape))
+}
+
+/// `Flatten` at `axis`: a 2-D reshape.
+pub(super) fn flatten(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<Value, String> {
+    let x = g.input(node, 0)?;
+    let rank = x.shape.len();
+    let k = match a.int("axis", 1)? {
+        k if k == rank as i64 => rank,
+        k => axis(k, rank)?,
+    };
+    let shape = vec![x.shape[..k].iter().product(), x.shape[k..].iter().product()];
+    Ok(reshaped(g, &x, shape))
+}
+
+/// `Transpose` by `perm` (default: reversed).
+pub(super) fn transpose(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<Value, String> {
+    let x = g.input(node, 0)?;
+    let rank = x.shape.len();
+    let perm = a
+        .ints("perm")?
+        .unwrap_or_else(|| (0..rank as i64).rev().collect());
+    let mut seen = vec![false; rank];
+    for &p in &perm {
+        let p = axis(p, rank)?;
+        if std::mem::replace(&mut seen[p], true) {
+            return Err(format!("perm {perm:?} repeats an axis"));
+        }
+    }
+    if perm.len() != rank {
+        return Err(format!("perm {perm:?} for rank {rank}"));
+    }
+    let shape = perm.iter().map(|&p| x.shape[p as usize]).collect();
+    Ok(g.bind(
+        format!("transpose({}, axes={})", x.expr, list(&perm)),
+        shape,
+        x.dtype,
+    ))
+}
+
+/// `Squeeze` and `Unsqueeze`: reshapes, the axes from the attribute (before opset 13) or a
+/// constant input.
+pub(super) fn squeeze(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<Value, String> {
+    let x = g.input(node, 0)?;
+    let axes = if g.opset < 13 {
+        a.ints("axes")?
+    } else {
+        match g.optional_input(node, 1)? {
+            None => None,
+            Some(v) => Some(ints_of(&v).ok_or("the axes are not a constant")?),
+        }
+    };
+    let shape = if node.op_type == "Unsqueeze" {
+        let axes = axes.ok_or("Unsqueeze needs axes")?;
+        let rank = x.shape.len() + axes.len();
+        let mut at = axes
+            .iter()
+            .map(|&k| axis(k, rank))
+            .collect::<Result<Vec<_>, _>>()?;
+        at.sort_unstable();
+        let mut dims = x.shape.iter();
+        (0..rank)
+            .map(|i| {
+                if at.contains(&i) {
+                    1
+                } else {
+                    dims.next().copied().unwrap_or(1)
+                }
+            })
+            .collect()
+    } else {
+        let rank = x.shape.len();
+        let at = match axes {
+            Some(axes) => axes
+                .iter()
+                .map(|&k| axis(k, rank))
+                .collect::<Result<Vec<_>, _>>()?,
+            None => (0..rank).filter(|&i| x.shape[i] == 1).collect(),
+        };
+        if at.iter().any(|&i| x.shape[i] != 1) {
+            return Err(format!("squeezing axes {at:?} of shape {:?}", x.shape));
+        }
+        (0..rank)
+            .filter(|i| !at.contains(i))
+            .map(|i| x.shape[i])
+            .collect()
+    };
+    Ok(reshaped(g, &x, shape))
+}
+
+/// `Concat` along `axis`.
+pub(super) fn concat(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<Value, String> {
+    let xs = (0..node.input.len())
+        .map(|i| g.input(node, i))
+        .collect::<Result<Vec<_>, _>>()?;
+    let first = xs.first().ok_or("Concat of nothing")?;
+    let rank = first.shape.len();
+    let k = axis(a.int("axis", 0)?, rank)?;
+    let mut shape = first.shape.clone();
+    shape[k] = xs
+        .iter()
+        .map(|x| x.shape.get(k).copied().unwrap_or(0))
+        .sum();
+    let items: Vec<&str> = xs.iter().map(|x| x.expr.as_str()).collect();
+    let tuple = if items.len() == 1 {
+        format!("({},)", items[0])
+    } else {
+        format!("({})", items.join(", "))
+    };
+    Ok(g.bind(
+        format!("concatenate({tuple}, axis={k})"),
+        shape,
+        first.dtype,
+    ))
+}
+
+/// `Gather` along `axis`: `take`.
+pub(super) fn gather(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<Value, String> {
+    let (x, i) = (g.input(node, 0)?, g.input(node, 1)?);
+    let k = axis(a.int("axis", 0)?, x.shape.len())?;
+    let mut shape = x.shape[..k].to_vec();
+    shape.extend(&i.shape);
+    shape.extend(&x.shape[k + 1..]);
+    Ok(g.bind(
+        format!("take({}, {}, axis={k})", x.expr, i.expr),
+        shape,
+        x.dtype,
+    ))
+}
+
+/// `Expand` to a constant shape (numpy broadcasting): `broadcast_to`.
+pub(super) fn expand(g: &mut Graph, node: &NodeProto) -> Result<Value, String> {
+    let x = g.input(node, 0)?;
+    let to = ints_of(&g.input(node, 1)?).ok_or("the shape is not a constant")?;
+    let shape = super::elementwise::broadcast(&x.shape, &to)?;
+    Ok(g.bind(
+        format!("broadcast_to({}, shape={})", x.expr, list(&shape)),
+        shape,
+        x.dtype,
+    ))
+}
+
+/// `Constant` from its `value` (or `value_float(s)`, `value_int(s)`).
+pub(super) fn constant(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<Value, String> {
+    let name = node.output.first().ok_or("a Constant without an output")?;
+    let array = if let Some(t) = a.tensor("value")? {
+        crate::tensor::array(t, None).map_err(|e| e.to_string())?
+    } else if let Some(v) = a.ints("value_ints")? {
+        NDArray::from_i128_slice(
+            DType::I64,
+            &[v.len() as i64],
+            &v.iter().map(|&x| i128::from(x)).collect::<Vec<_>>(),
+        )
+        .map_err(|e| e.to_string())?
+    } else if a.0.iter().any(|x| x.name == "value_int") {
+        NDArray::from_i128_slice(DType::I64, &[], &[i128::from(a.int("value_int", 0)?)])
+            .map_err(|e| e.to_string())?
+    } else if a.0.iter().any(|x| x.name == "value_float") {
+        NDArray::from_f64_slice(DType::F32, &[], &[f64::from(a.float("value_float", 0.0)?)])
+            .map_err(|e| e.to_string())?
+    } else {
+        return Err("Constant without a supported value attribute".into());
+    };
+    Ok(g.constant(name, array))
+}
+
+/// `Shape` of a static value: a constant.
+pub(super) fn shape_of(g: &mut Graph, node: &NodeProto) -> Result<Value, String> {
+    let x = g.input(node, 0)?;
+    let name = node.output.first().ok_or("a Shape without an output")?;
+    let dims: Vec<i128> = x.shape.iter().map(|&d| i128::from(d)).collect();
+    let array = NDArray::from_i128_slice(DType::I64, &[dims.len() as i64], &dims)
+        .map_err(|e| e.to_string())?;
+    Ok(g.constant(name, array))
+}
+
+/// `ReduceMean`, `ReduceSum`, `ReduceMax`, `ReduceMin` over attribute axes (or, from the
+/// opsets where they moved, a constant input), all axes when none.
+pub(super) fn reduce(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<Value, String> {
+    let x = g.input(node, 0)?;
+    let rank = x.shape.len();
+    let input_axes = if node.op_type == "ReduceSum" { 13 } else { 18 };
+    let axes = if g.opset >= input_axes {
+        match g.optional_input(node, 1)? {
+            None => None,
+            Some(v) => Some(ints_of(&v).ok_or("the axes are not a constant")?),
+        }
+    } else {
+        a.ints("axes")?
+    };
+    let axes: Vec<usize> = match axes {
+        Some(v) if !v.is_empty() => v.iter().map(|&k| axis(k, rank)).collect::<Result<_, _>>()?,
+        _ if a.int("noop_with_empty_axes", 0)? != 0 => return Ok(x),
+        _ => (0..rank).collect(),
+    };
+    let keep = a.int("keepdims", 1)? != 0;
+    let shape = (0..rank)
+        .filter_map(|i| match (axes.contains(&i), keep) {
+            (true, true) => Some(1),
+            (true, false) => None,
+            (false, _) => Some(x.shape[i]),
+        })
+        .collect();
+    let f = match node.op_type.as_str() {
+        "ReduceMean" => "mean",
+        "ReduceSum" => "sum",
+        "ReduceMax" => "max",
+        _ => "min",
+    };
+    let axes: Vec<i64> = axes.iter().map(|&k| k as i64).collect();
+    let call = format!(
+        "{f}({}, axis={}, keepdims={})",
+        x.expr,
+        list(&axes),
+        if keep { "True" } else { "False" }
+    );
+    Ok(g.bind(call, shape, x.dtype))
+}

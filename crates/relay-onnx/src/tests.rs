@@ -1,0 +1,682 @@
+//! The importer on models built here from the protobuf messages: each operator family's Relay
+//! form and values, shapes resolved at import, and every kind of bad input as an error.
+
+use prost::Message;
+use relay_runtime::{DType, NDArray, Value};
+
+use super::*;
+use crate::proto::*;
+
+/// A float32 value info of `shape`.
+fn info(name: &str, shape: &[i64]) -> ValueInfoProto {
+    let dim = shape
+        .iter()
+        .map(|&d| Dimension {
+            value: Some(DimensionValue::DimValue(d)),
+            denotation: String::new(),
+        })
+        .collect();
+    ValueInfoProto {
+        name: name.into(),
+        r#type: Some(TypeProto {
+            tensor_type: Some(TensorTypeProto {
+                elem_type: data_type::FLOAT,
+                shape: Some(TensorShapeProto { dim }),
+            }),
+            denotation: String::new(),
+        }),
+        doc_string: String::new(),
+    }
+}
+
+/// A float32 initializer.
+fn floats(name: &str, shape: &[i64], v: &[f32]) -> TensorProto {
+    TensorProto {
+        name: name.into(),
+        dims: shape.to_vec(),
+        data_type: data_type::FLOAT,
+        float_data: v.to_vec(),
+        ..Default::default()
+    }
+}
+
+/// An int64 initializer.
+fn int64s(name: &str, v: &[i64]) -> TensorProto {
+    TensorProto {
+        name: name.into(),
+        dims: vec![v.len() as i64],
+        data_type: data_type::INT64,
+        int64_data: v.to_vec(),
+        ..Default::default()
+    }
+}
+
+fn node(op: &str, inputs: &[&str], outputs: &[&str], attrs: Vec<AttributeProto>) -> NodeProto {
+    NodeProto {
+        op_type: op.into(),
+        input: inputs.iter().map(|s| s.to_string()).collect(),
+        output: outputs.iter().map(|s| s.to_string()).collect(),
+        attribute: attrs,
+        ..Default::default()
+    }
+}
+
+fn ints(name: &str, v: &[i64]) -> AttributeProto {
+    AttributeProto {
+        name: name.into(),
+        r#type: attribute_type::INTS,
+        ints: v.to_vec(),
+        ..Default::default()
+    }
+}
+
+fn int(name: &str, v: i64) -> AttributeProto {
+    AttributeProto {
+        name: name.into(),
+        r#type: attribute_type::INT,
+        i: v,
+        ..Default::default()
+    }
+}
+
+/// A model of `nodes` at `opset`.
+fn model(
+    opset: i64,
+    nodes: Vec<NodeProto>,
+    inputs: Vec<ValueInfoProto>,
+    outputs: Vec<ValueInfoProto>,
+    init: Vec<TensorProto>,
+) -> Vec<u8> {
+    ModelProto {
+        ir_version: 9,
+        opset_import: vec![OperatorSetIdProto {
+            domain: String::new(),
+            version: opset,
+        }],
+        graph: Some(GraphProto {
+            node: nodes,
+            input: inputs,
+            output: outputs,
+            initializer: init,
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+    .encode_to_vec()
+}
+
+/// `@main` of `m` run by the interpreter on `inputs` then its parameters.
+fn run(m: &Imported, inputs: &[NDArray]) -> Vec<f64> {
+    let args = inputs
+        .iter()
+        .chain(m.params.iter().map(|(_, a)| a))
+        .map(|a| Value::Tensor(std::sync::Arc::new(a.clone())))
+        .collect();
+    match relay_interp::run(&m.module, "main", args, &Default::default()).expect("runs") {
+        Value::Tensor(t) => t.to_f64_vec(),
+        other => panic!("{other:?}"),
+    }
+}
+
+fn f32s(shape: &[i64], v: &[f32]) -> NDArray {
+    let v: Vec<f64> = v.iter().map(|&x| f64::from(x)).collect();
+    NDArray::from_f64_slice(DType::F32, shape, &v).unwrap()
+}
+
+#[test]
+fn matmul_by_a_constant_is_a_dense_layer_on_the_transposed_weights() {
+    let bytes = model(
+        17,
+        vec![
+            node("MatMul", &["x", "w"], &["y"], vec![]),
+            node("Relu", &["y"], &["z"], vec![]),
+        ],
+        vec![info("x", &[2, 3])],
+        vec![info("z", &[2, 2])],
+        vec![floats("w", &[3, 2], &[1., 2., 3., 4., 5., 6.])],
+    );
+    let m = import(&bytes, &ImportOptions::default()).unwrap();
+    assert!(
+        m.text.contains("nn.dense(%x, %weight_t, units=2)"),
+        "{}",
+        m.text
+    );
+    assert!(
+        !m.text.contains("%w:"),
+        "the untransposed weights are dropped: {}",
+        m.text
+    );
+    let y = run(&m, &[f32s(&[2, 3], &[1., 0., -1., 2., 1., -3.])]);
+    // [1,0,-1]·W = [1-5, 2-6] = [-4,-4] → relu 0; [2,1,-3]·W = [2+3-15, 4+4-18] = [-10,-10].
+    assert_eq!(y, [0., 0., 0., 0.]);
+    let y = run(&m, &[f32s(&[2, 3], &[1., 1., 1., 0., 0., 1.])]);
+    assert_eq!(y, [9., 12., 5., 6.]);
+}
+
+#[test]
+fn reshape_flatten_transpose_and_squeezes_resolve_their_shapes() {
+    let bytes = model(
+        13,
+        vec![
+            node("Reshape", &["x", "s"], &["a"], vec![]),
+            node("Transpose", &["a"], &["b"], vec![ints("perm", &[0, 2, 1])]),
+            node("Unsqueeze", &["b", "ax"], &["c"], vec![]),
+            node("Flatten", &["c"], &["d"], vec![int("axis", 2)]),
+            node("Squeeze", &["d"], &["e"], vec![]),
+        ],
+        vec![info("x", &[2, 6])],
+        vec![info("e", &[6, 2])],
+        vec![int64s("s", &[0, -1, 2]), int64s("ax", &[1])],
+    );
+    let m = import(&bytes, &ImportOptions::default()).unwrap();
+    assert_eq!(m.outputs[0].shape, [2, 6]);
+    let x: Vec<f32> = (0..12).map(|v| v as f32).collect();
+    let y = run(&m, &[f32s(&[2, 6], &x)]);
+    // a = [2,3,2]; b = a transposed to [2,2,3]; c = [2,1,2,3]; d = [2, 6]; e = d.
+    let want: Vec<f64> = [0, 2, 4, 1, 3, 5, 6, 8, 10, 7, 9, 11]
+        .iter()
+        .map(|&v| f64::from(v))
+        .collect();
+    assert_eq!(y, want);
+}
+
+#[test]
+fn convolutions_pools_and_gemm_form_a_small_network() {
+    let w: Vec<f32> = (0..2 * 3 * 3)
+        .map(|i| if i % 2 == 0 { 1.0 } else { -0.5 })
+        .collect();
+    let fc: Vec<f32> = (0..3 * 8).map(|i| (i % 5) as f32 - 2.0).collect();
+    let bytes = model(
+        11,
+        vec![
+            node(
+                "Conv",
+                &["x", "w", "b"],
+                &["c"],
+                vec![ints("pads", &[1, 1, 1, 1])],
+            ),
+            node("Relu", &["c"], &["r"], vec![]),
+            node(
+                "MaxPool",
+                &["r"],
+                &["p"],
+                vec![ints("kernel_shape", &[2, 2]), ints("strides", &[2, 2])],
+            ),
+            node("Flatten", &["p"], &["f"], vec![]),
+            node("Gemm", &["f", "fc", "fb"], &["y"], vec![int("transB", 1)]),
+            node("Softmax", &["y"], &["s"], vec![int("axis", 1)]),
+        ],
+        vec![info("x", &[1, 1, 4, 4])],
+        vec![info("s", &[1, 3])],
+        vec![
+            floats("w", &[2, 1, 3, 3], &w),
+            floats("b", &[2], &[0.5, -0.5]),
+            floats("fc", &[3, 8], &fc),
+            floats("fb", &[3], &[0.1, 0.2, 0.3]),
+        ],
+    );
+    let m = import(&bytes, &ImportOptions::default()).unwrap();
+    for call in [
+        "nn.conv2d(%x, %w, strides=[1, 1], padding=[1, 1, 1, 1]",
+        "nn.bias_add(",
+        "nn.max_pool2d(",
+        "nn.dense(",
+        "nn.softmax(",
+    ] {
+        assert!(m.text.contains(call), "{call} in\n{}", m.text);
+    }
+    assert_eq!(m.outputs[0].shape, [1, 3]);
+    let y = run(
+        &m,
+        &[f32s(
+            &[1, 1, 4, 4],
+            &(0..16).map(|v| v as f32 / 8.0).collect::<Vec<_>>(),
+        )],
+    );
+    assert!((y.iter().sum::<f64>() - 1.0).abs() < 1e-6, "{y:?}");
+}
+
+#[test]
+fn every_unsupported_node_is_reported_together() {
+    let bytes = model(
+        17,
+        vec![
+            node("Frobnicate", &["x"], &["a"], vec![]),
+            node("Relu", &["a"], &["b"], vec![]),
+            node("Conv", &["b", "nope"], &["c"], vec![]),
+            NodeProto {
+                domain: "com.example".into(),
+                ..node("Relu", &["x"], &["d"], vec![])
+            },
+        ],
+        vec![info("x", &[1, 1, 2, 2])],
+        vec![info("c", &[1])],
+        vec![],
+    );
+    let err = import(&bytes, &ImportOptions::default()).unwrap_err();
+    let ImportError::Nodes(issues) = &err else {
+        panic!("{err}");
+    };
+    let kinds: Vec<&str> = issues.iter().map(|i| i.op_type.as_str()).collect();
+    assert_eq!(kinds, ["Frobnicate", "Relu", "Conv", "Relu"], "{err}");
+    assert!(
+        err.to_string()
+            .contains("operator `Frobnicate` is not supported"),
+        "{err}"
+    );
+    assert!(err.to_string().contains("domain `com.example`"), "{err}");
+}
+
+#[test]
+fn bad_files_and_opsets_are_errors() {
+    for bytes in [&b"not a model"[..], &[0xff; 7][..], &[]] {
+        match import(bytes, &ImportOptions::default()) {
+            Err(ImportError::Decode(_) | ImportError::Model(_)) => {}
+            other => panic!("{other:?}"),
+        }
+    }
+    let good = model(
+        17,
+        vec![node("Relu", &["x"], &["y"], vec![])],
+        vec![info("x", &[2])],
+        vec![info("y", &[2])],
+        vec![],
+    );
+    for cut in [1, good.len() / 2, good.len() - 1] {
+        assert!(
+            import(&good[..cut], &ImportOptions::default()).is_err(),
+            "truncated at {cut}"
+        );
+    }
+    let future = model(99, vec![], vec![], vec![], vec![]);
+    assert!(matches!(
+        import(&future, &ImportOptions::default()),
+        Err(ImportError::Opset(99, ..))
+    ));
+    let short = ModelProto {
+        ir_version: 9,
+        opset_import: vec![OperatorSetIdProto {
+            domain: String::new(),
+            version: 17,
+        }],
+        graph: Some(GraphProto {
+            initializer: vec![TensorProto {
+                name: "w".into(),
+                dims: vec![4],
+                data_type: data_type::FLOAT,
+                float_data: vec![1.0],
+                ..Default::default()
+            }],
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    assert!(matches!(
+        import(&short.encode_to_vec(), &ImportOptions::default()),
+        Err(ImportError::Model(_))
+    ));
+}
+
+#[test]
+fn symbolic_dimensions_need_an_input_shape() {
+    let mut x = info("x", &[0, 3]);
+    if let Some(t) = x
+        .r#type
+        .as_mut()
+        .and_then(|t| t.tensor_type.as_mut())
+        .and_then(|t| t.shape.as_mut())
+    {
+        t.dim[0].value = Some(DimensionValue::DimParam("batch".into()));
+    }
+    let bytes = model(
+        17,
+        vec![node("Relu", &["x"], &["y"], vec![])],
+        vec![x],
+        vec![info("y", &[0, 3])],
+        vec![],
+    );
+    let err = import(&bytes, &ImportOptions::default()).unwrap_err();
+    assert!(err.to_string().contains("`batch` is symbolic"), "{err}");
+    let options = ImportOptions {
+        input_shapes: vec![("x".into(), vec![5, 3])],
+        ..Default::default()
+    };
+    let m = import(&bytes, &options).unwrap();
+    assert_eq!(m.inputs[0].shape, [5, 3]);
+}
+
+/// A one-node model with float32 inputs `ins` (name, shape) and initializers, run on `args`.
+fn one(
+    opset: i64,
+    n: NodeProto,
+    ins: &[(&str, &[i64])],
+    init: Vec<TensorProto>,
+    args: &[NDArray],
+) -> (Imported, Vec<f64>) {
+    let out = n.output[0].clone();
+    let inputs = ins.iter().map(|(name, shape)| info(name, shape)).collect();
+    let bytes = model(opset, vec![n], inputs, vec![info(&out, &[])], init);
+    let m = import(&bytes, &ImportOptions::default()).unwrap_or_else(|e| panic!("{e}"));
+    let y = run(&m, args);
+    (m, y)
+}
+
+fn close(got: &[f64], want: &[f64]) {
+    assert_eq!(got.len(), want.len(), "{got:?} vs {want:?}");
+    for (g, w) in got.iter().zip(want) {
+        assert!(
+            (g - w).abs() <= 1e-5 * w.abs().max(1.0),
+            "{got:?} vs {want:?}"
+        );
+    }
+}
+
+fn float(name: &str, v: f32) -> AttributeProto {
+    AttributeProto {
+        name: name.into(),
+        r#type: attribute_type::FLOAT,
+        f: v,
+        ..Default::default()
+    }
+}
+
+fn string(name: &str, v: &str) -> AttributeProto {
+    AttributeProto {
+        name: name.into(),
+        r#type: attribute_type::STRING,
+        s: v.as_bytes().to_vec(),
+        ..Default::default()
+    }
+}
+
+#[test]
+fn normalizations_compute_their_definitions() {
+    // BatchNormalization: (x - mean) / sqrt(var + eps) * scale + bias, per channel.
+    let x = f32s(&[1, 2, 1, 2], &[1., 3., 2., 6.]);
+    let init = vec![
+        floats("s", &[2], &[2., 1.]),
+        floats("b", &[2], &[0., 1.]),
+        floats("mu", &[2], &[2., 4.]),
+        floats("var", &[2], &[4., 1.]),
+    ];
+    let n = node(
+        "BatchNormalization",
+        &["x", "s", "b", "mu", "var"],
+        &["y"],
+        vec![float("epsilon", 0.0)],
+    );
+    let (m, y) = one(15, n, &[("x", &[1, 2, 1, 2])], init, &[x]);
+    assert!(m.text.contains("nn.batch_norm("), "{}", m.text);
+    close(&y, &[-1., 1., -1., 3.]);
+    // LayerNormalization over the last axis, without a bias (a constant row normalizes to 0).
+    let x = f32s(&[2, 2], &[1., 3., 5., 5.]);
+    let n = node(
+        "LayerNormalization",
+        &["x", "g"],
+        &["y"],
+        vec![float("epsilon", 1e-6)],
+    );
+    let (_, y) = one(
+        17,
+        n,
+        &[("x", &[2, 2])],
+        vec![floats("g", &[2], &[1., 2.])],
+        &[x],
+    );
+    close(&y, &[-1., 2., 0., 0.]);
+}
+
+#[test]
+fn gather_concat_expand_cast_and_constants() {
+    let x = f32s(&[3, 2], &[1., 2., 3., 4., 5., 6.]);
+    let n = node("Gather", &["x", "i"], &["y"], vec![int("axis", 0)]);
+    let (_, y) = one(
+        13,
+        n,
+        &[("x", &[3, 2])],
+        vec![int64s("i", &[2, 0])],
+        std::slice::from_ref(&x),
+    );
+    close(&y, &[5., 6., 1., 2.]);
+    let n = node("Concat", &["x", "c"], &["y"], vec![int("axis", 1)]);
+    let (_, y) = one(
+        13,
+        n,
+        &[("x", &[3, 2])],
+        vec![floats("c", &[3, 1], &[7., 8., 9.])],
+        std::slice::from_ref(&x),
+    );
+    close(&y, &[1., 2., 7., 3., 4., 8., 5., 6., 9.]);
+    let n = node("Expand", &["c", "s"], &["y"], vec![]);
+    let (_, y) = one(
+        13,
+        n,
+        &[],
+        vec![floats("c", &[3, 1], &[7., 8., 9.]), int64s("s", &[2, 1, 2])],
+        &[],
+    );
+    close(&y, &[7., 7., 8., 8., 9., 9., 7., 7., 8., 8., 9., 9.]);
+    let n = node(
+        "Cast",
+        &["x"],
+        &["y"],
+        vec![int("to", i64::from(data_type::INT32))],
+    );
+    let (m, y) = one(
+        13,
+        n,
+        &[("x", &[3, 2])],
+        vec![],
+        &[f32s(&[3, 2], &[1.7, -2.2, 3., 4., 5., 6.])],
+    );
+    assert_eq!(m.outputs[0].dtype, DType::I32);
+    close(&y, &[1., -2., 3., 4., 5., 6.]);
+    // Shape of a static value and a Constant: folded at import, a reshape by them.
+    let nodes = vec![
+        node("Shape", &["x"], &["s"], vec![]),
+        node(
+            "Constant",
+            &["__none"][..0],
+            &["k"],
+            vec![AttributeProto {
+                name: "value".into(),
+                r#type: attribute_type::TENSOR,
+                t: Some(floats("", &[], &[10.])),
+                ..Default::default()
+            }],
+        ),
+        node("Reshape", &["x", "s"], &["r"], vec![]),
+        node("Mul", &["r", "k"], &["y"], vec![]),
+    ];
+    let bytes = model(
+        13,
+        nodes,
+        vec![info("x", &[3, 2])],
+        vec![info("y", &[3, 2])],
+        vec![],
+    );
+    let m = import(&bytes, &ImportOptions::default()).unwrap();
+    close(&run(&m, &[x]), &[10., 20., 30., 40., 50., 60.]);
+}
+
+#[test]
+fn clip_bounds_come_from_attributes_or_inputs_by_opset() {
+    let x = f32s(&[4], &[-2., 0.5, 3., 9.]);
+    let n = node(
+        "Clip",
+        &["x"],
+        &["y"],
+        vec![float("min", 0.), float("max", 6.)],
+    );
+    let (_, y) = one(9, n, &[("x", &[4])], vec![], std::slice::from_ref(&x));
+    close(&y, &[0., 0.5, 3., 6.]);
+    let n = node("Clip", &["x", "", "hi"], &["y"], vec![]);
+    let (_, y) = one(13, n, &[("x", &[4])], vec![floats("hi", &[], &[1.])], &[x]);
+    close(&y, &[-2., 0.5, 1., 1.]);
+}
+
+#[test]
+fn reductions_softmax_and_powers() {
+    let x = f32s(&[2, 3], &[1., 2., 3., 4., 5., 6.]);
+    let n = node(
+        "ReduceMean",
+        &["x"],
+        &["y"],
+        vec![ints("axes", &[1]), int("keepdims", 1)],
+    );
+    let (m, y) = one(13, n, &[("x", &[2, 3])], vec![], std::slice::from_ref(&x));
+    assert_eq!(m.outputs[0].shape, [2, 1]);
+    close(&y, &[2., 5.]);
+    let n = node("ReduceSum", &["x", "a"], &["y"], vec![int("keepdims", 0)]);
+    let (_, y) = one(
+        13,
+        n,
+        &[("x", &[2, 3])],
+        vec![int64s("a", &[0])],
+        std::slice::from_ref(&x),
+    );
+    close(&y, &[5., 7., 9.]);
+    let n = node("Softmax", &["x"], &["y"], vec![int("axis", 1)]);
+    let (_, y) = one(11, n, &[("x", &[2, 3])], vec![], std::slice::from_ref(&x));
+    let e: Vec<f64> = [0f64, 1., 2.].iter().map(|v| v.exp()).collect();
+    let s: f64 = e.iter().sum();
+    close(&y[..3], &e.iter().map(|v| v / s).collect::<Vec<_>>());
+    let n = node("Pow", &["x", "p"], &["y"], vec![]);
+    let (_, y) = one(
+        13,
+        n,
+        &[("x", &[2, 3])],
+        vec![floats("p", &[], &[2.])],
+        &[x],
+    );
+    close(&y, &[1., 4., 9., 16., 25., 36.]);
+}
+
+#[test]
+fn batched_matmul_and_gemm_options() {
+    // [2, 1, 2] x [2, 2, 1]: per batch a dot product.
+    let a = f32s(&[2, 1, 2], &[1., 2., 3., 4.]);
+    let n = node("MatMul", &["a", "b"], &["y"], vec![]);
+    let (m, y) = one(
+        13,
+        n,
+        &[("a", &[2, 1, 2]), ("b", &[2, 2, 1])],
+        vec![],
+        &[a, f32s(&[2, 2, 1], &[1., 1., 2., 0.5])],
+    );
+    assert!(m.text.contains("nn.batch_matmul("), "{}", m.text);
+    close(&y, &[3., 8.]);
+    // Gemm: 2 · Aᵀ · B + 0.5 · C, A given transposed.
+    let at = f32s(&[2, 1], &[1., 2.]);
+    let n = node(
+        "Gemm",
+        &["at", "b", "c"],
+        &["y"],
+        vec![int("transA", 1), float("alpha", 2.), float("beta", 0.5)],
+    );
+    let init = vec![
+        floats("b", &[2, 2], &[1., 0., 0., 1.]),
+        floats("c", &[2], &[2., 4.]),
+    ];
+    let (_, y) = one(13, n, &[("at", &[2, 1])], init, &[at]);
+    close(&y, &[3., 6.]);
+}
+
+#[test]
+fn pools_pad_by_auto_pad_and_round_up_by_ceil_mode() {
+    let x = f32s(&[1, 1, 3, 3], &[1., 2., 3., 4., 5., 6., 7., 8., 9.]);
+    let n = node(
+        "AveragePool",
+        &["x"],
+        &["y"],
+        vec![
+            ints("kernel_shape", &[2, 2]),
+            ints("strides", &[2, 2]),
+            string("auto_pad", "SAME_UPPER"),
+        ],
+    );
+    let (m, y) = one(
+        13,
+        n,
+        &[("x", &[1, 1, 3, 3])],
+        vec![],
+        std::slice::from_ref(&x),
+    );
+    assert_eq!(m.outputs[0].shape, [1, 1, 2, 2]);
+    // Padding excluded from the count: the edge windows average what they cover.
+    close(&y, &[3., 4.5, 7.5, 9.]);
+    let n = node(
+        "MaxPool",
+        &["x"],
+        &["y"],
+        vec![
+            ints("kernel_shape", &[2, 2]),
+            ints("strides", &[2, 2]),
+            int("ceil_mode", 1),
+        ],
+    );
+    let (m, y) = one(13, n, &[("x", &[1, 1, 3, 3])], vec![], &[x]);
+    assert_eq!(m.outputs[0].shape, [1, 1, 2, 2]);
+    close(&y, &[5., 6., 8., 9.]);
+}
+
+#[test]
+fn external_data_is_read_from_a_side_file() {
+    let dir = std::env::temp_dir().join(format!("relay-onnx-external-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let weights: Vec<u8> = [7f32, 1., 2., 3.]
+        .iter()
+        .flat_map(|v| v.to_le_bytes())
+        .collect();
+    std::fs::write(dir.join("w.bin"), &weights).unwrap();
+    let entry = |k: &str, v: &str| StringStringEntryProto {
+        key: k.into(),
+        value: v.into(),
+    };
+    let w = TensorProto {
+        name: "w".into(),
+        dims: vec![3],
+        data_type: data_type::FLOAT,
+        data_location: EXTERNAL,
+        external_data: vec![
+            entry("location", "w.bin"),
+            entry("offset", "4"),
+            entry("length", "12"),
+        ],
+        ..Default::default()
+    };
+    let bytes = model(
+        13,
+        vec![node("Add", &["x", "w"], &["y"], vec![])],
+        vec![info("x", &[3])],
+        vec![info("y", &[3])],
+        vec![w.clone()],
+    );
+    let options = ImportOptions {
+        base_dir: Some(dir.clone()),
+        ..Default::default()
+    };
+    let m = import(&bytes, &options).unwrap();
+    close(&run(&m, &[f32s(&[3], &[1., 1., 1.])]), &[2., 3., 4.]);
+    // A location outside the model's directory, or past the file's end, is an error.
+    for (location, offset) in [("../w.bin", "0"), ("w.bin", "8")] {
+        let mut bad = w.clone();
+        bad.external_data = vec![
+            entry("location", location),
+            entry("offset", offset),
+            entry("length", "12"),
+        ];
+        let bytes = model(
+            13,
+            vec![node("Add", &["x", "w"], &["y"], vec![])],
+            vec![info("x", &[3])],
+            vec![info("y", &[3])],
+            vec![bad],
+        );
+        assert!(
+            matches!(import(&bytes, &options), Err(ImportError::Model(_))),
+            "{location} {offset}"
+        );
+    }
+    std::fs::remove_dir_all(dir).ok();
+}

@@ -1,0 +1,131 @@
+//! ONNX models on the command line: `relayc import MODEL.onnx` writes the imported Relay text
+//! and its initializers as a `.npz`; `relayc run MODEL.onnx` imports first and runs the text
+//! with the initializers bound as constants, taking `--input` by ONNX input name.
+
+use std::path::{Path, PathBuf};
+
+use relay_onnx::{ImportOptions, Imported};
+use relay_runtime::NDArray;
+
+use crate::Exit;
+use crate::diagnostics::{report_diagnostic, report_error};
+
+/// `relayc import`'s arguments.
+#[derive(Debug, clap::Args)]
+pub struct ImportArgs {
+    /// The ONNX model.
+    #[arg(value_name = "MODEL.onnx")]
+    pub file: PathBuf,
+    /// Writes the Relay text here (default: MODEL.relay next to the model).
+    #[arg(short, long, value_name = "OUT.relay")]
+    pub output: Option<PathBuf>,
+    /// Writes the initializers here, by parameter name, for `relayc run --params` (default:
+    /// MODEL.npz next to the output).
+    #[arg(long, value_name = "WEIGHTS.npz")]
+    pub params_out: Option<PathBuf>,
+    /// Fixes the shape of an input (by its ONNX name), replacing symbolic or unknown
+    /// dimensions: `--input-shape input=1,3,224,224`; may be repeated.
+    #[arg(long, value_name = "NAME=D0,D1,...", value_parser = parse_shape)]
+    pub input_shape: Vec<(String, Vec<i64>)>,
+}
+
+/// `NAME=D0,D1,...`.
+pub fn parse_shape(text: &str) -> Result<(String, Vec<i64>), String> {
+    let (name, dims) = text
+        .split_once('=')
+        .ok_or_else(|| format!("expected NAME=D0,D1,..., got `{text}`"))?;
+    let dims = if dims.is_empty() {
+        Vec::new()
+    } else {
+        dims.split(',')
+            .map(|d| {
+                d.trim()
+                    .parse::<i64>()
+                    .ok()
+                    .filter(|&d| d >= 0)
+                    .ok_or_else(|| format!("dimension `{d}` in `{text}`"))
+            })
+            .collect::<Result<_, _>>()?
+    };
+    Ok((name.to_string(), dims))
+}
+
+/// Whether `file` is an ONNX model (by its extension).
+pub fn is_onnx(file: &Path) -> bool {
+    file.extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("onnx"))
+}
+
+/// Imports `file`, reporting failure on stderr.
+pub fn load(file: &Path, input_shapes: &[(String, Vec<i64>)]) -> Option<Imported> {
+    let bytes = match std::fs::read(file) {
+        Ok(bytes) => bytes,
+        Err(err) => {
+            report_error(format_args!("cannot read `{}`: {err}", file.display()));
+            return None;
+        }
+    };
+    let options = ImportOptions {
+        base_dir: file.parent().map(Path::to_path_buf),
+        input_shapes: input_shapes.to_vec(),
+    };
+    match relay_onnx::import(&bytes, &options) {
+        Ok(imported) => Some(imported),
+        Err(err) => {
+            report_diagnostic(&err);
+            None
+        }
+    }
+}
+
+/// `relayc import MODEL.onnx ...`.
+pub fn import(args: &ImportArgs) -> Exit {
+    let Some(imported) = load(&args.file, &args.input_shape) else {
+        return Exit::UserError;
+    };
+    let output = args
+        .output
+        .clone()
+        .unwrap_or_else(|| args.file.with_extension("relay"));
+    let params_out = args
+        .params_out
+        .clone()
+        .unwrap_or_else(|| output.with_extension("npz"));
+    if let Err(err) = std::fs::write(&output, &imported.text) {
+        report_error(format_args!("cannot write `{}`: {err}", output.display()));
+        return Exit::UserError;
+    }
+    let entries: Vec<(String, &NDArray)> = imported
+        .params
+        .iter()
+        .map(|(n, a)| (n.clone(), a))
+        .collect();
+    if let Err(err) = relay_runtime::npy::write_npz_file(&params_out, &entries) {
+        report_error(format_args!(
+            "cannot write `{}`: {err}",
+            params_out.display()
+        ));
+        return Exit::UserError;
+    }
+    eprintln!(
+        "wrote {} ({} inputs, {} outputs) and {} ({} initializers); run it with `relayc run {} --params {}`",
+        output.display(),
+        imported.inputs.len(),
+        imported.outputs.len(),
+        params_out.display(),
+        imported.params.len(),
+        output.display(),
+        params_out.display()
+    );
+    Exit::Success
+}
+
+/// The Relay parameter an `--input` name given for an imported model means: an ONNX input
+/// name (or already the Relay one).
+pub fn relay_input_name<'a>(imported: &'a Imported, name: &'a str) -> &'a str {
+    imported
+        .inputs
+        .iter()
+        .find(|p| p.onnx_name == name)
+        .map_or(name, |p| p.relay_name.as_str())
+}

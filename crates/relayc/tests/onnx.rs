@@ -1,0 +1,127 @@
+//! ONNX models through the `relayc` binary: `import` writes text that checks and weights that
+//! bind; `run MODEL.onnx` and `build MODEL.onnx` import first and compute what the imported
+//! text computes with its weights, which is ONNX Runtime's answer; bad files are errors.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use relay_runtime::npy::read_npy_file;
+
+/// The importer's test data: the model zoo's MNIST CNN, its input and ONNX Runtime's output.
+fn data(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../relay-onnx/tests/data")
+        .join(name)
+}
+
+fn relayc(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_relayc"))
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+fn ok(out: &Output) {
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// A scratch directory for one test.
+fn scratch(test: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("relayc-onnx-{}-{test}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn values(path: &Path) -> Vec<f64> {
+    read_npy_file(path).unwrap().to_f64_vec()
+}
+
+#[test]
+fn import_run_and_build_agree_with_onnx_runtime() {
+    let dir = scratch("mnist");
+    let (model, input) = (data("mnist.onnx"), data("mnist_input.npy"));
+    let (model, input) = (
+        model.to_str().unwrap(),
+        format!("input={}", input.display()),
+    );
+    let p = |name: &str| dir.join(name).to_str().unwrap().to_string();
+    ok(&relayc(&[
+        "import",
+        model,
+        "-o",
+        &p("m.relay"),
+        "--params-out",
+        &p("m.npz"),
+    ]));
+    ok(&relayc(&["check", &p("m.relay")]));
+    ok(&relayc(&[
+        "run",
+        model,
+        "--input",
+        &input,
+        "--output",
+        &p("direct.npy"),
+    ]));
+    ok(&relayc(&[
+        "run",
+        &p("m.relay"),
+        "--params",
+        &p("m.npz"),
+        "--input",
+        &input,
+        "--output",
+        &p("text.npy"),
+    ]));
+    ok(&relayc(&["build", model, "-o", &p("m.ro")]));
+    ok(&relayc(&[
+        "run",
+        &p("m.ro"),
+        "--input",
+        &input,
+        "--output",
+        &p("ro.npy"),
+    ]));
+    let direct = values(Path::new(&p("direct.npy")));
+    assert_eq!(
+        direct,
+        values(Path::new(&p("text.npy"))),
+        "run MODEL.onnx = the imported text"
+    );
+    assert_eq!(
+        direct,
+        values(Path::new(&p("ro.npy"))),
+        "build MODEL.onnx = run MODEL.onnx"
+    );
+    let want = values(&data("mnist_expected.npy"));
+    for (g, w) in direct.iter().zip(&want) {
+        assert!(
+            (g - w).abs() <= 1e-4 * w.abs().max(1.0),
+            "{direct:?}\n{want:?}"
+        );
+    }
+    std::fs::remove_dir_all(dir).ok();
+}
+
+#[test]
+fn a_file_that_is_not_a_model_is_an_error() {
+    let dir = scratch("bad");
+    let bad = dir.join("bad.onnx");
+    std::fs::write(&bad, b"\xff\xff\xff garbage").unwrap();
+    for command in ["import", "run", "build"] {
+        let out = relayc(&[command, bad.to_str().unwrap()]);
+        assert_eq!(out.status.code(), Some(1), "{command}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains("not an ONNX model"), "{command}: {stderr}");
+    }
+    // Truncated: the first half of a real model.
+    let bytes = std::fs::read(data("mnist.onnx")).unwrap();
+    let half = dir.join("half.onnx");
+    std::fs::write(&half, &bytes[..bytes.len() / 2]).unwrap();
+    let out = relayc(&["import", half.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1));
+    std::fs::remove_dir_all(dir).ok();
+}
