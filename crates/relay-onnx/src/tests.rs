@@ -680,3 +680,223 @@ fn external_data_is_read_from_a_side_file() {
     }
     std::fs::remove_dir_all(dir).ok();
 }
+
+#[test]
+fn comparisons_select_and_logic() {
+    let (x, y) = (
+        f32s(&[4], &[1., 5., 3., -2.]),
+        f32s(&[4], &[2., 4., 3., -1.]),
+    );
+    let nodes = vec![
+        node("Less", &["x", "y"], &["c"], vec![]),
+        node("Where", &["c", "x", "y"], &["m"], vec![]),
+        node("Equal", &["x", "y"], &["e"], vec![]),
+        node("Not", &["e"], &["ne"], vec![]),
+        node("And", &["ne", "c"], &["both"], vec![]),
+        node("Where", &["both", "m", "y"], &["z"], vec![]),
+    ];
+    let bytes = model(
+        13,
+        nodes,
+        vec![info("x", &[4]), info("y", &[4])],
+        vec![info("z", &[4])],
+        vec![],
+    );
+    let m = import(&bytes, &ImportOptions::default()).unwrap();
+    // min(x, y) where x < y (and not equal), else y.
+    close(&run(&m, &[x, y]), &[1., 4., 3., -2.]);
+}
+
+#[test]
+fn activations_compute_their_onnx_definitions() {
+    let xs = [-2.0f32, -0.5, 0.0, 0.7, 3.0];
+    let x = f32s(&[5], &xs);
+    let erf = |v: f64| {
+        // Abramowitz–Stegun 7.1.26 is not exact enough; integrate instead (Simpson, fine).
+        let n = 2000;
+        let h = v / n as f64;
+        let f = |t: f64| (-t * t).exp();
+        let s: f64 = (0..=n)
+            .map(|i| {
+                let w = if i == 0 || i == n {
+                    1.0
+                } else if i % 2 == 1 {
+                    4.0
+                } else {
+                    2.0
+                };
+                w * f(i as f64 * h)
+            })
+            .sum();
+        s * h / 3.0 * 2.0 / std::f64::consts::PI.sqrt()
+    };
+    type Def = (
+        &'static str,
+        Vec<AttributeProto>,
+        fn(f64, &dyn Fn(f64) -> f64) -> f64,
+    );
+    let cases: Vec<Def> = vec![
+        ("LeakyRelu", vec![float("alpha", 0.1)], |v, _| {
+            if v < 0. { 0.1 * v } else { v }
+        }),
+        ("Elu", vec![float("alpha", 2.0)], |v, _| {
+            if v < 0. { 2.0 * (v.exp() - 1.) } else { v }
+        }),
+        ("HardSigmoid", vec![], |v, _| (0.2 * v + 0.5).clamp(0., 1.)),
+        ("HardSwish", vec![], |v, _| v * (v / 6. + 0.5).clamp(0., 1.)),
+        ("Softsign", vec![], |v, _| v / (1. + v.abs())),
+        ("Gelu", vec![], |v, erf| {
+            0.5 * v * (1. + erf(v / 2f64.sqrt()))
+        }),
+        ("Selu", vec![], |v, _| {
+            1.050_701
+                * if v <= 0. {
+                    1.673_263_2 * (v.exp() - 1.)
+                } else {
+                    v
+                }
+        }),
+    ];
+    for (op, attrs, def) in cases {
+        let (m, y) = one(
+            20,
+            node(op, &["x"], &["y"], attrs),
+            &[("x", &[5])],
+            vec![],
+            std::slice::from_ref(&x),
+        );
+        let want: Vec<f64> = xs.iter().map(|&v| def(f64::from(v), &erf)).collect();
+        for (g, w) in y.iter().zip(&want) {
+            assert!(
+                (g - w).abs() <= 1e-5 * w.abs().max(1.0),
+                "{op}: {y:?} vs {want:?}\n{}",
+                m.text
+            );
+        }
+    }
+    let (_, y) = one(
+        13,
+        node("PRelu", &["x", "s"], &["y"], vec![]),
+        &[("x", &[5])],
+        vec![floats("s", &[1], &[0.25])],
+        &[x],
+    );
+    close(&y, &[-0.5, -0.125, 0., 0.7, 3.]);
+}
+
+#[test]
+fn slices_splits_pads_and_tiles() {
+    let x = f32s(&[2, 4], &[0., 1., 2., 3., 4., 5., 6., 7.]);
+    // Columns 1.. by 2, ends past the end clamped; rows from -1.
+    let init = vec![
+        int64s("st", &[-1, 1]),
+        int64s("en", &[100, 100]),
+        int64s("ax", &[0, 1]),
+        int64s("sp", &[1, 2]),
+    ];
+    let n = node("Slice", &["x", "st", "en", "ax", "sp"], &["y"], vec![]);
+    let (m, y) = one(13, n, &[("x", &[2, 4])], init, std::slice::from_ref(&x));
+    assert_eq!(m.outputs[0].shape, [1, 2]);
+    close(&y, &[5., 7.]);
+    let nodes = vec![
+        node("Split", &["x", "sz"], &["a", "b"], vec![int("axis", 1)]),
+        node("Tile", &["a", "r"], &["t"], vec![]),
+        node("Sub", &["b", "t"], &["y"], vec![]),
+    ];
+    let bytes = model(
+        13,
+        nodes,
+        vec![info("x", &[2, 4])],
+        vec![info("y", &[2, 3])],
+        vec![int64s("sz", &[1, 3]), int64s("r", &[1, 3])],
+    );
+    let m = import(&bytes, &ImportOptions::default()).unwrap();
+    close(
+        &run(&m, std::slice::from_ref(&x)),
+        &[1., 2., 3., 1., 2., 3.],
+    );
+    let n = node("Pad", &["x", "p", "v"], &["y"], vec![]);
+    let init = vec![int64s("p", &[0, 1, 1, 0]), floats("v", &[], &[9.])];
+    let (m, y) = one(13, n, &[("x", &[2, 4])], init, std::slice::from_ref(&x));
+    assert_eq!(m.outputs[0].shape, [3, 5]);
+    close(
+        &y,
+        &[9., 0., 1., 2., 3., 9., 4., 5., 6., 7., 9., 9., 9., 9., 9.],
+    );
+}
+
+#[test]
+fn constants_known_at_import_and_index_reductions() {
+    let x = f32s(&[2, 3], &[3., 1., 2., -1., 5., 5.]);
+    let nodes = vec![
+        node("Size", &["x"], &["n"], vec![]),
+        node(
+            "Cast",
+            &["n"],
+            &["nf"],
+            vec![int("to", i64::from(data_type::FLOAT))],
+        ),
+        node("Range", &["zero", "nf", "one"], &["r"], vec![]),
+        node("ReduceSum", &["r"], &["s"], vec![int("keepdims", 0)]),
+        node("Add", &["x", "s"], &["y"], vec![]),
+    ];
+    let init = vec![floats("zero", &[], &[0.]), floats("one", &[], &[1.])];
+    let bytes = model(
+        13,
+        nodes,
+        vec![info("x", &[2, 3])],
+        vec![info("y", &[2, 3])],
+        init,
+    );
+    // Size 6 → float 6 is computed, not a constant: Range needs constants, so this is an error.
+    assert!(import(&bytes, &ImportOptions::default()).is_err());
+    let n = node(
+        "ArgMax",
+        &["x"],
+        &["y"],
+        vec![int("axis", 1), int("keepdims", 0)],
+    );
+    let (m, y) = one(13, n, &[("x", &[2, 3])], vec![], std::slice::from_ref(&x));
+    assert_eq!(
+        (m.outputs[0].dtype, m.outputs[0].shape.as_slice()),
+        (DType::I64, &[2][..])
+    );
+    close(&y, &[0., 1.]);
+    let n = node(
+        "ReduceLogSumExp",
+        &["x"],
+        &["y"],
+        vec![ints("axes", &[1]), int("keepdims", 0)],
+    );
+    let (_, y) = one(13, n, &[("x", &[2, 3])], vec![], std::slice::from_ref(&x));
+    let lse = |v: &[f64]| v.iter().map(|x| x.exp()).sum::<f64>().ln();
+    close(&y, &[lse(&[3., 1., 2.]), lse(&[-1., 5., 5.])]);
+    let n = node(
+        "ConstantOfShape",
+        &["s"],
+        &["c"],
+        vec![AttributeProto {
+            name: "value".into(),
+            r#type: attribute_type::TENSOR,
+            t: Some(floats("", &[1], &[2.5])),
+            ..Default::default()
+        }],
+    );
+    let nodes = vec![
+        n,
+        node("Mul", &["x", "c"], &["y"], vec![]),
+        node("LogSoftmax", &["y"], &["z"], vec![int("axis", -1)]),
+    ];
+    let bytes = model(
+        13,
+        nodes,
+        vec![info("x", &[2, 3])],
+        vec![info("z", &[2, 3])],
+        vec![int64s("s", &[2, 3])],
+    );
+    let m = import(&bytes, &ImportOptions::default()).unwrap();
+    let y = run(&m, &[x]);
+    let row = [7.5f64, 2.5, 5.0];
+    let want: Vec<f64> = row.iter().map(|v| v - lse(&row)).collect();
+    close(&y[..3], &want);
+}

@@ -76,6 +76,10 @@ pub(super) fn unary(g: &mut Graph, node: &NodeProto) -> Result<Value, String> {
                 "Neg" => "negative",
                 "Abs" => "abs",
                 "Floor" => "floor",
+                "Sign" => "sign",
+                "Sin" => "sin",
+                "Cos" => "cos",
+                "Tan" => "tan",
                 _ => "ceil",
             };
             format!("{f}({})", x.expr)
@@ -125,4 +129,68 @@ pub(super) fn cast(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<Val
         crate::tensor::dtype(to as i32).ok_or_else(|| format!("Cast to element type {to}"))?;
     let shape = x.shape.clone();
     Ok(g.bind(format!("cast({}, dtype=\"{dtype}\")", x.expr), shape, dtype))
+}
+
+/// The comparisons (`Equal`, `Less`, ...) and logic (`And`, `Or`, `Xor`, `Not`): `bool`
+/// results, numpy broadcasting.
+pub(super) fn predicate(g: &mut Graph, node: &NodeProto) -> Result<Value, String> {
+    let x = g.input(node, 0)?;
+    if node.op_type == "Not" {
+        let shape = x.shape.clone();
+        return Ok(g.bind(
+            format!("logical_not({})", x.expr),
+            shape,
+            relay_runtime::DType::BOOL,
+        ));
+    }
+    let y = g.input(node, 1)?;
+    if x.dtype != y.dtype {
+        return Err(format!("operands of {} and {}", x.dtype, y.dtype));
+    }
+    let op = match node.op_type.as_str() {
+        "Equal" => "equal",
+        "Less" => "less",
+        "LessOrEqual" => "less_equal",
+        "Greater" => "greater",
+        "GreaterOrEqual" => "greater_equal",
+        "And" => "logical_and",
+        "Or" => "logical_or",
+        _ => "logical_xor",
+    };
+    let shape = broadcast(&x.shape, &y.shape)?;
+    Ok(g.bind(
+        format!("{op}({}, {})", x.expr, y.expr),
+        shape,
+        relay_runtime::DType::BOOL,
+    ))
+}
+
+/// `Where(cond, x, y)`, broadcasting all three.
+pub(super) fn select(g: &mut Graph, node: &NodeProto) -> Result<Value, String> {
+    let (c, x, y) = (g.input(node, 0)?, g.input(node, 1)?, g.input(node, 2)?);
+    if c.dtype != relay_runtime::DType::BOOL || x.dtype != y.dtype {
+        return Err(format!("Where of {}, {} and {}", c.dtype, x.dtype, y.dtype));
+    }
+    let shape = broadcast(&broadcast(&c.shape, &x.shape)?, &y.shape)?;
+    Ok(g.bind(
+        format!("where({}, {}, {})", c.expr, x.expr, y.expr),
+        shape,
+        x.dtype,
+    ))
+}
+
+/// `Mean` of any number of inputs: their sum divided by their count.
+pub(super) fn mean(g: &mut Graph, node: &NodeProto) -> Result<Value, String> {
+    let mut sum = NodeProto {
+        op_type: "Sum".into(),
+        ..node.clone()
+    };
+    sum.output.clear();
+    let total = variadic(g, &sum)?;
+    if !total.dtype.is_float() {
+        return Err(format!("Mean of {}", total.dtype));
+    }
+    let n = float_text(node.input.len() as f64, total.dtype);
+    let shape = total.shape.clone();
+    Ok(g.bind(format!("divide({}, {n})", total.expr), shape, total.dtype))
 }

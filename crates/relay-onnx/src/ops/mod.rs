@@ -1,9 +1,11 @@
 //! ONNX operators as Relay calls, by family: elementwise arithmetic and activations
 //! ([`elementwise`]), neural-network layers ([`nn`]), shapes and layout ([`shape`]).
 
+mod activation;
 mod elementwise;
 mod nn;
 mod shape;
+mod slice;
 
 use relay_runtime::DType;
 
@@ -19,8 +21,22 @@ pub(crate) fn convert(g: &mut Graph, node: &NodeProto) -> Result<Vec<Value>, Str
             one(elementwise::variadic(g, node)?)
         }
         "Relu" | "Sigmoid" | "Tanh" | "Erf" | "Exp" | "Log" | "Sqrt" | "Neg" | "Abs" | "Floor"
-        | "Ceil" | "Reciprocal" => one(elementwise::unary(g, node)?),
+        | "Ceil" | "Reciprocal" | "Sign" | "Sin" | "Cos" | "Tan" => {
+            one(elementwise::unary(g, node)?)
+        }
         "Identity" | "Dropout" => one(g.input(node, 0)?),
+        "Mean" => one(elementwise::mean(g, node)?),
+        "Equal" | "Less" | "LessOrEqual" | "Greater" | "GreaterOrEqual" | "And" | "Or" | "Xor"
+        | "Not" => one(elementwise::predicate(g, node)?),
+        "Where" => one(elementwise::select(g, node)?),
+        "LeakyRelu" | "PRelu" | "Elu" | "Selu" | "HardSigmoid" | "HardSwish" | "Softsign"
+        | "Gelu" => one(activation::activation(g, node, &a)?),
+        "Slice" => one(slice::slice(g, node, &a)?),
+        "Split" => slice::split(g, node, &a),
+        "Pad" => one(slice::pad(g, node, &a)?),
+        "Tile" => one(slice::tile(g, node)?),
+        "Range" | "ConstantOfShape" | "Size" => one(slice::known(g, node, &a)?),
+        "ArgMax" | "ArgMin" => one(nn::arg(g, node, &a)?),
         "Clip" => one(elementwise::clip(g, node, &a)?),
         "Cast" => one(elementwise::cast(g, node, &a)?),
         "Conv" => one(nn::conv(g, node, &a)?),
@@ -28,7 +44,7 @@ pub(crate) fn convert(g: &mut Graph, node: &NodeProto) -> Result<Vec<Value>, Str
         "GlobalAveragePool" | "GlobalMaxPool" => one(nn::global_pool(g, node)?),
         "BatchNormalization" => one(nn::batch_norm(g, node, &a)?),
         "LayerNormalization" => one(nn::layer_norm(g, node, &a)?),
-        "Softmax" => one(nn::softmax(g, node, &a)?),
+        "Softmax" | "LogSoftmax" => one(nn::softmax(g, node, &a)?),
         "MatMul" => one(nn::matmul(g, node)?),
         "Gemm" => one(nn::gemm(g, node, &a)?),
         "Reshape" => one(shape::reshape(g, node)?),
@@ -40,7 +56,10 @@ pub(crate) fn convert(g: &mut Graph, node: &NodeProto) -> Result<Vec<Value>, Str
         "Expand" => one(shape::expand(g, node)?),
         "Constant" => one(shape::constant(g, node, &a)?),
         "Shape" => one(shape::shape_of(g, node)?),
-        "ReduceMean" | "ReduceSum" | "ReduceMax" | "ReduceMin" => one(shape::reduce(g, node, &a)?),
+        "ReduceMean" | "ReduceSum" | "ReduceMax" | "ReduceMin" | "ReduceProd" | "ReduceL1"
+        | "ReduceL2" | "ReduceSumSquare" | "ReduceLogSum" | "ReduceLogSumExp" => {
+            one(shape::reduce(g, node, &a)?)
+        }
         other => Err(format!("operator `{other}` is not supported")),
     }
 }

@@ -211,8 +211,8 @@ pub(super) fn layer_norm(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Resu
     Ok(g.bind(call, shape, x.dtype))
 }
 
-/// `Softmax`: along `axis` from opset 13; before, over the flattened trailing axes, which is
-/// the last axis alone when `axis` is the last.
+/// `Softmax`, `LogSoftmax`: along `axis` from opset 13; before, over the flattened trailing
+/// axes, which is the last axis alone when `axis` is the last.
 pub(super) fn softmax(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<Value, String> {
     let x = g.input(node, 0)?;
     let rank = x.shape.len();
@@ -220,12 +220,49 @@ pub(super) fn softmax(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<
     let k = axis(a.int("axis", default)?, rank)?;
     if g.opset < 13 && k != rank - 1 {
         return Err(format!(
-            "Softmax of opset {} over axes {k}.. is not supported",
-            g.opset
+            "{} of opset {} over axes {k}.. is not supported",
+            node.op_type, g.opset
         ));
     }
+    let f = if node.op_type == "Softmax" {
+        "nn.softmax"
+    } else {
+        "nn.log_softmax"
+    };
     let shape = x.shape.clone();
-    Ok(g.bind(format!("nn.softmax({}, axis={k})", x.expr), shape, x.dtype))
+    Ok(g.bind(format!("{f}({}, axis={k})", x.expr), shape, x.dtype))
+}
+
+/// `ArgMax`, `ArgMin` along `axis` (the first index of the extreme): `int64` indices.
+pub(super) fn arg(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<Value, String> {
+    let x = g.input(node, 0)?;
+    if a.int("select_last_index", 0)? != 0 {
+        return Err("select_last_index is not supported".into());
+    }
+    let k = axis(a.int("axis", 0)?, x.shape.len())?;
+    let keep = a.int("keepdims", 1)? != 0;
+    let mut shape = x.shape.clone();
+    if keep {
+        shape[k] = 1;
+    } else {
+        shape.remove(k);
+    }
+    let f = if node.op_type == "ArgMax" {
+        "argmax"
+    } else {
+        "argmin"
+    };
+    let keep = if keep { "True" } else { "False" };
+    let i = g.bind(
+        format!("{f}({}, axis=[{k}], keepdims={keep})", x.expr),
+        shape.clone(),
+        relay_runtime::DType::I32,
+    );
+    Ok(g.bind(
+        format!("cast({}, dtype=\"int64\")", i.expr),
+        shape,
+        relay_runtime::DType::I64,
+    ))
 }
 
 /// Constant `w` (`k × n`) transposed into a new constant `n × k`, for `nn.dense`.

@@ -235,6 +235,7 @@ pub(super) fn shape_of(g: &mut Graph, node: &NodeProto) -> Result<Value, String>
 pub(super) fn reduce(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<Value, String> {
     let x = g.input(node, 0)?;
     let rank = x.shape.len();
+    // The axes moved from an attribute to an input: ReduceSum at opset 13, the others at 18.
     let input_axes = if node.op_type == "ReduceSum" { 13 } else { 18 };
     let axes = if g.opset >= input_axes {
         match g.optional_input(node, 1)? {
@@ -257,18 +258,26 @@ pub(super) fn reduce(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<V
             (false, _) => Some(x.shape[i]),
         })
         .collect();
-    let f = match node.op_type.as_str() {
-        "ReduceMean" => "mean",
-        "ReduceSum" => "sum",
-        "ReduceMax" => "max",
-        _ => "min",
-    };
     let axes: Vec<i64> = axes.iter().map(|&k| k as i64).collect();
-    let call = format!(
-        "{f}({}, axis={}, keepdims={})",
-        x.expr,
-        list(&axes),
-        if keep { "True" } else { "False" }
-    );
+    let over = |f: &str, e: &str| {
+        format!(
+            "{f}({e}, axis={}, keepdims={})",
+            list(&axes),
+            if keep { "True" } else { "False" }
+        )
+    };
+    let e = x.expr.as_str();
+    let call = match node.op_type.as_str() {
+        "ReduceMean" => over("mean", e),
+        "ReduceSum" => over("sum", e),
+        "ReduceMax" => over("max", e),
+        "ReduceMin" => over("min", e),
+        "ReduceProd" => over("prod", e),
+        "ReduceL2" => format!("sqrt({})", over("sum", &format!("multiply({e}, {e})"))),
+        "ReduceL1" => over("sum", &format!("abs({e})")),
+        "ReduceSumSquare" => over("sum", &format!("multiply({e}, {e})")),
+        "ReduceLogSum" => format!("log({})", over("sum", e)),
+        _ => format!("log({})", over("sum", &format!("exp({e})"))),
+    };
     Ok(g.bind(call, shape, x.dtype))
 }

@@ -1,0 +1,242 @@
+//! Cutting and tiling: `Slice` (`strided_slice`, with ONNX's clamping of starts and ends),
+//! `Split` (a tuple, one output each), `Pad` (constant mode), `Tile`; and values known at
+//! import — `Range`, `ConstantOfShape`, `Size` — as constants.
+
+use relay_runtime::{DType, NDArray};
+
+use super::{Attrs, axis, floats_of, ints_of, list};
+use crate::graph::{Graph, Value};
+use crate::proto::NodeProto;
+
+/// Integers from attribute `name` (before `opset`) or constant input `input` (from it).
+fn ints_from(
+    g: &Graph,
+    node: &NodeProto,
+    a: &Attrs<'_>,
+    name: &str,
+    input: usize,
+    opset: i64,
+) -> Result<Option<Vec<i64>>, String> {
+    if g.opset < opset {
+        return a.ints(name);
+    }
+    match g.optional_input(node, input)? {
+        None => Ok(None),
+        Some(v) => ints_of(&v)
+            .map(Some)
+            .ok_or_else(|| format!("{name} are not a constant")),
+    }
+}
+
+/// `Slice`.
+pub(super) fn slice(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<Value, String> {
+    let x = g.input(node, 0)?;
+    let rank = x.shape.len();
+    let starts = ints_from(g, node, a, "starts", 1, 10)?.ok_or("starts are required")?;
+    let ends = ints_from(g, node, a, "ends", 2, 10)?.ok_or("ends are required")?;
+    let axes = match ints_from(g, node, a, "axes", 3, 10)? {
+        Some(axes) => axes
+            .iter()
+            .map(|&k| axis(k, rank))
+            .collect::<Result<Vec<_>, _>>()?,
+        None => (0..starts.len()).collect(),
+    };
+    let steps = ints_from(g, node, a, "steps", 4, 10)?.unwrap_or_else(|| vec![1; starts.len()]);
+    if [ends.len(), axes.len(), steps.len()]
+        .iter()
+        .any(|&n| n != starts.len())
+        || steps.contains(&0)
+    {
+        return Err("starts, ends, axes and steps disagree".into());
+    }
+    let (mut begin, mut end, mut stride) = (
+        (0..rank).map(|_| 0).collect::<Vec<i64>>(),
+        x.shape.clone(),
+        vec![1i64; rank],
+    );
+    let mut shape = x.shape.clone();
+    for (((&k, &s), &e), &st) in axes.iter().zip(&starts).zip(&ends).zip(&steps) {
+        let n = x.shape[k];
+        // ONNX's clamping: negative indices count from the end; a forward slice clamps to
+        // [0, n], a backward one to [-1, n - 1].
+        let fix = |v: i64| if v < 0 { v.saturating_add(n) } else { v };
+        let (lo, hi) = if st > 0 { (0, n) } else { (-1, n - 1) };
+        let (b, e) = (fix(s).clamp(lo, hi), fix(e).clamp(lo, hi));
+        shape[k] = if st > 0 {
+            ((e - b).max(0) + st - 1) / st
+        } else {
+            ((b - e).max(0) + (-st) - 1) / (-st)
+        };
+        begin[k] = b;
+        end[k] = e;
+        stride[k] = st;
+    }
+    if stride.iter().any(|&s| s < 0) {
+        return Err("Slice with negative steps is not supported".into());
+    }
+    let call = format!(
+        "strided_slice({}, begin={}, end={}, strides={}, axes=None)",
+        x.expr,
+        list(&begin),
+        list(&end),
+        list(&stride)
+    );
+    Ok(g.bind(call, shape, x.dtype))
+}
+
+/// `Split` along `axis`, by sizes (attribute before opset 13, else input) or evenly.
+pub(super) fn split(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<Vec<Value>, String> {
+    let x = g.input(node, 0)?;
+    let k = axis(a.int("axis", 0)?, x.shape.len())?;
+    let n = x.shape[k];
+    let parts = node.output.len().max(1) as i64;
+    let sizes = match ints_from(g, node, a, "split", 1, 13)? {
+        Some(s) => s,
+        None if n % parts == 0 => vec![n / parts; parts as usize],
+        None => return Err(format!("{n} does not split into {parts} equal parts")),
+    };
+    if sizes.iter().sum::<i64>() != n
+        || sizes.len() != node.output.len()
+        || sizes.iter().any(|&s| s < 0)
+    {
+        return Err(format!(
+            "split sizes {sizes:?} for {n} elements into {} outputs",
+            node.output.len()
+        ));
+    }
+    let mut at = 0;
+    let cuts: Vec<i64> = sizes[..sizes.len() - 1]
+        .iter()
+        .map(|s| {
+            at += s;
+            at
+        })
+        .collect();
+    let tuple = g.bind(
+        format!(
+            "split({}, indices_or_sections={}, axis={k})",
+            x.expr,
+            list(&cuts)
+        ),
+        vec![],
+        x.dtype,
+    );
+    Ok(sizes
+        .iter()
+        .enumerate()
+        .map(|(i, &s)| {
+            let mut shape = x.shape.clone();
+            shape[k] = s;
+            g.bind(format!("{}.{i}", tuple.expr), shape, x.dtype)
+        })
+        .collect())
+}
+
+/// `Pad` in constant mode.
+pub(super) fn pad(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<Value, String> {
+    let x = g.input(node, 0)?;
+    let rank = x.shape.len();
+    if a.string("mode", "constant")? != "constant" {
+        return Err("Pad modes other than constant are not supported".into());
+    }
+    let pads = ints_from(g, node, a, "pads", 1, 11)?.ok_or("pads are required")?;
+    if pads.len() != 2 * rank || pads.iter().any(|&p| p < 0) {
+        return Err(format!(
+            "pads {pads:?} for rank {rank} (negative pads are not supported)"
+        ));
+    }
+    let value = if g.opset < 11 {
+        f64::from(a.float("value", 0.0)?)
+    } else {
+        match g.optional_input(node, 2)? {
+            None => 0.0,
+            Some(v) => floats_of(&v)
+                .and_then(|f| f.first().copied())
+                .ok_or("the pad value is not a constant")?,
+        }
+    };
+    let width: Vec<String> = (0..rank)
+        .map(|d| list(&[pads[d], pads[d + rank]]))
+        .collect();
+    let shape = (0..rank)
+        .map(|d| x.shape[d] + pads[d] + pads[d + rank])
+        .collect();
+    let v = if x.dtype.is_float() {
+        super::float_text(value, x.dtype)
+    } else {
+        format!("{}{}", value as i64, int_suffix(x.dtype))
+    };
+    Ok(g.bind(
+        format!("nn.pad({}, {v}, pad_width=[{}])", x.expr, width.join(", ")),
+        shape,
+        x.dtype,
+    ))
+}
+
+/// The literal suffix of an integer dtype.
+fn int_suffix(d: DType) -> String {
+    let code = if d.is_int() { "i" } else { "u" };
+    format!("{code}{}", d.bits)
+}
+
+/// `Tile` by constant repeats.
+pub(super) fn tile(g: &mut Graph, node: &NodeProto) -> Result<Value, String> {
+    let x = g.input(node, 0)?;
+    let reps = ints_of(&g.input(node, 1)?).ok_or("the repeats are not a constant")?;
+    if reps.len() != x.shape.len() || reps.iter().any(|&r| r < 0) {
+        return Err(format!("repeats {reps:?} for rank {}", x.shape.len()));
+    }
+    let shape = x.shape.iter().zip(&reps).map(|(d, r)| d * r).collect();
+    Ok(g.bind(
+        format!("tile({}, reps={})", x.expr, list(&reps)),
+        shape,
+        x.dtype,
+    ))
+}
+
+/// `Range`, `ConstantOfShape` and `Size` of constant or static operands: constants.
+pub(super) fn known(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<Value, String> {
+    let name = node.output.first().ok_or("no output")?.clone();
+    let array = match node.op_type.as_str() {
+        "Size" => {
+            let x = g.input(node, 0)?;
+            NDArray::from_i128_slice(
+                DType::I64,
+                &[],
+                &[i128::from(x.shape.iter().product::<i64>())],
+            )
+        }
+        "ConstantOfShape" => {
+            let shape = ints_of(&g.input(node, 0)?).ok_or("the shape is not a constant")?;
+            let (dtype, value) = match a.tensor("value")? {
+                Some(t) => {
+                    let v = crate::tensor::array(t, None).map_err(|e| e.to_string())?;
+                    (v.dtype(), v.to_f64_vec().first().copied().unwrap_or(0.0))
+                }
+                None => (DType::F32, 0.0),
+            };
+            let count = shape.iter().product::<i64>().max(0) as usize;
+            NDArray::from_f64_slice(dtype, &shape, &vec![value; count])
+        }
+        _ => {
+            let v: Vec<Value> = (0..3).map(|i| g.input(node, i)).collect::<Result<_, _>>()?;
+            let f: Vec<f64> = v
+                .iter()
+                .map(|x| {
+                    floats_of(x)
+                        .and_then(|f| f.first().copied())
+                        .ok_or("Range of non-constants")
+                })
+                .collect::<Result<_, _>>()?;
+            let (start, limit, delta) = (f[0], f[1], f[2]);
+            if delta == 0.0 {
+                return Err("Range with delta 0".into());
+            }
+            let n = ((limit - start) / delta).ceil().max(0.0) as usize;
+            let values: Vec<f64> = (0..n).map(|i| start + i as f64 * delta).collect();
+            NDArray::from_f64_slice(v[0].dtype, &[n as i64], &values)
+        }
+    }
+    .map_err(|e| e.to_string())?;
+    Ok(g.constant(&name, array))
+}
