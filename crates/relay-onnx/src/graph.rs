@@ -62,7 +62,15 @@ impl Graph {
             params: Vec::new(),
         };
         let base = options.base_dir.as_deref();
-        let initialized: HashSet<&str> = g.initializer.iter().map(|t| t.name.as_str()).collect();
+        let mut initialized: HashSet<&str> =
+            g.initializer.iter().map(|t| t.name.as_str()).collect();
+        // Inputs given as constants: parameters after the inputs, like the initializers.
+        let frozen: Vec<&(String, NDArray)> = options
+            .constants
+            .iter()
+            .filter(|(name, _)| g.input.iter().any(|vi| vi.name == *name))
+            .collect();
+        initialized.extend(frozen.iter().map(|(name, _)| name.as_str()));
         let mut inputs = Vec::new();
         for vi in g
             .input
@@ -89,6 +97,9 @@ impl Graph {
                 dtype,
                 shape,
             });
+        }
+        for (name, array) in frozen {
+            graph.constant(name, array.clone());
         }
         for t in &g.initializer {
             let array = tensor::array(t, base)?;

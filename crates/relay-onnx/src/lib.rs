@@ -33,6 +33,10 @@ pub struct ImportOptions {
     /// Shapes for graph inputs by ONNX name, replacing their declared ones (which fixes
     /// `dim_param` and unknown dimensions).
     pub input_shapes: Vec<(String, Vec<i64>)>,
+    /// Graph inputs whose values are known at import, by ONNX name: they become constants
+    /// (shapes, axes and bounds given as inputs then fold), and the module is specialized to
+    /// them.
+    pub constants: Vec<(String, NDArray)>,
 }
 
 /// A graph input or output: its ONNX name, its Relay parameter name, dtype and shape.

@@ -56,8 +56,44 @@ pub fn is_onnx(file: &Path) -> bool {
         .is_some_and(|e| e.eq_ignore_ascii_case("onnx"))
 }
 
+/// Imports `file` with the integer and scalar inputs among `inputs` (ONNX names and `.npy`
+/// files) as constants — the shapes, axes, indices and bounds a graph takes as inputs, which
+/// the import then folds — returning the model and the inputs left to bind. Reports failure
+/// on stderr.
+pub fn load_with_inputs(
+    file: &Path,
+    inputs: &[(String, PathBuf)],
+) -> Option<(Imported, Vec<(String, PathBuf)>)> {
+    let mut constants = Vec::new();
+    let mut rest = Vec::new();
+    for (name, path) in inputs {
+        match relay_runtime::npy::read_npy_file(path) {
+            // Integers (shapes, axes, indices) and scalars (bounds, pad values).
+            Ok(array) if array.dtype().is_int() || array.ndim() == 0 => {
+                constants.push((name.clone(), array))
+            }
+            _ => rest.push((name.clone(), path.clone())),
+        }
+    }
+    let imported = import_file(file, &[], constants)?;
+    let rest = rest
+        .into_iter()
+        .map(|(name, path)| (relay_input_name(&imported, &name).to_string(), path))
+        .collect();
+    Some((imported, rest))
+}
+
 /// Imports `file`, reporting failure on stderr.
 pub fn load(file: &Path, input_shapes: &[(String, Vec<i64>)]) -> Option<Imported> {
+    import_file(file, input_shapes, Vec::new())
+}
+
+/// Imports `file` with these options, reporting failure on stderr.
+fn import_file(
+    file: &Path,
+    input_shapes: &[(String, Vec<i64>)],
+    constants: Vec<(String, NDArray)>,
+) -> Option<Imported> {
     let bytes = match std::fs::read(file) {
         Ok(bytes) => bytes,
         Err(err) => {
@@ -68,6 +104,7 @@ pub fn load(file: &Path, input_shapes: &[(String, Vec<i64>)]) -> Option<Imported
     let options = ImportOptions {
         base_dir: file.parent().map(Path::to_path_buf),
         input_shapes: input_shapes.to_vec(),
+        constants,
     };
     match relay_onnx::import(&bytes, &options) {
         Ok(imported) => Some(imported),

@@ -165,15 +165,16 @@ pub fn run(args: &RunArgs) -> Exit {
         return run_executable(args, output_kind);
     }
 
-    // An ONNX model is imported first; its initializers are bound as `--params` entries and
-    // `--input` takes its inputs' ONNX names.
-    let imported = if crate::onnx::is_onnx(&args.file) {
-        match crate::onnx::load(&args.file, &[]) {
-            Some(imported) => Some(imported),
+    // An ONNX model is imported first; its initializers are bound as `--params` entries,
+    // `--input` takes its inputs' ONNX names, and integer inputs (shapes, axes, indices)
+    // are constants of the import.
+    let (imported, renamed) = if crate::onnx::is_onnx(&args.file) {
+        match crate::onnx::load_with_inputs(&args.file, &args.inputs) {
+            Some((imported, rest)) => (Some(imported), rest),
             None => return Exit::UserError,
         }
     } else {
-        None
+        (None, args.inputs.clone())
     };
     let module = match &imported {
         Some(imported) => imported.module.clone(),
@@ -182,16 +183,6 @@ pub fn run(args: &RunArgs) -> Exit {
             None => return Exit::UserError,
         },
     };
-    let renamed: Vec<(String, PathBuf)> = args
-        .inputs
-        .iter()
-        .map(|(name, path)| {
-            let name = imported
-                .as_ref()
-                .map_or(name.as_str(), |m| crate::onnx::relay_input_name(m, name));
-            (name.to_string(), path.clone())
-        })
-        .collect();
     let input_args = InputArgs {
         inputs: &renamed,
         constants: imported.as_ref().map_or(&[][..], |m| m.params.as_slice()),

@@ -194,3 +194,18 @@ pub(super) fn mean(g: &mut Graph, node: &NodeProto) -> Result<Value, String> {
     let shape = total.shape.clone();
     Ok(g.bind(format!("divide({}, {n})", total.expr), shape, total.dtype))
 }
+
+/// `Dropout` in inference: the identity (training mode and the mask output are not
+/// supported).
+pub(super) fn dropout(g: &mut Graph, node: &NodeProto) -> Result<Value, String> {
+    let training = match g.optional_input(node, 2)? {
+        None => false,
+        Some(t) => super::ints_of(&t)
+            .or_else(|| floats_of(&t).map(|f| f.iter().map(|&v| v as i64).collect()))
+            .is_none_or(|v| v.iter().any(|&b| b != 0)),
+    };
+    if training || node.output.get(1).is_some_and(|o| !o.is_empty()) {
+        return Err("Dropout in training mode, or its mask, is not supported".into());
+    }
+    g.input(node, 0)
+}

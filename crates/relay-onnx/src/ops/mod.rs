@@ -24,7 +24,8 @@ pub(crate) fn convert(g: &mut Graph, node: &NodeProto) -> Result<Vec<Value>, Str
         | "Ceil" | "Reciprocal" | "Sign" | "Sin" | "Cos" | "Tan" => {
             one(elementwise::unary(g, node)?)
         }
-        "Identity" | "Dropout" => one(g.input(node, 0)?),
+        "Identity" => one(g.input(node, 0)?),
+        "Dropout" => one(elementwise::dropout(g, node)?),
         "Mean" => one(elementwise::mean(g, node)?),
         "Equal" | "Less" | "LessOrEqual" | "Greater" | "GreaterOrEqual" | "And" | "Or" | "Xor"
         | "Not" => one(elementwise::predicate(g, node)?),
@@ -55,7 +56,7 @@ pub(crate) fn convert(g: &mut Graph, node: &NodeProto) -> Result<Vec<Value>, Str
         "Gather" => one(shape::gather(g, node, &a)?),
         "Expand" => one(shape::expand(g, node)?),
         "Constant" => one(shape::constant(g, node, &a)?),
-        "Shape" => one(shape::shape_of(g, node)?),
+        "Shape" => one(shape::shape_of(g, node, &a)?),
         "ReduceMean" | "ReduceSum" | "ReduceMax" | "ReduceMin" | "ReduceProd" | "ReduceL1"
         | "ReduceL2" | "ReduceSumSquare" | "ReduceLogSum" | "ReduceLogSumExp" => {
             one(shape::reduce(g, node, &a)?)

@@ -145,8 +145,9 @@ pub(super) fn pool(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<Val
     } else {
         let include = a.int("count_include_pad", 0)? != 0;
         format!(
-            "nn.avg_pool2d({}, {common}, count_include_pad={})",
+            "nn.avg_pool2d({}, {common}, dilation={}, count_include_pad={})",
             x.expr,
+            list(&dilations),
             if include { "True" } else { "False" }
         )
     };
@@ -309,7 +310,7 @@ fn dense(g: &mut Graph, a: &Value, b: &Value) -> Result<Value, String> {
             a.dtype,
         ),
         None => g.bind(
-            format!("nn.matmul({}, {})", a2.expr, b.expr),
+            format!("nn.matmul({}, {}, units=None)", a2.expr, b.expr),
             vec![rows, n],
             a.dtype,
         ),

@@ -178,7 +178,9 @@ pub(super) fn gather(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<V
     shape.extend(&i.shape);
     shape.extend(&x.shape[k + 1..]);
     Ok(g.bind(
-        format!("take({}, {}, axis={k})", x.expr, i.expr),
+        // Negative indices count from the end: `wrap` maps [-n, n) onto [0, n) (other
+        // indices are an error in ONNX).
+        format!("take({}, {}, axis={k}, mode=\"wrap\")", x.expr, i.expr),
         shape,
         x.dtype,
     ))
@@ -221,10 +223,17 @@ pub(super) fn constant(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result
 }
 
 /// `Shape` of a static value: a constant.
-pub(super) fn shape_of(g: &mut Graph, node: &NodeProto) -> Result<Value, String> {
+pub(super) fn shape_of(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<Value, String> {
     let x = g.input(node, 0)?;
     let name = node.output.first().ok_or("a Shape without an output")?;
-    let dims: Vec<i128> = x.shape.iter().map(|&d| i128::from(d)).collect();
+    // `start` and `end` (opset 15) select a range of the dimensions, clamped.
+    let rank = x.shape.len() as i64;
+    let clamp = |v: i64| (if v < 0 { v + rank } else { v }).clamp(0, rank) as usize;
+    let (start, end) = (clamp(a.int("start", 0)?), clamp(a.int("end", rank)?));
+    let dims: Vec<i128> = x.shape[start..end.max(start)]
+        .iter()
+        .map(|&d| i128::from(d))
+        .collect();
     let array = NDArray::from_i128_slice(DType::I64, &[dims.len() as i64], &dims)
         .map_err(|e| e.to_string())?;
     Ok(g.constant(name, array))
