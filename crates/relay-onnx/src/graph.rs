@@ -270,6 +270,11 @@ impl Graph {
         }
     }
 
+    /// Makes `key` (a name no ONNX value has) stand for `v`.
+    pub(crate) fn define(&mut self, key: String, v: Value) {
+        self.values.insert(key, v);
+    }
+
     /// Input `i` of `node` (an error when absent or not yet computed).
     pub(crate) fn input(&self, node: &NodeProto, i: usize) -> Result<Value, String> {
         let name = node
@@ -300,13 +305,88 @@ impl Graph {
         if !(node.domain.is_empty() || node.domain == "ai.onnx") {
             return Err(format!("domain `{}` is not supported", node.domain));
         }
+        let first_line = self.lines.len();
         let outputs = ops::convert(self, node)?;
+        let outputs = self.fold(node, first_line, outputs);
         for (name, v) in node.output.iter().zip(outputs) {
             if !name.is_empty() {
                 self.values.insert(name.clone(), v);
             }
         }
         Ok(())
+    }
+
+    /// `outputs` of `node`, computed by the lines from `first_line` on, evaluated now when
+    /// every input is a constant and each output small (a shape computation: `Shape` →
+    /// `Gather` → `Concat` → `Reshape`): the reference interpreter runs those lines on the
+    /// constants, and the outputs become constants that later nodes read as such.
+    fn fold(&mut self, node: &NodeProto, first_line: usize, outputs: Vec<Value>) -> Vec<Value> {
+        const SMALL: i64 = 4096;
+        let inputs: Vec<Value> = (0..node.input.len())
+            .filter_map(|i| self.optional_input(node, i).ok().flatten())
+            .collect();
+        let foldable = !inputs.is_empty()
+            && inputs.iter().all(|v| v.konst.is_some())
+            && outputs
+                .iter()
+                .all(|v| v.konst.is_none() && v.shape.iter().product::<i64>() <= SMALL)
+            && self.lines.len() > first_line;
+        if !foldable {
+            return outputs;
+        }
+        let params: Vec<String> = inputs
+            .iter()
+            .map(|v| format!("{}: {}", v.expr, type_text(&v.shape, v.dtype)))
+            .collect();
+        let body: Vec<String> = self.lines[first_line..]
+            .iter()
+            .map(|l| format!("  {l};"))
+            .collect();
+        let results: Vec<&str> = outputs.iter().map(|v| v.expr.as_str()).collect();
+        let text = format!(
+            "#[version = \"0.0.5\"]\ndef @main({}) {{\n{}\n  ({},)\n}}\n",
+            params.join(", "),
+            body.join("\n"),
+            results.join(", ")
+        );
+        let Some(values) = evaluate(&text, &inputs) else {
+            return outputs;
+        };
+        self.lines.truncate(first_line);
+        let hint = node.output.first().cloned().unwrap_or_default();
+        values
+            .into_iter()
+            .zip(&outputs)
+            .map(|(array, v)| {
+                let c = self.new_constant(&format!("{hint}_folded"), array);
+                Value {
+                    shape: v.shape.clone(),
+                    dtype: v.dtype,
+                    ..c
+                }
+            })
+            .collect()
+    }
+}
+
+/// The tensors `text`'s `@main` returns on `inputs`' constants, by the reference
+/// interpreter; `None` if it does not parse, check or run.
+fn evaluate(text: &str, inputs: &[Value]) -> Option<Vec<NDArray>> {
+    let module = relay_syntax::parse(text, "fold.relay").ok()?;
+    relay_types::check_module(&module).ok()?;
+    let args = inputs
+        .iter()
+        .map(|v| Some(relay_runtime::Value::Tensor(Arc::clone(v.konst.as_ref()?))))
+        .collect::<Option<Vec<_>>>()?;
+    match relay_interp::run(&module, "main", args, &Default::default()).ok()? {
+        relay_runtime::Value::Tuple(fields) => fields
+            .iter()
+            .map(|f| match f {
+                relay_runtime::Value::Tensor(t) => Some((**t).clone()),
+                _ => None,
+            })
+            .collect(),
+        _ => None,
     }
 }
 

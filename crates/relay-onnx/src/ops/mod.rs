@@ -40,6 +40,16 @@ pub(crate) fn convert(g: &mut Graph, node: &NodeProto) -> Result<Vec<Value>, Str
         "ArgMax" | "ArgMin" => one(nn::arg(g, node, &a)?),
         "Clip" => one(elementwise::clip(g, node, &a)?),
         "Cast" => one(elementwise::cast(g, node, &a)?),
+        "CastLike" => {
+            let (x, like) = (g.input(node, 0)?, g.input(node, 1)?);
+            let shape = x.shape.clone();
+            one(g.bind(
+                format!("cast({}, dtype=\"{}\")", x.expr, like.dtype),
+                shape,
+                like.dtype,
+            ))
+        }
+        "Conv" | "MaxPool" | "AveragePool" if rank_of(g, node) == Some(3) => one(lifted(g, node)?),
         "Conv" => one(nn::conv(g, node, &a)?),
         "MaxPool" | "AveragePool" => one(nn::pool(g, node, &a)?),
         "GlobalAveragePool" | "GlobalMaxPool" => one(nn::global_pool(g, node)?),
@@ -63,6 +73,65 @@ pub(crate) fn convert(g: &mut Graph, node: &NodeProto) -> Result<Vec<Value>, Str
         }
         other => Err(format!("operator `{other}` is not supported")),
     }
+}
+
+/// The rank of `node`'s first input, if it is computed.
+fn rank_of(g: &Graph, node: &NodeProto) -> Option<usize> {
+    g.input(node, 0).ok().map(|x| x.shape.len())
+}
+
+/// A 1-D `Conv` or pool (`[N, C, L]`) as the 2-D one of height 1: the input (and weights)
+/// reshaped to `[N, C, 1, L]`, each window attribute given a leading 1 (pads a leading 0),
+/// and the result reshaped back.
+fn lifted(g: &mut Graph, node: &NodeProto) -> Result<Value, String> {
+    use crate::proto::AttributeProto;
+    let mut lifted = node.clone();
+    for (i, name) in node.input.iter().enumerate().take(2) {
+        if name.is_empty() || (i == 1 && node.op_type != "Conv") {
+            continue;
+        }
+        let v = g.input(node, i)?;
+        let mut shape = v.shape.clone();
+        if shape.len() != 3 {
+            return Err(format!("input {i} of shape {shape:?}"));
+        }
+        shape.insert(2, 1);
+        let key = format!("\u{0}lift{i}:{name}");
+        let r = g.bind(
+            format!("reshape({}, newshape={})", v.expr, list(&shape)),
+            shape,
+            v.dtype,
+        );
+        g.define(key.clone(), r);
+        lifted.input[i] = key;
+    }
+    lifted.attribute = node
+        .attribute
+        .iter()
+        .map(|attr| {
+            let ints = match attr.name.as_str() {
+                "kernel_shape" | "strides" | "dilations" => [vec![1], attr.ints.clone()].concat(),
+                "pads" if attr.ints.len() == 2 => vec![0, attr.ints[0], 0, attr.ints[1]],
+                _ => return attr.clone(),
+            };
+            AttributeProto {
+                ints,
+                ..attr.clone()
+            }
+        })
+        .collect();
+    let a = Attrs(&lifted.attribute);
+    let y = match node.op_type.as_str() {
+        "Conv" => nn::conv(g, &lifted, &a)?,
+        _ => nn::pool(g, &lifted, &a)?,
+    };
+    let mut shape = y.shape.clone();
+    shape.remove(2);
+    Ok(g.bind(
+        format!("reshape({}, newshape={})", y.expr, list(&shape)),
+        shape,
+        y.dtype,
+    ))
 }
 
 /// A node's attributes.

@@ -188,9 +188,7 @@ pub(super) fn batch_norm(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Resu
 pub(super) fn layer_norm(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<Value, String> {
     let (x, scale) = (g.input(node, 0)?, g.input(node, 1)?);
     let rank = x.shape.len();
-    if axis(a.int("axis", -1)?, rank)? != rank - 1 {
-        return Err("LayerNormalization over more than the last axis is not supported".into());
-    }
+    let k = axis(a.int("axis", -1)?, rank)?;
     if node.output.iter().skip(1).any(|o| !o.is_empty()) {
         return Err(
             "LayerNormalization's mean and inverse deviation outputs are not supported".into(),
@@ -204,12 +202,49 @@ pub(super) fn layer_norm(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Resu
         }
     };
     let eps = float_text(f64::from(a.float("epsilon", 1e-5)?), x.dtype);
+    // Over the axes from `k` on: those flattened into one, and the scale and bias with them
+    // (both are broadcast onto them; a full-shape one is reshaped, a smaller one is not
+    // supported).
+    let inner: i64 = x.shape[k..].iter().product();
+    let flat = |g: &mut Graph, v: &Value| -> Result<Value, String> {
+        match v.shape.iter().product::<i64>() {
+            n if n == inner && v.shape.len() == 1 => Ok(v.clone()),
+            n if n == inner => Ok(g.bind(
+                format!("reshape({}, newshape=[{inner}])", v.expr),
+                vec![inner],
+                v.dtype,
+            )),
+            _ => Err(format!(
+                "a scale or bias of shape {:?} for axes {k}..",
+                v.shape
+            )),
+        }
+    };
+    let (scale, bias) = (flat(g, &scale)?, flat(g, &bias)?);
+    let rows: i64 = x.shape[..k].iter().product();
+    let x2 = if k == rank - 1 {
+        x.clone()
+    } else {
+        g.bind(
+            format!("reshape({}, newshape={})", x.expr, list(&[rows, inner])),
+            vec![rows, inner],
+            x.dtype,
+        )
+    };
     let call = format!(
         "nn.layer_norm({}, {}, {}, axis=-1, epsilon={eps})",
-        x.expr, scale.expr, bias.expr
+        x2.expr, scale.expr, bias.expr
     );
+    let y = g.bind(call, x2.shape.clone(), x.dtype);
+    if k == rank - 1 {
+        return Ok(y);
+    }
     let shape = x.shape.clone();
-    Ok(g.bind(call, shape, x.dtype))
+    Ok(g.bind(
+        format!("reshape({}, newshape={})", y.expr, list(&shape)),
+        shape,
+        x.dtype,
+    ))
 }
 
 /// `Softmax`, `LogSoftmax`: along `axis` from opset 13; before, over the flattened trailing
