@@ -906,3 +906,69 @@ fn constants_known_at_import_and_index_reductions() {
     let want: Vec<f64> = row.iter().map(|v| v - lse(&row)).collect();
     close(&y[..3], &want);
 }
+
+#[test]
+fn one_dimensional_windows_multi_axis_norms_and_cast_like() {
+    // Conv over [1, 1, 5] with kernel [3], padding 1: a moving sum.
+    let x = f32s(&[1, 1, 5], &[1., 2., 3., 4., 5.]);
+    let n = node("Conv", &["x", "w"], &["y"], vec![ints("pads", &[1, 1])]);
+    let (m, y) = one(
+        13,
+        n,
+        &[("x", &[1, 1, 5])],
+        vec![floats("w", &[1, 1, 3], &[1., 1., 1.])],
+        std::slice::from_ref(&x),
+    );
+    assert_eq!(m.outputs[0].shape, [1, 1, 5]);
+    close(&y, &[3., 6., 9., 12., 9.]);
+    let n = node(
+        "MaxPool",
+        &["x"],
+        &["y"],
+        vec![ints("kernel_shape", &[2]), ints("strides", &[2])],
+    );
+    let (m, y) = one(
+        13,
+        n,
+        &[("x", &[1, 1, 5])],
+        vec![],
+        std::slice::from_ref(&x),
+    );
+    assert_eq!(m.outputs[0].shape, [1, 1, 2]);
+    close(&y, &[2., 4.]);
+    // LayerNormalization over the last two axes of [1, 2, 2]: the four values together.
+    let x = f32s(&[1, 2, 2], &[1., 2., 3., 4.]);
+    let n = node(
+        "LayerNormalization",
+        &["x", "g"],
+        &["y"],
+        vec![int("axis", 1), float("epsilon", 0.0)],
+    );
+    let (_, y) = one(
+        17,
+        n,
+        &[("x", &[1, 2, 2])],
+        vec![floats("g", &[2, 2], &[1., 1., 1., 1.])],
+        &[x],
+    );
+    let sd = 1.25f64.sqrt();
+    close(&y, &[-1.5 / sd, -0.5 / sd, 0.5 / sd, 1.5 / sd]);
+    // CastLike takes the second input's type.
+    let n = node("CastLike", &["x", "like"], &["y"], vec![]);
+    let like = TensorProto {
+        name: "like".into(),
+        dims: vec![1],
+        data_type: data_type::INT32,
+        int32_data: vec![0],
+        ..Default::default()
+    };
+    let (m, y) = one(
+        15,
+        n,
+        &[("x", &[2])],
+        vec![like],
+        &[f32s(&[2], &[2.7, -1.2])],
+    );
+    assert_eq!(m.outputs[0].dtype, DType::I32);
+    close(&y, &[2., -1.]);
+}
