@@ -32,6 +32,19 @@ pub enum Lower<T> {
     Clip(T),
 }
 
+impl<T: Copy> Lower<T> {
+    /// The clamp as the operand of a vector `max` — its bound, or `none` (an infinite bound)
+    /// without one — and whether it is `relu`'s (`max(v, lo)`) rather than `clip`'s
+    /// (`max(lo, v)`).
+    pub fn as_max(self, none: T) -> (T, bool) {
+        match self {
+            Lower::None => (none, false),
+            Lower::Relu(lo) => (lo, true),
+            Lower::Clip(lo) => (lo, false),
+        }
+    }
+}
+
 /// An epilogue: `v = lower(upper(steps(v)))` for each element `v` of the result, where each
 /// step multiplies or adds the element of its operand at the same `(i, j)` — an operand is
 /// a view the shape of `c`, with a stride of 0 along an axis it is broadcast on (a
@@ -363,10 +376,7 @@ mod x86 {
     /// clamp is an infinite bound.
     #[target_feature(enable = "avx512f")]
     fn bounds(b: &Block<f32>) -> (__m512, __m512) {
-        let lo = match b.lower {
-            Lower::None => f32::NEG_INFINITY,
-            Lower::Relu(lo) | Lower::Clip(lo) => lo,
-        };
+        let (lo, _) = b.lower.as_max(f32::NEG_INFINITY);
         let hi = b.upper.unwrap_or(f32::INFINITY);
         (_mm512_set1_ps(hi), _mm512_set1_ps(lo))
     }
@@ -452,15 +462,11 @@ mod x86 {
     /// As [`block_avx512`], with AVX2 for AVX-512F.
     #[target_feature(enable = "avx2")]
     pub(super) unsafe fn block_avx2(b: &Block<f32>) {
-        let lo = match b.lower {
-            Lower::None => f32::NEG_INFINITY,
-            Lower::Relu(lo) | Lower::Clip(lo) => lo,
-        };
+        let (lo, relu) = b.lower.as_max(f32::NEG_INFINITY);
         let (hi, lo) = (
             _mm256_set1_ps(b.upper.unwrap_or(f32::INFINITY)),
             _mm256_set1_ps(lo),
         );
-        let relu = matches!(b.lower, Lower::Relu(_));
         let lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
         for l in 0..b.lines as isize {
             // SAFETY: line `l` is in the block (the contract).

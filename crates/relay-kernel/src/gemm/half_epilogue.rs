@@ -72,15 +72,11 @@ impl HalfEpilogue {
     unsafe fn row_f16c(&self, row: &mut [f32], i: usize) -> usize {
         use std::arch::x86_64::*;
         let round = |v: __m256| _mm256_cvtph_ps(_mm256_cvtps_ph::<_MM_FROUND_TO_NEAREST_INT>(v));
-        let lo = match self.lower {
-            Lower::None => f32::NEG_INFINITY,
-            Lower::Relu(lo) | Lower::Clip(lo) => lo,
-        };
+        let (lo, relu) = self.lower.as_max(f32::NEG_INFINITY);
         let (hi, lo) = (
             _mm256_set1_ps(self.upper.unwrap_or(f32::INFINITY)),
             _mm256_set1_ps(lo),
         );
-        let relu = matches!(self.lower, Lower::Relu(_));
         let whole = row.len() / 8 * 8;
         for j in (0..whole).step_by(8) {
             // SAFETY: columns `j..j + 8` are in the row and in each contiguous operand; a
