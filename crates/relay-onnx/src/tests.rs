@@ -972,3 +972,90 @@ fn one_dimensional_windows_multi_axis_norms_and_cast_like() {
     assert_eq!(m.outputs[0].dtype, DType::I32);
     close(&y, &[2., -1.]);
 }
+
+/// One LSTM step of ONNX's definition (gates i, o, f, c), in f64.
+fn lstm_step(
+    x: &[f64],
+    h: &[f64],
+    c: &[f64],
+    w: &[f64],
+    r: &[f64],
+    b: &[f64],
+    hidden: usize,
+) -> (Vec<f64>, Vec<f64>) {
+    let (input, sig) = (x.len(), |v: f64| 1.0 / (1.0 + (-v).exp()));
+    let gate = |k: usize, j: usize| {
+        let row = k * hidden + j;
+        let wx: f64 = (0..input).map(|i| w[row * input + i] * x[i]).sum();
+        let rh: f64 = (0..hidden).map(|i| r[row * hidden + i] * h[i]).sum();
+        wx + rh + b[row] + b[4 * hidden + row]
+    };
+    let mut hn = vec![0.0; hidden];
+    let mut cn = vec![0.0; hidden];
+    for j in 0..hidden {
+        let (i, o, f, g) = (
+            sig(gate(0, j)),
+            sig(gate(1, j)),
+            sig(gate(2, j)),
+            gate(3, j).tanh(),
+        );
+        cn[j] = f * c[j] + i * g;
+        hn[j] = o * cn[j].tanh();
+    }
+    (hn, cn)
+}
+
+#[test]
+fn lstm_unrolls_in_both_directions() {
+    let (seq, input, hidden) = (3usize, 2usize, 2usize);
+    let val = |n: usize, s: usize| -> Vec<f32> {
+        (0..n)
+            .map(|i| ((i * 7 + s) % 11) as f32 / 10.0 - 0.5)
+            .collect()
+    };
+    let (xs, w, r, b) = (
+        val(seq * input, 1),
+        val(4 * hidden * input, 2),
+        val(4 * hidden * hidden, 3),
+        val(8 * hidden, 4),
+    );
+    let f64s = |v: &[f32]| v.iter().map(|&x| f64::from(x)).collect::<Vec<_>>();
+    for direction in ["forward", "reverse"] {
+        let n = node(
+            "LSTM",
+            &["x", "w", "r", "b"],
+            &["y", "yh", "yc"],
+            vec![
+                string("direction", direction),
+                int("hidden_size", hidden as i64),
+            ],
+        );
+        let init = vec![
+            floats("w", &[1, 8, 2], &w),
+            floats("r", &[1, 8, 2], &r),
+            floats("b", &[1, 16], &b),
+        ];
+        let (m, y) = one(14, n, &[("x", &[3, 1, 2])], init, &[f32s(&[3, 1, 2], &xs)]);
+        assert_eq!(m.outputs[0].shape, [3, 1, 1, 2]);
+        let (mut h, mut c) = (vec![0.0; hidden], vec![0.0; hidden]);
+        let mut want = vec![0.0; seq * hidden];
+        for step in 0..seq {
+            let t = if direction == "reverse" {
+                seq - 1 - step
+            } else {
+                step
+            };
+            (h, c) = lstm_step(
+                &f64s(&xs[t * input..(t + 1) * input]),
+                &h,
+                &c,
+                &f64s(&w),
+                &f64s(&r),
+                &f64s(&b),
+                hidden,
+            );
+            want[t * hidden..(t + 1) * hidden].copy_from_slice(&h);
+        }
+        close(&y, &want);
+    }
+}

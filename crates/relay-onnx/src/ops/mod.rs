@@ -4,6 +4,7 @@
 mod activation;
 mod elementwise;
 mod nn;
+mod rnn;
 mod shape;
 mod slice;
 
@@ -34,6 +35,7 @@ pub(crate) fn convert(g: &mut Graph, node: &NodeProto) -> Result<Vec<Value>, Str
         | "Gelu" => one(activation::activation(g, node, &a)?),
         "Slice" => one(slice::slice(g, node, &a)?),
         "Split" => slice::split(g, node, &a),
+        "LSTM" => rnn::lstm(g, node, &a),
         "Pad" => one(slice::pad(g, node, &a)?),
         "Tile" => one(slice::tile(g, node)?),
         "Range" | "ConstantOfShape" | "Size" => one(slice::known(g, node, &a)?),
