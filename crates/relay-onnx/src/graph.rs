@@ -413,8 +413,20 @@ fn value_type(
         .ok_or_else(|| bad("not a tensor"))?;
     let dtype =
         tensor::dtype(t.elem_type).ok_or_else(|| bad("its element type is not supported"))?;
+    // Element counts must fit comfortably in 64 bits for the shape arithmetic of the import.
+    let checked = |shape: Vec<i64>| {
+        let fits = shape
+            .iter()
+            .try_fold(1i64, |n, &d| if d < 0 { None } else { n.checked_mul(d) })
+            .is_some_and(|n| n < 1 << 48);
+        if fits {
+            Ok(shape)
+        } else {
+            Err(bad(&format!("shape {shape:?} is too large")))
+        }
+    };
     if let Some((_, shape)) = options.input_shapes.iter().find(|(n, _)| *n == vi.name) {
-        return Ok((dtype, shape.clone()));
+        return Ok((dtype, checked(shape.clone())?));
     }
     let dims = t
         .shape
@@ -433,5 +445,5 @@ fn value_type(
             )),
         })
         .collect::<Result<Vec<i64>, _>>()?;
-    Ok((dtype, shape))
+    Ok((dtype, checked(shape)?))
 }

@@ -41,17 +41,20 @@ pub fn array(t: &TensorProto, base: Option<&Path>) -> Result<NDArray, ImportErro
         .try_fold(1usize, |acc, &n| acc.checked_mul(n as usize))
         .ok_or_else(|| bad("too many elements".into()))?;
     let width = usize::from(d.bits.div_ceil(8)) * usize::from(d.lanes.max(1));
+    let size = count
+        .checked_mul(width)
+        .ok_or_else(|| bad("too many elements".into()))?;
     let owned;
     let bytes: &[u8] = if t.data_location == EXTERNAL {
-        owned = external(t, base, count * width).map_err(bad)?;
+        owned = external(t, base, size).map_err(bad)?;
         &owned
     } else if !t.raw_data.is_empty() {
         &t.raw_data
     } else {
-        owned = typed(t, d, count).map_err(bad)?;
+        owned = typed(t, d).map_err(bad)?;
         &owned
     };
-    if bytes.len() != count * width {
+    if bytes.len() != size {
         return Err(bad(format!(
             "{} bytes of data for {count} elements of {d}",
             bytes.len()
@@ -60,9 +63,10 @@ pub fn array(t: &TensorProto, base: Option<&Path>) -> Result<NDArray, ImportErro
     NDArray::from_le_bytes(d, &t.dims, bytes).map_err(|e| bad(e.to_string()))
 }
 
-/// The little-endian bytes of `t`'s typed data field for `count` elements of `d`.
-fn typed(t: &TensorProto, d: DType, count: usize) -> Result<Vec<u8>, String> {
-    let mut out = Vec::with_capacity(count * 8);
+/// The little-endian bytes of `t`'s typed data field, elements of `d`.
+fn typed(t: &TensorProto, d: DType) -> Result<Vec<u8>, String> {
+    // Sized by the data, not by the declared dimensions (which may be absurd).
+    let mut out = Vec::new();
     match t.data_type {
         dt::FLOAT => t
             .float_data
@@ -134,7 +138,7 @@ fn external(t: &TensorProto, base: Option<&Path>, expected: usize) -> Result<Vec
                 "external data {} holds {} bytes, not {start}..{}",
                 path.display(),
                 data.len(),
-                start + len
+                start.saturating_add(len)
             )
         })
 }

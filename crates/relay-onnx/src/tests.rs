@@ -1059,3 +1059,88 @@ fn lstm_unrolls_in_both_directions() {
         close(&y, &want);
     }
 }
+
+/// Inputs that once reached a panic or an unbounded allocation are errors (or, for a valid
+/// negative `perm`, work).
+#[test]
+fn hostile_attributes_and_shapes_are_errors_not_panics() {
+    let x = f32s(&[2, 3], &[1., 2., 3., 4., 5., 6.]);
+    let n = node("Transpose", &["x"], &["y"], vec![ints("perm", &[-1, 0])]);
+    let (m, y) = one(13, n, &[("x", &[2, 3])], vec![], std::slice::from_ref(&x));
+    assert_eq!(m.outputs[0].shape, [3, 2]);
+    close(&y, &[1., 4., 2., 5., 3., 6.]);
+    let fails =
+        |opset: i64, nodes: Vec<NodeProto>, inputs: Vec<ValueInfoProto>, init: Vec<TensorProto>| {
+            let bytes = model(opset, nodes, inputs, vec![info("y", &[])], init);
+            assert!(import(&bytes, &ImportOptions::default()).is_err());
+        };
+    let scalar = || vec![info("x", &[])];
+    fails(
+        13,
+        vec![node("Softmax", &["x"], &["y"], vec![])],
+        scalar(),
+        vec![],
+    );
+    fails(
+        13,
+        vec![node("Gather", &["x", "i"], &["y"], vec![])],
+        scalar(),
+        vec![int64s("i", &[0])],
+    );
+    fails(
+        13,
+        vec![node("ArgMax", &["x"], &["y"], vec![])],
+        scalar(),
+        vec![],
+    );
+    fails(
+        17,
+        vec![node("LayerNormalization", &["x", "g"], &["y"], vec![])],
+        scalar(),
+        vec![floats("g", &[], &[1.])],
+    );
+    fails(
+        13,
+        vec![node("Split", &["x"], &[], vec![])],
+        vec![info("x", &[4])],
+        vec![],
+    );
+    let big = |name: &str, v: f32| floats(name, &[], &[v]);
+    fails(
+        13,
+        vec![node("Range", &["a", "b", "c"], &["y"], vec![])],
+        vec![],
+        vec![big("a", 0.), big("b", 1e30), big("c", 1.)],
+    );
+    fails(
+        13,
+        vec![node("ConstantOfShape", &["s"], &["y"], vec![])],
+        vec![],
+        vec![int64s("s", &[1 << 40, 1 << 40])],
+    );
+    let huge = TensorProto {
+        name: "w".into(),
+        dims: vec![1 << 40, 1 << 30],
+        data_type: data_type::FLOAT,
+        ..Default::default()
+    };
+    fails(
+        13,
+        vec![node("Add", &["x", "w"], &["y"], vec![])],
+        vec![info("x", &[1])],
+        vec![huge],
+    );
+    let strides = ints("strides", &[i64::MAX, 1]);
+    fails(
+        13,
+        vec![node("Conv", &["x", "w"], &["y"], vec![strides])],
+        vec![info("x", &[1, 1, 4, 4])],
+        vec![floats("w", &[1, 1, 1, 1], &[1.])],
+    );
+    fails(
+        13,
+        vec![node("Relu", &["x"], &["y"], vec![])],
+        vec![info("x", &[1 << 40, 1 << 40])],
+        vec![],
+    );
+}

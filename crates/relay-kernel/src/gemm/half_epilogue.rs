@@ -16,6 +16,9 @@ pub struct HalfEpilogue {
     steps: [Option<(Step, Matrix<F16>)>; MAX_STEPS],
     upper: Option<f32>,
     lower: Lower<f32>,
+    /// Whether rows go eight columns at a time with F16C (the CPU has it, and every operand is
+    /// contiguous or broadcast along a row): decided once, not per row.
+    f16c: bool,
 }
 
 impl HalfEpilogue {
@@ -23,10 +26,16 @@ impl HalfEpilogue {
     /// malformed ([`EpilogueCall::decode`]).
     pub fn decode(call: &EpilogueCall, m: usize, n: usize) -> Option<HalfEpilogue> {
         let (steps, upper, lower) = call.parts::<F16, f32>(m, n, |b| b as f32)?;
+        #[cfg(target_arch = "x86_64")]
+        let f16c = super::operand::has_f16c()
+            && steps.iter().flatten().all(|(_, m)| m.cs == 0 || m.cs == 1);
+        #[cfg(not(target_arch = "x86_64"))]
+        let f16c = false;
         Some(HalfEpilogue {
             steps,
             upper,
             lower,
+            f16c,
         })
     }
 
@@ -39,13 +48,7 @@ impl HalfEpilogue {
     pub unsafe fn apply_row(&self, row: &mut [f32], i: usize) {
         let mut done = 0;
         #[cfg(target_arch = "x86_64")]
-        if super::operand::has_f16c()
-            && self
-                .steps
-                .iter()
-                .flatten()
-                .all(|(_, m)| m.cs == 0 || m.cs == 1)
-        {
+        if self.f16c {
             // SAFETY: the CPU has F16C and AVX; forwarded.
             done = unsafe { self.row_f16c(row, i) };
         }

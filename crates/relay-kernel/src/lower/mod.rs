@@ -217,7 +217,7 @@ fn lower_stages(name: &str, composed: &Composed, materialize: &[Tensor]) -> Resu
             .as_ref()
             .and_then(|c| schedule::uses_host_depthwise(t, c, &composed.inputs));
         let (out, epilogue) = match fused.get(&i) {
-            Some(f) => (f.out, Some(&f.epilogue)),
+            Some(f) => (order[f.reader].0, Some(&f.epilogue)),
             None => (*id, None),
         };
         let stmt = match (c, host_dw, epilogue) {
@@ -258,10 +258,9 @@ fn gemm_stage(
 
 /// A host contraction that applies the epilogue of the stage reading its result.
 struct Fused {
-    /// The reading stage (in the stage order), which goes.
+    /// The reading stage (in the stage order), which goes; the contraction writes its buffer
+    /// instead of its own.
     reader: usize,
-    /// The reader's buffer, which the contraction writes instead of its own.
-    out: BufferId,
     epilogue: FusedEpilogue,
 }
 
@@ -321,7 +320,6 @@ fn fuse_epilogues(
                 i,
                 Fused {
                     reader: j,
-                    out: *out,
                     epilogue,
                 },
             );

@@ -180,11 +180,15 @@ impl Attrs<'_> {
     }
 }
 
-/// `axis` (negative: from the end) as an index into `rank` dimensions.
+/// `axis` (negative: from the end) as an index into `rank` dimensions (a scalar has none).
 pub(crate) fn axis(axis: i64, rank: usize) -> Result<usize, String> {
     let r = rank as i64;
-    let a = if axis < 0 { axis + r } else { axis };
-    if (0..r.max(1)).contains(&a) {
+    let a = if axis < 0 {
+        axis.saturating_add(r)
+    } else {
+        axis
+    };
+    if (0..r).contains(&a) {
         Ok(a as usize)
     } else {
         Err(format!("axis {axis} is out of range for rank {rank}"))

@@ -18,12 +18,26 @@ fn window(
     dilations: [i64; 2],
     ceil: bool,
 ) -> Result<([i64; 4], [i64; 2]), String> {
+    // Bounded, so that the arithmetic below cannot overflow: no real window is this large.
+    const LIMIT: i64 = 1 << 31;
+    let out_of_range = |v: &i64| !(0..=LIMIT).contains(v);
+    if size
+        .iter()
+        .chain(&kernel)
+        .chain(&strides)
+        .chain(&dilations)
+        .any(out_of_range)
+    {
+        return Err(format!(
+            "window sizes {size:?}, {kernel:?}, {strides:?}, {dilations:?} out of range"
+        ));
+    }
     let auto = a.string("auto_pad", "NOTSET")?;
     let extent = |d: usize| (kernel[d] - 1) * dilations[d] + 1;
     let pads = match auto.as_str() {
         "NOTSET" => match a.ints("pads")? {
             None => [0; 4],
-            Some(p) if p.len() == 4 && p.iter().all(|&v| v >= 0) => [p[0], p[1], p[2], p[3]],
+            Some(p) if p.len() == 4 && !p.iter().any(out_of_range) => [p[0], p[1], p[2], p[3]],
             Some(p) => return Err(format!("pads {p:?} (2-D windows take four)")),
         },
         "VALID" => [0; 4],

@@ -76,17 +76,20 @@ pub(super) fn transpose(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Resul
     let perm = a
         .ints("perm")?
         .unwrap_or_else(|| (0..rank as i64).rev().collect());
+    if perm.len() != rank {
+        return Err(format!("perm {perm:?} for rank {rank}"));
+    }
     let mut seen = vec![false; rank];
+    let mut at = Vec::with_capacity(rank);
     for &p in &perm {
         let p = axis(p, rank)?;
         if std::mem::replace(&mut seen[p], true) {
             return Err(format!("perm {perm:?} repeats an axis"));
         }
+        at.push(p);
     }
-    if perm.len() != rank {
-        return Err(format!("perm {perm:?} for rank {rank}"));
-    }
-    let shape = perm.iter().map(|&p| x.shape[p as usize]).collect();
+    let perm: Vec<i64> = at.iter().map(|&p| p as i64).collect();
+    let shape = at.iter().map(|&p| x.shape[p]).collect();
     Ok(g.bind(
         format!("transpose({}, axes={})", x.expr, list(&perm)),
         shape,

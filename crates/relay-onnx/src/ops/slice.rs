@@ -104,6 +104,9 @@ pub(super) fn split(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<Ve
             node.output.len()
         ));
     }
+    if sizes.is_empty() {
+        return Err("Split into no outputs".into());
+    }
     let mut at = 0;
     let cuts: Vec<i64> = sizes[..sizes.len() - 1]
         .iter()
@@ -194,6 +197,20 @@ pub(super) fn tile(g: &mut Graph, node: &NodeProto) -> Result<Value, String> {
     ))
 }
 
+/// The most elements a constant computed at import (`Range`, `ConstantOfShape`) may have.
+const MAX_ELEMENTS: usize = 1 << 26;
+
+/// The element count of `shape`, checked against [`MAX_ELEMENTS`].
+fn elements(shape: &[i64]) -> Result<usize, String> {
+    shape
+        .iter()
+        .try_fold(1usize, |n, &d| {
+            usize::try_from(d).ok().and_then(|d| n.checked_mul(d))
+        })
+        .filter(|&n| n <= MAX_ELEMENTS)
+        .ok_or_else(|| format!("a constant of shape {shape:?}"))
+}
+
 /// `Range`, `ConstantOfShape` and `Size` of constant or static operands: constants.
 pub(super) fn known(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<Value, String> {
     let name = node.output.first().ok_or("no output")?.clone();
@@ -215,7 +232,7 @@ pub(super) fn known(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<Va
                 }
                 None => (DType::F32, 0.0),
             };
-            let count = shape.iter().product::<i64>().max(0) as usize;
+            let count = elements(&shape)?;
             NDArray::from_f64_slice(dtype, &shape, &vec![value; count])
         }
         _ => {
@@ -232,7 +249,11 @@ pub(super) fn known(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<Va
             if delta == 0.0 {
                 return Err("Range with delta 0".into());
             }
-            let n = ((limit - start) / delta).ceil().max(0.0) as usize;
+            let n = ((limit - start) / delta).ceil().max(0.0);
+            if n.is_nan() || n > MAX_ELEMENTS as f64 {
+                return Err(format!("Range of {n} elements"));
+            }
+            let n = n as usize;
             let values: Vec<f64> = (0..n).map(|i| start + i as f64 * delta).collect();
             NDArray::from_f64_slice(v[0].dtype, &[n as i64], &values)
         }
