@@ -25,6 +25,7 @@ fn params(c: i64, hw: i64, s: i64) -> DepthwiseParams {
         dilation_w: 1,
         pad_top: 1,
         pad_left: 1,
+        group_channels: 1,
     }
 }
 

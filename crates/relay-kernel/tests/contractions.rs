@@ -171,6 +171,23 @@ fn three_by_three_convolutions_at_every_channel_threshold() {
     run_cases_within(cases, LOOSE);
 }
 
+/// Convolutions with few output channels, which the host computes directly instead of as
+/// GEMMs: MNIST's two 5×5 layers, a stride-2 one, a 1×1 projection to 16 channels over a
+/// large image (MobileNetV2's first), a row too narrow for the vectors (a GEMM again), and
+/// with their epilogues.
+#[test]
+fn small_convolutions_at_mnist_and_projection_shapes() {
+    let mut cases = Vec::new();
+    for epilogue in [false, true] {
+        cases.push(conv(1, 8, 28, 5, 1, 2).case("float32", epilogue));
+        cases.push(conv(8, 16, 14, 5, 1, 2).case("float32", epilogue));
+        cases.push(conv(16, 12, 29, 5, 2, 2).case("float32", epilogue));
+        cases.push(conv(32, 16, 112, 1, 1, 0).case("float32", epilogue));
+        cases.push(conv(64, 16, 7, 3, 1, 1).case("float32", epilogue));
+    }
+    run_cases_within(cases, LOOSE);
+}
+
 #[test]
 fn dense_and_batch_matmul_at_every_channel_threshold() {
     let mut cases = Vec::new();

@@ -82,7 +82,7 @@ pub(super) unsafe fn plane3_avx2<const S: isize>(plane: &Plane<'_>, chunks: &mut
     );
     let (lo, hi) = (_mm256_set1_ps(e.lo), _mm256_set1_ps(e.hi));
     for oy in 0..p.out_height {
-        let (ky0, ky1) = kernel_rows(plane, oy);
+        let (ky0, ky1) = kernel_rows(plane.p, oy);
         let top = oy * p.stride_h - p.pad_top;
         let r = [0, 1, 2].map(|ky| {
             let iy = if (ky0..ky1).contains(&ky) {

@@ -62,6 +62,15 @@ pub(crate) struct ChannelEpilogue {
 }
 
 impl ChannelEpilogue {
+    /// No epilogue.
+    pub(crate) const NONE: ChannelEpilogue = ChannelEpilogue {
+        scale: None,
+        shift: None,
+        lo: f32::NEG_INFINITY,
+        hi: f32::INFINITY,
+        active: false,
+    };
+
     /// `v` through the epilogue.
     pub(crate) fn apply(&self, mut v: f32) -> f32 {
         if let Some(s) = self.scale {

@@ -1,9 +1,11 @@
-//! Depthwise convolution (`nn.conv2d` with `groups` = input channels), float32 NCHW, as host
-//! code the JIT'd kernels call (MLAS's `MlasConvDepthwise`, TVM's `depthwise_conv2d_nchw`).
+//! Direct convolutions, float32 NCHW, as host code the JIT'd kernels call: depthwise
+//! (`nn.conv2d` with `groups` = input channels; MLAS's `MlasConvDepthwise`, TVM's
+//! `depthwise_conv2d_nchw`), and grouped or ordinary ones with few output channels per group
+//! (`grouped.rs`).
 //!
-//! Output channel `o` reads input channel `o / multiplier` through its own `kh × kw` window
-//! (weights `[C·multiplier, 1, kh, kw]`, OIHW), any stride, dilation and padding, and no
-//! padded copy is made. Per output plane (one batch element, one channel) and output row, only
+//! Output channel `o` reads the `group_channels` input channels of group `o / multiplier`
+//! through its own `kh × kw` windows (weights `[C·multiplier, group_channels, kh, kw]`, OIHW),
+//! any stride, dilation and padding, and no padded copy is made. Per output plane (one batch element, one channel) and output row, only
 //! the kernel rows whose input row lies inside the data are visited.
 //!
 //! The SIMD paths (`x86.rs`; row stride 1 or 2) run each output row 16 columns a vector
@@ -24,6 +26,8 @@
 #[cfg(target_arch = "x86_64")]
 mod avx2;
 mod epilogue;
+#[cfg(target_arch = "x86_64")]
+mod grouped;
 #[cfg(test)]
 mod tests;
 #[cfg(target_arch = "x86_64")]
@@ -42,16 +46,16 @@ pub const DEPTHWISE_F32_SYMBOL: &str = "relay_kernel_depthwise_f32";
 /// Below this many multiply-adds a depthwise convolution runs on the calling thread.
 const PARALLEL_WORK: i64 = 1 << 16;
 
-/// The shape of a depthwise convolution, as the JIT'd kernel passes it (15 `int64`s, in this
+/// The shape of a direct convolution, as the JIT'd kernel passes it (16 `int64`s, in this
 /// order).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct DepthwiseParams {
     /// Batch size `N`.
     pub batch: i64,
-    /// Input channels `C`.
+    /// Groups `C`: the input channels of a depthwise convolution, 1 for an ordinary one.
     pub channels: i64,
-    /// Output channels per input channel.
+    /// Output channels per group.
     pub multiplier: i64,
     /// Input height.
     pub height: i64,
@@ -77,10 +81,13 @@ pub struct DepthwiseParams {
     pub pad_top: i64,
     /// Zero columns left of the data.
     pub pad_left: i64,
+    /// Input channels per group: 1 for a depthwise convolution, more for a grouped or an
+    /// ordinary one (one group of all the input channels).
+    pub group_channels: i64,
 }
 
 /// The number of `int64` fields of [`DepthwiseParams`].
-pub const PARAM_COUNT: usize = 15;
+pub const PARAM_COUNT: usize = 16;
 
 impl DepthwiseParams {
     /// The fields in declaration order.
@@ -101,6 +108,7 @@ impl DepthwiseParams {
             self.dilation_w,
             self.pad_top,
             self.pad_left,
+            self.group_channels,
         ]
     }
 
@@ -125,6 +133,7 @@ impl DepthwiseParams {
             self.stride_w,
             self.dilation_h,
             self.dilation_w,
+            self.group_channels,
         ];
         sizes.iter().all(|&v| v >= 0)
             && steps.iter().all(|&v| v > 0)
@@ -138,16 +147,16 @@ impl DepthwiseParams {
         self.channels.checked_mul(self.multiplier)
     }
 
-    /// Elements of the data, `N·C·H·W`.
+    /// Elements of the data, `N·C·group_channels·H·W`.
     pub fn data_len(&self) -> Option<i64> {
-        [self.channels, self.height, self.width]
+        [self.channels, self.group_channels, self.height, self.width]
             .iter()
             .try_fold(self.batch, |p, &v| p.checked_mul(v))
     }
 
-    /// Elements of the weights, `C·multiplier·kh·kw`.
+    /// Elements of the weights, `C·multiplier·group_channels·kh·kw`.
     pub fn weight_len(&self) -> Option<i64> {
-        [self.kernel_h, self.kernel_w]
+        [self.group_channels, self.kernel_h, self.kernel_w]
             .iter()
             .try_fold(self.out_channels()?, |p, &v| p.checked_mul(v))
     }
@@ -301,6 +310,96 @@ unsafe fn planes(
     p1: i64,
 ) {
     let out_c = p.channels * p.multiplier;
+    let (plane_in, plane_out) = (p.height * p.width, p.out_height * p.out_width);
+    let per_out = p.group_channels * p.kernel_h * p.kernel_w;
+    let simd = isa != Isa::Portable && (p.stride_w == 1 || p.stride_w == 2);
+    #[cfg(target_arch = "x86_64")]
+    let (mut chunks, mut chunks8) = (Vec::new(), Vec::new());
+    let mut plane = p0;
+    while plane < p1 {
+        let (b, oc) = (plane / out_c, plane % out_c);
+        let group = oc / p.multiplier;
+        // The group's first input channel.
+        let ic = (b * p.channels + group) * p.group_channels;
+        // SAFETY: the planes and weights are inside their buffers (`ic < N·C·group_channels`,
+        // `oc < C·multiplier`, `plane < N·C·multiplier`).
+        let (xp, wp, yp) = unsafe {
+            (
+                x.offset((ic * plane_in) as isize),
+                w.offset((oc * per_out) as isize),
+                y.offset((plane * plane_out) as isize),
+            )
+        };
+        #[cfg(target_arch = "x86_64")]
+        if simd && (p.group_channels > 1 || p.multiplier > 1) {
+            // The rest of the group's output channels, up to a block.
+            let count = ((group + 1) * p.multiplier - oc)
+                .min(p1 - plane)
+                .min(grouped::BLOCK as i64);
+            let mut epis = [ChannelEpilogue::NONE; grouped::BLOCK];
+            for (j, e) in epis.iter_mut().take(count as usize).enumerate() {
+                // SAFETY: one epilogue value per output channel (`oc + j < C·multiplier`).
+                *e = unsafe { epi.channel(oc + j as i64) };
+            }
+            let block = grouped::Block {
+                p,
+                x: xp,
+                w: wp,
+                y: yp,
+                epi: &epis[..count as usize],
+            };
+            // SAFETY: the block's channels are inside the group and the range; `isa` is
+            // available.
+            unsafe {
+                match isa {
+                    Isa::Avx512 => grouped::block_avx512(&block),
+                    _ => grouped::block_avx2(&block),
+                }
+            }
+            plane += count;
+            continue;
+        }
+        // SAFETY: the epilogue has one value per output channel (`oc < C·multiplier`).
+        let ch = unsafe { epi.channel(oc) };
+        #[cfg(target_arch = "x86_64")]
+        if simd {
+            let one = Plane {
+                p,
+                x: xp,
+                w: wp,
+                y: yp,
+                epi: ch,
+            };
+            // SAFETY: as above; `isa` is available.
+            unsafe {
+                match isa {
+                    Isa::Avx512 => x86::plane_avx512(&one, &mut chunks),
+                    _ => x86::plane_avx2(&one, &mut chunks8),
+                }
+            }
+            plane += 1;
+            continue;
+        }
+        // SAFETY: as above.
+        unsafe { plane_portable(p, ch, xp, wp, yp) };
+        plane += 1;
+    }
+}
+
+/// One output plane, portable: per output row, the rows of every input channel of the group
+/// under the kernel rows inside the data ([`Row`]).
+///
+/// # Safety
+///
+/// `x` is the group's first input plane (its `group_channels` planes follow), `w` the output
+/// channel's weights, `y` its output plane.
+unsafe fn plane_portable(
+    p: &DepthwiseParams,
+    ch: ChannelEpilogue,
+    x: *const f32,
+    w: *const f32,
+    y: *mut f32,
+) {
     let (x0, x1) = interior(
         p.width,
         p.out_width,
@@ -309,67 +408,41 @@ unsafe fn planes(
         p.dilation_w,
         p.pad_left,
     );
-    let (plane_in, plane_out) = (p.height * p.width, p.out_height * p.out_width);
-    let kk = p.kernel_h * p.kernel_w;
-    let mut taps = Vec::with_capacity(p.kernel_h as usize);
-    #[cfg(target_arch = "x86_64")]
-    let (mut chunks, mut chunks8) = (Vec::new(), Vec::new());
-    for plane in p0..p1 {
-        let (b, oc) = (plane / out_c, plane % out_c);
-        let ic = b * p.channels + oc / p.multiplier;
-        // SAFETY: the epilogue has one value per output channel (`oc < C·multiplier`).
-        let ch = unsafe { epi.channel(oc) };
-        #[cfg(target_arch = "x86_64")]
-        if isa != Isa::Portable && (p.stride_w == 1 || p.stride_w == 2) {
-            // SAFETY: the planes and weights are inside their buffers (`ic < N·C`, `oc <
-            // C·multiplier`, `plane < N·C·multiplier`); `isa` is available.
-            unsafe {
-                let one = Plane {
-                    p,
-                    x: x.offset((ic * plane_in) as isize),
-                    w: w.offset((oc * kk) as isize),
-                    y: y.offset((plane * plane_out) as isize),
-                    epi: ch,
-                };
-                match isa {
-                    Isa::Avx512 => x86::plane_avx512(&one, &mut chunks),
-                    _ => x86::plane_avx2(&one, &mut chunks8),
-                }
-            }
-            continue;
-        }
-        for oy in 0..p.out_height {
-            taps.clear();
+    let (plane_in, kk) = (p.height * p.width, p.kernel_h * p.kernel_w);
+    let mut taps = Vec::with_capacity((p.group_channels * p.kernel_h) as usize);
+    for oy in 0..p.out_height {
+        taps.clear();
+        for ci in 0..p.group_channels {
             for ky in 0..p.kernel_h {
                 let iy = oy * p.stride_h + ky * p.dilation_h - p.pad_top;
                 if (0..p.height).contains(&iy) {
-                    // SAFETY: the row is inside the data (`ic < N·C`, `iy < H`); offsetting by
-                    // `-pad_left` may leave the allocation, so `wrapping_offset`.
+                    // The row is inside the data; offsetting by `-pad_left` may leave the
+                    // allocation, so `wrapping_offset`.
                     let row =
-                        x.wrapping_offset((ic * plane_in + iy * p.width - p.pad_left) as isize);
-                    // SAFETY: kernel row `ky` of channel `oc` is inside the weights.
-                    let wr = unsafe { w.offset((oc * kk + ky * p.kernel_w) as isize) };
+                        x.wrapping_offset((ci * plane_in + iy * p.width - p.pad_left) as isize);
+                    // SAFETY: kernel row `ky` of channel `ci` is inside the weights.
+                    let wr = unsafe { w.offset((ci * kk + ky * p.kernel_w) as isize) };
                     taps.push((row, wr));
                 }
             }
-            let row = Row {
-                taps: &taps,
-                kw: p.kernel_w as usize,
-                stride: p.stride_w as usize,
-                dilation: p.dilation_w as usize,
-                width: p.width,
-                pad: p.pad_left,
-                // SAFETY: row `oy` of output plane `plane` is inside the result.
-                out: unsafe { y.offset((plane * plane_out + oy * p.out_width) as isize) },
-                out_width: p.out_width as usize,
-                x0: x0 as usize,
-                x1: x1 as usize,
-            };
-            // SAFETY: the rows and weights are as `Row::run` requires.
-            unsafe {
-                row.run();
-                ch.row(row.out, row.out_width);
-            }
+        }
+        let row = Row {
+            taps: &taps,
+            kw: p.kernel_w as usize,
+            stride: p.stride_w as usize,
+            dilation: p.dilation_w as usize,
+            width: p.width,
+            pad: p.pad_left,
+            // SAFETY: row `oy` of the output plane.
+            out: unsafe { y.offset((oy * p.out_width) as isize) },
+            out_width: p.out_width as usize,
+            x0: x0 as usize,
+            x1: x1 as usize,
+        };
+        // SAFETY: the rows and weights are as `Row::run` requires.
+        unsafe {
+            row.run();
+            ch.row(row.out, row.out_width);
         }
     }
 }
@@ -404,7 +477,8 @@ pub unsafe fn depthwise_f32(
     let work = p
         .out_len()
         .unwrap_or(0)
-        .saturating_mul(p.kernel_h * p.kernel_w);
+        .saturating_mul(p.kernel_h * p.kernel_w)
+        .saturating_mul(p.group_channels);
     let (xs, ws, ys, es) = (Shared(x), Shared(w), Shared(y), Shared(*epi));
     let run = move |p0: i64, p1: i64| {
         let (xs, ws, ys, es) = (xs, ws, ys, es);
@@ -415,7 +489,15 @@ pub unsafe fn depthwise_f32(
     match ctx {
         Some(ctx) if threads > 1 && work >= PARALLEL_WORK && total > 1 => {
             let chunks = (threads * 4).min(total);
+            // Grouped convolutions keep whole blocks of output channels on one thread.
+            let align = if p.group_channels > 1 || p.multiplier > 1 {
+                8
+            } else {
+                1
+            };
             let step = (total + chunks - 1) / chunks;
+            let step = (step + align - 1) / align * align;
+            let chunks = (total + step - 1) / step;
             ctx.parallel(chunks, &|t| {
                 run((t * step).min(total), ((t + 1) * step).min(total))
             })

@@ -29,20 +29,25 @@ fn reference(p: &DepthwiseParams, x: &[f32], w: &[f32]) -> (Vec<f64>, Vec<f64>) 
     let mut mag = Vec::new();
     for b in 0..p.batch {
         for oc in 0..p.channels * p.multiplier {
-            let ic = oc / p.multiplier;
+            let g = oc / p.multiplier;
             for oy in 0..p.out_height {
                 for ox in 0..p.out_width {
                     let (mut acc, mut m) = (0.0f64, 0.0f64);
-                    for ky in 0..p.kernel_h {
-                        for kx in 0..p.kernel_w {
-                            let iy = oy * p.stride_h + ky * p.dilation_h - p.pad_top;
-                            let ix = ox * p.stride_w + kx * p.dilation_w - p.pad_left;
-                            if (0..p.height).contains(&iy) && (0..p.width).contains(&ix) {
-                                let xi = ((b * p.channels + ic) * p.height + iy) * p.width + ix;
-                                let wi = (oc * p.kernel_h + ky) * p.kernel_w + kx;
-                                let t = f64::from(x[xi as usize]) * f64::from(w[wi as usize]);
-                                acc += t;
-                                m += t.abs();
+                    for ci in 0..p.group_channels {
+                        let ic = (b * p.channels + g) * p.group_channels + ci;
+                        for ky in 0..p.kernel_h {
+                            for kx in 0..p.kernel_w {
+                                let iy = oy * p.stride_h + ky * p.dilation_h - p.pad_top;
+                                let ix = ox * p.stride_w + kx * p.dilation_w - p.pad_left;
+                                if (0..p.height).contains(&iy) && (0..p.width).contains(&ix) {
+                                    let xi = (ic * p.height + iy) * p.width + ix;
+                                    let wi = ((oc * p.group_channels + ci) * p.kernel_h + ky)
+                                        * p.kernel_w
+                                        + kx;
+                                    let t = f64::from(x[xi as usize]) * f64::from(w[wi as usize]);
+                                    acc += t;
+                                    m += t.abs();
+                                }
                             }
                         }
                     }
@@ -55,7 +60,8 @@ fn reference(p: &DepthwiseParams, x: &[f32], w: &[f32]) -> (Vec<f64>, Vec<f64>) 
     (out, mag)
 }
 
-/// A shape: `[n, c, h, w]`, kernel `k × k`, stride, dilation, padding (all sides), multiplier.
+/// A shape: `[n, c, h, w]` (`c` groups of `group_channels` input channels), kernel `k × k`,
+/// stride, dilation, padding (all sides), output channels per group.
 #[derive(Clone, Copy, Debug)]
 struct Case {
     n: i64,
@@ -67,6 +73,7 @@ struct Case {
     dilation: i64,
     pad: i64,
     multiplier: i64,
+    group_channels: i64,
 }
 
 impl Case {
@@ -103,6 +110,7 @@ impl Case {
             dilation_w: self.dilation,
             pad_top: self.pad,
             pad_left: self.pad,
+            group_channels: self.group_channels,
         }
     }
 }
@@ -118,6 +126,17 @@ fn case(c: i64, h: i64, w: i64, k: i64, stride: i64, pad: i64) -> Case {
         dilation: 1,
         pad,
         multiplier: 1,
+        group_channels: 1,
+    }
+}
+
+/// An ordinary convolution (one group): `c` input and `o` output channels.
+fn dense(c: i64, o: i64, hw: i64, k: i64, stride: i64, pad: i64) -> Case {
+    Case {
+        c: 1,
+        multiplier: o,
+        group_channels: c,
+        ..case(1, hw, hw, k, stride, pad)
     }
 }
 
@@ -223,6 +242,40 @@ fn kernel_sizes_dilation_and_multiplier() {
     // Padding wider than the window: rows and columns that read only zeros.
     check(case(2, 5, 5, 3, 1, 3));
     check(case(2, 5, 21, 3, 2, 3));
+}
+
+#[test]
+fn small_ordinary_and_grouped_convolutions() {
+    // MNIST's two 5×5 layers: 1 → 8 channels at 28², 8 → 16 at 14².
+    check(dense(1, 8, 28, 5, 1, 2));
+    check(dense(8, 16, 14, 5, 1, 2));
+    // Every block size (8, 4, 2, 1 channels) with strides 1, 2 and 3, odd widths.
+    for o in [1, 3, 7, 15] {
+        for stride in [1, 2, 3] {
+            check(Case {
+                w: 19,
+                ..dense(3, o, 11, 3, stride, 1)
+            });
+        }
+    }
+    // Grouped: 4 groups of 6 input channels, 5 outputs each; batch 2 and dilation.
+    check(Case {
+        n: 2,
+        c: 4,
+        multiplier: 5,
+        group_channels: 6,
+        dilation: 2,
+        ..case(4, 13, 29, 3, 1, 2)
+    });
+    // At a real network's size: 64 → 16 channels over a 56² image (3.2 MB of data, ~29
+    // MFLOP), and a stride-2 grouped layer of ResNeXt's shape (32 groups of 4 channels).
+    check(dense(64, 16, 56, 3, 1, 1));
+    check(Case {
+        c: 32,
+        multiplier: 4,
+        group_channels: 4,
+        ..case(32, 56, 56, 3, 2, 1)
+    });
 }
 
 #[test]

@@ -13,7 +13,7 @@
 
 use std::arch::x86_64::*;
 
-use super::Plane;
+use super::{DepthwiseParams, Plane};
 
 /// The lanes `j` of a vector of input columns starting at column `c` that are read: `j <
 /// count` (the columns the output vector needs) and `0 <= c + j < width`, as `[lo, hi)`.
@@ -24,15 +24,14 @@ pub(super) fn inside(c: isize, count: isize, width: isize) -> (isize, isize) {
 }
 
 /// The 16-lane mask of lanes `[lo, hi)` (`0 <= lo <= hi <= 16`).
-fn mask16((lo, hi): (isize, isize)) -> __mmask16 {
+pub(super) fn mask16((lo, hi): (isize, isize)) -> __mmask16 {
     let bits = |n: isize| ((1u32 << n) - 1) as u16;
     bits(hi) & !bits(lo)
 }
 
 /// The row geometry shared by both instruction sets: for output row `oy`, the kernel rows
 /// whose input row is inside the data, `[ky0, ky1)`.
-pub(super) fn kernel_rows(plane: &Plane<'_>, oy: i64) -> (i64, i64) {
-    let p = plane.p;
+pub(super) fn kernel_rows(p: &DepthwiseParams, oy: i64) -> (i64, i64) {
     let top = oy * p.stride_h - p.pad_top;
     // ky·dh >= -top and top + ky·dh <= H - 1.
     let ky0 = if top >= 0 {
@@ -47,6 +46,41 @@ pub(super) fn kernel_rows(plane: &Plane<'_>, oy: i64) -> (i64, i64) {
         (last / p.dilation_h + 1).min(p.kernel_h)
     };
     (ky0.min(ky1), ky1)
+}
+
+/// The 16 output columns of row stride `S` whose first tap is input column `at`: lanes `lo`
+/// of the vector at `at` (stride 1), or the even columns of the vectors at `at` (lanes `lo`)
+/// and `at + 15` (lanes `hi`) (stride 2); masked-off lanes read nothing and give 0.
+///
+/// # Safety
+///
+/// The unmasked lanes are readable; the CPU has AVX-512F.
+#[target_feature(enable = "avx512f")]
+#[inline]
+pub(super) unsafe fn tap16<const S: isize>(at: *const f32, lo: __mmask16, hi: __mmask16) -> __m512 {
+    // Output lane i of a stride-2 vector: input column 2i, lane 2i of the vector at `at` for
+    // i < 8, else lane 2i - 15 of the one at `at + 15` (index 16 + that in the permute).
+    let evens = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 17, 19, 21, 23, 25, 27, 29, 31);
+    // SAFETY: only the unmasked lanes are read.
+    unsafe {
+        let a = _mm512_maskz_loadu_ps(lo, at);
+        if S == 1 {
+            a
+        } else {
+            let b = _mm512_maskz_loadu_ps(hi, at.wrapping_offset(15));
+            _mm512_permutex2var_ps(a, evens, b)
+        }
+    }
+}
+
+/// For a vector of `n` output columns of row stride `S` whose first tap is input column `c`
+/// of a row `width` wide: the masks [`tap16`] takes.
+pub(super) fn masks16<const S: isize>(c: isize, n: isize, width: isize) -> (__mmask16, __mmask16) {
+    let span = if S == 1 { n } else { 2 * n - 1 };
+    (
+        mask16(inside(c, span.min(16), width)),
+        mask16(inside(c + 15, span - 15, width)),
+    )
 }
 
 /// Plane `plane` with AVX-512, stride 1 or 2 along the row: a 3×3 kernel by
@@ -126,7 +160,7 @@ unsafe fn plane3_avx512<const S: isize>(plane: &Plane<'_>, chunks: &[Chunk3]) {
     // SAFETY: the plane has 9 weights.
     let wt: [__m512; 9] = std::array::from_fn(|k| _mm512_set1_ps(unsafe { *plane.w.add(k) }));
     for oy in 0..plane.p.out_height {
-        let rows = kernel_rows(plane, oy);
+        let rows = kernel_rows(plane.p, oy);
         // SAFETY: forwarded from this function's contract.
         unsafe {
             if rows == (0, 3) {
@@ -156,7 +190,6 @@ unsafe fn row3_avx512<const S: isize, const EDGE: bool>(
     (ky0, ky1): (i64, i64),
 ) {
     let p = plane.p;
-    let evens = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 17, 19, 21, 23, 25, 27, 29, 31);
     let epi = Epilogue512::of(&plane.epi);
     let top = oy * p.stride_h - p.pad_top;
     let valid = [0, 1, 2].map(|ky| (ky0..ky1).contains(&ky));
@@ -184,15 +217,7 @@ unsafe fn row3_avx512<const S: isize, const EDGE: bool>(
                 };
                 // SAFETY: the unmasked lanes are columns `0..W` of an input row inside the
                 // data.
-                unsafe {
-                    let a = _mm512_maskz_loadu_ps(lo, at);
-                    if S == 1 {
-                        a
-                    } else {
-                        let b = _mm512_maskz_loadu_ps(hi, at.wrapping_offset(15));
-                        _mm512_permutex2var_ps(a, evens, b)
-                    }
-                }
+                unsafe { tap16::<S>(at, lo, hi) }
             };
             *a = _mm512_mul_ps(wt[3 * ky], tap(0));
             *a = _mm512_fmadd_ps(wt[3 * ky + 1], tap(1), *a);
@@ -212,7 +237,7 @@ unsafe fn row3_avx512<const S: isize, const EDGE: bool>(
 }
 
 /// A channel's epilogue in AVX-512 registers.
-struct Epilogue512 {
+pub(super) struct Epilogue512 {
     scale: Option<__m512>,
     shift: Option<__m512>,
     lo: __m512,
@@ -221,7 +246,7 @@ struct Epilogue512 {
 
 impl Epilogue512 {
     #[target_feature(enable = "avx512f")]
-    fn of(e: &super::ChannelEpilogue) -> Epilogue512 {
+    pub(super) fn of(e: &super::ChannelEpilogue) -> Epilogue512 {
         Epilogue512 {
             scale: e.scale.map(|s| _mm512_set1_ps(s)),
             shift: e.shift.map(|b| _mm512_set1_ps(b)),
@@ -233,7 +258,7 @@ impl Epilogue512 {
     /// `v` through the epilogue: `min(hi, v)` returns `v` when it is NaN (the second
     /// operand), as `hi < v ? hi : v` does; likewise `max(lo, v)`.
     #[target_feature(enable = "avx512f")]
-    fn apply(&self, mut v: __m512) -> __m512 {
+    pub(super) fn apply(&self, mut v: __m512) -> __m512 {
         if let Some(s) = self.scale {
             v = _mm512_mul_ps(v, s);
         }
@@ -254,10 +279,7 @@ unsafe fn row_avx512<const S: isize>(plane: &Plane<'_>, oy: i64) {
     let p = plane.p;
     let (w, ow, kw) = (p.width as isize, p.out_width as isize, p.kernel_w as isize);
     let (dw, pl) = (p.dilation_w as isize, p.pad_left as isize);
-    // Output lane i of a stride-2 vector: input column 2i, lane 2i of the vector at `c` for
-    // i < 8, else lane 2i - 15 of the one at `c + 15` (index 16 + that in the permute).
-    let evens = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 17, 19, 21, 23, 25, 27, 29, 31);
-    let (ky0, ky1) = kernel_rows(plane, oy);
+    let (ky0, ky1) = kernel_rows(p, oy);
     let top = oy * p.stride_h - p.pad_top;
     // SAFETY: row `oy` of the output plane.
     let out = unsafe { plane.y.offset((oy * p.out_width) as isize) };
@@ -267,24 +289,14 @@ unsafe fn row_avx512<const S: isize>(plane: &Plane<'_>, oy: i64) {
         let mut acc = _mm512_setzero_ps();
         for kx in 0..kw {
             let c = ox * S + kx * dw - pl;
-            let span = if S == 1 { n } else { 2 * n - 1 };
-            let lo = mask16(inside(c, span.min(16), w));
-            let hi = mask16(inside(c + 15, span - 15, w));
+            let (lo, hi) = masks16::<S>(c, n, w);
             for ky in ky0..ky1 {
                 let iy = (top + ky * p.dilation_h) as isize;
-                let at = plane.x.wrapping_offset(iy * w + c);
                 // SAFETY: the unmasked lanes are columns `0..W` of input row `iy` (inside
                 // the data); weight `(ky, kx)` is inside the plane's weights.
                 let (v, wv) = unsafe {
-                    let a = _mm512_maskz_loadu_ps(lo, at);
-                    let v = if S == 1 {
-                        a
-                    } else {
-                        let b = _mm512_maskz_loadu_ps(hi, at.wrapping_offset(15));
-                        _mm512_permutex2var_ps(a, evens, b)
-                    };
-                    let k = ky as isize * kw + kx;
-                    (v, _mm512_set1_ps(*plane.w.offset(k)))
+                    let v = tap16::<S>(plane.x.wrapping_offset(iy * w + c), lo, hi);
+                    (v, _mm512_set1_ps(*plane.w.offset(ky as isize * kw + kx)))
                 };
                 acc = _mm512_fmadd_ps(wv, v, acc);
             }
@@ -323,6 +335,50 @@ unsafe fn load8(at: *const f32, lanes: (isize, isize)) -> __m256 {
     }
 }
 
+/// The 8 output columns of row stride `S` whose first tap is input column `at`: lanes `lo`
+/// of the vector at `at` (stride 1), or the even columns of the vectors at `at` (lanes `lo`)
+/// and `at + 7` (lanes `hi`) (stride 2); the other lanes read nothing and give 0.
+///
+/// # Safety
+///
+/// Those lanes are readable; the CPU has AVX2.
+#[target_feature(enable = "avx2")]
+#[inline]
+pub(super) unsafe fn tap8<const S: isize>(
+    at: *const f32,
+    lo: (isize, isize),
+    hi: (isize, isize),
+) -> __m256 {
+    // SAFETY: only lanes `lo` and `hi` are read.
+    unsafe {
+        let a = load8(at, lo);
+        if S == 1 {
+            return a;
+        }
+        // Per 128-bit half: [a0, a2, b1, b3], [a4, a6, b5, b7] (b at `at + 7`); then 64-bit
+        // lanes reordered 0, 2, 1, 3.
+        let b = load8(at.wrapping_offset(7), hi);
+        let mixed = _mm256_shuffle_ps::<0b11_01_10_00>(a, b);
+        _mm256_castpd_ps(_mm256_permute4x64_pd::<0b11_01_10_00>(_mm256_castps_pd(
+            mixed,
+        )))
+    }
+}
+
+/// For a vector of `n` output columns of row stride `S` whose first tap is input column `c`
+/// of a row `width` wide: the lanes [`tap8`] reads.
+pub(super) fn lanes8<const S: isize>(
+    c: isize,
+    n: isize,
+    width: isize,
+) -> ((isize, isize), (isize, isize)) {
+    let span = if S == 1 { n } else { 2 * n - 1 };
+    (
+        inside(c, span.min(8), width),
+        inside(c + 7, span - 7, width),
+    )
+}
+
 /// Plane `plane` with AVX2 and FMA, stride 1 or 2 along the row: a 3×3 kernel by
 /// `avx2::plane3_avx2` (`chunks` caching its row vectors between planes), others here.
 ///
@@ -354,7 +410,7 @@ unsafe fn plane_avx2_s<const S: isize>(plane: &Plane<'_>) {
     let (w, ow, kw) = (p.width as isize, p.out_width as isize, p.kernel_w as isize);
     let (dw, pl) = (p.dilation_w as isize, p.pad_left as isize);
     for oy in 0..p.out_height {
-        let (ky0, ky1) = kernel_rows(plane, oy);
+        let (ky0, ky1) = kernel_rows(p, oy);
         let top = oy * p.stride_h - p.pad_top;
         // SAFETY: row `oy` of the output plane.
         let out = unsafe { plane.y.offset((oy * p.out_width) as isize) };
@@ -364,45 +420,41 @@ unsafe fn plane_avx2_s<const S: isize>(plane: &Plane<'_>) {
             let mut acc = _mm256_setzero_ps();
             for kx in 0..kw {
                 let c = ox * S + kx * dw - pl;
-                let span = if S == 1 { n } else { 2 * n - 1 };
-                let lo = inside(c, span.min(8), w);
-                let hi = inside(c + 7, span - 7, w);
+                let (lo, hi) = lanes8::<S>(c, n, w);
                 for ky in ky0..ky1 {
                     let iy = (top + ky * p.dilation_h) as isize;
-                    let at = plane.x.wrapping_offset(iy * w + c);
                     // SAFETY: the lanes read are columns `0..W` of input row `iy` (inside the
                     // data); weight `(ky, kx)` is inside the plane's weights.
                     let (v, wv) = unsafe {
-                        let a = load8(at, lo);
-                        let v = if S == 1 {
-                            a
-                        } else {
-                            // Per 128-bit half: [a0, a2, b1, b3], [a4, a6, b5, b7] (b at
-                            // `c + 7`); then 64-bit lanes reordered 0, 2, 1, 3.
-                            let b = load8(at.wrapping_offset(7), hi);
-                            let mixed = _mm256_shuffle_ps::<0b11_01_10_00>(a, b);
-                            _mm256_castpd_ps(_mm256_permute4x64_pd::<0b11_01_10_00>(
-                                _mm256_castps_pd(mixed),
-                            ))
-                        };
-                        let k = ky as isize * kw + kx;
-                        (v, _mm256_set1_ps(*plane.w.offset(k)))
+                        let v = tap8::<S>(plane.x.wrapping_offset(iy * w + c), lo, hi);
+                        (v, _mm256_set1_ps(*plane.w.offset(ky as isize * kw + kx)))
                     };
                     acc = _mm256_fmadd_ps(wv, v, acc);
                 }
             }
             // SAFETY: output columns `ox..ox + n` of the row.
-            unsafe {
-                let at = out.offset(ox);
-                if n == 8 {
-                    _mm256_storeu_ps(at, acc);
-                } else {
-                    _mm256_maskstore_ps(at, mask8((0, n)), acc);
-                }
-            }
+            unsafe { store8(out.offset(ox), n, acc) };
             ox += n;
         }
         // SAFETY: the row's `OW` results.
         unsafe { plane.epi.row(out, ow as usize) };
+    }
+}
+
+/// Stores the first `n` lanes of `v` at `at` (`n <= 8`).
+///
+/// # Safety
+///
+/// `at` is writable for `n` elements; the CPU has AVX2.
+#[target_feature(enable = "avx2")]
+#[inline]
+pub(super) unsafe fn store8(at: *mut f32, n: isize, v: __m256) {
+    // SAFETY: only the first `n` lanes are written.
+    unsafe {
+        if n == 8 {
+            _mm256_storeu_ps(at, v);
+        } else {
+            _mm256_maskstore_ps(at, mask8((0, n)), v);
+        }
     }
 }

@@ -136,8 +136,9 @@ pub enum Stmt {
     /// must not overlap `a` or `b`. The host splits large products across the kernel
     /// context's threads.
     Gemm(Box<Gemm>),
-    /// A depthwise convolution by the host (`crate::depthwise`): `float32` NCHW data, weights
-    /// `[C·multiplier, 1, kh, kw]` and result, each from a flat index of its buffer, shapes in
+    /// A direct convolution by the host (`crate::depthwise`): depthwise, grouped, or ordinary
+    /// with few output channels; `float32` NCHW data, weights `[C·multiplier,
+    /// group_channels, kh, kw]` and result, each from a flat index of its buffer, shapes in
     /// [`Depthwise::params`]. The result is overwritten (not read) and must not overlap the
     /// data or weights. The host splits it across the kernel context's threads.
     Depthwise(Box<Depthwise>),

@@ -290,10 +290,11 @@ impl LoopFunc {
                     }
                     writeln!(
                         out,
-                        ", n={}, c={}, multiplier={}, in={}x{}, out={}x{}, kernel={}x{}, \
-                         strides={}x{}, dilation={}x{}, pad={}x{})",
+                        ", n={}, c={}, group_channels={}, multiplier={}, in={}x{}, out={}x{}, \
+                         kernel={}x{}, strides={}x{}, dilation={}x{}, pad={}x{})",
                         p.batch,
                         p.channels,
+                        p.group_channels,
                         p.multiplier,
                         p.height,
                         p.width,

@@ -16,14 +16,16 @@ pub(crate) struct HostDepthwise {
     pub(crate) weight: (usize, i64),
 }
 
-/// The host depthwise convolution contraction `c` (computing tensor `t`) is, if it is one:
+/// The host direct convolution contraction `c` (computing tensor `t`) is, if it is one:
 /// float32, `t[n, g, o, y, x] = Σ_{c, kh, kw} col[n, g, c, kh, kw, y, x] · wg[g, o, c, kh,
-/// kw]` with one input channel per group (`c` of extent 1), `wg` an input read in place
-/// ([`input_view`]: OIHW weights) and `col` a window of an NCHW input: `select(0 <= iy < H
-/// && 0 <= ix < W, data[n, g, iy, ix], 0)` with `iy = y·sh + kh·dh - pad_top`, `ix = x·sw +
-/// kw·dw - pad_left` (indices clamped or not; bounds interval arithmetic proves may be left
-/// out). Anything else — other dtypes, groups of several channels, a computed data operand —
-/// is `None` and keeps the direct window ([`schedule::direct_window`]).
+/// kw]` with `wg` an input read in place ([`input_view`]: OIHW weights) and `col` a window of
+/// an NCHW input: `select(0 <= iy < H && 0 <= ix < W, data[n, g·C + c, iy, ix], 0)` with `iy =
+/// y·sh + kh·dh - pad_top`, `ix = x·sw + kw·dw - pad_left` (indices clamped or not; bounds
+/// interval arithmetic proves may be left out). It is one when the group has one input channel
+/// (a depthwise convolution), or when it has several but few output channels whose rows fill
+/// the vectors ([`few_outputs`]) — there a GEMM's tiles are mostly padding. Anything else —
+/// other dtypes, a computed data operand — is `None` and keeps the GEMM or the direct window
+/// ([`schedule::direct_window`]).
 pub(crate) fn host_depthwise(
     t: &Tensor,
     c: &Contraction,
@@ -33,13 +35,16 @@ pub(crate) fn host_depthwise(
         return None;
     };
     let (col, wg) = (&c.a.0, &c.b.0);
-    let &[1, kh, kw] = c.red_extents.as_slice() else {
+    let &[cg, kh, kw] = c.red_extents.as_slice() else {
         return None;
     };
+    if cg != 1 && !few_outputs(og, ow) {
+        return None;
+    }
     let (o, r) = (Index::Out, Index::Red);
     let shapes_ok = t.dtype == DType::F32
-        && col.shape == [n, g, 1, kh, kw, oh, ow]
-        && wg.shape == [g, og, 1, kh, kw]
+        && col.shape == [n, g, cg, kh, kw, oh, ow]
+        && wg.shape == [g, og, cg, kh, kw]
         && c.a.1 == [o(0), o(1), r(0), r(1), r(2), o(3), o(4)]
         && c.b.1 == [o(1), o(2), r(0), r(1), r(2)];
     if !shapes_ok {
@@ -51,14 +56,14 @@ pub(crate) fn host_depthwise(
         window,
         channel,
     } = im2col_window(col, inputs)?;
-    if channel != [i64::from(g > 1), 0] {
+    if channel != [if g > 1 { cg } else { 0 }, i64::from(cg > 1)] {
         return None;
     }
     let x = inputs.get(data)?;
     let &[xn, xc, h, w] = x.shape.as_slice() else {
         return None;
     };
-    if x.dtype != DType::F32 || xn != n || xc != g {
+    if x.dtype != DType::F32 || xn != n || Some(xc) != g.checked_mul(cg) {
         return None;
     }
     let [sh, dh, pt, sw, dw, pl] = window;
@@ -78,12 +83,21 @@ pub(crate) fn host_depthwise(
         dilation_w: dw,
         pad_top: pt,
         pad_left: pl,
+        group_channels: cg,
     };
     params.valid().then_some(HostDepthwise {
         params,
         data: (data, 0),
         weight,
     })
+}
+
+/// Whether a convolution with several input channels per group and `og` output channels per
+/// group, `ow` output columns, is computed directly (`depthwise::grouped`): at most 16 output
+/// channels, and rows that fill at least three quarters of their 16-lane vectors (a 7-wide row
+/// would waste over half of each multiply-add, where the GEMM wastes less).
+fn few_outputs(og: i64, ow: i64) -> bool {
+    og <= 16 && ow > 0 && ow * 4 >= (ow + 15) / 16 * 16 * 3
 }
 
 /// An im2col `col[n, g, c, kh, kw, y, x]` reading an NCHW kernel input through a zero-padded

@@ -27,12 +27,13 @@ pub(super) struct StageEpilogue {
     pub(super) lower: Lower<f64>,
 }
 
-/// The epilogue stage `reader` applies to the result in buffer `conv` (of shape `shape`)
-/// — for float16 with its arithmetic seen as float16 operations ([`as_float16`]) — when its whole value is `lower(upper(v op₁ x₁ op₂ x₂ …))` — `v` the result
+/// The epilogue stage `reader` applies to the result in buffer `conv` (of shape `shape`) —
+/// for float16 with its arithmetic seen as float16 operations ([`as_float16`]) — when its
+/// whole value is `lower(upper(v op₁ x₁ op₂ x₂ …))` — `v` the result
 /// at the stage's own index, each `op` a multiply or add (either operand order) with a
 /// `float32`/`float64` kernel input `x` read at an index linear in the stage's axes, `upper`
 /// `clip`'s `select(hi < v, hi, v)` and `lower` `relu`'s `select(v > lo, v, lo)` or `clip`'s
-/// `select(v < lo, lo, v)`, each optional — and does something.
+/// `select(v < lo, lo, v)`, each optional (none: a copy, [`StageEpilogue::is_copy`]).
 pub(super) fn stage_epilogue(
     reader: &Tensor,
     conv: usize,
@@ -82,8 +83,7 @@ pub(super) fn stage_epilogue(
         upper,
         lower,
     };
-    let useful = !e.steps.is_empty() || e.upper.is_some() || e.lower != Lower::None;
-    (*buffer == conv && same && useful && e.steps.len() <= MAX_STEPS).then_some(e)
+    (*buffer == conv && same && e.steps.len() <= MAX_STEPS).then_some(e)
 }
 
 /// A float16 stage's value with its float32 arithmetic folded back into float16 operations:
@@ -182,14 +182,36 @@ fn flat(dims: &[Ix], shape: &[i64], rank: usize) -> Option<(Vec<i64>, i64)> {
     let st = strides(shape);
     let mut coef = vec![0i64; rank];
     let mut k = 0i64;
-    for (d, s) in dims.iter().zip(st) {
-        let (c, v) = linear(d, rank)?;
+    let mut d = 0;
+    while d < dims.len() {
+        // `x / m` then `x % m` along an axis of extent `m` (a group's channel split, `[N, G·O,
+        // H, W]` read as `[N, G, O, H, W]`) is `x` along the inner axis.
+        let (ix, s, used) = match split_pair(&dims[d..]) {
+            Some((x, m)) if shape[d + 1] == m => (x, st[d + 1], 2),
+            _ => (&dims[d], st[d], 1),
+        };
+        let (c, v) = linear(ix, rank)?;
         for (a, ca) in coef.iter_mut().zip(c) {
             *a = a.checked_add(ca.checked_mul(s)?)?;
         }
         k = k.checked_add(v.checked_mul(s)?)?;
+        d += used;
     }
     Some((coef, k))
+}
+
+/// `(x, m)` when `dims` starts with `x / m` and `x % m` (indices are not negative: floor and
+/// truncating division agree).
+fn split_pair(dims: &[Ix]) -> Option<(&Ix, i64)> {
+    let [Ix::Bin(div, x, m), Ix::Bin(rem, y, n), ..] = dims else {
+        return None;
+    };
+    let (&Ix::Const(m), &Ix::Const(n)) = (&**m, &**n) else {
+        return None;
+    };
+    let ops = matches!(div, BinaryOp::Div | BinaryOp::FloorDiv)
+        && matches!(rem, BinaryOp::Mod | BinaryOp::FloorMod);
+    (ops && x == y && m == n && m > 0).then_some((&**x, m))
 }
 
 impl StageEpilogue {
@@ -231,6 +253,11 @@ impl StageEpilogue {
 
     /// The epilogue as a host depthwise convolution applies it (NCHW `shape`): a
     /// per-channel multiply, then a per-channel add, then `clip`, each optional.
+    /// Whether the stage only copies the result (a reshape): nothing for a GEMM to apply.
+    pub(super) fn is_copy(&self) -> bool {
+        self.steps.is_empty() && self.upper.is_none() && self.lower == Lower::None
+    }
+
     pub(super) fn depthwise(&self, shape: &[i64]) -> Option<DepthwiseEpilogue> {
         if self.steps.len() > 2 || shape.len() != 4 || matches!(self.lower, Lower::Relu(_)) {
             return None;

@@ -313,6 +313,7 @@ fn fuse_epilogues(
             .flatten()
             .and_then(|e| match depthwise {
                 true => e.depthwise(&reader.shape).map(FusedEpilogue::Depthwise),
+                false if e.is_copy() => None,
                 false => e.on_shape(&reader.shape, &t.shape).map(FusedEpilogue::Gemm),
             });
         if let Some(epilogue) = epilogue {

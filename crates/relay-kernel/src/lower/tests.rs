@@ -1153,6 +1153,18 @@ fn depthwise_convolutions_are_host_calls() {
         p,
         "nn.conv2d(nn.relu(%x), %w, padding=[1, 1], groups=8)"
     ));
+    // Few output channels per group, over rows that fill the vectors: the host's direct
+    // convolution too (MNIST's second layer; a grouped layer of 16-wide rows).
+    let mnist = "%x: Tensor[(1, 8, 14, 14), float32], %w: Tensor[(16, 8, 5, 5), float32]";
+    assert!(calls_depthwise(mnist, "nn.conv2d(%x, %w, padding=[2, 2])"));
+    let wide = "%x: Tensor[(1, 8, 16, 16), float32], %w: Tensor[(8, 2, 3, 3), float32]";
+    assert!(calls_depthwise(
+        wide,
+        "nn.conv2d(%x, %w, padding=[1, 1], groups=4)"
+    ));
+    // Many output channels: a GEMM.
+    let many = "%x: Tensor[(1, 8, 14, 14), float32], %w: Tensor[(32, 8, 3, 3), float32]";
+    assert!(!calls_depthwise(many, "nn.conv2d(%x, %w, padding=[1, 1])"));
 }
 
 /// A depthwise convolution's batch-norm multiply/add and ReLU6 run inside the host call:
