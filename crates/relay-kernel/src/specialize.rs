@@ -93,10 +93,12 @@ pub(crate) fn specialize_named(
         .zip(concrete)
         .map(|(p, ty)| copier.rename(p, Some(ty)))
         .collect();
+    // No return annotation while checking: a declared `?` would keep the result dynamic
+    // (a `?` unifies with any size and stays `?`).
     let candidate = Function {
         type_params: func.type_params.clone(),
         params,
-        ret_type: func.ret_type.clone(),
+        ret_type: None,
         body: copier.copy(&func.body),
         attrs: func.attrs.clone(),
     };
@@ -123,7 +125,7 @@ pub(crate) fn specialize_named(
         fail("type checking the specialized function gave its body no type".into())
     })?;
     Ok(Function {
-        ret_type: candidate.ret_type.as_ref().map(|_| ret),
+        ret_type: func.ret_type.as_ref().map(|_| ret),
         ..candidate
     })
 }

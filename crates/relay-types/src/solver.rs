@@ -213,7 +213,7 @@ impl Arena {
                     merged.push(match (x, y) {
                         (Dim::Known(m), Dim::Known(n)) if m == n => *x,
                         (Dim::Known(_), Dim::Known(_)) => return Err(Clash::Mismatch),
-                        (Dim::Any, d) | (d, Dim::Any) => *d,
+                        (Dim::Any, _) | (_, Dim::Any) => Dim::Any,
                     });
                 }
                 let dtype = *da;

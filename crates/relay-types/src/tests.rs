@@ -168,8 +168,10 @@ def @main() { @length(Nil) }
     assert!(text.contains("Nil /* ty=List["), "{text}");
 }
 
+/// A `?` dimension unifies with any size and stays `?` (TVM's rule): it is a size known only
+/// at run time, not a variable the first size it meets would fix.
 #[test]
-fn any_dims_unify_with_known_ones() {
+fn any_dims_unify_with_known_ones_and_stay_dynamic() {
     let (m, _) = check(
         "#[version = \"0.0.5\"]
 def @main(%x: Tensor[(?, 3), float32]) -> Tensor[(2, 3), float32] {
@@ -181,7 +183,24 @@ def @main(%x: Tensor[(?, 3), float32]) -> Tensor[(2, 3), float32] {
     let main = &m.functions[0];
     assert_eq!(
         main.func.body.checked_type().unwrap().to_string(),
-        "Tensor[(2, 3), float32]"
+        "Tensor[(?, ?), float32]"
+    );
+    // A local function with a `?` parameter called with two sizes (a loop accumulating rows).
+    let (m, _) = check(
+        "#[version = \"0.0.5\"]
+def @main(%x: Tensor[(2, 3), float32]) {
+  let %grow: fn (Tensor[(?, 3), float32], int64) -> Tensor[(?, 3), float32] =
+    fn (%s: Tensor[(?, 3), float32], %n: int64) -> Tensor[(?, 3), float32] {
+      if (less(%n, 3i64)) { %grow(concatenate((%s, %x)), add(%n, 1i64)) } else { %s }
+    };
+  %grow(zeros(shape=[0, 3], dtype=\"float32\"), 0i64)
+}
+",
+    );
+    let main = &m.functions[0];
+    assert_eq!(
+        main.func.body.checked_type().unwrap().to_string(),
+        "Tensor[(?, 3), float32]"
     );
 }
 
