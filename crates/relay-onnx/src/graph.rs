@@ -270,6 +270,73 @@ impl Graph {
         }
     }
 
+    /// A fresh local variable (`%hintN`) for a function's parameter or a `let`.
+    pub(crate) fn fresh_local(&mut self, hint: &str) -> String {
+        let var = format!("%{}", self.fresh(&format!("{hint}{}", self.next)));
+        self.next += 1;
+        var
+    }
+
+    /// Appends a line as written (a `let` of a local function).
+    pub(crate) fn push_line(&mut self, line: String) {
+        self.lines.push(line);
+    }
+
+    /// Imports subgraph `body` (an `If` branch, a `Loop` or `Scan` body) with its inputs
+    /// bound to `inputs`, in order; the values of the enclosing graphs stay visible (a body
+    /// captures them). Returns the lines that compute its outputs — to be placed in a nested
+    /// block — and the outputs; the body's own names are gone afterwards. Its initializers
+    /// become parameters of `@main`, like the graph's.
+    pub(crate) fn subgraph(
+        &mut self,
+        body: &GraphProto,
+        inputs: Vec<Value>,
+    ) -> Result<(Vec<String>, Vec<Value>), String> {
+        if body.input.len() != inputs.len() {
+            return Err(format!(
+                "the body takes {} inputs, not {}",
+                body.input.len(),
+                inputs.len()
+            ));
+        }
+        let outer_values = self.values.clone();
+        let outer_lines = std::mem::take(&mut self.lines);
+        let result = self.body(body, inputs);
+        let lines = std::mem::replace(&mut self.lines, outer_lines);
+        self.values = outer_values;
+        result.map(|outputs| (lines, outputs))
+    }
+
+    /// [`Graph::subgraph`]'s import, into `self.lines`.
+    fn body(&mut self, body: &GraphProto, inputs: Vec<Value>) -> Result<Vec<Value>, String> {
+        for (vi, v) in body.input.iter().zip(inputs) {
+            self.values.insert(vi.name.clone(), v);
+        }
+        for t in &body.initializer {
+            let array = tensor::array(t, None).map_err(|e| e.to_string())?;
+            self.constant(&t.name, array);
+        }
+        for (index, node) in body.node.iter().enumerate() {
+            self.node(node).map_err(|message| {
+                let name = if node.name.is_empty() {
+                    format!("#{index}")
+                } else {
+                    node.name.clone()
+                };
+                format!("in its body, node `{name}` ({}): {message}", node.op_type)
+            })?;
+        }
+        body.output
+            .iter()
+            .map(|vi| {
+                self.values
+                    .get(&vi.name)
+                    .cloned()
+                    .ok_or_else(|| format!("body output `{}` is never computed", vi.name))
+            })
+            .collect()
+    }
+
     /// Makes `key` (a name no ONNX value has) stand for `v`.
     pub(crate) fn define(&mut self, key: String, v: Value) {
         self.values.insert(key, v);
@@ -325,7 +392,11 @@ impl Graph {
         let inputs: Vec<Value> = (0..node.input.len())
             .filter_map(|i| self.optional_input(node, i).ok().flatten())
             .collect();
-        let foldable = !inputs.is_empty()
+        // Control flow is not run at import (a loop may iterate a million times); the nodes
+        // of a branch taken at import fold one by one.
+        let control = matches!(node.op_type.as_str(), "If" | "Loop" | "Scan");
+        let foldable = !control
+            && !inputs.is_empty()
             && inputs.iter().all(|v| v.konst.is_some())
             && outputs
                 .iter()
@@ -390,9 +461,12 @@ fn evaluate(text: &str, inputs: &[Value]) -> Option<Vec<NDArray>> {
     }
 }
 
-/// The text of a tensor type.
+/// The text of a tensor type; a negative dimension is dynamic (`?`).
 pub(crate) fn type_text(shape: &[i64], dtype: DType) -> String {
-    let dims: Vec<String> = shape.iter().map(i64::to_string).collect();
+    let dims: Vec<String> = shape
+        .iter()
+        .map(|&d| if d < 0 { "?".into() } else { d.to_string() })
+        .collect();
     match dims.len() {
         0 => format!("Tensor[(), {dtype}]"),
         1 => format!("Tensor[({}), {dtype}]", dims[0]),

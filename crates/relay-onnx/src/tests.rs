@@ -1144,3 +1144,111 @@ fn hostile_attributes_and_shapes_are_errors_not_panics() {
         vec![],
     );
 }
+
+/// A graph attribute.
+fn graph(name: &str, g: GraphProto) -> AttributeProto {
+    AttributeProto {
+        name: name.into(),
+        r#type: attribute_type::GRAPH,
+        g: Some(g),
+        ..Default::default()
+    }
+}
+
+/// A body graph of `nodes` with inputs and outputs.
+fn body(nodes: Vec<NodeProto>, inputs: Vec<ValueInfoProto>, outputs: &[&str]) -> GraphProto {
+    GraphProto {
+        node: nodes,
+        input: inputs,
+        output: outputs.iter().map(|o| info(o, &[])).collect(),
+        ..Default::default()
+    }
+}
+
+#[test]
+fn control_flow_that_cannot_be_typed_is_an_error_naming_the_node() {
+    let expect_error = |bytes: Vec<u8>, want: &str| {
+        let e = import(&bytes, &ImportOptions::default())
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains(want), "{e}");
+        let report = format!(
+            "{:?}",
+            miette::Report::new(import(&bytes, &ImportOptions::default()).unwrap_err(),)
+        );
+        assert!(report.contains("Loop") || report.contains("If"), "{report}");
+    };
+    // Branches of different shapes.
+    let then_g = body(vec![node("Relu", &["x"], &["a"], vec![])], vec![], &["a"]);
+    let else_g = body(
+        vec![node("Concat", &["x", "x"], &["b"], vec![int("axis", 0)])],
+        vec![],
+        &["b"],
+    );
+    let m = model(
+        17,
+        vec![node(
+            "If",
+            &["c", ""][..1],
+            &["y"],
+            vec![graph("then_branch", then_g), graph("else_branch", else_g)],
+        )],
+        vec![
+            info("x", &[2]),
+            ValueInfoProto {
+                r#type: Some(TypeProto {
+                    tensor_type: Some(TensorTypeProto {
+                        elem_type: data_type::BOOL,
+                        shape: Some(TensorShapeProto { dim: Vec::new() }),
+                    }),
+                    denotation: String::new(),
+                }),
+                ..info("c", &[])
+            },
+        ],
+        vec![info("y", &[2])],
+        vec![],
+    );
+    expect_error(m, "in one branch");
+    // A carried value whose shape changes.
+    let b = body(
+        vec![
+            node("Concat", &["v", "v"], &["w"], vec![int("axis", 0)]),
+            node("Identity", &["cond"], &["c2"], vec![]),
+        ],
+        vec![info("i", &[]), info("cond", &[]), info("v", &[2])],
+        &["c2", "w"],
+    );
+    let m = model(
+        17,
+        vec![node(
+            "Loop",
+            &["M", "", "x"],
+            &["y"],
+            vec![graph("body", b)],
+        )],
+        vec![info("x", &[2])],
+        vec![info("y", &[2])],
+        vec![int64s("M", &[3])],
+    );
+    expect_error(m, "loop-carried value 0");
+    // A body that does not compute its output.
+    let b = body(
+        vec![],
+        vec![info("i", &[]), info("cond", &[]), info("v", &[2])],
+        &["c2", "nothing"],
+    );
+    let m = model(
+        17,
+        vec![node(
+            "Loop",
+            &["M", "", "x"],
+            &["y"],
+            vec![graph("body", b)],
+        )],
+        vec![info("x", &[2])],
+        vec![info("y", &[2])],
+        vec![int64s("M", &[3])],
+    );
+    expect_error(m, "never computed");
+}

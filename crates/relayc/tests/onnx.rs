@@ -125,3 +125,54 @@ fn a_file_that_is_not_a_model_is_an_error() {
     assert_eq!(out.status.code(), Some(1));
     std::fs::remove_dir_all(dir).ok();
 }
+
+/// The importer's per-operator models (`relay-onnx/tests/generate.py`, control flow among
+/// them) run on the VM by `relayc run MODEL.onnx`, against ONNX Runtime's stored outputs.
+#[test]
+fn generated_models_run_on_the_vm_as_onnx_runtime_does() {
+    use relay_runtime::npy::{read_npz_file, write_npy_file};
+    let root = data("ops");
+    let mut dirs: Vec<PathBuf> = std::fs::read_dir(&root)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.join("model.onnx").exists())
+        .collect();
+    dirs.sort();
+    assert!(dirs.len() >= 7);
+    let mut failures = Vec::new();
+    for dir in dirs {
+        let name = dir.file_name().unwrap().to_string_lossy().into_owned();
+        let work = scratch(&format!("gen-{name}"));
+        let mut args = vec![
+            "run".to_string(),
+            dir.join("model.onnx").to_str().unwrap().to_string(),
+        ];
+        for (k, a) in read_npz_file(&dir.join("inputs.npz")).unwrap() {
+            let path = work.join(format!("{k}.npy"));
+            write_npy_file(&path, &a).unwrap();
+            args.extend(["--input".into(), format!("{k}={}", path.display())]);
+        }
+        let out = work.join("out.npz");
+        args.extend(["--output".into(), out.to_str().unwrap().to_string()]);
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let run = relayc(&args);
+        if !run.status.success() {
+            failures.push(format!("{name}: {}", String::from_utf8_lossy(&run.stderr)));
+            continue;
+        }
+        let got = read_npz_file(&out).unwrap();
+        for (k, want) in read_npz_file(&dir.join("outputs.npz")).unwrap() {
+            let g = &got.iter().find(|(n, _)| *n == k).unwrap().1;
+            let (gv, wv) = (g.to_f64_vec(), want.to_f64_vec());
+            let close = g.shape() == want.shape()
+                && gv
+                    .iter()
+                    .zip(&wv)
+                    .all(|(a, b)| a == b || (a - b).abs() <= 1e-5 + 1e-4 * b.abs());
+            if !close {
+                failures.push(format!("{name} output {k}: {gv:?} against {wv:?}"));
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}

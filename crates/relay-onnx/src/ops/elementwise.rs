@@ -35,6 +35,9 @@ pub(super) fn variadic(g: &mut Graph, node: &NodeProto) -> Result<Value, String>
         "Div" => "divide",
         "Pow" => "power",
         "Max" => "maximum",
+        // `fmod` = 0: the sign of the divisor (integers only); 1: of the dividend (C's fmod).
+        "Mod" if Attrs(&node.attribute).int("fmod", 0)? == 0 => "floor_mod",
+        "Mod" => "trunc_mod",
         _ => "minimum",
     };
     let mut acc = g.input(node, 0)?;

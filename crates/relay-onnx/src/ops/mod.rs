@@ -2,6 +2,7 @@
 //! ([`elementwise`]), neural-network layers ([`nn`]), shapes and layout ([`shape`]).
 
 mod activation;
+mod control;
 mod elementwise;
 mod nn;
 mod rnn;
@@ -18,7 +19,7 @@ pub(crate) fn convert(g: &mut Graph, node: &NodeProto) -> Result<Vec<Value>, Str
     let a = Attrs(&node.attribute);
     let one = |v: Value| Ok(vec![v]);
     match node.op_type.as_str() {
-        "Add" | "Sub" | "Mul" | "Div" | "Pow" | "Max" | "Min" | "Sum" => {
+        "Add" | "Sub" | "Mul" | "Div" | "Pow" | "Max" | "Min" | "Sum" | "Mod" => {
             one(elementwise::variadic(g, node)?)
         }
         "Relu" | "Sigmoid" | "Tanh" | "Erf" | "Exp" | "Log" | "Sqrt" | "Neg" | "Abs" | "Floor"
@@ -36,6 +37,9 @@ pub(crate) fn convert(g: &mut Graph, node: &NodeProto) -> Result<Vec<Value>, Str
         "Slice" => one(slice::slice(g, node, &a)?),
         "Split" => slice::split(g, node, &a),
         "LSTM" => rnn::lstm(g, node, &a),
+        "If" => control::if_(g, node),
+        "Loop" => control::loop_(g, node),
+        "Scan" => control::scan(g, node, &a),
         "Pad" => one(slice::pad(g, node, &a)?),
         "Tile" => one(slice::tile(g, node)?),
         "Range" | "ConstantOfShape" | "Size" => one(slice::known(g, node, &a)?),

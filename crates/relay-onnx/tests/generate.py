@@ -1,0 +1,285 @@
+"""Writes the importer's test models: for each case, a small ONNX model of one operator form
+(or one control-flow pattern), seeded inputs, and ONNX Runtime's outputs as the expected
+result, into tests/data/ops/<case>/ (model.onnx, inputs.npz by ONNX input name, outputs.npz
+by output position "0", "1", ...). `cargo test` checks every directory without Python
+(tests/generated.rs); run this after adding a case:
+
+    benches/.venv/bin/python crates/relay-onnx/tests/generate.py
+
+(benches/run.sh creates that environment with numpy, onnx and onnxruntime.) Existing
+directories are rewritten; a case's files change only when its model or ONNX Runtime does.
+"""
+
+import os
+import shutil
+import sys
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+from onnx import TensorProto as T
+from onnx import helper as h
+from onnx import numpy_helper as nh
+
+OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "ops")
+CASES = []
+
+
+def case(fn):
+    CASES.append(fn)
+    return fn
+
+
+def rng(seed=0):
+    return np.random.default_rng(seed)
+
+
+def info(name, dtype, shape):
+    return h.make_tensor_value_info(name, dtype, shape)
+
+
+def model(nodes, inputs, outputs, inits=(), opset=17):
+    g = h.make_graph(nodes, "g", inputs, outputs, list(inits))
+    m = h.make_model(g, opset_imports=[h.make_opsetid("", opset)])
+    m.ir_version = 8
+    onnx.checker.check_model(m)
+    return m
+
+
+def unary(op, x, opset=17, **attrs):
+    """One node `op` of one float32 input `x` (its output's shape inferred)."""
+    return (
+        model(
+            [h.make_node(op, ["x"], ["y"], **attrs)],
+            [info("x", T.FLOAT, list(x.shape))],
+            [info("y", T.FLOAT, None)],
+            opset=opset,
+        ),
+        {"x": x},
+    )
+
+
+def body(nodes, inputs, outputs, inits=()):
+    return h.make_graph(nodes, "body", inputs, outputs, list(inits))
+
+
+# ----- Control flow -----
+
+
+@case
+def loop_counter():
+    """A counting `Loop` (trip count from an input, no condition): the carried sum of i."""
+    b = body(
+        [
+            h.make_node("Cast", ["i"], ["i_f"], to=T.FLOAT),
+            h.make_node("Add", ["s_in", "i_f"], ["s_out"]),
+            h.make_node("Identity", ["cond_in"], ["cond_out"]),
+        ],
+        [info("i", T.INT64, []), info("cond_in", T.BOOL, []), info("s_in", T.FLOAT, [1])],
+        [info("cond_out", T.BOOL, []), info("s_out", T.FLOAT, [1])],
+    )
+    m = model(
+        [h.make_node("Loop", ["M", "", "s0"], ["s"], body=b)],
+        [info("M", T.INT64, []), info("s0", T.FLOAT, [1])],
+        [info("s", T.FLOAT, [1])],
+    )
+    return m, {"M": np.array(1000, np.int64), "s0": np.zeros(1, np.float32)}
+
+
+@case
+def loop_scan_outputs():
+    """A `Loop` with a constant trip count, a captured outer value and a scan output that a
+    later node reads (static length)."""
+    b = body(
+        [
+            h.make_node("Add", ["x_in", "w"], ["x_out"]),
+            h.make_node("Mul", ["x_out", "x_out"], ["sq"]),
+            h.make_node("Identity", ["cond_in"], ["cond_out"]),
+        ],
+        [info("i", T.INT64, []), info("cond_in", T.BOOL, []), info("x_in", T.FLOAT, [2, 3])],
+        [
+            info("cond_out", T.BOOL, []),
+            info("x_out", T.FLOAT, [2, 3]),
+            info("sq", T.FLOAT, [2, 3]),
+        ],
+    )
+    m = model(
+        [
+            h.make_node("Loop", ["M", "", "x"], ["xf", "sqs"], body=b),
+            h.make_node("Relu", ["sqs"], ["r"]),
+        ],
+        [info("x", T.FLOAT, [2, 3]), info("w", T.FLOAT, [2, 3])],
+        [info("xf", T.FLOAT, [2, 3]), info("r", T.FLOAT, [5, 2, 3])],
+        [nh.from_array(np.array(5, np.int64), "M")],
+    )
+    r = rng(1)
+    return m, {
+        "x": r.standard_normal((2, 3), dtype=np.float32),
+        "w": r.standard_normal((2, 3), dtype=np.float32),
+    }
+
+
+@case
+def loop_while_with_nested_if():
+    """A while `Loop` (condition only, a dynamic number of iterations) whose body branches
+    with an `If` on the iteration's parity; its scan output has a dynamic length."""
+    then_g = h.make_graph(
+        [h.make_node("Mul", ["v_in", "two"], ["t_out"])], "then", [], [info("t_out", T.FLOAT, [3])]
+    )
+    else_g = h.make_graph(
+        [h.make_node("Add", ["v_in", "two"], ["e_out"])], "else", [], [info("e_out", T.FLOAT, [3])]
+    )
+    b = body(
+        [
+            h.make_node("Mod", ["i", "two_i"], ["m"]),
+            h.make_node("Equal", ["m", "zero_i"], ["even"]),
+            h.make_node("If", ["even"], ["v_out"], then_branch=then_g, else_branch=else_g),
+            h.make_node("ReduceSum", ["v_out"], ["tot"], keepdims=0),
+            h.make_node("Less", ["tot", "limit"], ["cond_out"]),
+            h.make_node("Identity", ["tot"], ["tot_s"]),
+        ],
+        [info("i", T.INT64, []), info("cond_in", T.BOOL, []), info("v_in", T.FLOAT, [3])],
+        [info("cond_out", T.BOOL, []), info("v_out", T.FLOAT, [3]), info("tot_s", T.FLOAT, [])],
+        [nh.from_array(np.array(2, np.int64), "two_i"), nh.from_array(np.array(0, np.int64), "zero_i")],
+    )
+    m = model(
+        [h.make_node("Loop", ["", "c0", "v"], ["vf", "tots"], body=b)],
+        [info("c0", T.BOOL, []), info("v", T.FLOAT, [3]), info("limit", T.FLOAT, [])],
+        [info("vf", T.FLOAT, [3]), info("tots", T.FLOAT, [None])],
+        [nh.from_array(np.array(2.0, np.float32), "two")],
+    )
+    return m, {
+        "c0": np.array(True),
+        "v": np.array([1, 2, 3], np.float32),
+        "limit": np.array(1000.0, np.float32),
+    }
+
+
+@case
+def scan_reverse_axis_1():
+    """`Scan`: a running sum along axis 1, read backwards, stacked along axis 1."""
+    b = body(
+        [h.make_node("Add", ["s_in", "x_t"], ["s_out"]), h.make_node("Identity", ["s_out"], ["y_t"])],
+        [info("s_in", T.FLOAT, [2]), info("x_t", T.FLOAT, [2])],
+        [info("s_out", T.FLOAT, [2]), info("y_t", T.FLOAT, [2])],
+    )
+    m = model(
+        [
+            h.make_node(
+                "Scan",
+                ["s0", "xs"],
+                ["sf", "ys"],
+                body=b,
+                num_scan_inputs=1,
+                scan_input_axes=[1],
+                scan_input_directions=[1],
+                scan_output_axes=[1],
+            )
+        ],
+        [info("s0", T.FLOAT, [2]), info("xs", T.FLOAT, [2, 4])],
+        [info("sf", T.FLOAT, [2]), info("ys", T.FLOAT, [2, 4])],
+    )
+    return m, {"s0": np.zeros(2, np.float32), "xs": rng(2).standard_normal((2, 4), dtype=np.float32)}
+
+
+@case
+def scan_two_inputs_reversed_output():
+    """`Scan` over two inputs of one length (the second backwards), an output reversed."""
+    b = body(
+        [
+            h.make_node("Mul", ["a_t", "b_t"], ["p"]),
+            h.make_node("Add", ["s_in", "p"], ["s_out"]),
+            h.make_node("Tanh", ["s_out"], ["y_t"]),
+        ],
+        [info("s_in", T.FLOAT, [3]), info("a_t", T.FLOAT, [3]), info("b_t", T.FLOAT, [3])],
+        [info("s_out", T.FLOAT, [3]), info("y_t", T.FLOAT, [3])],
+    )
+    m = model(
+        [
+            h.make_node(
+                "Scan",
+                ["s0", "a", "b"],
+                ["sf", "ys"],
+                body=b,
+                num_scan_inputs=2,
+                scan_input_directions=[0, 1],
+                scan_output_directions=[1],
+            )
+        ],
+        [info("s0", T.FLOAT, [3]), info("a", T.FLOAT, [5, 3]), info("b", T.FLOAT, [5, 3])],
+        [info("sf", T.FLOAT, [3]), info("ys", T.FLOAT, [5, 3])],
+    )
+    r = rng(3)
+    return m, {
+        "s0": r.standard_normal(3, dtype=np.float32),
+        "a": r.standard_normal((5, 3), dtype=np.float32),
+        "b": r.standard_normal((5, 3), dtype=np.float32),
+    }
+
+
+@case
+def if_on_an_input():
+    """`If` on a graph input, each branch reading the graph's inputs."""
+    then_g = h.make_graph([h.make_node("Add", ["a", "b"], ["o"])], "then", [], [info("o", T.FLOAT, [2])])
+    else_g = h.make_graph([h.make_node("Sub", ["a", "b"], ["o2"])], "else", [], [info("o2", T.FLOAT, [2])])
+    m = model(
+        [h.make_node("If", ["c"], ["y"], then_branch=then_g, else_branch=else_g)],
+        [info("c", T.BOOL, [1]), info("a", T.FLOAT, [2]), info("b", T.FLOAT, [2])],
+        [info("y", T.FLOAT, [2])],
+    )
+    return m, {"c": np.array([False]), "a": np.array([1, 2], np.float32), "b": np.array([3, 5], np.float32)}
+
+
+@case
+def if_on_a_constant_two_outputs():
+    """`If` on a condition known at import (a shape test): the branch taken is imported
+    inline; two outputs."""
+    then_g = h.make_graph(
+        [h.make_node("Relu", ["x"], ["r"]), h.make_node("Neg", ["x"], ["n"])],
+        "then",
+        [],
+        [info("r", T.FLOAT, [2, 2]), info("n", T.FLOAT, [2, 2])],
+    )
+    else_g = h.make_graph(
+        [h.make_node("Sigmoid", ["x"], ["s"]), h.make_node("Abs", ["x"], ["a"])],
+        "else",
+        [],
+        [info("s", T.FLOAT, [2, 2]), info("a", T.FLOAT, [2, 2])],
+    )
+    m = model(
+        [
+            h.make_node("Shape", ["x"], ["shape"]),
+            h.make_node("ReduceProd", ["shape"], ["size"], keepdims=0),
+            h.make_node("Greater", ["size", "three"], ["big"]),
+            h.make_node("If", ["big"], ["y", "z"], then_branch=then_g, else_branch=else_g),
+        ],
+        [info("x", T.FLOAT, [2, 2])],
+        [info("y", T.FLOAT, [2, 2]), info("z", T.FLOAT, [2, 2])],
+        [nh.from_array(np.array(3, np.int64), "three")],
+    )
+    return m, {"x": rng(4).standard_normal((2, 2), dtype=np.float32)}
+
+
+def write(name, m, feeds):
+    sess = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
+    outs = sess.run(None, feeds)
+    d = os.path.join(OUT, name)
+    shutil.rmtree(d, ignore_errors=True)
+    os.makedirs(d)
+    onnx.save(m, os.path.join(d, "model.onnx"))
+    np.savez(os.path.join(d, "inputs.npz"), **feeds)
+    np.savez(os.path.join(d, "outputs.npz"), **{str(i): o for i, o in enumerate(outs)})
+
+
+def main():
+    only = set(sys.argv[1:])
+    for fn in CASES:
+        if only and fn.__name__ not in only:
+            continue
+        m, feeds = fn()
+        write(fn.__name__, m, feeds)
+        print(fn.__name__)
+
+
+if __name__ == "__main__":
+    main()
