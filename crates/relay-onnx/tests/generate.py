@@ -52,7 +52,7 @@ def unary(op, x, opset=17, **attrs):
         model(
             [h.make_node(op, ["x"], ["y"], **attrs)],
             [info("x", T.FLOAT, list(x.shape))],
-            [info("y", T.FLOAT, None)],
+            [info("y", T.FLOAT, [None] * x.ndim)],
             opset=opset,
         ),
         {"x": x},
@@ -260,9 +260,117 @@ def if_on_a_constant_two_outputs():
     return m, {"x": rng(4).standard_normal((2, 2), dtype=np.float32)}
 
 
-def write(name, m, feeds):
+# ----- Recurrent cells -----
+
+
+def recurrent(op, gates, seq=5, batch=2, inp=3, hidden=4, direction="forward", layout=0,
+              bias=True, initial=True, peephole=False, seed=10, **attrs):
+    """One `op` node with random W, R (and B, initial states, peepholes) as inputs."""
+    r = rng(seed)
+    dirs = 2 if direction == "bidirectional" else 1
+    x_shape = [seq, batch, inp] if layout == 0 else [batch, seq, inp]
+    s_shape = [dirs, batch, hidden] if layout == 0 else [batch, dirs, hidden]
+    feeds = {
+        "X": r.standard_normal(x_shape, dtype=np.float32),
+        "W": 0.5 * r.standard_normal((dirs, gates * hidden, inp), dtype=np.float32),
+        "R": 0.5 * r.standard_normal((dirs, gates * hidden, hidden), dtype=np.float32),
+    }
+    names = ["X", "W", "R"]
+    names.append("B" if bias else "")
+    if bias:
+        feeds["B"] = 0.3 * r.standard_normal((dirs, 2 * gates * hidden), dtype=np.float32)
+    names.append("")  # sequence_lens
+    names.append("h0" if initial else "")
+    if initial:
+        feeds["h0"] = r.standard_normal(s_shape, dtype=np.float32)
+    if op == "LSTM":
+        names.append("c0" if initial else "")
+        if initial:
+            feeds["c0"] = r.standard_normal(s_shape, dtype=np.float32)
+        names.append("P" if peephole else "")
+        if peephole:
+            feeds["P"] = 0.5 * r.standard_normal((dirs, 3 * hidden), dtype=np.float32)
+    while names and names[-1] == "":
+        names.pop()
+    outs = ["Y", "Y_h"] + (["Y_c"] if op == "LSTM" else [])
+    node = h.make_node(op, names, outs, hidden_size=hidden, direction=direction, layout=layout, **attrs)
+    inputs = [info(n, T.FLOAT, list(feeds[n].shape)) for n in names if n]
+    ranks = [4, 3, 3]
+    outputs = [info(o, T.FLOAT, [None] * k) for o, k in zip(outs, ranks)]
+    m = model([node], inputs, outputs, opset=14)
+    if layout == 0:
+        return m, feeds
+    # ONNX Runtime runs only layout 0: the expected outputs are those of the layout-0 model on
+    # the transposed inputs, transposed back.
+    ref, ref_feeds = recurrent(op, gates, seq, batch, inp, hidden, direction, 0, bias, initial,
+                               peephole, seed, **attrs)
+    for k in ("h0", "c0"):
+        if k in ref_feeds:
+            ref_feeds[k] = feeds[k].transpose(1, 0, 2)
+    ref_feeds["X"] = feeds["X"].transpose(1, 0, 2)
+    ys = run(ref, ref_feeds)
+    expected = [ys[0].transpose(2, 0, 1, 3)] + [y.transpose(1, 0, 2) for y in ys[1:]]
+    return m, feeds, expected
+
+
+@case
+def lstm_bidirectional_peepholes_clip_layout_1():
+    return recurrent("LSTM", 4, direction="bidirectional", layout=1, peephole=True, clip=1.5)
+
+
+@case
+def lstm_reverse_other_activations_input_forget():
+    return recurrent(
+        "LSTM", 4, direction="reverse", input_forget=1,
+        activations=["HardSigmoid", "LeakyRelu", "Softsign"], activation_alpha=[0.3, 0.1],
+        activation_beta=[0.4], seed=11,
+    )
+
+
+@case
+def lstm_forward_no_bias_no_initial_state():
+    return recurrent("LSTM", 4, bias=False, initial=False, seed=12)
+
+
+@case
+def gru_bidirectional():
+    return recurrent("GRU", 3, direction="bidirectional", seed=13)
+
+
+@case
+def gru_linear_before_reset_reverse_layout_1():
+    return recurrent("GRU", 3, direction="reverse", layout=1, linear_before_reset=1, seed=14)
+
+
+@case
+def gru_activations_clip_no_bias():
+    return recurrent(
+        "GRU", 3, bias=False, clip=2.0, activations=["Sigmoid", "Relu"], seed=15,
+    )
+
+
+@case
+def rnn_forward():
+    return recurrent("RNN", 1, seed=16)
+
+
+@case
+def rnn_bidirectional_relu_and_affine():
+    return recurrent(
+        "RNN", 1, direction="bidirectional", activations=["Relu", "Affine"],
+        activation_alpha=[0.7], activation_beta=[0.1], initial=False, seed=17,
+    )
+
+
+def run(m, feeds):
     sess = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
-    outs = sess.run(None, feeds)
+    return sess.run(None, feeds)
+
+
+def write(name, m, feeds, outs=None):
+    """Writes case `name`: its model, inputs, and outputs (ONNX Runtime's unless given)."""
+    if outs is None:
+        outs = run(m, feeds)
     d = os.path.join(OUT, name)
     shutil.rmtree(d, ignore_errors=True)
     os.makedirs(d)
@@ -276,8 +384,7 @@ def main():
     for fn in CASES:
         if only and fn.__name__ not in only:
             continue
-        m, feeds = fn()
-        write(fn.__name__, m, feeds)
+        write(fn.__name__, *fn())
         print(fn.__name__)
 
 

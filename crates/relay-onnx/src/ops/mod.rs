@@ -37,6 +37,8 @@ pub(crate) fn convert(g: &mut Graph, node: &NodeProto) -> Result<Vec<Value>, Str
         "Slice" => one(slice::slice(g, node, &a)?),
         "Split" => slice::split(g, node, &a),
         "LSTM" => rnn::lstm(g, node, &a),
+        "GRU" => rnn::gru(g, node, &a),
+        "RNN" => rnn::rnn(g, node, &a),
         "If" => control::if_(g, node),
         "Loop" => control::loop_(g, node),
         "Scan" => control::scan(g, node, &a),
