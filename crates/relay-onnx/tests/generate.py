@@ -362,6 +362,266 @@ def rnn_bidirectional_relu_and_affine():
     )
 
 
+# ----- Normalizations, resampling, index operators -----
+
+
+def single(op, feeds, inits=(), opset=17, out_rank=None, out_type=T.FLOAT, **attrs):
+    """One `op` node over `feeds` (graph inputs, in order) and `inits` (initializers)."""
+    names = list(feeds) + [t.name for t in inits]
+    first = next(iter(feeds.values()))
+    rank = first.ndim if out_rank is None else out_rank
+    m = model(
+        [h.make_node(op, names, ["y"], **attrs)],
+        [info(k, nh.from_array(v).data_type, list(v.shape)) for k, v in feeds.items()],
+        [info("y", out_type, [None] * rank)],
+        inits,
+        opset=opset,
+    )
+    return m, feeds
+
+
+def image(shape, seed=20):
+    return rng(seed).standard_normal(shape, dtype=np.float32)
+
+
+@case
+def instance_normalization():
+    r = rng(21)
+    return single(
+        "InstanceNormalization",
+        {"x": image((2, 3, 4, 5)), "s": r.standard_normal(3, dtype=np.float32),
+         "b": r.standard_normal(3, dtype=np.float32)},
+        epsilon=1e-3,
+    )
+
+
+@case
+def lrn_odd_size():
+    return single("LRN", {"x": image((2, 7, 3, 4))}, size=3, alpha=2e-3, beta=0.8, bias=1.5)
+
+
+@case
+def lrn_even_size():
+    """ONNX Runtime takes odd sizes only: the expected result is the operator's definition
+    computed here in float64 (channels c - floor((size-1)/2) through c + ceil((size-1)/2))."""
+    size, alpha, beta, bias = 4, 1e-4, 0.75, 1.0
+    x = image((1, 6, 2, 2), seed=22)
+    m, feeds = single("LRN", {"x": x}, size=size)
+    x64 = x.astype(np.float64)
+    lo, hi = (size - 1) // 2, size - 1 - (size - 1) // 2
+    sq = np.zeros_like(x64)
+    for c in range(x.shape[1]):
+        sq[:, c] = (x64[:, max(0, c - lo): c + hi + 1] ** 2).sum(axis=1)
+    y = x64 / (bias + alpha / size * sq) ** beta
+    return m, feeds, [y.astype(np.float32)]
+
+
+@case
+def depth_to_space_dcr():
+    return single("DepthToSpace", {"x": image((1, 8, 2, 3))}, blocksize=2)
+
+
+@case
+def depth_to_space_crd():
+    return single("DepthToSpace", {"x": image((2, 8, 2, 3))}, blocksize=2, mode="CRD")
+
+
+@case
+def space_to_depth():
+    return single("SpaceToDepth", {"x": image((1, 2, 4, 6))}, blocksize=2)
+
+
+@case
+def one_hot_last_axis_negative_indices():
+    return single(
+        "OneHot",
+        {"i": np.array([[0, 3, -1], [2, -4, 1]], np.int64)},
+        [nh.from_array(np.array(4, np.int64), "depth"),
+         nh.from_array(np.array([0.5, 2.0], np.float32), "values")],
+        out_rank=3,
+    )
+
+
+@case
+def one_hot_axis_0_int_values():
+    return single(
+        "OneHot",
+        {"i": np.array([1, 0, 2], np.int64)},
+        [nh.from_array(np.array([3], np.int64), "depth"),
+         nh.from_array(np.array([-1, 7], np.int64), "values")],
+        out_rank=2, out_type=T.INT64, axis=0,
+    )
+
+
+@case
+def cumsum_inclusive():
+    return single("CumSum", {"x": image((3, 5))}, [nh.from_array(np.array(1, np.int64), "axis")])
+
+
+@case
+def cumsum_exclusive_reverse():
+    return single(
+        "CumSum", {"x": image((4, 3, 2))}, [nh.from_array(np.array(0, np.int32), "axis")],
+        exclusive=1, reverse=1,
+    )
+
+
+@case
+def cumsum_int64():
+    return single(
+        "CumSum", {"x": np.arange(12, dtype=np.int64).reshape(3, 4)},
+        [nh.from_array(np.array(-1, np.int64), "axis")], out_type=T.INT64, exclusive=1,
+    )
+
+
+def einsum_case(eq, *shapes, rank):
+    feeds = {f"x{i}": image(s, seed=30 + i) for i, s in enumerate(shapes)}
+    return single("Einsum", feeds, out_rank=rank, equation=eq)
+
+
+@case
+def einsum_matmul():
+    return einsum_case("ij,jk->ik", (3, 4), (4, 5), rank=2)
+
+
+@case
+def einsum_batched_attention_scores():
+    return einsum_case("bhqd,bhkd->bhqk", (2, 3, 4, 5), (2, 3, 6, 5), rank=4)
+
+
+@case
+def einsum_transpose_and_sum():
+    return einsum_case("ijk->ki", (2, 3, 4), rank=2)
+
+
+@case
+def einsum_row_dot_and_outer():
+    return einsum_case("ij,ij->i", (3, 4), (3, 4), rank=1)
+
+
+@case
+def einsum_outer_implicit_output():
+    return einsum_case("j,i", (3,), (4,), rank=2)
+
+
+def conv_t(x_shape, w_shape, seed=40, bias=False, **attrs):
+    r = rng(seed)
+    feeds = {"x": r.standard_normal(x_shape, dtype=np.float32),
+             "w": r.standard_normal(w_shape, dtype=np.float32)}
+    if bias:
+        feeds["b"] = r.standard_normal(w_shape[1] * attrs.get("group", 1), dtype=np.float32)
+    return single("ConvTranspose", feeds, **attrs)
+
+
+@case
+def conv_transpose_basic():
+    return conv_t((1, 2, 3, 4), (2, 3, 3, 3))
+
+
+@case
+def conv_transpose_stride_pads_output_padding_bias():
+    return conv_t((2, 3, 4, 3), (3, 2, 3, 2), strides=[2, 3], pads=[1, 0, 1, 1],
+                  output_padding=[1, 2], bias=True)
+
+
+@case
+def conv_transpose_groups_dilation():
+    return conv_t((1, 4, 5, 5), (4, 3, 2, 3), group=2, dilations=[2, 1], strides=[1, 2])
+
+
+@case
+def conv_transpose_same_upper():
+    return conv_t((1, 2, 4, 5), (2, 2, 3, 4), strides=[2, 2], auto_pad="SAME_UPPER")
+
+
+@case
+def conv_transpose_output_shape():
+    return conv_t((1, 1, 3, 3), (1, 2, 3, 3), strides=[3, 2], output_shape=[10, 8])
+
+
+@case
+def conv_transpose_large_pads():
+    return conv_t((1, 2, 6, 6), (2, 2, 3, 3), pads=[3, 2, 3, 2])
+
+
+def resize(x_shape, scales=None, sizes=None, opset=17, seed=50, **attrs):
+    inits = [nh.from_array(np.zeros(0, np.float32), "roi")]
+    names = ["roi"]
+    if scales is not None:
+        inits.append(nh.from_array(np.array(scales, np.float32), "scales"))
+    else:
+        inits.append(nh.from_array(np.zeros(0, np.float32), "scales"))
+    if sizes is not None:
+        inits.append(nh.from_array(np.array(sizes, np.int64), "sizes"))
+    x = image(x_shape, seed)
+    m = model(
+        [h.make_node("Resize", ["x"] + [t.name for t in inits], ["y"], **attrs)],
+        [info("x", T.FLOAT, list(x_shape))],
+        [info("y", T.FLOAT, [None] * len(x_shape))],
+        inits,
+        opset=opset,
+    )
+    return m, {"x": x}
+
+
+@case
+def resize_nearest_upscale_half_pixel():
+    return resize((1, 2, 3, 4), scales=[1, 1, 2, 1.5])
+
+
+@case
+def resize_nearest_asymmetric_floor_sizes():
+    return resize((1, 1, 5, 4), sizes=[1, 1, 3, 7], coordinate_transformation_mode="asymmetric",
+                  nearest_mode="floor")
+
+
+@case
+def resize_nearest_round_prefer_ceil():
+    return resize((1, 1, 4, 4), scales=[1, 1, 2.5, 0.75], nearest_mode="round_prefer_ceil")
+
+
+@case
+def resize_linear_align_corners_sizes():
+    return resize((2, 2, 3, 4), sizes=[2, 2, 5, 7], mode="linear",
+                  coordinate_transformation_mode="align_corners")
+
+
+@case
+def resize_linear_half_pixel_downscale():
+    return resize((1, 3, 8, 6), scales=[1, 1, 0.5, 0.6], mode="linear")
+
+
+@case
+def resize_linear_pytorch_half_pixel():
+    return resize((1, 1, 4, 5), sizes=[1, 1, 1, 9], mode="linear",
+                  coordinate_transformation_mode="pytorch_half_pixel")
+
+
+@case
+def resize_cubic():
+    return resize((1, 1, 5, 6), scales=[1, 1, 1.6, 0.5], mode="cubic")
+
+
+@case
+def resize_cubic_exclude_outside_a_half():
+    return resize((1, 2, 4, 4), sizes=[1, 2, 7, 3], mode="cubic", cubic_coeff_a=-0.5,
+                  exclude_outside=1)
+
+
+@case
+def upsample_nearest_opset_9():
+    x = image((1, 2, 2, 3))
+    return single("Upsample", {"x": x}, [nh.from_array(np.array([1, 1, 2, 3], np.float32), "s")],
+                  opset=9)
+
+
+@case
+def upsample_linear_opset_9():
+    x = image((1, 1, 3, 3), seed=51)
+    return single("Upsample", {"x": x}, [nh.from_array(np.array([1, 1, 2, 2], np.float32), "s")],
+                  opset=9, mode="linear")
+
+
 def run(m, feeds):
     sess = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
     return sess.run(None, feeds)

@@ -56,8 +56,8 @@ pub fn is_onnx(file: &Path) -> bool {
         .is_some_and(|e| e.eq_ignore_ascii_case("onnx"))
 }
 
-/// Imports `file` with the short integer vectors and the scalars among `inputs` (ONNX names
-/// and `.npy` files) as constants — the shapes, axes and bounds a graph takes as inputs,
+/// Imports `file` with the short vectors and the scalars among `inputs` (ONNX names and
+/// `.npy` files) as constants — the shapes, axes, scales and bounds a graph takes as inputs,
 /// which the import then folds, specializing the module to them — returning the model and
 /// the inputs left to bind. Reports failure on stderr.
 pub fn load_with_inputs(
@@ -68,14 +68,9 @@ pub fn load_with_inputs(
     let mut rest = Vec::new();
     for (name, path) in inputs {
         match relay_runtime::npy::read_npy_file(path) {
-            // Small integer vectors (shapes, axes, repeats) and scalars (bounds, pad
-            // values); not data such as token ids.
-            Ok(array)
-                if array.ndim() == 0
-                    || array.dtype().is_int()
-                        && array.ndim() == 1
-                        && array.num_elements() <= 16 =>
-            {
+            // Vectors of a few elements (shapes, axes, repeats, scales) and scalars (bounds,
+            // pad values); not data such as token ids or images.
+            Ok(array) if array.ndim() == 0 || array.ndim() == 1 && array.num_elements() <= 16 => {
                 constants.push((name.clone(), array))
             }
             _ => rest.push((name.clone(), path.clone())),

@@ -4,7 +4,10 @@
 mod activation;
 mod control;
 mod elementwise;
+mod index;
 mod nn;
+mod norm;
+mod resample;
 mod rnn;
 mod shape;
 mod slice;
@@ -40,6 +43,14 @@ pub(crate) fn convert(g: &mut Graph, node: &NodeProto) -> Result<Vec<Value>, Str
         "GRU" => rnn::gru(g, node, &a),
         "RNN" => rnn::rnn(g, node, &a),
         "If" => control::if_(g, node),
+        "InstanceNormalization" => one(norm::instance_norm(g, node, &a)?),
+        "LRN" => one(norm::lrn(g, node, &a)?),
+        "Resize" => one(resample::resize(g, node, &a)?),
+        "Upsample" => one(resample::upsample(g, node, &a)?),
+        "DepthToSpace" | "SpaceToDepth" => one(resample::depth_space(g, node, &a)?),
+        "OneHot" => one(index::one_hot(g, node, &a)?),
+        "CumSum" => one(index::cumsum(g, node, &a)?),
+        "Einsum" => one(index::einsum(g, node, &a)?),
         "Loop" => control::loop_(g, node),
         "Scan" => control::scan(g, node, &a),
         "Pad" => one(slice::pad(g, node, &a)?),
@@ -57,8 +68,11 @@ pub(crate) fn convert(g: &mut Graph, node: &NodeProto) -> Result<Vec<Value>, Str
                 like.dtype,
             ))
         }
-        "Conv" | "MaxPool" | "AveragePool" if rank_of(g, node) == Some(3) => one(lifted(g, node)?),
+        "Conv" | "ConvTranspose" | "MaxPool" | "AveragePool" if rank_of(g, node) == Some(3) => {
+            one(lifted(g, node)?)
+        }
         "Conv" => one(nn::conv(g, node, &a)?),
+        "ConvTranspose" => one(norm::conv_transpose(g, node, &a)?),
         "MaxPool" | "AveragePool" => one(nn::pool(g, node, &a)?),
         "GlobalAveragePool" | "GlobalMaxPool" => one(nn::global_pool(g, node)?),
         "BatchNormalization" => one(nn::batch_norm(g, node, &a)?),
@@ -88,14 +102,14 @@ fn rank_of(g: &Graph, node: &NodeProto) -> Option<usize> {
     g.input(node, 0).ok().map(|x| x.shape.len())
 }
 
-/// A 1-D `Conv` or pool (`[N, C, L]`) as the 2-D one of height 1: the input (and weights)
+/// A 1-D `Conv`, `ConvTranspose` or pool (`[N, C, L]`) as the 2-D one of height 1: the input (and weights)
 /// reshaped to `[N, C, 1, L]`, each window attribute given a leading 1 (pads a leading 0),
 /// and the result reshaped back.
 fn lifted(g: &mut Graph, node: &NodeProto) -> Result<Value, String> {
     use crate::proto::AttributeProto;
     let mut lifted = node.clone();
     for (i, name) in node.input.iter().enumerate().take(2) {
-        if name.is_empty() || (i == 1 && node.op_type != "Conv") {
+        if name.is_empty() || (i == 1 && !node.op_type.starts_with("Conv")) {
             continue;
         }
         let v = g.input(node, i)?;
@@ -118,7 +132,10 @@ fn lifted(g: &mut Graph, node: &NodeProto) -> Result<Value, String> {
         .iter()
         .map(|attr| {
             let ints = match attr.name.as_str() {
-                "kernel_shape" | "strides" | "dilations" => [vec![1], attr.ints.clone()].concat(),
+                "kernel_shape" | "strides" | "dilations" | "output_shape" => {
+                    [vec![1], attr.ints.clone()].concat()
+                }
+                "output_padding" => [vec![0], attr.ints.clone()].concat(),
                 "pads" if attr.ints.len() == 2 => vec![0, attr.ints[0], 0, attr.ints[1]],
                 _ => return attr.clone(),
             };
@@ -131,6 +148,7 @@ fn lifted(g: &mut Graph, node: &NodeProto) -> Result<Value, String> {
     let a = Attrs(&lifted.attribute);
     let y = match node.op_type.as_str() {
         "Conv" => nn::conv(g, &lifted, &a)?,
+        "ConvTranspose" => norm::conv_transpose(g, &lifted, &a)?,
         _ => nn::pool(g, &lifted, &a)?,
     };
     let mut shape = y.shape.clone();

@@ -1,0 +1,288 @@
+//! Index-shaped operators written with Relay's comparisons, selects and contractions:
+//! `OneHot`, `CumSum` and `Einsum` (its matrix-product-shaped equations).
+
+use relay_runtime::{DType, NDArray};
+
+use super::{Attrs, axis, ints_of, list};
+use crate::graph::{Graph, Value};
+use crate::proto::NodeProto;
+
+/// `OneHot(indices, depth, values)`: `values[1]` where the index (negative: from `depth`)
+/// equals the position along the new axis, else `values[0]`.
+pub(super) fn one_hot(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<Value, String> {
+    let (idx, depth, values) = (g.input(node, 0)?, g.input(node, 1)?, g.input(node, 2)?);
+    let depth = match super::floats_of(&depth).as_deref() {
+        Some(&[d]) if d >= 1.0 && d < (1u64 << 31) as f64 => d as i64,
+        _ => return Err("depth is not a positive constant scalar".into()),
+    };
+    if values.shape.iter().product::<i64>() != 2 {
+        return Err(format!(
+            "values of shape {:?} (two are needed)",
+            values.shape
+        ));
+    }
+    let rank = idx.shape.len();
+    let ax = axis(a.int("axis", -1)?, rank + 1)?;
+    let mut shape = idx.shape.clone();
+    shape.insert(ax, depth);
+    // The positions along the new axis, broadcast: [depth, 1, ...] over the axes after it.
+    let pshape: Vec<i64> = std::iter::once(depth)
+        .chain(std::iter::repeat_n(1, rank - ax))
+        .collect();
+    let positions: Vec<i128> = (0..i128::from(depth)).collect();
+    let positions =
+        NDArray::from_i128_slice(DType::I64, &pshape, &positions).map_err(|e| e.to_string())?;
+    let positions = g.new_constant("one_hot_positions", positions);
+    let i = format!("cast({}, dtype=\"int64\")", idx.expr);
+    let wrapped = format!("where(less({i}, 0i64), add({i}, {depth}i64), {i})");
+    let flat = format!("reshape({}, newshape=[2])", values.expr);
+    let text = format!(
+        "where(equal(expand_dims({wrapped}, axis={ax}), {}), take({flat}, 1), take({flat}, 0))",
+        positions.expr
+    );
+    Ok(g.bind(text, shape, values.dtype))
+}
+
+/// `CumSum(x, axis)`: along a static axis of length `L`, the sum against an `L × L` mask of
+/// the positions each output adds (`j <= i`; `j < i` when `exclusive`; mirrored when
+/// `reverse`): a matrix product for floats, a masked sum otherwise.
+pub(super) fn cumsum(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<Value, String> {
+    let (x, ax) = (g.input(node, 0)?, g.input(node, 1)?);
+    let rank = x.shape.len();
+    let ax = match ints_of(&ax).as_deref() {
+        Some(&[k]) => axis(k, rank)?,
+        _ => return Err("the axis is not a constant scalar".into()),
+    };
+    let len = x.shape[ax];
+    if len > 4096 {
+        return Err(format!("an axis of {len} elements (at most 4096)"));
+    }
+    let (exclusive, reverse) = (a.int("exclusive", 0)? != 0, a.int("reverse", 0)? != 0);
+    let mut mask = Vec::with_capacity((len * len) as usize);
+    for i in 0..len {
+        for j in 0..len {
+            let (lo, hi) = if reverse { (i, j) } else { (j, i) };
+            mask.push(f64::from(u8::from(if exclusive {
+                lo < hi
+            } else {
+                lo <= hi
+            })));
+        }
+    }
+    let mask = NDArray::from_f64_slice(x.dtype, &[len, len], &mask).map_err(|e| e.to_string())?;
+    let mask = g.new_constant("cumsum_mask", mask);
+    // The axis moved last, summed against the mask, moved back.
+    let mut perm: Vec<i64> = (0..rank as i64).filter(|&d| d != ax as i64).collect();
+    perm.push(ax as i64);
+    let mut inverse = vec![0i64; rank];
+    for (k, &p) in perm.iter().enumerate() {
+        inverse[p as usize] = k as i64;
+    }
+    let moved: Vec<i64> = perm.iter().map(|&p| x.shape[p as usize]).collect();
+    let last = format!("transpose({}, axes={})", x.expr, list(&perm));
+    let rows: i64 = moved[..rank - 1].iter().product();
+    let summed = if x.dtype.is_float() {
+        format!(
+            "reshape(nn.dense(reshape({last}, newshape={}), {}, units={len}), newshape={})",
+            list(&[rows, len]),
+            mask.expr,
+            list(&moved)
+        )
+    } else {
+        format!(
+            "sum(multiply(expand_dims({last}, axis={}), {}), axis=[-1])",
+            rank - 1,
+            mask.expr
+        )
+    };
+    Ok(g.bind(
+        format!("transpose({summed}, axes={})", list(&inverse)),
+        x.shape.clone(),
+        x.dtype,
+    ))
+}
+
+/// One operand of an einsum: its tensor and subscripts.
+struct Term<'a> {
+    v: &'a Value,
+    labels: Vec<char>,
+}
+
+/// `Einsum` of one operand (a transpose and sums) or two (a batched matrix product): labels
+/// in both inputs and the output are batch axes, in both inputs only contracted, in one input
+/// and the output free; labels in one input only are summed first. No ellipsis, no label
+/// repeated within one operand (a diagonal).
+pub(super) fn einsum(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<Value, String> {
+    let eq: String = a
+        .string("equation", "")?
+        .chars()
+        .filter(|c| !c.is_whitespace())
+        .collect();
+    let (lhs, rhs) = match eq.split_once("->") {
+        Some((l, r)) => (l.to_string(), Some(r.to_string())),
+        None => (eq.clone(), None),
+    };
+    if eq.contains("...") {
+        return Err("an equation with an ellipsis is not supported".into());
+    }
+    let inputs: Vec<Value> = (0..node.input.len())
+        .map(|i| g.input(node, i))
+        .collect::<Result<_, _>>()?;
+    let subs: Vec<&str> = lhs.split(',').collect();
+    if subs.len() != inputs.len() || !(1..=2).contains(&inputs.len()) {
+        return Err(format!("equation `{eq}` for {} inputs", inputs.len()));
+    }
+    let mut terms = Vec::new();
+    for (v, s) in inputs.iter().zip(&subs) {
+        let labels: Vec<char> = s.chars().collect();
+        let distinct = labels
+            .iter()
+            .enumerate()
+            .all(|(i, c)| c.is_ascii_alphabetic() && !labels[..i].contains(c));
+        if labels.len() != v.shape.len() || !distinct {
+            return Err(format!("subscripts `{s}` for shape {:?}", v.shape));
+        }
+        terms.push(Term { v, labels });
+    }
+    // The implicit output: the labels seen once, alphabetically.
+    let out: Vec<char> = match rhs {
+        Some(r) => r.chars().collect(),
+        None => {
+            let all: Vec<char> = terms.iter().flat_map(|t| t.labels.clone()).collect();
+            let mut once: Vec<char> = all
+                .iter()
+                .copied()
+                .filter(|c| all.iter().filter(|d| *d == c).count() == 1)
+                .collect();
+            once.sort_unstable();
+            once
+        }
+    };
+    let size = |c: char| {
+        terms
+            .iter()
+            .find_map(|t| t.labels.iter().position(|&l| l == c).map(|p| t.v.shape[p]))
+    };
+    let mut out_shape = Vec::new();
+    for &c in &out {
+        out_shape.push(size(c).ok_or_else(|| format!("output label `{c}` is in no input"))?);
+    }
+    // Each operand with the labels only it has (and the output lacks) summed away.
+    let mut ops = Vec::new();
+    for (k, t) in terms.iter().enumerate() {
+        let other: &[char] = terms.get(1 - k).map_or(&[], |o| o.labels.as_slice());
+        let (keep, drop): (Vec<usize>, Vec<usize>) = (0..t.labels.len())
+            .partition(|&i| out.contains(&t.labels[i]) || other.contains(&t.labels[i]));
+        let labels: Vec<char> = keep.iter().map(|&i| t.labels[i]).collect();
+        let shape: Vec<i64> = keep.iter().map(|&i| t.v.shape[i]).collect();
+        let expr = if drop.is_empty() {
+            t.v.expr.clone()
+        } else {
+            let axes: Vec<i64> = drop.iter().map(|&i| i as i64).collect();
+            format!("sum({}, axis={})", t.v.expr, list(&axes))
+        };
+        ops.push((expr, labels, shape));
+    }
+    let dt = inputs[0].dtype;
+    let (expr, labels, shape) = if ops.len() == 1 {
+        ops.remove(0)
+    } else {
+        let (r, l) = (ops.remove(1), ops.remove(0));
+        product(l, r, &out)?
+    };
+    // Move the product's labels into the output's order.
+    let perm: Vec<i64> = out
+        .iter()
+        .map(|c| labels.iter().position(|l| l == c).map(|p| p as i64))
+        .collect::<Option<_>>()
+        .ok_or("an output label is summed away")?;
+    if perm.len() != labels.len() {
+        return Err(format!("equation `{eq}`"));
+    }
+    debug_assert_eq!(shape.len(), perm.len());
+    let identity = perm.iter().enumerate().all(|(i, &p)| p == i as i64);
+    let text = if identity {
+        expr
+    } else {
+        format!("transpose({expr}, axes={})", list(&perm))
+    };
+    Ok(g.bind(text, out_shape, dt))
+}
+
+/// The batched product of two operands (expression, labels, shape): batch labels (in both
+/// and the output), then the left's free labels, then the right's; contracted labels (in both,
+/// not the output) summed. `nn.batch_matmul` of `[B, M, K]` by `[B, N, K]`.
+fn product(
+    l: (String, Vec<char>, Vec<i64>),
+    r: (String, Vec<char>, Vec<i64>),
+    out: &[char],
+) -> Result<(String, Vec<char>, Vec<i64>), String> {
+    let in_r = |c: &char| r.1.contains(c);
+    let batch: Vec<char> =
+        l.1.iter()
+            .copied()
+            .filter(|c| in_r(c) && out.contains(c))
+            .collect();
+    let contracted: Vec<char> =
+        l.1.iter()
+            .copied()
+            .filter(|c| in_r(c) && !out.contains(c))
+            .collect();
+    let free_l: Vec<char> = l.1.iter().copied().filter(|c| !in_r(c)).collect();
+    let free_r: Vec<char> = r.1.iter().copied().filter(|c| !l.1.contains(c)).collect();
+    let dim = |(_, labels, shape): &(String, Vec<char>, Vec<i64>), c: char| {
+        labels.iter().position(|&x| x == c).map(|p| shape[p])
+    };
+    for &c in batch.iter().chain(&contracted) {
+        if dim(&l, c) != dim(&r, c) {
+            return Err(format!(
+                "label `{c}` has sizes {:?} and {:?}",
+                dim(&l, c),
+                dim(&r, c)
+            ));
+        }
+    }
+    let extent = |t: &(String, Vec<char>, Vec<i64>), cs: &[char]| -> i64 {
+        cs.iter().filter_map(|&c| dim(t, c)).product()
+    };
+    let (b, m, k, n) = (
+        extent(&l, &batch),
+        extent(&l, &free_l),
+        extent(&l, &contracted),
+        extent(&r, &free_r),
+    );
+    let arrange = |t: &(String, Vec<char>, Vec<i64>), order: Vec<char>, shape: [i64; 3]| {
+        let perm: Vec<i64> = order
+            .iter()
+            .filter_map(|c| t.1.iter().position(|x| x == c).map(|p| p as i64))
+            .collect();
+        format!(
+            "reshape(transpose({}, axes={}), newshape={})",
+            t.0,
+            list(&perm),
+            list(&shape)
+        )
+    };
+    let lm = arrange(
+        &l,
+        [batch.clone(), free_l.clone(), contracted.clone()].concat(),
+        [b, m, k],
+    );
+    let rm = arrange(
+        &r,
+        [batch.clone(), free_r.clone(), contracted].concat(),
+        [b, n, k],
+    );
+    let labels: Vec<char> = [batch.clone(), free_l.clone(), free_r.clone()].concat();
+    let shape: Vec<i64> = batch
+        .iter()
+        .chain(&free_l)
+        .map(|&c| dim(&l, c).unwrap_or(1))
+        .chain(free_r.iter().map(|&c| dim(&r, c).unwrap_or(1)))
+        .collect();
+    let expr = format!(
+        "reshape(nn.batch_matmul({lm}, {rm}, transpose_a=False, transpose_b=True), newshape={})",
+        list(&shape)
+    );
+    Ok((expr, labels, shape))
+}
