@@ -112,7 +112,17 @@ pub(super) fn clip(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<Val
         (bound(1, f64::NEG_INFINITY)?, bound(2, f64::INFINITY)?)
     };
     if !x.dtype.is_float() {
-        return Err(format!("Clip of {} is not supported", x.dtype));
+        // Integers: `minimum`/`maximum` with the bounds that are given, as literals.
+        let literal = |v: f64| format!("{}{}", v as i64, super::slice::int_suffix(x.dtype));
+        let mut e = x.expr.clone();
+        if hi.is_finite() {
+            e = format!("minimum({e}, {})", literal(hi));
+        }
+        if lo.is_finite() {
+            e = format!("maximum({e}, {})", literal(lo));
+        }
+        let shape = x.shape.clone();
+        return Ok(g.bind(e, shape, x.dtype));
     }
     let call = format!(
         "clip({}, a_min={}, a_max={})",
@@ -198,17 +208,30 @@ pub(super) fn mean(g: &mut Graph, node: &NodeProto) -> Result<Value, String> {
     Ok(g.bind(format!("divide({}, {n})", total.expr), shape, total.dtype))
 }
 
-/// `Dropout` in inference: the identity (training mode and the mask output are not
-/// supported).
-pub(super) fn dropout(g: &mut Graph, node: &NodeProto) -> Result<Value, String> {
+/// `Dropout` in inference (or training with a ratio of 0): the identity, and a mask of
+/// every element kept when it is asked for. Random dropping in training is not supported.
+pub(super) fn dropout(g: &mut Graph, node: &NodeProto) -> Result<Vec<Value>, String> {
     let training = match g.optional_input(node, 2)? {
         None => false,
-        Some(t) => super::ints_of(&t)
-            .or_else(|| floats_of(&t).map(|f| f.iter().map(|&v| v as i64).collect()))
-            .is_none_or(|v| v.iter().any(|&b| b != 0)),
+        Some(t) => floats_of(&t).is_none_or(|v| v.iter().any(|&b| b != 0.0)),
     };
-    if training || node.output.get(1).is_some_and(|o| !o.is_empty()) {
-        return Err("Dropout in training mode, or its mask, is not supported".into());
+    // Training with a ratio of 0 drops nothing either.
+    let ratio = match g.optional_input(node, 1)? {
+        None => Some(0.5),
+        Some(r) => floats_of(&r).and_then(|v| v.first().copied()),
+    };
+    if training && ratio != Some(0.0) {
+        return Err("Dropout in training mode (random) is not supported".into());
     }
-    g.input(node, 0)
+    let x = g.input(node, 0)?;
+    if node.output.get(1).is_none_or(|o| o.is_empty()) {
+        return Ok(vec![x]);
+    }
+    // The mask: every element kept.
+    let mask = g.bind(
+        format!("ones(shape={}, dtype=\"bool\")", super::list(&x.shape)),
+        x.shape.clone(),
+        relay_runtime::DType::BOOL,
+    );
+    Ok(vec![x, mask])
 }

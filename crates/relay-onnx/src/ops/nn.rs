@@ -198,16 +198,66 @@ pub(super) fn batch_norm(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Resu
     Ok(g.bind(format!("{}.0", t.expr), shape, ins[0].dtype))
 }
 
-/// `LayerNormalization` over the last axis: `nn.layer_norm` (a missing bias is zeros).
-pub(super) fn layer_norm(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<Value, String> {
+/// `LayerNormalization` over the axes from `axis` on: `nn.layer_norm` (a missing bias is
+/// zeros), or, when the mean and inverse standard deviation are outputs too, the definition
+/// written out (those two keep the normalized axes as 1s).
+pub(super) fn layer_norm(
+    g: &mut Graph,
+    node: &NodeProto,
+    a: &Attrs<'_>,
+) -> Result<Vec<Value>, String> {
+    if node.output.iter().skip(1).any(|o| !o.is_empty()) {
+        return layer_norm_stats(g, node, a);
+    }
+    layer_norm_fused(g, node, a).map(|y| vec![y])
+}
+
+/// [`layer_norm`] with its statistics: `mean`, `inv = 1 / sqrt(mean((x - mean)²) + ε)`,
+/// `y = (x - mean) · inv · scale + bias` (scale and bias broadcast numpy's way).
+fn layer_norm_stats(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<Vec<Value>, String> {
     let (x, scale) = (g.input(node, 0)?, g.input(node, 1)?);
     let rank = x.shape.len();
     let k = axis(a.int("axis", -1)?, rank)?;
-    if node.output.iter().skip(1).any(|o| !o.is_empty()) {
-        return Err(
-            "LayerNormalization's mean and inverse deviation outputs are not supported".into(),
-        );
+    let axes: Vec<i64> = (k as i64..rank as i64).collect();
+    let mut stat_shape = x.shape.clone();
+    stat_shape[k..].iter_mut().for_each(|d| *d = 1);
+    let eps = float_text(f64::from(a.float("epsilon", 1e-5)?), x.dtype);
+    let dt = x.dtype;
+    let mean = g.bind(
+        format!("mean({}, axis={}, keepdims=True)", x.expr, list(&axes)),
+        stat_shape.clone(),
+        dt,
+    );
+    let centered = g.bind(
+        format!("subtract({}, {})", x.expr, mean.expr),
+        x.shape.clone(),
+        dt,
+    );
+    let inv = g.bind(
+        format!(
+            "rsqrt(add(mean(multiply({c}, {c}), axis={}, keepdims=True), {eps}))",
+            list(&axes),
+            c = centered.expr
+        ),
+        stat_shape,
+        dt,
+    );
+    let mut y = format!(
+        "multiply(multiply({}, {}), {})",
+        centered.expr, inv.expr, scale.expr
+    );
+    if let Some(b) = g.optional_input(node, 2)? {
+        y = format!("add({y}, {})", b.expr);
     }
+    let y = g.bind(y, x.shape.clone(), dt);
+    Ok(vec![y, mean, inv])
+}
+
+/// [`layer_norm`] as `nn.layer_norm` over the normalized axes flattened into one.
+fn layer_norm_fused(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<Value, String> {
+    let (x, scale) = (g.input(node, 0)?, g.input(node, 1)?);
+    let rank = x.shape.len();
+    let k = axis(a.int("axis", -1)?, rank)?;
     let bias = match g.optional_input(node, 2)? {
         Some(b) => b,
         None => {
@@ -283,13 +333,18 @@ pub(super) fn softmax(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<
     Ok(g.bind(format!("{f}({}, axis={k})", x.expr), shape, x.dtype))
 }
 
-/// `ArgMax`, `ArgMin` along `axis` (the first index of the extreme): `int64` indices.
+/// `ArgMax`, `ArgMin` along `axis` (the first index of the extreme, or the last with
+/// `select_last_index`): `int64` indices.
 pub(super) fn arg(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<Value, String> {
     let x = g.input(node, 0)?;
-    if a.int("select_last_index", 0)? != 0 {
-        return Err("select_last_index is not supported".into());
-    }
     let k = axis(a.int("axis", 0)?, x.shape.len())?;
+    // The last index of the extreme: the first one of the reversed axis, counted back.
+    let last = a.int("select_last_index", 0)? != 0;
+    let data = if last {
+        format!("reverse({}, axis={k})", x.expr)
+    } else {
+        x.expr.clone()
+    };
     let keep = a.int("keepdims", 1)? != 0;
     let mut shape = x.shape.clone();
     if keep {
@@ -304,15 +359,17 @@ pub(super) fn arg(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<Valu
     };
     let keep = if keep { "True" } else { "False" };
     let i = g.bind(
-        format!("{f}({}, axis=[{k}], keepdims={keep})", x.expr),
+        format!("{f}({data}, axis=[{k}], keepdims={keep})"),
         shape.clone(),
         relay_runtime::DType::I32,
     );
-    Ok(g.bind(
-        format!("cast({}, dtype=\"int64\")", i.expr),
-        shape,
-        relay_runtime::DType::I64,
-    ))
+    let i = format!("cast({}, dtype=\"int64\")", i.expr);
+    let i = if last {
+        format!("subtract({}i64, {i})", x.shape[k] - 1)
+    } else {
+        i
+    };
+    Ok(g.bind(i, shape, relay_runtime::DType::I64))
 }
 
 /// Constant `w` (`k × n`) transposed into a new constant `n × k`, for `nn.dense`.

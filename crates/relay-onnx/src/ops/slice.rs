@@ -1,5 +1,5 @@
 //! Cutting and tiling: `Slice` (`strided_slice`, with ONNX's clamping of starts and ends),
-//! `Split` (a tuple, one output each), `Pad` (constant mode), `Tile`; and values known at
+//! `Split` (a tuple, one output each), `Pad` (constant, edge, reflect), `Tile`; and values known at
 //! import — `Range`, `ConstantOfShape`, `Size` — as constants.
 
 use relay_runtime::{DType, NDArray};
@@ -93,6 +93,13 @@ pub(super) fn split(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<Ve
     let sizes = match ints_from(g, node, a, "split", 1, 13)? {
         Some(s) => s,
         None if n % parts == 0 => vec![n / parts; parts as usize],
+        // Opset 18: the last part is smaller.
+        None if g.opset >= 18 && (n + parts - 1) / parts * (parts - 1) < n => {
+            let chunk = (n + parts - 1) / parts;
+            let mut sizes = vec![chunk; parts as usize - 1];
+            sizes.push(n - chunk * (parts - 1));
+            sizes
+        }
         None => return Err(format!("{n} does not split into {parts} equal parts")),
     };
     if sizes.iter().sum::<i64>() != n
@@ -135,19 +142,60 @@ pub(super) fn split(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<Ve
         .collect())
 }
 
-/// `Pad` in constant mode.
+/// `Pad`: constant, edge or reflect mode (`wrap` is not supported), over every axis or
+/// `axes` (opset 18); a negative pad crops.
 pub(super) fn pad(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<Value, String> {
     let x = g.input(node, 0)?;
     let rank = x.shape.len();
-    if a.string("mode", "constant")? != "constant" {
-        return Err("Pad modes other than constant are not supported".into());
+    let mode = a.string("mode", "constant")?;
+    if !["constant", "edge", "reflect"].contains(&mode.as_str()) {
+        return Err(format!("Pad mode `{mode}` is not supported"));
     }
-    let pads = ints_from(g, node, a, "pads", 1, 11)?.ok_or("pads are required")?;
-    if pads.len() != 2 * rank || pads.iter().any(|&p| p < 0) {
-        return Err(format!(
-            "pads {pads:?} for rank {rank} (negative pads are not supported)"
-        ));
+    let given = ints_from(g, node, a, "pads", 1, 11)?.ok_or("pads are required")?;
+    // Pads of the axes given (opset 18's `axes` input), as pads of every axis.
+    let axes: Vec<usize> = match g.optional_input(node, 3)? {
+        None => (0..rank).collect(),
+        Some(v) => ints_of(&v)
+            .ok_or("the axes are not a constant")?
+            .iter()
+            .map(|&k| axis(k, rank))
+            .collect::<Result<_, _>>()?,
+    };
+    if given.len() != 2 * axes.len() {
+        return Err(format!("pads {given:?} for {} axes", axes.len()));
     }
+    let mut pads = vec![0i64; 2 * rank];
+    for (i, &ax) in axes.iter().enumerate() {
+        pads[ax] = given[i];
+        pads[ax + rank] = given[i + axes.len()];
+    }
+    if pads.iter().any(|p| p.abs() > 1 << 31)
+        || (0..rank).any(|d| x.shape[d] + pads[d].min(0) + pads[d + rank].min(0) < 0)
+    {
+        return Err(format!("pads {pads:?} for shape {:?}", x.shape));
+    }
+    // A negative pad crops: the positive ones pad, then a slice takes off the rest.
+    let x = if pads.iter().any(|&p| p < 0) {
+        let begin: Vec<i64> = (0..rank).map(|d| (-pads[d]).max(0)).collect();
+        let end: Vec<i64> = (0..rank)
+            .map(|d| x.shape[d] - (-pads[d + rank]).max(0))
+            .collect();
+        let shape: Vec<i64> = (0..rank).map(|d| end[d] - begin[d]).collect();
+        g.bind(
+            format!(
+                "strided_slice({}, begin={}, end={}, strides={}, axes=None)",
+                x.expr,
+                list(&begin),
+                list(&end),
+                list(&vec![1; rank])
+            ),
+            shape,
+            x.dtype,
+        )
+    } else {
+        x
+    };
+    let pads: Vec<i64> = pads.iter().map(|&p| p.max(0)).collect();
     let value = if g.opset < 11 {
         f64::from(a.float("value", 0.0)?)
     } else {
@@ -170,14 +218,18 @@ pub(super) fn pad(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<Valu
         format!("{}{}", value as i64, int_suffix(x.dtype))
     };
     Ok(g.bind(
-        format!("nn.pad({}, {v}, pad_width=[{}])", x.expr, width.join(", ")),
+        format!(
+            "nn.pad({}, {v}, pad_width=[{}], pad_mode=\"{mode}\")",
+            x.expr,
+            width.join(", ")
+        ),
         shape,
         x.dtype,
     ))
 }
 
 /// The literal suffix of an integer dtype.
-fn int_suffix(d: DType) -> String {
+pub(super) fn int_suffix(d: DType) -> String {
     let code = if d.is_int() { "i" } else { "u" };
     format!("{code}{}", d.bits)
 }
