@@ -8,9 +8,14 @@ by output position "0", "1", ...). `cargo test` checks every directory without P
 
 (benches/run.sh creates that environment with numpy, onnx and onnxruntime.) Existing
 directories are rewritten; a case's files change only when its model or ONNX Runtime does.
+
+`generate.py --node` writes ONNX's own backend node tests for the operators the importer
+converts (tests/data/node/), with ONNX Runtime's outputs; tests/data/node/known_failures.txt
+lists the ones the importer fails, with the reason, and `cargo test` checks both lists.
 """
 
 import os
+import re
 import shutil
 import sys
 
@@ -639,7 +644,66 @@ def write(name, m, feeds, outs=None):
     np.savez(os.path.join(d, "outputs.npz"), **{str(i): o for i, o in enumerate(outs)})
 
 
+def supported_ops():
+    """The operators the importer converts (the names its dispatch matches on)."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    with open(os.path.join(here, "..", "src", "ops", "mod.rs")) as f:
+        text = f.read()
+    body = text[text.index("pub(crate) fn convert"):text.index("other => Err(")]
+    return set(re.findall(r'"([A-Z][A-Za-z0-9]*)"', body))
+
+
+def node_cases():
+    """ONNX's own backend node tests (from the installed `onnx` package) whose operators the
+    importer converts, at opsets 7-21, written to tests/data/node/<test>/ with ONNX Runtime's
+    outputs — or the test's own expected outputs where ONNX Runtime cannot run the model
+    (noted in expected.txt)."""
+    import warnings
+
+    from onnx.backend.test.case import node
+
+    warnings.simplefilter("ignore")
+    supported = supported_ops()
+    root = os.path.join(os.path.dirname(OUT), "node")
+    shutil.rmtree(root, ignore_errors=True)
+    written = 0
+    for case in node.collect_testcases(None):
+        ops = {n.op_type for n in case.model.graph.node}
+        version = next(
+            (o.version for o in case.model.opset_import if o.domain in ("", "ai.onnx")), 0
+        )
+        if not ops <= supported or not 7 <= version <= 21:
+            continue
+        inputs, expected = case.data_sets[0]
+        names = [i.name for i in case.model.graph.input]
+        if any(not isinstance(v, np.ndarray) for v in inputs) or any(
+            not isinstance(v, np.ndarray) for v in expected
+        ):
+            continue  # sequences, maps, optionals
+        if any(v.dtype.kind in "OUSV" for v in list(inputs) + list(expected)):
+            continue  # strings
+        feeds = dict(zip(names, inputs))
+        source = "onnxruntime"
+        try:
+            outs = run(case.model, feeds)
+        except Exception:  # noqa: BLE001 (any failure of ONNX Runtime's)
+            outs, source = list(expected), "onnx reference"
+        d = os.path.join(root, case.name)
+        os.makedirs(d)
+        onnx.save(case.model, os.path.join(d, "model.onnx"))
+        np.savez(os.path.join(d, "inputs.npz"), **feeds)
+        np.savez(os.path.join(d, "outputs.npz"), **{str(i): o for i, o in enumerate(outs)})
+        if source != "onnxruntime":
+            with open(os.path.join(d, "expected.txt"), "w") as f:
+                f.write("the expected outputs are the onnx test's own: ONNX Runtime cannot run it\n")
+        written += 1
+    print(f"{written} node tests written to {root}")
+
+
 def main():
+    if sys.argv[1:] == ["--node"]:
+        node_cases()
+        return
     only = set(sys.argv[1:])
     for fn in CASES:
         if only and fn.__name__ not in only:

@@ -436,34 +436,76 @@ fn dense(g: &mut Graph, a: &Value, b: &Value) -> Result<Value, String> {
 /// `MatMul` (numpy's `matmul`): by a matrix, or batched with equal batch dimensions.
 pub(super) fn matmul(g: &mut Graph, node: &NodeProto) -> Result<Value, String> {
     let (a, b) = (g.input(node, 0)?, g.input(node, 1)?);
-    let (ra, rb) = (a.shape.len(), b.shape.len());
-    if ra < 2 || rb < 2 {
-        return Err("MatMul of vectors is not supported".into());
+    if a.shape.is_empty() || b.shape.is_empty() {
+        return Err("MatMul of scalars".into());
     }
+    // numpy's vectors: a row `[1, k]` on the left, a column `[k, 1]` on the right, the
+    // added axis removed from the result.
+    let reshaped = |g: &mut Graph, v: &Value, shape: Vec<i64>| {
+        g.bind(
+            format!("reshape({}, newshape={})", v.expr, list(&shape)),
+            shape,
+            v.dtype,
+        )
+    };
+    let (va, vb) = (a.shape.len() == 1, b.shape.len() == 1);
+    let a = if va {
+        reshaped(g, &a, vec![1, a.shape[0]])
+    } else {
+        a
+    };
+    let b = if vb {
+        reshaped(g, &b, vec![b.shape[0], 1])
+    } else {
+        b
+    };
+    let y = matrices(g, &a, &b)?;
+    let mut shape = y.shape.clone();
+    let r = shape.len();
+    match (va, vb) {
+        (false, false) => return Ok(y),
+        (true, true) => {
+            shape.truncate(r - 2);
+        }
+        (true, false) => {
+            shape.remove(r - 2);
+        }
+        (false, true) => {
+            shape.pop();
+        }
+    }
+    Ok(reshaped(g, &y, shape))
+}
+
+/// [`matmul`] of operands of rank 2 or more: `nn.dense`/`nn.matmul` when the right one is
+/// a matrix, else `nn.batch_matmul` over the batch axes broadcast numpy's way.
+fn matrices(g: &mut Graph, a: &Value, b: &Value) -> Result<Value, String> {
+    let (ra, rb) = (a.shape.len(), b.shape.len());
     if a.shape[ra - 1] != b.shape[rb - 2] {
         return Err(format!("MatMul of shapes {:?} and {:?}", a.shape, b.shape));
     }
     if rb == 2 {
-        return dense(g, &a, &b);
+        return dense(g, a, b);
     }
-    if ra != rb || a.shape[..ra - 2] != b.shape[..rb - 2] {
-        return Err(format!(
-            "batched MatMul of shapes {:?} and {:?} (broadcast batches)",
-            a.shape, b.shape
-        ));
-    }
-    let batch: i64 = a.shape[..ra - 2].iter().product();
     let (m, k, n) = (a.shape[ra - 2], a.shape[ra - 1], b.shape[rb - 1]);
-    let a3 = g.bind(
-        format!("reshape({}, newshape={})", a.expr, list(&[batch, m, k])),
-        vec![batch, m, k],
-        a.dtype,
-    );
-    let b3 = g.bind(
-        format!("reshape({}, newshape={})", b.expr, list(&[batch, k, n])),
-        vec![batch, k, n],
-        b.dtype,
-    );
+    let lead = super::elementwise::broadcast(&a.shape[..ra - 2], &b.shape[..rb - 2])?;
+    let batch: i64 = lead.iter().product();
+    // Each operand broadcast to the common batch axes, then `[batch, rows, cols]`.
+    let batched = |g: &mut Graph, v: &Value, rows: i64, cols: i64| {
+        let full: Vec<i64> = lead.iter().copied().chain([rows, cols]).collect();
+        let x = if v.shape == full {
+            v.expr.clone()
+        } else {
+            format!("broadcast_to({}, shape={})", v.expr, list(&full))
+        };
+        g.bind(
+            format!("reshape({x}, newshape={})", list(&[batch, rows, cols])),
+            vec![batch, rows, cols],
+            v.dtype,
+        )
+    };
+    let a3 = batched(g, a, m, k);
+    let b3 = batched(g, b, k, n);
     let y = g.bind(
         format!(
             "nn.batch_matmul({}, {}, transpose_a=False, transpose_b=False)",
@@ -472,7 +514,7 @@ pub(super) fn matmul(g: &mut Graph, node: &NodeProto) -> Result<Value, String> {
         vec![batch, m, n],
         a.dtype,
     );
-    let mut shape = a.shape[..ra - 2].to_vec();
+    let mut shape = lead;
     shape.extend([m, n]);
     Ok(g.bind(
         format!("reshape({}, newshape={})", y.expr, list(&shape)),

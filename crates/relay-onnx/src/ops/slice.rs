@@ -71,12 +71,18 @@ pub(super) fn slice(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<Va
         end[k] = e;
         stride[k] = st;
     }
-    if stride.iter().any(|&s| s < 0) {
-        return Err("Slice with negative steps is not supported".into());
+    // A backward axis is a forward slice of the reversed axis (index i is n - 1 - i there):
+    // `strided_slice`'s negative ends would count from the end instead.
+    let mut data = x.expr.clone();
+    for k in 0..rank {
+        if stride[k] < 0 {
+            let n = x.shape[k];
+            data = format!("reverse({data}, axis={k})");
+            (begin[k], end[k], stride[k]) = (n - 1 - begin[k], n - 1 - end[k], -stride[k]);
+        }
     }
     let call = format!(
-        "strided_slice({}, begin={}, end={}, strides={}, axes=None)",
-        x.expr,
+        "strided_slice({data}, begin={}, end={}, strides={}, axes=None)",
         list(&begin),
         list(&end),
         list(&stride)
