@@ -27,6 +27,10 @@ pub struct ImportArgs {
     /// dimensions: `--input-shape input=1,3,224,224`; may be repeated.
     #[arg(long, value_name = "NAME=D0,D1,...", value_parser = parse_shape)]
     pub input_shape: Vec<(String, Vec<i64>)>,
+    /// Puts the initializers into the text, as constants in its `#[metadata]` section,
+    /// instead of a `.npz`: one self-contained file that `relayc run` and `build` take alone.
+    #[arg(long)]
+    pub keep_params_inline: bool,
 }
 
 /// `NAME=D0,D1,...`.
@@ -116,6 +120,41 @@ fn import_file(
     }
 }
 
+/// Writes `imported` to `output` with its initializers bound as constants (TVM's
+/// `bind_params_by_name`), printed in the `#[metadata]` section, keeping the import's comment
+/// of the input names.
+fn write_inline(imported: &Imported, output: &Path) -> Exit {
+    let params = imported.params.iter().cloned().collect();
+    let module = match relay::bind_params(imported.module.clone(), "main", &params) {
+        Ok(m) => m,
+        Err(err) => {
+            report_diagnostic(&err);
+            return Exit::UserError;
+        }
+    };
+    let printed = relay_ir::printer::print_module(&module, &Default::default());
+    let (header, body) = printed.split_once('\n').unwrap_or((&printed, ""));
+    let comments: Vec<&str> = imported
+        .text
+        .lines()
+        .filter(|l| l.starts_with("//"))
+        .collect();
+    let text = format!("{header}\n{}\n{body}", comments.join("\n"));
+    if let Err(err) = std::fs::write(output, text) {
+        report_error(format_args!("cannot write `{}`: {err}", output.display()));
+        return Exit::UserError;
+    }
+    eprintln!(
+        "wrote {} ({} inputs, {} outputs, {} initializers inline); run it with `relayc run {}`",
+        output.display(),
+        imported.inputs.len(),
+        imported.outputs.len(),
+        imported.params.len(),
+        output.display()
+    );
+    Exit::Success
+}
+
 /// `relayc import MODEL.onnx ...`.
 pub fn import(args: &ImportArgs) -> Exit {
     let Some(imported) = load(&args.file, &args.input_shape) else {
@@ -125,6 +164,9 @@ pub fn import(args: &ImportArgs) -> Exit {
         .output
         .clone()
         .unwrap_or_else(|| args.file.with_extension("relay"));
+    if args.keep_params_inline {
+        return write_inline(&imported, &output);
+    }
     let params_out = args
         .params_out
         .clone()

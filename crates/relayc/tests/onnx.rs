@@ -217,3 +217,42 @@ fn onnx_node_tests_run_on_the_vm() {
         .collect();
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
+
+/// `import --keep-params-inline` writes one file, weights in its `#[metadata]` section, that
+/// runs alone and computes exactly what `run MODEL.onnx` does.
+#[test]
+fn imported_text_with_inline_weights_runs_alone() {
+    let dir = scratch("inline");
+    let p = |name: &str| dir.join(name).to_str().unwrap().to_string();
+    let model = data("mnist.onnx");
+    let input = format!("input={}", data("mnist_input.npy").display());
+    ok(&relayc(&[
+        "import",
+        model.to_str().unwrap(),
+        "-o",
+        &p("m.relay"),
+        "--keep-params-inline",
+    ]));
+    let text = std::fs::read_to_string(dir.join("m.relay")).unwrap();
+    assert!(text.contains("#[metadata]") && text.contains("meta[relay.Constant]"));
+    assert!(!dir.join("m.npz").exists());
+    ok(&relayc(&["check", &p("m.relay")]));
+    ok(&relayc(&[
+        "run",
+        &p("m.relay"),
+        "--input",
+        &input,
+        "--output",
+        &p("a.npy"),
+    ]));
+    ok(&relayc(&[
+        "run",
+        model.to_str().unwrap(),
+        "--input",
+        &input,
+        "--output",
+        &p("b.npy"),
+    ]));
+    assert_eq!(values(&dir.join("a.npy")), values(&dir.join("b.npy")));
+    let _ = std::fs::remove_dir_all(&dir);
+}
