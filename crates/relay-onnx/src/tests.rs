@@ -1252,3 +1252,93 @@ fn control_flow_that_cannot_be_typed_is_an_error_naming_the_node() {
     );
     expect_error(m, "never computed");
 }
+
+/// Dimensions that would make the importer allocate without bound (found by
+/// tests/mutations.rs): an unrolled recurrence of 2⁴⁰ steps, a resize to 2⁴⁰ positions, a
+/// one-hot depth of 2³⁰. Each is an error naming the bound.
+#[test]
+fn shapes_that_would_allocate_without_bound_are_errors() {
+    let huge = 1i64 << 40;
+    let lstm = model(
+        14,
+        vec![node(
+            "LSTM",
+            &["X", "W", "R"],
+            &["Y"],
+            vec![int("hidden_size", 1)],
+        )],
+        vec![info("X", &[huge, 1, 1])],
+        vec![info("Y", &[])],
+        vec![
+            floats("W", &[1, 4, 1], &[0.0; 4]),
+            floats("R", &[1, 4, 1], &[0.0; 4]),
+        ],
+    );
+    let e = import(&lstm, &ImportOptions::default())
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("at most 10000"), "{e}");
+    let resize = model(
+        13,
+        vec![node("Resize", &["x", "", "", "sizes"], &["y"], vec![])],
+        vec![info("x", &[1, 2])],
+        vec![info("y", &[])],
+        vec![int64s("sizes", &[1, huge])],
+    );
+    let e = import(&resize, &ImportOptions::default())
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("resized to"), "{e}");
+    let one_hot = model(
+        11,
+        vec![node("OneHot", &["i", "depth", "values"], &["y"], vec![])],
+        vec![info("i", &[2])],
+        vec![info("y", &[])],
+        vec![
+            int64s("depth", &[1 << 30]),
+            floats("values", &[2], &[0.0, 1.0]),
+        ],
+    );
+    let e = import(&one_hot, &ImportOptions::default())
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("depth"), "{e}");
+}
+
+/// Attribute values whose arithmetic overflowed (found by tests/mutations.rs): a
+/// `DepthToSpace` block size of 2⁴⁰ and a `ConvTranspose` `output_shape` of `i64::MIN`.
+#[test]
+fn overflowing_attributes_are_errors() {
+    let d2s = model(
+        13,
+        vec![node(
+            "DepthToSpace",
+            &["x"],
+            &["y"],
+            vec![int("blocksize", 1 << 40)],
+        )],
+        vec![info("x", &[1, 4, 2, 2])],
+        vec![info("y", &[])],
+        vec![],
+    );
+    let e = import(&d2s, &ImportOptions::default())
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("blocksize"), "{e}");
+    let ct = model(
+        13,
+        vec![node(
+            "ConvTranspose",
+            &["x", "w"],
+            &["y"],
+            vec![ints("output_shape", &[i64::MIN, 3])],
+        )],
+        vec![info("x", &[1, 1, 3, 3])],
+        vec![info("y", &[])],
+        vec![floats("w", &[1, 1, 2, 2], &[1.0; 4])],
+    );
+    let e = import(&ct, &ImportOptions::default())
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("output_shape"), "{e}");
+}

@@ -12,7 +12,8 @@ use crate::proto::NodeProto;
 pub(super) fn one_hot(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<Value, String> {
     let (idx, depth, values) = (g.input(node, 0)?, g.input(node, 1)?, g.input(node, 2)?);
     let depth = match super::floats_of(&depth).as_deref() {
-        Some(&[d]) if d >= 1.0 && d < (1u64 << 31) as f64 => d as i64,
+        // The positions are a constant of `depth` elements.
+        Some(&[d]) if (1.0..=(1u64 << 20) as f64).contains(&d) => d as i64,
         _ => return Err("depth is not a positive constant scalar".into()),
     };
     if values.shape.iter().product::<i64>() != 2 {

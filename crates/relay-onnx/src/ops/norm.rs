@@ -141,8 +141,9 @@ pub(super) fn conv_transpose(
     let auto = a.string("auto_pad", "NOTSET")?;
     let output_shape = a.ints("output_shape")?;
     let pads: [i64; 4] = if output_shape.is_some() || auto.starts_with("SAME") {
-        let target =
-            o_or(&output_shape, size, s).ok_or_else(|| format!("output_shape {output_shape:?}"))?;
+        let target = o_or(&output_shape, size, s)
+            .filter(|t| t.iter().all(|v| (1..LIMIT).contains(v)))
+            .ok_or_else(|| format!("output_shape {output_shape:?}"))?;
         // ONNX: SAME_UPPER puts the odd padding at the end, otherwise at the start. An
         // output larger than the full one (ONNX Runtime) is padded at the end: a negative
         // end padding.

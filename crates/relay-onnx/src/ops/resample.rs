@@ -88,7 +88,8 @@ impl Mapping<'_> {
         };
         let filter = |support: f64, f: &dyn Fn(f64) -> f64| {
             let scale = if self.antialias { scale.min(1.0) } else { 1.0 };
-            let start = (-support / scale).floor() as i64 + 1;
+            // At most 1024 taps a position (antialiasing a 512-fold reduction).
+            let start = (-support / scale.max(support / 512.0)).floor() as i64 + 1;
             let end = 2 - start;
             let w: Vec<f64> = (start..end)
                 .map(|i| f(scale * (i as f64 - ratio)))
@@ -235,7 +236,14 @@ fn resample(
         if sizes[ax] == y.shape[ax] && scales[ax] == 1.0 {
             continue;
         }
-        if sizes[ax] <= 0 || y.shape[ax] == 0 || !scales[ax].is_finite() || scales[ax] <= 0.0 {
+        // The index and weight vectors hold one entry per output position.
+        const MAX_POSITIONS: i64 = 1 << 20;
+        if sizes[ax] <= 0
+            || sizes[ax] > MAX_POSITIONS
+            || y.shape[ax] == 0
+            || !scales[ax].is_finite()
+            || scales[ax] <= 0.0
+        {
             return Err(format!(
                 "axis {ax} of {} resized to {}",
                 y.shape[ax], sizes[ax]
@@ -405,8 +413,9 @@ pub(super) fn depth_space(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Res
     let &[n, c, h, w] = x.shape.as_slice() else {
         return Err(format!("input of shape {:?}", x.shape));
     };
-    if b <= 0 {
-        return Err(format!("blocksize {b}"));
+    // Bounded, so that the products below cannot overflow.
+    if !(1..=1 << 16).contains(&b) || [n, c, h, w].iter().any(|&d| d > 1 << 31) {
+        return Err(format!("blocksize {b} for shape {:?}", x.shape));
     }
     let (inner, perm, out) = if node.op_type == "DepthToSpace" {
         if c % (b * b) != 0 {

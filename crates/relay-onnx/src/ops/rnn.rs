@@ -21,6 +21,9 @@ use super::{Attrs, float_text, ints_of, list};
 use crate::graph::{Graph, Value};
 use crate::proto::NodeProto;
 
+/// The longest sequence unrolled.
+const MAX_STEPS: i64 = 10_000;
+
 /// Elements `[from, to)` of the vector `v`.
 fn rows(v: &str, from: i64, to: i64) -> String {
     format!("strided_slice({v}, begin=[{from}], end=[{to}], strides=[1], axes=None)")
@@ -169,6 +172,13 @@ impl Cell {
         let &[seq, batch, input] = x.shape.as_slice() else {
             return Err(format!("X of shape {:?}", x.shape));
         };
+        // Each step is unrolled into the module: a bound on the text and the kernels.
+        if seq > MAX_STEPS {
+            return Err(format!(
+                "a sequence of {seq} steps (unrolled: at most {MAX_STEPS}; a Loop or Scan \
+                 around the cell runs longer ones)"
+            ));
+        }
         let rows = gates.checked_mul(hidden).filter(|_| hidden > 0);
         if rows.is_none_or(|n| w.shape != [dirs, n, input] || r.shape != [dirs, n, hidden]) {
             return Err(format!(

@@ -256,7 +256,7 @@ pub(super) fn tile(g: &mut Graph, node: &NodeProto) -> Result<Value, String> {
 }
 
 /// The most elements a constant computed at import (`Range`, `ConstantOfShape`) may have.
-const MAX_ELEMENTS: usize = 1 << 26;
+const MAX_ELEMENTS: usize = 1 << 24;
 
 /// The element count of `shape`, checked against [`MAX_ELEMENTS`].
 fn elements(shape: &[i64]) -> Result<usize, String> {
