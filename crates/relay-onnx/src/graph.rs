@@ -499,14 +499,35 @@ fn value_type(
             Err(bad(&format!("shape {shape:?} is too large")))
         }
     };
-    if let Some((_, shape)) = options.input_shapes.iter().find(|(n, _)| *n == vi.name) {
-        return Ok((dtype, checked(shape.clone())?));
-    }
     let dims = t
         .shape
         .as_ref()
         .map(|s| s.dim.as_slice())
         .unwrap_or_default();
+    if let Some((_, shape)) = options.input_shapes.iter().find(|(n, _)| *n == vi.name) {
+        // A given shape fixes the symbolic dimensions; the static ones must agree.
+        let agrees = t.shape.is_none()
+            || dims.len() == shape.len()
+                && dims.iter().zip(shape).all(|(d, &n)| match &d.value {
+                    Some(DimensionValue::DimValue(v)) => *v == n,
+                    _ => true,
+                });
+        if !agrees {
+            let declared: Vec<String> = dims
+                .iter()
+                .map(|d| match &d.value {
+                    Some(DimensionValue::DimValue(v)) => v.to_string(),
+                    Some(DimensionValue::DimParam(p)) => p.clone(),
+                    None => "?".into(),
+                })
+                .collect();
+            return Err(bad(&format!(
+                "shape {shape:?} given, the model declares [{}]",
+                declared.join(", ")
+            )));
+        }
+        return Ok((dtype, checked(shape.clone())?));
+    }
     let shape = dims
         .iter()
         .map(|d| match &d.value {

@@ -1342,3 +1342,26 @@ fn overflowing_attributes_are_errors() {
         .to_string();
     assert!(e.contains("output_shape"), "{e}");
 }
+
+/// A given input shape must agree with the model's static dimensions.
+#[test]
+fn a_given_shape_that_contradicts_the_model_is_an_error() {
+    let m = model(
+        13,
+        vec![node("Relu", &["x"], &["y"], vec![])],
+        vec![info("x", &[2, 3])],
+        vec![info("y", &[2, 3])],
+        vec![],
+    );
+    let options = ImportOptions {
+        input_shapes: vec![("x".into(), vec![2, 4])],
+        ..ImportOptions::default()
+    };
+    let e = import(&m, &options).unwrap_err().to_string();
+    assert!(e.contains("[2, 4] given, the model declares [2, 3]"), "{e}");
+    let options = ImportOptions {
+        input_shapes: vec![("x".into(), vec![2, 3])],
+        ..ImportOptions::default()
+    };
+    assert!(import(&m, &options).is_ok());
+}

@@ -265,6 +265,18 @@ def if_on_a_constant_two_outputs():
     return m, {"x": rng(4).standard_normal((2, 2), dtype=np.float32)}
 
 
+@case
+def symbolic_batch_dimension():
+    """A model whose batch dimension is symbolic (`N`): the given input's shape fixes it."""
+    m = model(
+        [h.make_node("MatMul", ["x", "w"], ["m"]), h.make_node("Relu", ["m"], ["y"])],
+        [info("x", T.FLOAT, ["N", 4])],
+        [info("y", T.FLOAT, ["N", 3])],
+        [nh.from_array(rng(5).standard_normal((4, 3), dtype=np.float32), "w")],
+    )
+    return m, {"x": rng(6).standard_normal((5, 4), dtype=np.float32)}
+
+
 # ----- Recurrent cells -----
 
 

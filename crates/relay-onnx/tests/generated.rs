@@ -68,12 +68,17 @@ fn check(dir: &Path, rtol: f64) -> Result<(), String> {
     let bytes = std::fs::read(dir.join("model.onnx")).map_err(|e| e.to_string())?;
     let inputs = read_npz_file(&dir.join("inputs.npz")).map_err(|e| e.to_string())?;
     let wants = read_npz_file(&dir.join("outputs.npz")).map_err(|e| e.to_string())?;
-    // Shapes, axes, scales and bounds given as inputs are constants of the import.
+    // Shapes, axes, scales and bounds given as inputs are constants of the import; the
+    // other inputs' shapes fix symbolic dimensions.
     let (constants, data): (Vec<_>, Vec<_>) = inputs
         .into_iter()
         .partition(|(_, a)| a.ndim() == 0 || a.ndim() == 1 && a.num_elements() <= 16);
     let options = ImportOptions {
         constants,
+        input_shapes: data
+            .iter()
+            .map(|(k, a)| (k.clone(), a.shape().to_vec()))
+            .collect(),
         ..ImportOptions::default()
     };
     let m = import(&bytes, &options).map_err(|e| e.to_string())?;

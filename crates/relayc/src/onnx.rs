@@ -62,14 +62,17 @@ pub fn is_onnx(file: &Path) -> bool {
 
 /// Imports `file` with the short vectors and the scalars among `inputs` (ONNX names and
 /// `.npy` files) as constants — the shapes, axes, scales and bounds a graph takes as inputs,
-/// which the import then folds, specializing the module to them — returning the model and
-/// the inputs left to bind. Reports failure on stderr.
+/// which the import then folds, specializing the module to them — and the shapes of the
+/// others fixing the model's symbolic dimensions, returning the model and the inputs left to
+/// bind. Reports failure on stderr.
 pub fn load_with_inputs(
     file: &Path,
     inputs: &[(String, PathBuf)],
 ) -> Option<(Imported, Vec<(String, PathBuf)>)> {
     let mut constants = Vec::new();
     let mut rest = Vec::new();
+    // The shapes of the data given: they fix the model's symbolic dimensions.
+    let mut shapes = Vec::new();
     for (name, path) in inputs {
         match relay_runtime::npy::read_npy_file(path) {
             // Vectors of a few elements (shapes, axes, repeats, scales) and scalars (bounds,
@@ -77,10 +80,14 @@ pub fn load_with_inputs(
             Ok(array) if array.ndim() == 0 || array.ndim() == 1 && array.num_elements() <= 16 => {
                 constants.push((name.clone(), array))
             }
-            _ => rest.push((name.clone(), path.clone())),
+            Ok(array) => {
+                shapes.push((name.clone(), array.shape().to_vec()));
+                rest.push((name.clone(), path.clone()));
+            }
+            Err(_) => rest.push((name.clone(), path.clone())),
         }
     }
-    let imported = import_file(file, &[], constants)?;
+    let imported = import_file(file, &shapes, constants)?;
     let rest = rest
         .into_iter()
         .map(|(name, path)| (relay_input_name(&imported, &name).to_string(), path))
