@@ -86,6 +86,7 @@ pub(crate) fn convert(g: &mut Graph, node: &NodeProto) -> Result<Vec<Value>, Str
         "Unsqueeze" | "Squeeze" => one(shape::squeeze(g, node, &a)?),
         "Concat" => one(shape::concat(g, node, &a)?),
         "Gather" => one(shape::gather(g, node, &a)?),
+        "GatherElements" => one(shape::gather_elements(g, node, &a)?),
         "Expand" => one(shape::expand(g, node)?),
         "Constant" => one(shape::constant(g, node, &a)?),
         "Shape" => one(shape::shape_of(g, node, &a)?),

@@ -189,6 +189,26 @@ pub(super) fn gather(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<V
     ))
 }
 
+/// `GatherElements`: Relay's `gather` along `axis` (numpy's `take_along_axis`; negative
+/// indices count from the end).
+pub(super) fn gather_elements(
+    g: &mut Graph,
+    node: &NodeProto,
+    a: &Attrs<'_>,
+) -> Result<Value, String> {
+    let (x, i) = (g.input(node, 0)?, g.input(node, 1)?);
+    let k = axis(a.int("axis", 0)?, x.shape.len())?;
+    if i.shape.len() != x.shape.len() {
+        return Err(format!("indices {:?} for data {:?}", i.shape, x.shape));
+    }
+    let shape = i.shape.clone();
+    Ok(g.bind(
+        format!("gather({}, {}, axis={k})", x.expr, i.expr),
+        shape,
+        x.dtype,
+    ))
+}
+
 /// `Expand` to a constant shape (numpy broadcasting): `broadcast_to`.
 pub(super) fn expand(g: &mut Graph, node: &NodeProto) -> Result<Value, String> {
     let x = g.input(node, 0)?;

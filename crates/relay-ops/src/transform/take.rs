@@ -1,5 +1,6 @@
-//! Gathering: `take` (every `mode`, `axis` and `batch_dims`) with its type relation, reference
-//! evaluation and compute definition, and the table entries of `gather`, `gather_nd` and
+//! Gathering: `take` (every `mode`, `axis` and `batch_dims`) and `gather` (numpy's
+//! `take_along_axis`, ONNX's `GatherElements`) with their type relations, reference
+//! evaluations and compute definitions, and the table entries of `gather_nd` and
 //! `adv_index`.
 
 use relay_ir::te::{BinaryOp, TExpr, TeValue, Tensor};
@@ -35,7 +36,9 @@ pub(super) static OPS: &[OpSchema] = &[
         &["data", "indices"],
         "relay.attrs.GatherAttrs",
         &[nullable("axis", K::Int)],
-    ),
+    )
+    .with(P::Injective, gather_rel, gather_eval)
+    .with_compute(gather_te),
     op(
         "gather_nd",
         &["data", "indices"],
@@ -196,7 +199,116 @@ fn take_eval(args: &[Value], attrs: &Attrs) -> Result<Value, String> {
     }))
 }
 
+/// `gather`'s axis and the checks of its operands: the same rank, and along every other
+/// axis no more indices than data.
+fn gather_axis(data: &[Dim], indices: &[Dim], attrs: &Attrs) -> Result<usize, String> {
+    let axis = attr_opt_int(attrs, "axis")?.ok_or("gather needs an `axis`")?;
+    let axis = axis_index(axis, data.len())?;
+    if data.len() != indices.len() {
+        return Err(format!(
+            "the indices' rank {} differs from the data's {}",
+            indices.len(),
+            data.len()
+        ));
+    }
+    for (d, (&a, &b)) in data.iter().zip(indices).enumerate() {
+        if let (Dim::Known(a), Dim::Known(b)) = (a, b)
+            && d != axis
+            && b > a
+        {
+            return Err(format!(
+                "dimension {d} has {b} indices for {a} data elements"
+            ));
+        }
+    }
+    Ok(axis)
+}
+
+/// `gather(data, indices, axis)`: `out[i] = data[i with axis replaced by indices[i]]`, of the
+/// indices' shape; a negative index counts from the end, and indices are clamped to the axis
+/// (never read out of bounds).
+fn gather_rel(inputs: &[Type], attrs: &Attrs) -> Result<Type, String> {
+    expect_inputs(inputs, 2)?;
+    let (data, dtype) = tensor_type(&inputs[0], "the data")?;
+    let (indices, index_dtype) = tensor_type(&inputs[1], "the indices")?;
+    if !index_dtype.is_int() {
+        return Err(format!(
+            "the indices must be an integer tensor, got `{}`",
+            inputs[1]
+        ));
+    }
+    gather_axis(data, indices, attrs)?;
+    Ok(tensor(indices.to_vec(), dtype))
+}
+
+/// The position a `gather` index selects among `n` elements.
+fn gather_position(index: i128, n: i64) -> i64 {
+    let n = i128::from(n);
+    let i = if index < 0 { index + n } else { index };
+    i.clamp(0, n - 1) as i64
+}
+
+fn gather_eval(args: &[Value], attrs: &Attrs) -> Result<Value, String> {
+    let x = arg_tensor(args, 0)?;
+    let ind = arg_tensor(args, 1)?;
+    let axis = gather_axis(&dims(x.shape()), &dims(ind.shape()), attrs)?;
+    let out_shape = ind.shape().to_vec();
+    if x.shape()[axis] == 0 && ind.num_elements() > 0 {
+        return Err("gather selects from an empty axis".into());
+    }
+    let indices = ind.to_i128_vec();
+    let (st, ist) = (strides(x.shape()), strides(ind.shape()));
+    let n = x.shape()[axis];
+    value(gather(x, &out_shape, |idx| {
+        let at: i64 = idx.iter().zip(&ist).map(|(i, s)| i * s).sum();
+        let index = indices
+            .get(at as usize)
+            .copied()
+            .ok_or("internal error: index position out of range")?;
+        Ok(idx
+            .iter()
+            .enumerate()
+            .map(|(d, &i)| if d == axis { gather_position(index, n) } else { i } * st[d])
+            .sum())
+    }))
+}
+
 // ----- Compute definitions -----
+
+/// `gather`: the data at the indices' positions along the axis.
+fn gather_te(inputs: &[TeValue], attrs: &Attrs, out: &Type) -> ComputeResult {
+    let (shape, dtype) = compute::static_tensor(out)?;
+    let x = compute::input(inputs, 0)?;
+    let ind = compute::input(inputs, 1)?;
+    let axis = gather_axis(&dims(&x.shape), &dims(&ind.shape), attrs)?;
+    expect_shape("gather", &shape, &dims(&ind.shape))?;
+    if num_elements(&shape) == 0 {
+        return Ok(empty_output("T_gather", &shape, dtype));
+    }
+    let n = x.shape[axis];
+    if n == 0 {
+        return Err("gather selects from an empty axis".into());
+    }
+    let t = Tensor::compute("T_gather", &shape, |i| {
+        let index = ind.at(i);
+        let pos = if index.dtype() == DType::U64 {
+            index
+                .binary(
+                    BinaryOp::Min,
+                    compute::int_const(i128::from(n - 1), DType::U64),
+                )
+                .cast(DType::I64)
+        } else {
+            // Clamped to -n..n, then a negative one counts from the end: `floor_mod` by n.
+            ix_clamp(index.cast(DType::I64), Some(-n), Some(n - 1))
+                .binary(BinaryOp::FloorMod, TExpr::index(n))
+        };
+        let mut at = i.to_vec();
+        at[axis] = pos;
+        x.at(&at)
+    });
+    compute::tensor_value(t)
+}
 
 /// The position an index read from `take`'s indices selects along `n > 0` elements, as an
 /// `int64` inside `0..n`: clipped (modes `clip` and `fast`, which must not read out of bounds
@@ -388,6 +500,74 @@ mod tests {
         let none = typed(DType::I32, &[0], &[]);
         let (s, _) = shape_values(&eval("take", &[&empty, &none], &[("axis", int(0))]).unwrap());
         assert_eq!(s, vec![0, 2]);
+    }
+
+    #[test]
+    fn gather_shapes_and_values() {
+        let x = f32ty(&[2, 3]);
+        let g = |i: &relay_ir::Type, axis: i64| rel("gather", &[&x, i], &[("axis", int(axis))]);
+        assert_eq!(
+            g(&ty(&[2, 2], DType::I64), 1).unwrap(),
+            "Tensor[(2, 2), float32]"
+        );
+        assert_eq!(
+            g(&ty(&[4, 3], DType::I32), 0).unwrap(),
+            "Tensor[(4, 3), float32]"
+        );
+        assert!(g(&ty(&[2], DType::I64), 0).is_err());
+        assert!(g(&ty(&[3, 3], DType::I64), 1).is_err());
+        assert!(g(&ty(&[2, 3], DType::I64), 2).is_err());
+        assert!(rel("gather", &[&x, &f32ty(&[2, 3])], &[("axis", int(0))]).is_err());
+        // ONNX's GatherElements example: a negative index counts from the end.
+        let data = iota(DType::I64, &[3, 3]);
+        let idx = typed(DType::I64, &[2, 3], &[1, 2, 0, 2, 0, -3]);
+        let (s, v) = shape_values(&eval("gather", &[&data, &idx], &[("axis", int(0))]).unwrap());
+        assert_eq!((s, v), (vec![2, 3], vec![3, 7, 2, 6, 1, 2]));
+        let (s, v) = shape_values(&eval("gather", &[&data, &idx], &[("axis", int(1))]).unwrap());
+        assert_eq!((s, v), (vec![2, 3], vec![1, 2, 0, 5, 3, 3]));
+    }
+
+    #[test]
+    fn gather_kernels_match_the_reference() {
+        let mut rng = Rng(0x5eed_0009);
+        let cases: &[(&[i64], &[i64], i64)] = &[
+            (&[5], &[7], 0),
+            (&[3, 4], &[3, 6], 1),
+            (&[3, 4], &[5, 4], 0),
+            (&[2, 3, 4], &[2, 2, 4], -2),
+            (&[64, 128], &[64, 300], 1),
+            (&[2, 0, 4], &[2, 0, 4], 1),
+        ];
+        for (k, &(data, ind, axis)) in cases.iter().enumerate() {
+            let a = attrs("gather", &[("axis", int(axis))]);
+            let n = data[(axis + data.len() as i64) as usize % data.len()];
+            // Every element dtype on one shape, every index dtype on the small ones.
+            let dtypes: &[DType] = if k == 1 { &DTYPES } else { &[DType::F32] };
+            let index_dtypes: &[DType] = if data.len() == 2 && data[0] == 64 {
+                &[DType::I64]
+            } else {
+                &[DType::I32, DType::I64, DType::U8, DType::U64]
+            };
+            for &dtype in dtypes {
+                for &index_dtype in index_dtypes {
+                    let x = random(&mut rng, dtype, data);
+                    let count: i64 = ind.iter().product();
+                    // Inside -n..n (negatives count from the end), for unsigned 0..n.
+                    let v: Vec<i128> = (0..count)
+                        .map(|_| {
+                            let r = i128::from(rng.below((2 * n).max(1) as u64));
+                            if matches!(index_dtype, DType::I32 | DType::I64) {
+                                r - i128::from(n)
+                            } else {
+                                r / 2
+                            }
+                        })
+                        .collect();
+                    let i = NDArray::from_i128_slice(index_dtype, ind, &v).unwrap();
+                    assert!(check_op("gather", &[x, i], &a), "{data:?} {ind:?} {axis}");
+                }
+            }
+        }
     }
 
     /// Random indices of `dtype`: anything (`in_range` false) or inside `0..n`.
