@@ -491,6 +491,31 @@ def cumsum_int64():
     )
 
 
+@case
+def max_pool_3d_strides_pads():
+    return single("MaxPool", {"x": image((1, 2, 5, 6, 7))}, kernel_shape=[2, 3, 2],
+                  strides=[2, 1, 2], pads=[1, 0, 1, 0, 1, 1])
+
+
+@case
+def average_pool_3d_ceil_dilations():
+    return single("AveragePool", {"x": image((2, 1, 6, 5, 5), seed=23)}, opset=19,
+                  kernel_shape=[2, 2, 3], strides=[2, 2, 1], dilations=[2, 1, 1], ceil_mode=1)
+
+
+@case
+def max_pool_ceil_drops_the_last_window():
+    return single("MaxPool", {"x": image((1, 1, 3, 3), seed=24)}, kernel_shape=[2, 2],
+                  strides=[2, 2], pads=[1, 1, 1, 1], ceil_mode=1)
+
+
+@case
+def pad_wrap():
+    return single("Pad", {"x": image((3, 4), seed=25)},
+                  [nh.from_array(np.array([1, 2, 2, 1], np.int64), "pads")], opset=19,
+                  mode="wrap")
+
+
 def einsum_case(eq, *shapes, rank):
     feeds = {f"x{i}": image(s, seed=30 + i) for i, s in enumerate(shapes)}
     return single("Einsum", feeds, out_rank=rank, equation=eq)

@@ -73,6 +73,7 @@ pub(crate) fn convert(g: &mut Graph, node: &NodeProto) -> Result<Vec<Value>, Str
         }
         "Conv" => one(nn::conv(g, node, &a)?),
         "ConvTranspose" => one(norm::conv_transpose(g, node, &a)?),
+        "MaxPool" | "AveragePool" if rank_of(g, node) == Some(5) => one(pool3d(g, node)?),
         "MaxPool" | "AveragePool" => one(nn::pool(g, node, &a)?),
         "GlobalAveragePool" | "GlobalMaxPool" => one(nn::global_pool(g, node)?),
         "BatchNormalization" => one(nn::batch_norm(g, node, &a)?),
@@ -158,6 +159,79 @@ fn lifted(g: &mut Graph, node: &NodeProto) -> Result<Value, String> {
         format!("reshape({}, newshape={})", y.expr, list(&shape)),
         shape,
         y.dtype,
+    ))
+}
+
+/// A 3-D `MaxPool` or `AveragePool` (`[N, C, D, H, W]`) as two 2-D ones: over `H × W` on
+/// `[N, C·D, H, W]`, then over `D` on `[N, C, D, H'·W']` with a `k × 1` window. The max and
+/// the average both separate so (an average's divisor, with or without padding counted, is
+/// the product of the axes' counts).
+fn pool3d(g: &mut Graph, node: &NodeProto) -> Result<Value, String> {
+    let x = g.input(node, 0)?;
+    let &[n, c, d, h, w] = x.shape.as_slice() else {
+        return Err(format!("input of shape {:?}", x.shape));
+    };
+    if node.output.get(1).is_some_and(|o| !o.is_empty()) {
+        return Err("MaxPool's indices output is not supported".into());
+    }
+    // Each step's attributes: per axis values picked from the three (`None`: 1, or 0 pads).
+    let step = |node: &NodeProto, axes: [Option<usize>; 2]| -> Result<NodeProto, String> {
+        let mut out = node.clone();
+        for attr in &mut out.attribute {
+            let pick = |v: &[i64], k: Option<usize>, default: i64| {
+                k.map_or(Ok(default), |k| {
+                    v.get(k)
+                        .copied()
+                        .ok_or(format!("`{}` {v:?} for a 3-D window", attr.name))
+                })
+            };
+            attr.ints = match attr.name.as_str() {
+                "kernel_shape" | "strides" | "dilations" => {
+                    vec![pick(&attr.ints, axes[0], 1)?, pick(&attr.ints, axes[1], 1)?]
+                }
+                "pads" => {
+                    let end = |k: Option<usize>| k.map(|k| k + 3);
+                    vec![
+                        pick(&attr.ints, axes[0], 0)?,
+                        pick(&attr.ints, axes[1], 0)?,
+                        pick(&attr.ints, end(axes[0]), 0)?,
+                        pick(&attr.ints, end(axes[1]), 0)?,
+                    ]
+                }
+                _ => continue,
+            };
+        }
+        Ok(out)
+    };
+    let key = |s: &str| format!("\u{0}pool3d{s}:{}", node.output.first().map_or("", |o| o));
+    let x4 = g.bind(
+        format!("reshape({}, newshape={})", x.expr, list(&[n, c * d, h, w])),
+        vec![n, c * d, h, w],
+        x.dtype,
+    );
+    g.define(key("in"), x4);
+    let mut first = step(node, [Some(1), Some(2)])?;
+    first.input = vec![key("in")];
+    let hw = nn::pool(g, &first, &Attrs(&first.attribute))?;
+    let (oh, ow) = (hw.shape[2], hw.shape[3]);
+    let y4 = g.bind(
+        format!(
+            "reshape({}, newshape={})",
+            hw.expr,
+            list(&[n, c, d, oh * ow])
+        ),
+        vec![n, c, d, oh * ow],
+        x.dtype,
+    );
+    g.define(key("mid"), y4);
+    let mut second = step(node, [Some(0), None])?;
+    second.input = vec![key("mid")];
+    let y = nn::pool(g, &second, &Attrs(&second.attribute))?;
+    let shape = vec![n, c, y.shape[2], oh, ow];
+    Ok(g.bind(
+        format!("reshape({}, newshape={})", y.expr, list(&shape)),
+        shape,
+        x.dtype,
     ))
 }
 

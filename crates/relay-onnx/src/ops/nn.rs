@@ -72,8 +72,35 @@ fn window(
         } else {
             span / strides[d]
         } + 1;
+        // ONNX (and PyTorch): with ceil_mode, a last window that would start in the end
+        // padding is dropped.
+        if ceil && (out[d] - 1) * strides[d] >= size[d] + pads[d] {
+            out[d] -= 1;
+        }
     }
     Ok((pads, out))
+}
+
+/// The `ceil_mode` Relay's pool needs for the output size `out` ONNX gives: false when every
+/// axis has the size rounding down gives (a dropped last window included), true when every
+/// axis has the size rounding up gives; an axis of each kind is not supported.
+fn relay_ceil(
+    size: [i64; 2],
+    pads: [i64; 4],
+    extent: [i64; 2],
+    strides: [i64; 2],
+    out: [i64; 2],
+) -> Result<bool, String> {
+    let floor = [0, 1].map(|d| (size[d] + pads[d] + pads[d + 2] - extent[d]) / strides[d] + 1);
+    if out == floor {
+        Ok(false)
+    } else if (0..2).all(|d| {
+        out[d] != floor[d] || (size[d] + pads[d] + pads[d + 2] - extent[d]) % strides[d] == 0
+    }) {
+        Ok(true)
+    } else {
+        Err("ceil_mode dropping the last window along one axis only is not supported".into())
+    }
 }
 
 /// Two values of an `INTS` attribute, or `default`.
@@ -143,6 +170,8 @@ pub(super) fn pool(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<Val
     let dilations = pair(a, "dilations", 1)?;
     let ceil = a.int("ceil_mode", 0)? != 0;
     let (pads, out) = window(a, size, [kh, kw], strides, dilations, ceil)?;
+    let extent = [0, 1].map(|d| (kernel[d] - 1) * dilations[d] + 1);
+    let ceil = ceil && relay_ceil(size, pads, extent, strides, out)?;
     let common = format!(
         "pool_size={}, strides={}, padding={}, ceil_mode={}",
         list(&[kh, kw]),

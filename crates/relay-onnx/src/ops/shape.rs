@@ -26,12 +26,13 @@ fn reshaped(g: &mut Graph, x: &Value, shape: Vec<i64>) -> Value {
 pub(super) fn reshape(g: &mut Graph, node: &NodeProto) -> Result<Value, String> {
     let x = g.input(node, 0)?;
     let spec = ints_of(&g.input(node, 1)?).ok_or("the shape is not a constant")?;
+    let allow_zero = Attrs(&node.attribute).int("allowzero", 0)? != 0;
     let total: i64 = x.shape.iter().product();
     let mut shape: Vec<i64> = spec
         .iter()
         .enumerate()
         .map(|(i, &d)| {
-            if d == 0 {
+            if d == 0 && !allow_zero {
                 x.shape.get(i).copied().unwrap_or(0)
             } else {
                 d
@@ -52,6 +53,14 @@ pub(super) fn reshape(g: &mut Graph, node: &NodeProto) -> Result<Value, String> 
         return Err(format!(
             "shape {spec:?} does not hold the {total} elements of {:?}",
             x.shape
+        ));
+    }
+    if shape.contains(&0) {
+        // An empty result (Relay's `reshape` reads a 0 as "keep the input's dimension").
+        return Ok(g.bind(
+            format!("zeros(shape={}, dtype=\"{}\")", list(&shape), x.dtype),
+            shape,
+            x.dtype,
         ));
     }
     Ok(reshaped(g, &x, shape))

@@ -1,5 +1,5 @@
 //! Cutting and tiling: `Slice` (`strided_slice`, with ONNX's clamping of starts and ends),
-//! `Split` (a tuple, one output each), `Pad` (constant, edge, reflect), `Tile`; and values known at
+//! `Split` (a tuple, one output each), `Pad` (constant, edge, reflect, wrap), `Tile`; and values known at
 //! import — `Range`, `ConstantOfShape`, `Size` — as constants.
 
 use relay_runtime::{DType, NDArray};
@@ -120,6 +120,32 @@ pub(super) fn split(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<Ve
     if sizes.is_empty() {
         return Err("Split into no outputs".into());
     }
+    if sizes.contains(&0) {
+        // Relay's `split` makes no empty parts: each output its own slice.
+        let rank = x.shape.len();
+        let mut at = 0;
+        return Ok(sizes
+            .iter()
+            .map(|&size| {
+                let (mut begin, mut end) = (vec![0; rank], x.shape.clone());
+                (begin[k], end[k]) = (at, at + size);
+                at += size;
+                let mut shape = x.shape.clone();
+                shape[k] = size;
+                g.bind(
+                    format!(
+                        "strided_slice({}, begin={}, end={}, strides={}, axes=None)",
+                        x.expr,
+                        list(&begin),
+                        list(&end),
+                        list(&vec![1; rank])
+                    ),
+                    shape,
+                    x.dtype,
+                )
+            })
+            .collect());
+    }
     let mut at = 0;
     let cuts: Vec<i64> = sizes[..sizes.len() - 1]
         .iter()
@@ -154,7 +180,7 @@ pub(super) fn pad(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<Valu
     let x = g.input(node, 0)?;
     let rank = x.shape.len();
     let mode = a.string("mode", "constant")?;
-    if !["constant", "edge", "reflect"].contains(&mode.as_str()) {
+    if !["constant", "edge", "reflect", "wrap"].contains(&mode.as_str()) {
         return Err(format!("Pad mode `{mode}` is not supported"));
     }
     let given = ints_from(g, node, a, "pads", 1, 11)?.ok_or("pads are required")?;
@@ -202,6 +228,9 @@ pub(super) fn pad(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<Valu
         x
     };
     let pads: Vec<i64> = pads.iter().map(|&p| p.max(0)).collect();
+    if mode == "wrap" {
+        return wrap(g, x, &pads);
+    }
     let value = if g.opset < 11 {
         f64::from(a.float("value", 0.0)?)
     } else {
@@ -232,6 +261,44 @@ pub(super) fn pad(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<Valu
         shape,
         x.dtype,
     ))
+}
+
+/// `Pad` in `wrap` mode: along each axis, the last `before` elements, the data, then the
+/// first `after` (at most the axis's length each).
+fn wrap(g: &mut Graph, x: Value, pads: &[i64]) -> Result<Value, String> {
+    let rank = x.shape.len();
+    let mut y = x;
+    for k in 0..rank {
+        let (before, after, n) = (pads[k], pads[k + rank], y.shape[k]);
+        if before == 0 && after == 0 {
+            continue;
+        }
+        if before > n || after > n {
+            return Err(format!(
+                "wrap pads of {before} and {after} around {n} elements"
+            ));
+        }
+        let part = |from: i64, to: i64| {
+            let (mut begin, mut end) = (vec![0; rank], y.shape.clone());
+            (begin[k], end[k]) = (from, to);
+            format!(
+                "strided_slice({}, begin={}, end={}, strides={}, axes=None)",
+                y.expr,
+                list(&begin),
+                list(&end),
+                list(&vec![1; rank])
+            )
+        };
+        let pieces = [part(n - before, n), y.expr.clone(), part(0, after)];
+        let mut shape = y.shape.clone();
+        shape[k] = n + before + after;
+        y = g.bind(
+            format!("concatenate(({}), axis={k})", pieces.join(", ")),
+            shape,
+            y.dtype,
+        );
+    }
+    Ok(y)
 }
 
 /// The literal suffix of an integer dtype.
