@@ -516,6 +516,60 @@ def pad_wrap():
                   mode="wrap")
 
 
+@case
+def top_k_largest_with_ties():
+    x = np.array([[3, 1, 3, 2, 5, 5], [0, -1, 4, 4, 4, 2]], np.float32)
+    m = model(
+        [h.make_node("TopK", ["x", "k"], ["v", "i"], axis=1)],
+        [info("x", T.FLOAT, [2, 6])],
+        [info("v", T.FLOAT, [2, 3]), info("i", T.INT64, [2, 3])],
+        [nh.from_array(np.array([3], np.int64), "k")],
+    )
+    return m, {"x": x}
+
+
+@case
+def top_k_smallest_axis_0_int32():
+    x = rng(26).integers(-20, 20, (7, 3)).astype(np.int32)
+    m = model(
+        [h.make_node("TopK", ["x", "k"], ["v", "i"], axis=0, largest=0)],
+        [info("x", T.INT32, [7, 3])],
+        [info("v", T.INT32, [2, 3]), info("i", T.INT64, [2, 3])],
+        [nh.from_array(np.array([2], np.int64), "k")],
+    )
+    return m, {"x": x}
+
+
+@case
+def gather_nd_negative_indices():
+    return single(
+        "GatherND",
+        {"x": image((3, 4, 5)), "i": np.array([[0, -1], [2, 1], [-3, 3]], np.int64)},
+        out_rank=2,
+    )
+
+
+@case
+def gather_nd_batch_dims():
+    return single(
+        "GatherND",
+        {"x": image((2, 3, 4), seed=27), "i": np.array([[[1], [0]], [[2], [2]]], np.int64)},
+        out_rank=3, batch_dims=1,
+    )
+
+
+@case
+def round_halves_to_even():
+    return single("Round", {"x": np.array([-2.5, -1.5, -0.5, 0.5, 1.5, 2.5, 0.49, -3.7],
+                                          np.float32)})
+
+
+@case
+def softplus_large_and_small():
+    return single("Softplus", {"x": np.array([-100, -3, -0.5, 0, 0.5, 3, 25, 40, 100],
+                                             np.float32)})
+
+
 def einsum_case(eq, *shapes, rank):
     feeds = {f"x{i}": image(s, seed=30 + i) for i, s in enumerate(shapes)}
     return single("Einsum", feeds, out_rank=rank, equation=eq)

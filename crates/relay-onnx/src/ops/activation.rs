@@ -53,6 +53,12 @@ pub(super) fn activation(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Resu
             hard_sigmoid(e, c(1.0 / 6.0), c(0.5), &c)
         ),
         "Softsign" => format!("divide({e}, add({}, abs({e})))", c(1.0)),
+        // log(1 + exp(x)), which is x itself where exp would overflow.
+        "Softplus" => format!(
+            "where(greater({e}, {}), {e}, log(add({}, exp({e}))))",
+            c(30.0),
+            c(1.0)
+        ),
         _ => {
             // Gelu (opset 20): exact with erf, or the tanh approximation.
             match a.string("approximate", "none")?.as_str() {

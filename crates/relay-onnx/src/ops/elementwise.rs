@@ -79,6 +79,8 @@ pub(super) fn unary(g: &mut Graph, node: &NodeProto) -> Result<Value, String> {
                 "Neg" => "negative",
                 "Abs" => "abs",
                 "Floor" => "floor",
+                // Halves to even, as ONNX's Round.
+                "Round" => "round",
                 "Sign" => "sign",
                 "Sin" => "sin",
                 "Cos" => "cos",

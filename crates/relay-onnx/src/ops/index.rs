@@ -1,5 +1,6 @@
-//! Index-shaped operators written with Relay's comparisons, selects and contractions:
-//! `OneHot`, `CumSum` and `Einsum` (its matrix-product-shaped equations).
+//! Index-shaped operators written with Relay's comparisons, selects, gathers and
+//! contractions: `OneHot`, `CumSum`, `Einsum` (its matrix-product-shaped equations),
+//! `GatherND` and `TopK`.
 
 use relay_runtime::{DType, NDArray};
 
@@ -286,4 +287,149 @@ fn product(
         list(&shape)
     );
     Ok((expr, labels, shape))
+}
+
+/// `GatherND(data, indices)` with `batch_dims`: each index tuple (the indices' last axis, `M`
+/// long; negatives count from the end) made one position of the data's batch and indexed
+/// axes flattened together, then a `take` along that flattened axis.
+pub(super) fn gather_nd(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<Value, String> {
+    let (x, idx) = (g.input(node, 0)?, g.input(node, 1)?);
+    let (r, q) = (x.shape.len(), idx.shape.len());
+    let b = usize::try_from(a.int("batch_dims", 0)?).map_err(|_| "negative batch_dims")?;
+    let m = idx.shape.last().copied().unwrap_or(0);
+    if q == 0 || b >= q || m < 1 || b as i64 + m > r as i64 || idx.shape[..b] != x.shape[..b] {
+        return Err(format!(
+            "indices {:?} for data {:?} with batch_dims {b}",
+            idx.shape, x.shape
+        ));
+    }
+    let m = m as usize;
+    let inner: i64 = x.shape[b..b + m].iter().product();
+    let rest = &x.shape[b + m..];
+    let batch: i64 = x.shape[..b].iter().product();
+    let flat_shape: Vec<i64> = std::iter::once(batch * inner)
+        .chain(rest.iter().copied())
+        .collect();
+    let data = format!("reshape({}, newshape={})", x.expr, list(&flat_shape));
+    // Σ_k index_k · stride_k over the indexed axes, each index wrapped if negative.
+    let i = format!("cast({}, dtype=\"int64\")", idx.expr);
+    let mut terms = Vec::new();
+    for k in 0..m {
+        let n = x.shape[b + k];
+        let stride: i64 = x.shape[b + k + 1..b + m].iter().product();
+        let c = format!("take({i}, {k}, axis=-1)");
+        let wrapped = format!("where(less({c}, 0i64), add({c}, {n}i64), {c})");
+        terms.push(format!("multiply({wrapped}, {stride}i64)"));
+    }
+    let mut flat = terms
+        .into_iter()
+        .reduce(|acc, t| format!("add({acc}, {t})"))
+        .unwrap_or_default();
+    if b > 0 {
+        // Each position's batch, as an offset of `inner` per batch element.
+        let oshape: Vec<i64> = idx.shape[..b]
+            .iter()
+            .copied()
+            .chain(std::iter::repeat_n(1, q - 1 - b))
+            .collect();
+        let offsets: Vec<i128> = (0..batch).map(|p| i128::from(p * inner)).collect();
+        let offsets =
+            NDArray::from_i128_slice(DType::I64, &oshape, &offsets).map_err(|e| e.to_string())?;
+        let offsets = g.new_constant("gather_nd_offsets", offsets);
+        flat = format!("add({flat}, {})", offsets.expr);
+    }
+    let shape: Vec<i64> = idx.shape[..q - 1].iter().chain(rest).copied().collect();
+    Ok(g.bind(format!("take({data}, {flat}, axis=0)"), shape, x.dtype))
+}
+
+/// `TopK` with a constant `k` (at most 256): `k` rounds of `argmax` (`argmin` when not
+/// `largest`) along the axis, each taking the value there and masking it out, so the values
+/// come sorted and ties go to the lower index, as ONNX specifies.
+pub(super) fn top_k(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<Vec<Value>, String> {
+    let x = g.input(node, 0)?;
+    let k = match ints_of(&g.input(node, 1)?).as_deref() {
+        Some(&[k]) => k,
+        _ => return Err("k is not a constant scalar".into()),
+    };
+    let rank = x.shape.len();
+    let ax = axis(a.int("axis", -1)?, rank)?;
+    let n = x.shape[ax];
+    if !(1..=256.min(n)).contains(&k) {
+        return Err(format!("k = {k} for an axis of {n} (1 to 256 supported)"));
+    }
+    let largest = a.int("largest", 1)? != 0;
+    let (pick, worst) = if largest {
+        ("argmax", extreme(x.dtype, false))
+    } else {
+        ("argmin", extreme(x.dtype, true))
+    };
+    // The positions along the axis, broadcast: [n, 1, ...] after it.
+    let pshape: Vec<i64> = std::iter::once(n)
+        .chain(std::iter::repeat_n(1, rank - ax - 1))
+        .collect();
+    let positions: Vec<i128> = (0..i128::from(n)).collect();
+    let positions =
+        NDArray::from_i128_slice(DType::I64, &pshape, &positions).map_err(|e| e.to_string())?;
+    let positions = g.new_constant("top_k_positions", positions);
+    let mut one = x.shape.clone();
+    one[ax] = 1;
+    let (mut values, mut indices) = (Vec::new(), Vec::new());
+    let mut cur = x.clone();
+    for t in 0..k {
+        let i = g.bind(
+            format!(
+                "cast({pick}({}, axis=[{ax}], keepdims=True), dtype=\"int64\")",
+                cur.expr
+            ),
+            one.clone(),
+            DType::I64,
+        );
+        values.push(format!("gather({}, {}, axis={ax})", x.expr, i.expr));
+        indices.push(i.expr.clone());
+        if t + 1 < k {
+            cur = g.bind(
+                format!(
+                    "where(equal({}, {}), {worst}, {})",
+                    positions.expr, i.expr, cur.expr
+                ),
+                x.shape.clone(),
+                x.dtype,
+            );
+        }
+    }
+    let mut shape = x.shape.clone();
+    shape[ax] = k;
+    let join = |g: &mut Graph, items: &[String], dtype| {
+        g.bind(
+            format!("concatenate(({},), axis={ax})", items.join(", ")),
+            shape.clone(),
+            dtype,
+        )
+    };
+    let v = join(g, &values, x.dtype);
+    let i = join(g, &indices, DType::I64);
+    Ok(vec![v, i])
+}
+
+/// The value that never wins a `TopK` round, as Relay text: the lowest of `dtype` for
+/// `argmax`, the highest (`high`) for `argmin` (a float's infinity is written as its largest
+/// finite value).
+fn extreme(dtype: DType, high: bool) -> String {
+    if dtype.is_float() {
+        let v = if high {
+            f64::INFINITY
+        } else {
+            f64::NEG_INFINITY
+        };
+        return super::float_text(v, dtype);
+    }
+    let bits = dtype.bits as u32;
+    let signed = dtype.is_int();
+    let v: i128 = match (signed, high) {
+        (true, true) => (1i128 << (bits - 1)) - 1,
+        (true, false) => -(1i128 << (bits - 1)),
+        (false, true) => (1i128 << bits) - 1,
+        (false, false) => 0,
+    };
+    format!("{v}{}", super::slice::int_suffix(dtype))
 }

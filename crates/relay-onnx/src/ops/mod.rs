@@ -26,7 +26,7 @@ pub(crate) fn convert(g: &mut Graph, node: &NodeProto) -> Result<Vec<Value>, Str
             one(elementwise::variadic(g, node)?)
         }
         "Relu" | "Sigmoid" | "Tanh" | "Erf" | "Exp" | "Log" | "Sqrt" | "Neg" | "Abs" | "Floor"
-        | "Ceil" | "Reciprocal" | "Sign" | "Sin" | "Cos" | "Tan" => {
+        | "Ceil" | "Reciprocal" | "Sign" | "Sin" | "Cos" | "Tan" | "Round" => {
             one(elementwise::unary(g, node)?)
         }
         "Identity" => one(g.input(node, 0)?),
@@ -36,7 +36,7 @@ pub(crate) fn convert(g: &mut Graph, node: &NodeProto) -> Result<Vec<Value>, Str
         | "Not" => one(elementwise::predicate(g, node)?),
         "Where" => one(elementwise::select(g, node)?),
         "LeakyRelu" | "PRelu" | "Elu" | "Selu" | "HardSigmoid" | "HardSwish" | "Softsign"
-        | "Gelu" => one(activation::activation(g, node, &a)?),
+        | "Softplus" | "Gelu" => one(activation::activation(g, node, &a)?),
         "Slice" => one(slice::slice(g, node, &a)?),
         "Split" => slice::split(g, node, &a),
         "LSTM" => rnn::lstm(g, node, &a),
@@ -88,6 +88,8 @@ pub(crate) fn convert(g: &mut Graph, node: &NodeProto) -> Result<Vec<Value>, Str
         "Concat" => one(shape::concat(g, node, &a)?),
         "Gather" => one(shape::gather(g, node, &a)?),
         "GatherElements" => one(shape::gather_elements(g, node, &a)?),
+        "GatherND" => one(index::gather_nd(g, node, &a)?),
+        "TopK" => index::top_k(g, node, &a),
         "Expand" => one(shape::expand(g, node)?),
         "Constant" => one(shape::constant(g, node, &a)?),
         "Shape" => one(shape::shape_of(g, node, &a)?),
