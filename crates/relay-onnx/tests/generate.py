@@ -570,6 +570,25 @@ def softplus_large_and_small():
                                              np.float32)})
 
 
+@case
+def scatter_elements_add_shorter_indices():
+    return single(
+        "ScatterElements",
+        {"x": image((3, 5), seed=28), "i": np.array([[4, -1], [0, 2]], np.int64),
+         "u": image((2, 2), seed=29)},
+        axis=1, reduction="add",
+    )
+
+
+@case
+def scatter_elements_none_axis_0():
+    return single(
+        "ScatterElements",
+        {"x": image((4, 3), seed=30), "i": np.array([[3, 0, 1]], np.int64),
+         "u": image((1, 3), seed=31)},
+    )
+
+
 def einsum_case(eq, *shapes, rank):
     feeds = {f"x{i}": image(s, seed=30 + i) for i, s in enumerate(shapes)}
     return single("Einsum", feeds, out_rank=rank, equation=eq)

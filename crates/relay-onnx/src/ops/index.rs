@@ -1,6 +1,6 @@
 //! Index-shaped operators written with Relay's comparisons, selects, gathers and
 //! contractions: `OneHot`, `CumSum`, `Einsum` (its matrix-product-shaped equations),
-//! `GatherND` and `TopK`.
+//! `GatherND`, `TopK` and `ScatterElements`.
 
 use relay_runtime::{DType, NDArray};
 
@@ -432,4 +432,96 @@ fn extreme(dtype: DType, high: bool) -> String {
         (false, false) => 0,
     };
     format!("{v}{}", super::slice::int_suffix(dtype))
+}
+
+/// `ScatterElements(data, indices, updates)` along `axis`, with `reduction` none, add, mul,
+/// max or min: each update compared with every position of the axis (`[.., m, n, ..]` for `m`
+/// updates and `n` positions), the matches reduced over the updates, and the result combined
+/// with the data where some update lands (memory `m·n` per line of the axis: for the few
+/// updates of a cache write or a label scatter). Duplicate indices with `none`, which ONNX
+/// leaves undefined, sum.
+pub(super) fn scatter_elements(
+    g: &mut Graph,
+    node: &NodeProto,
+    a: &Attrs<'_>,
+) -> Result<Value, String> {
+    let (x, idx, upd) = (g.input(node, 0)?, g.input(node, 1)?, g.input(node, 2)?);
+    let r = x.shape.len();
+    let k = axis(a.int("axis", 0)?, r)?;
+    let fits = idx.shape.len() == r
+        && upd.shape == idx.shape
+        && (0..r).all(|d| d == k || idx.shape[d] <= x.shape[d]);
+    let n = x.shape[k];
+    if !fits || upd.dtype != x.dtype || n.saturating_mul(idx.shape.iter().product()) > 1 << 26 {
+        return Err(format!(
+            "indices {:?} and updates {:?} for data {:?} along axis {k}",
+            idx.shape, upd.shape, x.shape
+        ));
+    }
+    let reduction = a.string("reduction", "none")?;
+    // The positions of the axis: [n, 1, ...] lining up with the axis after the updates'.
+    let pshape: Vec<i64> = std::iter::once(n)
+        .chain(std::iter::repeat_n(1, r - k - 1))
+        .collect();
+    let positions: Vec<i128> = (0..i128::from(n)).collect();
+    let positions =
+        NDArray::from_i128_slice(DType::I64, &pshape, &positions).map_err(|e| e.to_string())?;
+    let positions = g.new_constant("scatter_positions", positions);
+    let i = format!("cast({}, dtype=\"int64\")", idx.expr);
+    let wrapped = format!("where(less({i}, 0i64), add({i}, {n}i64), {i})");
+    let mut eshape = idx.shape.clone();
+    eshape.insert(k + 1, n);
+    let eq = g.bind(
+        format!(
+            "equal(expand_dims({wrapped}, axis={}), {})",
+            k + 1,
+            positions.expr
+        ),
+        eshape,
+        DType::BOOL,
+    );
+    let u = format!("expand_dims({}, axis={})", upd.expr, k + 1);
+    let dt = x.dtype;
+    let lit = |v: f64| {
+        if dt.is_float() {
+            super::float_text(v, dt)
+        } else {
+            format!("{}{}", v as i64, super::slice::int_suffix(dt))
+        }
+    };
+    // Reduced over the updates (axis k): the result has the axis as long as the data's.
+    let reduce =
+        |f: &str, neutral: String| format!("{f}(where({}, {u}, {neutral}), axis=[{k}])", eq.expr);
+    let combined = match reduction.as_str() {
+        "none" | "add" => reduce("sum", lit(0.0)),
+        "mul" => reduce("prod", lit(1.0)),
+        "max" => reduce("max", extreme(dt, false)),
+        "min" => reduce("min", extreme(dt, true)),
+        other => return Err(format!("reduction `{other}`")),
+    };
+    let hit = format!(
+        "greater(sum(cast({}, dtype=\"int32\"), axis=[{k}]), 0)",
+        eq.expr
+    );
+    // Both padded with nothing-landed to the data's shape where the indices are shorter.
+    let mut short = idx.shape.clone();
+    short[k] = n;
+    let pad = |e: String, value: &str| {
+        if short == x.shape {
+            return e;
+        }
+        let width: Vec<String> = (0..r).map(|d| list(&[0, x.shape[d] - short[d]])).collect();
+        format!("nn.pad({e}, {value}, pad_width=[{}])", width.join(", "))
+    };
+    let combined = pad(combined, &lit(0.0));
+    let hit = pad(hit, "False");
+    let d = &x.expr;
+    let out = match reduction.as_str() {
+        "none" => format!("where({hit}, {combined}, {d})"),
+        "add" => format!("where({hit}, add({d}, {combined}), {d})"),
+        "mul" => format!("where({hit}, multiply({d}, {combined}), {d})"),
+        "max" => format!("where({hit}, maximum({d}, {combined}), {d})"),
+        _ => format!("where({hit}, minimum({d}, {combined}), {d})"),
+    };
+    Ok(g.bind(out, x.shape.clone(), dt))
 }

@@ -90,6 +90,7 @@ pub(crate) fn convert(g: &mut Graph, node: &NodeProto) -> Result<Vec<Value>, Str
         "GatherElements" => one(shape::gather_elements(g, node, &a)?),
         "GatherND" => one(index::gather_nd(g, node, &a)?),
         "TopK" => index::top_k(g, node, &a),
+        "ScatterElements" | "Scatter" => one(index::scatter_elements(g, node, &a)?),
         "Expand" => one(shape::expand(g, node)?),
         "Constant" => one(shape::constant(g, node, &a)?),
         "Shape" => one(shape::shape_of(g, node, &a)?),
