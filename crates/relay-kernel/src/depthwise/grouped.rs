@@ -53,38 +53,45 @@ impl Block<'_> {
     }
 }
 
-/// The block with AVX-512, row stride 1 or 2, its channels in sub-blocks of 8, 4, 2 and 1.
-///
-/// # Safety
-///
-/// The block's planes, weights and output planes are inside their buffers; the CPU has
-/// AVX-512F; the row stride is 1 or 2.
-#[target_feature(enable = "avx512f")]
-pub(super) unsafe fn block_avx512(b: &Block<'_>) {
+/// Runs `rows` over the block in sub-blocks of 8, 4, 2 and 1 channels: `rows(sub, left)`
+/// computes the first channels of `sub` (as many as its monomorphic loop for `left` takes)
+/// and returns how many.
+fn in_sub_blocks(b: &Block<'_>, mut rows: impl FnMut(&Block<'_>, usize) -> usize) {
     let s = b.strides();
     let mut done = 0;
     while done < b.epi.len() {
-        let left = b.epi.len() - done;
         let sub = Block {
             w: b.w.wrapping_offset(done as isize * s.per_out),
             y: b.y.wrapping_offset(done as isize * s.plane_out),
             epi: &b.epi[done..],
             ..*b
         };
-        // SAFETY: a sub-block of the block (forwarded contract).
-        done += unsafe {
-            match (b.p.stride_w, left) {
-                (1, 8..) => rows_avx512::<1, 8>(&sub),
-                (1, 4..) => rows_avx512::<1, 4>(&sub),
-                (1, 2..) => rows_avx512::<1, 2>(&sub),
-                (1, _) => rows_avx512::<1, 1>(&sub),
-                (_, 8..) => rows_avx512::<2, 8>(&sub),
-                (_, 4..) => rows_avx512::<2, 4>(&sub),
-                (_, 2..) => rows_avx512::<2, 2>(&sub),
-                (_, _) => rows_avx512::<2, 1>(&sub),
-            }
-        };
+        done += rows(&sub, b.epi.len() - done);
     }
+}
+
+/// The block with AVX-512, row stride 1 or 2.
+///
+/// # Safety
+///
+/// The block's planes, weights and output planes are inside their buffers; the CPU has
+/// AVX-512F; the row stride is 1 or 2.
+pub(super) unsafe fn block_avx512(b: &Block<'_>) {
+    in_sub_blocks(b, |sub, left| {
+        // SAFETY: a sub-block of the block (forwarded contract).
+        unsafe {
+            match (b.p.stride_w, left) {
+                (1, 8..) => rows_avx512::<1, 8>(sub),
+                (1, 4..) => rows_avx512::<1, 4>(sub),
+                (1, 2..) => rows_avx512::<1, 2>(sub),
+                (1, _) => rows_avx512::<1, 1>(sub),
+                (_, 8..) => rows_avx512::<2, 8>(sub),
+                (_, 4..) => rows_avx512::<2, 4>(sub),
+                (_, 2..) => rows_avx512::<2, 2>(sub),
+                (_, _) => rows_avx512::<2, 1>(sub),
+            }
+        }
+    });
 }
 
 /// The first `OB` output channels of `b` with AVX-512 and row stride `S`; returns `OB`.
@@ -139,38 +146,27 @@ unsafe fn rows_avx512<const S: isize, const OB: usize>(b: &Block<'_>) -> usize {
     OB
 }
 
-/// The block with AVX2 and FMA, row stride 1 or 2, its channels in sub-blocks of 8, 4, 2
-/// and 1.
+/// The block with AVX2 and FMA, row stride 1 or 2.
 ///
 /// # Safety
 ///
 /// As [`block_avx512`], with AVX2 and FMA instead of AVX-512F.
-#[target_feature(enable = "avx2,fma")]
 pub(super) unsafe fn block_avx2(b: &Block<'_>) {
-    let s = b.strides();
-    let mut done = 0;
-    while done < b.epi.len() {
-        let left = b.epi.len() - done;
-        let sub = Block {
-            w: b.w.wrapping_offset(done as isize * s.per_out),
-            y: b.y.wrapping_offset(done as isize * s.plane_out),
-            epi: &b.epi[done..],
-            ..*b
-        };
+    in_sub_blocks(b, |sub, left| {
         // SAFETY: a sub-block of the block (forwarded contract).
-        done += unsafe {
+        unsafe {
             match (b.p.stride_w, left) {
-                (1, 8..) => rows_avx2::<1, 8>(&sub),
-                (1, 4..) => rows_avx2::<1, 4>(&sub),
-                (1, 2..) => rows_avx2::<1, 2>(&sub),
-                (1, _) => rows_avx2::<1, 1>(&sub),
-                (_, 8..) => rows_avx2::<2, 8>(&sub),
-                (_, 4..) => rows_avx2::<2, 4>(&sub),
-                (_, 2..) => rows_avx2::<2, 2>(&sub),
-                (_, _) => rows_avx2::<2, 1>(&sub),
+                (1, 8..) => rows_avx2::<1, 8>(sub),
+                (1, 4..) => rows_avx2::<1, 4>(sub),
+                (1, 2..) => rows_avx2::<1, 2>(sub),
+                (1, _) => rows_avx2::<1, 1>(sub),
+                (_, 8..) => rows_avx2::<2, 8>(sub),
+                (_, 4..) => rows_avx2::<2, 4>(sub),
+                (_, 2..) => rows_avx2::<2, 2>(sub),
+                (_, _) => rows_avx2::<2, 1>(sub),
             }
-        };
-    }
+        }
+    });
 }
 
 /// The first `OB` output channels of `b` with AVX2 and row stride `S`; returns `OB`. The

@@ -123,43 +123,66 @@ pub(super) fn if_(g: &mut Graph, node: &NodeProto) -> Result<Vec<Value>, String>
 }
 
 /// A local tail-recursive function: while `guard` holds, the body's lines then a call with
-/// `next`; otherwise the carried values and accumulators.
+/// the next values; otherwise the carried values and the accumulators.
 struct Recursion {
-    /// Parameters: variable and type text (the iteration counter first).
-    params: Vec<(String, String)>,
+    /// Parameters (the iteration counter first), with their next and initial values.
+    params: Vec<Value>,
+    next: Vec<String>,
+    init: Vec<String>,
+    /// How many leading parameters (counter, condition) are not returned.
+    hidden: usize,
+    /// How many trailing parameters are accumulators.
+    accumulators: usize,
     /// The condition of one more iteration, over the parameters.
     guard: String,
     lines: Vec<String>,
-    /// The arguments of the next iteration's call.
-    next: Vec<String>,
-    /// The initial arguments.
-    init: Vec<String>,
-    /// What the function returns when the guard fails (parameters, after the counter).
-    results: Vec<String>,
 }
 
 impl Recursion {
-    /// Binds the function and its call; the call's value (a tuple when several results).
-    fn emit(self, g: &mut Graph) -> Value {
+    /// A parameter `p` starting at `init` and becoming `next`.
+    fn param(&mut self, p: Value, next: String, init: String) {
+        self.params.push(p);
+        self.next.push(next);
+        self.init.push(init);
+    }
+
+    /// An accumulator of the per-iteration values `y`, stacked along a new first axis.
+    fn accumulate(&mut self, g: &mut Graph, y: &Value) {
+        let (acc, empty, grown) = accumulator(g, y);
+        self.param(acc, grown, empty);
+        self.accumulators += 1;
+    }
+
+    /// Binds the function and its call; the values returned, carried ones then accumulated.
+    fn emit(self, g: &mut Graph) -> (Vec<Value>, Vec<Value>) {
         let f = g.fresh_local("loop");
         let params: Vec<String> = self
             .params
             .iter()
-            .map(|(v, t)| format!("{v}: {t}"))
+            .map(|v| format!("{}: {}", v.expr, type_text(&v.shape, v.dtype)))
             .collect();
+        let returned = &self.params[self.hidden..];
+        let results: Vec<String> = returned.iter().map(|v| v.expr.clone()).collect();
         let call = format!("{f}({})", self.next.join(", "));
         g.push_line(format!(
             "let {f} = fn ({}) {{\n  if ({}) {} else {{\n    {}\n  }}\n  }}",
             params.join(", "),
             self.guard,
             block(&self.lines, &call),
-            tuple(&self.results)
+            tuple(&results)
         ));
-        g.bind(
+        let r = g.bind(
             format!("{f}({})", self.init.join(", ")),
             Vec::new(),
             DType::BOOL,
-        )
+        );
+        let shapes = returned
+            .iter()
+            .map(|v| (v.shape.clone(), v.dtype))
+            .collect();
+        let mut carried = fields(g, r, shapes);
+        let accumulated = carried.split_off(carried.len() - self.accumulators);
+        (carried, accumulated)
     }
 }
 
@@ -285,20 +308,6 @@ pub(super) fn loop_(g: &mut Graph, node: &NodeProto) -> Result<Vec<Value>, Strin
         (Some(_), Some(c)) if c.shape == [1] => format!("reshape({}, newshape=[])", c.expr),
         (Some(_), _) => return Err("the body's condition output is not one element".into()),
     };
-    let mut params = vec![it.clone(), cond_p.clone()];
-    params.extend(vs.iter().cloned());
-    let mut next_args = vec![it_next, cond_next];
-    next_args.extend(next.iter().map(|v| v.expr.clone()));
-    let mut init = vec!["0i64".to_string(), cond_init];
-    init.extend(carried.iter().map(|v| v.expr.clone()));
-    let mut accs = Vec::new();
-    for y in scans {
-        let (acc, empty, grown) = accumulator(g, y);
-        params.push(acc.clone());
-        next_args.push(grown);
-        init.push(empty);
-        accs.push(acc);
-    }
     let guard = match &max {
         Some(m) => format!(
             "logical_and({}, less({}, {}))",
@@ -306,23 +315,25 @@ pub(super) fn loop_(g: &mut Graph, node: &NodeProto) -> Result<Vec<Value>, Strin
         ),
         None => cond_p.expr.clone(),
     };
-    let results: Vec<Value> = vs.iter().chain(&accs).cloned().collect();
-    let r = Recursion {
-        params: params
-            .iter()
-            .map(|v| (v.expr.clone(), type_text(&v.shape, v.dtype)))
-            .collect(),
+    let mut r = Recursion {
+        params: Vec::new(),
+        next: Vec::new(),
+        init: Vec::new(),
+        hidden: 2,
+        accumulators: 0,
         guard,
         lines,
-        next: next_args,
-        init,
-        results: results.iter().map(|v| v.expr.clone()).collect(),
+    };
+    r.param(it, it_next, "0i64".into());
+    r.param(cond_p, cond_next, cond_init);
+    for ((p, n), c) in vs.into_iter().zip(next).zip(&carried) {
+        r.param(p, n.expr.clone(), c.expr.clone());
     }
-    .emit(g);
-    let shapes = results.iter().map(|v| (v.shape.clone(), v.dtype)).collect();
-    let mut out = fields(g, r, shapes);
-    let accs_out = out.split_off(vs.len());
-    for acc in accs_out {
+    for y in scans {
+        r.accumulate(g, y);
+    }
+    let (mut out, accumulated) = r.emit(g);
+    for acc in accumulated {
         let v = stacked(g, acc, count);
         out.push(v);
     }
@@ -394,36 +405,23 @@ pub(super) fn scan(g: &mut Graph, node: &NodeProto, a: &Attrs) -> Result<Vec<Val
     let (body_lines, outputs) = g.subgraph(body, inputs)?;
     lines.extend(body_lines);
     let (next, ys) = body_outputs(&outputs, 0, states)?;
-    let mut params = vec![it.clone()];
-    params.extend(ss.iter().cloned());
-    let mut next_args = vec![it_next];
-    next_args.extend(next.iter().map(|v| v.expr.clone()));
-    let mut init = vec!["0i64".to_string()];
-    init.extend(states.iter().map(|v| v.expr.clone()));
-    let mut accs = Vec::new();
-    for y in ys {
-        let (acc, empty, grown) = accumulator(g, y);
-        params.push(acc.clone());
-        next_args.push(grown);
-        init.push(empty);
-        accs.push(acc);
-    }
-    let results: Vec<Value> = ss.iter().chain(&accs).cloned().collect();
-    let r = Recursion {
-        params: params
-            .iter()
-            .map(|v| (v.expr.clone(), type_text(&v.shape, v.dtype)))
-            .collect(),
+    let mut r = Recursion {
+        params: Vec::new(),
+        next: Vec::new(),
+        init: Vec::new(),
+        hidden: 1,
+        accumulators: 0,
         guard: format!("less({}, {length}i64)", it.expr),
         lines,
-        next: next_args,
-        init,
-        results: results.iter().map(|v| v.expr.clone()).collect(),
+    };
+    r.param(it, it_next, "0i64".into());
+    for ((p, n), s0) in ss.into_iter().zip(next).zip(states) {
+        r.param(p, n.expr.clone(), s0.expr.clone());
     }
-    .emit(g);
-    let shapes = results.iter().map(|v| (v.shape.clone(), v.dtype)).collect();
-    let mut out = fields(g, r, shapes);
-    let accs_out = out.split_off(ss.len());
+    for y in ys {
+        r.accumulate(g, y);
+    }
+    let (mut out, accs_out) = r.emit(g);
     let m = accs_out.len();
     let (out_axes, out_dirs) = (
         per("scan_output_axes", m)?,

@@ -90,6 +90,23 @@ pub(super) fn slice(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<Va
     Ok(g.bind(call, shape, x.dtype))
 }
 
+/// `x[begin..end]`, elementwise per axis, as a `strided_slice` of unit steps.
+fn window_text(x: &Value, begin: &[i64], end: &[i64]) -> String {
+    format!(
+        "strided_slice({}, begin={}, end={}, strides={}, axes=None)",
+        x.expr,
+        list(begin),
+        list(end),
+        list(&vec![1; begin.len()])
+    )
+}
+
+/// `x[begin..end]` bound to a value.
+fn window(g: &mut Graph, x: &Value, begin: Vec<i64>, end: Vec<i64>) -> Value {
+    let shape = begin.iter().zip(&end).map(|(b, e)| e - b).collect();
+    g.bind(window_text(x, &begin, &end), shape, x.dtype)
+}
+
 /// `Split` along `axis`, by sizes (attribute before opset 13, else input) or evenly.
 pub(super) fn split(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<Vec<Value>, String> {
     let x = g.input(node, 0)?;
@@ -130,19 +147,7 @@ pub(super) fn split(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<Ve
                 let (mut begin, mut end) = (vec![0; rank], x.shape.clone());
                 (begin[k], end[k]) = (at, at + size);
                 at += size;
-                let mut shape = x.shape.clone();
-                shape[k] = size;
-                g.bind(
-                    format!(
-                        "strided_slice({}, begin={}, end={}, strides={}, axes=None)",
-                        x.expr,
-                        list(&begin),
-                        list(&end),
-                        list(&vec![1; rank])
-                    ),
-                    shape,
-                    x.dtype,
-                )
+                window(g, &x, begin, end)
             })
             .collect());
     }
@@ -212,18 +217,7 @@ pub(super) fn pad(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<Valu
         let end: Vec<i64> = (0..rank)
             .map(|d| x.shape[d] - (-pads[d + rank]).max(0))
             .collect();
-        let shape: Vec<i64> = (0..rank).map(|d| end[d] - begin[d]).collect();
-        g.bind(
-            format!(
-                "strided_slice({}, begin={}, end={}, strides={}, axes=None)",
-                x.expr,
-                list(&begin),
-                list(&end),
-                list(&vec![1; rank])
-            ),
-            shape,
-            x.dtype,
-        )
+        window(g, &x, begin, end)
     } else {
         x
     };
@@ -281,13 +275,7 @@ fn wrap(g: &mut Graph, x: Value, pads: &[i64]) -> Result<Value, String> {
         let part = |from: i64, to: i64| {
             let (mut begin, mut end) = (vec![0; rank], y.shape.clone());
             (begin[k], end[k]) = (from, to);
-            format!(
-                "strided_slice({}, begin={}, end={}, strides={}, axes=None)",
-                y.expr,
-                list(&begin),
-                list(&end),
-                list(&vec![1; rank])
-            )
+            window_text(&y, &begin, &end)
         };
         let pieces = [part(n - before, n), y.expr.clone(), part(0, after)];
         let mut shape = y.shape.clone();
