@@ -96,6 +96,7 @@ impl Graph {
                 relay_name: name,
                 dtype,
                 shape,
+                dim_params: dim_params(vi),
             });
         }
         for (name, array) in frozen {
@@ -135,6 +136,7 @@ impl Graph {
                 relay_name: v.expr.trim_start_matches('%').to_string(),
                 dtype: v.dtype,
                 shape: v.shape.clone(),
+                dim_params: dim_params(vi),
             });
         }
         let result = match results.as_slice() {
@@ -472,6 +474,23 @@ pub(crate) fn type_text(shape: &[i64], dtype: DType) -> String {
         1 => format!("Tensor[({}), {dtype}]", dims[0]),
         _ => format!("Tensor[({}), {dtype}]", dims.join(", ")),
     }
+}
+
+/// The `dim_param` names `vi` declares, per dimension.
+fn dim_params(vi: &ValueInfoProto) -> Vec<Option<String>> {
+    let dims = vi
+        .r#type
+        .as_ref()
+        .and_then(|t| t.tensor_type.as_ref())
+        .and_then(|t| t.shape.as_ref())
+        .map(|s| s.dim.as_slice())
+        .unwrap_or_default();
+    dims.iter()
+        .map(|d| match &d.value {
+            Some(DimensionValue::DimParam(p)) => Some(p.clone()),
+            _ => None,
+        })
+        .collect()
 }
 
 /// The dtype and static shape of graph input `vi` (its shape from `options` when given).

@@ -50,6 +50,9 @@ pub struct Port {
     pub dtype: DType,
     /// Its shape.
     pub shape: Vec<i64>,
+    /// The model's name for each dimension that it declares symbolic (`dim_param`, such as
+    /// `batch`), `None` for the others; empty when the model declares no shape.
+    pub dim_params: Vec<Option<String>>,
 }
 
 /// An imported model.

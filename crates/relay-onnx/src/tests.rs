@@ -343,6 +343,9 @@ fn symbolic_dimensions_need_an_input_shape() {
     };
     let m = import(&bytes, &options).unwrap();
     assert_eq!(m.inputs[0].shape, [5, 3]);
+    // The model's names of its symbolic dimensions stay in `Imported`.
+    assert_eq!(m.inputs[0].dim_params, [Some("batch".to_string()), None]);
+    assert_eq!(m.outputs[0].dim_params, [None, None]);
 }
 
 /// A one-node model with float32 inputs `ins` (name, shape) and initializers, run on `args`.
