@@ -281,7 +281,7 @@ def symbolic_batch_dimension():
 
 
 def recurrent(op, gates, seq=5, batch=2, inp=3, hidden=4, direction="forward", layout=0,
-              bias=True, initial=True, peephole=False, seed=10, **attrs):
+              bias=True, initial=True, peephole=False, seed=10, lens=None, **attrs):
     """One `op` node with random W, R (and B, initial states, peepholes) as inputs."""
     r = rng(seed)
     dirs = 2 if direction == "bidirectional" else 1
@@ -296,7 +296,9 @@ def recurrent(op, gates, seq=5, batch=2, inp=3, hidden=4, direction="forward", l
     names.append("B" if bias else "")
     if bias:
         feeds["B"] = 0.3 * r.standard_normal((dirs, 2 * gates * hidden), dtype=np.float32)
-    names.append("")  # sequence_lens
+    names.append("lens" if lens is not None else "")
+    if lens is not None:
+        feeds["lens"] = np.array(lens, np.int32)
     names.append("h0" if initial else "")
     if initial:
         feeds["h0"] = r.standard_normal(s_shape, dtype=np.float32)
@@ -311,7 +313,8 @@ def recurrent(op, gates, seq=5, batch=2, inp=3, hidden=4, direction="forward", l
         names.pop()
     outs = ["Y", "Y_h"] + (["Y_c"] if op == "LSTM" else [])
     node = h.make_node(op, names, outs, hidden_size=hidden, direction=direction, layout=layout, **attrs)
-    inputs = [info(n, T.FLOAT, list(feeds[n].shape)) for n in names if n]
+    inputs = [info(n, nh.from_array(feeds[n]).data_type, list(feeds[n].shape))
+              for n in names if n]
     ranks = [4, 3, 3]
     outputs = [info(o, T.FLOAT, [None] * k) for o, k in zip(outs, ranks)]
     m = model([node], inputs, outputs, opset=14)
@@ -320,7 +323,7 @@ def recurrent(op, gates, seq=5, batch=2, inp=3, hidden=4, direction="forward", l
     # ONNX Runtime runs only layout 0: the expected outputs are those of the layout-0 model on
     # the transposed inputs, transposed back.
     ref, ref_feeds = recurrent(op, gates, seq, batch, inp, hidden, direction, 0, bias, initial,
-                               peephole, seed, **attrs)
+                               peephole, seed, lens, **attrs)
     for k in ("h0", "c0"):
         if k in ref_feeds:
             ref_feeds[k] = feeds[k].transpose(1, 0, 2)
@@ -364,6 +367,21 @@ def gru_activations_clip_no_bias():
     return recurrent(
         "GRU", 3, bias=False, clip=2.0, activations=["Sigmoid", "Relu"], seed=15,
     )
+
+
+@case
+def lstm_bidirectional_sequence_lengths():
+    return recurrent("LSTM", 4, batch=3, direction="bidirectional", lens=[5, 2, 3], seed=18)
+
+
+@case
+def gru_reverse_sequence_lengths():
+    return recurrent("GRU", 3, batch=3, direction="reverse", lens=[1, 5, 4], seed=19)
+
+
+@case
+def rnn_sequence_lengths_no_initial_state():
+    return recurrent("RNN", 1, batch=2, lens=[3, 5], initial=False, seed=20)
 
 
 @case

@@ -13,7 +13,9 @@
 //!
 //! Every direction (forward, reverse, bidirectional), the `activations` with their
 //! `activation_alpha`/`activation_beta`, `clip` (on the gates' inputs), peepholes, `layout`
-//! 0 and 1; every sequence as long as the input (`sequence_lens`, when given, must say so).
+//! 0 and 1, and `sequence_lens` (a constant or an input): past a sequence's end its state is
+//! kept and its outputs are zero, which for a reverse direction makes it start at its own
+//! last step, as ONNX specifies.
 
 use relay_runtime::DType;
 
@@ -139,6 +141,8 @@ struct Cell {
     clip: Option<f64>,
     acts: Vec<Act>,
     dt: DType,
+    /// `sequence_lens` as `[batch, 1]` int64, when some sequences may be shorter.
+    lens: Option<Value>,
 }
 
 impl Cell {
@@ -186,12 +190,21 @@ impl Cell {
                 w.shape, r.shape
             ));
         }
-        if let Some(lens) = g.optional_input(node, 4)? {
-            let lens = ints_of(&lens).ok_or("sequence_lens is not a constant")?;
-            if lens.iter().any(|&l| l != seq) {
-                return Err("sequences shorter than the input are not supported".into());
-            }
-        }
+        // Sequences of their own lengths: masks keep a finished sequence's state and zero its
+        // outputs (none when every length is known to be the whole sequence).
+        let lens = match g.optional_input(node, 4)? {
+            Some(l) if ints_of(&l).is_some_and(|v| v.iter().all(|&n| n == seq)) => None,
+            Some(l) if l.shape == [batch] => Some(g.bind(
+                format!(
+                    "reshape(cast({}, dtype=\"int64\"), newshape=[{batch}, 1])",
+                    l.expr
+                ),
+                vec![batch, 1],
+                DType::I64,
+            )),
+            Some(l) => return Err(format!("sequence_lens of shape {:?}", l.shape)),
+            None => None,
+        };
         let clip =
             a.0.iter()
                 .find(|x| x.name == "clip")
@@ -220,6 +233,7 @@ impl Cell {
             clip,
             acts,
             dt,
+            lens,
         })
     }
 
@@ -320,6 +334,40 @@ impl Cell {
             vec![self.batch, rows],
             self.dt,
         )
+    }
+
+    /// Whether time step `t` lies inside each sequence (`[batch, 1]`), when some may be
+    /// shorter than the input.
+    fn mask(&self, g: &mut Graph, t: i64) -> Option<Value> {
+        let lens = self.lens.as_ref()?;
+        Some(g.bind(
+            format!("less({t}i64, {})", lens.expr),
+            vec![self.batch, 1],
+            DType::BOOL,
+        ))
+    }
+
+    /// The state after a step: `new` inside the sequence, `old` past its end.
+    fn keep(&self, g: &mut Graph, mask: &Option<Value>, new: Value, old: &Value) -> Value {
+        match mask {
+            Some(m) => {
+                self.state_value(g, format!("where({}, {}, {})", m.expr, new.expr, old.expr))
+            }
+            None => new,
+        }
+    }
+
+    /// A step's output `h`: zero past the sequence's end.
+    fn output(&self, mask: &Option<Value>, h: &Value) -> String {
+        match mask {
+            Some(m) => format!(
+                "where({}, {}, {})",
+                m.expr,
+                h.expr,
+                float_text(0.0, self.dt)
+            ),
+            None => h.expr.clone(),
+        }
     }
 
     /// A `[batch, hidden]` value.
@@ -440,14 +488,17 @@ pub(super) fn lstm(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<Vec
                 cell.act(d, 3, 0, &with_peep(2, 2, &c.expr))?
             };
             let cc = cell.act(d, 3, 1, &format!("{}.3", gates.expr))?;
-            c = cell.state_value(
+            let c_new = cell.state_value(
                 g,
                 format!("add(multiply({f}, {}), multiply({i}, {cc}))", c.expr),
             );
-            let o = cell.act(d, 3, 0, &with_peep(1, 1, &c.expr))?;
-            let hc = cell.act(d, 3, 2, &c.expr)?;
-            h = cell.state_value(g, format!("multiply({o}, {hc})"));
-            outs[t as usize] = h.expr.clone();
+            let o = cell.act(d, 3, 0, &with_peep(1, 1, &c_new.expr))?;
+            let hc = cell.act(d, 3, 2, &c_new.expr)?;
+            let h_new = cell.state_value(g, format!("multiply({o}, {hc})"));
+            let mask = cell.mask(g, t);
+            outs[t as usize] = cell.output(&mask, &h_new);
+            c = cell.keep(g, &mask, c_new, &c);
+            h = cell.keep(g, &mask, h_new, &h);
         }
         ys.push(outs);
         finals.push(vec![h, c]);
@@ -522,7 +573,7 @@ pub(super) fn gru(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<Vec<
             };
             let ht = cell.act(d, 2, 1, &format!("add({}.2, {inner})", x3.expr))?;
             let zv = g.bind(z, vec![cell.batch, hs], dt);
-            h = cell.state_value(
+            let h_new = cell.state_value(
                 g,
                 format!(
                     "add(multiply(subtract({one}, {z}), {ht}), multiply({z}, {}))",
@@ -530,7 +581,9 @@ pub(super) fn gru(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<Vec<
                     z = zv.expr
                 ),
             );
-            outs[t as usize] = h.expr.clone();
+            let mask = cell.mask(g, t);
+            outs[t as usize] = cell.output(&mask, &h_new);
+            h = cell.keep(g, &mask, h_new, &h);
         }
         ys.push(outs);
         finals.push(vec![h]);
@@ -557,8 +610,10 @@ pub(super) fn rnn(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<Vec<
             let xt = cell.step_input(g, &proj, t);
             let rh = cell.recur(g, &h.expr, &rd);
             let pre = format!("add({}, {})", xt.expr, rh.expr);
-            h = cell.state_value(g, cell.act(d, 1, 0, &pre)?);
-            outs[t as usize] = h.expr.clone();
+            let h_new = cell.state_value(g, cell.act(d, 1, 0, &pre)?);
+            let mask = cell.mask(g, t);
+            outs[t as usize] = cell.output(&mask, &h_new);
+            h = cell.keep(g, &mask, h_new, &h);
         }
         ys.push(outs);
         finals.push(vec![h]);
