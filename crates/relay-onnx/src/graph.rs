@@ -376,6 +376,16 @@ impl Graph {
         }
         let first_line = self.lines.len();
         let outputs = ops::convert(self, node)?;
+        // Every value's element count fits the shape arithmetic of the nodes that read it.
+        for v in &outputs {
+            let count = v
+                .shape
+                .iter()
+                .try_fold(1i64, |p, &d| if d < 0 { Some(p) } else { p.checked_mul(d) });
+            if count.is_none_or(|n| n >= 1 << 48) {
+                return Err(format!("an output of shape {:?} is too large", v.shape));
+            }
+        }
         let outputs = self.fold(node, first_line, outputs);
         for (name, v) in node.output.iter().zip(outputs) {
             if !name.is_empty() {

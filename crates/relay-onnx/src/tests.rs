@@ -1368,3 +1368,87 @@ fn a_given_shape_that_contradicts_the_model_is_an_error() {
     };
     assert!(import(&m, &options).is_ok());
 }
+
+/// A `ConvTranspose` whose output channels (weights' second axis times the groups) overflow.
+#[test]
+fn conv_transpose_with_too_many_output_channels_is_an_error() {
+    let big = 1i64 << 40;
+    let m = model(
+        13,
+        vec![node(
+            "ConvTranspose",
+            &["x", "w"],
+            &["y"],
+            vec![int("group", 2)],
+        )],
+        vec![info("x", &[1, 2, 3, 3]), info("w", &[2, big, 1, 1])],
+        vec![info("y", &[])],
+        vec![],
+    );
+    let e = import(&m, &ImportOptions::default())
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("output channels"), "{e}");
+}
+
+/// Shapes whose element counts overflow: a `Tile` by 2⁶² and a `MatMul` broadcasting two
+/// batch axes of 2⁴⁰ against each other. Errors, not overflows.
+#[test]
+fn overflowing_element_counts_are_errors() {
+    let tile = model(
+        13,
+        vec![node("Tile", &["x", "r"], &["y"], vec![])],
+        vec![info("x", &[2, 3])],
+        vec![info("y", &[])],
+        vec![int64s("r", &[1 << 62, 4])],
+    );
+    let e = import(&tile, &ImportOptions::default())
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("repeats"), "{e}");
+    let big = 1i64 << 40;
+    let matmul = model(
+        13,
+        vec![node("MatMul", &["a", "b"], &["y"], vec![])],
+        vec![info("a", &[big, 1, 1, 1]), info("b", &[1, big, 1, 1])],
+        vec![info("y", &[])],
+        vec![],
+    );
+    let e = import(&matmul, &ImportOptions::default())
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("broadcast batch axes"), "{e}");
+}
+
+/// A `Pad` by `i64::MIN` (found by tests/mutations.rs): an error, not an overflow.
+#[test]
+fn pads_of_extreme_values_are_errors() {
+    let m = model(
+        13,
+        vec![node("Pad", &["x", "p"], &["y"], vec![])],
+        vec![info("x", &[2, 3])],
+        vec![info("y", &[])],
+        vec![int64s("p", &[i64::MIN, 0, 0, 0])],
+    );
+    let e = import(&m, &ImportOptions::default())
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("pads"), "{e}");
+}
+
+/// A `TopK` over an axis of 2⁴⁰ (its positions would be a constant of that many elements):
+/// an error.
+#[test]
+fn top_k_over_a_huge_axis_is_an_error() {
+    let m = model(
+        13,
+        vec![node("TopK", &["x", "k"], &["v", "i"], vec![])],
+        vec![info("x", &[1, 1 << 40])],
+        vec![info("v", &[]), info("i", &[])],
+        vec![int64s("k", &[2])],
+    );
+    let e = import(&m, &ImportOptions::default())
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("axes up to 2^24"), "{e}");
+}

@@ -2,7 +2,7 @@
 //! imported. Each must import or give an `ImportError` — never panic — and no allocation may
 //! be out of proportion to the model (an allocator in this test binary records the largest
 //! request). Mutations act on the bytes (flips, cuts, splices) and on the decoded messages
-//! (dimensions, attribute values, element types, operator types, inputs), the latter
+//! (dimensions, attribute values, int64 constants, element types, operator types, inputs), the latter
 //! reaching the operators' conversions past the decoder. `MUTATIONS_TRACE=1 cargo test -p
 //! relay-onnx --test mutations -- --nocapture` prints each case and its outcome;
 //! `PROPTEST_CASES=N` runs more. `fuzz/`'s `import_onnx` target is the same property for
@@ -84,6 +84,9 @@ enum Mutation {
     Dim { which: usize, value: i64 },
     /// Set integer `which` of an attribute (any node's, in order) to `value`.
     AttrInt { which: usize, value: i64 },
+    /// Set integer element `which` of the int64 initializers (shapes, axes, repeats, pads)
+    /// to `value`.
+    IntData { which: usize, value: i64 },
     /// Set the element type of tensor `which` (input or initializer) to `value`.
     DataType { which: usize, value: i32 },
     /// Make node `which` another operator.
@@ -144,6 +147,7 @@ fn mutation() -> impl Strategy<Value = Mutation> {
         (0usize..64, integer()).prop_map(|(which, value)| Mutation::Dim { which, value }),
         (0usize..64, integer()).prop_map(|(which, value)| Mutation::AttrInt { which, value }),
         (0usize..16, -2i32..30).prop_map(|(which, value)| Mutation::DataType { which, value }),
+        (0usize..32, integer()).prop_map(|(which, value)| Mutation::IntData { which, value }),
         (0usize..16, proptest::sample::select(OPS))
             .prop_map(|(which, op)| Mutation::OpType { which, op }),
         (0usize..16, any::<bool>()).prop_map(|(which, more)| Mutation::Arity { which, more }),
@@ -214,6 +218,25 @@ fn change(g: &mut relay_onnx::proto::GraphProto, m: &Mutation) {
                 .nth(which);
             if let Some(v) = ints {
                 *v = value;
+            }
+        }
+        Mutation::IntData { which, value } => {
+            // Element `which` over the int64 initializers, typed or raw little-endian.
+            let mut left = which;
+            for t in g.initializer.iter_mut().filter(|t| t.data_type == 7) {
+                if left < t.int64_data.len() {
+                    t.int64_data[left] = value;
+                    return;
+                }
+                left -= t.int64_data.len();
+                let n = t.raw_data.len() / 8;
+                if left < n {
+                    let mut raw = t.raw_data.to_vec();
+                    raw[left * 8..left * 8 + 8].copy_from_slice(&value.to_le_bytes());
+                    t.raw_data = raw.into();
+                    return;
+                }
+                left -= n;
             }
         }
         Mutation::DataType { which, value } => {

@@ -326,7 +326,11 @@ pub(super) fn gather_nd(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Resul
         .reduce(|acc, t| format!("add({acc}, {t})"))
         .unwrap_or_default();
     if b > 0 {
-        // Each position's batch, as an offset of `inner` per batch element.
+        // Each position's batch, as an offset of `inner` per batch element: a constant of
+        // one element per batch element.
+        if batch > 1 << 24 {
+            return Err(format!("{batch} batch elements (at most 2^24)"));
+        }
         let oshape: Vec<i64> = idx.shape[..b]
             .iter()
             .copied()
@@ -354,8 +358,10 @@ pub(super) fn top_k(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<Ve
     let rank = x.shape.len();
     let ax = axis(a.int("axis", -1)?, rank)?;
     let n = x.shape[ax];
-    if !(1..=256.min(n)).contains(&k) {
-        return Err(format!("k = {k} for an axis of {n} (1 to 256 supported)"));
+    if !(1..=256.min(n)).contains(&k) || n > 1 << 24 {
+        return Err(format!(
+            "k = {k} for an axis of {n} (k from 1 to 256, axes up to 2^24)"
+        ));
     }
     let largest = a.int("largest", 1)? != 0;
     let (pick, worst) = if largest {

@@ -518,7 +518,11 @@ fn matrices(g: &mut Graph, a: &Value, b: &Value) -> Result<Value, String> {
     }
     let (m, k, n) = (a.shape[ra - 2], a.shape[ra - 1], b.shape[rb - 1]);
     let lead = super::elementwise::broadcast(&a.shape[..ra - 2], &b.shape[..rb - 2])?;
-    let batch: i64 = lead.iter().product();
+    let batch = lead
+        .iter()
+        .try_fold(1i64, |p, &d| p.checked_mul(d))
+        .filter(|&n| n < 1 << 48)
+        .ok_or_else(|| format!("broadcast batch axes {lead:?}"))?;
     // Each operand broadcast to the common batch axes, then `[batch, rows, cols]`.
     let batched = |g: &mut Graph, v: &Value, rows: i64, cols: i64| {
         let full: Vec<i64> = lead.iter().copied().chain([rows, cols]).collect();

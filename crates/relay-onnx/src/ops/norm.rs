@@ -188,7 +188,10 @@ pub(super) fn conv_transpose(
         )
     };
     // Weights [C, M/g, kh, kw] → [M, C/g, kh, kw], flipped in both spatial axes.
-    let m = mg * groups;
+    let m = mg
+        .checked_mul(groups)
+        .filter(|&m| m < LIMIT)
+        .ok_or_else(|| format!("{mg} output channels in each of {groups} groups"))?;
     let wt = format!(
         "reverse(reverse(reshape(transpose(reshape({}, newshape={}), axes=[0, 2, 1, 3, 4]), newshape={}), axis=2), axis=3)",
         w.expr,

@@ -39,7 +39,12 @@ pub(super) fn reshape(g: &mut Graph, node: &NodeProto) -> Result<Value, String> 
             }
         })
         .collect();
-    let known: i64 = shape.iter().filter(|&&d| d != -1).product();
+    let checked = |dims: Vec<i64>| {
+        dims.iter()
+            .try_fold(1i64, |p, &d| p.checked_mul(d))
+            .ok_or_else(|| format!("shape {spec:?} overflows"))
+    };
+    let known = checked(shape.iter().copied().filter(|&d| d != -1).collect())?;
     match shape.iter().filter(|&&d| d == -1).count() {
         0 => {}
         1 if known > 0 && total % known == 0 => {
@@ -49,7 +54,7 @@ pub(super) fn reshape(g: &mut Graph, node: &NodeProto) -> Result<Value, String> 
         }
         _ => return Err(format!("shape {spec:?} for {} elements", total)),
     }
-    if shape.iter().any(|&d| d < 0) || shape.iter().product::<i64>() != total {
+    if shape.iter().any(|&d| d < 0) || checked(shape.clone())? != total {
         return Err(format!(
             "shape {spec:?} does not hold the {total} elements of {:?}",
             x.shape

@@ -206,7 +206,7 @@ pub(super) fn pad(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<Valu
         pads[ax] = given[i];
         pads[ax + rank] = given[i + axes.len()];
     }
-    if pads.iter().any(|p| p.abs() > 1 << 31)
+    if pads.iter().any(|p| p.unsigned_abs() > 1 << 31)
         || (0..rank).any(|d| x.shape[d] + pads[d].min(0) + pads[d + rank].min(0) < 0)
     {
         return Err(format!("pads {pads:?} for shape {:?}", x.shape));
@@ -302,7 +302,18 @@ pub(super) fn tile(g: &mut Graph, node: &NodeProto) -> Result<Value, String> {
     if reps.len() != x.shape.len() || reps.iter().any(|&r| r < 0) {
         return Err(format!("repeats {reps:?} for rank {}", x.shape.len()));
     }
-    let shape = x.shape.iter().zip(&reps).map(|(d, r)| d * r).collect();
+    let shape = x
+        .shape
+        .iter()
+        .zip(&reps)
+        .map(|(d, r)| d.checked_mul(*r))
+        .collect::<Option<Vec<i64>>>()
+        .filter(|s| {
+            s.iter()
+                .try_fold(1i64, |p, &d| p.checked_mul(d))
+                .is_some_and(|n| n < 1 << 48)
+        })
+        .ok_or_else(|| format!("repeats {reps:?} of shape {:?}", x.shape))?;
     Ok(g.bind(
         format!("tile({}, reps={})", x.expr, list(&reps)),
         shape,
