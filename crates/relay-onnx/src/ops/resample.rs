@@ -88,8 +88,7 @@ impl Mapping<'_> {
         };
         let filter = |support: f64, f: &dyn Fn(f64) -> f64| {
             let scale = if self.antialias { scale.min(1.0) } else { 1.0 };
-            // At most 1024 taps a position (antialiasing a 512-fold reduction).
-            let start = (-support / scale.max(support / 512.0)).floor() as i64 + 1;
+            let start = (-support / scale).floor() as i64 + 1;
             let end = 2 - start;
             let w: Vec<f64> = (start..end)
                 .map(|i| f(scale * (i as f64 - ratio)))
@@ -247,6 +246,13 @@ fn resample(
             return Err(format!(
                 "axis {ax} of {} resized to {}",
                 y.shape[ax], sizes[ax]
+            ));
+        }
+        // An antialiasing filter spans 2·support/scale taps a position: at most 1024.
+        if m.antialias && scales[ax] < 1.0 / 256.0 {
+            return Err(format!(
+                "antialiasing a {}-fold reduction (at most 256-fold)",
+                1.0 / scales[ax]
             ));
         }
         y = resize_axis(g, y, ax, sizes[ax], scales[ax], m)?;

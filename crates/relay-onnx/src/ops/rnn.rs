@@ -141,8 +141,9 @@ struct Cell {
     clip: Option<f64>,
     acts: Vec<Act>,
     dt: DType,
-    /// `sequence_lens` as `[batch, 1]` int64, when some sequences may be shorter.
-    lens: Option<Value>,
+    /// Per time step, whether it lies inside each sequence (`[batch, 1]` booleans); empty
+    /// when every sequence is as long as the input.
+    masks: Vec<Value>,
 }
 
 impl Cell {
@@ -205,6 +206,19 @@ impl Cell {
             Some(l) => return Err(format!("sequence_lens of shape {:?}", l.shape)),
             None => None,
         };
+        // Per time step, whether it lies inside each sequence (`[batch, 1]`), computed once
+        // for every direction.
+        let masks: Vec<Value> = lens.map_or_else(Vec::new, |lens| {
+            (0..seq)
+                .map(|t| {
+                    g.bind(
+                        format!("less({t}i64, {})", lens.expr),
+                        vec![batch, 1],
+                        DType::BOOL,
+                    )
+                })
+                .collect()
+        });
         let clip =
             a.0.iter()
                 .find(|x| x.name == "clip")
@@ -233,7 +247,7 @@ impl Cell {
             clip,
             acts,
             dt,
-            lens,
+            masks,
         })
     }
 
@@ -336,38 +350,42 @@ impl Cell {
         )
     }
 
-    /// Whether time step `t` lies inside each sequence (`[batch, 1]`), when some may be
-    /// shorter than the input.
-    fn mask(&self, g: &mut Graph, t: i64) -> Option<Value> {
-        let lens = self.lens.as_ref()?;
-        Some(g.bind(
-            format!("less({t}i64, {})", lens.expr),
-            vec![self.batch, 1],
-            DType::BOOL,
-        ))
+    /// Whether time step `t` lies inside each sequence, when some may be shorter.
+    fn mask(&self, t: i64) -> Option<&Value> {
+        self.masks.get(t as usize)
     }
 
-    /// The state after a step: `new` inside the sequence, `old` past its end.
-    fn keep(&self, g: &mut Graph, mask: &Option<Value>, new: Value, old: &Value) -> Value {
-        match mask {
+    /// The state after step `t`: `new` inside the sequence, `old` past its end.
+    fn keep(&self, g: &mut Graph, t: i64, new: Value, old: &Value) -> Value {
+        match self.mask(t) {
             Some(m) => {
-                self.state_value(g, format!("where({}, {}, {})", m.expr, new.expr, old.expr))
+                let text = format!("where({}, {}, {})", m.expr, new.expr, old.expr);
+                self.state_value(g, text)
             }
             None => new,
         }
     }
 
-    /// A step's output `h`: zero past the sequence's end.
-    fn output(&self, mask: &Option<Value>, h: &Value) -> String {
-        match mask {
+    /// Ends step `t` of a cell whose new hidden state is `h_new`: records the step's output
+    /// (zero past the sequence's end) in `outs` and returns the state carried on.
+    fn advance(
+        &self,
+        g: &mut Graph,
+        t: i64,
+        h_new: Value,
+        h: &Value,
+        outs: &mut [String],
+    ) -> Value {
+        outs[t as usize] = match self.mask(t) {
             Some(m) => format!(
                 "where({}, {}, {})",
                 m.expr,
-                h.expr,
+                h_new.expr,
                 float_text(0.0, self.dt)
             ),
-            None => h.expr.clone(),
-        }
+            None => h_new.expr.clone(),
+        };
+        self.keep(g, t, h_new, h)
     }
 
     /// A `[batch, hidden]` value.
@@ -482,6 +500,12 @@ pub(super) fn lstm(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<Vec
                 None => format!("{}.{k}", gates.expr),
             };
             let i = cell.act(d, 3, 0, &with_peep(0, 0, &c.expr))?;
+            // Coupled gates read the input gate twice: computed once.
+            let i = if coupled {
+                g.bind(i, vec![cell.batch, hs], dt).expr
+            } else {
+                i
+            };
             let f = if coupled {
                 format!("subtract({}, {i})", float_text(1.0, dt))
             } else {
@@ -495,10 +519,8 @@ pub(super) fn lstm(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<Vec
             let o = cell.act(d, 3, 0, &with_peep(1, 1, &c_new.expr))?;
             let hc = cell.act(d, 3, 2, &c_new.expr)?;
             let h_new = cell.state_value(g, format!("multiply({o}, {hc})"));
-            let mask = cell.mask(g, t);
-            outs[t as usize] = cell.output(&mask, &h_new);
-            c = cell.keep(g, &mask, c_new, &c);
-            h = cell.keep(g, &mask, h_new, &h);
+            c = cell.keep(g, t, c_new, &c);
+            h = cell.advance(g, t, h_new, &h, &mut outs);
         }
         ys.push(outs);
         finals.push(vec![h, c]);
@@ -581,9 +603,7 @@ pub(super) fn gru(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<Vec<
                     z = zv.expr
                 ),
             );
-            let mask = cell.mask(g, t);
-            outs[t as usize] = cell.output(&mask, &h_new);
-            h = cell.keep(g, &mask, h_new, &h);
+            h = cell.advance(g, t, h_new, &h, &mut outs);
         }
         ys.push(outs);
         finals.push(vec![h]);
@@ -611,9 +631,7 @@ pub(super) fn rnn(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<Vec<
             let rh = cell.recur(g, &h.expr, &rd);
             let pre = format!("add({}, {})", xt.expr, rh.expr);
             let h_new = cell.state_value(g, cell.act(d, 1, 0, &pre)?);
-            let mask = cell.mask(g, t);
-            outs[t as usize] = cell.output(&mask, &h_new);
-            h = cell.keep(g, &mask, h_new, &h);
+            h = cell.advance(g, t, h_new, &h, &mut outs);
         }
         ys.push(outs);
         finals.push(vec![h]);
