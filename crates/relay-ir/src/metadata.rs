@@ -461,32 +461,11 @@ fn decode_dtype(code: u8, bits: u8, lanes: u16) -> Option<DType> {
                 lanes,
             });
         }
-        (0, _) => DType {
-            code: DTypeCode::Int,
+        _ => DType {
+            code: DTypeCode::from_u8(code)?,
             bits,
             lanes,
         },
-        (1, _) => DType {
-            code: DTypeCode::UInt,
-            bits,
-            lanes,
-        },
-        (2, _) => DType {
-            code: DTypeCode::Float,
-            bits,
-            lanes,
-        },
-        (3, _) => DType {
-            code: DTypeCode::Handle,
-            bits,
-            lanes,
-        },
-        (4, _) => DType {
-            code: DTypeCode::BFloat,
-            bits,
-            lanes,
-        },
-        _ => return None,
     };
     // Accept exactly the dtypes that have a TVM spelling.
     (DType::parse(&dtype.to_string()) == Some(dtype)).then_some(dtype)

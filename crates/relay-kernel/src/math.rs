@@ -293,6 +293,37 @@ pub extern "C" fn relay_f64_to_f16(x: f64) -> u16 {
     f64_to_f16(x)
 }
 
+/// Host function `relay_minifloat_to_f64`: the value of a `bfloat16` or 8-bit float, whose
+/// DLPack type code is `code`, from its bits (NaN for an unknown code).
+pub extern "C" fn relay_minifloat_to_f64(code: u32, bits: u32) -> f64 {
+    match minifloat(code) {
+        Some(f) => f.to_f64(bits as u16),
+        None => f64::NAN,
+    }
+}
+
+/// Host function `relay_f64_to_minifloat`: `x` rounded to the `bfloat16` or 8-bit float whose
+/// DLPack type code is `code`, as its bits (0 for an unknown code).
+pub extern "C" fn relay_f64_to_minifloat(code: u32, x: f64) -> u32 {
+    minifloat(code).map_or(0, |f| u32::from(f.from_f64(x)))
+}
+
+/// The format of a DLPack type code, if it is a `bfloat16` or 8-bit float one.
+fn minifloat(code: u32) -> Option<relay_runtime::minifloat::Minifloat> {
+    let code = relay_ir::DTypeCode::from_u8(u8::try_from(code).ok()?)?;
+    let bits = if code == relay_ir::DTypeCode::BFloat {
+        16
+    } else {
+        8
+    };
+    relay_ir::DType::scalar(code, bits).minifloat()
+}
+
+/// The symbol of [`relay_minifloat_to_f64`].
+pub const MINIFLOAT_TO_F64: &str = "relay_minifloat_to_f64";
+/// The symbol of [`relay_f64_to_minifloat`].
+pub const F64_TO_MINIFLOAT: &str = "relay_f64_to_minifloat";
+
 /// The symbol of the host function converting `float16` bits to `f32`.
 pub const F16_TO_F32: &str = "relay_f16_to_f32";
 /// The symbol of the host function rounding an `f32` to `float16` bits.
@@ -312,6 +343,9 @@ pub enum HostType {
     /// A `float16` conversion: `u16` bits to `f32`, or `f32`/`f64` to `u16` bits (see the
     /// function).
     Float16,
+    /// A `bfloat16` or 8-bit float conversion: a `u32` type code and bits to `f64`, or a code
+    /// and an `f64` to bits.
+    Minifloat,
 }
 
 /// A host function the JIT links kernels against: its symbol, its parameter count and
@@ -397,6 +431,12 @@ pub fn host_symbols() -> Vec<HostSymbol> {
         relay_f16_to_f32,
         relay_f32_to_f16,
         relay_f64_to_f16
+    ));
+    v.extend(syms!(
+        2,
+        Minifloat,
+        relay_minifloat_to_f64,
+        relay_f64_to_minifloat
     ));
     v
 }

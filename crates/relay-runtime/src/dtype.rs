@@ -2,6 +2,8 @@
 
 use std::fmt;
 
+use crate::minifloat::Minifloat;
+
 /// The kind of a scalar, numbered as DLPack's `DLDataTypeCode`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum DTypeCode {
@@ -17,6 +19,44 @@ pub enum DTypeCode {
     BFloat = 4,
     /// Boolean (`kDLBool`); stored one byte per element.
     Bool = 6,
+    /// 8-bit float, 4 exponent and 3 mantissa bits, no infinities (`kDLFloat8_e4m3fn`).
+    Float8E4M3FN = 10,
+    /// As `Float8E4M3FN` with bias 8 and no negative zero (`kDLFloat8_e4m3fnuz`).
+    Float8E4M3FNUZ = 11,
+    /// 8-bit IEEE-like float, 5 exponent and 2 mantissa bits (`kDLFloat8_e5m2`).
+    Float8E5M2 = 12,
+    /// As `Float8E5M2` with bias 16, no infinities and no negative zero
+    /// (`kDLFloat8_e5m2fnuz`).
+    Float8E5M2FNUZ = 13,
+}
+
+/// The 8-bit float codes and TVM's names for them (`float8_e4m3fn`, ...).
+const FLOAT8: [(DTypeCode, &str); 4] = [
+    (DTypeCode::Float8E4M3FN, "float8_e4m3fn"),
+    (DTypeCode::Float8E4M3FNUZ, "float8_e4m3fnuz"),
+    (DTypeCode::Float8E5M2, "float8_e5m2"),
+    (DTypeCode::Float8E5M2FNUZ, "float8_e5m2fnuz"),
+];
+
+impl DTypeCode {
+    /// The code with DLPack's number `code`, if relayc has it.
+    pub fn from_u8(code: u8) -> Option<DTypeCode> {
+        use DTypeCode::*;
+        [
+            Int,
+            UInt,
+            Float,
+            Handle,
+            BFloat,
+            Bool,
+            Float8E4M3FN,
+            Float8E4M3FNUZ,
+            Float8E5M2,
+            Float8E5M2FNUZ,
+        ]
+        .into_iter()
+        .find(|c| *c as u8 == code)
+    }
 }
 
 /// A scalar or vector element type: DLPack's `DLDataType`.
@@ -70,9 +110,23 @@ impl DType {
         (self.bits as usize).div_ceil(8) * self.lanes as usize
     }
 
-    /// Whether this is a (scalar or vector) floating-point type, `bfloat16` included.
+    /// Whether this is a (scalar or vector) floating-point type, `bfloat16` and the 8-bit
+    /// floats included.
     pub fn is_float(self) -> bool {
-        matches!(self.code, DTypeCode::Float | DTypeCode::BFloat)
+        self.code == DTypeCode::Float || self.minifloat().is_some()
+    }
+
+    /// The format of a `bfloat16` or 8-bit float type, whose values are converted in software
+    /// ([`Minifloat`]); `None` for the others.
+    pub fn minifloat(self) -> Option<Minifloat> {
+        Some(match self.code {
+            DTypeCode::BFloat => Minifloat::BF16,
+            DTypeCode::Float8E4M3FN => Minifloat::E4M3FN,
+            DTypeCode::Float8E4M3FNUZ => Minifloat::E4M3FNUZ,
+            DTypeCode::Float8E5M2 => Minifloat::E5M2,
+            DTypeCode::Float8E5M2FNUZ => Minifloat::E5M2FNUZ,
+            _ => return None,
+        })
     }
 
     /// Whether this is a signed or unsigned integer type (not `bool`).
@@ -81,12 +135,19 @@ impl DType {
     }
 
     /// Parses TVM's spelling: `bool`, `int8`, `int` (= `int32`), `uint1x4`, `float16`,
-    /// `bfloat16`, `handle`. Returns `None` for anything else.
+    /// `bfloat16`, `float8_e4m3fn`, `handle`. Returns `None` for anything else.
     pub fn parse(text: &str) -> Option<DType> {
         let (base, lanes) = match text.split_once('x') {
             Some((base, lanes)) => (base, lanes.parse::<u16>().ok().filter(|&l| l > 0)?),
             None => (text, 1),
         };
+        if let Some(&(code, _)) = FLOAT8.iter().find(|(_, name)| *name == base) {
+            return Some(DType {
+                code,
+                bits: 8,
+                lanes,
+            });
+        }
         let (code, digits, default_bits) = if base == "bool" {
             (DTypeCode::Bool, "", 8)
         } else if base == "handle" {
@@ -115,6 +176,7 @@ impl DType {
             DTypeCode::Int | DTypeCode::UInt => (1..=64).contains(&bits),
             DTypeCode::Float => matches!(bits, 16 | 32 | 64),
             DTypeCode::BFloat => bits == 16,
+            _ => false,
         };
         valid.then_some(DType { code, bits, lanes })
     }
@@ -129,6 +191,10 @@ impl fmt::Display for DType {
             DTypeCode::UInt => write!(f, "uint{}", self.bits)?,
             DTypeCode::Float => write!(f, "float{}", self.bits)?,
             DTypeCode::BFloat => write!(f, "bfloat{}", self.bits)?,
+            code => {
+                let name = FLOAT8.iter().find(|(c, _)| *c == code).map(|(_, n)| *n);
+                f.write_str(name.unwrap_or("float8"))?
+            }
         }
         if self.lanes != 1 {
             write!(f, "x{}", self.lanes)?;
@@ -160,6 +226,11 @@ mod tests {
             "uint1x4",
             "float16x4",
             "bfloat16",
+            "float8_e4m3fn",
+            "float8_e4m3fnuz",
+            "float8_e5m2",
+            "float8_e5m2fnuz",
+            "float8_e5m2x4",
             "handle",
         ] {
             let d = DType::parse(s).unwrap_or_else(|| panic!("{s} should parse"));
@@ -168,7 +239,16 @@ mod tests {
         assert_eq!(DType::parse("int"), Some(DType::I32));
         assert_eq!(DType::parse("float"), Some(DType::F32));
         for bad in [
-            "", "int0", "int65", "float8", "floaty", "int8x0", "bool8", "Int32",
+            "",
+            "int0",
+            "int65",
+            "float8",
+            "floaty",
+            "int8x0",
+            "bool8",
+            "Int32",
+            "float8_e4m3",
+            "float8_e5m2fnuzx0",
         ] {
             assert_eq!(DType::parse(bad), None, "{bad}");
         }
@@ -180,5 +260,17 @@ mod tests {
         assert_eq!(DType::F16.size_bytes(), 2);
         assert_eq!(DType::parse("uint1x4").unwrap().size_bytes(), 4);
         assert_eq!(DType::parse("float32x4").unwrap().size_bytes(), 16);
+        assert_eq!(DType::parse("float8_e4m3fn").unwrap().size_bytes(), 1);
+    }
+
+    #[test]
+    fn dlpack_codes_read_back() {
+        for c in 0..=255u8 {
+            if let Some(code) = DTypeCode::from_u8(c) {
+                assert_eq!(code as u8, c);
+            }
+        }
+        assert_eq!(DTypeCode::from_u8(10), Some(DTypeCode::Float8E4M3FN));
+        assert_eq!(DTypeCode::from_u8(5), None);
     }
 }

@@ -6,6 +6,21 @@ use crate::half::{f16_bits_to_f32, f64_to_f16_bits};
 use crate::{DType, DTypeCode, NDArray, NDArrayError};
 
 impl NDArray {
+    /// This array as one of `bfloat16` or an 8-bit float type `d`, for inputs that numpy cannot
+    /// type: unsigned integers of `d`'s width are its bits, float values are rounded to it.
+    /// `None` for other arrays and types.
+    pub fn to_minifloat(&self, d: DType) -> Option<NDArray> {
+        d.minifloat()?;
+        let from = self.dtype();
+        if from.code == DTypeCode::UInt && from.bits == d.bits && from.lanes == 1 {
+            return NDArray::from_bytes(d, self.shape(), self.as_bytes()).ok();
+        }
+        if from.code != DTypeCode::Float || from.lanes != 1 {
+            return None;
+        }
+        NDArray::from_f64_slice(d, self.shape(), &self.to_f64_vec()).ok()
+    }
+
     /// Every element as `f64` (booleans as 0 and 1; integers converted, exactly up to 2^53).
     pub fn to_f64_vec(&self) -> Vec<f64> {
         let d = self.dtype();
@@ -114,8 +129,11 @@ pub fn read_f64(d: DType, b: &[u8]) -> f64 {
         (DTypeCode::Float, 16) => f16_bits_to_f32(u16::from_ne_bytes(le(b))) as f64,
         (DTypeCode::Float, 32) => f32::from_ne_bytes(le(b)) as f64,
         (DTypeCode::Float, 64) => f64::from_ne_bytes(le(b)),
-        (DTypeCode::BFloat, 16) => f32::from_bits((u16::from_ne_bytes(le(b)) as u32) << 16) as f64,
-        _ => read_i128(d, b) as f64,
+        _ => match d.minifloat() {
+            Some(f) if d.bits == 16 => f.to_f64(u16::from_ne_bytes(le(b))),
+            Some(f) => f.to_f64(u16::from(b[0])),
+            None => read_i128(d, b) as f64,
+        },
     }
 }
 
@@ -130,7 +148,7 @@ pub fn read_i128(d: DType, b: &[u8]) -> i128 {
         (DTypeCode::UInt, 16) => u16::from_ne_bytes(le(b)) as i128,
         (DTypeCode::UInt, 32) => u32::from_ne_bytes(le(b)) as i128,
         (DTypeCode::UInt, 64) => u64::from_ne_bytes(le(b)) as i128,
-        (DTypeCode::Float, _) | (DTypeCode::BFloat, _) => {
+        _ if d.is_float() => {
             let v = read_f64(d, b);
             if v.is_nan() { 0 } else { v as i128 }
         }
@@ -144,11 +162,13 @@ pub fn write_f64(d: DType, b: &mut [u8], v: f64) {
         (DTypeCode::Float, 16) => b[..2].copy_from_slice(&f64_to_f16_bits(v).to_ne_bytes()),
         (DTypeCode::Float, 32) => b[..4].copy_from_slice(&(v as f32).to_ne_bytes()),
         (DTypeCode::Float, 64) => b[..8].copy_from_slice(&v.to_ne_bytes()),
-        (DTypeCode::BFloat, 16) => {
-            // Round to nearest even on the upper 16 bits of the f32.
-            let bits = (v as f32).to_bits();
-            let rounded = bits.wrapping_add(0x7fff + ((bits >> 16) & 1)) >> 16;
-            b[..2].copy_from_slice(&(rounded as u16).to_ne_bytes())
+        _ if let Some(f) = d.minifloat() => {
+            let bits = f.from_f64(v);
+            if d.bits == 16 {
+                b[..2].copy_from_slice(&bits.to_ne_bytes())
+            } else {
+                b[0] = bits as u8
+            }
         }
         (DTypeCode::Bool, _) => b[0] = u8::from(v != 0.0),
         (DTypeCode::Int, bits) => {
@@ -187,7 +207,7 @@ pub fn write_i128(d: DType, b: &mut [u8], v: i128) {
         (DTypeCode::Int | DTypeCode::UInt, 32) => b[..4].copy_from_slice(&(v as u32).to_ne_bytes()),
         (DTypeCode::Int | DTypeCode::UInt, 64) => b[..8].copy_from_slice(&(v as u64).to_ne_bytes()),
         (DTypeCode::Bool, _) => b[0] = u8::from(v != 0),
-        (DTypeCode::Float | DTypeCode::BFloat, _) => write_f64(d, b, v as f64),
+        _ if d.is_float() => write_f64(d, b, v as f64),
         _ => {}
     }
 }

@@ -23,3 +23,4 @@ pub use storage::Storage;
 pub use value::{AdtValue, Value};
 
 pub mod half;
+pub mod minifloat;

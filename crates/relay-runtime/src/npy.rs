@@ -426,6 +426,10 @@ fn parse_descr(descr: &str) -> Result<(DType, ByteOrder), NpyError> {
         "f2" | "e" => DType::F16,
         "f4" => DType::F32,
         "f8" => DType::F64,
+        // Raw elements (how numpy saves ml_dtypes' bfloat16 and float8 arrays): their bits,
+        // as unsigned integers of their width, which a parameter of such a type takes.
+        "V1" => DType::U8,
+        "V2" => DType::U16,
         _ => return Err(unsupported()),
     };
     Ok((dtype, order))

@@ -321,3 +321,36 @@ fn malformed_npz_files_are_errors() {
         "{missing}"
     );
 }
+
+/// bfloat16 and 8-bit float arrays are written as raw `V2`/`V1` elements (numpy has no type
+/// for them; ml_dtypes arrays are saved so), read back as their bits, and taken by a
+/// parameter of such a type as bits or as float values (`NDArray::to_minifloat`).
+#[test]
+fn narrow_float_arrays_travel_as_raw_elements() {
+    for (name, want) in [
+        ("bfloat16", [1.0, -2.5, 0.0078125, f64::INFINITY]),
+        ("float8_e4m3fn", [1.0, -2.5, 0.0078125, 448.0]),
+        ("float8_e5m2fnuz", [1.0, -2.5, 0.0078125, 57344.0]),
+    ] {
+        let d = DType::parse(name).unwrap();
+        let a = NDArray::from_f64_slice(d, &[2, 2], &want).unwrap();
+        let bytes = write_npy(&a);
+        let raw = read_npy(&bytes).unwrap();
+        assert_eq!(raw.dtype().bits, d.bits, "{name}");
+        assert_eq!(raw.as_bytes(), a.as_bytes(), "{name}");
+        assert_eq!(raw.to_minifloat(d), Some(a.clone()), "{name} from its bits");
+        let floats = NDArray::from_f64_slice(DType::F32, &[2, 2], &want).unwrap();
+        assert_eq!(
+            floats.to_minifloat(d),
+            Some(a.clone()),
+            "{name} from floats"
+        );
+        assert_eq!(a.to_f64_vec(), want, "{name}");
+        // Integers that are not its bits, and other target types, are not converted.
+        assert_eq!(values(DType::I32, &[2, 2]).to_minifloat(d), None);
+        assert_eq!(floats.to_minifloat(DType::F32), None);
+    }
+    let header = "{'descr': '|V3', 'fortran_order': False, 'shape': (1,), }";
+    let err = error_text(read_npy(&npy_with_header(header, &[0, 0, 0])));
+    assert!(err.contains("|V3"), "{err}");
+}

@@ -281,9 +281,16 @@ fn check_input(
     let Some(ty) = ty else {
         return Ok(array);
     };
-    let fits = relay_ir::tensor_fits(ty, &array);
-    if fits {
-        Ok(array)
+    if relay_ir::tensor_fits(ty, &array) {
+        return Ok(array);
+    }
+    // bfloat16 and float8 inputs come as their bits or as float values (numpy lacks them).
+    let narrow = match ty.kind() {
+        relay_ir::TypeKind::Tensor { dtype, .. } => array.to_minifloat(*dtype),
+        _ => None,
+    };
+    if let Some(narrow) = narrow.filter(|n| relay_ir::tensor_fits(ty, n)) {
+        Ok(narrow)
     } else {
         Err(format!(
             "input `{name}`: expected `{ty}`, got {}{from}",

@@ -440,3 +440,47 @@ fn usage_errors_exit_2() {
     assert_fails(&relayc_run(&[&program, &"--executor", &"jit"]), 2, "");
     assert_fails(&relayc_run(&[]), 2, "FILE");
 }
+
+/// Re-rounds a float8 input to bfloat16 and widens it: kernels that only convert.
+const NARROW: &str = r#"#[version = "0.0.5"]
+def @main(%x: Tensor[(4), float8_e4m3fn]) {
+  %0 = cast(%x, dtype="bfloat16");
+  (%0, cast(%0, dtype="float32"))
+}
+"#;
+
+/// A bfloat16 or float8 parameter takes its bits (`uint8` here) or float values; the results
+/// are written as raw elements, read back as their bits.
+#[test]
+fn narrow_float_inputs_take_bits_or_values() {
+    let dir = Scratch::new("narrow");
+    let program = dir.file("narrow.relay", NARROW.as_bytes());
+    // 1, -2.5, 448 (the largest) and NaN in float8_e4m3fn.
+    let bits = NDArray::from_i128_slice(DType::U8, &[4], &[0x38, 0xc2, 0x7e, 0x7f]).unwrap();
+    let values = f32s(&[4], &[1.0, -2.5, 448.0, f64::NAN]);
+    for (name, given) in [("bits.npy", bits), ("values.npy", values)] {
+        let x = dir.npy(name, &given);
+        let out_path = dir.path("out.npz");
+        let out = relayc_run(&[
+            &program,
+            &"--input",
+            &input("x", &x),
+            &"--output",
+            &out_path,
+        ]);
+        assert_succeeds(&out);
+        let leaves = read_npz_file(&out_path).unwrap();
+        // bfloat16 bits of 1, -2.5, 448 and its NaN.
+        let want = NDArray::from_i128_slice(DType::U16, &[4], &[0x3f80, 0xc020, 0x43e0, 0x7fc0]);
+        assert_eq!(leaves[0].1, want.unwrap(), "{name}");
+        let widened = leaves[1].1.to_f64_vec();
+        assert_eq!(widened[..3], [1.0, -2.5, 448.0], "{name}");
+        assert!(widened[3].is_nan(), "{name}");
+    }
+    let ints = dir.npy(
+        "ints.npy",
+        &NDArray::from_i128_slice(DType::I32, &[4], &[1, 2, 3, 4]).unwrap(),
+    );
+    let out = relayc_run(&[&program, &"--input", &input("x", &ints)]);
+    assert_fails(&out, 1, "expected `Tensor[(4), float8_e4m3fn]`");
+}

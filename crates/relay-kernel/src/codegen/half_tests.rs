@@ -10,7 +10,7 @@ use crate::loops::{Buffer, BufferRole, Local};
 use crate::packed::compile;
 
 /// `out[i] = (to) in[i]` over `n` elements.
-fn cast_kernel(from: DType, to: DType, n: i64, kind: ForKind) -> LoopFunc {
+pub(super) fn cast_kernel(from: DType, to: DType, n: i64, kind: ForKind) -> LoopFunc {
     let buf = |name: &str, dtype, role| Buffer {
         name: name.into(),
         dtype,
@@ -55,7 +55,7 @@ const KINDS: [ForKind; 3] = [
 
 /// Runs the cast `from` → `to` on `input` (raw little-endian bytes of `from`), returning the
 /// output's bytes.
-fn cast_bytes(from: DType, to: DType, input: &[u8], kind: ForKind) -> Vec<u8> {
+pub(super) fn cast_bytes(from: DType, to: DType, input: &[u8], kind: ForKind) -> Vec<u8> {
     let n = (input.len() / (from.bits as usize / 8)) as i64;
     let f = compile(&cast_kernel(from, to, n, kind)).unwrap();
     let x = NDArray::from_bytes(from, &[n], input).unwrap();

@@ -66,6 +66,8 @@ mod half;
 #[cfg(test)]
 mod half_tests;
 mod loops;
+#[cfg(test)]
+mod minifloat_tests;
 mod scalar;
 #[cfg(test)]
 mod tests;
@@ -251,6 +253,8 @@ fn scalar_type(kernel: &str, d: DType) -> Result<Type, KernelError> {
             (DTypeCode::Float, 16) => Some(types::I16),
             (DTypeCode::Float, 32) => Some(types::F32),
             (DTypeCode::Float, 64) => Some(types::F64),
+            // `bfloat16` and the 8-bit floats: their bits, converted by host calls.
+            _ if d.minifloat().is_some() => Some(Type::int(u16::from(d.bits)).unwrap_or(types::I8)),
             _ => None,
         }
     };

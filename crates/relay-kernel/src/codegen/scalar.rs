@@ -57,7 +57,7 @@ impl Gen<'_, '_> {
         let v = match e {
             LExpr::Local(l) => self.b.use_var(self.vars[l.0 as usize]),
             LExpr::Int(v, d) => {
-                if is_float(*d) {
+                if is_float(*d) || d.minifloat().is_some() {
                     self.float_const(*v as f64, *d)?
                 } else {
                     let ty = scalar_type(&self.func.name, *d)?;
@@ -70,7 +70,7 @@ impl Gen<'_, '_> {
                 }
             }
             LExpr::Float(v, d) => {
-                if is_float(*d) {
+                if is_float(*d) || d.minifloat().is_some() {
                     self.float_const(*v, *d)?
                 } else {
                     let f = self.float_const(*v, DType::F64)?;
@@ -86,10 +86,12 @@ impl Gen<'_, '_> {
             }
             LExpr::Unary(op, a) => {
                 let (x, ad) = self.expr(a)?;
+                self.no_minifloat_arithmetic(ad)?;
                 self.unary(*op, x, ad)?
             }
             LExpr::Binary(op, a, b) => {
                 let (x, ad) = self.expr(a)?;
+                self.no_minifloat_arithmetic(ad)?;
                 if let Some(c) = (*op == BinaryOp::Pow)
                     .then(|| vmath::inline_power(b, ad))
                     .flatten()
@@ -104,6 +106,7 @@ impl Gen<'_, '_> {
             }
             LExpr::Compare(op, a, b) => {
                 let (x, ad) = self.expr(a)?;
+                self.no_minifloat_arithmetic(ad)?;
                 let (y, bd) = self.expr(b)?;
                 if ad != bd {
                     return Err(self.malformed(format!("{op:?} of {ad} and {bd}")));
@@ -118,7 +121,7 @@ impl Gen<'_, '_> {
                 if ad != bd {
                     return Err(self.malformed(format!("select of {ad} and {bd}")));
                 }
-                self.select(cv, cd, x, y)
+                self.select(cv, cd, x, y)?
             }
             LExpr::Cast(to, a) => {
                 let (x, ad) = self.expr(a)?;
@@ -208,6 +211,10 @@ impl Gen<'_, '_> {
     }
 
     pub(super) fn float_const(&mut self, v: f64, d: DType) -> R<Value> {
+        if let Some(format) = d.minifloat() {
+            let ty = scalar_type(&self.func.name, d)?;
+            return Ok(self.iconst(ty, format.from_f64(v).into()));
+        }
         Ok(match d.bits {
             // Rounded once, as the reference rounds a `float16` constant.
             16 if d == DType::F16 => self.iconst(types::I16, math::f64_to_f16(v).into()),
@@ -273,6 +280,18 @@ impl Gen<'_, '_> {
     pub(super) fn math(&mut self, name: &str, args: &[Value], d: DType) -> R<Value> {
         let ty = scalar_type(&self.func.name, d)?;
         self.call_host(&math::symbol_for(name, d.bits == 32), args, ty)
+    }
+
+    /// Rejects arithmetic on `bfloat16` and 8-bit float bits: kernels only load, store, select
+    /// and convert them (the interpreter computes with them).
+    fn no_minifloat_arithmetic(&self, d: DType) -> R<()> {
+        if d.minifloat().is_some() {
+            return Err(KernelError::UnsupportedDType {
+                kernel: self.func.name.clone(),
+                dtype: d.to_string(),
+            });
+        }
+        Ok(())
     }
 
     /// Rejects arithmetic on `float16` bits: lowering computes it in a wider float.
@@ -407,6 +426,15 @@ impl Gen<'_, '_> {
             Ok(())
         } else {
             Err(self.malformed(format!("{what} of {d} (an integer operation)")))
+        }
+    }
+
+    /// `x` reduced to `ty` (unchanged if it has that type).
+    fn narrow(&mut self, ty: Type, x: Value) -> Value {
+        if self.b.func.dfg.value_type(x) == ty {
+            x
+        } else {
+            self.b.ins().ireduce(ty, x)
         }
     }
 
@@ -621,9 +649,16 @@ impl Gen<'_, '_> {
         }
     }
 
-    pub(super) fn select(&mut self, c: Value, cd: DType, x: Value, y: Value) -> Value {
-        let c = if is_float(cd) { self.truthy(c, cd) } else { c };
-        self.b.ins().select(c, x, y)
+    pub(super) fn select(&mut self, c: Value, cd: DType, x: Value, y: Value) -> R<Value> {
+        let c = if cd.minifloat().is_some() {
+            let wide = self.cast(DType::F64, c, cd)?;
+            self.truthy(wide, DType::F64)
+        } else if is_float(cd) {
+            self.truthy(c, cd)
+        } else {
+            c
+        };
+        Ok(self.b.ins().select(c, x, y))
     }
 
     /// `x` (of `from`) converted to `to` with numpy's `astype` rules.
@@ -633,6 +668,33 @@ impl Gen<'_, '_> {
         }
         let tty = scalar_type(&self.func.name, to)?;
         let fty = scalar_type(&self.func.name, from)?;
+        if from.minifloat().is_some() {
+            // Exactly to `f64` (a host call, `math::relay_minifloat_to_f64`), then on.
+            let bits = self.uext(types::I32, x);
+            let code = self.iconst(types::I32, from.code as i128);
+            let f = self.import(
+                math::MINIFLOAT_TO_F64,
+                &[types::I32, types::I32],
+                types::F64,
+            )?;
+            let call = self.b.ins().call(f, &[code, bits]);
+            let wide = self.b.inst_results(call)[0];
+            return self.cast(to, wide, DType::F64);
+        }
+        if to.minifloat().is_some() {
+            // One rounding, from `f64` (exact from every float; integers convert as the
+            // reference's `as f64`).
+            let wide = self.cast(DType::F64, x, from)?;
+            let code = self.iconst(types::I32, to.code as i128);
+            let f = self.import(
+                math::F64_TO_MINIFLOAT,
+                &[types::I32, types::F64],
+                types::I32,
+            )?;
+            let call = self.b.ins().call(f, &[code, wide]);
+            let bits = self.b.inst_results(call)[0];
+            return Ok(self.narrow(tty, bits));
+        }
         if from == DType::F16 {
             // Exactly to `f32` (inline, `half.rs`), then on from there.
             let h = self.b.ins().uextend(types::I32, x);

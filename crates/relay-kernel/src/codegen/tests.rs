@@ -1052,12 +1052,13 @@ fn out_of_bounds_indices_are_errors_not_crashes() {
 #[test]
 fn rejects_unsupported_and_malformed_kernels() {
     let bf16 = DType::scalar(DTypeCode::BFloat, 16);
+    // Kernels move and convert bfloat16 bits but do not compute with them.
     let bf16 = map_kernel(
         &[(bf16, vec![4])],
         bf16,
         4,
         ForKind::Serial,
-        load(0, var(0)),
+        bin(B::Add, load(0, var(0)), load(0, var(0))),
     );
     assert!(matches!(
         compile(&bf16),

@@ -326,7 +326,7 @@ impl Gen<'_, '_> {
                 }
                 match (&cv, &x, &y) {
                     (VVal::Uniform(c), VVal::Uniform(x), VVal::Uniform(y)) => {
-                        VVal::Uniform(self.select(*c, cd, *x, *y))
+                        VVal::Uniform(self.select(*c, cd, *x, *y)?)
                     }
                     _ => {
                         let cs = self.lanes_of(&cv, lanes)?;
@@ -334,7 +334,7 @@ impl Gen<'_, '_> {
                         let ys = self.lanes_of(&y, lanes)?;
                         let mut out = Vec::with_capacity(xs.len());
                         for ((c, x), y) in cs.into_iter().zip(xs).zip(ys) {
-                            out.push(self.select(c, cd, x, y));
+                            out.push(self.select(c, cd, x, y)?);
                         }
                         VVal::Lanes(out)
                     }

@@ -260,15 +260,7 @@ impl DecodeOperand for Cursor<'_> {
         let code = self.u8("a dtype code")?;
         let bits = self.u8("a dtype's bits")?;
         let lanes = self.u16("a dtype's lanes")?;
-        let code = match code {
-            0 => Some(DTypeCode::Int),
-            1 => Some(DTypeCode::UInt),
-            2 => Some(DTypeCode::Float),
-            3 => Some(DTypeCode::Handle),
-            4 => Some(DTypeCode::BFloat),
-            6 => Some(DTypeCode::Bool),
-            _ => None,
-        };
+        let code = DTypeCode::from_u8(code);
         let dtype = code.map(|code| DType { code, bits, lanes });
         // Valid exactly when TVM's spelling of it reads back as itself.
         match dtype {
