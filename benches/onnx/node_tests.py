@@ -103,7 +103,7 @@ def run_case(relayc: str, case, scratch: str):
     for j, value in enumerate(inputs):
         if isinstance(value, (list, dict)) or value is None:
             return False, "a sequence, map or optional input"
-        value = np.asarray(value)
+        value = plain(value)
         name = case.model.graph.input[j].name
         path = os.path.join(d, f"in{j}.npy")
         np.save(path, value)
@@ -119,14 +119,18 @@ def run_case(relayc: str, case, scratch: str):
         nodes = [l for l in lines if l.startswith("node `")]
         return False, ((nodes or lines or [f"exit {done.returncode}"])[0])[:200]
     got = np.load(os.path.join(d, "out.npz"))
+    types = [o.type.tensor_type.elem_type for o in case.model.graph.output]
     rtol = getattr(case, "rtol", 1e-3) or 1e-3
     atol = getattr(case, "atol", 1e-7) or 1e-7
     for i, want in enumerate(outputs):
         key = str(i)
         if key not in got:
             return False, f"output {i} missing"
-        g = got[key]
-        want = np.asarray(want)
+        elem_type = types[i] if i < len(types) else 0
+        g = narrow_values(got[key], elem_type)
+        want = plain(want)
+        if elem_type in FLOAT8:
+            want = narrow_values(want.view(np.dtype("V1")), elem_type)
         if g.shape != want.shape:
             return False, f"output {i} shape {g.shape}, expected {want.shape}"
         if want.dtype.kind in "fc":
@@ -135,6 +139,53 @@ def run_case(relayc: str, case, scratch: str):
         elif not np.array_equal(g, want):
             return False, f"output {i} differs"
     return True, ""
+
+
+# The 8-bit float element types: (exponent bits, mantissa bits, bias, specials), where
+# specials is "ieee" (infinities and NaNs), "fn" (all ones is NaN) or "fnuz" (0x80 is NaN).
+FLOAT8 = {17: (4, 3, 7, "fn"), 18: (4, 3, 8, "fnuz"), 19: (5, 2, 15, "ieee"), 20: (5, 2, 16, "fnuz")}
+
+
+def plain(value):
+    """A case's value as a numpy array. The 8-bit float cases hold `TensorProto`s (in an object
+    array), whose int32_data are the elements' bits: those become uint8 bits."""
+    from onnx import TensorProto, numpy_helper
+
+    if isinstance(value, np.ndarray) and value.dtype == object and value.size == 1:
+        value = value.reshape(-1)[0]
+    if isinstance(value, TensorProto):
+        if value.data_type in FLOAT8:
+            bits = np.array(value.int32_data, dtype=np.uint8) if value.int32_data else \
+                np.frombuffer(value.raw_data, dtype=np.uint8)
+            return bits.reshape(tuple(value.dims))
+        return numpy_helper.to_array(value)
+    return np.asarray(value)
+
+
+def narrow_values(g, elem_type: int):
+    """relayc's output as the onnx package gives expected values: bfloat16 (16) as its bits,
+    the 8-bit floats (17-20) as float32 values. relayc writes both as raw `V2`/`V1` elements."""
+    if g.dtype.kind != "V":
+        return g
+    bits = g.view(np.uint16 if g.dtype.itemsize == 2 else np.uint8)
+    if elem_type not in FLOAT8:
+        return bits
+    e_bits, m_bits, bias, specials = FLOAT8[elem_type]
+    b = bits.astype(np.int64)
+    sign = np.where(b >> (e_bits + m_bits) & 1, -1.0, 1.0)
+    e = (b >> m_bits) & ((1 << e_bits) - 1)
+    m = b & ((1 << m_bits) - 1)
+    value = np.where(e == 0, m * 2.0 ** (1 - bias - m_bits),
+                     (m + (1 << m_bits)) * 2.0 ** (e - bias - m_bits))
+    value = sign * value
+    ones = (1 << e_bits) - 1
+    if specials == "ieee":
+        value = np.where(e == ones, np.where(m == 0, sign * np.inf, np.nan), value)
+    elif specials == "fn":
+        value = np.where((e == ones) & (m == (1 << m_bits) - 1), np.nan, value)
+    else:
+        value = np.where(b == 0x80, np.nan, value)
+    return value.astype(np.float32)
 
 
 if __name__ == "__main__":

@@ -100,7 +100,12 @@ impl Graph {
             });
         }
         for (name, array) in frozen {
-            graph.constant(name, array.clone());
+            let declared = g.input.iter().find(|vi| vi.name == *name);
+            let declared = declared.and_then(|vi| vi.r#type.as_ref()).and_then(|t| {
+                let elem = t.tensor_type.as_ref()?.elem_type;
+                tensor::dtype(elem)
+            });
+            graph.constant(name, frozen_as(name, array, declared)?);
         }
         for t in &g.initializer {
             let array = tensor::array(t, base)?;
@@ -450,6 +455,21 @@ impl Graph {
             })
             .collect()
     }
+}
+
+/// A graph input given as a constant, as the element type the graph declares for it:
+/// `bfloat16` and 8-bit floats given as their bits or as float values are converted; another
+/// element type than the declared one is an error.
+fn frozen_as(name: &str, array: &NDArray, declared: Option<DType>) -> Result<NDArray, ImportError> {
+    let Some(declared) = declared.filter(|&d| d != array.dtype()) else {
+        return Ok(array.clone());
+    };
+    array.to_minifloat(declared).ok_or_else(|| {
+        ImportError::Model(format!(
+            "graph input `{name}` is declared with {declared} elements, and is given {}",
+            array.dtype()
+        ))
+    })
 }
 
 /// The tensors `text`'s `@main` returns on `inputs`' constants, by the reference

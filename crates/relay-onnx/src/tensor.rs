@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use relay_runtime::{DType, NDArray};
+use relay_runtime::{DType, DTypeCode, NDArray};
 
 use crate::error::ImportError;
 use crate::proto::{EXTERNAL, TensorProto, data_type as dt};
@@ -23,6 +23,11 @@ pub fn dtype(t: i32) -> Option<DType> {
         dt::UINT32 => DType::U32,
         dt::UINT64 => DType::U64,
         dt::BOOL => DType::BOOL,
+        dt::BFLOAT16 => DType::scalar(DTypeCode::BFloat, 16),
+        dt::FLOAT8E4M3FN => DType::scalar(DTypeCode::Float8E4M3FN, 8),
+        dt::FLOAT8E4M3FNUZ => DType::scalar(DTypeCode::Float8E4M3FNUZ, 8),
+        dt::FLOAT8E5M2 => DType::scalar(DTypeCode::Float8E5M2, 8),
+        dt::FLOAT8E5M2FNUZ => DType::scalar(DTypeCode::Float8E5M2FNUZ, 8),
         _ => return None,
     })
 }
@@ -86,7 +91,8 @@ fn typed(t: &TensorProto, d: DType) -> Result<Vec<u8>, String> {
                 .iter()
                 .for_each(|v| out.extend(&v.to_le_bytes()[..w]));
         }
-        // int32_data holds every element type of 32 bits or fewer, float16 as its bits.
+        // int32_data holds every element type of 32 bits or fewer, the narrow floats as their
+        // bits.
         _ => {
             let w = usize::from(d.bits.div_ceil(8));
             t.int32_data

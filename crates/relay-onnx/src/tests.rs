@@ -1452,3 +1452,127 @@ fn top_k_over_a_huge_axis_is_an_error() {
         .to_string();
     assert!(e.contains("axes up to 2^24"), "{e}");
 }
+
+/// `Cast` to each 8-bit float, saturating (opset 19's default) and not: the codes ONNX's own
+/// node tests expect (`test_cast_FLOAT_to_FLOAT8*`, `test_cast_no_saturate_*`), NaN,
+/// infinities and values beyond the largest finite one included; and back to float32.
+#[test]
+fn casts_to_eight_bit_floats_saturate_or_not() {
+    let x = [
+        0.478_925_47,
+        0.480_336_67,
+        0.499_684_87,
+        0.819_105_45,
+        0.470_312_48,
+        0.722_903_8,
+        1e6,
+        1e-7,
+        f32::NAN,
+        f32::INFINITY,
+        f32::INFINITY,
+        f32::NEG_INFINITY,
+        -1e-7,
+        1e-7,
+        -1e6,
+    ];
+    #[rustfmt::skip]
+    let cases: [(i32, i64, [u8; 15]); 8] = [
+        (data_type::FLOAT8E4M3FN, 1, [47, 47, 48, 53, 47, 52, 126, 0, 127, 126, 126, 254, 128, 0, 254]),
+        (data_type::FLOAT8E4M3FNUZ, 1, [55, 55, 56, 61, 55, 60, 127, 0, 128, 127, 127, 255, 0, 0, 255]),
+        (data_type::FLOAT8E5M2, 1, [56, 56, 56, 59, 56, 58, 123, 0, 127, 123, 123, 251, 128, 0, 251]),
+        (data_type::FLOAT8E5M2FNUZ, 1, [60, 60, 60, 63, 60, 62, 127, 0, 128, 127, 127, 255, 0, 0, 255]),
+        (data_type::FLOAT8E4M3FN, 0, [47, 47, 48, 53, 47, 52, 127, 0, 127, 127, 127, 255, 128, 0, 255]),
+        (data_type::FLOAT8E4M3FNUZ, 0, [55, 55, 56, 61, 55, 60, 128, 0, 128, 128, 128, 128, 0, 0, 128]),
+        (data_type::FLOAT8E5M2, 0, [56, 56, 56, 59, 56, 58, 124, 0, 127, 124, 124, 252, 128, 0, 252]),
+        (data_type::FLOAT8E5M2FNUZ, 0, [60, 60, 60, 63, 60, 62, 128, 0, 128, 128, 128, 128, 0, 0, 128]),
+    ];
+    for (to, saturate, want) in cases {
+        let nodes = vec![
+            node(
+                "Cast",
+                &["x"],
+                &["y"],
+                vec![int("to", to.into()), int("saturate", saturate)],
+            ),
+            node(
+                "Cast",
+                &["y"],
+                &["z"],
+                vec![int("to", data_type::FLOAT.into())],
+            ),
+        ];
+        let outputs = vec![info("y", &[15]), info("z", &[15])];
+        let bytes = model(19, nodes, vec![info("x", &[15])], outputs, vec![]);
+        let m = import(&bytes, &ImportOptions::default()).unwrap_or_else(|e| panic!("{e}"));
+        let dtype = tensor::dtype(to).unwrap();
+        assert_eq!(m.outputs[0].dtype, dtype);
+        let args = vec![Value::Tensor(std::sync::Arc::new(f32s(&[15], &x)))];
+        let out = relay_interp::run(&m.module, "main", args, &Default::default()).expect("runs");
+        let Value::Tuple(fields) = out else {
+            panic!("{out:?}")
+        };
+        let (Value::Tensor(y), Value::Tensor(z)) = (&fields[0], &fields[1]) else {
+            panic!("{fields:?}")
+        };
+        assert_eq!(y.as_bytes(), want, "to {dtype}, saturate {saturate}");
+        let format = dtype.minifloat().unwrap();
+        for (&bits, back) in want.iter().zip(z.to_f64_vec()) {
+            let value = format.to_f64(bits.into());
+            assert!(value == back || value.is_nan() && back.is_nan(), "{dtype}");
+        }
+    }
+}
+
+/// `ReduceMax`/`ReduceMin` over an empty axis give their identity (-inf, +inf); a graph input
+/// given as a constant of another element type than the graph declares is an error, one of
+/// bfloat16 or float8 type takes float values.
+#[test]
+fn reductions_over_nothing_and_inputs_given_as_constants() {
+    for (op, want) in [
+        ("ReduceMin", f64::INFINITY),
+        ("ReduceMax", f64::NEG_INFINITY),
+    ] {
+        let n = node(
+            op,
+            &["x"],
+            &["y"],
+            vec![ints("axes", &[1]), int("keepdims", 0)],
+        );
+        let x = NDArray::zeros(DType::F32, &[2, 0]).unwrap();
+        let (m, y) = one(13, n, &[("x", &[2, 0])], vec![], &[x]);
+        assert_eq!(m.outputs[0].shape, [2]);
+        assert_eq!(y, [want, want], "{op}");
+    }
+    let n = node("Neg", &["x"], &["y"], vec![]);
+    let bytes = model(
+        13,
+        vec![n],
+        vec![info("x", &[2])],
+        vec![info("y", &[2])],
+        vec![],
+    );
+    let given = |array: NDArray| ImportOptions {
+        constants: vec![("x".into(), array)],
+        ..Default::default()
+    };
+    let ints = NDArray::from_i128_slice(DType::I32, &[2], &[1, 2]).unwrap();
+    let err = import(&bytes, &given(ints)).unwrap_err().to_string();
+    assert!(
+        err.contains("declared with float32") && err.contains("int32"),
+        "{err}"
+    );
+    let mut bf16 = info("x", &[2]);
+    if let Some(t) = bf16.r#type.as_mut().and_then(|t| t.tensor_type.as_mut()) {
+        t.elem_type = data_type::BFLOAT16;
+    }
+    let n = node(
+        "Cast",
+        &["x"],
+        &["y"],
+        vec![int("to", data_type::FLOAT.into())],
+    );
+    let bytes = model(13, vec![n], vec![bf16], vec![info("y", &[2])], vec![]);
+    let m = import(&bytes, &given(f32s(&[2], &[1.5, -0.1]))).unwrap_or_else(|e| panic!("{e}"));
+    let y = run(&m, &[]);
+    assert_eq!(y, [1.5, f64::from(f32::from_bits(0xbdcd_0000))]);
+}

@@ -3,6 +3,7 @@
 use super::{Attrs, float_text, floats_of};
 use crate::graph::{Graph, Value};
 use crate::proto::NodeProto;
+use relay_runtime::DType;
 
 /// The numpy broadcast of two shapes.
 pub(crate) fn broadcast(a: &[i64], b: &[i64]) -> Result<Vec<i64>, String> {
@@ -142,8 +143,38 @@ pub(super) fn cast(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<Val
     let to = a.int("to", 0)?;
     let dtype =
         crate::tensor::dtype(to as i32).ok_or_else(|| format!("Cast to element type {to}"))?;
+    cast_to(g, &x, dtype, a)
+}
+
+/// `CastLike`: `Cast` to the element type of input 1.
+pub(super) fn cast_like(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<Value, String> {
+    let (x, like) = (g.input(node, 0)?, g.input(node, 1)?);
+    cast_to(g, &x, like.dtype, a)
+}
+
+/// `x` cast to `dtype`. To an 8-bit float, `saturate` (opset 19, default 1) clamps to the
+/// format's largest finite value first, infinities included, where Relay's `cast` (as
+/// `saturate = 0`) gives infinity or NaN; NaN stays NaN either way.
+fn cast_to(g: &mut Graph, x: &Value, dtype: DType, a: &Attrs<'_>) -> Result<Value, String> {
+    let float8 = dtype.bits == 8 && dtype.minifloat().is_some();
+    let mut e = x.expr.clone();
+    if float8 && a.int("saturate", 1)? != 0 && x.dtype.is_float() {
+        // Clamped in a type `clip` computes in: the source, or float32 for a narrow one.
+        let wide = if x.dtype.minifloat().is_some() {
+            e = format!("cast({e}, dtype=\"float32\")");
+            DType::F32
+        } else {
+            x.dtype
+        };
+        let max = dtype.minifloat().map_or(0.0, |f| f.max_finite());
+        e = format!(
+            "clip({e}, a_min={}, a_max={})",
+            float_text(-max, wide),
+            float_text(max, wide)
+        );
+    }
     let shape = x.shape.clone();
-    Ok(g.bind(format!("cast({}, dtype=\"{dtype}\")", x.expr), shape, dtype))
+    Ok(g.bind(format!("cast({e}, dtype=\"{dtype}\")"), shape, dtype))
 }
 
 /// The comparisons (`Equal`, `Less`, ...) and logic (`And`, `Or`, `Xor`, `Not`): `bool`

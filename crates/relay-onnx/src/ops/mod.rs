@@ -59,15 +59,7 @@ pub(crate) fn convert(g: &mut Graph, node: &NodeProto) -> Result<Vec<Value>, Str
         "ArgMax" | "ArgMin" => one(nn::arg(g, node, &a)?),
         "Clip" => one(elementwise::clip(g, node, &a)?),
         "Cast" => one(elementwise::cast(g, node, &a)?),
-        "CastLike" => {
-            let (x, like) = (g.input(node, 0)?, g.input(node, 1)?);
-            let shape = x.shape.clone();
-            one(g.bind(
-                format!("cast({}, dtype=\"{}\")", x.expr, like.dtype),
-                shape,
-                like.dtype,
-            ))
-        }
+        "CastLike" => one(elementwise::cast_like(g, node, &a)?),
         "Conv" | "ConvTranspose" | "MaxPool" | "AveragePool" if rank_of(g, node) == Some(3) => {
             one(lifted(g, node)?)
         }

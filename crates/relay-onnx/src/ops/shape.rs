@@ -297,13 +297,28 @@ pub(super) fn reduce(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<V
         _ => (0..rank).collect(),
     };
     let keep = a.int("keepdims", 1)? != 0;
-    let shape = (0..rank)
+    let shape: Vec<i64> = (0..rank)
         .filter_map(|i| match (axes.contains(&i), keep) {
             (true, true) => Some(1),
             (true, false) => None,
             (false, _) => Some(x.shape[i]),
         })
         .collect();
+    let empty = axes.iter().any(|&k| x.shape[k] == 0);
+    if empty && matches!(node.op_type.as_str(), "ReduceMax" | "ReduceMin") {
+        // Over no elements: the operation's identity (ONNX, opset 18), -inf or +inf, which
+        // converts to an integer type's smallest or largest value; false or true.
+        let max = node.op_type == "ReduceMax";
+        let identity = match (x.dtype == DType::BOOL, max) {
+            (true, max) => f64::from(u8::from(!max)),
+            (false, true) => f64::NEG_INFINITY,
+            (false, false) => f64::INFINITY,
+        };
+        let n: i64 = shape.iter().product();
+        let filled = vec![identity; n.max(0) as usize];
+        let array = NDArray::from_f64_slice(x.dtype, &shape, &filled).map_err(|e| e.to_string())?;
+        return Ok(g.new_constant("identity", array));
+    }
     let axes: Vec<i64> = axes.iter().map(|&k| k as i64).collect();
     let over = |f: &str, e: &str| {
         format!(
