@@ -21,6 +21,7 @@ pub mod eliminate_dead_code;
 pub mod eta_expand;
 pub mod fold_constant;
 pub mod fuse_ops;
+pub mod hoist_loop_invariants;
 pub mod inline_primitives;
 pub mod lambda_lift;
 pub mod liveness;
@@ -227,6 +228,7 @@ pub fn all_passes() -> &'static [&'static dyn Pass] {
         &eta_expand::EtaExpand,
         &fold_constant::FoldConstant,
         &eliminate_dead_code::EliminateDeadCode,
+        &hoist_loop_invariants::HoistLoopInvariants,
         &fuse_ops::FuseOps,
         &to_anf::ToAnf,
         &lambda_lift::LambdaLift,
