@@ -637,6 +637,36 @@ def einsum_outer_implicit_output():
     return einsum_case("j,i", (3,), (4,), rank=2)
 
 
+def conv3d(x_shape, w_shape, seed=41, bias=False, **attrs):
+    r = rng(seed)
+    feeds = {"x": r.standard_normal(x_shape, dtype=np.float32),
+             "w": r.standard_normal(w_shape, dtype=np.float32)}
+    if bias:
+        feeds["b"] = r.standard_normal(w_shape[0], dtype=np.float32)
+    return single("Conv", feeds, **attrs)
+
+
+@case
+def conv3d_basic():
+    return conv3d((1, 2, 4, 5, 5), (3, 2, 2, 3, 3))
+
+
+@case
+def conv3d_strides_pads_dilations_groups_bias():
+    return conv3d((2, 4, 7, 6, 5), (6, 2, 3, 2, 3), bias=True, group=2, strides=[2, 1, 2],
+                  pads=[1, 0, 1, 1, 1, 0], dilations=[2, 1, 1])
+
+
+@case
+def conv3d_same_upper():
+    return conv3d((1, 3, 5, 6, 7), (4, 3, 3, 3, 3), strides=[2, 2, 1], auto_pad="SAME_UPPER")
+
+
+@case
+def conv3d_same_lower_pointwise_depth():
+    return conv3d((1, 2, 6, 4, 4), (2, 2, 4, 1, 1), strides=[3, 1, 1], auto_pad="SAME_LOWER")
+
+
 def conv_t(x_shape, w_shape, seed=40, bias=False, **attrs):
     r = rng(seed)
     feeds = {"x": r.standard_normal(x_shape, dtype=np.float32),

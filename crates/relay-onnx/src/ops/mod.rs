@@ -3,6 +3,7 @@
 
 mod activation;
 mod control;
+mod conv3d;
 mod elementwise;
 mod index;
 mod nn;
@@ -63,6 +64,7 @@ pub(crate) fn convert(g: &mut Graph, node: &NodeProto) -> Result<Vec<Value>, Str
         "Conv" | "ConvTranspose" | "MaxPool" | "AveragePool" if rank_of(g, node) == Some(3) => {
             one(lifted(g, node)?)
         }
+        "Conv" if rank_of(g, node) == Some(5) => one(conv3d::conv3d(g, node, &a)?),
         "Conv" => one(nn::conv(g, node, &a)?),
         "ConvTranspose" => one(norm::conv_transpose(g, node, &a)?),
         "MaxPool" | "AveragePool" if rank_of(g, node) == Some(5) => one(pool3d(g, node)?),

@@ -1,0 +1,176 @@
+//! A 3-D `Conv` (`[N, C, D, H, W]`) as 2-D convolutions over depth slices: relayc has no
+//! `nn.conv3d` kernel, and a 3-D convolution is the sum, over the kernel's depth taps `k`, of
+//! the 2-D convolution of the input's depth slices `k·dilation, k·dilation + stride, ...` (as a
+//! batch of `N · D_out` images) with the weights' slice `k`. So each tap is one `nn.conv2d`
+//! the contraction kernels run, and the input is transposed once to put depth beside the
+//! batch:
+//!
+//! ```text
+//! x [N, C, D, H, W] --pad depth, transpose--> [N, D', C, H, W]
+//!   for k in 0..KD: slice depth k·dd + s·t (t < D_out) -> reshape [N·D_out, C, H, W]
+//!                   conv2d with w[:, :, k] -> [N·D_out, O, H_out, W_out]
+//! sum over k -> reshape [N, D_out, O, H_out, W_out] -> transpose [N, O, D_out, H_out, W_out]
+//! ```
+//!
+//! Height and width keep every attribute of the 2-D operator (pads, `auto_pad`, strides,
+//! dilations, groups); depth takes its own.
+
+use super::{Attrs, list, nn};
+use crate::graph::{Graph, Value};
+use crate::proto::{AttributeProto, NodeProto};
+
+/// `Conv` of a rank-5 input.
+pub(super) fn conv3d(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<Value, String> {
+    let (x, w) = (g.input(node, 0)?, g.input(node, 1)?);
+    let &[n, c, d, h, wd] = x.shape.as_slice() else {
+        return Err(format!("input of shape {:?}", x.shape));
+    };
+    let &[o, cg, kd, kh, kw] = w.shape.as_slice() else {
+        return Err(format!("weights of shape {:?} for a 3-D input", w.shape));
+    };
+    let triple = |name: &str, default: i64| -> Result<[i64; 3], String> {
+        match a.ints(name)? {
+            None => Ok([default; 3]),
+            Some(v) if v.len() == 3 && v.iter().all(|&s| (1..1 << 31).contains(&s)) => {
+                Ok([v[0], v[1], v[2]])
+            }
+            Some(v) => Err(format!(
+                "{name} {v:?} (3-D windows take three positive values)"
+            )),
+        }
+    };
+    let (strides, dilations) = (triple("strides", 1)?, triple("dilations", 1)?);
+    let (sd, dd) = (strides[0], dilations[0]);
+    if !(1..1 << 31).contains(&kd) || d >= 1 << 31 {
+        return Err(format!("window sizes {:?} out of range", w.shape));
+    }
+    let extent = (kd - 1) * dd + 1;
+    let (front, back, plane_pads) = depth_pads(a, d, sd, extent)?;
+    let padded = d + front + back;
+    if padded < extent {
+        return Err(format!(
+            "a depth window of {extent} does not fit the padded depth {padded}"
+        ));
+    }
+    let od = (padded - extent) / sd + 1;
+
+    // [N, D', C, H, W]: depth beside the batch, zero-padded.
+    let mut e = x.expr.clone();
+    if front + back > 0 {
+        let zero = super::float_text(0.0, x.dtype);
+        e = format!(
+            "nn.pad({e}, {zero}, pad_width=[[0, 0], [0, 0], [{front}, {back}], [0, 0], [0, 0]])"
+        );
+    }
+    let deep = g.bind(
+        format!("transpose({e}, axes=[0, 2, 1, 3, 4])"),
+        vec![n, padded, c, h, wd],
+        x.dtype,
+    );
+    let key = |s: String| format!("\u{0}conv3d{s}:{}", node.output.first().map_or("", |o| o));
+    let mut sum: Option<Value> = None;
+    for k in 0..kd {
+        let start = k * dd;
+        let slice = format!(
+            "strided_slice({}, begin=[0, {start}, 0, 0, 0], end={}, strides=[1, {sd}, 1, 1, 1], axes=None)",
+            deep.expr,
+            list(&[n, start + (od - 1) * sd + 1, c, h, wd])
+        );
+        let images = g.bind(
+            format!("reshape({slice}, newshape={})", list(&[n * od, c, h, wd])),
+            vec![n * od, c, h, wd],
+            x.dtype,
+        );
+        let taps = g.bind(
+            format!(
+                "reshape(strided_slice({}, begin=[0, 0, {k}, 0, 0], end={}, strides=[1, 1, 1, 1, 1], axes=None), newshape={})",
+                w.expr,
+                list(&[o, cg, k + 1, kh, kw]),
+                list(&[o, cg, kh, kw])
+            ),
+            vec![o, cg, kh, kw],
+            w.dtype,
+        );
+        g.define(key(format!("x{k}")), images);
+        g.define(key(format!("w{k}")), taps);
+        let mut planar = node.clone();
+        planar.input = vec![key(format!("x{k}")), key(format!("w{k}"))];
+        planar.attribute = plane_attributes(node, plane_pads.as_deref());
+        let y = nn::conv(g, &planar, &Attrs(&planar.attribute))?;
+        sum = Some(match sum {
+            None => y,
+            Some(s) => {
+                let shape = y.shape.clone();
+                g.bind(format!("add({}, {})", s.expr, y.expr), shape, x.dtype)
+            }
+        });
+    }
+    let y = sum.ok_or("a 3-D kernel of depth 0")?;
+    let (oh, ow) = (y.shape[2], y.shape[3]);
+    let shape = vec![n, o, od, oh, ow];
+    let out = format!(
+        "transpose(reshape({}, newshape={}), axes=[0, 2, 1, 3, 4])",
+        y.expr,
+        list(&[n, od, o, oh, ow])
+    );
+    let y = g.bind(out, shape.clone(), x.dtype);
+    match g.optional_input(node, 2)? {
+        None => Ok(y),
+        Some(b) => Ok(g.bind(
+            format!("nn.bias_add({}, {}, axis=1)", y.expr, b.expr),
+            shape,
+            x.dtype,
+        )),
+    }
+}
+
+/// The depth padding (front, back) and the height/width `pads` (`None` under `auto_pad`,
+/// which the 2-D convolution then applies to height and width itself).
+fn depth_pads(
+    a: &Attrs<'_>,
+    d: i64,
+    stride: i64,
+    extent: i64,
+) -> Result<(i64, i64, Option<Vec<i64>>), String> {
+    let auto = a.string("auto_pad", "NOTSET")?;
+    Ok(match auto.as_str() {
+        "NOTSET" => match a.ints("pads")? {
+            None => (0, 0, None),
+            Some(p) if p.len() == 6 && p.iter().all(|v| (0..1 << 31).contains(v)) => {
+                (p[0], p[3], Some(vec![p[1], p[2], p[4], p[5]]))
+            }
+            Some(p) => return Err(format!("pads {p:?} (3-D windows take six)")),
+        },
+        "VALID" => (0, 0, None),
+        "SAME_UPPER" | "SAME_LOWER" => {
+            let out = (d + stride - 1) / stride;
+            let total = ((out - 1) * stride + extent - d).max(0);
+            let (small, large) = (total / 2, total - total / 2);
+            if auto == "SAME_UPPER" {
+                (small, large, None)
+            } else {
+                (large, small, None)
+            }
+        }
+        other => return Err(format!("auto_pad `{other}`")),
+    })
+}
+
+/// The 2-D convolution's attributes: each window attribute without its depth entry, `pads`
+/// replaced by the height/width ones.
+fn plane_attributes(node: &NodeProto, pads: Option<&[i64]>) -> Vec<AttributeProto> {
+    node.attribute
+        .iter()
+        .filter_map(|attr| {
+            let ints = match attr.name.as_str() {
+                "kernel_shape" | "strides" | "dilations" => attr.ints.get(1..)?.to_vec(),
+                "pads" => pads?.to_vec(),
+                _ => return Some(attr.clone()),
+            };
+            Some(AttributeProto {
+                ints,
+                ..attr.clone()
+            })
+        })
+        .collect()
+}
