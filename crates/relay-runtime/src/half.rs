@@ -61,7 +61,7 @@ pub fn f64_to_f16_bits(value: f64) -> u16 {
 }
 
 /// `x >> shift` rounded to nearest, ties to even (`1 <= shift <= 63`).
-fn round_shift(x: u64, shift: u32) -> u64 {
+pub(crate) fn round_shift(x: u64, shift: u32) -> u64 {
     let q = x >> shift;
     let rem = x & ((1u64 << shift) - 1);
     let half = 1u64 << (shift - 1);

@@ -9,6 +9,8 @@
 //! one becomes infinity where the format has one (`bfloat16`, `e5m2`) and NaN otherwise, as
 //! ONNX's `Cast` with `saturate = 0`; the ONNX importer clamps first for `saturate = 1`.
 
+use crate::half::round_shift;
+
 /// How a format spends its top codes on infinities and NaN.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Specials {
@@ -178,18 +180,6 @@ impl Minifloat {
             return overflow();
         }
         (sign | code) as u16
-    }
-}
-
-/// `x >> shift` rounded to nearest, ties to even (`1 <= shift <= 63`).
-fn round_shift(x: u64, shift: u32) -> u64 {
-    let q = x >> shift;
-    let rem = x & ((1u64 << shift) - 1);
-    let half = 1u64 << (shift - 1);
-    if rem > half || (rem == half && q & 1 == 1) {
-        q + 1
-    } else {
-        q
     }
 }
 

@@ -429,6 +429,15 @@ impl Gen<'_, '_> {
         }
     }
 
+    /// The minifloat conversion `symbol` of `d`'s format applied to `x`, giving a `ret`.
+    fn minifloat_call(&mut self, symbol: &str, d: DType, x: Value, ret: Type) -> R<Value> {
+        let code = self.iconst(types::I32, d.code as i128);
+        let arg = self.b.func.dfg.value_type(x);
+        let f = self.import(symbol, &[types::I32, arg], ret)?;
+        let call = self.b.ins().call(f, &[code, x]);
+        Ok(self.b.inst_results(call)[0])
+    }
+
     /// `x` reduced to `ty` (unchanged if it has that type).
     fn narrow(&mut self, ty: Type, x: Value) -> Value {
         if self.b.func.dfg.value_type(x) == ty {
@@ -671,28 +680,14 @@ impl Gen<'_, '_> {
         if from.minifloat().is_some() {
             // Exactly to `f64` (a host call, `math::relay_minifloat_to_f64`), then on.
             let bits = self.uext(types::I32, x);
-            let code = self.iconst(types::I32, from.code as i128);
-            let f = self.import(
-                math::MINIFLOAT_TO_F64,
-                &[types::I32, types::I32],
-                types::F64,
-            )?;
-            let call = self.b.ins().call(f, &[code, bits]);
-            let wide = self.b.inst_results(call)[0];
+            let wide = self.minifloat_call(math::MINIFLOAT_TO_F64, from, bits, types::F64)?;
             return self.cast(to, wide, DType::F64);
         }
         if to.minifloat().is_some() {
             // One rounding, from `f64` (exact from every float; integers convert as the
             // reference's `as f64`).
             let wide = self.cast(DType::F64, x, from)?;
-            let code = self.iconst(types::I32, to.code as i128);
-            let f = self.import(
-                math::F64_TO_MINIFLOAT,
-                &[types::I32, types::F64],
-                types::I32,
-            )?;
-            let call = self.b.ins().call(f, &[code, wide]);
-            let bits = self.b.inst_results(call)[0];
+            let bits = self.minifloat_call(math::F64_TO_MINIFLOAT, to, wide, types::I32)?;
             return Ok(self.narrow(tty, bits));
         }
         if from == DType::F16 {

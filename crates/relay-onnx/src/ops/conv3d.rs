@@ -113,15 +113,8 @@ pub(super) fn conv3d(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<V
         y.expr,
         list(&[n, od, o, oh, ow])
     );
-    let y = g.bind(out, shape.clone(), x.dtype);
-    match g.optional_input(node, 2)? {
-        None => Ok(y),
-        Some(b) => Ok(g.bind(
-            format!("nn.bias_add({}, {}, axis=1)", y.expr, b.expr),
-            shape,
-            x.dtype,
-        )),
-    }
+    let y = g.bind(out, shape, x.dtype);
+    nn::with_bias(g, node, y)
 }
 
 /// The depth padding (front, back) and the height/width `pads` (`None` under `auto_pad`,

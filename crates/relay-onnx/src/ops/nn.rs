@@ -144,14 +144,22 @@ pub(super) fn conv(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<Val
         list(&[kh, kw])
     );
     let shape = vec![x.shape[0], o, out[0], out[1]];
-    let y = g.bind(call, shape.clone(), x.dtype);
+    let y = g.bind(call, shape, x.dtype);
+    with_bias(g, node, y)
+}
+
+/// `y` plus the channel bias of a convolution `node` (input 2), if it has one.
+pub(super) fn with_bias(g: &mut Graph, node: &NodeProto, y: Value) -> Result<Value, String> {
     match g.optional_input(node, 2)? {
         None => Ok(y),
-        Some(b) => Ok(g.bind(
-            format!("nn.bias_add({}, {}, axis=1)", y.expr, b.expr),
-            shape,
-            x.dtype,
-        )),
+        Some(b) => {
+            let shape = y.shape.clone();
+            Ok(g.bind(
+                format!("nn.bias_add({}, {}, axis=1)", y.expr, b.expr),
+                shape,
+                y.dtype,
+            ))
+        }
     }
 }
 
