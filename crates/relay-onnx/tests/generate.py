@@ -667,6 +667,27 @@ def conv3d_same_lower_pointwise_depth():
     return conv3d((1, 2, 6, 4, 4), (2, 2, 4, 1, 1), strides=[3, 1, 1], auto_pad="SAME_LOWER")
 
 
+@case
+def conv_transpose_3d_basic():
+    return conv_t((1, 2, 3, 4, 3), (2, 3, 2, 3, 3))
+
+
+@case
+def conv_transpose_3d_strides_pads_groups_dilation_bias():
+    return conv_t((1, 4, 3, 3, 4), (4, 2, 3, 2, 2), bias=True, group=2, strides=[2, 1, 3],
+                  pads=[1, 0, 1, 0, 1, 1], output_padding=[1, 0, 2], dilations=[1, 2, 1])
+
+
+@case
+def conv_transpose_3d_same_upper_and_output_shape():
+    return conv_t((1, 2, 3, 4, 2), (2, 2, 3, 3, 2), strides=[2, 2, 2], auto_pad="SAME_UPPER")
+
+
+@case
+def conv_transpose_3d_output_shape():
+    return conv_t((1, 1, 2, 3, 3), (1, 2, 3, 3, 3), strides=[3, 2, 2], output_shape=[8, 8, 7])
+
+
 def conv_t(x_shape, w_shape, seed=40, bias=False, **attrs):
     r = rng(seed)
     feeds = {"x": r.standard_normal(x_shape, dtype=np.float32),

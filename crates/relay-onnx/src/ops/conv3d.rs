@@ -167,3 +167,164 @@ fn plane_attributes(node: &NodeProto, pads: Option<&[i64]>) -> Vec<AttributeProt
         })
         .collect()
 }
+
+/// `ConvTranspose` of a rank-5 input, as ONNX Runtime computes the 2-D one here
+/// (`norm::conv_transpose`): the input spread by the strides, the weights' channels swapped
+/// and their taps reversed, and a 3-D convolution of stride 1 ([`conv3d`]) padded by
+/// `extent - 1 - pads` (negative: cropped after).
+pub(super) fn conv_transpose3d(
+    g: &mut Graph,
+    node: &NodeProto,
+    a: &Attrs<'_>,
+) -> Result<Value, String> {
+    let (x, w) = (g.input(node, 0)?, g.input(node, 1)?);
+    let (&[n, c, dd, h, wd], &[wc, mg, kd, kh, kw]) = (x.shape.as_slice(), w.shape.as_slice())
+    else {
+        return Err(format!("input {:?} and weights {:?}", x.shape, w.shape));
+    };
+    let groups = a.int("group", 1)?;
+    if groups <= 0 || wc != c || c % groups != 0 {
+        return Err(format!(
+            "{c} channels, weights {:?}, {groups} groups",
+            w.shape
+        ));
+    }
+    const LIMIT: i64 = 1 << 20;
+    let triple = |name: &str, default: i64, low: i64| -> Result<[i64; 3], String> {
+        match a.ints(name)?.as_deref() {
+            None => Ok([default; 3]),
+            Some(&[p, q, r]) if [p, q, r].iter().all(|v| (low..LIMIT).contains(v)) => Ok([p, q, r]),
+            Some(v) => Err(format!("{name} {v:?} (3-D windows take three)")),
+        }
+    };
+    let (s, d, op) = (
+        triple("strides", 1, 1)?,
+        triple("dilations", 1, 1)?,
+        triple("output_padding", 0, 0)?,
+    );
+    let size = [dd, h, wd];
+    let kernel = [kd, kh, kw];
+    if size.iter().chain(&kernel).any(|v| !(1..LIMIT).contains(v)) {
+        return Err("window sizes out of range".into());
+    }
+    let extent = [0, 1, 2].map(|i| (kernel[i] - 1) * d[i] + 1);
+    let full = [0, 1, 2].map(|i| s[i] * (size[i] - 1) + extent[i] + op[i]);
+    let pads = transpose_pads(a, size, s, full)?;
+    let out = [0, 1, 2].map(|i| full[i] - pads[i] - pads[i + 3]);
+    if out.iter().any(|&v| v <= 0) {
+        return Err(format!("an output of {out:?}"));
+    }
+    let spread = [0, 1, 2].map(|i| (size[i] - 1) * s[i] + 1);
+    let zero = super::float_text(0.0, x.dtype);
+    let xs = format!(
+        "strided_slice(reshape(nn.pad(reshape({}, newshape={}), {zero}, pad_width=[[0, 0], [0, 0], [0, 0], [0, {}], [0, 0], [0, {}], [0, 0], [0, {}]]), newshape={}), begin=[0, 0, 0, 0, 0], end={}, strides=[1, 1, 1, 1, 1], axes=None)",
+        x.expr,
+        list(&[n, c, dd, 1, h, 1, wd, 1]),
+        s[0] - 1,
+        s[1] - 1,
+        s[2] - 1,
+        list(&[n, c, dd * s[0], h * s[1], wd * s[2]]),
+        list(&[n, c, spread[0], spread[1], spread[2]])
+    );
+    let m = mg * groups;
+    let wt = format!(
+        "reverse(reverse(reverse(reshape(transpose(reshape({}, newshape={}), axes=[0, 2, 1, 3, 4, 5]), newshape={}), axis=2), axis=3), axis=4)",
+        w.expr,
+        list(&[groups, c / groups, mg, kd, kh, kw]),
+        list(&[m, c / groups, kd, kh, kw])
+    );
+    let key = |s: &str| format!("\u{0}convt3d{s}:{}", node.output.first().map_or("", |o| o));
+    let spread_shape = vec![n, c, spread[0], spread[1], spread[2]];
+    let xv = g.bind(xs, spread_shape, x.dtype);
+    let wv = g.bind(wt, vec![m, c / groups, kd, kh, kw], w.dtype);
+    g.define(key("x"), xv);
+    g.define(key("w"), wv);
+    // The convolution's padding: extent - 1 - pads (output_padding at the end).
+    let conv_pad: Vec<i64> = (0..6)
+        .map(|j| extent[j % 3] - 1 - pads[j] + if j >= 3 { op[j - 3] } else { 0 })
+        .collect();
+    let int_attr = |name: &str, ints: Vec<i64>| AttributeProto {
+        name: name.into(),
+        r#type: crate::proto::attribute_type::INTS,
+        ints,
+        ..Default::default()
+    };
+    let mut conv = node.clone();
+    conv.op_type = "Conv".into();
+    conv.input = vec![key("x"), key("w")];
+    conv.attribute = vec![
+        int_attr("pads", conv_pad.iter().map(|p| (*p).max(0)).collect()),
+        int_attr("dilations", d.to_vec()),
+        int_attr("kernel_shape", kernel.to_vec()),
+        AttributeProto {
+            name: "group".into(),
+            r#type: crate::proto::attribute_type::INT,
+            i: groups,
+            ..Default::default()
+        },
+    ];
+    let mut y = conv3d(g, &conv, &Attrs(&conv.attribute))?;
+    if conv_pad.iter().any(|&p| p < 0) {
+        let begin: Vec<i64> = [0, 0]
+            .into_iter()
+            .chain((0..3).map(|i| (-conv_pad[i]).max(0)))
+            .collect();
+        let end: Vec<i64> = [n, m]
+            .into_iter()
+            .chain((0..3).map(|i| begin[i + 2] + out[i]))
+            .collect();
+        y = g.bind(
+            format!(
+                "strided_slice({}, begin={}, end={}, strides=[1, 1, 1, 1, 1], axes=None)",
+                y.expr,
+                list(&begin),
+                list(&end)
+            ),
+            vec![n, m, out[0], out[1], out[2]],
+            x.dtype,
+        );
+    }
+    nn::with_bias(g, node, y)
+}
+
+/// A 3-D `ConvTranspose`'s pads (begin ×3, end ×3): from `output_shape` or `auto_pad`
+/// (SAME_UPPER puts the odd one at the end; an output larger than the full one is a negative
+/// end padding), else the `pads` attribute.
+fn transpose_pads(
+    a: &Attrs<'_>,
+    size: [i64; 3],
+    s: [i64; 3],
+    full: [i64; 3],
+) -> Result<[i64; 6], String> {
+    let auto = a.string("auto_pad", "NOTSET")?;
+    let output_shape = a.ints("output_shape")?;
+    if output_shape.is_none() && !auto.starts_with("SAME") {
+        return match a.ints("pads")?.as_deref() {
+            None => Ok([0; 6]),
+            Some(p) if p.len() == 6 && p.iter().all(|v| (0..1 << 20).contains(v)) => {
+                Ok([p[0], p[1], p[2], p[3], p[4], p[5]])
+            }
+            Some(p) => Err(format!("pads {p:?} (3-D windows take six)")),
+        };
+    }
+    let target = match output_shape.as_deref() {
+        Some(&[.., od, oh, ow]) => [od, oh, ow],
+        Some(v) => return Err(format!("output_shape {v:?}")),
+        None => [0, 1, 2].map(|i| size[i] * s[i]),
+    };
+    if target.iter().any(|v| !(1..1 << 20).contains(v)) {
+        return Err(format!("output_shape {target:?}"));
+    }
+    let mut pads = [0; 6];
+    for i in 0..3 {
+        let t = (full[i] - target[i]).max(0);
+        let head = if auto == "SAME_UPPER" {
+            t / 2
+        } else {
+            t - t / 2
+        };
+        pads[i] = head;
+        pads[i + 3] = full[i] - head - target[i];
+    }
+    Ok(pads)
+}

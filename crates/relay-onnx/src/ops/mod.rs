@@ -66,6 +66,9 @@ pub(crate) fn convert(g: &mut Graph, node: &NodeProto) -> Result<Vec<Value>, Str
         }
         "Conv" if rank_of(g, node) == Some(5) => one(conv3d::conv3d(g, node, &a)?),
         "Conv" => one(nn::conv(g, node, &a)?),
+        "ConvTranspose" if rank_of(g, node) == Some(5) => {
+            one(conv3d::conv_transpose3d(g, node, &a)?)
+        }
         "ConvTranspose" => one(norm::conv_transpose(g, node, &a)?),
         "MaxPool" | "AveragePool" if rank_of(g, node) == Some(5) => one(pool3d(g, node)?),
         "MaxPool" | "AveragePool" => one(nn::pool(g, node, &a)?),
