@@ -14,7 +14,9 @@
 //! the first argument of `memory.alloc_tensor` is never freed nor replaced. Then a linear scan over the bindings
 //! hands each later storage the best-fitting free one with the same alignment and device (the
 //! smallest at least as large, else the largest, which grows): its `alloc_storage` binding goes
-//! and its views name the earlier storage variable.
+//! and its views name the earlier storage variable. The storage of a scalar (a rank-0 view)
+//! is neither reused nor given to another: the VM computes scalar kernels unboxed when their
+//! storage serves nothing else.
 
 use std::collections::{BTreeSet, HashMap};
 
@@ -354,6 +356,13 @@ fn analyze(bindings: &[Binding], values: &[Expr], body: &Expr) -> Analysis {
         {
             for arg in &args[1..] {
                 a.scan(arg, i);
+            }
+            // A scalar's storage is left to it: the VM then computes a scalar kernel's result
+            // unboxed, without the storage (`relay_vm` compiler, `plan_scalars`).
+            if args.get(2).is_some_and(
+                |shape| matches!(shape.kind(), ExprKind::Constant(c) if c.num_elements() == 0),
+            ) {
+                a.storages[storage].used_directly = true;
             }
             let t = a.tensors.len();
             a.tensors.push(TensorInfo {
