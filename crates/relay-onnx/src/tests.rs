@@ -1576,3 +1576,22 @@ fn reductions_over_nothing_and_inputs_given_as_constants() {
     let y = run(&m, &[]);
     assert_eq!(y, [1.5, f64::from(f32::from_bits(0xbdcd_0000))]);
 }
+
+/// A 3-D convolution is one 2-D convolution per depth tap: a declared kernel deeper than any
+/// real one is an error, not a loop over a trillion taps.
+#[test]
+fn a_three_d_kernel_of_absurd_depth_is_an_error() {
+    let huge = 1i64 << 40;
+    for op in ["Conv", "ConvTranspose"] {
+        let n = node(op, &["x", "w"], &["y"], vec![]);
+        let inputs = vec![info("x", &[1, 1, 2, 2, 2]), info("w", &[1, 1, huge, 1, 1])];
+        let bytes = model(17, vec![n], inputs, vec![info("y", &[])], vec![]);
+        let err = import(&bytes, &ImportOptions::default())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("depth taps") || err.contains("out of range"),
+            "{op}: {err}"
+        );
+    }
+}

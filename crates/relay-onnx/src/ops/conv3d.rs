@@ -19,6 +19,9 @@ use super::{Attrs, list, nn};
 use crate::graph::{Graph, Value};
 use crate::proto::{AttributeProto, NodeProto};
 
+/// The deepest 3-D kernel converted (each depth tap is one `nn.conv2d`).
+const MAX_DEPTH_TAPS: i64 = 1024;
+
 /// `Conv` of a rank-5 input.
 pub(super) fn conv3d(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<Value, String> {
     let (x, w) = (g.input(node, 0)?, g.input(node, 1)?);
@@ -41,8 +44,12 @@ pub(super) fn conv3d(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<V
     };
     let (strides, dilations) = (triple("strides", 1)?, triple("dilations", 1)?);
     let (sd, dd) = (strides[0], dilations[0]);
-    if !(1..1 << 31).contains(&kd) || d >= 1 << 31 {
-        return Err(format!("window sizes {:?} out of range", w.shape));
+    // One 2-D convolution per depth tap: real kernels have a handful.
+    if !(1..=MAX_DEPTH_TAPS).contains(&kd) || d >= 1 << 31 {
+        return Err(format!(
+            "weights of shape {:?}: a 3-D kernel takes 1 to {MAX_DEPTH_TAPS} depth taps",
+            w.shape
+        ));
     }
     let extent = (kd - 1) * dd + 1;
     let (front, back, plane_pads) = depth_pads(a, d, sd, extent)?;
