@@ -1595,3 +1595,38 @@ fn a_three_d_kernel_of_absurd_depth_is_an_error() {
         );
     }
 }
+
+/// `MaxPool`'s indices take one slice per window tap: a window of more taps than any real one
+/// is an error; integer inputs have no indices here.
+#[test]
+fn max_pool_indices_of_huge_windows_or_integers_are_errors() {
+    let pool = |kernel: i64| {
+        node(
+            "MaxPool",
+            &["x"],
+            &["y", "i"],
+            vec![ints("kernel_shape", &[kernel, kernel])],
+        )
+    };
+    let outputs = || vec![info("y", &[]), info("i", &[])];
+    let bytes = model(
+        12,
+        vec![pool(100)],
+        vec![info("x", &[1, 1, 200, 200])],
+        outputs(),
+        vec![],
+    );
+    let err = import(&bytes, &ImportOptions::default())
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("taps"), "{err}");
+    let mut ints8 = info("x", &[1, 1, 4, 4]);
+    if let Some(t) = ints8.r#type.as_mut().and_then(|t| t.tensor_type.as_mut()) {
+        t.elem_type = data_type::INT8;
+    }
+    let bytes = model(12, vec![pool(2)], vec![ints8], outputs(), vec![]);
+    let err = import(&bytes, &ImportOptions::default())
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("indices of int8"), "{err}");
+}

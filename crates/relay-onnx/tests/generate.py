@@ -637,6 +637,36 @@ def einsum_outer_implicit_output():
     return einsum_case("j,i", (3,), (4,), rank=2)
 
 
+def max_pool_indices(x_shape, seed=42, **attrs):
+    x = rng(seed).standard_normal(x_shape, dtype=np.float32)
+    # Ties: repeated values, so the first largest of a window is the one reported.
+    x[..., ::3] = np.round(x[..., ::3])
+    m = model(
+        [h.make_node("MaxPool", ["x"], ["y", "i"], **attrs)],
+        [info("x", T.FLOAT, list(x_shape))],
+        [info("y", T.FLOAT, [None] * 4), info("i", T.INT64, [None] * 4)],
+        opset=12,
+    )
+    return m, {"x": x}
+
+
+@case
+def max_pool_indices_padded_strided():
+    return max_pool_indices((2, 3, 9, 8), kernel_shape=[3, 3], strides=[2, 2],
+                            pads=[1, 1, 1, 1])
+
+
+@case
+def max_pool_indices_column_major_dilated():
+    return max_pool_indices((1, 2, 10, 7), kernel_shape=[2, 3], dilations=[2, 1],
+                            storage_order=1)
+
+
+@case
+def max_pool_indices_ceil_mode():
+    return max_pool_indices((1, 4, 8, 10), kernel_shape=[3, 2], strides=[2, 3], ceil_mode=1)
+
+
 def conv3d(x_shape, w_shape, seed=41, bias=False, **attrs):
     r = rng(seed)
     feeds = {"x": r.standard_normal(x_shape, dtype=np.float32),

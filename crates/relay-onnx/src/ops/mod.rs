@@ -8,6 +8,7 @@ mod elementwise;
 mod index;
 mod nn;
 mod norm;
+mod pool_indices;
 mod resample;
 mod rnn;
 mod shape;
@@ -71,6 +72,11 @@ pub(crate) fn convert(g: &mut Graph, node: &NodeProto) -> Result<Vec<Value>, Str
         }
         "ConvTranspose" => one(norm::conv_transpose(g, node, &a)?),
         "MaxPool" | "AveragePool" if rank_of(g, node) == Some(5) => one(pool3d(g, node)?),
+        "MaxPool"
+            if rank_of(g, node) == Some(4) && node.output.get(1).is_some_and(|o| !o.is_empty()) =>
+        {
+            pool_indices::max_pool_with_indices(g, node, &a)
+        }
         "MaxPool" | "AveragePool" => one(nn::pool(g, node, &a)?),
         "GlobalAveragePool" | "GlobalMaxPool" => one(nn::global_pool(g, node)?),
         "BatchNormalization" => one(nn::batch_norm(g, node, &a)?),

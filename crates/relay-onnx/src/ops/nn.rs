@@ -115,7 +115,7 @@ fn pair(a: &Attrs<'_>, name: &str, default: i64) -> Result<[i64; 2], String> {
 }
 
 /// The NCHW spatial size of `x` (rank 4 only).
-fn spatial(x: &Value) -> Result<[i64; 2], String> {
+pub(super) fn spatial(x: &Value) -> Result<[i64; 2], String> {
     match x.shape.as_slice() {
         &[_, _, h, w] => Ok([h, w]),
         s => Err(format!(
@@ -163,13 +163,19 @@ pub(super) fn with_bias(g: &mut Graph, node: &NodeProto, y: Value) -> Result<Val
     }
 }
 
-/// `MaxPool`, `AveragePool`: `nn.max_pool2d`, `nn.avg_pool2d`.
-pub(super) fn pool(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<Value, String> {
-    let x = g.input(node, 0)?;
-    if node.output.len() > 1 && node.output.get(1).is_some_and(|o| !o.is_empty()) {
-        return Err("MaxPool's indices output is not supported".into());
-    }
-    let size = spatial(&x)?;
+/// A 2-D pool's window: kernel, strides, dilations, pads (begin, begin, end, end), output
+/// size, and whether Relay's `ceil_mode` is needed.
+pub(super) struct PoolWindow {
+    pub kernel: [i64; 2],
+    pub strides: [i64; 2],
+    pub dilations: [i64; 2],
+    pub pads: [i64; 4],
+    pub out: [i64; 2],
+    pub ceil: bool,
+}
+
+/// The window of pool `node` over an input of spatial `size`.
+pub(super) fn pool_window(a: &Attrs<'_>, size: [i64; 2]) -> Result<PoolWindow, String> {
     let kernel = a.ints("kernel_shape")?.ok_or("kernel_shape is required")?;
     let &[kh, kw] = kernel.as_slice() else {
         return Err(format!("kernel_shape {kernel:?}"));
@@ -180,9 +186,34 @@ pub(super) fn pool(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<Val
     let (pads, out) = window(a, size, [kh, kw], strides, dilations, ceil)?;
     let extent = [0, 1].map(|d| (kernel[d] - 1) * dilations[d] + 1);
     let ceil = ceil && relay_ceil(size, pads, extent, strides, out)?;
+    Ok(PoolWindow {
+        kernel: [kh, kw],
+        strides,
+        dilations,
+        pads,
+        out,
+        ceil,
+    })
+}
+
+/// `MaxPool`, `AveragePool`: `nn.max_pool2d`, `nn.avg_pool2d`.
+pub(super) fn pool(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<Value, String> {
+    let x = g.input(node, 0)?;
+    if node.output.len() > 1 && node.output.get(1).is_some_and(|o| !o.is_empty()) {
+        return Err("MaxPool's indices output is supported for 2-D pools only".into());
+    }
+    let size = spatial(&x)?;
+    let PoolWindow {
+        kernel,
+        strides,
+        dilations,
+        pads,
+        out,
+        ceil,
+    } = pool_window(a, size)?;
     let common = format!(
         "pool_size={}, strides={}, padding={}, ceil_mode={}",
-        list(&[kh, kw]),
+        list(&kernel),
         list(&strides),
         list(&pads),
         if ceil { "True" } else { "False" }
