@@ -187,7 +187,7 @@ fn is_pure(e: &Expr) -> bool {
 
 /// Whether a call of operator `name` (the call `call` with arguments `args`) is free of effects
 /// and cannot fail at run time.
-fn pure_op_call(name: &str, call: &Expr, args: &[Expr]) -> bool {
+pub(crate) fn pure_op_call(name: &str, call: &Expr, args: &[Expr]) -> bool {
     if name.starts_with("memory.") || name.starts_with("vm.") {
         return false;
     }

@@ -20,8 +20,9 @@
 //! ```
 //!
 //! Hoisting out of an `if` or `match` branch computes the value even when the loop runs no
-//! step; that is safe because operators are pure, and the operators that can fail at run time
-//! (integer division and modulo, by zero) are never hoisted. Only expressions that compute a
+//! step; only operator calls that cannot fail are hoisted, by `eliminate_dead_code`'s test
+//! (static, non-empty shapes; no integer division or modulo, which fails on a zero divisor;
+//! no `memory.`/`vm.` operators). Only expressions that compute a
 //! tensor of more than one element are worth a parameter; scalar index arithmetic stays.
 //! Function literals inside the body are not entered, and a function that uses itself other
 //! than by calling itself directly (as a value, or through mutual recursion only) is left
@@ -38,6 +39,7 @@ use relay_ir::{
     TypeKind, Var, VarId, ensure_sufficient_stack,
 };
 
+use crate::eliminate_dead_code::pure_op_call;
 use crate::util::fresh_var;
 use crate::{Pass, PassContext, PassError};
 
@@ -162,17 +164,6 @@ fn mentions(e: &Expr, name: Symbol) -> bool {
     })
 }
 
-/// Operators that can fail at run time (integer division by zero), never hoisted out of the
-/// branch that guards them.
-const MAY_FAIL: &[&str] = &[
-    "divide",
-    "floor_divide",
-    "trunc_divide",
-    "mod",
-    "floor_mod",
-    "trunc_mod",
-];
-
 /// The rewrite of one function's body.
 struct Hoister {
     /// The function's name.
@@ -250,8 +241,10 @@ impl Hoister {
             ExprKind::Var(v) => {
                 self.invariant.contains(&v.id()) || self.wrapper.contains_key(&v.id())
             }
+            // Only calls that cannot fail (`eliminate_dead_code`'s purity: no integer division,
+            // no `?` or empty dimension) may run where the branch would not have.
             ExprKind::Call { callee, args, .. } => {
-                matches!(callee.kind(), ExprKind::Op(op) if !MAY_FAIL.contains(&op.name))
+                matches!(callee.kind(), ExprKind::Op(op) if pure_op_call(op.name, e, args))
                     && args.iter().all(|a| self.invariant_expr(a))
             }
             ExprKind::Tuple(fields) => fields.iter().all(|f| self.invariant_expr(f)),
