@@ -637,6 +637,22 @@ def einsum_outer_implicit_output():
     return einsum_case("j,i", (3,), (4,), rank=2)
 
 
+@case
+def batch_norm_training_mode():
+    r = rng(43)
+    x = r.standard_normal((3, 4, 5, 2), dtype=np.float32)
+    stats = {k: r.standard_normal(4, dtype=np.float32) for k in ("s", "b", "m")}
+    stats["v"] = r.random(4, dtype=np.float32) + 0.5
+    m = model(
+        [h.make_node("BatchNormalization", ["x", "s", "b", "m", "v"], ["y", "rm", "rv"],
+                     training_mode=1, momentum=0.7, epsilon=1e-3)],
+        [info(k, T.FLOAT, list(v.shape)) for k, v in {"x": x, **stats}.items()],
+        [info("y", T.FLOAT, [None] * 4), info("rm", T.FLOAT, [4]), info("rv", T.FLOAT, [4])],
+        opset=15,
+    )
+    return m, {"x": x, **stats}
+
+
 def max_pool_indices(x_shape, seed=42, **attrs):
     x = rng(seed).standard_normal(x_shape, dtype=np.float32)
     # Ties: repeated values, so the first largest of a window is the one reported.

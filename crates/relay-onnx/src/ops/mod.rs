@@ -79,6 +79,9 @@ pub(crate) fn convert(g: &mut Graph, node: &NodeProto) -> Result<Vec<Value>, Str
         }
         "MaxPool" | "AveragePool" => one(nn::pool(g, node, &a)?),
         "GlobalAveragePool" | "GlobalMaxPool" => one(nn::global_pool(g, node)?),
+        "BatchNormalization" if g.opset >= 14 && a.int("training_mode", 0)? != 0 => {
+            nn::batch_norm_training(g, node, &a)
+        }
         "BatchNormalization" => one(nn::batch_norm(g, node, &a)?),
         "LayerNormalization" => nn::layer_norm(g, node, &a),
         "Softmax" | "LogSoftmax" => one(nn::softmax(g, node, &a)?),

@@ -253,7 +253,9 @@ pub(super) fn global_pool(g: &mut Graph, node: &NodeProto) -> Result<Value, Stri
 /// `BatchNormalization` in inference: `nn.batch_norm`'s first output.
 pub(super) fn batch_norm(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<Value, String> {
     if node.output.iter().skip(1).any(|o| !o.is_empty()) || a.int("training_mode", 0)? != 0 {
-        return Err("training-mode BatchNormalization is not supported".into());
+        return Err(
+            "training-mode BatchNormalization is supported from opset 14 (`training_mode`)".into(),
+        );
     }
     let ins = (0..5)
         .map(|i| g.input(node, i))
@@ -264,6 +266,68 @@ pub(super) fn batch_norm(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Resu
     let shape = ins[0].shape.clone();
     let t = g.bind(call, shape.clone(), ins[0].dtype);
     Ok(g.bind(format!("{}.0", t.expr), shape, ins[0].dtype))
+}
+
+/// `BatchNormalization` in training mode (opset 14 on): normalized by the batch's own mean
+/// and (population) variance over every axis but the channels, and the running statistics
+/// `input · momentum + current · (1 - momentum)` as outputs 1 and 2.
+pub(super) fn batch_norm_training(
+    g: &mut Graph,
+    node: &NodeProto,
+    a: &Attrs<'_>,
+) -> Result<Vec<Value>, String> {
+    let ins = (0..5)
+        .map(|i| g.input(node, i))
+        .collect::<Result<Vec<_>, _>>()?;
+    let x = &ins[0];
+    let (dt, rank) = (x.dtype, x.shape.len());
+    if rank < 2 {
+        return Err(format!("input of shape {:?}", x.shape));
+    }
+    let axes: Vec<i64> = (0..rank as i64).filter(|&k| k != 1).collect();
+    let c = vec![x.shape[1]];
+    let mean = g.bind(
+        format!("mean({}, axis={}, keepdims=False)", x.expr, list(&axes)),
+        c.clone(),
+        dt,
+    );
+    let mut kept = vec![1; rank];
+    kept[1] = x.shape[1];
+    let centered = format!(
+        "subtract({}, reshape({}, newshape={}))",
+        x.expr,
+        mean.expr,
+        list(&kept)
+    );
+    let var = g.bind(
+        format!(
+            "mean(multiply({centered}, {centered}), axis={}, keepdims=False)",
+            list(&axes)
+        ),
+        c.clone(),
+        dt,
+    );
+    let eps = float_text(f64::from(a.float("epsilon", 1e-5)?), dt);
+    let call = format!(
+        "nn.batch_norm({}, {}, {}, {}, {}, axis=1, epsilon={eps})",
+        x.expr, ins[1].expr, ins[2].expr, mean.expr, var.expr
+    );
+    let y = g.bind(format!("{call}.0"), x.shape.clone(), dt);
+    let momentum = f64::from(a.float("momentum", 0.9)?);
+    let (keep, take) = (float_text(momentum, dt), float_text(1.0 - momentum, dt));
+    let mut running = |old: &Value, current: &Value| {
+        g.bind(
+            format!(
+                "add(multiply({}, {keep}), multiply({}, {take}))",
+                old.expr, current.expr
+            ),
+            c.clone(),
+            dt,
+        )
+    };
+    let running_mean = running(&ins[3], &mean);
+    let running_var = running(&ins[4], &var);
+    Ok(vec![y, running_mean, running_var])
 }
 
 /// `LayerNormalization` over the axes from `axis` on: `nn.layer_norm` (a missing bias is
