@@ -189,13 +189,7 @@ pub(super) fn conv_transpose3d(
     else {
         return Err(format!("input {:?} and weights {:?}", x.shape, w.shape));
     };
-    let groups = a.int("group", 1)?;
-    if groups <= 0 || wc != c || c % groups != 0 {
-        return Err(format!(
-            "{c} channels, weights {:?}, {groups} groups",
-            w.shape
-        ));
-    }
+    let groups = super::norm::transpose_groups(a, c, wc, &w)?;
     const LIMIT: i64 = 1 << 20;
     let triple = |name: &str, default: i64, low: i64| -> Result<[i64; 3], String> {
         match a.ints(name)?.as_deref() {

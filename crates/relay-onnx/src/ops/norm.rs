@@ -105,6 +105,18 @@ fn pair(a: &Attrs<'_>, name: &str, default: i64) -> Result<[i64; 2], String> {
     }
 }
 
+/// A `ConvTranspose`'s `group`, checked against its `c` input channels and the weights' `wc`.
+pub(super) fn transpose_groups(a: &Attrs<'_>, c: i64, wc: i64, w: &Value) -> Result<i64, String> {
+    let groups = a.int("group", 1)?;
+    if groups <= 0 || wc != c || c % groups != 0 {
+        return Err(format!(
+            "{c} channels, weights {:?}, {groups} groups",
+            w.shape
+        ));
+    }
+    Ok(groups)
+}
+
 /// `ConvTranspose` (2-D, NCHW): the input spread out by the strides (zeros between), then an
 /// ordinary convolution with the weights flipped and their channel axes exchanged (per
 /// group), padded by `dilation·(k - 1) - pads` (cropped where that is negative), plus the
@@ -118,13 +130,7 @@ pub(super) fn conv_transpose(
     let (&[n, c, h, wd], &[wc, mg, kh, kw]) = (x.shape.as_slice(), w.shape.as_slice()) else {
         return Err(format!("input {:?} and weights {:?}", x.shape, w.shape));
     };
-    let groups = a.int("group", 1)?;
-    if groups <= 0 || wc != c || c % groups != 0 {
-        return Err(format!(
-            "{c} channels, weights {:?}, {groups} groups",
-            w.shape
-        ));
-    }
+    let groups = transpose_groups(a, c, wc, &w)?;
     let (s, d) = (pair(a, "strides", 1)?, pair(a, "dilations", 1)?);
     let op = pair(a, "output_padding", 0)?;
     const LIMIT: i64 = 1 << 20;
