@@ -1630,3 +1630,27 @@ fn max_pool_indices_of_huge_windows_or_integers_are_errors() {
         .to_string();
     assert!(err.contains("indices of int8"), "{err}");
 }
+
+/// An `Einsum` diagonal takes an index vector as long as the diagonal: an absurd one is an
+/// error, and so are a repeated label over axes of different sizes and an ellipsis standing
+/// for more dimensions than an operand has.
+#[test]
+fn einsum_diagonals_and_ellipses_that_cannot_be_are_errors() {
+    let einsum = |eq: &str, shape: &[i64]| {
+        let n = node("Einsum", &["x"], &["y"], vec![string("equation", eq)]);
+        let bytes = model(
+            13,
+            vec![n],
+            vec![info("x", shape)],
+            vec![info("y", &[])],
+            vec![],
+        );
+        import(&bytes, &ImportOptions::default())
+            .map(|_| ())
+            .unwrap_err()
+            .to_string()
+    };
+    assert!(einsum("ii->i", &[1 << 20, 1 << 20]).contains("a diagonal of"));
+    assert!(einsum("ii->i", &[3, 4]).contains("axes of 3 and 4"));
+    assert!(einsum("ij...k->k", &[3, 4]).contains("subscripts"));
+}

@@ -628,6 +628,26 @@ def einsum_transpose_and_sum():
 
 
 @case
+def einsum_ellipsis_batched_matmul():
+    return einsum_case("...ij,...jk->...ik", (2, 3, 4, 5), (2, 3, 5, 6), rank=4)
+
+
+@case
+def einsum_ellipsis_implicit_output_and_broadcast_rank():
+    return einsum_case("...ij,jk", (2, 3, 4), (4, 5), rank=3)
+
+
+@case
+def einsum_trace_implicit():
+    return einsum_case("ii", (4, 4), rank=0)
+
+
+@case
+def einsum_diagonal_then_matmul():
+    return einsum_case("iij,jk->ik", (3, 3, 4), (4, 2), rank=2)
+
+
+@case
 def einsum_row_dot_and_outer():
     return einsum_case("ij,ij->i", (3, 4), (3, 4), rank=1)
 

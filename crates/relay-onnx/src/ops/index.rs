@@ -110,10 +110,115 @@ struct Term<'a> {
     labels: Vec<char>,
 }
 
+/// `v` with every label repeated within its subscripts reduced to its diagonal (`ii` -> `i`):
+/// the two axes moved last, merged, and every `n + 1`-th element taken. The label goes last.
+fn diagonals(
+    g: &mut Graph,
+    mut v: Value,
+    mut labels: Vec<char>,
+) -> Result<(Value, Vec<char>), String> {
+    while let Some((i, j)) = (0..labels.len()).find_map(|j| {
+        labels[..j]
+            .iter()
+            .position(|&c| c == labels[j])
+            .map(|i| (i, j))
+    }) {
+        let n = v.shape[i];
+        // The index vector has `n` entries: bounded, as no real diagonal is this long.
+        if n > 1 << 16 {
+            return Err(format!("a diagonal of {n} elements"));
+        }
+        if v.shape[j] != n {
+            return Err(format!(
+                "label `{}` on axes of {} and {}",
+                labels[i], n, v.shape[j]
+            ));
+        }
+        let rest: Vec<usize> = (0..labels.len()).filter(|&k| k != i && k != j).collect();
+        let perm: Vec<i64> = rest.iter().chain([&i, &j]).map(|&k| k as i64).collect();
+        let mut shape: Vec<i64> = rest.iter().map(|&k| v.shape[k]).collect();
+        let merged = [shape.clone(), vec![n * n]].concat();
+        let steps: Vec<i128> = (0..n).map(|k| i128::from(k * (n + 1))).collect();
+        let index =
+            NDArray::from_i128_slice(DType::I64, &[n], &steps).map_err(|e| e.to_string())?;
+        let index = g.new_constant("diagonal", index);
+        shape.push(n);
+        v = g.bind(
+            format!(
+                "take(reshape(transpose({}, axes={}), newshape={}), {}, axis=-1)",
+                v.expr,
+                list(&perm),
+                list(&merged),
+                index.expr
+            ),
+            shape,
+            v.dtype,
+        );
+        let label = labels[i];
+        labels = rest.iter().map(|&k| labels[k]).chain([label]).collect();
+    }
+    Ok((v, labels))
+}
+
+/// The operands' subscripts and the output's, with each `...` written out as letters the
+/// equation does not use (the broadcast dimensions, aligned from the right as numpy aligns
+/// them) and an implicit output made explicit (numpy's rule: the broadcast dimensions, then
+/// the labels seen once, alphabetically).
+fn expand_ellipsis(
+    lhs: &str,
+    rhs: Option<String>,
+    ranks: &[usize],
+) -> Result<(Vec<String>, String), String> {
+    let subs: Vec<&str> = lhs.split(',').collect();
+    // The number of dimensions each operand's ellipsis stands for.
+    let mut spans = Vec::new();
+    for (k, s) in subs.iter().enumerate() {
+        let rank = ranks.get(k).copied().unwrap_or(0);
+        let explicit = s.replace("...", "").chars().count();
+        spans.push(if s.contains("...") {
+            rank.checked_sub(explicit)
+                .ok_or_else(|| format!("subscripts `{s}` for a rank-{rank} operand"))?
+        } else {
+            0
+        });
+    }
+    let widest = spans.iter().copied().max().unwrap_or(0);
+    let fresh: Vec<char> = ('A'..='Z')
+        .chain('a'..='z')
+        .filter(|c| !lhs.contains(*c) && !rhs.as_deref().is_some_and(|r| r.contains(*c)))
+        .take(widest)
+        .collect();
+    if fresh.len() < widest {
+        return Err(format!("an ellipsis of {widest} dimensions"));
+    }
+    let letters = |n: usize| -> String { fresh[widest - n..].iter().collect() };
+    let out_subs = subs
+        .iter()
+        .zip(&spans)
+        .map(|(s, &n)| s.replacen("...", &letters(n), 1))
+        .collect();
+    let rhs = rhs.map_or_else(
+        || {
+            // Implicit: the broadcast dimensions, then the labels seen once, alphabetically
+            // (a label repeated within one operand is summed over its diagonal).
+            let all: String = subs.concat().replace("...", "");
+            let mut once: Vec<char> = all
+                .chars()
+                .filter(|c| all.chars().filter(|d| d == c).count() == 1)
+                .collect();
+            once.sort_unstable();
+            letters(widest) + &once.into_iter().collect::<String>()
+        },
+        |r| r.replacen("...", &letters(widest), 1),
+    );
+    Ok((out_subs, rhs))
+}
+
 /// `Einsum` of one operand (a transpose and sums) or two (a batched matrix product): labels
 /// in both inputs and the output are batch axes, in both inputs only contracted, in one input
-/// and the output free; labels in one input only are summed first. No ellipsis, no label
-/// repeated within one operand (a diagonal).
+/// and the output free; labels in one input only are summed first. An ellipsis is written out
+/// as fresh labels ([`expand_ellipsis`]); a label repeated within one operand is its
+/// diagonal ([`diagonals`]).
 pub(super) fn einsum(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<Value, String> {
     let eq: String = a
         .string("equation", "")?
@@ -124,42 +229,31 @@ pub(super) fn einsum(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<V
         Some((l, r)) => (l.to_string(), Some(r.to_string())),
         None => (eq.clone(), None),
     };
-    if eq.contains("...") {
-        return Err("an equation with an ellipsis is not supported".into());
-    }
     let inputs: Vec<Value> = (0..node.input.len())
         .map(|i| g.input(node, i))
         .collect::<Result<_, _>>()?;
-    let subs: Vec<&str> = lhs.split(',').collect();
+    let ranks: Vec<usize> = inputs.iter().map(|v| v.shape.len()).collect();
+    let (subs, rhs) = expand_ellipsis(&lhs, rhs, &ranks)?;
+    let subs: Vec<&str> = subs.iter().map(String::as_str).collect();
     if subs.len() != inputs.len() || !(1..=2).contains(&inputs.len()) {
         return Err(format!("equation `{eq}` for {} inputs", inputs.len()));
     }
-    let mut terms = Vec::new();
+    let mut operands = Vec::new();
     for (v, s) in inputs.iter().zip(&subs) {
         let labels: Vec<char> = s.chars().collect();
-        let distinct = labels
-            .iter()
-            .enumerate()
-            .all(|(i, c)| c.is_ascii_alphabetic() && !labels[..i].contains(c));
-        if labels.len() != v.shape.len() || !distinct {
+        if labels.len() != v.shape.len() || !labels.iter().all(char::is_ascii_alphabetic) {
             return Err(format!("subscripts `{s}` for shape {:?}", v.shape));
         }
-        terms.push(Term { v, labels });
+        operands.push(diagonals(g, v.clone(), labels)?);
     }
-    // The implicit output: the labels seen once, alphabetically.
-    let out: Vec<char> = match rhs {
-        Some(r) => r.chars().collect(),
-        None => {
-            let all: Vec<char> = terms.iter().flat_map(|t| t.labels.clone()).collect();
-            let mut once: Vec<char> = all
-                .iter()
-                .copied()
-                .filter(|c| all.iter().filter(|d| *d == c).count() == 1)
-                .collect();
-            once.sort_unstable();
-            once
-        }
-    };
+    let terms: Vec<Term> = operands
+        .iter()
+        .map(|(v, labels)| Term {
+            v,
+            labels: labels.clone(),
+        })
+        .collect();
+    let out: Vec<char> = rhs.chars().collect();
     let size = |c: char| {
         terms
             .iter()
