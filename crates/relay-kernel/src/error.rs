@@ -12,7 +12,7 @@ pub enum KernelError {
     #[diagnostic(
         code(relay::kernel::unsupported_dtype),
         help(
-            "kernels load, store, select and cast bfloat16 and 8-bit floats but do not compute with them, and vector dtypes are not compiled: cast to float32 first, or run the interpreter (`--executor interp`)"
+            "vector dtypes are not compiled yet; the interpreter runs them (`--executor interp`)"
         )
     )]
     UnsupportedDType {

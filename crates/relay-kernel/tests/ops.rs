@@ -9,7 +9,21 @@ use common::{run_cases, run_cases_within, tensor_type};
 
 /// The dtypes every operator is tried with; those its relation rejects are skipped.
 const DTYPES: &[&str] = &[
-    "float16", "float32", "float64", "int8", "int16", "int32", "int64", "uint8", "uint32", "bool",
+    "float16",
+    "float32",
+    "float64",
+    "int8",
+    "int16",
+    "int32",
+    "int64",
+    "uint8",
+    "uint32",
+    "bool",
+    "bfloat16",
+    "float8_e4m3fn",
+    "float8_e4m3fnuz",
+    "float8_e5m2",
+    "float8_e5m2fnuz",
 ];
 
 /// Shapes for unary operators.

@@ -12,11 +12,19 @@ use common::{Case, run_cases, run_cases_within, tensor_type};
 
 /// The dtypes every case is tried with; those the relation rejects are skipped.
 const DTYPES: &[&str] = &[
-    "float32", "float64", "int32", "int64", "int8", "uint8", "bool",
+    "float32",
+    "float64",
+    "int32",
+    "int64",
+    "int8",
+    "uint8",
+    "bool",
+    "bfloat16",
+    "float8_e4m3fn",
 ];
 
 /// The float dtypes (operators and chains that only take floats).
-const FLOATS: &[&str] = &["float32", "float64"];
+const FLOATS: &[&str] = &["float32", "float64", "bfloat16", "float8_e5m2"];
 
 /// The dtypes averaging pools are tried with (64-bit integers sum halves, exactly).
 const AVG_DTYPES: &[&str] = &[

@@ -89,6 +89,11 @@ impl Minifloat {
         }
     }
 
+    /// Whether the format has infinities (`bfloat16`, `e5m2`).
+    pub fn has_infinity(self) -> bool {
+        self.specials == Specials::Ieee
+    }
+
     /// The largest finite value.
     pub fn max_finite(self) -> f64 {
         self.to_f64(self.max_code() as u16)

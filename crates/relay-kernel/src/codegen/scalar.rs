@@ -282,14 +282,13 @@ impl Gen<'_, '_> {
         self.call_host(&math::symbol_for(name, d.bits == 32), args, ty)
     }
 
-    /// Rejects arithmetic on `bfloat16` and 8-bit float bits: kernels only load, store, select
-    /// and convert them (the interpreter computes with them).
+    /// Rejects arithmetic on `bfloat16` and 8-bit float bits: lowering computes it in a wider
+    /// float (as for `float16`), so kernels only load, store, select and convert them.
     fn no_minifloat_arithmetic(&self, d: DType) -> R<()> {
         if d.minifloat().is_some() {
-            return Err(KernelError::UnsupportedDType {
-                kernel: self.func.name.clone(),
-                dtype: d.to_string(),
-            });
+            return Err(self.malformed(format!(
+                "arithmetic on {d} bits (lowering computes {d} operations in float64)"
+            )));
         }
         Ok(())
     }

@@ -1052,7 +1052,8 @@ fn out_of_bounds_indices_are_errors_not_crashes() {
 #[test]
 fn rejects_unsupported_and_malformed_kernels() {
     let bf16 = DType::scalar(DTypeCode::BFloat, 16);
-    // Kernels move and convert bfloat16 bits but do not compute with them.
+    // Code generation moves and converts bfloat16 bits; arithmetic on them is lowering's
+    // to widen first, so a loop nest that adds the bits is malformed.
     let bf16 = map_kernel(
         &[(bf16, vec![4])],
         bf16,
@@ -1060,8 +1061,17 @@ fn rejects_unsupported_and_malformed_kernels() {
         ForKind::Serial,
         bin(B::Add, load(0, var(0)), load(0, var(0))),
     );
+    assert!(matches!(compile(&bf16), Err(KernelError::Malformed { .. })));
+    let vector = DType::parse("float32x4").unwrap();
+    let vector = map_kernel(
+        &[(vector, vec![4])],
+        vector,
+        4,
+        ForKind::Serial,
+        load(0, var(0)),
+    );
     assert!(matches!(
-        compile(&bf16),
+        compile(&vector),
         Err(KernelError::UnsupportedDType { .. })
     ));
     let mixed = map_kernel(

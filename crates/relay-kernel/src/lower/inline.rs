@@ -212,34 +212,30 @@ impl<'a> Inliner<'a> {
                 self.all32 = false;
                 Val::Index(self.index(e, env)?)
             }
-            // A float16 constant: its float16 value.
-            TExprKind::Int(v) if d == DType::F16 => Val::Float(round_f16(*v as f64), d),
-            TExprKind::Float(v) if d == DType::F16 => Val::Float(round_f16(*v), d),
+            // A float16 (bfloat16, float8) constant: its value in that type.
+            TExprKind::Int(v) if narrow(d) => Val::Float(round_narrow(*v as f64, d), d),
+            TExprKind::Float(v) if narrow(d) => Val::Float(round_narrow(*v, d), d),
             TExprKind::Int(v) => Val::Int(*v, d),
             TExprKind::Float(v) => Val::Float(*v, d),
             TExprKind::Read { tensor, indices } => self.read(tensor, indices, d, env)?,
             // float16 operations compute in a wider float (`f16_wide_unary`, widening is
             // exact) and round their result to float16, as the reference does per operation;
             // float16 values are only loaded, stored, selected and converted (`Cast` converts
-            // in codegen).
-            TExprKind::Unary(op, a) if a.dtype() == DType::F16 => {
+            // in codegen). bfloat16 and the 8-bit floats likewise, always in `F16_WIDE`.
+            TExprKind::Unary(op, a) if narrow(a.dtype()) => {
                 // In a reduction's body, `F16_WIDE`: a sum or product takes the body's
                 // operation unrounded.
-                let wide = if self.in_reduce {
+                let wide = if self.in_reduce || a.dtype() != DType::F16 {
                     F16_WIDE
                 } else {
                     f16_wide_unary(*op)
                 };
                 let r = Val::Unary(*op, b(widen_f16_to(self.value(a, env)?, wide)));
-                if d == DType::F16 {
-                    Val::Cast(d, b(r))
-                } else {
-                    r
-                }
+                if narrow(d) { Val::Cast(d, b(r)) } else { r }
             }
-            TExprKind::Binary(op, x, y) if d == DType::F16 => {
+            TExprKind::Binary(op, x, y) if narrow(d) => {
                 let (x, y) = (self.value(x, env)?, self.value(y, env)?);
-                let wide = if self.in_reduce {
+                let wide = if self.in_reduce || d != DType::F16 {
                     F16_WIDE
                 } else {
                     f16_wide_binary(*op)
@@ -247,7 +243,7 @@ impl<'a> Inliner<'a> {
                 let (x, y) = (widen_f16_to(x, wide), widen_f16_to(y, wide));
                 Val::Cast(d, b(Val::Binary(*op, b(x), b(y))))
             }
-            TExprKind::Compare(op, x, y) if x.dtype() == DType::F16 => {
+            TExprKind::Compare(op, x, y) if narrow(x.dtype()) => {
                 let (x, y) = (self.value(x, env)?, self.value(y, env)?);
                 // Exact in `f32`.
                 let (x, y) = (widen_f16_to(x, DType::F32), widen_f16_to(y, DType::F32));
@@ -341,7 +337,7 @@ impl<'a> Inliner<'a> {
                     }
                     if reduction && let Some(&n) = self.red_cache.get(&key) {
                         // A float16 reduction's result is rounded from its accumulator.
-                        return Ok(if d == DType::F16 {
+                        return Ok(if narrow(d) {
                             Val::Cast(d, b(Val::Acc(n)))
                         } else {
                             Val::Acc(n)
@@ -405,7 +401,7 @@ impl<'a> Inliner<'a> {
             let value = self.value(body, &inner);
             self.in_reduce = false;
             let (mut value, mut body_dtype, mut dtype) = (value?, body.dtype(), d);
-            if body_dtype == DType::F16 {
+            if narrow(body_dtype) {
                 // A float16 reduction accumulates in `F16_WIDE`, and a sum or product the
                 // body's operation unrounded (the reference's contractions and pools
                 // accumulate in f64 and round once). A maximum or minimum of float16 values
@@ -425,7 +421,7 @@ impl<'a> Inliner<'a> {
                     v => widen_f16_to(v, wide),
                 };
                 body_dtype = wide;
-                if dtype == DType::F16 {
+                if narrow(dtype) {
                     dtype = wide;
                 }
             }
@@ -437,11 +433,7 @@ impl<'a> Inliner<'a> {
                 dtype,
             });
             let acc = Val::Acc(self.reductions.len() - 1);
-            if d == DType::F16 {
-                Val::Cast(d, b(acc))
-            } else {
-                acc
-            }
+            if narrow(d) { Val::Cast(d, b(acc)) } else { acc }
         })
     }
 
@@ -519,10 +511,24 @@ pub(super) fn round_f16(x: f64) -> f64 {
     f64::from(crate::math::f16_to_f32(crate::math::f64_to_f16(x)))
 }
 
+/// Whether values of `d` are computed in a wider float and rounded back: `float16`,
+/// `bfloat16` and the 8-bit floats.
+pub(super) fn narrow(d: DType) -> bool {
+    d == DType::F16 || d.minifloat().is_some()
+}
+
+/// `x` rounded to the nearest value of the narrow float `d`.
+fn round_narrow(x: f64, d: DType) -> f64 {
+    match d.minifloat() {
+        Some(f) => f.to_f64(f.from_f64(x)),
+        None => round_f16(x),
+    }
+}
+
 /// A float16 value as a `wide` one (exactly): a constant directly, others converted.
 fn widen_f16_to(v: Val, wide: DType) -> Val {
     match v {
-        Val::Float(c, d) if d == DType::F16 => Val::Float(c, wide),
+        Val::Float(c, d) if narrow(d) => Val::Float(c, wide),
         v => Val::Cast(wide, Box::new(v)),
     }
 }

@@ -129,6 +129,16 @@ trait Num: Copy + PartialOrd {
     fn lowest(dtype: DType) -> Self;
 }
 
+/// The value a max pool starts from and pads with for a float type: -inf, or, for an 8-bit
+/// float without infinities (where -inf would be NaN), its lowest finite value (TVM's
+/// `min_value`).
+pub(crate) fn lowest_float(dtype: DType) -> f64 {
+    dtype
+        .minifloat()
+        .filter(|f| !f.has_infinity())
+        .map_or(f64::NEG_INFINITY, |f| -f.max_finite())
+}
+
 impl Num for f64 {
     const ZERO: f64 = 0.0;
 
@@ -156,8 +166,8 @@ impl Num for f64 {
         self / count as f64
     }
 
-    fn lowest(_: DType) -> f64 {
-        f64::NEG_INFINITY
+    fn lowest(dtype: DType) -> f64 {
+        lowest_float(dtype)
     }
 }
 

@@ -546,10 +546,11 @@ fn window_mean(sum: &WindowSum, i: &[TExpr], count: &TExpr, dtype: DType) -> TEx
         .cast(dtype)
 }
 
-/// The value max pooling starts from and pads with: -inf, or the dtype's lowest integer.
+/// The value max pooling starts from and pads with: -inf (`super::lowest_float`), or the
+/// dtype's lowest integer.
 fn pool_lowest(dtype: DType) -> TExpr {
     if dtype.is_float() {
-        TExpr::float(f64::NEG_INFINITY, dtype)
+        TExpr::float(super::lowest_float(dtype), dtype)
     } else {
         TExpr::int(compute::int_range(dtype).0, dtype)
     }
@@ -576,12 +577,18 @@ fn max_candidate((v, inside): Tap) -> TExpr {
 }
 
 /// `name[i] = max_r tap(i, r)` over reduction axes of extents `taps` (see [`max_candidate`]).
+/// Without taps (an empty plane), the pool's lowest value: a reduction's identity, -inf, would
+/// be NaN in an 8-bit float without infinities.
 fn window_max(
     name: &str,
     shape: &[i64],
+    dtype: DType,
     taps: [i64; 2],
     tap: impl Fn(&[TExpr], &[TExpr]) -> Tap,
 ) -> Result<TeValue, String> {
+    if taps.contains(&0) {
+        return compute::tensor_value(Tensor::compute(name, shape, |_| pool_lowest(dtype)));
+    }
     let axes = taps.map(IterVar::new);
     compute::tensor_value(Tensor::compute(name, shape, |i| {
         max_candidate(tap(i, &[axes[0].expr(), axes[1].expr()]))
@@ -688,7 +695,7 @@ fn pool2d_te(inputs: &[TeValue], attrs: &Attrs, out: &Type, max: bool) -> Result
         (x.at(&index), Some(inside))
     };
     if max {
-        return window_max("T_max_pool2d", &shape, [kh, kw], tap);
+        return window_max("T_max_pool2d", &shape, dtype, [kh, kw], tap);
     }
     let sum = window_sum("T_avg_pool2d", &shape, dtype, [kh, kw], tap)?;
     compute::tensor_value(Tensor::compute("T_avg_pool2d", &shape, |i| {
@@ -739,7 +746,7 @@ fn global_pool2d_te(
         (x.at(&index), None)
     };
     if max {
-        return window_max("T_global_max_pool2d", &shape, [h, w], tap);
+        return window_max("T_global_max_pool2d", &shape, dtype, [h, w], tap);
     }
     let sum = window_sum("T_global_avg_pool2d", &shape, dtype, [h, w], tap)?;
     let count = ix(h.saturating_mul(w));
@@ -809,7 +816,7 @@ fn adaptive_pool2d_te(
     };
     let taps = [adaptive_widest(h, oh), adaptive_widest(w, ow)];
     if max {
-        return window_max(name, &shape, taps, tap);
+        return window_max(name, &shape, dtype, taps, tap);
     }
     let sum = window_sum(name, &shape, dtype, taps, tap)?;
     compute::tensor_value(Tensor::compute(name, &shape, |i| {
