@@ -264,6 +264,19 @@ impl Graph {
         self.named_constant(&key, hint, array)
     }
 
+    /// A new int64 constant of `shape` holding `values` (indices, offsets), named after `hint`.
+    pub(crate) fn int64_constant(
+        &mut self,
+        hint: &str,
+        shape: &[i64],
+        values: impl IntoIterator<Item = i64>,
+    ) -> Result<Value, String> {
+        let values: Vec<i128> = values.into_iter().map(i128::from).collect();
+        let array =
+            NDArray::from_i128_slice(DType::I64, shape, &values).map_err(|e| e.to_string())?;
+        Ok(self.new_constant(hint, array))
+    }
+
     /// Binds `expr` (of `shape` and `dtype`) to the next `let` and returns the bound value.
     pub(crate) fn bind(&mut self, expr: String, shape: Vec<i64>, dtype: DType) -> Value {
         let var = format!("%{}", self.next);

@@ -116,6 +116,12 @@ impl DType {
         self.code == DTypeCode::Float || self.minifloat().is_some()
     }
 
+    /// Whether values of this type are computed in a wider float and rounded back: `float16`,
+    /// `bfloat16` and the 8-bit floats.
+    pub fn is_narrow_float(self) -> bool {
+        self == DType::F16 || self.minifloat().is_some()
+    }
+
     /// The format of a `bfloat16` or 8-bit float type, whose values are converted in software
     /// ([`Minifloat`]); `None` for the others.
     pub fn minifloat(self) -> Option<Minifloat> {

@@ -86,12 +86,10 @@ impl Gen<'_, '_> {
             }
             LExpr::Unary(op, a) => {
                 let (x, ad) = self.expr(a)?;
-                self.no_minifloat_arithmetic(ad)?;
                 self.unary(*op, x, ad)?
             }
             LExpr::Binary(op, a, b) => {
                 let (x, ad) = self.expr(a)?;
-                self.no_minifloat_arithmetic(ad)?;
                 if let Some(c) = (*op == BinaryOp::Pow)
                     .then(|| vmath::inline_power(b, ad))
                     .flatten()
@@ -106,7 +104,6 @@ impl Gen<'_, '_> {
             }
             LExpr::Compare(op, a, b) => {
                 let (x, ad) = self.expr(a)?;
-                self.no_minifloat_arithmetic(ad)?;
                 let (y, bd) = self.expr(b)?;
                 if ad != bd {
                     return Err(self.malformed(format!("{op:?} of {ad} and {bd}")));
@@ -282,22 +279,13 @@ impl Gen<'_, '_> {
         self.call_host(&math::symbol_for(name, d.bits == 32), args, ty)
     }
 
-    /// Rejects arithmetic on `bfloat16` and 8-bit float bits: lowering computes it in a wider
-    /// float (as for `float16`), so kernels only load, store, select and convert them.
-    fn no_minifloat_arithmetic(&self, d: DType) -> R<()> {
-        if d.minifloat().is_some() {
-            return Err(self.malformed(format!(
-                "arithmetic on {d} bits (lowering computes {d} operations in float64)"
-            )));
-        }
-        Ok(())
-    }
-
-    /// Rejects arithmetic on `float16` bits: lowering computes it in a wider float.
+    /// Rejects arithmetic on the bits of a narrow float (`float16`, `bfloat16`, the 8-bit
+    /// floats): lowering computes it in a wider float, so kernels only load, store, select
+    /// and convert them.
     pub(super) fn no_f16_arithmetic(&self, what: &str, d: DType) -> R<()> {
-        if d == DType::F16 {
+        if d.is_narrow_float() {
             return Err(self.malformed(format!(
-                "{what} of float16 values (lowering computes float16 operations in float64)"
+                "{what} of {d} values (lowering computes {d} operations in a wider float)"
             )));
         }
         Ok(())

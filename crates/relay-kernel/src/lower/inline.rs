@@ -213,8 +213,8 @@ impl<'a> Inliner<'a> {
                 Val::Index(self.index(e, env)?)
             }
             // A float16 (bfloat16, float8) constant: its value in that type.
-            TExprKind::Int(v) if narrow(d) => Val::Float(round_narrow(*v as f64, d), d),
-            TExprKind::Float(v) if narrow(d) => Val::Float(round_narrow(*v, d), d),
+            TExprKind::Int(v) if d.is_narrow_float() => Val::Float(round_narrow(*v as f64, d), d),
+            TExprKind::Float(v) if d.is_narrow_float() => Val::Float(round_narrow(*v, d), d),
             TExprKind::Int(v) => Val::Int(*v, d),
             TExprKind::Float(v) => Val::Float(*v, d),
             TExprKind::Read { tensor, indices } => self.read(tensor, indices, d, env)?,
@@ -222,7 +222,7 @@ impl<'a> Inliner<'a> {
             // exact) and round their result to float16, as the reference does per operation;
             // float16 values are only loaded, stored, selected and converted (`Cast` converts
             // in codegen). bfloat16 and the 8-bit floats likewise, always in `F16_WIDE`.
-            TExprKind::Unary(op, a) if narrow(a.dtype()) => {
+            TExprKind::Unary(op, a) if a.dtype().is_narrow_float() => {
                 // In a reduction's body, `F16_WIDE`: a sum or product takes the body's
                 // operation unrounded.
                 let wide = if self.in_reduce || a.dtype() != DType::F16 {
@@ -231,9 +231,13 @@ impl<'a> Inliner<'a> {
                     f16_wide_unary(*op)
                 };
                 let r = Val::Unary(*op, b(widen_f16_to(self.value(a, env)?, wide)));
-                if narrow(d) { Val::Cast(d, b(r)) } else { r }
+                if d.is_narrow_float() {
+                    Val::Cast(d, b(r))
+                } else {
+                    r
+                }
             }
-            TExprKind::Binary(op, x, y) if narrow(d) => {
+            TExprKind::Binary(op, x, y) if d.is_narrow_float() => {
                 let (x, y) = (self.value(x, env)?, self.value(y, env)?);
                 let wide = if self.in_reduce || d != DType::F16 {
                     F16_WIDE
@@ -243,7 +247,7 @@ impl<'a> Inliner<'a> {
                 let (x, y) = (widen_f16_to(x, wide), widen_f16_to(y, wide));
                 Val::Cast(d, b(Val::Binary(*op, b(x), b(y))))
             }
-            TExprKind::Compare(op, x, y) if narrow(x.dtype()) => {
+            TExprKind::Compare(op, x, y) if x.dtype().is_narrow_float() => {
                 let (x, y) = (self.value(x, env)?, self.value(y, env)?);
                 // Exact in `f32`.
                 let (x, y) = (widen_f16_to(x, DType::F32), widen_f16_to(y, DType::F32));
@@ -337,7 +341,7 @@ impl<'a> Inliner<'a> {
                     }
                     if reduction && let Some(&n) = self.red_cache.get(&key) {
                         // A float16 reduction's result is rounded from its accumulator.
-                        return Ok(if narrow(d) {
+                        return Ok(if d.is_narrow_float() {
                             Val::Cast(d, b(Val::Acc(n)))
                         } else {
                             Val::Acc(n)
@@ -401,7 +405,7 @@ impl<'a> Inliner<'a> {
             let value = self.value(body, &inner);
             self.in_reduce = false;
             let (mut value, mut body_dtype, mut dtype) = (value?, body.dtype(), d);
-            if narrow(body_dtype) {
+            if body_dtype.is_narrow_float() {
                 // A float16 reduction accumulates in `F16_WIDE`, and a sum or product the
                 // body's operation unrounded (the reference's contractions and pools
                 // accumulate in f64 and round once). A maximum or minimum of float16 values
@@ -421,7 +425,7 @@ impl<'a> Inliner<'a> {
                     v => widen_f16_to(v, wide),
                 };
                 body_dtype = wide;
-                if narrow(dtype) {
+                if dtype.is_narrow_float() {
                     dtype = wide;
                 }
             }
@@ -433,7 +437,11 @@ impl<'a> Inliner<'a> {
                 dtype,
             });
             let acc = Val::Acc(self.reductions.len() - 1);
-            if narrow(d) { Val::Cast(d, b(acc)) } else { acc }
+            if d.is_narrow_float() {
+                Val::Cast(d, b(acc))
+            } else {
+                acc
+            }
         })
     }
 
@@ -511,12 +519,6 @@ pub(super) fn round_f16(x: f64) -> f64 {
     f64::from(crate::math::f16_to_f32(crate::math::f64_to_f16(x)))
 }
 
-/// Whether values of `d` are computed in a wider float and rounded back: `float16`,
-/// `bfloat16` and the 8-bit floats.
-pub(super) fn narrow(d: DType) -> bool {
-    d == DType::F16 || d.minifloat().is_some()
-}
-
 /// `x` rounded to the nearest value of the narrow float `d`.
 fn round_narrow(x: f64, d: DType) -> f64 {
     match d.minifloat() {
@@ -528,7 +530,7 @@ fn round_narrow(x: f64, d: DType) -> f64 {
 /// A float16 value as a `wide` one (exactly): a constant directly, others converted.
 fn widen_f16_to(v: Val, wide: DType) -> Val {
     match v {
-        Val::Float(c, d) if narrow(d) => Val::Float(c, wide),
+        Val::Float(c, d) if d.is_narrow_float() => Val::Float(c, wide),
         v => Val::Cast(wide, Box::new(v)),
     }
 }

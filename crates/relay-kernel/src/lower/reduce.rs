@@ -402,7 +402,7 @@ pub(super) fn unroll_windows(val: &Val, inliner: &Inliner<'_>) -> Option<Val> {
             _ => return None,
         };
         let d = red.dtype;
-        if d != red.body_dtype || !(d.is_float() || d.is_int()) || super::inline::narrow(d) {
+        if d != red.body_dtype || !(d.is_float() || d.is_int()) || d.is_narrow_float() {
             return None;
         }
         let taps = red

@@ -27,14 +27,8 @@ pub(super) fn one_hot(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<
     let ax = axis(a.int("axis", -1)?, rank + 1)?;
     let mut shape = idx.shape.clone();
     shape.insert(ax, depth);
-    // The positions along the new axis, broadcast: [depth, 1, ...] over the axes after it.
-    let pshape: Vec<i64> = std::iter::once(depth)
-        .chain(std::iter::repeat_n(1, rank - ax))
-        .collect();
-    let positions: Vec<i128> = (0..i128::from(depth)).collect();
-    let positions =
-        NDArray::from_i128_slice(DType::I64, &pshape, &positions).map_err(|e| e.to_string())?;
-    let positions = g.new_constant("one_hot_positions", positions);
+    // The positions along the new axis, broadcast over the axes after it.
+    let positions = axis_positions(g, "one_hot_positions", depth, rank - ax)?;
     let i = format!("cast({}, dtype=\"int64\")", idx.expr);
     let wrapped = format!("where(less({i}, 0i64), add({i}, {depth}i64), {i})");
     let flat = format!("reshape({}, newshape=[2])", values.expr);
@@ -110,6 +104,15 @@ struct Term<'a> {
     labels: Vec<char>,
 }
 
+/// `0, 1, ..., n - 1` as an int64 constant of shape `[n, 1, ...]` (`trailing` ones), which
+/// broadcasts along an axis followed by `trailing` others.
+fn axis_positions(g: &mut Graph, hint: &str, n: i64, trailing: usize) -> Result<Value, String> {
+    let shape: Vec<i64> = std::iter::once(n)
+        .chain(std::iter::repeat_n(1, trailing))
+        .collect();
+    g.int64_constant(hint, &shape, 0..n)
+}
+
 /// `v` with every label repeated within its subscripts reduced to its diagonal (`ii` -> `i`):
 /// the two axes moved last, merged, and every `n + 1`-th element taken. The label goes last.
 fn diagonals(
@@ -138,10 +141,7 @@ fn diagonals(
         let perm: Vec<i64> = rest.iter().chain([&i, &j]).map(|&k| k as i64).collect();
         let mut shape: Vec<i64> = rest.iter().map(|&k| v.shape[k]).collect();
         let merged = [shape.clone(), vec![n * n]].concat();
-        let steps: Vec<i128> = (0..n).map(|k| i128::from(k * (n + 1))).collect();
-        let index =
-            NDArray::from_i128_slice(DType::I64, &[n], &steps).map_err(|e| e.to_string())?;
-        let index = g.new_constant("diagonal", index);
+        let index = g.int64_constant("diagonal", &[n], (0..n).map(|k| k * (n + 1)))?;
         shape.push(n);
         v = g.bind(
             format!(
@@ -430,10 +430,8 @@ pub(super) fn gather_nd(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Resul
             .copied()
             .chain(std::iter::repeat_n(1, q - 1 - b))
             .collect();
-        let offsets: Vec<i128> = (0..batch).map(|p| i128::from(p * inner)).collect();
         let offsets =
-            NDArray::from_i128_slice(DType::I64, &oshape, &offsets).map_err(|e| e.to_string())?;
-        let offsets = g.new_constant("gather_nd_offsets", offsets);
+            g.int64_constant("gather_nd_offsets", &oshape, (0..batch).map(|p| p * inner))?;
         flat = format!("add({flat}, {})", offsets.expr);
     }
     let shape: Vec<i64> = idx.shape[..q - 1].iter().chain(rest).copied().collect();
@@ -463,14 +461,8 @@ pub(super) fn top_k(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<Ve
     } else {
         ("argmin", extreme(x.dtype, true))
     };
-    // The positions along the axis, broadcast: [n, 1, ...] after it.
-    let pshape: Vec<i64> = std::iter::once(n)
-        .chain(std::iter::repeat_n(1, rank - ax - 1))
-        .collect();
-    let positions: Vec<i128> = (0..i128::from(n)).collect();
-    let positions =
-        NDArray::from_i128_slice(DType::I64, &pshape, &positions).map_err(|e| e.to_string())?;
-    let positions = g.new_constant("top_k_positions", positions);
+    // The positions along the axis, broadcast over the axes after it.
+    let positions = axis_positions(g, "top_k_positions", n, rank - ax - 1)?;
     let mut one = x.shape.clone();
     one[ax] = 1;
     let (mut values, mut indices) = (Vec::new(), Vec::new());
@@ -559,14 +551,8 @@ pub(super) fn scatter_elements(
         ));
     }
     let reduction = a.string("reduction", "none")?;
-    // The positions of the axis: [n, 1, ...] lining up with the axis after the updates'.
-    let pshape: Vec<i64> = std::iter::once(n)
-        .chain(std::iter::repeat_n(1, r - k - 1))
-        .collect();
-    let positions: Vec<i128> = (0..i128::from(n)).collect();
-    let positions =
-        NDArray::from_i128_slice(DType::I64, &pshape, &positions).map_err(|e| e.to_string())?;
-    let positions = g.new_constant("scatter_positions", positions);
+    // The positions of the axis, lining up with the axis after the updates'.
+    let positions = axis_positions(g, "scatter_positions", n, r - k - 1)?;
     let i = format!("cast({}, dtype=\"int64\")", idx.expr);
     let wrapped = format!("where(less({i}, 0i64), add({i}, {n}i64), {i})");
     let mut eshape = idx.shape.clone();

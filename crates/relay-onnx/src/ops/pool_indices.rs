@@ -10,7 +10,7 @@
 //! number becomes the index through small constant vectors (the batch-channel plane offsets,
 //! each output row's and column's origin, each tap's offset), added by broadcasting.
 
-use relay_runtime::{DType, NDArray};
+use relay_runtime::DType;
 
 use super::nn::{PoolWindow, pool, pool_window, spatial};
 use super::{Attrs, float_text, list};
@@ -91,43 +91,24 @@ pub(super) fn max_pool_with_indices(
     // Index = plane(n, c) + row origin + column origin + the tap's offset.
     let column_major = a.int("storage_order", 0)? != 0;
     let (row_step, col_step) = if column_major { (1, h) } else { (w, 1) };
-    let vector = |g: &mut Graph, hint: &str, shape: &[i64], v: Vec<i128>| {
-        NDArray::from_i128_slice(DType::I64, shape, &v)
-            .map(|a| g.new_constant(hint, a))
-            .map_err(|e| e.to_string())
-    };
-    let planes = vector(
-        g,
-        "planes",
-        &[n, c, 1, 1],
-        (0..n * c).map(|p| i128::from(p * h * w)).collect(),
-    )?;
-    let rows = vector(
-        g,
+    let planes = g.int64_constant("planes", &[n, c, 1, 1], (0..n * c).map(|p| p * h * w))?;
+    let rows = g.int64_constant(
         "rows",
         &[1, 1, out[0], 1],
-        (0..out[0])
-            .map(|r| i128::from((r * strides[0] - pads[0]) * row_step))
-            .collect(),
+        (0..out[0]).map(|r| (r * strides[0] - pads[0]) * row_step),
     )?;
-    let cols = vector(
-        g,
+    let cols = g.int64_constant(
         "cols",
         &[1, 1, 1, out[1]],
-        (0..out[1])
-            .map(|q| i128::from((q * strides[1] - pads[1]) * col_step))
-            .collect(),
+        (0..out[1]).map(|q| (q * strides[1] - pads[1]) * col_step),
     )?;
-    let offsets = vector(
-        g,
+    let offsets = g.int64_constant(
         "taps",
         &[taps],
-        (0..taps)
-            .map(|k| {
-                let (i, j) = (k / kernel[1], k % kernel[1]);
-                i128::from(i * dilations[0] * row_step + j * dilations[1] * col_step)
-            })
-            .collect(),
+        (0..taps).map(|k| {
+            let (i, j) = (k / kernel[1], k % kernel[1]);
+            i * dilations[0] * row_step + j * dilations[1] * col_step
+        }),
     )?;
     let indices = g.bind(
         format!(

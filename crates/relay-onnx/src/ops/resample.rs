@@ -10,7 +10,7 @@
 //! `Σ_t take(x, index_t, axis) · weight_t`: constant index and weight vectors, one `take` per
 //! tap; a whole-image `Resize` is one such step per axis that changes.
 
-use relay_runtime::{DType, NDArray};
+use relay_runtime::NDArray;
 
 use super::{Attrs, axis, floats_of, ints_of, list};
 use crate::graph::{Graph, Value};
@@ -197,9 +197,7 @@ fn resize_axis(
     let exact = m.mode == "nearest" && per.iter().all(|p| p.1 == 0.0 && p.0[0].1 == 1.0);
     let mut terms = Vec::new();
     for t in 0..count {
-        let idx: Vec<i128> = per.iter().map(|p| i128::from(p.0[t].0)).collect();
-        let idx = NDArray::from_i128_slice(DType::I64, &[out], &idx).map_err(|e| e.to_string())?;
-        let idx = g.new_constant("resize_index", idx);
+        let idx = g.int64_constant("resize_index", &[out], per.iter().map(|p| p.0[t].0))?;
         let taken = format!("take({}, {}, axis={ax})", x.expr, idx.expr);
         if exact {
             terms.push(taken);

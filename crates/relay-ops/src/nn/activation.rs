@@ -295,7 +295,7 @@ fn leaky_relu_te(inputs: &[TeValue], attrs: &Attrs, out: &Type) -> Result<TeValu
     };
     // float16 (bfloat16, float8) scales in float64 with the exact `alpha`, as the reference
     // does (`alpha` rounded to the narrow type would be off by up to one of its steps).
-    let wide = dtype == DType::F16 || dtype.minifloat().is_some();
+    let wide = dtype.is_narrow_float();
     let alpha_wide = compute::const_of(attr_float(attrs, "alpha")?, DType::F64);
     compute::broadcast_compute("T_leaky_relu", &shape, &[a], |r| {
         let x = &r[0];
