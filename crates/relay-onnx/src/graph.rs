@@ -8,8 +8,9 @@ use std::sync::Arc;
 use relay_runtime::{DType, NDArray};
 
 use crate::error::{ImportError, NodeIssue};
+use crate::ops::Attrs;
 use crate::proto::{DimensionValue, GraphProto, NodeProto, ValueInfoProto};
-use crate::{ImportOptions, Port, ops, tensor};
+use crate::{ImportOptions, Port, ops, symbolic, tensor};
 
 /// A value of the graph.
 #[derive(Clone, Debug)]
@@ -22,6 +23,9 @@ pub(crate) struct Value {
     pub dtype: DType,
     /// Its contents, when it is an initializer or a constant (shared, not copied).
     pub konst: Option<Arc<NDArray>>,
+    /// Its elements, when it is a small integer vector computed from dynamic dimensions
+    /// (some elements symbols: [`crate::symbolic`]).
+    pub elems: Option<Vec<i64>>,
 }
 
 /// What an import builds.
@@ -43,6 +47,8 @@ pub(crate) struct Graph {
     /// `@main`'s parameters: (Relay name, type text), inputs first.
     main_params: Vec<(String, String)>,
     params: Vec<(String, Arc<NDArray>)>,
+    /// The symbol of each `dim_param` name ([`symbolic::named`]).
+    symbols: HashMap<String, i64>,
 }
 
 impl Graph {
@@ -60,6 +66,7 @@ impl Graph {
             names: HashSet::new(),
             main_params: Vec::new(),
             params: Vec::new(),
+            symbols: HashMap::new(),
         };
         let base = options.base_dir.as_deref();
         let mut initialized: HashSet<&str> =
@@ -77,7 +84,7 @@ impl Graph {
             .iter()
             .filter(|vi| !initialized.contains(vi.name.as_str()))
         {
-            let (dtype, shape) = value_type(vi, options)?;
+            let (dtype, shape) = value_type(vi, options, &mut graph.symbols)?;
             let name = graph.fresh(&vi.name);
             graph
                 .main_params
@@ -89,13 +96,14 @@ impl Graph {
                     shape: shape.clone(),
                     dtype,
                     konst: None,
+                    elems: None,
                 },
             );
             inputs.push(Port {
                 onnx_name: vi.name.clone(),
                 relay_name: name,
                 dtype,
-                shape,
+                shape: port_shape(&shape),
                 dim_params: dim_params(vi),
             });
         }
@@ -140,7 +148,7 @@ impl Graph {
                 onnx_name: vi.name.clone(),
                 relay_name: v.expr.trim_start_matches('%').to_string(),
                 dtype: v.dtype,
-                shape: v.shape.clone(),
+                shape: port_shape(&v.shape),
                 dim_params: dim_params(vi),
             });
         }
@@ -165,18 +173,36 @@ impl Graph {
         })
     }
 
-    /// Drops the constants nothing reads (an initializer replaced by its transposed copy, a
-    /// shape read at import), keeping the first `inputs` parameters, the graph's inputs.
+    /// Drops the bindings and constants nothing reads (an initializer replaced by its
+    /// transposed copy, a shape read at import, a dynamic shape a `reshape` did not need),
+    /// keeping the first `inputs` parameters, the graph's inputs.
     fn drop_unused(&mut self, result: &str, inputs: usize) {
         let mut used = HashSet::new();
-        for text in self.lines.iter().map(String::as_str).chain([result]) {
+        let read = |text: &str, used: &mut HashSet<String>| {
             for token in text.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '%'))
             {
                 if let Some(name) = token.strip_prefix('%') {
                     used.insert(name.to_string());
                 }
             }
+        };
+        read(result, &mut used);
+        // Last to first: a `%v = ...` binding is kept when a kept line (or the result) reads
+        // `%v`; the `let` of a local function is kept.
+        let mut kept = Vec::with_capacity(self.lines.len());
+        for line in std::mem::take(&mut self.lines).into_iter().rev() {
+            let bound = line
+                .split_once(" = ")
+                .and_then(|(v, _)| v.strip_prefix('%'))
+                .filter(|v| v.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'));
+            if bound.is_some_and(|v| !used.contains(v)) {
+                continue;
+            }
+            read(&line, &mut used);
+            kept.push(line);
         }
+        kept.reverse();
+        self.lines = kept;
         let keep = |(i, (name, _)): &(usize, &(String, String))| *i < inputs || used.contains(name);
         self.main_params = self
             .main_params
@@ -251,6 +277,7 @@ impl Graph {
             shape,
             dtype,
             konst: Some(array),
+            elems: None,
         };
         self.values.insert(name.to_string(), v.clone());
         v
@@ -287,7 +314,46 @@ impl Graph {
             shape,
             dtype,
             konst: None,
+            elems: None,
         }
+    }
+
+    /// `x` reshaped to `to` (dimensions dynamic or not), or `x` itself when it has that shape
+    /// already. A dynamic target is a `reshape` with Relay's `0` and `-1` codes
+    /// ([`symbolic::newshape`]), or else, when it only adds or removes axes of 1, a `squeeze`
+    /// and an `expand_dims`.
+    pub(crate) fn reshape(&mut self, x: &Value, to: Vec<i64>) -> Result<Value, String> {
+        if x.shape == to {
+            return Ok(x.clone());
+        }
+        let list = |v: &[i64]| {
+            let items: Vec<String> = v.iter().map(i64::to_string).collect();
+            format!("[{}]", items.join(", "))
+        };
+        if let Some(codes) = symbolic::newshape(&x.shape, &to) {
+            let text = format!("reshape({}, newshape={})", x.expr, list(&codes));
+            return Ok(self.bind(text, to, x.dtype));
+        }
+        let kept = |s: &[i64]| s.iter().copied().filter(|&d| d != 1).collect::<Vec<_>>();
+        if kept(&x.shape) != kept(&to) {
+            return Err(format!(
+                "reshaping {} to {}: give the model's symbolic dimensions with --input-shape",
+                shape_text(&x.shape),
+                shape_text(&to)
+            ));
+        }
+        let ones: Vec<i64> = (0..x.shape.len() as i64)
+            .filter(|&i| x.shape[i as usize] == 1)
+            .collect();
+        let mut text = if ones.is_empty() {
+            x.expr.clone()
+        } else {
+            format!("squeeze({}, axis={})", x.expr, list(&ones))
+        };
+        for (i, _) in to.iter().enumerate().filter(|(_, d)| **d == 1) {
+            text = format!("expand_dims({text}, axis={i})");
+        }
+        Ok(self.bind(text, to, x.dtype))
     }
 
     /// A fresh local variable (`%hintN`) for a function's parameter or a `let`.
@@ -392,8 +458,10 @@ impl Graph {
         if !(node.domain.is_empty() || node.domain == "ai.onnx") {
             return Err(format!("domain `{}` is not supported", node.domain));
         }
+        self.check_dynamic(node)?;
         let first_line = self.lines.len();
         let outputs = ops::convert(self, node)?;
+        let outputs = self.symbolic(node, outputs)?;
         // Every value's element count fits the shape arithmetic of the nodes that read it.
         for v in &outputs {
             let count = v
@@ -411,6 +479,79 @@ impl Graph {
             }
         }
         Ok(())
+    }
+
+    /// An error when an input of `node` has a dynamic dimension that its conversion does not
+    /// take ([`symbolic::accepts_dynamic`]).
+    fn check_dynamic(&self, node: &NodeProto) -> Result<(), String> {
+        let rank = self.optional_input(node, 0)?.map_or(0, |v| v.shape.len());
+        let accepts = symbolic::accepts_dynamic(node, rank);
+        for i in 0..node.input.len() {
+            let Some(v) = self.optional_input(node, i)? else {
+                continue;
+            };
+            let dynamic = match accepts {
+                Some(true) => false,
+                Some(false) => symbolic::is_dynamic(v.shape.get(1..).unwrap_or_default()),
+                None => symbolic::is_dynamic(&v.shape),
+            };
+            if dynamic {
+                return Err(format!(
+                    "input {i} has the dynamic shape {}, which this operator does not take{}: \
+                     fix the model's symbolic dimensions with --input-shape",
+                    shape_text(&v.shape),
+                    if accepts == Some(false) {
+                        " (only its first, batch dimension may be dynamic)"
+                    } else {
+                        ""
+                    }
+                ));
+            }
+            if accepts.is_none() && v.elems.is_some() {
+                return Err(format!(
+                    "input {i} is computed from a dynamic dimension, and this operator needs \
+                     it at import: fix the model's symbolic dimensions with --input-shape"
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// `outputs` of `node` with the elements of a shape vector computed from dynamic
+    /// dimensions recorded ([`symbolic::elements`]), or made a constant when none of them
+    /// is dynamic after all (a static dimension of a dynamic shape).
+    fn symbolic(
+        &mut self,
+        node: &NodeProto,
+        mut outputs: Vec<Value>,
+    ) -> Result<Vec<Value>, String> {
+        let involved = (0..node.input.len()).any(|i| {
+            self.optional_input(node, i)
+                .ok()
+                .flatten()
+                .is_some_and(|v| {
+                    v.elems.is_some() || node.op_type == "Shape" && symbolic::is_dynamic(&v.shape)
+                })
+        });
+        let Some(first) = outputs.first_mut().filter(|_| involved) else {
+            return Ok(outputs);
+        };
+        let Some(elems) = symbolic::elements(self, node, &Attrs(&node.attribute)) else {
+            return Ok(outputs);
+        };
+        if elems.len() as i64 != first.shape.iter().product::<i64>() || !first.dtype.is_int() {
+            return Ok(outputs);
+        }
+        if elems.iter().any(|&e| symbolic::is_symbol(e)) {
+            first.elems = Some(elems);
+            return Ok(outputs);
+        }
+        let values: Vec<i128> = elems.iter().map(|&e| i128::from(e)).collect();
+        let array = NDArray::from_i128_slice(first.dtype, &first.shape, &values)
+            .map_err(|e| e.to_string())?;
+        let hint = node.output.first().cloned().unwrap_or_default();
+        outputs[0] = self.new_constant(&format!("{hint}_known"), array);
+        Ok(outputs)
     }
 
     /// `outputs` of `node`, computed by the lines from `first_line` on, evaluated now when
@@ -508,15 +649,24 @@ fn evaluate(text: &str, inputs: &[Value]) -> Option<Vec<NDArray>> {
 
 /// The text of a tensor type; a negative dimension is dynamic (`?`).
 pub(crate) fn type_text(shape: &[i64], dtype: DType) -> String {
+    format!("Tensor[{}, {dtype}]", shape_text(shape))
+}
+
+/// The text of a shape, `(1, ?, 3)`; a negative dimension is dynamic (`?`).
+pub(crate) fn shape_text(shape: &[i64]) -> String {
     let dims: Vec<String> = shape
         .iter()
         .map(|&d| if d < 0 { "?".into() } else { d.to_string() })
         .collect();
     match dims.len() {
-        0 => format!("Tensor[(), {dtype}]"),
-        1 => format!("Tensor[({}), {dtype}]", dims[0]),
-        _ => format!("Tensor[({}), {dtype}]", dims.join(", ")),
+        1 => format!("({})", dims[0]),
+        _ => format!("({})", dims.join(", ")),
     }
+}
+
+/// A shape as a [`Port`] gives it: `-1` for a dynamic dimension.
+fn port_shape(shape: &[i64]) -> Vec<i64> {
+    shape.iter().map(|&d| d.max(-1)).collect()
 }
 
 /// The `dim_param` names `vi` declares, per dimension.
@@ -540,6 +690,7 @@ fn dim_params(vi: &ValueInfoProto) -> Vec<Option<String>> {
 fn value_type(
     vi: &ValueInfoProto,
     options: &ImportOptions,
+    symbols: &mut HashMap<String, i64>,
 ) -> Result<(DType, Vec<i64>), ImportError> {
     let bad = |m: &str| ImportError::Model(format!("graph input `{}`: {m}", vi.name));
     let t = vi
@@ -553,7 +704,7 @@ fn value_type(
     let checked = |shape: Vec<i64>| {
         let fits = shape
             .iter()
-            .try_fold(1i64, |n, &d| if d < 0 { None } else { n.checked_mul(d) })
+            .try_fold(1i64, |n, &d| if d < 0 { Some(n) } else { n.checked_mul(d) })
             .is_some_and(|n| n < 1 << 48);
         if fits {
             Ok(shape)
@@ -590,17 +741,22 @@ fn value_type(
         }
         return Ok((dtype, checked(shape.clone())?));
     }
+    if t.shape.is_none() {
+        return Err(bad(
+            "the model declares no shape: give it with --input-shape",
+        ));
+    }
+    // A symbolic or unknown dimension stays dynamic: a symbol, one per `dim_param` name.
     let shape = dims
         .iter()
         .map(|d| match &d.value {
-            Some(DimensionValue::DimValue(n)) if *n >= 0 => Ok(*n),
-            Some(DimensionValue::DimParam(p)) => Err(bad(&format!(
-                "dimension `{p}` is symbolic: give it with --input-shape"
-            ))),
-            _ => Err(bad(
-                "a dimension is unknown: give the shape with --input-shape",
-            )),
+            Some(DimensionValue::DimValue(n)) if *n >= 0 => *n,
+            Some(DimensionValue::DimParam(p)) if !p.is_empty() => {
+                let next = symbolic::named(symbols.len());
+                *symbols.entry(p.clone()).or_insert(next)
+            }
+            _ => symbolic::ANY,
         })
-        .collect::<Result<Vec<i64>, _>>()?;
+        .collect::<Vec<i64>>();
     Ok((dtype, checked(shape)?))
 }

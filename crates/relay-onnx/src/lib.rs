@@ -3,16 +3,19 @@
 //! by name, as `relayc --params` binds a `.npz`), and its nodes, in order, into Relay calls,
 //! written as canonical Relay text that is then parsed and type-checked.
 //!
-//! Values keep their static shapes through the import ([`graph`]): the operators whose Relay
+//! Values keep their shapes through the import ([`graph`]): the operators whose Relay
 //! form needs them (`Reshape`'s `0` and `-1`, `Flatten`, `MatMul` of rank above 2, `Squeeze`,
 //! `auto_pad`) compute them, and inputs given as constants (`Reshape`'s shape, `Clip`'s
-//! bounds, `Unsqueeze`'s axes from opset 13) are read from the initializers. Every node the
+//! bounds, `Unsqueeze`'s axes from opset 13) are read from the initializers. A dimension
+//! the model leaves symbolic, unless an input shape fixes it, stays dynamic (`symbolic.rs`):
+//! `?` in the text, run by the VM at whatever size the inputs have. Every node the
 //! importer cannot convert is reported, all together, with its name, type and domain.
 
 pub mod error;
 mod graph;
 mod ops;
 pub mod proto;
+mod symbolic;
 mod tensor;
 
 use std::path::PathBuf;
@@ -31,7 +34,7 @@ pub struct ImportOptions {
     /// The directory external-data files are relative to (the model's directory).
     pub base_dir: Option<PathBuf>,
     /// Shapes for graph inputs by ONNX name, replacing their declared ones (which fixes
-    /// `dim_param` and unknown dimensions).
+    /// `dim_param` and unknown dimensions; those not fixed stay dynamic, `?`).
     pub input_shapes: Vec<(String, Vec<i64>)>,
     /// Graph inputs whose values are known at import, by ONNX name: they become constants
     /// (shapes, axes and bounds given as inputs then fold), and the module is specialized to
@@ -48,7 +51,8 @@ pub struct Port {
     pub relay_name: String,
     /// Its element type.
     pub dtype: DType,
-    /// Its shape.
+    /// Its shape; `-1` for a dynamic dimension (a `dim_param` or unknown one that no
+    /// [`ImportOptions::input_shapes`] fixed), `?` in the Relay text.
     pub shape: Vec<i64>,
     /// The model's name for each dimension that it declares symbolic (`dim_param`, such as
     /// `batch`), `None` for the others; empty when the model declares no shape.

@@ -318,7 +318,7 @@ fn bad_files_and_opsets_are_errors() {
 }
 
 #[test]
-fn symbolic_dimensions_need_an_input_shape() {
+fn symbolic_dimensions_stay_dynamic_unless_given() {
     let mut x = info("x", &[0, 3]);
     if let Some(t) = x
         .r#type
@@ -335,8 +335,11 @@ fn symbolic_dimensions_need_an_input_shape() {
         vec![info("y", &[0, 3])],
         vec![],
     );
-    let err = import(&bytes, &ImportOptions::default()).unwrap_err();
-    assert!(err.to_string().contains("`batch` is symbolic"), "{err}");
+    // Not given: a `?` dimension, which the VM runs at any size.
+    let m = import(&bytes, &ImportOptions::default()).unwrap();
+    assert!(m.text.contains("%x: Tensor[(?, 3), float32]"), "{}", m.text);
+    assert_eq!(m.inputs[0].shape, [-1, 3]);
+    assert_eq!(m.outputs[0].shape, [-1, 3]);
     let options = ImportOptions {
         input_shapes: vec![("x".into(), vec![5, 3])],
         ..Default::default()
@@ -346,6 +349,32 @@ fn symbolic_dimensions_need_an_input_shape() {
     // The model's names of its symbolic dimensions stay in `Imported`.
     assert_eq!(m.inputs[0].dim_params, [Some("batch".to_string()), None]);
     assert_eq!(m.outputs[0].dim_params, [None, None]);
+}
+
+#[test]
+fn an_operator_that_needs_a_dynamic_dimension_asks_for_the_shape() {
+    let mut x = info("x", &[1, 3, 4, 4]);
+    if let Some(t) = x
+        .r#type
+        .as_mut()
+        .and_then(|t| t.tensor_type.as_mut())
+        .and_then(|t| t.shape.as_mut())
+    {
+        t.dim[2].value = Some(DimensionValue::DimParam("h".into()));
+    }
+    let pool = node(
+        "MaxPool",
+        &["x"],
+        &["y"],
+        vec![ints("kernel_shape", &[2, 2])],
+    );
+    let bytes = model(17, vec![pool], vec![x], vec![info("y", &[0])], vec![]);
+    let err = import(&bytes, &ImportOptions::default()).unwrap_err();
+    let text = err.to_string();
+    assert!(
+        text.contains("dynamic shape (1, 3, ?, 4)") && text.contains("--input-shape"),
+        "{text}"
+    );
 }
 
 /// A one-node model with float32 inputs `ins` (name, shape) and initializers, run on `args`.

@@ -872,6 +872,132 @@ def upsample_linear_opset_9():
                   opset=9, mode="linear")
 
 
+# ----- Dynamic dimensions -----
+#
+# Models whose inputs have symbolic dimensions (`dim_param`), with their shape arithmetic
+# written as exporters write it (`Shape` -> `Gather` -> `Concat` -> `Reshape`), each with
+# inputs and ONNX Runtime's outputs at two sizes, into tests/data/dynamic/<case>/
+# (inputs_<k>.npz, outputs_<k>.npz): imported once with no --input-shape, run at both.
+
+DYNAMIC = []
+
+
+def dynamic(fn):
+    DYNAMIC.append(fn)
+    return fn
+
+
+def shape_vector(name, source, dims, tail):
+    """Nodes computing `[Shape(source)[d] for d in dims] + tail` as `name` (int64)."""
+    nodes = [h.make_node("Shape", [source], [f"{name}_shape"])]
+    parts = []
+    for d in dims:
+        nodes.append(h.make_node("Gather", [f"{name}_shape", f"{name}_i{d}"], [f"{name}_g{d}"], axis=0))
+        nodes.append(h.make_node("Unsqueeze", [f"{name}_g{d}", "axes0"], [f"{name}_u{d}"]))
+        parts.append(f"{name}_u{d}")
+    inits = [nh.from_array(np.array(d, np.int64), f"{name}_i{d}") for d in dims]
+    inits.append(nh.from_array(np.array(tail, np.int64), f"{name}_tail"))
+    nodes.append(h.make_node("Concat", parts + [f"{name}_tail"], [name], axis=0))
+    return nodes, inits
+
+
+@dynamic
+def cnn_dynamic_batch():
+    """A batch-`N` CNN: convolution, batch norm, pools, `x.view(x.size(0), -1)` and `Gemm`,
+    a softmax, and a `Flatten`."""
+    r = rng(70)
+    w1 = r.standard_normal((8, 3, 3, 3), dtype=np.float32) * 0.3
+    w2 = r.standard_normal((16, 8, 1, 1), dtype=np.float32) * 0.3
+    fc = r.standard_normal((10, 16), dtype=np.float32) * 0.3
+    bn = [np.abs(r.standard_normal(8, dtype=np.float32)) + 0.5 for _ in range(4)]
+    nodes = [
+        h.make_node("Conv", ["x", "w1"], ["c1"], pads=[1, 1, 1, 1]),
+        h.make_node("BatchNormalization", ["c1", "s", "b", "m", "v"], ["n1"]),
+        h.make_node("Relu", ["n1"], ["r1"]),
+        h.make_node("MaxPool", ["r1"], ["p1"], kernel_shape=[2, 2], strides=[2, 2]),
+        h.make_node("Conv", ["p1", "w2"], ["c2"]),
+        h.make_node("Relu", ["c2"], ["r2"]),
+        h.make_node("GlobalAveragePool", ["r2"], ["g"]),
+    ]
+    view, view_inits = shape_vector("view", "g", [0], [-1])
+    nodes += view + [
+        h.make_node("Reshape", ["g", "view"], ["flat"]),
+        h.make_node("Gemm", ["flat", "fc"], ["logits"], transB=1),
+        h.make_node("Softmax", ["logits"], ["y"], axis=-1),
+        h.make_node("Flatten", ["p1"], ["z"], axis=1),
+    ]
+    inits = [nh.from_array(w1, "w1"), nh.from_array(w2, "w2"), nh.from_array(fc, "fc"),
+             nh.from_array(np.array([0], np.int64), "axes0")]
+    inits += [nh.from_array(a, n) for a, n in zip(bn, "sbmv")] + view_inits
+    m = model(nodes, [info("x", T.FLOAT, ["N", 3, 12, 12])],
+              [info("y", T.FLOAT, ["N", 10]), info("z", T.FLOAT, ["N", 288])], inits, opset=13)
+    return m, [{"x": image((n, 3, 12, 12), seed=71 + n)} for n in (1, 3)]
+
+
+@dynamic
+def attention_dynamic_batch_and_sequence():
+    """A transformer block of batch `B` and sequence `S`: layer norm, projections, heads by
+    `Shape`-computed reshapes, batched products with dynamic batch axes, softmax, GELU with
+    `Erf`, a residual; and the first token (`Gather`) and the tokens after it (`Slice`)."""
+    r = rng(80)
+    d, heads = 32, 4
+    w = {k: r.standard_normal((d, d), dtype=np.float32) * 0.2 for k in ("wq", "wk", "wv", "wo")}
+    nodes = [h.make_node("LayerNormalization", ["x", "ln_s", "ln_b"], ["ln"], axis=-1)]
+    split, split_inits = shape_vector("heads", "x", [0, 1], [heads, d // heads])
+    merge, merge_inits = shape_vector("merge", "x", [0, 1], [d])
+    nodes += split + merge
+    for k in "qkv":
+        nodes += [
+            h.make_node("MatMul", ["ln", f"w{k}"], [f"{k}0"]),
+            h.make_node("Reshape", [f"{k}0", "heads"], [f"{k}1"]),
+            h.make_node("Transpose", [f"{k}1"], [f"{k}2"],
+                        perm=[0, 2, 3, 1] if k == "k" else [0, 2, 1, 3]),
+        ]
+    nodes += [
+        h.make_node("MatMul", ["q2", "k2"], ["scores0"]),
+        h.make_node("Div", ["scores0", "scale"], ["scores"]),
+        h.make_node("Softmax", ["scores"], ["probs"], axis=-1),
+        h.make_node("MatMul", ["probs", "v2"], ["ctx0"]),
+        h.make_node("Transpose", ["ctx0"], ["ctx1"], perm=[0, 2, 1, 3]),
+        h.make_node("Reshape", ["ctx1", "merge"], ["ctx"]),
+        h.make_node("MatMul", ["ctx", "wo"], ["proj"]),
+        h.make_node("Add", ["proj", "x"], ["res"]),
+        h.make_node("Div", ["res", "sqrt2"], ["gd"]),
+        h.make_node("Erf", ["gd"], ["ge"]),
+        h.make_node("Add", ["ge", "one"], ["gp"]),
+        h.make_node("Mul", ["res", "gp"], ["gm"]),
+        h.make_node("Mul", ["gm", "half"], ["y"]),
+        h.make_node("Gather", ["y", "zero"], ["first"], axis=1),
+        h.make_node("Slice", ["y", "starts", "ends", "axes1"], ["rest"]),
+    ]
+    f = lambda v, n: nh.from_array(np.array(v, np.float32), n)  # noqa: E731
+    inits = [nh.from_array(v, k) for k, v in w.items()] + split_inits + merge_inits + [
+        f(np.ones(d), "ln_s"), f(np.zeros(d), "ln_b"), f(np.sqrt(d // heads), "scale"),
+        f(np.sqrt(2.0), "sqrt2"), f(1.0, "one"), f(0.5, "half"),
+        nh.from_array(np.array(0, np.int64), "zero"),
+        nh.from_array(np.array([0], np.int64), "axes0"),
+        nh.from_array(np.array([1], np.int64), "starts"),
+        nh.from_array(np.array([np.iinfo(np.int64).max], np.int64), "ends"),
+        nh.from_array(np.array([1], np.int64), "axes1"),
+    ]
+    m = model(nodes, [info("x", T.FLOAT, ["B", "S", d])],
+              [info("y", T.FLOAT, ["B", "S", d]), info("first", T.FLOAT, ["B", d]),
+               info("rest", T.FLOAT, ["B", None, d])], inits, opset=17)
+    return m, [{"x": image((b, s, d), seed=81 + s)} for b, s in ((1, 5), (2, 7))]
+
+
+def write_dynamic(name, m, feeds):
+    """Writes dynamic case `name`: its model, and inputs and ONNX Runtime's outputs per size."""
+    d = os.path.join(os.path.dirname(OUT), "dynamic", name)
+    shutil.rmtree(d, ignore_errors=True)
+    os.makedirs(d)
+    onnx.save(m, os.path.join(d, "model.onnx"))
+    for k, f in enumerate(feeds):
+        np.savez(os.path.join(d, f"inputs_{k}.npz"), **f)
+        outs = run(m, f)
+        np.savez(os.path.join(d, f"outputs_{k}.npz"), **{str(i): o for i, o in enumerate(outs)})
+
+
 def run(m, feeds):
     sess = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
     return sess.run(None, feeds)
@@ -961,6 +1087,11 @@ def main():
         if only and fn.__name__ not in only:
             continue
         write(fn.__name__, *fn())
+        print(fn.__name__)
+    for fn in DYNAMIC:
+        if only and fn.__name__ not in only:
+            continue
+        write_dynamic(fn.__name__, *fn())
         print(fn.__name__)
 
 

@@ -8,7 +8,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use relay_onnx::{ImportOptions, import};
+use relay_onnx::{ImportOptions, Imported, import};
 use relay_runtime::npy::read_npz_file;
 use relay_runtime::{NDArray, Value};
 
@@ -82,6 +82,17 @@ fn check(dir: &Path, rtol: f64) -> Result<(), String> {
         ..ImportOptions::default()
     };
     let m = import(&bytes, &options).map_err(|e| e.to_string())?;
+    run_against(&m, &data, &wants, rtol)
+}
+
+/// Runs imported model `m` on inputs `data` (by ONNX name) against outputs `wants` (by
+/// position).
+fn run_against(
+    m: &Imported,
+    data: &[(String, NDArray)],
+    wants: &[(String, NDArray)],
+    rtol: f64,
+) -> Result<(), String> {
     let args = m
         .inputs
         .iter()
@@ -124,6 +135,38 @@ fn every_generated_model_matches_onnx_runtime() {
         })
         .collect();
     assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// The models with symbolic dimensions: each imported once, with no shapes given (its
+/// dynamic dimensions `?` in the text), and run at two sizes against ONNX Runtime.
+#[test]
+fn dynamic_models_run_at_every_size_they_are_given() {
+    let cases = cases("dynamic");
+    assert!(cases.len() >= 2, "{cases:?}");
+    let failures: Vec<String> = cases
+        .iter()
+        .filter_map(|dir| {
+            let name = dir.file_name().unwrap().to_string_lossy().into_owned();
+            check_dynamic(dir).err().map(|e| format!("{name}: {e}"))
+        })
+        .collect();
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// Imports dynamic case `dir` and runs it at each of its sizes.
+fn check_dynamic(dir: &Path) -> Result<(), String> {
+    let bytes = std::fs::read(dir.join("model.onnx")).map_err(|e| e.to_string())?;
+    let m = import(&bytes, &ImportOptions::default()).map_err(|e| e.to_string())?;
+    if !m.inputs.iter().any(|p| p.shape.contains(&-1)) || !m.text.contains('?') {
+        return Err(format!("no dynamic dimension in\n{}", m.text));
+    }
+    for k in 0..2 {
+        let read = |f: &str| read_npz_file(&dir.join(format!("{f}_{k}.npz")));
+        let data = read("inputs").map_err(|e| e.to_string())?;
+        let wants = read("outputs").map_err(|e| e.to_string())?;
+        run_against(&m, &data, &wants, 1e-4).map_err(|e| format!("size {k}: {e}"))?;
+    }
+    Ok(())
 }
 
 /// ONNX's node tests: each passes (within ONNX's default tolerance) unless

@@ -24,7 +24,8 @@ pub struct ImportArgs {
     #[arg(long, value_name = "WEIGHTS.npz")]
     pub params_out: Option<PathBuf>,
     /// Fixes the shape of an input (by its ONNX name), replacing symbolic or unknown
-    /// dimensions: `--input-shape input=1,3,224,224`; may be repeated.
+    /// dimensions: `--input-shape input=1,3,224,224`; may be repeated. Without it they stay
+    /// dynamic (`?`), and the module runs at any size.
     #[arg(long, value_name = "NAME=D0,D1,...", value_parser = parse_shape)]
     pub input_shape: Vec<(String, Vec<i64>)>,
     /// Puts the initializers into the text, as constants in its `#[metadata]` section,

@@ -150,8 +150,18 @@ fn run_generated(dir: &Path, rtol: f64) -> Result<(), String> {
     if !run.status.success() {
         return Err(String::from_utf8_lossy(&run.stderr).into_owned());
     }
-    let got = got.map_err(|e| e.to_string())?;
-    for (k, want) in read_npz_file(&dir.join("outputs.npz")).map_err(|e| e.to_string())? {
+    agrees(
+        &got.map_err(|e| e.to_string())?,
+        &dir.join("outputs.npz"),
+        rtol,
+    )
+}
+
+/// Whether outputs `got` (by position, "0", "1", ...) are those of `.npz` file `wants`
+/// within `rtol`.
+fn agrees(got: &[(String, relay_runtime::NDArray)], wants: &Path, rtol: f64) -> Result<(), String> {
+    use relay_runtime::npy::read_npz_file;
+    for (k, want) in read_npz_file(wants).map_err(|e| e.to_string())? {
         let g = &got
             .iter()
             .find(|(n, _)| *n == k)
@@ -195,6 +205,45 @@ fn generated_models_run_on_the_vm_as_onnx_runtime_does() {
         })
         .collect();
     assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// A model with symbolic dimensions, built once with no `--input-shape` (`?` dimensions),
+/// runs on the VM at every size it is given, as ONNX Runtime computes.
+#[test]
+fn dynamic_models_build_once_and_run_at_every_size() {
+    use relay_runtime::npy::{read_npz_file, write_npy_file};
+    let dirs = generated("dynamic");
+    assert!(dirs.len() >= 2);
+    for dir in dirs {
+        let name = dir.file_name().unwrap().to_string_lossy().into_owned();
+        let work = scratch(&format!("dyn-{name}"));
+        let ro = work.join("model.ro");
+        let model = dir.join("model.onnx");
+        ok(&relayc(&[
+            "build",
+            model.to_str().unwrap(),
+            "-o",
+            ro.to_str().unwrap(),
+        ]));
+        for k in 0..2 {
+            let mut args = vec!["run".to_string(), ro.to_str().unwrap().to_string()];
+            for (input, a) in read_npz_file(&dir.join(format!("inputs_{k}.npz"))).unwrap() {
+                let path = work.join(format!("{input}_{k}.npy"));
+                write_npy_file(&path, &a).unwrap();
+                args.extend(["--input".into(), format!("{input}={}", path.display())]);
+            }
+            let out = work.join(format!("out_{k}.npz"));
+            args.extend(["--output".into(), out.to_str().unwrap().to_string()]);
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            ok(&relayc(&args));
+            let got = read_npz_file(&out).unwrap();
+            let wants = dir.join(format!("outputs_{k}.npz"));
+            if let Err(e) = agrees(&got, &wants, 1e-4) {
+                panic!("{name} at size {k}: {e}");
+            }
+        }
+        std::fs::remove_dir_all(work).ok();
+    }
 }
 
 /// ONNX's node tests on the VM: every one passes but those `known_failures.txt` lists.

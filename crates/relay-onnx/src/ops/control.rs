@@ -193,6 +193,7 @@ fn counter(g: &mut Graph) -> (Value, String) {
         shape: Vec::new(),
         dtype: DType::I64,
         konst: None,
+        elems: None,
     };
     let next = format!("add({}, 1i64)", it.expr);
     (it, next)
@@ -205,13 +206,18 @@ fn param_like(g: &mut Graph, shape: &[i64], dtype: DType) -> Value {
         shape: shape.to_vec(),
         dtype,
         konst: None,
+        elems: None,
     }
 }
 
 /// An accumulator of per-iteration values `y` (`Tensor[(?, y...)]`): its parameter, its
 /// initial (empty) value and its next value.
 fn accumulator(g: &mut Graph, y: &Value) -> (Value, String, String) {
-    let acc = param_like(g, &[[-1].as_slice(), &y.shape].concat(), y.dtype);
+    let acc = param_like(
+        g,
+        &[[crate::symbolic::ANY].as_slice(), &y.shape].concat(),
+        y.dtype,
+    );
     let empty: Vec<i64> = [[0].as_slice(), &y.shape].concat();
     let init = format!("zeros(shape={}, dtype=\"{}\")", list(&empty), y.dtype);
     let next = format!(
@@ -224,7 +230,13 @@ fn accumulator(g: &mut Graph, y: &Value) -> (Value, String, String) {
 /// The carried values' checks: each body output keeps its input's shape and type.
 fn same_types(carried: &[Value], outputs: &[Value]) -> Result<(), String> {
     for (i, (c, o)) in carried.iter().zip(outputs).enumerate() {
-        if (&c.shape, c.dtype) != (&o.shape, o.dtype) {
+        // A dynamic dimension may leave as another symbol: both are `?` to Relay.
+        let dims_agree = c.shape.len() == o.shape.len()
+            && c.shape
+                .iter()
+                .zip(&o.shape)
+                .all(|(&a, &b)| a == b || a < 0 && b < 0);
+        if !dims_agree || c.dtype != o.dtype {
             return Err(format!(
                 "loop-carried value {i} enters as {} and leaves the body as {}",
                 type_text(&c.shape, c.dtype),

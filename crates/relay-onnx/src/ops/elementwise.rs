@@ -16,12 +16,10 @@ pub(crate) fn broadcast(a: &[i64], b: &[i64]) -> Result<Vec<i64>, String> {
         }
     };
     (0..rank)
-        .map(|i| match (at(a, i), at(b, i)) {
-            (x, y) if x == y || y == 1 => Ok(x),
-            (1, y) => Ok(y),
-            (x, y) => Err(format!(
-                "shapes {a:?} and {b:?} do not broadcast ({x} against {y})"
-            )),
+        .map(|i| {
+            let (x, y) = (at(a, i), at(b, i));
+            crate::symbolic::broadcast_dim(x, y)
+                .ok_or_else(|| format!("shapes {a:?} and {b:?} do not broadcast ({x} against {y})"))
         })
         .collect()
 }

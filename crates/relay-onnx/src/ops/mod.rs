@@ -130,11 +130,7 @@ fn lifted(g: &mut Graph, node: &NodeProto) -> Result<Value, String> {
         }
         shape.insert(2, 1);
         let key = format!("\u{0}lift{i}:{name}");
-        let r = g.bind(
-            format!("reshape({}, newshape={})", v.expr, list(&shape)),
-            shape,
-            v.dtype,
-        );
+        let r = g.reshape(&v, shape)?;
         g.define(key.clone(), r);
         lifted.input[i] = key;
     }
@@ -164,11 +160,7 @@ fn lifted(g: &mut Graph, node: &NodeProto) -> Result<Value, String> {
     };
     let mut shape = y.shape.clone();
     shape.remove(2);
-    Ok(g.bind(
-        format!("reshape({}, newshape={})", y.expr, list(&shape)),
-        shape,
-        y.dtype,
-    ))
+    g.reshape(&y, shape)
 }
 
 /// A 3-D `MaxPool` or `AveragePool` (`[N, C, D, H, W]`) as two 2-D ones: over `H × W` on

@@ -5,8 +5,9 @@
 use relay_runtime::NDArray;
 
 use super::{Attrs, axis, float_text, list};
-use crate::graph::{Graph, Value};
+use crate::graph::{Graph, Value, type_text};
 use crate::proto::NodeProto;
+use crate::symbolic::{ANY, is_dynamic, product, same};
 
 /// The window geometry of a 2-D convolution or pool over an NCHW input of spatial size
 /// `size`: explicit `pads` (top, left, bottom, right) or `auto_pad`'s, and the output size.
@@ -401,7 +402,7 @@ fn layer_norm_fused(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<Va
     // Over the axes from `k` on: those flattened into one, and the scale and bias with them
     // (both are broadcast onto them; a full-shape one is reshaped, a smaller one is not
     // supported).
-    let inner: i64 = x.shape[k..].iter().product();
+    let inner = product(&x.shape[k..]);
     let flat = |g: &mut Graph, v: &Value| -> Result<Value, String> {
         match v.shape.iter().product::<i64>() {
             n if n == inner && v.shape.len() == 1 => Ok(v.clone()),
@@ -417,15 +418,10 @@ fn layer_norm_fused(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<Va
         }
     };
     let (scale, bias) = (flat(g, &scale)?, flat(g, &bias)?);
-    let rows: i64 = x.shape[..k].iter().product();
     let x2 = if k == rank - 1 {
         x.clone()
     } else {
-        g.bind(
-            format!("reshape({}, newshape={})", x.expr, list(&[rows, inner])),
-            vec![rows, inner],
-            x.dtype,
-        )
+        g.reshape(&x, vec![product(&x.shape[..k]), inner])?
     };
     let call = format!(
         "nn.layer_norm({}, {}, {}, axis=-1, epsilon={eps})",
@@ -435,12 +431,15 @@ fn layer_norm_fused(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<Va
     if k == rank - 1 {
         return Ok(y);
     }
-    let shape = x.shape.clone();
-    Ok(g.bind(
-        format!("reshape({}, newshape={})", y.expr, list(&shape)),
-        shape,
-        x.dtype,
-    ))
+    if is_dynamic(&x.shape) {
+        let shape = x.shape.clone();
+        return Ok(g.bind(
+            format!("reshape_like({}, {})", y.expr, x.expr),
+            shape,
+            x.dtype,
+        ));
+    }
+    g.reshape(&y, x.shape.clone())
 }
 
 /// `Softmax`, `LogSoftmax`: along `axis` from opset 13; before, over the flattened trailing
@@ -531,38 +530,30 @@ fn transposed_weight(g: &mut Graph, w: &Value) -> Option<Value> {
 fn dense(g: &mut Graph, a: &Value, b: &Value) -> Result<Value, String> {
     let (k, n) = (b.shape[0], b.shape[1]);
     let lead: Vec<i64> = a.shape[..a.shape.len() - 1].to_vec();
-    let rows: i64 = lead.iter().product();
-    let a2 = if a.shape.len() == 2 {
-        a.clone()
+    // Dynamic leading axes stay: `nn.dense` and `nn.matmul` take them as they are.
+    let flat = a.shape.len() > 2 && !is_dynamic(&lead);
+    let a2 = if flat {
+        g.reshape(a, vec![lead.iter().product(), k])?
     } else {
-        g.bind(
-            format!("reshape({}, newshape={})", a.expr, list(&[rows, k])),
-            vec![rows, k],
-            a.dtype,
-        )
+        a.clone()
     };
+    let rows = a2.shape[..a2.shape.len() - 1].to_vec();
     let y = match transposed_weight(g, b) {
         Some(wt) => g.bind(
             format!("nn.dense({}, {}, units={n})", a2.expr, wt.expr),
-            vec![rows, n],
+            [rows, vec![n]].concat(),
             a.dtype,
         ),
         None => g.bind(
             format!("nn.matmul({}, {}, units=None)", a2.expr, b.expr),
-            vec![rows, n],
+            [rows, vec![n]].concat(),
             a.dtype,
         ),
     };
-    if a.shape.len() == 2 {
+    if !flat {
         return Ok(y);
     }
-    let mut shape = lead;
-    shape.push(n);
-    Ok(g.bind(
-        format!("reshape({}, newshape={})", y.expr, list(&shape)),
-        shape,
-        a.dtype,
-    ))
+    g.reshape(&y, [lead, vec![n]].concat())
 }
 
 /// `MatMul` (numpy's `matmul`): by a matrix, or batched with equal batch dimensions.
@@ -573,21 +564,14 @@ pub(super) fn matmul(g: &mut Graph, node: &NodeProto) -> Result<Value, String> {
     }
     // numpy's vectors: a row `[1, k]` on the left, a column `[k, 1]` on the right, the
     // added axis removed from the result.
-    let reshaped = |g: &mut Graph, v: &Value, shape: Vec<i64>| {
-        g.bind(
-            format!("reshape({}, newshape={})", v.expr, list(&shape)),
-            shape,
-            v.dtype,
-        )
-    };
     let (va, vb) = (a.shape.len() == 1, b.shape.len() == 1);
     let a = if va {
-        reshaped(g, &a, vec![1, a.shape[0]])
+        g.reshape(&a, vec![1, a.shape[0]])?
     } else {
         a
     };
     let b = if vb {
-        reshaped(g, &b, vec![b.shape[0], 1])
+        g.reshape(&b, vec![b.shape[0], 1])?
     } else {
         b
     };
@@ -606,7 +590,7 @@ pub(super) fn matmul(g: &mut Graph, node: &NodeProto) -> Result<Value, String> {
             shape.pop();
         }
     }
-    Ok(reshaped(g, &y, shape))
+    g.reshape(&y, shape)
 }
 
 /// [`matmul`] of operands of rank 2 or more: `nn.dense`/`nn.matmul` when the right one is
@@ -620,6 +604,9 @@ fn matrices(g: &mut Graph, a: &Value, b: &Value) -> Result<Value, String> {
         return dense(g, a, b);
     }
     let (m, k, n) = (a.shape[ra - 2], a.shape[ra - 1], b.shape[rb - 1]);
+    if is_dynamic(&a.shape[..ra - 2]) || is_dynamic(&b.shape[..rb - 2]) {
+        return dynamic_batches(g, a, b);
+    }
     let lead = super::elementwise::broadcast(&a.shape[..ra - 2], &b.shape[..rb - 2])?;
     let batch = lead
         .iter()
@@ -654,6 +641,69 @@ fn matrices(g: &mut Graph, a: &Value, b: &Value) -> Result<Value, String> {
     shape.extend([m, n]);
     Ok(g.bind(
         format!("reshape({}, newshape={})", y.expr, list(&shape)),
+        shape,
+        a.dtype,
+    ))
+}
+
+/// [`matrices`] with dynamic batch axes, the same on both sides (`[B, heads, S, d]` by
+/// `[B, heads, d, S]`; two dynamic ones are taken to be equal, as ONNX Runtime checks at run
+/// time, and so does `nn.batch_matmul`): the batch axes merged into one by Relay's `-3`
+/// code, one pair at a time, `nn.batch_matmul`, and the result given `a`'s batch axes back
+/// by `reshape_like`.
+fn dynamic_batches(g: &mut Graph, a: &Value, b: &Value) -> Result<Value, String> {
+    let (ra, rb) = (a.shape.len(), b.shape.len());
+    let lead = a.shape[..ra - 2].to_vec();
+    let equal = ra == rb
+        && lead
+            .iter()
+            .zip(&b.shape)
+            .all(|(&x, &y)| same(x, y) || x < 0 && y < 0);
+    if !equal {
+        return Err(format!(
+            "MatMul broadcasting dynamic batch axes ({} by {}): give the model's symbolic \
+             dimensions with --input-shape",
+            type_text(&a.shape, a.dtype),
+            type_text(&b.shape, b.dtype)
+        ));
+    }
+    let merged = |g: &mut Graph, v: &Value| {
+        let mut v = v.clone();
+        while v.shape.len() > 3 {
+            let codes = [vec![-3], vec![0; v.shape.len() - 2]].concat();
+            let shape = [vec![ANY], v.shape[2..].to_vec()].concat();
+            v = g.bind(
+                format!("reshape({}, newshape={})", v.expr, list(&codes)),
+                shape,
+                v.dtype,
+            );
+        }
+        v
+    };
+    let (a3, b3) = (merged(g, a), merged(g, b));
+    let (m, n) = (a.shape[ra - 2], b.shape[rb - 1]);
+    let y = g.bind(
+        format!(
+            "nn.batch_matmul({}, {}, transpose_a=False, transpose_b=False)",
+            a3.expr, b3.expr
+        ),
+        vec![a3.shape[0], m, n],
+        a.dtype,
+    );
+    if ra == 3 {
+        return Ok(Value {
+            shape: [lead, vec![m, n]].concat(),
+            ..y
+        });
+    }
+    let shape = [lead.clone(), vec![m, n]].concat();
+    Ok(g.bind(
+        format!(
+            "reshape_like({}, {}, lhs_begin=0, lhs_end=1, rhs_begin=0, rhs_end={})",
+            y.expr,
+            a.expr,
+            lead.len()
+        ),
         shape,
         a.dtype,
     ))

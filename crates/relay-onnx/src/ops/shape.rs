@@ -8,25 +8,18 @@ use relay_runtime::{DType, NDArray};
 use super::{Attrs, axis, ints_of, list};
 use crate::graph::{Graph, Value};
 use crate::proto::NodeProto;
+use crate::symbolic::{ANY, elems_of, is_dynamic, is_symbol, product, resolve};
 
-/// `x` reshaped to `shape` (static), or `x` itself when it already has that shape.
-fn reshaped(g: &mut Graph, x: &Value, shape: Vec<i64>) -> Value {
-    if x.shape == shape {
-        return x.clone();
-    }
-    g.bind(
-        format!("reshape({}, newshape={})", x.expr, list(&shape)),
-        shape,
-        x.dtype,
-    )
-}
-
-/// `Reshape` to a constant shape (`0`: the input's dimension, unless `allowzero`; `-1`: what
-/// is left).
+/// `Reshape` to a constant shape, or one computed from dynamic dimensions (`0`: the input's
+/// dimension, unless `allowzero`; `-1`: what is left).
 pub(super) fn reshape(g: &mut Graph, node: &NodeProto) -> Result<Value, String> {
     let x = g.input(node, 0)?;
-    let spec = ints_of(&g.input(node, 1)?).ok_or("the shape is not a constant")?;
+    let spec = elems_of(&g.input(node, 1)?).ok_or("the shape is not a constant")?;
     let allow_zero = Attrs(&node.attribute).int("allowzero", 0)? != 0;
+    if is_dynamic(&x.shape) || spec.iter().any(|&d| is_symbol(d)) {
+        let to = resolve(&x.shape, &spec, allow_zero)?;
+        return g.reshape(&x, to);
+    }
     let total: i64 = x.shape.iter().product();
     let mut shape: Vec<i64> = spec
         .iter()
@@ -68,7 +61,7 @@ pub(super) fn reshape(g: &mut Graph, node: &NodeProto) -> Result<Value, String> 
             x.dtype,
         ));
     }
-    Ok(reshaped(g, &x, shape))
+    g.reshape(&x, shape)
 }
 
 /// `Flatten` at `axis`: a 2-D reshape.
@@ -79,8 +72,8 @@ pub(super) fn flatten(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<
         k if k == rank as i64 => rank,
         k => axis(k, rank)?,
     };
-    let shape = vec![x.shape[..k].iter().product(), x.shape[k..].iter().product()];
-    Ok(reshaped(g, &x, shape))
+    let shape = vec![product(&x.shape[..k]), product(&x.shape[k..])];
+    g.reshape(&x, shape)
 }
 
 /// `Transpose` by `perm` (default: reversed).
@@ -158,7 +151,7 @@ pub(super) fn squeeze(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<
             .map(|i| x.shape[i])
             .collect()
     };
-    Ok(reshaped(g, &x, shape))
+    g.reshape(&x, shape)
 }
 
 /// `Concat` along `axis`.
@@ -170,10 +163,15 @@ pub(super) fn concat(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<V
     let rank = first.shape.len();
     let k = axis(a.int("axis", 0)?, rank)?;
     let mut shape = first.shape.clone();
-    shape[k] = xs
+    let along: Vec<i64> = xs
         .iter()
         .map(|x| x.shape.get(k).copied().unwrap_or(0))
-        .sum();
+        .collect();
+    shape[k] = if is_dynamic(&along) {
+        ANY
+    } else {
+        along.iter().sum()
+    };
     let items: Vec<&str> = xs.iter().map(|x| x.expr.as_str()).collect();
     let tuple = if items.len() == 1 {
         format!("({},)", items[0])
@@ -259,7 +257,8 @@ pub(super) fn constant(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result
     Ok(g.constant(name, array))
 }
 
-/// `Shape` of a static value: a constant.
+/// `Shape`: a constant of a static value's, `shape_of` of a dynamic one's (whose elements
+/// the import keeps, symbols included: [`crate::symbolic::elements`]).
 pub(super) fn shape_of(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<Value, String> {
     let x = g.input(node, 0)?;
     let name = node.output.first().ok_or("a Shape without an output")?;
@@ -267,6 +266,17 @@ pub(super) fn shape_of(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result
     let rank = x.shape.len() as i64;
     let clamp = |v: i64| (if v < 0 { v + rank } else { v }).clamp(0, rank) as usize;
     let (start, end) = (clamp(a.int("start", 0)?), clamp(a.int("end", rank)?));
+    if is_dynamic(&x.shape) {
+        let n = end.saturating_sub(start) as i64;
+        let mut text = format!("shape_of({}, dtype=\"int64\")", x.expr);
+        if n != rank {
+            text = format!(
+                "strided_slice({text}, begin=[{start}], end=[{}], strides=[1], axes=None)",
+                start as i64 + n
+            );
+        }
+        return Ok(g.bind(text, vec![n], DType::I64));
+    }
     let dims: Vec<i128> = x.shape[start..end.max(start)]
         .iter()
         .map(|&d| i128::from(d))

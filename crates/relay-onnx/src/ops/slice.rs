@@ -49,6 +49,9 @@ pub(super) fn slice(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<Va
     {
         return Err("starts, ends, axes and steps disagree".into());
     }
+    if crate::symbolic::is_dynamic(&x.shape) {
+        return dynamic_slice(g, &x, &axes, [&starts, &ends, &steps]);
+    }
     let (mut begin, mut end, mut stride) = (
         (0..rank).map(|_| 0).collect::<Vec<i64>>(),
         x.shape.clone(),
@@ -90,6 +93,47 @@ pub(super) fn slice(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<Va
     Ok(g.bind(call, shape, x.dtype))
 }
 
+/// [`slice`] of a tensor with dynamic dimensions, forward only: a `strided_slice` of the
+/// sliced axes alone (`axes=`), with the starts and ends as ONNX gives them, which Relay
+/// counts from the end when negative and clamps at run time as ONNX does. A dynamic axis
+/// keeps its symbol when sliced whole, else becomes [`crate::symbolic::ANY`].
+fn dynamic_slice(
+    g: &mut Graph,
+    x: &Value,
+    axes: &[usize],
+    [starts, ends, steps]: [&[i64]; 3],
+) -> Result<Value, String> {
+    let mut shape = x.shape.clone();
+    for (((&k, &s), &e), &st) in axes.iter().zip(starts).zip(ends).zip(steps) {
+        if st < 0 {
+            return Err(format!(
+                "a backward Slice of {}: give the model's symbolic dimensions with \
+                 --input-shape",
+                crate::graph::type_text(&x.shape, x.dtype)
+            ));
+        }
+        let n = x.shape[k];
+        shape[k] = if n >= 0 {
+            let fix = |v: i64| (if v < 0 { v.saturating_add(n) } else { v }).clamp(0, n);
+            ((fix(e) - fix(s)).max(0) + st - 1) / st
+        } else if s == 0 && e >= i64::from(i32::MAX) && st == 1 {
+            n
+        } else {
+            crate::symbolic::ANY
+        };
+    }
+    let axes: Vec<i64> = axes.iter().map(|&k| k as i64).collect();
+    let call = format!(
+        "strided_slice({}, begin={}, end={}, strides={}, axes={})",
+        x.expr,
+        list(starts),
+        list(ends),
+        list(steps),
+        list(&axes)
+    );
+    Ok(g.bind(call, shape, x.dtype))
+}
+
 /// `x[begin..end]`, elementwise per axis, as a `strided_slice` of unit steps.
 fn window_text(x: &Value, begin: &[i64], end: &[i64]) -> String {
     format!(
@@ -112,6 +156,13 @@ pub(super) fn split(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<Ve
     let x = g.input(node, 0)?;
     let k = axis(a.int("axis", 0)?, x.shape.len())?;
     let n = x.shape[k];
+    if n < 0 {
+        return Err(format!(
+            "splitting the dynamic axis {k} of {}: give the model's symbolic dimensions with \
+             --input-shape",
+            crate::graph::type_text(&x.shape, x.dtype)
+        ));
+    }
     let parts = node.output.len().max(1) as i64;
     let sizes = match ints_from(g, node, a, "split", 1, 13)? {
         Some(s) => s,
@@ -136,6 +187,9 @@ pub(super) fn split(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<Ve
     }
     if sizes.is_empty() {
         return Err("Split into no outputs".into());
+    }
+    if sizes.contains(&0) && crate::symbolic::is_dynamic(&x.shape) {
+        return Err("an empty part of a Split of a tensor with dynamic dimensions".into());
     }
     if sizes.contains(&0) {
         // Relay's `split` makes no empty parts: each output its own slice.
