@@ -539,7 +539,7 @@ impl Graph {
         let Some(elems) = symbolic::elements(self, node, &Attrs(&node.attribute)) else {
             return Ok(outputs);
         };
-        if elems.len() as i64 != first.shape.iter().product::<i64>() || !first.dtype.is_int() {
+        if elems.len() as i64 != symbolic::product(&first.shape) || !first.dtype.is_int() {
             return Ok(outputs);
         }
         if elems.iter().any(|&e| symbolic::is_symbol(e)) {
@@ -571,7 +571,7 @@ impl Graph {
             && inputs.iter().all(|v| v.konst.is_some())
             && outputs
                 .iter()
-                .all(|v| v.konst.is_none() && v.shape.iter().product::<i64>() <= SMALL)
+                .all(|v| v.konst.is_none() && (0..=SMALL).contains(&symbolic::product(&v.shape)))
             && self.lines.len() > first_line;
         if !foldable {
             return outputs;

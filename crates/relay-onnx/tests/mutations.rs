@@ -56,7 +56,7 @@ fn seeds() -> &'static [Vec<u8>] {
     SEEDS.get_or_init(|| {
         let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data");
         let mut files: Vec<PathBuf> = vec![data.join("mnist.onnx")];
-        for set in ["ops", "node"] {
+        for set in ["ops", "node", "dynamic"] {
             let mut dirs: Vec<PathBuf> = std::fs::read_dir(data.join(set))
                 .unwrap()
                 .map(|e| e.unwrap().path().join("model.onnx"))
@@ -82,6 +82,9 @@ enum Mutation {
     Splice { at: f64, bytes: Vec<u8> },
     /// Set dimension `which` of a graph input or initializer to `value`.
     Dim { which: usize, value: i64 },
+    /// Make dimension `which` of the graph inputs symbolic (`dim_param` `name`; empty:
+    /// unknown), so that it stays dynamic through the import.
+    Symbolic { which: usize, name: &'static str },
     /// Set integer `which` of an attribute (any node's, in order) to `value`.
     AttrInt { which: usize, value: i64 },
     /// Set integer element `which` of the int64 initializers (shapes, axes, repeats, pads)
@@ -145,6 +148,8 @@ fn mutation() -> impl Strategy<Value = Mutation> {
         (0.0..1.0f64, proptest::collection::vec(any::<u8>(), 1..12))
             .prop_map(|(at, bytes)| Mutation::Splice { at, bytes }),
         (0usize..64, integer()).prop_map(|(which, value)| Mutation::Dim { which, value }),
+        (0usize..16, proptest::sample::select(&["N", "S", ""][..]))
+            .prop_map(|(which, name)| Mutation::Symbolic { which, name }),
         (0usize..64, integer()).prop_map(|(which, value)| Mutation::AttrInt { which, value }),
         (0usize..16, -2i32..30).prop_map(|(which, value)| Mutation::DataType { which, value }),
         (0usize..32, integer()).prop_map(|(which, value)| Mutation::IntData { which, value }),
@@ -205,6 +210,17 @@ fn change(g: &mut relay_onnx::proto::GraphProto, m: &Mutation) {
                 .nth(which)
             {
                 dim.value = Some(relay_onnx::proto::DimensionValue::DimValue(value));
+            }
+        }
+        Mutation::Symbolic { which, name } => {
+            let dim = g
+                .input
+                .iter_mut()
+                .filter_map(|v| v.r#type.as_mut()?.tensor_type.as_mut()?.shape.as_mut())
+                .flat_map(|s| s.dim.iter_mut())
+                .nth(which);
+            if let Some(dim) = dim {
+                dim.value = Some(relay_onnx::proto::DimensionValue::DimParam(name.into()));
             }
         }
         Mutation::AttrInt { which, value } => {

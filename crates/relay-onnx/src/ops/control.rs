@@ -24,7 +24,7 @@ fn graph_attr<'a>(node: &'a NodeProto, name: &str) -> Result<&'a GraphProto, Str
 
 /// `v` as a scalar (a one-element tensor reshaped to `()`).
 fn scalar(g: &mut Graph, v: &Value, what: &str) -> Result<Value, String> {
-    match v.shape.iter().product::<i64>() {
+    match crate::symbolic::product(&v.shape) {
         1 if v.shape.is_empty() => Ok(v.clone()),
         1 => Ok(g.bind(
             format!("reshape({}, newshape=[])", v.expr),

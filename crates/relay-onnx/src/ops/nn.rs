@@ -404,7 +404,7 @@ fn layer_norm_fused(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<Va
     // supported).
     let inner = product(&x.shape[k..]);
     let flat = |g: &mut Graph, v: &Value| -> Result<Value, String> {
-        match v.shape.iter().product::<i64>() {
+        match product(&v.shape) {
             n if n == inner && v.shape.len() == 1 => Ok(v.clone()),
             n if n == inner => Ok(g.bind(
                 format!("reshape({}, newshape=[{inner}])", v.expr),
@@ -471,6 +471,12 @@ pub(super) fn arg(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<Valu
     let k = axis(a.int("axis", 0)?, x.shape.len())?;
     // The last index of the extreme: the first one of the reversed axis, counted back.
     let last = a.int("select_last_index", 0)? != 0;
+    if last && x.shape[k] < 0 {
+        return Err(format!(
+            "select_last_index along the dynamic axis {k}: give the model's symbolic \
+             dimensions with --input-shape"
+        ));
+    }
     let data = if last {
         format!("reverse({}, axis={k})", x.expr)
     } else {

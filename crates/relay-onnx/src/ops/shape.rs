@@ -314,7 +314,7 @@ pub(super) fn reduce(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<V
             (false, _) => Some(x.shape[i]),
         })
         .collect();
-    let empty = axes.iter().any(|&k| x.shape[k] == 0);
+    let empty = axes.iter().any(|&k| x.shape[k] == 0) && !is_dynamic(&shape);
     if empty && matches!(node.op_type.as_str(), "ReduceMax" | "ReduceMin") {
         // Over no elements: the operation's identity (ONNX, opset 18), -inf or +inf, which
         // converts to an integer type's smallest or largest value; false or true.
