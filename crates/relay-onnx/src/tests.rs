@@ -317,17 +317,22 @@ fn bad_files_and_opsets_are_errors() {
     ));
 }
 
-#[test]
-fn symbolic_dimensions_stay_dynamic_unless_given() {
-    let mut x = info("x", &[0, 3]);
-    if let Some(t) = x
+/// `vi` with dimension `i` the `dim_param` `name`.
+fn symbolic(mut vi: ValueInfoProto, i: usize, name: &str) -> ValueInfoProto {
+    if let Some(t) = vi
         .r#type
         .as_mut()
         .and_then(|t| t.tensor_type.as_mut())
         .and_then(|t| t.shape.as_mut())
     {
-        t.dim[0].value = Some(DimensionValue::DimParam("batch".into()));
+        t.dim[i].value = Some(DimensionValue::DimParam(name.into()));
     }
+    vi
+}
+
+#[test]
+fn symbolic_dimensions_stay_dynamic_unless_given() {
+    let x = symbolic(info("x", &[0, 3]), 0, "batch");
     let bytes = model(
         17,
         vec![node("Relu", &["x"], &["y"], vec![])],
@@ -353,15 +358,7 @@ fn symbolic_dimensions_stay_dynamic_unless_given() {
 
 #[test]
 fn an_operator_that_needs_a_dynamic_dimension_asks_for_the_shape() {
-    let mut x = info("x", &[1, 3, 4, 4]);
-    if let Some(t) = x
-        .r#type
-        .as_mut()
-        .and_then(|t| t.tensor_type.as_mut())
-        .and_then(|t| t.shape.as_mut())
-    {
-        t.dim[2].value = Some(DimensionValue::DimParam("h".into()));
-    }
+    let x = symbolic(info("x", &[1, 3, 4, 4]), 2, "h");
     let pool = node(
         "MaxPool",
         &["x"],
