@@ -817,7 +817,8 @@ fn pools_match_the_reference() {
     run_cases_within(cases, LOOSE);
 }
 
-/// Softmax at the sizes of real networks, computed in `float32` for `float32` data: BERT's
+/// Softmax at the sizes of real networks, computed in `float32` for `float32` and `float16`
+/// data (and BERT's layer norm in `float16`): BERT's
 /// attention (`[1, 12, 128, 128]`), GPT-2's with a causal-like mask of `-inf` added first,
 /// vocabulary-long rows, softmax along a middle axis, rows with `-inf` entries (a row of
 /// `-inf` only gives NaN, as the reference) and rows of equal values.
@@ -828,8 +829,16 @@ fn softmax_at_network_sizes_matches_the_reference() {
         network_softmax(&mut cases, FLOATS, op);
         network_softmax(&mut halves, &["float16"], op);
     }
+    // BERT's layer norm in float16.
+    add(
+        &mut halves,
+        &["float16"],
+        "nn.layer_norm(%p0, %p1, %p2, epsilon=1e-05f)",
+        &[(&[128, 768], "T"), (&[768], "T"), (&[768], "T")],
+    );
     run_cases_within(cases, LOOSE);
-    // float16 data is computed in float64 and rounded once: a float16 ulp apart at most.
+    // float16 data is computed in float32 and rounded once (the reference: in float64): a
+    // float16 ulp apart at most.
     run_cases_within(halves, (2e-3, 1e-5));
 }
 

@@ -119,6 +119,53 @@ pub(super) fn f16_to_f32(b: &mut FunctionBuilder, h: Value) -> Value {
     bitcast(b, fty, bits)
 }
 
+/// `f32` (or `f32x4`) `x` rounded to the nearest `float16` value, ties to even, and widened
+/// back — `f16_to_f32(to_f16(x))` bit for bit, without the detour through the `float16`
+/// bits (what every float16 operation computed in `f32` does before the next one reads its
+/// result). The hardware rounds: adding `M = ±2^(E+13)`, `E` the exponent of `x` clamped to
+/// float16's `-14..=15`, leaves `x` rounded to a multiple of `2^(E-10)` — float16's quantum
+/// at that exponent, `2^-24` for its subnormals — ties to even, and subtracting `M` is exact.
+/// A negative `x` that rounds to zero keeps its sign; magnitudes above 65504 after rounding
+/// are infinity (65520 rounds to even, upward); a NaN is quiet with its sign and the high 10
+/// payload bits, as the round trip leaves it.
+pub(super) fn f32_rounded_to_f16(b: &mut FunctionBuilder, x: Value) -> Value {
+    let fty = b.func.dfg.value_type(x);
+    let ity = if fty.is_vector() {
+        types::I32X4
+    } else {
+        types::I32
+    };
+    let bits = bitcast(b, ity, x);
+    let sign = and(b, bits, 0x8000_0000);
+    let abs = and(b, bits, 0x7fff_ffff);
+    let exp = and(b, abs, 0x7f80_0000);
+    let (lo, hi) = ((127 - 14) << 23, (127 + 15) << 23);
+    let lo_k = konst(b, ity, lo);
+    let above = at_least(b, exp, lo);
+    let exp = sel(b, above, exp, lo_k);
+    let hi_k = konst(b, ity, hi);
+    let above = at_least(b, exp, hi);
+    let exp = sel(b, above, hi_k, exp);
+    let magic = add(b, exp, 13 << 23);
+    let magic = b.ins().bor(magic, sign);
+    let magic = bitcast(b, fty, magic);
+    let sum = b.ins().fadd(x, magic);
+    let r = b.ins().fsub(sum, magic);
+    let r = bitcast(b, ity, r);
+    let r = b.ins().bor(r, sign);
+    let r_abs = and(b, r, 0x7fff_ffff);
+    let big = at_least(b, r_abs, i64::from(65504f32.to_bits()) + 1);
+    let inf = konst(b, ity, 0x7f80_0000);
+    let inf = b.ins().bor(inf, sign);
+    let r = sel(b, big, inf, r);
+    let is_nan = at_least(b, abs, 0x7f80_0001);
+    let nan = and(b, bits, 0xffff_e000);
+    let quiet = konst(b, ity, 0x0040_0000);
+    let nan = b.ins().bor(nan, quiet);
+    let r = sel(b, is_nan, nan, r);
+    bitcast(b, fty, r)
+}
+
 /// The layout of a binary float format, for the shared rounding code.
 struct Format {
     /// Mantissa bits.

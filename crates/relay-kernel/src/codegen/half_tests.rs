@@ -171,6 +171,44 @@ fn float32_narrows_like_the_host_on_strided_bit_patterns() {
     check_f32(&bits);
 }
 
+/// Checks `f32 → float16 → f32` of `bits` (every loop kind, rounded in place by
+/// `f32_rounded_to_f16`) against the host's round trip.
+fn check_round_trip(bits: &[u32]) {
+    let n = bits.len() as i64;
+    for kind in KINDS {
+        let mut func = cast_kernel(DType::F32, DType::F32, n, kind);
+        if let Stmt::For { body, .. } = &mut func.body
+            && let Stmt::Store { value, .. } = &mut **body
+        {
+            *value = LExpr::Cast(
+                DType::F32,
+                Box::new(LExpr::Cast(DType::F16, Box::new(value.clone()))),
+            );
+        }
+        let f = compile(&func).unwrap();
+        let x = NDArray::from_bytes(DType::F32, &[n], &f32_bytes(bits)).unwrap();
+        let mut out = NDArray::zeros(DType::F32, &[n]).unwrap();
+        f.call(&[&x], &mut [&mut out]).unwrap();
+        for (c, &b) in out.as_bytes().chunks_exact(4).zip(bits) {
+            let got = u32::from_le_bytes([c[0], c[1], c[2], c[3]]);
+            let want = math::f16_to_f32(math::f32_to_f16(f32::from_bits(b))).to_bits();
+            assert_eq!(got, want, "{b:#010x} ({kind:?})");
+        }
+    }
+}
+
+#[test]
+fn float32_rounds_to_float16_in_place_like_the_round_trip() {
+    check_round_trip(&f32_boundaries());
+    let mut special = vec![0x7f80_0000, 0xff80_0000, 0, 0x8000_0000, 1, 0x8000_0001];
+    for p in [1u32, 0x1fff, 0x2000, 0x40_0000, 0x3f_ffff, 0x12_3456] {
+        special.extend([0x7f80_0000 | p, 0xff80_0000 | p]);
+    }
+    check_round_trip(&special);
+    let strided: Vec<u32> = (0..=u32::MAX).step_by(4099).collect();
+    check_round_trip(&strided);
+}
+
 #[test]
 fn float64_narrows_like_the_host_at_ties_and_double_rounding_traps() {
     let mut v = Vec::new();

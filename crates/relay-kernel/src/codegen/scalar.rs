@@ -120,6 +120,14 @@ impl Gen<'_, '_> {
                 }
                 self.select(cv, cd, x, y)?
             }
+            // An `f32` rounded to float16 and widened again: rounded in place.
+            LExpr::Cast(DType::F32, a) if self.rounds_f32_to_f16(a)? => {
+                let LExpr::Cast(_, inner) = &**a else {
+                    return Err(self.malformed("a float16 rounding without its operand"));
+                };
+                let (x, _) = self.expr(inner)?;
+                half::f32_rounded_to_f16(&mut self.b, x)
+            }
             LExpr::Cast(to, a) => {
                 let (x, ad) = self.expr(a)?;
                 self.cast(*to, x, ad)?
@@ -655,6 +663,15 @@ impl Gen<'_, '_> {
             c
         };
         Ok(self.b.ins().select(c, x, y))
+    }
+
+    /// Whether `e` is `Cast(F16, x)` of an `f32` `x` (whose widening back to `f32` is then
+    /// [`half::f32_rounded_to_f16`]).
+    pub(super) fn rounds_f32_to_f16(&self, e: &LExpr) -> R<bool> {
+        Ok(match e {
+            LExpr::Cast(DType::F16, inner) => self.dtype_of(inner)? == DType::F32,
+            _ => false,
+        })
     }
 
     /// `x` (of `from`) converted to `to` with numpy's `astype` rules.

@@ -340,6 +340,26 @@ impl Gen<'_, '_> {
                     }
                 }
             }
+            // An `f32` rounded to float16 and widened again (one float16 operation's result
+            // read by the next): rounded in place.
+            LExpr::Cast(DType::F32, a) if self.rounds_f32_to_f16(a)? => {
+                let LExpr::Cast(_, inner) = &**a else {
+                    return Err(self.malformed("a float16 rounding without its operand"));
+                };
+                let (x, _) = self.vexpr(inner, cx)?;
+                match x {
+                    VVal::Uniform(x) => VVal::Uniform(half::f32_rounded_to_f16(&mut self.b, x)),
+                    VVal::Vector(x) => VVal::Vector(half::f32_rounded_to_f16(&mut self.b, x)),
+                    other => {
+                        let xs = self.lanes_of(&other, lanes)?;
+                        let rounded = xs
+                            .into_iter()
+                            .map(|x| half::f32_rounded_to_f16(&mut self.b, x))
+                            .collect();
+                        VVal::Lanes(rounded)
+                    }
+                }
+            }
             LExpr::Cast(to, a) => {
                 let (x, ad) = self.vexpr(a, cx)?;
                 match x {

@@ -81,12 +81,13 @@ impl Nest<'_> {
             self.accs.push(result);
         }
         // The innermost output loop runs on vector lanes when no reduction sits in it and the
-        // value is 32 bits wide throughout (softmax's normalization).
+        // value is 32 bits wide throughout (softmax's normalization; a float16 output is
+        // computed in `f32` and rounded as it is stored, four lanes to a vector).
         let dtypes: Vec<DType> = self.func.buffers.iter().map(|b| b.dtype).collect();
         let vector_inner = levels.last().is_some_and(Vec::is_empty)
-            && dtypes
-                .get(id.0 as usize)
-                .is_some_and(|d| d.bits == 32 && d.code != relay_ir::DTypeCode::Bool)
+            && dtypes.get(id.0 as usize).is_some_and(|&d| {
+                (d.bits == 32 || d == DType::F16) && d.code != relay_ir::DTypeCode::Bool
+            })
             && lanes32_reduced(val, &dtypes, inliner);
         let value = self.expr(val, &loops, &mut hoisted)?;
         let mut inner = levels.pop().unwrap_or_default();
@@ -251,7 +252,8 @@ fn lanes32_reduced(v: &Val, dtypes: &[DType], inliner: &Inliner<'_>) -> bool {
         },
         Val::Unary(_, a) => is(a),
         Val::Binary(_, a, b) => is(a) && is(b),
-        Val::Cast(..) | Val::Int(..) | Val::Float(..) | Val::Load { .. } => lanes32(v, dtypes),
+        Val::Cast(d, a) => lanes32(&Val::Float(0.0, *d), dtypes) && is(a),
+        Val::Int(..) | Val::Float(..) | Val::Load { .. } => lanes32(v, dtypes),
         Val::Index(_) | Val::Compare(..) => false,
     }
 }

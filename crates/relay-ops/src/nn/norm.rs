@@ -235,28 +235,29 @@ fn dropout_eval(args: &[Value], attrs: &Attrs) -> Result<Value, String> {
 
 // ----- Compute definitions -----
 
-/// `(x - mean) / sqrt(var + epsilon) * gamma + beta` in `float64` (`gamma` only with `scale`,
-/// `beta` only with `center`), as the reference's `normalize`.
+/// `(x - mean) / sqrt(var + epsilon) * gamma + beta` in `work` (`gamma` only with `scale`,
+/// `beta` only with `center`), as the reference's `normalize` (in `float64`).
 fn normalize_te(
     x: TExpr,
     mean: &TExpr,
     var: &TExpr,
     (gamma, beta): (TExpr, TExpr),
     a: &NormAttrs,
+    work: DType,
 ) -> TExpr {
-    let f64_of = |e: TExpr| e.cast(DType::F64);
-    let eps = TExpr::float(a.epsilon, DType::F64);
+    let wide = |e: TExpr| e.cast(work);
+    let eps = TExpr::float(a.epsilon, work);
     let denom = compute::bin(BinaryOp::Add, var, &eps).unary(UnaryOp::Sqrt);
     let mut y = compute::bin(
         BinaryOp::Div,
-        &compute::bin(BinaryOp::Sub, &f64_of(x), mean),
+        &compute::bin(BinaryOp::Sub, &wide(x), mean),
         &denom,
     );
     if a.scale {
-        y = compute::bin(BinaryOp::Mul, &y, &f64_of(gamma));
+        y = compute::bin(BinaryOp::Mul, &y, &wide(gamma));
     }
     if a.center {
-        y = compute::bin(BinaryOp::Add, &y, &f64_of(beta));
+        y = compute::bin(BinaryOp::Add, &y, &wide(beta));
     }
     y
 }
@@ -316,6 +317,7 @@ fn batch_norm_te(inputs: &[TeValue], attrs: &Attrs, out: &Type) -> Result<TeValu
             &at(var).cast(DType::F64),
             (at(gamma), at(beta)),
             &a,
+            DType::F64,
         )
         .cast(dtype)
     });
@@ -327,17 +329,24 @@ fn batch_norm_te(inputs: &[TeValue], attrs: &Attrs, out: &Type) -> Result<TeValu
 }
 
 /// `nn.layer_norm`: the data normalized along `axis` with its own mean and (biased) variance,
-/// in `float64`.
+/// in `float64` — float16 data in `float32` (as ONNX Runtime and the contractions compute
+/// it: statistics over thousands of elements carry 13 bits beyond float16's, so the result
+/// is within one float16 ulp of the `float64` one), four lanes to a vector.
 fn layer_norm_te(inputs: &[TeValue], attrs: &Attrs, out: &Type) -> Result<TeValue, String> {
     let (t, a, dtype) = norm_operands(inputs, 3, out, attrs, "nn.layer_norm")?;
     let (x, gamma, beta) = (t[0], t[1], t[2]);
+    let work = if dtype == DType::F16 {
+        DType::F32
+    } else {
+        DType::F64
+    };
     let rank = x.shape.len();
     let (rest, extent) = split_axis(&x.shape, a.axis);
-    let count = TExpr::float(extent as f64, DType::F64);
-    let f64_at = |index: &[TExpr]| x.at(index).cast(DType::F64);
+    let count = TExpr::float(extent as f64, work);
+    let wide_at = |index: &[TExpr]| x.at(index).cast(work);
     let k = IterVar::new(extent);
     let sum = Tensor::compute("T_layer_norm_sum", &rest, |i| {
-        f64_at(&with_axis(i, a.axis, k.expr(), rank)).reduce(ReduceOp::Sum, vec![k])
+        wide_at(&with_axis(i, a.axis, k.expr(), rank)).reduce(ReduceOp::Sum, vec![k])
     });
     let mean = Tensor::compute("T_layer_norm_mean", &rest, |i| {
         compute::bin(BinaryOp::Div, &sum.at(i), &count)
@@ -346,7 +355,7 @@ fn layer_norm_te(inputs: &[TeValue], attrs: &Attrs, out: &Type) -> Result<TeValu
     let squares = Tensor::compute("T_layer_norm_squares", &rest, |i| {
         let d = compute::bin(
             BinaryOp::Sub,
-            &f64_at(&with_axis(i, a.axis, k.expr(), rank)),
+            &wide_at(&with_axis(i, a.axis, k.expr(), rank)),
             &mean.at(i),
         );
         compute::bin(BinaryOp::Mul, &d, &d).reduce(ReduceOp::Sum, vec![k])
@@ -361,6 +370,7 @@ fn layer_norm_te(inputs: &[TeValue], attrs: &Attrs, out: &Type) -> Result<TeValu
             &var,
             (channel(gamma), channel(beta)),
             &a,
+            work,
         )
         .cast(dtype)
     }))
