@@ -236,6 +236,23 @@ unsafe fn copy_panel_row<T: Element>(src: *const T, dst: *mut T, nr: usize) {
     }
 }
 
+/// `dst[t] = src[t · SW]` widened, for `t < n`, the stride a constant.
+///
+/// # Safety
+///
+/// `src` is valid for `(n − 1)·SW + 1` elements and `dst` for `n`.
+#[inline(always)]
+unsafe fn strided<T: Element, S: Operand<T>, const SW: usize>(
+    src: *const S,
+    dst: *mut T,
+    n: usize,
+) {
+    for t in 0..n {
+        // SAFETY: by the contract.
+        unsafe { *dst.add(t) = (*src.add(t * SW)).widen() };
+    }
+}
+
 /// The window row of channel `c` and kernel tap `(ky, kx)` for pixels `c0..c0 + out.len()`,
 /// converted into `out`: per output row, the pixels whose image column lies inside the image
 /// read (contiguously at stride 1), the others zero.
@@ -280,11 +297,15 @@ unsafe fn gather_row<T: Element, S: Operand<T>>(
                     unsafe {
                         let src = w.ptr.add((c * h + iy) * wd + ix);
                         let dst = seg[a - x..].as_mut_ptr();
-                        if sw == 1 {
-                            S::convert(src, dst, b - a);
-                        } else {
-                            for t in 0..b - a {
-                                *dst.add(t) = (*src.add(t * sw)).widen();
+                        match sw {
+                            1 => S::convert(src, dst, b - a),
+                            // A stride-2 window (a stem, a downsampling block) with the stride
+                            // a constant, which the compiler vectorizes as interleaved loads.
+                            2 => strided::<T, S, 2>(src, dst, b - a),
+                            _ => {
+                                for t in 0..b - a {
+                                    *dst.add(t) = (*src.add(t * sw)).widen();
+                                }
                             }
                         }
                     }
