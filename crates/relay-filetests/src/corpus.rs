@@ -1,5 +1,6 @@
-//! The corpus property: every `.relay` program in the repository outside `ir-tests/`, and
-//! every program in the shared conformance suite, parses, re-parses from its printed text to a
+//! The corpus property: every `.relay` program in the repository outside `ir-tests/`, its
+//! conformance programs among them, and the shared conformance programs when they are beside
+//! the repository, parses, re-parses from its printed text to a
 //! structurally equal module, and prints to a fixpoint.
 
 use std::path::{Path, PathBuf};
@@ -22,25 +23,31 @@ pub fn repository_root() -> PathBuf {
     }
 }
 
-/// The shared conformance programs: `../shared/conformance` from the repository root.
+/// The repository's conformance programs: `conformance/` at its root.
 pub fn conformance_dir() -> PathBuf {
-    let root = repository_root();
-    match root.parent() {
-        Some(parent) => parent.join("shared/conformance"),
-        None => root.join("../shared/conformance"),
-    }
+    repository_root().join("conformance")
 }
 
-/// Fails with a clear message when the conformance directory is missing: the corpus must never
-/// pass by silently checking nothing.
+/// The shared conformance programs, `../shared/conformance` beside the repository, when that
+/// directory exists: run in addition to the repository's, never required.
+pub fn shared_conformance_dir() -> Option<PathBuf> {
+    let root = repository_root();
+    let dir = match root.parent() {
+        Some(parent) => parent.join("shared/conformance"),
+        None => root.join("../shared/conformance"),
+    };
+    dir.is_dir().then_some(dir)
+}
+
+/// Fails with a clear message when the repository's conformance directory is missing: the
+/// corpus must never pass by silently checking nothing.
 pub fn require_conformance_dir() -> Result<PathBuf, Failure> {
     let dir = conformance_dir();
     if dir.is_dir() {
         Ok(dir)
     } else {
         Err(Failure::new(format!(
-            "the conformance programs are missing: expected a directory at `{}` (the shared \
-             `conformance/` directory next to the repository)",
+            "the conformance programs are missing: expected a directory at `{}`",
             dir.display()
         )))
     }

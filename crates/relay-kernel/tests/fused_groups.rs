@@ -190,6 +190,8 @@ fn every_fused_group_matches_the_interpreter() {
     let mut files = Vec::new();
     relay_files(&root.join("ir-tests"), &mut files);
     relay_files(&root.join("benches/programs"), &mut files);
+    relay_files(&root.join("conformance"), &mut files);
+    // The shared conformance programs too, when they are beside the repository.
     relay_files(&root.join("../shared/conformance"), &mut files);
     files.sort();
     let fuse = pass_by_name("fuse_ops").expect("fuse_ops is registered");

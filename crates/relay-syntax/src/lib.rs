@@ -188,8 +188,8 @@ mod tests {
 
     #[test]
     fn conformance_programs_parse() {
-        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/conformance");
-        for entry in std::fs::read_dir(dir).expect("shared/conformance exists") {
+        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../../conformance");
+        for entry in std::fs::read_dir(dir).expect("conformance/ exists") {
             let path = entry.expect("readable").path();
             if path.extension().is_some_and(|e| e == "relay") {
                 let text = std::fs::read_to_string(&path).expect("readable");

@@ -38,8 +38,13 @@ fn repository_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
-/// The shared conformance programs, next to the repository.
+/// The repository's conformance programs.
 fn conformance_dir() -> PathBuf {
+    repository_root().join("conformance")
+}
+
+/// The shared conformance programs, when they are beside the repository (run in addition).
+fn shared_conformance_dir() -> PathBuf {
     repository_root().join("../shared/conformance")
 }
 
@@ -405,6 +410,7 @@ fn the_vm_computes_what_the_interpreter_computes() {
         "no programs in `{}`",
         conformance.display()
     );
+    relay_files(&shared_conformance_dir(), false, &mut suite);
     programs.extend(suite.into_iter().map(|p| {
         let dir = p.with_extension("");
         (p, Source::Conformance(dir))
