@@ -156,12 +156,16 @@ fn f32_boundaries() -> Vec<u32> {
 #[test]
 fn float32_narrows_like_the_host_at_every_boundary() {
     check_f32(&f32_boundaries());
-    // NaN payloads, infinities, f32 subnormals, zeros.
+    check_f32(&f32_specials());
+}
+
+/// NaN payloads, infinities, `f32` subnormals, zeros.
+fn f32_specials() -> Vec<u32> {
     let mut special = vec![0x7f80_0000, 0xff80_0000, 0, 0x8000_0000, 1, 0x8000_0001];
     for p in [1u32, 0x1fff, 0x2000, 0x40_0000, 0x3f_ffff, 0x12_3456] {
         special.extend([0x7f80_0000 | p, 0xff80_0000 | p]);
     }
-    check_f32(&special);
+    special
 }
 
 #[test]
@@ -200,11 +204,7 @@ fn check_round_trip(bits: &[u32]) {
 #[test]
 fn float32_rounds_to_float16_in_place_like_the_round_trip() {
     check_round_trip(&f32_boundaries());
-    let mut special = vec![0x7f80_0000, 0xff80_0000, 0, 0x8000_0000, 1, 0x8000_0001];
-    for p in [1u32, 0x1fff, 0x2000, 0x40_0000, 0x3f_ffff, 0x12_3456] {
-        special.extend([0x7f80_0000 | p, 0xff80_0000 | p]);
-    }
-    check_round_trip(&special);
+    check_round_trip(&f32_specials());
     let strided: Vec<u32> = (0..=u32::MAX).step_by(4099).collect();
     check_round_trip(&strided);
 }
