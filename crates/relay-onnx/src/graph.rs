@@ -326,10 +326,7 @@ impl Graph {
         if x.shape == to {
             return Ok(x.clone());
         }
-        let list = |v: &[i64]| {
-            let items: Vec<String> = v.iter().map(i64::to_string).collect();
-            format!("[{}]", items.join(", "))
-        };
+        use crate::ops::list;
         if let Some(codes) = symbolic::newshape(&x.shape, &to) {
             let text = format!("reshape({}, newshape={})", x.expr, list(&codes));
             return Ok(self.bind(text, to, x.dtype));
