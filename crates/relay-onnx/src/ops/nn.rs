@@ -403,6 +403,13 @@ fn layer_norm_fused(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<Va
     // (both are broadcast onto them; a full-shape one is reshaped, a smaller one is not
     // supported).
     let inner = product(&x.shape[k..]);
+    if inner < 0 {
+        return Err(format!(
+            "normalizing the dynamic axes {k}.. of {}: give the model's symbolic dimensions \
+             with --input-shape",
+            type_text(&x.shape, x.dtype)
+        ));
+    }
     let flat = |g: &mut Graph, v: &Value| -> Result<Value, String> {
         match product(&v.shape) {
             n if n == inner && v.shape.len() == 1 => Ok(v.clone()),
