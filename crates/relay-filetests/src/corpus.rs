@@ -1,6 +1,5 @@
 //! The corpus property: every `.relay` program in the repository outside `ir-tests/`, its
-//! conformance programs among them, and the shared conformance programs when they are beside
-//! the repository, parses, re-parses from its printed text to a
+//! conformance programs among them, parses, re-parses from its printed text to a
 //! structurally equal module, and prints to a fixpoint.
 
 use std::path::{Path, PathBuf};
@@ -26,17 +25,6 @@ pub fn repository_root() -> PathBuf {
 /// The repository's conformance programs: `conformance/` at its root.
 pub fn conformance_dir() -> PathBuf {
     repository_root().join("conformance")
-}
-
-/// The shared conformance programs, `../shared/conformance` beside the repository, when that
-/// directory exists: run in addition to the repository's, never required.
-pub fn shared_conformance_dir() -> Option<PathBuf> {
-    let root = repository_root();
-    let dir = match root.parent() {
-        Some(parent) => parent.join("shared/conformance"),
-        None => root.join("../shared/conformance"),
-    };
-    dir.is_dir().then_some(dir)
 }
 
 /// Fails with a clear message when the repository's conformance directory is missing: the

@@ -1,6 +1,8 @@
 //! The corpus property over every `.relay` program outside `ir-tests/`: the repository's own
-//! (examples, benchmark programs, its conformance programs, ...) and the shared conformance
-//! programs when they are beside the repository. Each parses,
+//! (examples, benchmark programs, its conformance programs, ...). (A datatest target needs a
+//! trial in every directory it scans, so the shared conformance programs, run when they are
+//! beside the repository, are parsed and type-checked by `relay-types`'s tests and run by the
+//! VM's corpus and `relayc`'s tests instead.) Each parses,
 //! re-parses from its printed text to a structurally equal module, and prints to a fixpoint.
 //! One trial per file.
 //!
@@ -23,16 +25,6 @@ fn conformance(path: &Path, text: String) -> datatest_stable::Result<()> {
     corpus::check_program(path, &text)
         .map_err(|failure| failure.context(relay_filetests::display_path(path)))?;
     Ok(())
-}
-
-/// [`conformance`] for the shared programs (trials named apart from the repository's).
-fn shared_conformance(path: &Path, text: String) -> datatest_stable::Result<()> {
-    conformance(path, text)
-}
-
-/// [`preserved`] for the shared programs.
-fn shared_preserved(path: &Path, text: String) -> datatest_stable::Result<()> {
-    preserved(path, text)
 }
 
 fn preserved(path: &Path, text: String) -> datatest_stable::Result<()> {
@@ -64,17 +56,6 @@ fn conformance_root() -> String {
     }
 }
 
-/// The shared conformance directory when it is beside the repository, else an empty
-/// directory (no trials).
-fn shared_conformance_root() -> String {
-    let dir = corpus::shared_conformance_dir().unwrap_or_else(|| {
-        let empty = std::env::temp_dir().join("relay-no-shared-conformance");
-        let _ = std::fs::create_dir_all(&empty);
-        empty
-    });
-    dir.display().to_string()
-}
-
 fn repository_root() -> String {
     corpus::repository_root().display().to_string()
 }
@@ -87,6 +68,4 @@ datatest_stable::harness! {
     { test = preserved, root = ir_tests_root(), pattern = r"^(?!kernels/).*\.relay$" },
     { test = preserved, root = bench_programs_root(), pattern = r"\.relay$" },
     { test = preserved, root = conformance_root(), pattern = r"\.relay$" },
-    { test = shared_conformance, root = shared_conformance_root(), pattern = r"\.relay$" },
-    { test = shared_preserved, root = shared_conformance_root(), pattern = r"\.relay$" },
 }

@@ -1,5 +1,5 @@
-//! Runs every conformance program (`conformance/P.relay` with inputs `P/<param>.npy`: the
-//! repository's, and the shared ones when they are beside the repository) in the
+//! Runs every conformance program of the repository (`conformance/P.relay` with inputs
+//! `P/<param>.npy`, or those of `$RELAY_CONFORMANCE_DIR`) in the
 //! interpreter and compares each tensor leaf of the result, depth-first, with `P/expected.npz`:
 //! float leaves with `numpy.allclose(rtol=1e-4, atol=1e-5)` and the same dtype, integer and
 //! boolean leaves exactly.
@@ -72,31 +72,11 @@ fn check(program: &Path) -> Result<(), String> {
     Ok(())
 }
 
-/// The shared conformance programs (`shared/conformance` beside the repository) when they are
-/// there, else an empty directory (no trials): run in addition, never required.
-fn shared_root() -> String {
-    let shared = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/conformance");
-    let dir = if shared.is_dir() {
-        shared
-    } else {
-        let empty = std::env::temp_dir().join("relay-no-shared-conformance");
-        let _ = std::fs::create_dir_all(&empty);
-        empty
-    };
-    dir.display().to_string()
-}
-
 /// One trial per conformance program.
 fn conformance(path: &Path, _text: String) -> datatest_stable::Result<()> {
     check(path).map_err(|e| format!("{}: {e}", path.display()).into())
 }
 
-/// One trial per shared conformance program (named apart from the repository's).
-fn shared(path: &Path, text: String) -> datatest_stable::Result<()> {
-    conformance(path, text)
-}
-
 datatest_stable::harness! {
     { test = conformance, root = conformance_root(), pattern = r"^[^/]*\.relay$" },
-    { test = shared, root = shared_root(), pattern = r"^[^/]*\.relay$" },
 }
