@@ -450,6 +450,21 @@ impl Graph {
         }
     }
 
+    /// The inputs of `node` that are present and computed, by position (borrowed: the checks
+    /// before and after a conversion read them; a missing one is the conversion's error).
+    fn computed_inputs<'a>(
+        &'a self,
+        node: &'a NodeProto,
+    ) -> impl Iterator<Item = (usize, &'a Value)> + 'a {
+        node.input.iter().enumerate().filter_map(|(i, name)| {
+            let v = self
+                .values
+                .get(name.as_str())
+                .filter(|_| !name.is_empty())?;
+            Some((i, v))
+        })
+    }
+
     /// Converts `node`, recording its outputs.
     fn node(&mut self, node: &NodeProto) -> Result<(), String> {
         if !(node.domain.is_empty() || node.domain == "ai.onnx") {
@@ -481,12 +496,13 @@ impl Graph {
     /// An error when an input of `node` has a dynamic dimension that its conversion does not
     /// take ([`symbolic::accepts_dynamic`]).
     fn check_dynamic(&self, node: &NodeProto) -> Result<(), String> {
-        let rank = self.optional_input(node, 0)?.map_or(0, |v| v.shape.len());
+        let inputs: Vec<(usize, &Value)> = self.computed_inputs(node).collect();
+        let rank = match inputs.first() {
+            Some((0, x)) => x.shape.len(),
+            _ => 0,
+        };
         let accepts = symbolic::accepts_dynamic(node, rank);
-        for i in 0..node.input.len() {
-            let Some(v) = self.optional_input(node, i)? else {
-                continue;
-            };
+        for (i, v) in inputs {
             let dynamic = match accepts {
                 Some(true) => false,
                 Some(false) => symbolic::is_dynamic(v.shape.get(1..).unwrap_or_default()),
@@ -522,13 +538,8 @@ impl Graph {
         node: &NodeProto,
         mut outputs: Vec<Value>,
     ) -> Result<Vec<Value>, String> {
-        let involved = (0..node.input.len()).any(|i| {
-            self.optional_input(node, i)
-                .ok()
-                .flatten()
-                .is_some_and(|v| {
-                    v.elems.is_some() || node.op_type == "Shape" && symbolic::is_dynamic(&v.shape)
-                })
+        let involved = self.computed_inputs(node).any(|(_, v)| {
+            v.elems.is_some() || node.op_type == "Shape" && symbolic::is_dynamic(&v.shape)
         });
         let Some(first) = outputs.first_mut().filter(|_| involved) else {
             return Ok(outputs);

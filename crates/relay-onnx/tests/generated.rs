@@ -126,12 +126,16 @@ fn run_against(
 fn every_generated_model_matches_onnx_runtime() {
     let cases = cases("ops");
     assert!(cases.len() >= 40, "{cases:?}");
+    assert_all(&cases, |dir| check(dir, 1e-4));
+}
+
+/// Fails with every case of `cases` that `check` fails, named.
+fn assert_all(cases: &[PathBuf], check: impl Fn(&Path) -> Result<(), String>) {
     let failures: Vec<String> = cases
         .iter()
         .filter_map(|dir| {
-            check(dir, 1e-4)
-                .err()
-                .map(|e| format!("{}: {e}", dir.file_name().unwrap().to_string_lossy()))
+            let name = dir.file_name().unwrap().to_string_lossy().into_owned();
+            check(dir).err().map(|e| format!("{name}: {e}"))
         })
         .collect();
     assert!(failures.is_empty(), "{}", failures.join("\n"));
@@ -143,14 +147,7 @@ fn every_generated_model_matches_onnx_runtime() {
 fn dynamic_models_run_at_every_size_they_are_given() {
     let cases = cases("dynamic");
     assert!(cases.len() >= 2, "{cases:?}");
-    let failures: Vec<String> = cases
-        .iter()
-        .filter_map(|dir| {
-            let name = dir.file_name().unwrap().to_string_lossy().into_owned();
-            check_dynamic(dir).err().map(|e| format!("{name}: {e}"))
-        })
-        .collect();
-    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    assert_all(&cases, check_dynamic);
 }
 
 /// Imports dynamic case `dir` and runs it at each of its sizes.

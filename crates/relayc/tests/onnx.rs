@@ -126,21 +126,31 @@ fn a_file_that_is_not_a_model_is_an_error() {
     std::fs::remove_dir_all(dir).ok();
 }
 
+/// `--input NAME=PATH` arguments for the arrays of `.npz` file `inputs`, each written to a
+/// `.npy` file in `work`.
+fn input_args(inputs: &Path, work: &Path) -> Result<Vec<String>, String> {
+    use relay_runtime::npy::{read_npz_file, write_npy_file};
+    let stem = inputs.file_stem().unwrap_or_default().to_string_lossy();
+    let mut args = Vec::new();
+    for (k, a) in read_npz_file(inputs).map_err(|e| e.to_string())? {
+        let path = work.join(format!("{stem}-{k}.npy"));
+        write_npy_file(&path, &a).map_err(|e| e.to_string())?;
+        args.extend(["--input".into(), format!("{k}={}", path.display())]);
+    }
+    Ok(args)
+}
+
 /// Runs the generated case `dir` (a model, `inputs.npz`, `outputs.npz`) with `relayc run
 /// MODEL.onnx` on the VM, comparing with the stored outputs within `rtol`.
 fn run_generated(dir: &Path, rtol: f64) -> Result<(), String> {
-    use relay_runtime::npy::{read_npz_file, write_npy_file};
+    use relay_runtime::npy::read_npz_file;
     let name = dir.file_name().unwrap().to_string_lossy().into_owned();
     let work = scratch(&format!("gen-{name}"));
     let mut args = vec![
         "run".to_string(),
         dir.join("model.onnx").to_str().unwrap().to_string(),
     ];
-    for (k, a) in read_npz_file(&dir.join("inputs.npz")).map_err(|e| e.to_string())? {
-        let path = work.join(format!("{k}.npy"));
-        write_npy_file(&path, &a).map_err(|e| e.to_string())?;
-        args.extend(["--input".into(), format!("{k}={}", path.display())]);
-    }
+    args.extend(input_args(&dir.join("inputs.npz"), &work)?);
     let out = work.join("out.npz");
     args.extend(["--output".into(), out.to_str().unwrap().to_string()]);
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
@@ -211,7 +221,7 @@ fn generated_models_run_on_the_vm_as_onnx_runtime_does() {
 /// runs on the VM at every size it is given, as ONNX Runtime computes.
 #[test]
 fn dynamic_models_build_once_and_run_at_every_size() {
-    use relay_runtime::npy::{read_npz_file, write_npy_file};
+    use relay_runtime::npy::read_npz_file;
     let dirs = generated("dynamic");
     assert!(dirs.len() >= 2);
     for dir in dirs {
@@ -227,11 +237,7 @@ fn dynamic_models_build_once_and_run_at_every_size() {
         ]));
         for k in 0..2 {
             let mut args = vec!["run".to_string(), ro.to_str().unwrap().to_string()];
-            for (input, a) in read_npz_file(&dir.join(format!("inputs_{k}.npz"))).unwrap() {
-                let path = work.join(format!("{input}_{k}.npy"));
-                write_npy_file(&path, &a).unwrap();
-                args.extend(["--input".into(), format!("{input}={}", path.display())]);
-            }
+            args.extend(input_args(&dir.join(format!("inputs_{k}.npz")), &work).unwrap());
             let out = work.join(format!("out_{k}.npz"));
             args.extend(["--output".into(), out.to_str().unwrap().to_string()]);
             let args: Vec<&str> = args.iter().map(String::as_str).collect();

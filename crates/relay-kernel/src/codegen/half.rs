@@ -86,6 +86,15 @@ fn sel(b: &mut FunctionBuilder, cond: Value, x: Value, y: Value) -> Value {
     }
 }
 
+/// `lane` (a 32-bit type) as a scalar when `like` is one, else in four lanes like it.
+fn shaped_like(like: Type, lane: Type) -> Type {
+    if like.is_vector() {
+        lane.by(4).unwrap_or(lane)
+    } else {
+        lane
+    }
+}
+
 fn bitcast(b: &mut FunctionBuilder, ty: Type, x: Value) -> Value {
     b.ins().bitcast(ty, MemFlagsData::new(), x)
 }
@@ -93,11 +102,7 @@ fn bitcast(b: &mut FunctionBuilder, ty: Type, x: Value) -> Value {
 /// `float16` bits (zero-extended in `i32` or `i32x4` lanes) → the equal `f32` (or `f32x4`).
 pub(super) fn f16_to_f32(b: &mut FunctionBuilder, h: Value) -> Value {
     let ity = b.func.dfg.value_type(h);
-    let fty = if ity.is_vector() {
-        types::F32X4
-    } else {
-        types::F32
-    };
+    let fty = shaped_like(ity, types::F32);
     let sign = and(b, h, 0x8000);
     let sign = b.ins().ishl_imm_u(sign, 16);
     let abs = and(b, h, 0x7fff);
@@ -130,11 +135,7 @@ pub(super) fn f16_to_f32(b: &mut FunctionBuilder, h: Value) -> Value {
 /// payload bits, as the round trip leaves it.
 pub(super) fn f32_rounded_to_f16(b: &mut FunctionBuilder, x: Value) -> Value {
     let fty = b.func.dfg.value_type(x);
-    let ity = if fty.is_vector() {
-        types::I32X4
-    } else {
-        types::I32
-    };
+    let ity = shaped_like(fty, types::I32);
     let bits = bitcast(b, ity, x);
     let sign = and(b, bits, 0x8000_0000);
     let abs = and(b, bits, 0x7fff_ffff);
