@@ -71,7 +71,10 @@ pub enum KernelError {
     #[error("kernel {kernel}: {message}")]
     #[diagnostic(
         code(relay::kernel::unsupported),
-        help("the interpreter runs it (`relayc run --executor interp`)")
+        help(
+            "if its operators are defined for these types, the interpreter runs it \
+             (`relayc run --executor interp`)"
+        )
     )]
     Unsupported {
         /// The kernel's name.

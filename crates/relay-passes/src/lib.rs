@@ -30,6 +30,7 @@ pub mod plan_memory;
 pub mod simplify_inference;
 pub mod tail_call;
 pub mod to_anf;
+pub mod unpartition;
 
 use std::collections::BTreeMap;
 
@@ -224,6 +225,7 @@ impl PassError {
 /// Every registered pass, in the default pipeline's order.
 pub fn all_passes() -> &'static [&'static dyn Pass] {
     static ALL: &[&dyn Pass] = &[
+        &unpartition::Unpartition,
         &simplify_inference::SimplifyInference,
         &eta_expand::EtaExpand,
         &fold_constant::FoldConstant,

@@ -78,11 +78,12 @@ fn repository_passes_toml_loads() {
     let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../passes.toml");
     let config = PipelineConfig::load(&path).unwrap();
     // The default pipeline lists every registered pass once, in registry order, with
-    // eta_expand right after simplify_inference (as TVM's VM pipeline does).
+    // unpartition first, then eta_expand right after simplify_inference (as TVM's VM
+    // pipeline does).
     assert_eq!(config.pass_names(), pass_names());
     assert_eq!(
-        config.pass_names()[..2],
-        ["simplify_inference", "eta_expand"]
+        config.pass_names()[..3],
+        ["unpartition", "simplify_inference", "eta_expand"]
     );
     assert_eq!(config.opt_level, 2);
     assert!(!config.debug.verify_each && !config.debug.time_passes);
@@ -161,7 +162,9 @@ fn unknown_pass_in_the_pipeline() {
     assert_eq!(spanned(text, &err), "\"fuse_op\"");
     assert_eq!(err.label, "not a pass");
     assert!(
-        help(&err).starts_with("did you mean `fuse_ops`? valid passes are: simplify_inference, "),
+        help(&err).starts_with(
+            "did you mean `fuse_ops`? valid passes are: unpartition, simplify_inference, "
+        ),
         "{}",
         help(&err)
     );
@@ -174,7 +177,7 @@ fn a_name_far_from_every_pass_gets_no_suggestion() {
     let text = "[pipeline]\npasses = [\"vectorize_everything\"]\n";
     let err = error(text);
     assert!(
-        help(&err).starts_with("valid passes are: simplify_inference, eta_expand,"),
+        help(&err).starts_with("valid passes are: unpartition, simplify_inference, eta_expand,"),
         "{}",
         help(&err)
     );
@@ -445,7 +448,7 @@ fn set_option_errors_name_the_valid_choices() {
     let err = manager.set_option("tunabel", "max_depth", "3").unwrap_err();
     assert!(err.starts_with("unknown pass `tunabel`; "), "{err}");
     assert!(
-        err.contains("valid passes are: simplify_inference"),
+        err.contains("valid passes are: unpartition, simplify_inference"),
         "{err}"
     );
 

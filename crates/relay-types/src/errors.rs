@@ -303,6 +303,26 @@ pub enum Warning {
         #[label("`{missing}` is not matched")]
         span: Option<SourceSpan>,
     },
+    /// A function partitioned for an external compiler (TVM's `PartitionGraph`, `Compiler=`),
+    /// which relayc compiles as ordinary Relay.
+    #[error("external compiler `{compiler}` is not used: {function} runs as ordinary Relay")]
+    #[diagnostic(
+        code("relay::type::external_compiler"),
+        severity(Warning),
+        help(
+            "relayc has no external codegens; the `unpartition` pass drops `Compiler=` and \
+             compiles the function with relayc's own kernels"
+        )
+    )]
+    ExternalCompiler {
+        /// The `Compiler` attribute's value.
+        compiler: String,
+        /// `` `@name` `` or "this function".
+        function: String,
+        /// The function.
+        #[label("compiled by relayc, not by `{compiler}`")]
+        span: Option<SourceSpan>,
+    },
 }
 
 /// A warning, such as a non-exhaustive `match`, with the source it points into.

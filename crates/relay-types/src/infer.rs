@@ -185,6 +185,7 @@ impl<'m> Checker<'m> {
         let module = self.module;
         let global = &module.functions[i];
         self.state[i] = State::InProgress;
+        self.warn_external(&global.func, format!("`@{}`", global.name), global.span);
         let sig = self.sigs[i].clone();
         for (p, &t) in global.func.params.iter().zip(&sig.params) {
             self.bind(p, t);
@@ -247,7 +248,10 @@ impl<'m> Checker<'m> {
                 ExprKind::Op(op) => self.op_call(e, callee, op, args),
                 _ => self.call(e, callee, args),
             },
-            ExprKind::Function(f) => self.function(f),
+            ExprKind::Function(f) => {
+                self.warn_external(f, "this function".to_owned(), e.span());
+                self.function(f)
+            }
             ExprKind::Let { .. } => self.let_chain(e, false),
             ExprKind::If {
                 cond,
@@ -490,6 +494,38 @@ impl<'m> Checker<'m> {
             self.pending.push(pending);
         }
         result
+    }
+
+    /// Warns that a function partitioned for an external compiler runs as ordinary Relay.
+    fn warn_external(&mut self, f: &Function, function: String, span: Span) {
+        if let Some(compiler) = f.attrs.get("Compiler") {
+            let compiler = compiler
+                .as_str()
+                .map_or_else(|| format!("{compiler:?}"), str::to_owned);
+            self.warnings.push(Warning::ExternalCompiler {
+                compiler,
+                function,
+                span: source_span(self.first_line(span)),
+            });
+        }
+    }
+
+    /// The part of `span` on its first line of source (a function's header).
+    fn first_line(&self, span: Span) -> Span {
+        let Some(source) = &self.module.source else {
+            return span;
+        };
+        let text = source
+            .text
+            .get(span.lo as usize..span.hi as usize)
+            .unwrap_or("");
+        match text.find('\n') {
+            Some(end) => Span {
+                lo: span.lo,
+                hi: span.lo + end as u32,
+            },
+            None => span,
+        }
     }
 
     fn function(&mut self, f: &Function) -> TyId {

@@ -296,6 +296,39 @@ def @main() { fn (%x) { %x } }
 }
 
 #[test]
+fn external_compiler_functions_warn_once_each_at_their_header() {
+    let (_, warnings) = check(
+        r#"#[version = "0.0.5"]
+def @dnnl_0(%a: float32, Compiler="dnnl", Primitive=1, global_symbol="dnnl_0") -> float32 {
+  %a
+}
+def @main(%x: float32) -> float32 {
+  %0 = fn (%b: float32, Compiler="cutlass") -> float32 { @dnnl_0(%b) };
+  %0(%x)
+}
+"#,
+    );
+    let texts: Vec<String> = warnings
+        .iter()
+        .map(|w| relay_syntax::render_plain(w))
+        .collect();
+    assert_eq!(texts.len(), 2, "{texts:?}");
+    assert!(
+        texts[0].contains("external compiler `dnnl` is not used: `@dnnl_0` runs as ordinary Relay"),
+        "{}",
+        texts[0]
+    );
+    assert!(texts[1].contains("`cutlass`"), "{}", texts[1]);
+    assert!(
+        texts
+            .iter()
+            .all(|t| t.contains("relay::type::external_compiler"))
+    );
+    // The label is the header line, not the whole body.
+    assert!(!texts[0].contains("╰─▶"), "{}", texts[0]);
+}
+
+#[test]
 fn non_exhaustive_match_warns_with_a_missing_pattern() {
     let (_, warnings) = check(&with_list(
         "def @f(%xs: List[int32]) -> int32 {

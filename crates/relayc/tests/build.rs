@@ -348,6 +348,77 @@ fn kernels_that_cannot_compile_are_all_reported() {
 }
 
 #[test]
+fn float_functions_of_integers_check_and_fail_to_build_naming_operator_and_dtype() {
+    let file = TempFile::new(
+        "log_int.relay",
+        r#"#[version = "0.0.5"]
+def @main(%x: Tensor[(3), int32]) -> Tensor[(3), int32] {
+  log(%x)
+}
+"#,
+    );
+    // TVM's type checker accepts it, and so does `check`.
+    let out = relayc(&["check", file.arg()]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let out = build(&[file.arg(), "-o", TempFile::path_for("log_int.ro").arg()]);
+    assert_eq!(code(&out), 1, "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(err.contains("relay::kernel::unsupported"), "{err}");
+    // The message as one line, whatever the width it was wrapped at.
+    let flat = err
+        .replace('│', " ")
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ");
+    assert!(flat.contains("`log` does not support dtype int32"), "{err}");
+    assert!(err.contains("log_int.relay:3:3"), "{err}");
+}
+
+#[test]
+fn functions_partitioned_for_external_compilers_build_and_run_with_a_warning() {
+    let file = TempFile::new(
+        "partitioned.relay",
+        r#"#[version = "0.0.5"]
+def @dnnl_0(%a: Tensor[(2), float32], %b: Tensor[(2), float32], Compiler="dnnl", Primitive=1, Inline=1, global_symbol="dnnl_0") -> Tensor[(2), float32] {
+  %0 = add(%a, %b);
+  multiply(%0, %b)
+}
+def @main(%x: Tensor[(2), float32]) -> Tensor[(2), float32] {
+  %1 = fn (%c: Tensor[(2), float32], Compiler="cutlass", Primitive=1) -> Tensor[(2), float32] {
+    %2 = subtract(%c, 1f);
+    nn.relu(%2)
+  };
+  %1(@dnnl_0(%x, %x))
+}
+"#,
+    );
+    let exe = TempFile::path_for("partitioned.ro");
+    let out = build_ok(&[file.arg(), "-o", exe.arg()]);
+    let err = stderr(&out);
+    assert_eq!(
+        err.matches("relay::type::external_compiler").count(),
+        2,
+        "{err}"
+    );
+    assert!(
+        err.contains("external compiler `dnnl` is not used"),
+        "{err}"
+    );
+    let x = TempFile::path_for("partitioned_x.npy");
+    let values =
+        relay_runtime::NDArray::from_f64_slice(relay_runtime::DType::F32, &[2], &[1.0, 2.0])
+            .expect("a float32 array");
+    relay_runtime::npy::write_npy_file(x.path(), &values).expect("writes x");
+    let x_arg = format!("x={}", x.arg());
+    for program in [exe.arg(), file.arg()] {
+        let out = relayc(&["run", program, "--input", &x_arg]);
+        assert_eq!(code(&out), 0, "{}", stderr(&out));
+        // (x + x) * x - 1, then relu: 1 and 7.
+        assert_eq!(stdout(&out).trim(), "[1., 7.]");
+    }
+}
+
+#[test]
 fn kernels_with_dynamic_shapes_are_left_to_run_time() {
     let file = TempFile::new("dynamic.relay", DYNAMIC);
     let out = build_ok(&[file.arg()]);
