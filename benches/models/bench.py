@@ -82,9 +82,9 @@ def run_relayc(net, relayc, threads, repeat, scratch):
                           text=True)
     if done.returncode != 0:
         raise RuntimeError(f"relayc failed (exit {done.returncode}):\n{done.stderr[-3000:]}")
-    found = re.search(r"median ([0-9.]+) (ns|µs|us|ms|s)\b", done.stderr)
+    found = re.search(r"p50 ([0-9.]+) (ns|µs|us|ms|s)\b", done.stderr)
     if not found:
-        raise RuntimeError(f"no median in relayc's output:\n{done.stderr[-2000:]}")
+        raise RuntimeError(f"no p50 in relayc's output:\n{done.stderr[-2000:]}")
     seconds = float(found.group(1)) * UNITS[found.group(2)]
     if suffix == ".npy":
         outputs = [np.load(output)]

@@ -13,6 +13,7 @@ the median times, and relayc's time when the import is specialized to the batch
 """
 
 import argparse
+import re
 import json
 import pathlib
 import subprocess
@@ -72,10 +73,10 @@ def relayc_ms(relayc, target, inputs, out, rounds):
     r = subprocess.run(args, capture_output=True, text=True, check=True)
     scale = {"ns": 1e-6, "µs": 1e-3, "us": 1e-3, "ms": 1.0, "s": 1e3}
     for line in r.stderr.splitlines():
-        if line.startswith("run: median"):
-            value, unit = line.replace(",", " ").split()[2:4]
-            return float(value) * scale[unit]
-    raise SystemExit(f"no median in relayc's output:\n{r.stdout}{r.stderr}")
+        found = re.search(r"p50 ([0-9.]+) (ns|µs|us|ms|s)\b", line)
+        if line.startswith("run: ") and found:
+            return float(found.group(1)) * scale[found.group(2)]
+    raise SystemExit(f"no p50 in relayc's output:\n{r.stdout}{r.stderr}")
 
 
 def main():

@@ -1,6 +1,6 @@
 //! The inputs of `relayc run` and the `--params` of `relayc build`: each parameter of the entry
-//! function bound, in parameter order, from `--params` (a `.npz` file), `--input NAME=PATH.npy`
-//! or `--random-inputs SEED`, and checked against its parameter's type, with the same messages
+//! function bound, in parameter order, from `--params` (a `.npz` file), `--inputs` (a `.npz`
+//! file of run-time inputs), `--input NAME=PATH.npy` or `--random-inputs SEED`, and checked against its parameter's type, with the same messages
 //! for a Relay file, an executable file and either executor.
 
 use std::collections::HashMap;
@@ -20,6 +20,8 @@ pub(crate) struct InputArgs<'a> {
     pub params: Option<&'a Path>,
     /// Every `--input NAME=PATH.npy`.
     pub inputs: &'a [(String, PathBuf)],
+    /// The arrays of `--inputs INPUTS.npz` by name, and the file's path.
+    pub inputs_file: Option<(&'a Path, &'a [(String, NDArray)])>,
     /// `--random-inputs SEED`.
     pub random_inputs: Option<u64>,
     /// Parameters bound like `--params` entries, from memory (an imported model's
@@ -200,6 +202,20 @@ pub(crate) fn bind_arguments(
         }
     }
 
+    // `--inputs`: every entry names a parameter; an `--input` of the same name overrides it.
+    if let Some((path, arrays)) = args.inputs_file {
+        for (name, array) in arrays {
+            match position(name) {
+                Some(i) => bound[i] = Some(Binding::Input(array.clone(), path.to_path_buf())),
+                None => errors.push(format!(
+                    "--inputs `{}`: `{name}` is not a parameter of `@{entry}`; {}",
+                    path.display(),
+                    parameter_list(&names)
+                )),
+            }
+        }
+    }
+
     let mut seen: Vec<&str> = Vec::new();
     // Parameters whose input file could not be read: reported once, not also as missing.
     let mut unreadable: Vec<usize> = Vec::new();
@@ -210,14 +226,9 @@ pub(crate) fn bind_arguments(
         }
         seen.push(name);
         let Some(i) = position(name) else {
-            let listed = if names.is_empty() {
-                "it has no parameters".to_string()
-            } else {
-                let list: Vec<String> = names.iter().map(|n| format!("`%{n}`")).collect();
-                format!("its parameters are {}", list.join(", "))
-            };
             errors.push(format!(
-                "--input `{name}`: `@{entry}` has no parameter `%{name}`; {listed}"
+                "--input `{name}`: `@{entry}` has no parameter `%{name}`; {}",
+                parameter_list(&names)
             ));
             continue;
         };
@@ -271,6 +282,28 @@ pub(crate) fn bind_arguments(
     }
 }
 
+/// "its parameters are `%a`, `%b`", or "it has no parameters".
+fn parameter_list(names: &[&str]) -> String {
+    if names.is_empty() {
+        "it has no parameters".to_string()
+    } else {
+        let list: Vec<String> = names.iter().map(|n| format!("`%{n}`")).collect();
+        format!("its parameters are {}", list.join(", "))
+    }
+}
+
+/// The arrays of `--inputs INPUTS.npz`, by name (a leading `%` dropped, as `--input` drops it).
+pub(crate) fn read_inputs_file(path: &Path) -> Result<Vec<(String, NDArray)>, String> {
+    let entries = npy::read_npz_file(path).map_err(|error| format!("--inputs: {error}"))?;
+    Ok(entries
+        .into_iter()
+        .map(|(name, array)| match name.strip_prefix('%') {
+            Some(bare) => (bare.to_owned(), array),
+            None => (name, array),
+        })
+        .collect())
+}
+
 /// Checks a given tensor against its parameter's type (an unknown type accepts any tensor).
 fn check_input(
     name: &str,
@@ -278,6 +311,9 @@ fn check_input(
     array: NDArray,
     from: &str,
 ) -> Result<NDArray, String> {
+    if let Some(error) = not_a_tensor(name, ty) {
+        return Err(error);
+    }
     let Some(ty) = ty else {
         return Ok(array);
     };
@@ -301,12 +337,36 @@ fn check_input(
 
 /// The error for a parameter nothing binds.
 fn missing_input(name: &str, ty: Option<&Type>) -> String {
+    if let Some(error) = not_a_tensor(name, ty) {
+        return error;
+    }
     let of_type = ty.map(|t| format!(" of type `{t}`")).unwrap_or_default();
-    format!("missing input `{name}`{of_type}: pass --input {name}=PATH.npy or --random-inputs SEED")
+    format!(
+        "missing input `{name}`{of_type}: pass --input {name}=PATH.npy, --inputs INPUTS.npz or \
+         --random-inputs SEED"
+    )
+}
+
+/// The error for a parameter whose type is known and not a tensor type (a list, a tuple, a
+/// function, a reference): no file or seed gives one, so it says how such a function is called.
+fn not_a_tensor(name: &str, ty: Option<&Type>) -> Option<String> {
+    let ty = ty?;
+    if matches!(ty.kind(), relay_ir::TypeKind::Tensor { .. }) {
+        return None;
+    }
+    Some(format!(
+        "input `{name}` has type `{ty}`, which is not a tensor: `relayc run` gives tensors only \
+         (from .npy/.npz files or --random-inputs); call the function from the library with a \
+         `relay::Value` (`relay::Vm::invoke`, README \"From Rust\"), or run a function that \
+         takes tensors and builds the value (--entry NAME)"
+    ))
 }
 
 /// A random tensor of a parameter's type (`relay_interp::random_tensor`), or why there is none.
 fn random_input(name: &str, ty: Option<&Type>, rng: &mut SplitMix64) -> Result<NDArray, String> {
+    if let Some(error) = not_a_tensor(name, ty) {
+        return Err(error);
+    }
     relay_interp::random_tensor(ty, rng).map_err(|why| {
         format!("cannot make a random input `{name}`: {why}; pass --input {name}=PATH.npy")
     })

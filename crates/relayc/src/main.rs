@@ -16,6 +16,7 @@ mod inputs;
 mod onnx;
 mod opt;
 mod run;
+mod timing;
 
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};

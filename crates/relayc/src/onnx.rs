@@ -62,25 +62,24 @@ pub fn is_onnx(file: &Path) -> bool {
 }
 
 /// Imports `file` with the short vectors and the scalars among `inputs` (ONNX names and
-/// `.npy` files) as constants — the shapes, axes, scales and bounds a graph takes as inputs,
-/// which the import then folds, specializing the module to them — and the shapes of the
-/// others fixing the model's symbolic dimensions, returning the model and the inputs left to
-/// bind. Reports failure on stderr.
+/// `.npy` files) and `given` (ONNX names and arrays, from `--inputs`) as constants — the
+/// shapes, axes, scales and bounds a graph takes as inputs, which the import then folds,
+/// specializing the module to them — and the shapes of the others fixing the model's symbolic
+/// dimensions, returning the model and the inputs and arrays left to bind, under their Relay
+/// names. Reports failure on stderr.
 pub fn load_with_inputs(
     file: &Path,
     inputs: &[(String, PathBuf)],
-) -> Option<(Imported, Vec<(String, PathBuf)>)> {
+    given: &[(String, NDArray)],
+) -> Option<Loaded> {
     let mut constants = Vec::new();
     let mut rest = Vec::new();
+    let mut rest_given = Vec::new();
     // The shapes of the data given: they fix the model's symbolic dimensions.
     let mut shapes = Vec::new();
     for (name, path) in inputs {
         match relay_runtime::npy::read_npy_file(path) {
-            // Vectors of a few elements (shapes, axes, repeats, scales) and scalars (bounds,
-            // pad values); not data such as token ids or images.
-            Ok(array) if array.ndim() == 0 || array.ndim() == 1 && array.num_elements() <= 16 => {
-                constants.push((name.clone(), array))
-            }
+            Ok(array) if is_import_constant(&array) => constants.push((name.clone(), array)),
             Ok(array) => {
                 shapes.push((name.clone(), array.shape().to_vec()));
                 rest.push((name.clone(), path.clone()));
@@ -88,12 +87,35 @@ pub fn load_with_inputs(
             Err(_) => rest.push((name.clone(), path.clone())),
         }
     }
+    for (name, array) in given {
+        if is_import_constant(array) {
+            constants.push((name.clone(), array.clone()));
+        } else {
+            shapes.push((name.clone(), array.shape().to_vec()));
+            rest_given.push((name.clone(), array.clone()));
+        }
+    }
     let imported = import_file(file, &shapes, constants)?;
+    let rename = |name: &str| relay_input_name(&imported, name).to_string();
     let rest = rest
-        .into_iter()
-        .map(|(name, path)| (relay_input_name(&imported, &name).to_string(), path))
+        .iter()
+        .map(|(n, path)| (rename(n), path.clone()))
         .collect();
-    Some((imported, rest))
+    let rest_given = rest_given
+        .iter()
+        .map(|(n, a)| (rename(n), a.clone()))
+        .collect();
+    Some((imported, rest, rest_given))
+}
+
+/// A model imported for `run`, with the `--input` files and `--inputs` arrays left to bind.
+pub type Loaded = (Imported, Vec<(String, PathBuf)>, Vec<(String, NDArray)>);
+
+/// Whether an input array becomes a constant of the import: vectors of a few elements
+/// (shapes, axes, repeats, scales) and scalars (bounds, pad values), not data such as token
+/// ids or images.
+fn is_import_constant(array: &NDArray) -> bool {
+    array.ndim() == 0 || array.ndim() == 1 && array.num_elements() <= 16
 }
 
 /// Imports `file`, reporting failure on stderr.

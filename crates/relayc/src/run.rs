@@ -7,7 +7,7 @@
 //! (`relay::Compiler`, as `relayc build` compiles), and the remaining parameters of the entry
 //! are bound from `--input` and `--random-inputs`. Every input is checked against its
 //! parameter's type before anything runs, with the same messages for both executors.
-//! `--repeat N` times N runs, `--profile` prints the VM's kernel, instruction and allocator
+//! `--repeat N` (or `--duration`, after `--warmup` runs) times the runs, `--profile` prints the VM's kernel, instruction and allocator
 //! tables; both go to stderr, the result to stdout.
 //!
 //! An executable file (`relayc build FILE -o OUT.ro`; recognized by its magic bytes, or by the
@@ -18,9 +18,8 @@
 
 use std::fmt::{self, Write as _};
 use std::io::{Read as _, Write as _};
-use std::num::NonZeroUsize;
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use clap::{Args, ValueEnum};
 use miette::{Diagnostic, LabeledSpan, NamedSource, SourceCode};
@@ -33,8 +32,9 @@ use crate::compile::{PipelineArgs, compile, compile_summary, lower, millis};
 use crate::diagnostics::{report_diagnostic, report_error};
 use crate::inputs::{
     Bound, InputArgs, bind_arguments, defined_functions, executable_functions, function_params,
-    split_params, vm_function_params,
+    read_inputs_file, split_params, vm_function_params,
 };
+use crate::timing::TimingArgs;
 use crate::{Exit, write_stdout};
 
 /// The options of `relayc run`.
@@ -51,6 +51,10 @@ pub struct RunArgs {
     /// (repeatable).
     #[arg(long = "input", value_name = "NAME=PATH.npy", value_parser = parse_input)]
     inputs: Vec<(String, PathBuf)>,
+    /// Binds parameters by name to the tensors of a `.npz` file as run-time inputs (tvmc's
+    /// `--inputs`); every entry must name a parameter, and `--input` overrides an entry.
+    #[arg(long = "inputs", value_name = "INPUTS.npz")]
+    inputs_file: Option<PathBuf>,
     /// Binds parameters by name to the tensors of a `.npz` file (on the VM as constants at
     /// build time, TVM's `bind_params_by_name`; for an executable file, as inputs); parameters
     /// it does not name stay inputs.
@@ -71,10 +75,9 @@ pub struct RunArgs {
     /// The pipeline that lowers the program for the VM.
     #[command(flatten)]
     pipeline: PipelineArgs,
-    /// Runs the entry function N times and prints the median and minimum wall time per run
-    /// (and the compile time) on stderr; the result is printed once.
-    #[arg(long, value_name = "N")]
-    repeat: Option<NonZeroUsize>,
+    /// How many runs are timed.
+    #[command(flatten)]
+    timing: TimingArgs,
     /// Prints the VM's profile on stderr after the run(s): per kernel and per instruction
     /// kind, and the storage allocator's statistics (VM only).
     #[arg(long)]
@@ -90,10 +93,11 @@ pub struct RunArgs {
 
 impl RunArgs {
     /// Where the entry function's arguments come from.
-    fn input_args(&self) -> InputArgs<'_> {
+    fn input_args<'a>(&'a self, given: &'a [(String, NDArray)]) -> InputArgs<'a> {
         InputArgs {
             params: self.params.as_deref(),
             inputs: &self.inputs,
+            inputs_file: self.inputs_file.as_deref().map(|path| (path, given)),
             random_inputs: self.random_inputs,
             constants: &[],
         }
@@ -161,20 +165,30 @@ pub fn run(args: &RunArgs) -> Exit {
         },
     };
 
+    let given = match &args.inputs_file {
+        Some(path) => match read_inputs_file(path) {
+            Ok(given) => given,
+            Err(error) => {
+                report_error(format_args!("{error}"));
+                return Exit::UserError;
+            }
+        },
+        None => Vec::new(),
+    };
     if is_executable(&args.file) {
-        return run_executable(args, output_kind);
+        return run_executable(args, output_kind, &given);
     }
 
     // An ONNX model is imported first; its initializers are bound as `--params` entries,
-    // `--input` takes its inputs' ONNX names, and integer inputs (shapes, axes, indices)
-    // are constants of the import.
-    let (imported, renamed) = if crate::onnx::is_onnx(&args.file) {
-        match crate::onnx::load_with_inputs(&args.file, &args.inputs) {
-            Some((imported, rest)) => (Some(imported), rest),
+    // `--input` and `--inputs` take its inputs' ONNX names, and integer inputs (shapes, axes,
+    // indices) are constants of the import.
+    let (imported, renamed, given) = if crate::onnx::is_onnx(&args.file) {
+        match crate::onnx::load_with_inputs(&args.file, &args.inputs, &given) {
+            Some((imported, rest, given)) => (Some(imported), rest, given),
             None => return Exit::UserError,
         }
     } else {
-        (None, args.inputs.clone())
+        (None, args.inputs.clone(), given)
     };
     let module = match &imported {
         Some(imported) => imported.module.clone(),
@@ -186,7 +200,7 @@ pub fn run(args: &RunArgs) -> Exit {
     let input_args = InputArgs {
         inputs: &renamed,
         constants: imported.as_ref().map_or(&[][..], |m| m.params.as_slice()),
-        ..args.input_args()
+        ..args.input_args(&given)
     };
     let entry = entry_name(args);
     let Some(global) = module.function(Symbol::intern(entry)) else {
@@ -219,7 +233,11 @@ pub fn run(args: &RunArgs) -> Exit {
 }
 
 /// `relayc run EXE.ro ...`: loads the executable file and runs its entry function on the VM.
-fn run_executable(args: &RunArgs, output_kind: Option<OutputKind>) -> Exit {
+fn run_executable(
+    args: &RunArgs,
+    output_kind: Option<OutputKind>,
+    given: &[(String, NDArray)],
+) -> Exit {
     let compiler_flag = if args.pipeline.passes.is_some() {
         Some("--passes")
     } else if args.pipeline.opt_level.is_some() {
@@ -259,7 +277,7 @@ fn run_executable(args: &RunArgs, output_kind: Option<OutputKind>) -> Exit {
         return Exit::UserError;
     };
     let Some(bound) = bound_or_report(bind_arguments(
-        &args.input_args(),
+        &args.input_args(given),
         entry,
         &vm_function_params(func),
     )) else {
@@ -366,18 +384,18 @@ fn execute(
         ..VmOptions::default()
     };
     let mut vm = Vm::with_options(exe, options);
-    let (result, runs) = repeat(args.repeat, || vm.invoke(entry, inputs));
+    let (result, runs) = args.timing.run(|| vm.invoke(entry, inputs));
     let result = result.map_err(|error| {
         report_diagnostic(&VmFailure::new(&error, source));
         Exit::UserError
     })?;
 
     let mut report = String::new();
-    if args.repeat.is_some() || args.profile {
+    if args.timing.timed() || args.profile {
         let _ = writeln!(report, "{prepared}");
     }
-    if args.repeat.is_some() {
-        report.push_str(&run_times(&runs));
+    if args.timing.timed() {
+        report.push_str(&args.timing.summary(&runs));
     }
     if args.profile {
         // Sections separated by blank lines: the kernel and instruction tables (already
@@ -417,72 +435,19 @@ fn run_interp(
     let options = InterpOptions {
         max_frames: args.max_frames,
     };
-    let (result, runs) = repeat(args.repeat, || {
-        relay_interp::run(&program, entry, values.clone(), &options)
-    });
+    let (result, runs) = args
+        .timing
+        .run(|| relay_interp::run(&program, entry, values.clone(), &options));
     let result = result.map_err(|error| {
         report_diagnostic(&error);
         Exit::UserError
     })?;
-    if args.repeat.is_some() {
+    if args.timing.timed() {
         let _ = std::io::stderr()
             .lock()
-            .write_all(run_times(&runs).as_bytes());
+            .write_all(args.timing.summary(&runs).as_bytes());
     }
     Ok(result)
-}
-
-/// Calls `run` `times` times (once when `None`), stopping at the first error; returns the last
-/// result and the wall time of each run. Earlier results are dropped outside the timed region.
-fn repeat<E>(
-    times: Option<NonZeroUsize>,
-    mut run: impl FnMut() -> Result<Value, E>,
-) -> (Result<Value, E>, Vec<Duration>) {
-    let times = times.map_or(1, NonZeroUsize::get);
-    let mut runs = Vec::with_capacity(times.min(1 << 16));
-    let start = Instant::now();
-    let mut last = run();
-    runs.push(start.elapsed());
-    for _ in 1..times {
-        if last.is_err() {
-            break;
-        }
-        let start = Instant::now();
-        let result = run();
-        runs.push(start.elapsed());
-        drop(std::mem::replace(&mut last, result));
-    }
-    (last, runs)
-}
-
-/// `run: median 1.23 ms, min 1.10 ms per run (3 runs)`.
-fn run_times(runs: &[Duration]) -> String {
-    let mut sorted = runs.to_vec();
-    sorted.sort();
-    let (Some(min), Some(median)) = (sorted.first(), sorted.get(sorted.len() / 2)) else {
-        return String::new();
-    };
-    let n = runs.len();
-    format!(
-        "run: median {}, min {} per run ({n} run{})\n",
-        duration(*median),
-        duration(*min),
-        if n == 1 { "" } else { "s" }
-    )
-}
-
-/// A duration with a unit that fits it: `850 ns`, `12.34 µs`, `1.234 ms`, `2.500 s`.
-fn duration(d: Duration) -> String {
-    let secs = d.as_secs_f64();
-    if secs < 1e-6 {
-        format!("{} ns", d.as_nanos())
-    } else if secs < 1e-3 {
-        format!("{:.2} µs", secs * 1e6)
-    } else if secs < 1.0 {
-        format!("{:.3} ms", secs * 1e3)
-    } else {
-        format!("{secs:.3} s")
-    }
 }
 
 /// Writes the result to `--output`.

@@ -340,8 +340,8 @@ fn params_are_bound_as_constants_at_build_time() {
     assert_eq!(stdout(&out), stdout(&text));
 
     // Missing and mistyped inputs: the same messages as for the text file.
-    let needle = "missing input `x` of type `Tensor[(1, 8), float32]`: pass --input x=PATH.npy \
-                  or --random-inputs SEED";
+    let needle = "missing input `x` of type `Tensor[(1, 8), float32]`: pass --input x=PATH.npy, \
+                  --inputs INPUTS.npz or --random-inputs SEED";
     assert_fails(&relayc(&["run", exe.arg()]), 1, needle);
     assert_fails(
         &relayc(&["run", program.arg(), "--params", params.arg()]),
@@ -475,7 +475,7 @@ fn repeat_profile_threads_and_max_frames_work_on_an_executable() {
     assert!(!err.contains("compile: "), "{err}");
     assert!(
         err.lines()
-            .any(|l| l.starts_with("run: median ") && l.ends_with("(3 runs)")),
+            .any(|l| l.starts_with("run: 3 runs: mean ") && l.contains(", p50 ")),
         "{err}"
     );
 

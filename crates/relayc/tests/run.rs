@@ -123,9 +123,88 @@ fn missing_input_names_the_parameter_and_its_type() {
     assert_fails(
         &out,
         1,
-        "error: missing input `y` of type `Tensor[(2, 3), float32]`: pass --input y=PATH.npy \
-         or --random-inputs SEED",
+        "error: missing input `y` of type `Tensor[(2, 3), float32]`: pass --input y=PATH.npy, \
+         --inputs INPUTS.npz or --random-inputs SEED",
     );
+}
+
+#[test]
+fn inputs_npz_binds_parameters_by_name_and_input_overrides_it() {
+    let (dir, program, x, y) = add_setup("inputs_npz");
+    let xs = f32s(&[2, 3], &[1.0, 2.0, 3.0, 4.0, 5.0, 6.0]);
+    let ys = f32s(&[2, 3], &[10.0; 6]);
+    let both = dir.file(
+        "both.npz",
+        &relay_runtime::npy::write_npz(&[("x".to_string(), &xs), ("%y".to_string(), &ys)]),
+    );
+    for executor in ["vm", "interp"] {
+        let out = relayc_run(&[&program, &"--inputs", &both, &"--executor", &executor]);
+        assert_succeeds(&out);
+        assert_eq!(
+            String::from_utf8_lossy(&out.stdout).trim(),
+            "[[11., 12., 13.],\n [14., 15., 16.]]"
+        );
+    }
+    // `--input` overrides an entry of the file.
+    let out = relayc_run(&[&program, &"--inputs", &both, &"--input", &input("y", &y)]);
+    assert_succeeds(&out);
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        "[[1.5, 2.5, 3.5],\n [3. , 4. , 5. ]]"
+    );
+    // A file with only some parameters leaves the rest missing.
+    let only_x = dir.file(
+        "only_x.npz",
+        &relay_runtime::npy::write_npz(&[("x".to_string(), &xs)]),
+    );
+    let out = relayc_run(&[&program, &"--inputs", &only_x]);
+    assert_fails(&out, 1, "error: missing input `y`");
+    // An entry that names no parameter, and a file that is not there, are errors.
+    let extra = dir.file(
+        "extra.npz",
+        &relay_runtime::npy::write_npz(&[("z".to_string(), &xs)]),
+    );
+    let out = relayc_run(&[&program, &"--inputs", &extra, &"--input", &input("x", &x)]);
+    assert_fails(
+        &out,
+        1,
+        "is not a parameter of `@main`; its parameters are `%x`, `%y`",
+    );
+    let out = relayc_run(&[&program, &"--inputs", &dir.path("absent.npz")]);
+    assert_fails(&out, 1, "error: --inputs: cannot read");
+}
+
+#[test]
+fn a_parameter_that_is_not_a_tensor_says_how_to_call_the_function() {
+    let dir = Scratch::new("list_param");
+    let program = dir.file(
+        "list.relay",
+        br#"#[version = "0.0.5"]
+type List[A] { Cons(A, List[A]), Nil }
+def @main(%l: List[Tensor[(2), float32]]) -> int32 { 0 }
+"#,
+    );
+    let x = dir.npy("x.npy", &f32s(&[2], &[1.0, 2.0]));
+    for extra in [
+        &[][..],
+        &["--random-inputs", "1"],
+        &["--input", &input("l", &x)],
+    ] {
+        let mut args: Vec<&dyn AsRef<std::ffi::OsStr>> = vec![&program];
+        args.extend(extra.iter().map(|a| a as &dyn AsRef<std::ffi::OsStr>));
+        let out = relayc_run(&args);
+        assert_fails(
+            &out,
+            1,
+            "input `l` has type `List[Tensor[(2), float32]]`, which is not a tensor",
+        );
+        assert!(
+            stderr(&out).contains("relay::Vm::invoke"),
+            "{}",
+            stderr(&out)
+        );
+        assert!(!stderr(&out).contains("PATH.npy"), "{}", stderr(&out));
+    }
 }
 
 #[test]
@@ -389,7 +468,7 @@ def @main(%t: (float32, float32)) { %t.0 }
     assert_fails(
         &out,
         1,
-        "its type `(float32, float32)` is not a tensor type",
+        "input `t` has type `(float32, float32)`, which is not a tensor",
     );
 }
 

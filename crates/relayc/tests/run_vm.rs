@@ -296,6 +296,52 @@ fn the_pipeline_flags_choose_the_passes() {
 }
 
 #[test]
+fn warmup_and_duration_time_the_runs() {
+    let program = TempFile::new("list.relay", LIST);
+    let once = relayc(&["run", program.arg(), "--random-inputs", "1"]);
+    let run_line = |args: &[&str]| {
+        let mut all = vec!["run", program.arg(), "--random-inputs", "1"];
+        all.extend_from_slice(args);
+        let out = relayc(&all);
+        assert_succeeds(&out);
+        assert_eq!(stdout(&out), stdout(&once));
+        let err = stderr(&out);
+        let line = err
+            .lines()
+            .find(|l| l.starts_with("run: "))
+            .map(str::to_owned);
+        line.unwrap_or_else(|| panic!("no run line: {err}"))
+    };
+    let line = run_line(&["--repeat", "4", "--warmup", "2"]);
+    assert!(
+        line.starts_with("run: 4 runs after 2 warm-ups: mean "),
+        "{line}"
+    );
+    for stat in [", std ", ", p50 ", ", p90 ", ", p99 ", ", min ", ", max "] {
+        assert!(line.contains(stat), "{line}");
+    }
+    let line = run_line(&["--duration", "0.2"]);
+    let runs: usize = line["run: ".len()..]
+        .split(' ')
+        .next()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("{line}"));
+    assert!(runs > 1, "{line}");
+    let line = run_line(&["--duration", "0.05", "--executor", "interp"]);
+    assert!(line.contains(" runs: mean "), "{line}");
+    // `--repeat` and `--duration` exclude each other; a duration must be positive.
+    for bad in [
+        &["--repeat", "2", "--duration", "1"][..],
+        &["--duration", "0"],
+        &["--duration", "x"],
+    ] {
+        let mut all = vec!["run", program.arg(), "--random-inputs", "1"];
+        all.extend_from_slice(bad);
+        assert_eq!(code(&relayc(&all)), 2, "{bad:?}");
+    }
+}
+
+#[test]
 fn repeat_reports_compile_and_run_times_and_prints_the_result_once() {
     let program = TempFile::new("list.relay", LIST);
     let once = relayc(&["run", program.arg(), "--random-inputs", "1"]);
@@ -324,7 +370,7 @@ fn repeat_reports_compile_and_run_times_and_prints_the_result_once() {
     let run = err.lines().find(|l| l.starts_with("run: "));
     let run = run.unwrap_or_else(|| panic!("no run line: {err}"));
     assert!(
-        run.contains("median ") && run.contains(", min ") && run.ends_with("per run (3 runs)"),
+        run.starts_with("run: 3 runs: mean ") && run.contains(", p99 ") && run.contains(", max "),
         "{run}"
     );
 
@@ -341,7 +387,7 @@ fn repeat_reports_compile_and_run_times_and_prints_the_result_once() {
     ]);
     assert_succeeds(&out);
     assert_eq!(stdout(&out), stdout(&once));
-    assert!(stderr(&out).contains("(2 runs)"), "{}", stderr(&out));
+    assert!(stderr(&out).contains("run: 2 runs: "), "{}", stderr(&out));
     assert!(!stderr(&out).contains("compile: "), "{}", stderr(&out));
 
     assert_fails(&relayc(&["run", program.arg(), "--repeat", "0"]), 2, "");
@@ -536,8 +582,8 @@ def @main(%x: Tensor[(2, 3), float32], %t: (Tensor[(2), float32], int32)) {
     assert_both_fail(
         file,
         &["--input", &t],
-        "missing input `x` of type `Tensor[(2, 3), float32]`: pass --input x=PATH.npy or \
-         --random-inputs SEED",
+        "missing input `x` of type `Tensor[(2, 3), float32]`: pass --input x=PATH.npy, \
+         --inputs INPUTS.npz or --random-inputs SEED",
     );
     // Wrong dtype.
     assert_both_fail(
@@ -555,8 +601,7 @@ def @main(%x: Tensor[(2, 3), float32], %t: (Tensor[(2), float32], int32)) {
     assert_both_fail(
         file,
         &["--input", &x(&good), "--input", &t],
-        "input `t`: expected `(Tensor[(2), float32], int32)`, got a float32 tensor of shape \
-         (2, 3)",
+        "input `t` has type `(Tensor[(2), float32], int32)`, which is not a tensor",
     );
     // A parameter the entry does not have.
     let z = format!("z={}", good.arg());
@@ -569,8 +614,8 @@ def @main(%x: Tensor[(2, 3), float32], %t: (Tensor[(2), float32], int32)) {
     assert_both_fail(
         file,
         &["--random-inputs", "1"],
-        "cannot make a random input `t`: its type `(Tensor[(2), float32], int32)` is not a \
-         tensor type",
+        "input `t` has type `(Tensor[(2), float32], int32)`, which is not a tensor: `relayc \
+         run` gives tensors only",
     );
     // An unreadable input file is reported once, not also as a missing input.
     let nowhere = TempFile::path_for("nowhere.npy");
