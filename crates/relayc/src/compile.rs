@@ -14,9 +14,10 @@ use relay_passes::MAX_OPT_LEVEL;
 use relay_vm::Executable;
 
 use crate::Exit;
-use crate::diagnostics::{report_diagnostic, report_relay_error};
+use crate::diagnostics::{report_diagnostic, report_error, report_relay_error};
+use crate::opt::passes_named;
 
-/// The pipeline flags `build` and `run` share.
+/// The pipeline flags `build` and `run` share (and `opt` has too).
 #[derive(Debug, Args)]
 pub struct PipelineArgs {
     /// Reads the pipeline from a `passes.toml` file instead of the built-in default.
@@ -29,19 +30,71 @@ pub struct PipelineArgs {
     /// the kernel verifier (bounds, dtypes, vector lanes, aliasing) before it is compiled.
     #[arg(long)]
     pub verify_each: bool,
+    /// Prints the module on stderr after each run of this pass (repeatable).
+    #[arg(long, value_name = "NAME")]
+    pub print_after: Vec<String>,
+    /// Prints the module on stderr after every pass.
+    #[arg(long)]
+    pub print_after_all: bool,
+    /// Prints each pass's wall time, share and statistics on stderr.
+    #[arg(long)]
+    pub time_passes: bool,
+    /// Leaves this pass out of the pipeline (repeatable); the passes the VM requires cannot be
+    /// left out.
+    #[arg(long, value_name = "NAME")]
+    pub disable_pass: Vec<String>,
 }
 
 impl PipelineArgs {
-    /// Whether either flag was given.
+    /// The first pipeline flag given, if any (for the messages that refuse them).
+    pub fn first_given(&self) -> Option<&'static str> {
+        [
+            (self.passes.is_some(), "--passes"),
+            (self.opt_level.is_some(), "--opt-level"),
+            (self.verify_each, "--verify-each"),
+            (!self.print_after.is_empty(), "--print-after"),
+            (self.print_after_all, "--print-after-all"),
+            (self.time_passes, "--time-passes"),
+            (!self.disable_pass.is_empty(), "--disable-pass"),
+        ]
+        .into_iter()
+        .find_map(|(given, flag)| given.then_some(flag))
+    }
+
+    /// Whether any pipeline flag was given.
     pub fn given(&self) -> bool {
-        self.passes.is_some() || self.opt_level.is_some() || self.verify_each
+        self.first_given().is_some()
+    }
+
+    /// The pipeline configuration: the file's (or the built-in one) with the debugging flags
+    /// and the disabled passes applied. Unknown pass names and a required pass given to
+    /// `--disable-pass` are usage errors; a bad `passes.toml` is reported on stderr.
+    fn config(&self) -> Result<PipelineConfig, Exit> {
+        let print_after = passes_named(&self.print_after, "--print-after")?;
+        let disabled = passes_named(&self.disable_pass, "--disable-pass")?;
+        if let Some(pass) = disabled.iter().find(|p| p.required()) {
+            report_error(format_args!(
+                "--disable-pass {}: the VM requires this pass's output, so it cannot be left out",
+                pass.name()
+            ));
+            return Err(Exit::Usage);
+        }
+        let mut config = load_config(self.passes.as_deref())?;
+        let debug = &mut config.debug;
+        debug
+            .print_after
+            .extend(print_after.iter().map(|p| p.name()));
+        debug.print_after_all |= self.print_after_all;
+        debug.time_passes |= self.time_passes;
+        debug.skip.extend(disabled.iter().map(|p| p.name()));
+        Ok(config)
     }
 
     /// The compiler these flags describe, for entry function `entry` with `params` bound as its
     /// constants. A `passes.toml` that cannot be read or is invalid is reported on stderr.
     fn compiler(&self, entry: &str, params: &HashMap<String, NDArray>) -> Result<Compiler, Exit> {
         let mut compiler = Compiler::new()
-            .passes(load_config(self.passes.as_deref())?)
+            .passes(self.config()?)
             .entry(entry)
             .verify_each(self.verify_each)
             .params(

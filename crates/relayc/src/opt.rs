@@ -132,7 +132,7 @@ fn parse_pass_option(text: &str) -> Result<(String, String, String), String> {
 }
 
 /// The passes `names` name, or a usage error naming the valid ones.
-fn passes_named(names: &[String], flag: &str) -> Result<Vec<&'static dyn Pass>, Exit> {
+pub(crate) fn passes_named(names: &[String], flag: &str) -> Result<Vec<&'static dyn Pass>, Exit> {
     names
         .iter()
         .map(|name| {

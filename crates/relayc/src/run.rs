@@ -238,17 +238,10 @@ fn run_executable(
     output_kind: Option<OutputKind>,
     given: &[(String, NDArray)],
 ) -> Exit {
-    let compiler_flag = if args.pipeline.passes.is_some() {
-        Some("--passes")
-    } else if args.pipeline.opt_level.is_some() {
-        Some("--opt-level")
-    } else if args.pipeline.verify_each {
-        Some("--verify-each")
-    } else if args.executor == Executor::Interp {
-        Some("--executor interp")
-    } else {
-        None
-    };
+    let compiler_flag = args
+        .pipeline
+        .first_given()
+        .or_else(|| (args.executor == Executor::Interp).then_some("--executor interp"));
     if let Some(flag) = compiler_flag {
         report_error(format_args!(
             "{flag} cannot be used with `{}`: the executable is already compiled (pipeline \

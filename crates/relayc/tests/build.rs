@@ -348,6 +348,65 @@ fn kernels_that_cannot_compile_are_all_reported() {
 }
 
 #[test]
+fn pipeline_debugging_flags_work_on_build_and_run() {
+    let file = TempFile::new("debug_flags.relay", ONE_KERNEL);
+    let exe = TempFile::path_for("debug_flags.ro");
+    let out = build_ok(&[
+        file.arg(),
+        "-o",
+        exe.arg(),
+        "--time-passes",
+        "--print-after",
+        "fuse_ops",
+    ]);
+    let err = stderr(&out);
+    assert!(err.contains("// after pass fuse_ops"), "{err}");
+    assert!(err.contains("Primitive=1"), "{err}");
+    for pass in ["unpartition ", "fuse_ops ", "const_pool_layout ", "total "] {
+        assert!(err.lines().any(|l| l.starts_with(pass)), "{pass}: {err}");
+    }
+    // `run` takes them too; `--print-after-all` prints after every pass.
+    let out = relayc(&[
+        "run",
+        file.arg(),
+        "--random-inputs",
+        "1",
+        "--print-after-all",
+    ]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert_eq!(
+        stderr(&out).matches("// after pass ").count(),
+        15,
+        "{}",
+        stderr(&out)
+    );
+    // A disabled pass does not run: without `liveness` there are no kill points.
+    let out = build_ok(&[file.arg(), "--emit", "ir", "--disable-pass", "liveness"]);
+    assert!(!stdout(&out).contains("memory.kill"), "{}", stdout(&out));
+    let out = build_ok(&[file.arg(), "--emit", "ir"]);
+    assert!(stdout(&out).contains("memory.kill"), "{}", stdout(&out));
+    // Required passes cannot be disabled; unknown names are bad usage; an executable file
+    // takes none of them.
+    for bad in [
+        &["--disable-pass", "fuse_ops"][..],
+        &["--disable-pass", "fuse_op"],
+        &["--print-after", "nothing"],
+    ] {
+        let mut args = vec![file.arg()];
+        args.extend_from_slice(bad);
+        let out = build(&args);
+        assert_eq!(code(&out), 2, "{bad:?}: {}", stderr(&out));
+    }
+    let out = relayc(&["run", exe.arg(), "--random-inputs", "1", "--time-passes"]);
+    assert_eq!(code(&out), 2, "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("--time-passes cannot be used"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
 fn float_functions_of_integers_check_and_fail_to_build_naming_operator_and_dtype() {
     let file = TempFile::new(
         "log_int.relay",
