@@ -149,6 +149,14 @@ impl KernelContext {
         }
     }
 
+    /// The thread pool, unless the context runs on its calling thread only.
+    pub fn pool(&self) -> Option<&Pool> {
+        match &self.threads {
+            Threads::One => None,
+            Threads::Pool(pool) => Some(pool),
+        }
+    }
+
     /// Runs `f(i)` for every `i` in `0..n`, spread over the context's threads, and returns the
     /// first non-zero result met (or 0).
     ///

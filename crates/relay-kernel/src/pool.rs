@@ -68,7 +68,15 @@ struct Shared {
     wake: Condvar,
     /// Set when the pool is dropped: the workers exit.
     shutdown: AtomicBool,
+    /// Whether workers record when they take part in a job ([`Pool::set_tracing`]).
+    tracing: AtomicBool,
+    /// What they recorded: (worker number from 1, joined, left).
+    spans: Mutex<Vec<WorkerSpan>>,
 }
+
+/// A worker's part in one job: the worker (numbered from 1; the caller is thread 0) and when
+/// it joined and left.
+pub type WorkerSpan = (u32, Instant, Instant);
 
 // SAFETY: `body` is written only by the caller holding `busy` while no worker is joined, and
 // read only by joined workers, ordered by the Release/Acquire operations on `state`; every
@@ -99,7 +107,7 @@ impl Pool {
             let shared = pool.shared.clone();
             let handle = std::thread::Builder::new()
                 .name(format!("relay-kernel-{i}"))
-                .spawn(move || worker(&shared))
+                .spawn(move || worker(&shared, i as u32))
                 .ok()?;
             pool.workers.push(handle);
         }
@@ -121,6 +129,8 @@ impl Pool {
             lock: Mutex::new(()),
             wake: Condvar::new(),
             shutdown: AtomicBool::new(false),
+            tracing: AtomicBool::new(false),
+            spans: Mutex::new(Vec::new()),
         });
         Pool {
             shared,
@@ -135,6 +145,18 @@ impl Pool {
             let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
             Arc::new(Pool::new(cores).unwrap_or_else(Pool::serial))
         })
+    }
+
+    /// Turns the recording of the workers' parts in jobs on or off (a profiler's timeline;
+    /// every job of the pool is recorded, whoever runs it).
+    pub fn set_tracing(&self, on: bool) {
+        self.shared.tracing.store(on, Ordering::Relaxed);
+    }
+
+    /// The workers' parts in the jobs since the last call, while tracing was on.
+    pub fn take_spans(&self) -> Vec<WorkerSpan> {
+        let mut spans = self.shared.spans.lock().unwrap_or_else(|e| e.into_inner());
+        std::mem::take(&mut *spans)
     }
 
     /// Its threads, the caller included.
@@ -237,7 +259,7 @@ fn wait_until(ready: impl Fn() -> bool) {
 }
 
 /// A worker: waits for each new epoch, joins its job if still open, runs chunks, leaves.
-fn worker(s: &Shared) {
+fn worker(s: &Shared, number: u32) {
     // Epoch 0 is the pool's state before its first job, whenever this thread starts: a worker
     // that starts late must not take a later epoch (a job, or the shutdown) for the one it
     // already saw.
@@ -252,8 +274,13 @@ fn worker(s: &Shared) {
             // SAFETY: joined to an open job: the caller keeps `body` alive until this worker
             // has counted itself out in `left` (below).
             if let Some(body) = unsafe { *s.body.get() } {
+                let joined = Instant::now();
                 // SAFETY: as above: the caller's closure outlives this worker's membership.
                 run_chunks(s, unsafe { body.as_ref() });
+                if s.tracing.load(Ordering::Relaxed) {
+                    let span = (number, joined, Instant::now());
+                    s.spans.lock().unwrap_or_else(|e| e.into_inner()).push(span);
+                }
             }
             s.left.fetch_add(1, Ordering::Release);
         }

@@ -36,6 +36,8 @@ pub struct PassManager {
     options: BTreeMap<&'static str, Vec<(&'static str, OptionValue)>>,
     verify_each: bool,
     time_passes: bool,
+    /// Whether the `time_passes` report is JSON.
+    time_passes_json: bool,
     stats: bool,
     print_before: Vec<String>,
     print_after: Vec<String>,
@@ -86,6 +88,7 @@ impl PassManager {
             options: BTreeMap::new(),
             verify_each: false,
             time_passes: false,
+            time_passes_json: false,
             stats: false,
             print_before: Vec::new(),
             print_after: Vec::new(),
@@ -119,6 +122,13 @@ impl PassManager {
     /// Reports each pass's wall time and statistics when the pipeline finishes.
     pub fn time_passes(mut self, on: bool) -> PassManager {
         self.time_passes = on;
+        self
+    }
+
+    /// With [`PassManager::time_passes`], writes the report as JSON ([`timing_json`]) instead
+    /// of a table.
+    pub fn time_passes_json(mut self, on: bool) -> PassManager {
+        self.time_passes_json = on;
         self
     }
 
@@ -283,7 +293,12 @@ impl PassManager {
             inference += retype(&module, culprit)?;
         }
         if self.time_passes {
-            let _ = out.write_all(timing_table(&timings, inference).as_bytes());
+            let report = if self.time_passes_json {
+                format!("{:#}\n", timing_json(&timings, inference))
+            } else {
+                timing_table(&timings, inference)
+            };
+            let _ = out.write_all(report.as_bytes());
         }
         if self.stats {
             let _ = out.write_all(stats_list(&timings).as_bytes());
@@ -324,15 +339,44 @@ fn same_module(a: &Module, b: &Module) -> bool {
 
 /// The `--time-passes` table: each pass's wall time, its share of the total, and its
 /// statistics; then type inference between passes and the total.
+/// The rows of [`timing_table`] as JSON: `passes` (each pass's name, `time_ms`, `share` in
+/// percent and `stats`, an object of its statistics), `type_inference_ms` and `total_ms`.
+fn timing_json(timings: &[PassTiming], inference: Duration) -> serde_json::Value {
+    let total: Duration = timings.iter().map(|t| t.time).sum::<Duration>() + inference;
+    let ms = |time: Duration| time.as_secs_f64() * 1000.0;
+    let share = |time: Duration| share_of(time, total);
+    let passes: Vec<serde_json::Value> = timings
+        .iter()
+        .map(|t| {
+            let stats: serde_json::Map<String, serde_json::Value> = t
+                .stats
+                .iter()
+                .map(|(name, value)| (name.clone(), (*value).into()))
+                .collect();
+            serde_json::json!({
+                "pass": t.pass, "time_ms": ms(t.time), "share": share(t.time), "stats": stats,
+            })
+        })
+        .collect();
+    serde_json::json!({
+        "passes": passes,
+        "type_inference_ms": ms(inference),
+        "total_ms": ms(total),
+    })
+}
+
+/// `time` as a percentage of `total` (0 when `total` is zero).
+fn share_of(time: Duration, total: Duration) -> f64 {
+    if total.is_zero() {
+        0.0
+    } else {
+        100.0 * time.as_secs_f64() / total.as_secs_f64()
+    }
+}
+
 fn timing_table(timings: &[PassTiming], inference: Duration) -> String {
     let total: Duration = timings.iter().map(|t| t.time).sum::<Duration>() + inference;
-    let share = |time: Duration| {
-        if total.is_zero() {
-            0.0
-        } else {
-            100.0 * time.as_secs_f64() / total.as_secs_f64()
-        }
-    };
+    let share = |time: Duration| share_of(time, total);
     let ms = |time: Duration| time.as_secs_f64() * 1000.0;
     let width = timings
         .iter()

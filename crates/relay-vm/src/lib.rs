@@ -19,6 +19,7 @@ pub mod file;
 pub mod profile;
 pub mod scalar;
 pub mod specialized;
+pub mod trace;
 pub mod vm;
 
 pub use bytecode::{Instruction, Reg, VmFunction};

@@ -1,10 +1,15 @@
 //! `--profile`: what the VM records when profiling is on: per kernel (calls, total, min and
-//! max time, argument shapes) and per instruction kind (count, time), printed as tables.
+//! max time, argument shapes) and per instruction kind (count, time), printed as tables or
+//! written as JSON, and the timeline when asked for ([`crate::trace`]).
 
 use std::fmt;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
+use serde_json::{Value as Json, json};
+
+use crate::allocator::AllocStats;
 use crate::bytecode::Instruction;
+use crate::trace::{SpanKind, Trace};
 
 /// The record of one kernel.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -53,6 +58,8 @@ pub struct Profile {
     pub instructions: [InstructionStats; Instruction::KINDS.len()],
     /// The wall time of the runs.
     pub run_time: Duration,
+    /// The timeline, when the VM records one ([`crate::VmOptions::trace`]).
+    pub trace: Option<Trace>,
 }
 
 impl Profile {
@@ -68,17 +75,23 @@ impl Profile {
                 .collect(),
             instructions: [InstructionStats::default(); Instruction::KINDS.len()],
             run_time: Duration::ZERO,
+            trace: None,
         }
     }
 
-    /// Records one call of kernel `kernel` that took `elapsed`; `shapes` is asked for only on
-    /// the first call.
+    /// Records one call of kernel `kernel` that started at `started` and ends now; `shapes`
+    /// is asked for only on the first call.
     pub fn record_kernel(
         &mut self,
         kernel: usize,
-        elapsed: Duration,
+        started: Instant,
         shapes: impl FnOnce() -> String,
     ) {
+        let now = Instant::now();
+        let elapsed = now.saturating_duration_since(started);
+        if let Some(t) = &mut self.trace {
+            t.record(SpanKind::Kernel(kernel as u32), 0, started, now);
+        }
         let Some(k) = self.kernels.get_mut(kernel) else {
             return;
         };
@@ -100,6 +113,63 @@ impl Profile {
             i.count += 1;
             i.time += elapsed;
         }
+    }
+}
+
+impl Profile {
+    /// Every row of the tables ([`Profile`]'s `Display`) and of the allocator's statistics, as
+    /// JSON: `run_time_us`, `kernels` (by total time: name, calls, total/mean/min/max µs,
+    /// share of the run time in percent, arguments), `instructions` (by time: kind, count,
+    /// time µs, share) and `allocator`.
+    pub fn to_json(&self, allocator: &AllocStats) -> Json {
+        let us = |d: Duration| d.as_secs_f64() * 1e6;
+        let run = self.run_time.as_secs_f64();
+        let share = |d: Duration| {
+            if run > 0.0 {
+                100.0 * d.as_secs_f64() / run
+            } else {
+                0.0
+            }
+        };
+        let mut kernels: Vec<&KernelStats> = self.kernels.iter().filter(|k| k.calls > 0).collect();
+        kernels.sort_by(|a, b| b.total.cmp(&a.total).then_with(|| a.name.cmp(&b.name)));
+        let kernels: Vec<Json> = kernels
+            .iter()
+            .map(|k| {
+                json!({
+                    "name": k.name, "calls": k.calls, "total_us": us(k.total),
+                    "mean_us": us(k.mean()), "min_us": us(k.min), "max_us": us(k.max),
+                    "share": share(k.total), "arguments": k.arg_shapes,
+                })
+            })
+            .collect();
+        let mut kinds: Vec<(&str, &InstructionStats)> = Instruction::KINDS
+            .iter()
+            .zip(&self.instructions)
+            .filter(|(_, s)| s.count > 0)
+            .map(|(n, s)| (*n, s))
+            .collect();
+        kinds.sort_by(|a, b| b.1.time.cmp(&a.1.time).then_with(|| a.0.cmp(b.0)));
+        let instructions: Vec<Json> = kinds
+            .iter()
+            .map(|(kind, s)| {
+                json!({ "kind": kind, "count": s.count, "time_us": us(s.time), "share": share(s.time) })
+            })
+            .collect();
+        let a = allocator;
+        json!({
+            "run_time_us": us(self.run_time),
+            "kernels": kernels,
+            "instructions": instructions,
+            "allocator": {
+                "requests": a.requests, "pool_hits": a.pool_hits, "fresh": a.fresh,
+                "failures": a.failures, "recycles": a.recycles,
+                "still_referenced": a.still_referenced, "evicted": a.evicted,
+                "evicted_bytes": a.evicted_bytes, "cached_buffers": a.cached_buffers,
+                "cached_bytes": a.cached_bytes, "live_bytes": a.live_bytes,
+                "peak_live_bytes": a.peak_live_bytes,
+            },
+        })
     }
 }
 

@@ -27,6 +27,7 @@ use crate::error::{VmError, VmErrorKind};
 use crate::executable::Executable;
 use crate::profile::Profile;
 use crate::scalar::Scalar;
+use crate::trace::{SpanKind, Trace};
 
 /// Settings of a [`Vm`].
 #[derive(Clone, Debug)]
@@ -37,6 +38,9 @@ pub struct VmOptions {
     pub threads: usize,
     /// Records a [`Profile`] (per kernel and per instruction kind timings).
     pub profile: bool,
+    /// With `profile`, also records the timeline ([`crate::trace::Trace`]): a span per VM
+    /// function call and per kernel call, on the VM's thread and on each kernel thread.
+    pub trace: bool,
     /// The cap on bytes the storage pool keeps cached.
     pub allocator_cap: usize,
 }
@@ -47,6 +51,7 @@ impl Default for VmOptions {
             max_frames: 1_000_000,
             threads: 0,
             profile: false,
+            trace: false,
             allocator_cap: crate::allocator::DEFAULT_CAP_BYTES,
         }
     }
@@ -129,12 +134,17 @@ impl<'e> Vm<'e> {
 
     /// A VM with `options`.
     pub fn with_options(exe: &'e Executable, options: VmOptions) -> Vm<'e> {
-        let profile = options
-            .profile
-            .then(|| Profile::new(exe.kernels.iter().map(|k| k.name.clone())));
+        let profile = options.profile.then(|| {
+            let mut profile = Profile::new(exe.kernels.iter().map(|k| k.name.clone()));
+            profile.trace = options.trace.then(Trace::new);
+            profile
+        });
         // Starts the kernels' thread pool now (the shared pool of every core on first use), so
         // the first kernel call of the first run does not pay for it.
         let context = KernelContext::with_threads(options.threads);
+        if let (true, Some(pool)) = (options.profile && options.trace, context.pool()) {
+            pool.set_tracing(true);
+        }
         exe.register_constants();
         Vm {
             exe,
@@ -253,6 +263,12 @@ impl<'e> Vm<'e> {
         self.allocator.stats()
     }
 
+    /// The timeline being recorded, when tracing.
+    #[inline]
+    fn trace(&mut self) -> Option<&mut Trace> {
+        self.profile.as_mut()?.trace.as_mut()
+    }
+
     /// The most frames that were live at once.
     pub fn peak_frames(&self) -> usize {
         self.peak_frames
@@ -268,6 +284,9 @@ impl<'e> Vm<'e> {
         let result = self.execute();
         if let Some(p) = &mut self.profile {
             p.run_time += start.elapsed();
+            if let Some(t) = &mut p.trace {
+                t.exit_all();
+            }
         }
         // On error, the frames and registers of the failed run go (buffers back to the pool).
         while let Some(slot) = self.registers.pop() {
@@ -311,6 +330,9 @@ impl<'e> Vm<'e> {
             base,
             dst,
         });
+        if let Some(t) = self.trace() {
+            t.enter(func);
+        }
         self.peak_frames = self.peak_frames.max(self.frames.len());
         Ok(())
     }
@@ -336,6 +358,10 @@ impl<'e> Vm<'e> {
         let base = frame.base;
         frame.func = func;
         frame.pc = 0;
+        if let Some(t) = self.trace() {
+            t.exit();
+            t.enter(func);
+        }
         self.pop_registers(base);
         self.registers.append(&mut self.args);
         self.registers
@@ -498,6 +524,9 @@ impl<'e> Vm<'e> {
         let Some(frame) = self.frames.pop() else {
             return Err(bad("return without a frame"));
         };
+        if let Some(t) = self.trace() {
+            t.exit();
+        }
         self.pop_registers(frame.base);
         let Some(caller) = self.frames.last() else {
             return Ok(Some(slot_value(slot)?));
@@ -1004,9 +1033,7 @@ impl<'e> Vm<'e> {
         let started = self.profile.is_some().then(Instant::now);
         let result = k.eval(&args[..inputs.len()]);
         if let (Some(t), Some(p)) = (started, &mut self.profile) {
-            p.record_kernel(kernel as usize, t.elapsed(), || {
-                "scalar (unboxed)".to_owned()
-            });
+            p.record_kernel(kernel as usize, t, || "scalar (unboxed)".to_owned());
         }
         result.map(Some).map_err(|e| {
             let name = self
@@ -1091,10 +1118,12 @@ impl<'e> Vm<'e> {
         // the VM holds no slice of their bytes during the call.
         let result = unsafe { func.call_views_with(&mut self.context, refs) };
         if let (Some(t), Some(p)) = (started, &mut self.profile) {
-            let elapsed = t.elapsed();
-            p.record_kernel(kernel as usize, elapsed, || {
-                shapes(tensors, func.num_inputs())
-            });
+            p.record_kernel(kernel as usize, t, || shapes(tensors, func.num_inputs()));
+            if let (Some(trace), Some(pool)) = (&mut p.trace, self.context.pool()) {
+                for (thread, joined, left) in pool.take_spans() {
+                    trace.record(SpanKind::Kernel(kernel), thread, joined, left);
+                }
+            }
         }
         result.map_err(|e| VmError::new(VmErrorKind::Kernel, e.to_string()))
     }

@@ -280,6 +280,7 @@ fn check(fixture: &Fixture, mutations: &[Mutation], sealed: bool, full: bool) ->
             max_frames: 64,
             threads: 1,
             profile: false,
+            trace: false,
             allocator_cap: 1 << 20,
         };
         let mut vm = Vm::with_options(&exe, options);
@@ -398,6 +399,7 @@ proptest! {
                 max_frames: 64,
                 threads: 1,
                 profile: false,
+                trace: false,
                 allocator_cap: 1 << 20,
             };
             let _ = Vm::with_options(&exe, options).invoke("main", &f.inputs);

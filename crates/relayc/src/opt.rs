@@ -49,12 +49,24 @@ pub struct OptArgs {
     /// Prints each pass's wall time, share and statistics on stderr.
     #[arg(long)]
     time_passes: bool,
+    /// The `--time-passes` report as a table or as JSON (implies --time-passes).
+    #[arg(long, value_enum, value_name = "FORMAT")]
+    time_passes_format: Option<TimePassesFormat>,
     /// Prints the statistics the passes report on stderr.
     #[arg(long)]
     stats: bool,
     /// Writes the transformed module to this file instead of stdout.
     #[arg(short = 'o', long = "output", value_name = "OUT")]
     output: Option<PathBuf>,
+}
+
+/// The formats of `--time-passes-format`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum TimePassesFormat {
+    /// A table: pass, time, share, statistics.
+    Table,
+    /// The same rows as JSON.
+    Json,
 }
 
 /// `relayc opt FILE ...`.
@@ -85,9 +97,11 @@ pub fn opt(args: &OptArgs) -> Exit {
     }
     let debug = &mut config.debug;
     debug.verify_each |= args.verify_each;
-    debug.time_passes |= args.time_passes;
+    debug.time_passes |= args.time_passes || args.time_passes_format.is_some();
     debug.print_after_all |= args.print_after_all;
-    let mut manager = PassManager::from_config(&config).stats(args.stats);
+    let mut manager = PassManager::from_config(&config)
+        .stats(args.stats)
+        .time_passes_json(args.time_passes_format == Some(TimePassesFormat::Json));
     for (pass, option, value) in &args.pass_option {
         if let Err(message) = manager.set_option(pass, option, value) {
             report_error(format_args!(

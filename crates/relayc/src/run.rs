@@ -82,6 +82,14 @@ pub struct RunArgs {
     /// kind, and the storage allocator's statistics (VM only).
     #[arg(long)]
     profile: bool,
+    /// The profile's format (implies --profile): the tables, JSON with every row of them, or
+    /// a Chrome trace (chrome://tracing, Perfetto) with a span per VM function call and per
+    /// kernel call on each thread.
+    #[arg(long, value_enum, value_name = "FORMAT")]
+    profile_format: Option<ProfileFormat>,
+    /// Writes the profile to this file instead of stderr (implies --profile).
+    #[arg(long, value_name = "FILE")]
+    profile_out: Option<PathBuf>,
     /// The most call frames live at once; deeper recursion is an error.
     #[arg(long, default_value_t = 1_000_000, value_name = "N")]
     max_frames: usize,
@@ -116,6 +124,24 @@ enum Executor {
     Interp,
 }
 
+/// The formats of `--profile-format`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum ProfileFormat {
+    /// Tables: kernels, instruction kinds, the storage allocator.
+    Table,
+    /// The same rows as JSON.
+    Json,
+    /// The Chrome trace event format: the run's timeline.
+    Chrome,
+}
+
+impl RunArgs {
+    /// Whether the VM profiles the run(s): `--profile` or a flag that implies it.
+    fn profiling(&self) -> bool {
+        self.profile || self.profile_format.is_some() || self.profile_out.is_some()
+    }
+}
+
 /// The two output formats.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum OutputKind {
@@ -138,7 +164,7 @@ fn parse_input(text: &str) -> Result<(String, PathBuf), String> {
 pub fn run(args: &RunArgs) -> Exit {
     if args.executor == Executor::Interp {
         for (given, flag) in [
-            (args.profile, "--profile"),
+            (args.profiling(), "--profile"),
             (args.threads.is_some(), "--threads"),
         ] {
             if given {
@@ -373,7 +399,8 @@ fn execute(
     let options = VmOptions {
         max_frames: args.max_frames,
         threads: args.threads.map_or(0, usize::from),
-        profile: args.profile,
+        profile: args.profiling(),
+        trace: args.profile_format == Some(ProfileFormat::Chrome),
         ..VmOptions::default()
     };
     let mut vm = Vm::with_options(exe, options);
@@ -384,28 +411,53 @@ fn execute(
     })?;
 
     let mut report = String::new();
-    if args.timing.timed() || args.profile {
+    if args.timing.timed() || args.profiling() {
         let _ = writeln!(report, "{prepared}");
     }
     if args.timing.timed() {
         report.push_str(&args.timing.summary(&runs));
     }
-    if args.profile {
-        // Sections separated by blank lines: the kernel and instruction tables (already
-        // separated by one), then the allocator's statistics.
-        let profile = match vm.take_profile() {
-            Some(profile) => profile.to_string(),
-            None => "the VM recorded no profile\n".to_string(),
-        };
-        for section in [profile, vm.allocator_stats().to_string()] {
-            report.push('\n');
-            report.push_str(section.trim_end_matches('\n'));
-            report.push('\n');
+    if args.profiling() {
+        let profile = profile_text(args, exe, &mut vm);
+        match &args.profile_out {
+            Some(path) => {
+                if let Err(error) = std::fs::write(path, profile) {
+                    report_error(format_args!("cannot write `{}`: {error}", path.display()));
+                    return Err(Exit::UserError);
+                }
+            }
+            None => {
+                report.push('\n');
+                report.push_str(&profile);
+            }
         }
     }
     // A failed write to stderr is ignored: the timings are a report, not the run's output.
     let _ = std::io::stderr().lock().write_all(report.as_bytes());
     Ok(result)
+}
+
+/// The VM's profile in `--profile-format`: the tables (kernels and instruction kinds, then the
+/// allocator's statistics, separated by blank lines), their rows as JSON, or the Chrome trace.
+fn profile_text(args: &RunArgs, exe: &Executable, vm: &mut Vm<'_>) -> String {
+    let Some(profile) = vm.take_profile() else {
+        return "the VM recorded no profile\n".to_string();
+    };
+    let allocator = vm.allocator_stats();
+    match args.profile_format.unwrap_or(ProfileFormat::Table) {
+        ProfileFormat::Table => {
+            let tables = [profile.to_string(), allocator.to_string()];
+            let sections: Vec<&str> = tables.iter().map(|t| t.trim_end_matches('\n')).collect();
+            sections.join("\n\n") + "\n"
+        }
+        ProfileFormat::Json => format!("{:#}\n", profile.to_json(&allocator)),
+        ProfileFormat::Chrome => {
+            let functions: Vec<&str> = exe.functions.iter().map(|f| f.name.as_str()).collect();
+            let kernels: Vec<&str> = exe.kernels.iter().map(|k| k.name.as_str()).collect();
+            let trace = profile.trace.unwrap_or_default();
+            format!("{}\n", trace.chrome_json(&functions, &kernels))
+        }
+    }
 }
 
 /// Runs the entry function in the reference interpreter, `--repeat` times: on the module as

@@ -207,6 +207,36 @@ fn time_passes_prints_a_table_naming_each_pass() {
 }
 
 #[test]
+fn time_passes_format_json_holds_the_table_rows() {
+    let file = TempFile::new("time_json.relay", PROGRAM);
+    let out = opt(&[
+        file.arg(),
+        "--opt-level",
+        "3",
+        "--time-passes-format",
+        "json",
+    ]);
+    let err = stderr(&out);
+    let json: serde_json::Value =
+        serde_json::from_str(&err).unwrap_or_else(|e| panic!("{e}: {err}"));
+    let passes = json["passes"].as_array().expect("passes");
+    let names: Vec<&str> = passes.iter().filter_map(|p| p["pass"].as_str()).collect();
+    assert_eq!(names, relay_passes::pass_names(), "{json}");
+    let fuse = &passes[names.iter().position(|&n| n == "fuse_ops").unwrap()];
+    assert!(
+        fuse["stats"]["primitive functions"]
+            .as_i64()
+            .is_some_and(|n| n > 0),
+        "{fuse}"
+    );
+    let shares: f64 = passes.iter().filter_map(|p| p["share"].as_f64()).sum();
+    assert!(shares <= 100.0 + 1e-9, "{json}");
+    assert!(json["total_ms"].as_f64().is_some_and(|t| t >= 0.0));
+    assert!(json["type_inference_ms"].as_f64().is_some());
+    assert_checks(&stdout(&out), "the output with --time-passes-format json");
+}
+
+#[test]
 fn stats_lists_what_the_passes_report() {
     let file = TempFile::new("stats.relay", SIMPLE);
     let out = opt(&[file.arg(), "--pass", "eliminate_dead_code", "--stats"]);

@@ -451,6 +451,108 @@ def @main(%x: Tensor[(4, 8), float32], %w: Tensor[(16, 8), float32]) {
     assert!(!stdout(&out).is_empty());
 }
 
+/// A program that calls a function (a VM function call) which calls two kernels, the second
+/// a GEMM large enough to be split over kernel threads.
+const TRACED: &str = r#"#[version = "0.0.5"]
+def @layer(%x: Tensor[(128, 512), float32], %w: Tensor[(512, 512), float32]) {
+  nn.relu(nn.dense(%x, %w, units=512))
+}
+def @main(%x: Tensor[(128, 512), float32], %w: Tensor[(512, 512), float32]) {
+  let %y = @layer(%x, %w);
+  sum(%y)
+}
+"#;
+
+#[test]
+fn profile_formats_json_and_chrome_to_stderr_or_a_file() {
+    let program = TempFile::new("traced.relay", TRACED);
+    let run = |extra: &[&str]| {
+        let mut args = vec!["run", program.arg(), "--random-inputs", "0"];
+        args.extend_from_slice(extra);
+        let out = relayc(&args);
+        assert_succeeds(&out);
+        out
+    };
+    // JSON on stderr, after the compile line: every row of the tables.
+    let err = stderr(&run(&["--profile-format", "json", "--repeat", "2"]));
+    let json_text = &err[err.find('{').unwrap_or_else(|| panic!("{err}"))..];
+    let json: serde_json::Value = serde_json::from_str(json_text).expect("valid JSON");
+    let kernels = json["kernels"].as_array().expect("kernels");
+    assert_eq!(kernels.len(), 2, "{json}");
+    for k in kernels {
+        assert_eq!(k["calls"], 2, "{k}");
+        for field in ["total_us", "mean_us", "min_us", "max_us", "share"] {
+            assert!(k[field].as_f64().is_some_and(|v| v >= 0.0), "{field}: {k}");
+        }
+        assert!(
+            k["arguments"]
+                .as_str()
+                .is_some_and(|a| a.contains("[128, 512]")),
+            "{k}"
+        );
+    }
+    assert!(
+        json["instructions"]
+            .as_array()
+            .is_some_and(|i| i.iter().any(|r| r["kind"] == "invoke"))
+    );
+    assert!(
+        json["allocator"]["requests"]
+            .as_u64()
+            .is_some_and(|r| r > 0),
+        "{json}"
+    );
+    assert!(json["run_time_us"].as_f64().is_some_and(|t| t > 0.0));
+
+    // The Chrome trace, to a file: a span per VM function call and per kernel call, on the
+    // VM's thread and, with two threads, on the kernel thread too.
+    let trace = TempFile::path_for("trace.json");
+    let out = run(&[
+        "--profile-format",
+        "chrome",
+        "--profile-out",
+        trace.arg(),
+        "--threads",
+        "2",
+    ]);
+    assert!(!stderr(&out).contains("traceEvents"), "{}", stderr(&out));
+    let text = std::fs::read_to_string(trace.path()).expect("the trace file");
+    let json: serde_json::Value = serde_json::from_str(&text).expect("valid JSON");
+    let events = json["traceEvents"].as_array().expect("events");
+    let spans = |cat: &str, tid: u64| {
+        events
+            .iter()
+            .filter(|e| e["ph"] == "X" && e["cat"] == cat && e["tid"] == tid)
+            .map(|e| e["name"].as_str().unwrap_or_default().to_owned())
+            .collect::<Vec<_>>()
+    };
+    let mut functions = spans("function", 0);
+    functions.sort();
+    assert_eq!(functions, ["layer", "main"], "{json}");
+    assert_eq!(spans("kernel", 0).len(), 2, "{json}");
+    assert!(
+        spans("kernel", 1).iter().all(|k| k.contains("dense")),
+        "{json}"
+    );
+    assert!(
+        !spans("kernel", 1).is_empty(),
+        "the GEMM ran on the kernel thread too: {json}"
+    );
+    assert!(
+        events
+            .iter()
+            .any(|e| e["ph"] == "M" && e["args"]["name"] == "VM")
+    );
+    // `--profile-out` alone writes the tables.
+    let tables = TempFile::path_for("profile.txt");
+    run(&["--profile-out", tables.arg()]);
+    let text = std::fs::read_to_string(tables.path()).expect("the profile file");
+    assert!(
+        text.contains("all kernels") && text.contains("storage allocator"),
+        "{text}"
+    );
+}
+
 #[test]
 fn vm_only_flags_are_usage_errors_with_the_interpreter() {
     let file = TempFile::new("add.relay", ADD);
