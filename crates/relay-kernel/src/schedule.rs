@@ -4,7 +4,8 @@
 //! The decisions, each a function here that lowering (`lower`) applies:
 //! - **materialization** ([`materialized`]): which tensors are computed into a buffer before
 //!   their readers run — every contraction the host GEMM computes and its computed operands
-//!   (lowering adds a reduction read inside another reduction's body when it meets one);
+//!   (lowering adds a reduction read inside another reduction's body when it meets one), and
+//!   every shared subexpression of [`SHARED_NODES`] operations or more ([`shared`]);
 //!   everything else is inlined into its readers;
 //! - **GEMM or loops** ([`uses_gemm`]): a contraction whose reduction axes merge into one
 //!   matrix dimension ([`gemm_computes`]) is a call of the host GEMM, with its other axes
@@ -28,7 +29,9 @@
 
 use std::fmt::{self, Display, Formatter};
 
-use relay_ir::te::{BinaryOp, Tensor, TensorOp};
+use std::collections::{HashMap, HashSet};
+
+use relay_ir::te::{BinaryOp, TExprKind, Tensor, TensorOp};
 
 use crate::compose::Composed;
 use crate::contract::{Contraction, Index, contraction};
@@ -46,8 +49,102 @@ pub const PARALLEL_WORK: i64 = 1 << 16;
 
 /// The tensors a kernel computes into buffers before their consumers run, besides its
 /// outputs: every contraction the GEMM computes (see [`uses_gemm`]) and its computed operands
-/// that are not inputs read in place ([`input_view`]).
+/// that are not inputs read in place ([`input_view`]), and the large shared subexpressions
+/// ([`shared`]).
 pub fn materialized(composed: &Composed) -> Vec<Tensor> {
+    let mut out = contractions(composed);
+    let shared = shared(composed, &out);
+    out.extend(shared);
+    out
+}
+
+/// The size from which a tensor read more than once is computed once into a buffer instead
+/// of inlined into each read: its expression's operations, counting those of the tensors it
+/// inlines.
+pub const SHARED_NODES: usize = 256;
+
+/// The shared subexpressions of a kernel worth a buffer: the elementwise tensors (no
+/// reduction, not an output) read twice or more whose inlined expression has
+/// [`SHARED_NODES`] operations or more, counting a tensor already chosen (or in `materialized`)
+/// as one load. Inlining copies a tensor's expression into each read, so without this a chain
+/// in which each tensor reads the two before it (`%2 = add(%1, %0); %3 = add(%2, %1)`) grows
+/// exponentially; with it, a kernel's code is linear in its operators, and each such tensor
+/// is computed once.
+fn shared(composed: &Composed, materialized: &[Tensor]) -> Vec<Tensor> {
+    let order = compute_order(composed);
+    let mut reads: HashMap<usize, usize> = HashMap::new();
+    for t in &order {
+        if let TensorOp::Compute { body, .. } = &t.op {
+            for r in crate::compose::reads(body) {
+                *reads.entry(key(&r)).or_default() += 1;
+            }
+        }
+    }
+    let outputs: HashSet<usize> = composed.outputs.iter().map(key).collect();
+    let mut loaded: HashSet<usize> = materialized.iter().map(key).collect();
+    let mut size: HashMap<usize, usize> = HashMap::new();
+    let mut out = Vec::new();
+    for t in &order {
+        let TensorOp::Compute { body, .. } = &t.op else {
+            continue;
+        };
+        let mut n = 0usize;
+        crate::compose::walk(body, &mut |e| {
+            n = n.saturating_add(match e.kind() {
+                TExprKind::Read { tensor, .. } if !loaded.contains(&key(tensor)) => {
+                    size.get(&key(tensor)).copied().unwrap_or(1)
+                }
+                _ => 1,
+            });
+        });
+        let k = key(t);
+        let reduction = matches!(body.kind(), TExprKind::Reduce { .. });
+        if n >= SHARED_NODES
+            && reads.get(&k).is_some_and(|&r| r >= 2)
+            && !reduction
+            && !outputs.contains(&k)
+            && loaded.insert(k)
+        {
+            out.push(t.clone());
+            n = 1;
+        }
+        size.insert(k, n);
+    }
+    out
+}
+
+/// Every tensor the outputs of `composed` read, directly or not, each after the tensors it
+/// reads (a post-order walk, without recursion).
+fn compute_order(composed: &Composed) -> Vec<Tensor> {
+    let mut order = Vec::new();
+    let mut done: HashSet<usize> = HashSet::new();
+    let mut stack: Vec<(Tensor, bool)> = composed
+        .outputs
+        .iter()
+        .map(|t| (t.clone(), false))
+        .collect();
+    while let Some((t, expanded)) = stack.pop() {
+        if expanded {
+            order.push(t);
+            continue;
+        }
+        if !done.insert(key(&t)) {
+            continue;
+        }
+        stack.push((t.clone(), true));
+        if let TensorOp::Compute { body, .. } = &t.op {
+            for r in crate::compose::reads(body) {
+                if !done.contains(&key(&r)) {
+                    stack.push((r, false));
+                }
+            }
+        }
+    }
+    order
+}
+
+/// The contractions the GEMM computes and their computed operands (see [`materialized`]).
+fn contractions(composed: &Composed) -> Vec<Tensor> {
     let mut out = Vec::new();
     let mut seen = std::collections::HashSet::new();
     let mut stack: Vec<Tensor> = composed.outputs.clone();

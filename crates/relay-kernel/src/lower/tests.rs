@@ -827,23 +827,53 @@ fn lowered_kernels_compute_what_the_interpreter_does() {
     }
 }
 
+/// A primitive function over `%p0: Tensor[(2), float32]` with `body`, called on `%x`.
+fn chain_program(body: &str) -> String {
+    format!(
+        "#[version = \"0.0.5\"]\ndef @main(%x: Tensor[(2), float32]) {{\n  %0 = fn (%p0: Tensor[(2), float32], Primitive=1) {{\n    {body}\n  }};\n  %0(%x)\n}}"
+    )
+}
+
 #[test]
-fn runaway_inlining_is_an_error() {
+fn shared_subexpressions_are_computed_once() {
+    // Each tensor reads the one before it twice: inlined, 2^21 operations; with the large
+    // shared tensors computed once into buffers, a few stages.
     let mut body = String::from("%1 = add(%p0, %p0);");
     for i in 2..22 {
         body.push_str(&format!(" %{i} = add(%{}, %{});", i - 1, i - 1));
     }
     body.push_str(" %21");
-    let text = format!(
-        "#[version = \"0.0.5\"]\ndef @main(%x: Tensor[(2), float32]) {{\n  %0 = fn (%p0: Tensor[(2), float32], Primitive=1) {{\n    {body}\n  }};\n  %0(%x)\n}}"
-    );
-    let f = primitive(&text);
-    let composed = compose(&f).unwrap();
-    let err = lower("k", &composed).unwrap_err();
-    assert!(
-        matches!(&err, KernelError::TooLarge { what, .. } if what.contains("after inlining")),
-        "{err:?}"
-    );
+    let text = chain_program(&body);
+    let lowered = lower("k", &compose(&primitive(&text)).unwrap()).unwrap();
+    let scratch = lowered.buffers.len() - 2;
+    assert!((1..21).contains(&scratch), "{scratch} scratch buffers");
+    agrees_with_interpreter(&text);
+
+    // A Fibonacci chain the size of a fused group (`fuse_ops.max_depth`), each tensor reading
+    // the two before it, in bounded arithmetic: linear, and the interpreter's result.
+    let mut body = String::from("%1 = multiply(%p0, 0.5f); %2 = subtract(%1, %p0);");
+    for i in 3..256 {
+        let op = if i % 2 == 0 { "subtract" } else { "add" };
+        body.push_str(&format!(
+            " %{i} = multiply({op}(%{}, %{}), 0.75f);",
+            i - 1,
+            i - 2
+        ));
+    }
+    body.push_str(" %255");
+    let text = chain_program(&body);
+    let lowered = lower("k", &compose(&primitive(&text)).unwrap()).unwrap();
+    assert!(lowered.buffers.len() < 256, "{}", lowered.buffers.len());
+    agrees_with_interpreter(&text);
+}
+
+#[test]
+fn a_small_shared_subexpression_is_inlined() {
+    // `%1` is read twice, but is two operations: recomputed, no buffer.
+    let text = chain_program("%1 = exp(add(%p0, 1f)); multiply(%1, %1)");
+    let lowered = lower("k", &compose(&primitive(&text)).unwrap()).unwrap();
+    assert_eq!(lowered.buffers.len(), 2);
+    agrees_with_interpreter(&text);
 }
 
 #[test]
