@@ -10,7 +10,10 @@
 //! - Relay calls never recurse natively: frames and continuations live on heap stacks
 //!   (`machine.rs`), so recursion depth is bounded only by memory and
 //!   [`InterpOptions::max_frames`]; calls in tail position replace the caller's frame, so tail
-//!   recursion runs in constant space.
+//!   recursion runs in constant space. A call whose value a `let` chain binds and returns
+//!   (`let %x = f(...); %x`, with at most aliases and `memory.kill`s of other variables
+//!   between) is in tail position too, so a module runs in constant frames after the pass
+//!   pipeline (`tail_call`'s `tail=True` calls are written so) as it did before.
 //! - Every failure is a [`RunError`] naming the global function and the source location;
 //!   no input makes the interpreter panic.
 

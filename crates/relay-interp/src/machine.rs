@@ -5,9 +5,11 @@
 //! Evaluation alternates between two steps: evaluating an expression ([`Step::Eval`]), which
 //! either produces a value at once or pushes a continuation ([`Kont`]) and moves to a
 //! subexpression, and returning a value ([`Step::Return`]) to the innermost continuation. A call
-//! pushes a [`Kont::PopFrame`] marker and a [`Frame`]; a call made when the marker is already on
-//! top (a call in tail position) replaces the current frame instead, so tail calls (self, mutual
-//! and through closures) run in constant space.
+//! pushes a [`Kont::PopFrame`] marker and a [`Frame`]; a call in tail position replaces the
+//! current frame instead, so tail calls (self, mutual and through closures) run in constant
+//! space. A call is in tail position when only the marker is above it, or only `let`
+//! continuations that pass its value on unchanged: `let %x = f(...); %x`, as the source and the
+//! `tail_call` pass's `tail=True` calls write it (see [`passes_on`] for the exact rule).
 //!
 //! The memory dialect runs here too: `memory.alloc_storage` and `memory.alloc_tensor` are
 //! ordinary operator evaluations making real storage and views into it; `vm.invoke_tvm_op`
@@ -483,13 +485,9 @@ impl<'m> Machine<'m> {
                 }
             }
             ExprKind::Function(_) => Ok(Step::Return(self.make_lambda(e, None)?)),
-            ExprKind::Call { callee, args, .. } => {
-                if let ExprKind::Op(op) = callee.kind()
-                    && op.name == KILL
-                    && let [arg] = args.as_slice()
-                    && let ExprKind::Var(v) = arg.kind()
-                {
-                    return self.kill(v, arg.span());
+            ExprKind::Call { callee, .. } => {
+                if let Some((v, span)) = kill_of_var(e) {
+                    return self.kill(v, span);
                 }
                 let target = match callee.kind() {
                     ExprKind::Global(name) => {
@@ -1097,12 +1095,14 @@ impl<'m> Machine<'m> {
         ))
     }
 
-    /// Makes `frame` the current frame: in place of the current one for a tail call, on top of
-    /// it otherwise.
+    /// Makes `frame` the current frame: in place of the current one for a call in tail position
+    /// ([`Machine::tail_position`]), on top of it otherwise.
     fn push_frame(&mut self, frame: Frame, span: Span) -> Result<(), RunError> {
-        if matches!(self.konts.last(), Some(Kont::PopFrame))
+        if let Some(depth) = self.tail_position()
             && let Some(top) = self.frames.last_mut()
         {
+            // The `let` continuations above the frame's marker would only pass the value on.
+            self.konts.truncate(depth);
             let old = std::mem::replace(top, frame);
             self.release_frame(old);
             return Ok(());
@@ -1119,6 +1119,23 @@ impl<'m> Machine<'m> {
         self.konts.push(Kont::PopFrame);
         self.frames.push(frame);
         Ok(())
+    }
+
+    /// Whether a call made now is in tail position: whether the value it returns is, unchanged,
+    /// what the current frame returns. If so, the length of the continuation stack up to and
+    /// including the frame's [`Kont::PopFrame`] marker; the continuations above the marker are
+    /// all `let` chains that pass the value on ([`passes_on`]), and a tail call drops them.
+    fn tail_position(&self) -> Option<usize> {
+        let env = &self.frames.last()?.env;
+        let mut killed = Vec::new();
+        for (i, k) in self.konts.iter().enumerate().rev() {
+            match k {
+                Kont::PopFrame => return Some(i + 1),
+                Kont::Let { expr, next } if passes_on(expr, *next, env, &mut killed) => {}
+                _ => return None,
+            }
+        }
+        None
     }
 
     /// Evaluates the bindings of the `let` chain `e` from binding `next` on, then its body.
@@ -1170,6 +1187,72 @@ impl<'m> Machine<'m> {
             "no match clause matched",
             expr.span(),
         ))
+    }
+}
+
+/// Whether the `let` chain `expr`, whose binding `next` is being evaluated, returns that
+/// binding's value unchanged and does nothing observable after it, so that a call computing the
+/// value may replace the frame `env` belongs to (the rule of tail position for `let`).
+///
+/// The rule: the chain's body (or the body of the `let` chain that is its body, and so on) is
+/// the variable holding the value, and every binding after `next` on the way is one of
+/// - an alias `let %y = %x` of the variable `%x` holding the value; `%y` then holds it;
+/// - `memory.kill(%w)` of another variable `%w` bound in `env` now and not killed by an earlier
+///   such binding (`killed` collects them across the chains of one frame): it would only release
+///   `%w`, and replacing the frame releases it too.
+///
+/// Anything else keeps the call a non-tail call: an operator or call (`memory.alloc_storage`,
+/// `vm.invoke_tvm_op`, ...), which may fail or have effects; a kill of the value itself, of a
+/// variable not bound now or a second kill of one variable, which fail when they run (a kill of
+/// an earlier holder of the value, after an alias, would not, but is left out for simplicity);
+/// any other binding, even a pure one; and a body that uses the value (`g(%x)`, `(%x, 1)`).
+fn passes_on(expr: &Expr, next: usize, env: &Env, killed: &mut Vec<VarId>) -> bool {
+    let ExprKind::Let { bindings, body } = expr.kind() else {
+        return false;
+    };
+    let Some(first) = bindings.get(next) else {
+        return false;
+    };
+    let mut holder = first.var.id();
+    let (mut rest, mut body) = (&bindings[next + 1..], body);
+    loop {
+        for b in rest {
+            match b.value.kind() {
+                ExprKind::Var(v) if v.id() == holder => holder = b.var.id(),
+                _ => match kill_of_var(&b.value) {
+                    Some((w, _))
+                        if w.id() != holder
+                            && env.get(w.id()).is_some()
+                            && !killed.contains(&w.id()) =>
+                    {
+                        killed.push(w.id());
+                    }
+                    _ => return false,
+                },
+            }
+        }
+        match body.kind() {
+            ExprKind::Var(v) => return v.id() == holder,
+            ExprKind::Let {
+                bindings,
+                body: inner,
+            } => (rest, body) = (bindings, inner),
+            _ => return false,
+        }
+    }
+}
+
+/// The variable (and the argument's span) of `memory.kill(%var)`, if `e` is that.
+fn kill_of_var(e: &Expr) -> Option<(&Var, Span)> {
+    let ExprKind::Call { callee, args, .. } = e.kind() else {
+        return None;
+    };
+    match (callee.kind(), args.as_slice()) {
+        (ExprKind::Op(op), [arg]) if op.name == KILL => match arg.kind() {
+            ExprKind::Var(v) => Some((v, arg.span())),
+            _ => None,
+        },
+        _ => None,
     }
 }
 
