@@ -15,7 +15,8 @@
 //!    non-atomic node to the binding list of its scope when it is first reached, so a shared
 //!    node is bound once, ahead of every use, as deep as possible.
 //!
-//! Existing bindings keep their variables and [`BindingKind`]s; a binding chain in the value
+//! The input and output tuples of `vm.invoke_tvm_op` calls stay in the call, with atoms for
+//! fields. Existing bindings keep their variables and [`BindingKind`]s; a binding chain in the value
 //! position of another binding, or in the body of a chain, is flattened into the enclosing
 //! chain (variables are unique, so nothing is captured). New variables are called `%x` and are
 //! annotated with the checked type of the value they hold, unless that type mentions a type
@@ -510,6 +511,12 @@ impl Converter {
                 )
             }
             ExprKind::Let { .. } => self.chain(e, false),
+            ExprKind::Call { callee, .. } if is_invoke_tvm_op(callee) => {
+                map_children(e, |c| match c.kind() {
+                    ExprKind::Tuple(_) => map_children(c, |field| self.atom(field)),
+                    _ => self.atom(c),
+                })
+            }
             _ => map_children(e, |c| self.atom(c)),
         }
     }
@@ -526,6 +533,12 @@ impl Converter {
         let ty = ty?;
         type_is_closed(ty, &self.tvars, &mut Vec::new()).then(|| ty.clone())
     }
+}
+
+/// Whether `callee` is `vm.invoke_tvm_op`, whose input and output tuples stay in the call
+/// (`manifest_alloc`'s form, which the bytecode compiler reads).
+fn is_invoke_tvm_op(callee: &Expr) -> bool {
+    matches!(callee.kind(), ExprKind::Op(op) if op.name == "vm.invoke_tvm_op")
 }
 
 /// Whether `e` is a function literal.

@@ -207,6 +207,39 @@ fn time_passes_prints_a_table_naming_each_pass() {
 }
 
 #[test]
+fn a_lowered_module_runs_like_its_source() {
+    // A tail-recursive scalar loop: its `opt` output compiles to the same bytecode (unboxed
+    // scalar kernels, the self tail call a jump), and both executors run it in constant frames.
+    let source = TempFile::new(
+        "scalar_loop.relay",
+        r#"#[version = "0.0.5"]
+def @loop(%i: int32, %acc: float32) -> float32 {
+  if (equal(%i, 0)) {
+    %acc
+  } else {
+    @loop(subtract(%i, 1), add(multiply(%acc, 0.5f), 1f))
+  }
+}
+def @main() -> float32 {
+  @loop(20000, 0f)
+}
+"#,
+    );
+    let lowered = TempFile::path_for("scalar_loop_lowered.relay");
+    opt(&[source.arg(), "-o", lowered.arg()]);
+    let bytecode = |file: &str| stdout(&relayc(&["build", file, "--emit", "bytecode"]));
+    assert_eq!(bytecode(lowered.arg()), bytecode(source.arg()));
+    assert!(bytecode(lowered.arg()).contains("invoke_packed_alloc"));
+    for file in [source.arg(), lowered.arg()] {
+        for executor in ["vm", "interp"] {
+            let out = relayc(&["run", file, "--executor", executor, "--max-frames", "100"]);
+            assert_eq!(code(&out), 0, "{file} on {executor}: {}", stderr(&out));
+            assert_eq!(stdout(&out).trim(), "2.", "{file} on {executor}");
+        }
+    }
+}
+
+#[test]
 fn time_passes_format_json_holds_the_table_rows() {
     let file = TempFile::new("time_json.relay", PROGRAM);
     let out = opt(&[
