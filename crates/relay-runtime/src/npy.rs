@@ -13,6 +13,10 @@
 //!
 //! Nothing here panics on malformed input: every length is checked against the bytes present
 //! before anything is allocated, and every problem is an [`NpyError`] that says what is wrong.
+//! Inflating is the one place output may outgrow its input, by deflate's own bound (about 1032
+//! to 1): each entry inflates to at most its declared size, and the entries' compressed data
+//! together may be no larger than the archive (entries cannot share it), so an archive
+//! inflates to at most that multiple of its length.
 
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -821,8 +825,19 @@ pub fn read_npz(bytes: &[u8]) -> Result<Vec<(String, NDArray)>, NpyError> {
     }
     let mut out = Vec::with_capacity(dir.entries as usize);
     let mut r = Reader::at(bytes, start, "a central directory entry");
+    // The entries' data, added up, must fit in the archive: entries sharing their data (a zip
+    // bomb) could otherwise inflate the same bytes again and again.
+    let mut data_total = 0u64;
     for _ in 0..dir.entries {
         let entry = central_entry(&mut r)?;
+        data_total = data_total.saturating_add(entry.compressed);
+        if data_total > bytes.len() as u64 {
+            return Err(NpyError::BadZip(format!(
+                "the entries' data adds up to more than the archive's {} bytes: entries overlap \
+                 or run past the end",
+                bytes.len()
+            )));
+        }
         let array = read_entry(bytes, &entry).map_err(|e| e.in_entry(&entry.name))?;
         let name = match entry.name.strip_suffix(".npy") {
             Some(name) => name.to_string(),

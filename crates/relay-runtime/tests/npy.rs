@@ -417,6 +417,15 @@ fn malformed_npz_files_are_errors() {
         "{text}"
     );
 
+    // Entries that share their data (a zip bomb: one deflate stream inflated once per entry)
+    // are rejected before any is inflated twice.
+    let text = read_npz(&shared_data_archive(16)).unwrap_err().to_string();
+    assert!(
+        text.contains("the entries' data adds up to more than the archive's"),
+        "{text}"
+    );
+    assert_eq!(read_npz(&shared_data_archive(1)).unwrap().len(), 1);
+
     let missing = read_npz_file(Path::new("/nonexistent/w.npz")).unwrap_err();
     assert!(
         missing
@@ -424,6 +433,26 @@ fn malformed_npz_files_are_errors() {
             .starts_with("cannot read `/nonexistent/w.npz`"),
         "{missing}"
     );
+}
+
+/// A compressed archive of one zero-filled megabyte whose central directory lists that entry
+/// `copies` times, every copy pointing at the same deflate stream.
+fn shared_data_archive(copies: usize) -> Vec<u8> {
+    let zeros = NDArray::zeros(DType::F32, &[1 << 18]).unwrap();
+    let zip = write_npz_compressed(&[("z".into(), &zeros)]);
+    let u32_at = |at: usize| u32::from_le_bytes([zip[at], zip[at + 1], zip[at + 2], zip[at + 3]]);
+    let eocd = zip.len() - 22;
+    let (cd_size, cd_offset) = (u32_at(eocd + 12) as usize, u32_at(eocd + 16) as usize);
+    let mut out = zip[..cd_offset].to_vec();
+    for _ in 0..copies {
+        out.extend_from_slice(&zip[cd_offset..cd_offset + cd_size]);
+    }
+    let mut end = zip[eocd..].to_vec();
+    end[8..10].copy_from_slice(&(copies as u16).to_le_bytes());
+    end[10..12].copy_from_slice(&(copies as u16).to_le_bytes());
+    end[12..16].copy_from_slice(&((cd_size * copies) as u32).to_le_bytes());
+    out.extend_from_slice(&end);
+    out
 }
 
 /// bfloat16 and 8-bit float arrays are written as raw `V2`/`V1` elements (numpy has no type
