@@ -7,11 +7,16 @@
 //!
 //! Reading accepts header versions 1.0, 2.0 and 3.0, little- and big-endian descriptors (big-endian
 //! data is byte-swapped), Fortran-order data (transposed into C order) and every dtype of SPEC §2.
-//! Writing produces version 1.0, little-endian, C order, and stored zip entries with zip64 records
-//! only where sizes or offsets need them, as Python's `zipfile` does.
+//! Writing produces version 1.0, little-endian, C order, and stored ([`write_npz`]) or deflated
+//! ([`write_npz_compressed`]) zip entries with zip64 records only where sizes or offsets need
+//! them, as Python's `zipfile` does.
 //!
 //! Nothing here panics on malformed input: every length is checked against the bytes present
 //! before anything is allocated, and every problem is an [`NpyError`] that says what is wrong.
+//! Inflating is the one place output may outgrow its input, by deflate's own bound (about 1032
+//! to 1): each entry inflates to at most its declared size, and the entries' compressed data
+//! together may be no larger than the archive (entries cannot share it), so an archive
+//! inflates to at most that multiple of its length.
 
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -621,9 +626,17 @@ pub fn read_npz_file(path: &Path) -> Result<Vec<(String, NDArray)>, NpyError> {
     read_npz(&bytes).map_err(|e| e.in_file(path))
 }
 
-/// Writes a `.npz` file; errors name the file.
+/// Writes a `.npz` file of stored entries ([`write_npz`]); errors name the file.
 pub fn write_npz_file(path: &Path, entries: &[(String, &NDArray)]) -> Result<(), NpyError> {
     write_file(path, &write_npz(entries))
+}
+
+/// Writes a `.npz` file of deflated entries ([`write_npz_compressed`]); errors name the file.
+pub fn write_npz_compressed_file(
+    path: &Path,
+    entries: &[(String, &NDArray)],
+) -> Result<(), NpyError> {
+    write_file(path, &write_npz_compressed(entries))
 }
 
 fn read_file(path: &Path) -> Result<Vec<u8>, NpyError> {
@@ -645,32 +658,11 @@ fn write_file(path: &Path, bytes: &[u8]) -> Result<(), NpyError> {
 // ------------------------------------------------------------------------------------------------
 // .npz (zip)
 
-/// The CRC-32 (IEEE 802.3, reflected polynomial `0xEDB88320`) lookup table zip uses.
-const CRC_TABLE: [u32; 256] = {
-    let mut table = [0u32; 256];
-    let mut n = 0;
-    while n < 256 {
-        let mut c = n as u32;
-        let mut k = 0;
-        while k < 8 {
-            c = if c & 1 != 0 {
-                0xEDB8_8320 ^ (c >> 1)
-            } else {
-                c >> 1
-            };
-            k += 1;
-        }
-        table[n] = c;
-        n += 1;
-    }
-    table
-};
-
-/// The CRC-32 of `data`, as zip records it.
-pub fn crc32(data: &[u8]) -> u32 {
-    !data.iter().fold(!0u32, |c, &b| {
-        CRC_TABLE[((c ^ u32::from(b)) & 0xFF) as usize] ^ (c >> 8)
-    })
+/// The CRC-32 of `data` (IEEE 802.3, the reflected polynomial `0xEDB88320`), as zip records
+/// it. Computed by `crc32fast`, which uses the CPU's carry-less multiply instructions where it
+/// has them.
+fn crc32(data: &[u8]) -> u32 {
+    crc32fast::hash(data)
 }
 
 const LOCAL_HEADER_SIG: u32 = 0x0403_4b50;
@@ -833,8 +825,19 @@ pub fn read_npz(bytes: &[u8]) -> Result<Vec<(String, NDArray)>, NpyError> {
     }
     let mut out = Vec::with_capacity(dir.entries as usize);
     let mut r = Reader::at(bytes, start, "a central directory entry");
+    // The entries' data, added up, must fit in the archive: entries sharing their data (a zip
+    // bomb) could otherwise inflate the same bytes again and again.
+    let mut data_total = 0u64;
     for _ in 0..dir.entries {
         let entry = central_entry(&mut r)?;
+        data_total = data_total.saturating_add(entry.compressed);
+        if data_total > bytes.len() as u64 {
+            return Err(NpyError::BadZip(format!(
+                "the entries' data adds up to more than the archive's {} bytes: entries overlap \
+                 or run past the end",
+                bytes.len()
+            )));
+        }
         let array = read_entry(bytes, &entry).map_err(|e| e.in_entry(&entry.name))?;
         let name = match entry.name.strip_suffix(".npy") {
             Some(name) => name.to_string(),
@@ -986,47 +989,84 @@ fn read_entry(bytes: &[u8], entry: &CentralEntry) -> Result<NDArray, NpyError> {
 /// Writes a `.npz` archive of stored (uncompressed) entries, as `np.savez` does: entry `name`
 /// holds `name.npy`.
 pub fn write_npz(entries: &[(String, &NDArray)]) -> Vec<u8> {
-    write_zip(entries, u64::from(u32::MAX))
+    write_zip(entries, Method::Stored, u64::from(u32::MAX))
 }
 
-/// Writes the archive, switching a value to its zip64 form when it is `zip64_at` or more (the
-/// zip limit `0xFFFFFFFF`; tests pass a small value to exercise the zip64 records).
-fn write_zip(entries: &[(String, &NDArray)], zip64_at: u64) -> Vec<u8> {
+/// Writes a `.npz` archive of deflated entries, as `np.savez_compressed` does: entry `name`
+/// holds `name.npy`, compressed at zlib's default level (6).
+pub fn write_npz_compressed(entries: &[(String, &NDArray)]) -> Vec<u8> {
+    write_zip(entries, Method::Deflated, u64::from(u32::MAX))
+}
+
+/// How a zip entry's data is stored: the compression methods [`read_npz`] reads and the
+/// writers write.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Method {
+    /// Method 0: the bytes as they are.
+    Stored,
+    /// Method 8: a raw deflate stream (RFC 1951).
+    Deflated,
+}
+
+impl Method {
+    /// The compression method field of the zip headers.
+    fn code(self) -> u16 {
+        match self {
+            Method::Stored => 0,
+            Method::Deflated => 8,
+        }
+    }
+}
+
+/// zlib's default compression level, the one Python's `zipfile` (and so numpy) deflates at.
+const DEFLATE_LEVEL: u8 = 6;
+
+/// Writes the archive with every entry stored by `method`, switching a value to its zip64 form
+/// when it is `zip64_at` or more (the zip limit `0xFFFFFFFF`; tests pass a small value to
+/// exercise the zip64 records). As Python's `zipfile` does, an entry whose compressed or
+/// uncompressed size is large records both in its zip64 fields.
+fn write_zip(entries: &[(String, &NDArray)], method: Method, zip64_at: u64) -> Vec<u8> {
     let mut out = Vec::new();
     let mut central = Vec::new();
     for (name, array) in entries {
-        let data = write_npy(array);
+        let npy = write_npy(array);
+        let crc = crc32(&npy);
+        let uncompressed = npy.len() as u64;
+        let data = match method {
+            Method::Stored => npy,
+            Method::Deflated => miniz_oxide::deflate::compress_to_vec(&npy, DEFLATE_LEVEL),
+        };
+        let compressed = data.len() as u64;
         let name = format!("{name}.npy");
-        let crc = crc32(&data);
-        let size = data.len() as u64;
+        let name = &name.as_bytes()[..name.len().min(usize::from(u16::MAX))];
         let offset = out.len() as u64;
-        let big_size = size >= zip64_at;
+        let big_size = uncompressed >= zip64_at || compressed >= zip64_at;
         let big_offset = offset >= zip64_at;
+        // The zip version needed to extract the entry: 4.5 for zip64 records, else 2.0 (which
+        // covers deflate).
         let needed: u16 = if big_size || big_offset { 45 } else { 20 };
-        let (size32, offset32) = (
-            if big_size { u32::MAX } else { size as u32 },
-            if big_offset { u32::MAX } else { offset as u32 },
-        );
+        let size32 = |size: u64| if big_size { u32::MAX } else { size as u32 };
+        let offset32 = if big_offset { u32::MAX } else { offset as u32 };
 
         let mut local_extra = Vec::new();
         if big_size {
             push16(&mut local_extra, ZIP64_EXTRA_ID);
             push16(&mut local_extra, 16);
-            push64(&mut local_extra, size);
-            push64(&mut local_extra, size);
+            push64(&mut local_extra, uncompressed);
+            push64(&mut local_extra, compressed);
         }
         push32(&mut out, LOCAL_HEADER_SIG);
         push16(&mut out, needed);
         push16(&mut out, 0); // Flags.
-        push16(&mut out, 0); // Method: stored.
+        push16(&mut out, method.code());
         push16(&mut out, 0); // Time: midnight.
         push16(&mut out, DOS_DATE_1980);
         push32(&mut out, crc);
-        push32(&mut out, size32);
-        push32(&mut out, size32);
-        push16(&mut out, name.len().min(usize::from(u16::MAX)) as u16);
+        push32(&mut out, size32(compressed));
+        push32(&mut out, size32(uncompressed));
+        push16(&mut out, name.len() as u16);
         push16(&mut out, local_extra.len() as u16);
-        out.extend_from_slice(&name.as_bytes()[..name.len().min(usize::from(u16::MAX))]);
+        out.extend_from_slice(name);
         out.extend_from_slice(&local_extra);
         out.extend_from_slice(&data);
 
@@ -1038,8 +1078,8 @@ fn write_zip(entries: &[(String, &NDArray)], zip64_at: u64) -> Vec<u8> {
                 if big_size { 16 } else { 0 } + if big_offset { 8 } else { 0 },
             );
             if big_size {
-                push64(&mut central_extra, size);
-                push64(&mut central_extra, size);
+                push64(&mut central_extra, uncompressed);
+                push64(&mut central_extra, compressed);
             }
             if big_offset {
                 push64(&mut central_extra, offset);
@@ -1049,20 +1089,20 @@ fn write_zip(entries: &[(String, &NDArray)], zip64_at: u64) -> Vec<u8> {
         push16(&mut central, (3 << 8) | needed); // Made by Unix, same zip version.
         push16(&mut central, needed);
         push16(&mut central, 0); // Flags.
-        push16(&mut central, 0); // Method: stored.
+        push16(&mut central, method.code());
         push16(&mut central, 0); // Time.
         push16(&mut central, DOS_DATE_1980);
         push32(&mut central, crc);
-        push32(&mut central, size32);
-        push32(&mut central, size32);
-        push16(&mut central, name.len().min(usize::from(u16::MAX)) as u16);
+        push32(&mut central, size32(compressed));
+        push32(&mut central, size32(uncompressed));
+        push16(&mut central, name.len() as u16);
         push16(&mut central, central_extra.len() as u16);
         push16(&mut central, 0); // Comment length.
         push16(&mut central, 0); // Disk.
         push16(&mut central, 0); // Internal attributes.
         push32(&mut central, 0o100644 << 16); // External attributes: a regular file, rw-r--r--.
         push32(&mut central, offset32);
-        central.extend_from_slice(&name.as_bytes()[..name.len().min(usize::from(u16::MAX))]);
+        central.extend_from_slice(name);
         central.extend_from_slice(&central_extra);
     }
 
@@ -1148,16 +1188,18 @@ mod tests {
         let a = NDArray::from_f64_slice(DType::F32, &[3], &[1.0, 2.0, 3.0]).unwrap();
         let b = NDArray::from_bool_slice(&[2], &[true, false]).unwrap();
         let entries = [("a".to_string(), &a), ("b".to_string(), &b)];
-        // Every size and offset is "large" at a limit of 1; at 200 only the second entry's
-        // offset and the directory are.
-        for limit in [1, 200] {
-            let zip = write_zip(&entries, limit);
-            let back = read_npz(&zip).unwrap();
-            assert_eq!(back.len(), 2);
-            assert_eq!(back[0].0, "a");
-            assert_eq!(back[0].1, a);
-            assert_eq!(back[1].0, "b");
-            assert_eq!(back[1].1, b);
+        // Every size and offset is "large" at a limit of 1; at 100 and 200 only some are (the
+        // second entry's offset, the directory, the stored sizes).
+        for method in [Method::Stored, Method::Deflated] {
+            for limit in [1, 100, 200] {
+                let zip = write_zip(&entries, method, limit);
+                let back = read_npz(&zip).unwrap();
+                assert_eq!(back.len(), 2);
+                assert_eq!(back[0].0, "a");
+                assert_eq!(back[0].1, a);
+                assert_eq!(back[1].0, "b");
+                assert_eq!(back[1].1, b);
+            }
         }
     }
 

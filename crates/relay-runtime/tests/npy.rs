@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 
 use relay_runtime::npy::{
     NpyError, read_npy, read_npy_file, read_npz, read_npz_file, write_npy, write_npz,
+    write_npz_compressed, write_npz_compressed_file,
 };
 use relay_runtime::{DType, NDArray};
 
@@ -81,6 +82,82 @@ fn npz_round_trips_in_order() {
     assert!(read_npz(&write_npz(&[])).unwrap().is_empty());
 }
 
+#[test]
+fn compressed_npz_round_trips_every_dtype_and_shape() {
+    let shapes: [&[i64]; 6] = [&[], &[0], &[3], &[2, 3], &[0, 4], &[2, 1, 3, 1]];
+    let arrays: Vec<(String, NDArray)> = DTYPES
+        .iter()
+        .flat_map(|&d| {
+            shapes
+                .iter()
+                .map(move |&s| (format!("{d}{s:?}"), values(d, s)))
+        })
+        .collect();
+    let entries: Vec<(String, &NDArray)> = arrays.iter().map(|(n, a)| (n.clone(), a)).collect();
+    let zip = write_npz_compressed(&entries);
+    let back = read_npz(&zip).unwrap();
+    assert_eq!(back.len(), entries.len());
+    for ((name, a), (back_name, b)) in entries.iter().zip(&back) {
+        assert_eq!(name, back_name);
+        assert_eq!(*a, b, "{name}");
+    }
+    assert!(read_npz(&write_npz_compressed(&[])).unwrap().is_empty());
+}
+
+/// Zip's local header of the first entry: its compression method and its compressed and
+/// uncompressed sizes.
+fn first_entry_header(zip: &[u8]) -> (u16, u32, u32) {
+    let u16_at = |at: usize| u16::from_le_bytes([zip[at], zip[at + 1]]);
+    let u32_at = |at: usize| u32::from_le_bytes([zip[at], zip[at + 1], zip[at + 2], zip[at + 3]]);
+    assert_eq!(u32_at(0), 0x0403_4b50, "a local file header first");
+    (u16_at(8), u32_at(18), u32_at(22))
+}
+
+#[test]
+fn compressed_npz_is_deflated_and_smaller() {
+    // Four megabytes of float32 with few distinct values, and an incompressible array.
+    let n = 1 << 20;
+    let ramp: Vec<f64> = (0..n).map(|i| (i % 1000) as f64).collect();
+    let ramp = NDArray::from_f64_slice(DType::F32, &[1024, n / 1024], &ramp).unwrap();
+    let mut state = 0x2545_f491_4f6c_dd1d_u64;
+    let noise: Vec<i128> = (0..n)
+        .map(|_| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            i128::from(state as u8)
+        })
+        .collect();
+    let noise = NDArray::from_i128_slice(DType::U8, &[n], &noise).unwrap();
+
+    let stored = write_npz(&[("ramp".into(), &ramp)]);
+    let compressed = write_npz_compressed(&[("ramp".into(), &ramp)]);
+    let (method, packed, unpacked) = first_entry_header(&compressed);
+    assert_eq!(method, 8, "deflated");
+    assert_eq!(unpacked as usize, write_npy(&ramp).len());
+    assert!(
+        compressed.len() * 10 < stored.len(),
+        "compressed {} bytes (entry {packed}), stored {}",
+        compressed.len(),
+        stored.len()
+    );
+    assert_eq!(first_entry_header(&stored).0, 0, "stored");
+
+    let entries = [("ramp".to_string(), &ramp), ("noise".to_string(), &noise)];
+    let back = read_npz(&write_npz_compressed(&entries)).unwrap();
+    assert_eq!(back[0], ("ramp".to_string(), ramp.clone()));
+    assert_eq!(back[1], ("noise".to_string(), noise.clone()));
+
+    let dir = std::env::temp_dir().join(format!("relay-npz-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("compressed.npz");
+    write_npz_compressed_file(&path, &entries).unwrap();
+    let back = read_npz_file(&path).unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert_eq!(back.len(), 2);
+    assert_eq!(back[1].1, noise);
+}
+
 /// The names, dtypes and shapes `make_fixtures.py` saves with `np.savez` and
 /// `np.savez_compressed`.
 fn check_savez(entries: &[(String, NDArray)]) {
@@ -124,6 +201,21 @@ fn reads_numpy_savez() {
 #[test]
 fn reads_numpy_savez_compressed() {
     check_savez(&read_npz_file(&fixture("savez_compressed.npz")).unwrap());
+}
+
+#[test]
+fn reads_numpy_savez_compressed_blocks() {
+    let entries = read_npz_file(&fixture("savez_compressed_blocks.npz")).unwrap();
+    let ramp: Vec<i128> = (0..50_000).map(|i| i % 1000).collect();
+    let ramp = NDArray::from_i128_slice(DType::I32, &[50, 1000], &ramp).unwrap();
+    let hashed: Vec<i128> = (0..3000u64)
+        .map(|i| i128::from(((i * 2_654_435_761) >> 13) as u8))
+        .collect();
+    let hashed = NDArray::from_i128_slice(DType::U8, &[3000], &hashed).unwrap();
+    assert_eq!(
+        entries,
+        vec![("ramp".to_string(), ramp), ("hashed".to_string(), hashed)]
+    );
 }
 
 #[test]
@@ -325,6 +417,15 @@ fn malformed_npz_files_are_errors() {
         "{text}"
     );
 
+    // Entries that share their data (a zip bomb: one deflate stream inflated once per entry)
+    // are rejected before any is inflated twice.
+    let text = read_npz(&shared_data_archive(16)).unwrap_err().to_string();
+    assert!(
+        text.contains("the entries' data adds up to more than the archive's"),
+        "{text}"
+    );
+    assert_eq!(read_npz(&shared_data_archive(1)).unwrap().len(), 1);
+
     let missing = read_npz_file(Path::new("/nonexistent/w.npz")).unwrap_err();
     assert!(
         missing
@@ -332,6 +433,26 @@ fn malformed_npz_files_are_errors() {
             .starts_with("cannot read `/nonexistent/w.npz`"),
         "{missing}"
     );
+}
+
+/// A compressed archive of one zero-filled megabyte whose central directory lists that entry
+/// `copies` times, every copy pointing at the same deflate stream.
+fn shared_data_archive(copies: usize) -> Vec<u8> {
+    let zeros = NDArray::zeros(DType::F32, &[1 << 18]).unwrap();
+    let zip = write_npz_compressed(&[("z".into(), &zeros)]);
+    let u32_at = |at: usize| u32::from_le_bytes([zip[at], zip[at + 1], zip[at + 2], zip[at + 3]]);
+    let eocd = zip.len() - 22;
+    let (cd_size, cd_offset) = (u32_at(eocd + 12) as usize, u32_at(eocd + 16) as usize);
+    let mut out = zip[..cd_offset].to_vec();
+    for _ in 0..copies {
+        out.extend_from_slice(&zip[cd_offset..cd_offset + cd_size]);
+    }
+    let mut end = zip[eocd..].to_vec();
+    end[8..10].copy_from_slice(&(copies as u16).to_le_bytes());
+    end[10..12].copy_from_slice(&(copies as u16).to_le_bytes());
+    end[12..16].copy_from_slice(&((cd_size * copies) as u32).to_le_bytes());
+    out.extend_from_slice(&end);
+    out
 }
 
 /// bfloat16 and 8-bit float arrays are written as raw `V2`/`V1` elements (numpy has no type
