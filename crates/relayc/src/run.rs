@@ -68,6 +68,9 @@ pub struct RunArgs {
     /// in depth-first order under keys "0", "1", ...) instead of printing it.
     #[arg(long, value_name = "PATH.npy|PATH.npz")]
     output: Option<PathBuf>,
+    /// Deflates the entries of the `--output` `.npz` file, as `np.savez_compressed` does.
+    #[arg(long, requires = "output")]
+    compress: bool,
     /// What runs the program. The interpreter runs the program as written, or, given
     /// `--passes` or `--opt-level`, the lowered module the VM would compile.
     #[arg(long, value_enum, default_value_t = Executor::Vm)]
@@ -191,6 +194,12 @@ pub fn run(args: &RunArgs) -> Exit {
         },
     };
 
+    if args.compress && output_kind != Some(OutputKind::Npz) {
+        report_error(format_args!(
+            "--compress deflates the entries of a .npz --output; a .npy file is not compressed"
+        ));
+        return Exit::Usage;
+    }
     let given = match &args.inputs_file {
         Some(path) => match read_inputs_file(path) {
             Ok(given) => given,
@@ -358,7 +367,7 @@ fn finish(
     module: &Module,
 ) -> Exit {
     match (output_kind, &args.output) {
-        (Some(kind), Some(path)) => write_output(result, kind, path),
+        (Some(kind), Some(path)) => write_output(result, kind, path, args.compress),
         _ => {
             let mut text = relay_interp::format_value(result, ty, module);
             if !text.ends_with('\n') {
@@ -495,8 +504,8 @@ fn run_interp(
     Ok(result)
 }
 
-/// Writes the result to `--output`.
-fn write_output(result: &Value, kind: OutputKind, path: &Path) -> Exit {
+/// Writes the result to `--output` (deflated with `--compress`).
+fn write_output(result: &Value, kind: OutputKind, path: &Path, compress: bool) -> Exit {
     let written = match kind {
         OutputKind::Npy => match result {
             Value::Tensor(array) => npy::write_npy_file(path, array),
@@ -516,7 +525,11 @@ fn write_output(result: &Value, kind: OutputKind, path: &Path) -> Exit {
                 .enumerate()
                 .map(|(i, leaf)| (i.to_string(), &**leaf))
                 .collect();
-            npy::write_npz_file(path, &entries)
+            if compress {
+                npy::write_npz_compressed_file(path, &entries)
+            } else {
+                npy::write_npz_file(path, &entries)
+            }
         }
     };
     match written {

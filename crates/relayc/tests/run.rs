@@ -175,6 +175,51 @@ fn inputs_npz_binds_parameters_by_name_and_input_overrides_it() {
 }
 
 #[test]
+fn compressed_npz_output() {
+    let dir = Scratch::new("compressed_output");
+    let program = dir.file(
+        "zeros.relay",
+        br#"#[version = "0.0.5"]
+def @main() { (zeros(shape=[256, 256], dtype="float32"), ones(shape=[3], dtype="int32")) }
+"#,
+    );
+    let (plain, packed) = (dir.path("plain.npz"), dir.path("packed.npz"));
+    assert_succeeds(&relayc_run(&[&program, &"--output", &plain]));
+    assert_succeeds(&relayc_run(&[
+        &program,
+        &"--output",
+        &packed,
+        &"--compress",
+    ]));
+    let (plain_bytes, packed_bytes) = (
+        std::fs::read(&plain).unwrap(),
+        std::fs::read(&packed).unwrap(),
+    );
+    // Deflated entries (zip method 8 in the first local header), much smaller, same arrays.
+    assert_eq!(u16::from_le_bytes([packed_bytes[8], packed_bytes[9]]), 8);
+    assert!(
+        packed_bytes.len() * 10 < plain_bytes.len(),
+        "{} {}",
+        packed_bytes.len(),
+        plain_bytes.len()
+    );
+    let read = |bytes: &[u8]| relay_runtime::npy::read_npz(bytes).unwrap();
+    let (a, b) = (read(&plain_bytes), read(&packed_bytes));
+    assert_eq!(a.len(), 2);
+    for ((na, xa), (nb, xb)) in a.iter().zip(&b) {
+        assert_eq!((na, xa.shape(), xa.dtype()), (nb, xb.shape(), xb.dtype()));
+        assert_eq!(xa.to_f64_vec(), xb.to_f64_vec());
+    }
+    // A .npy output is not compressed: bad usage.
+    let out = relayc_run(&[&program, &"--output", &dir.path("x.npy"), &"--compress"]);
+    assert_fails(
+        &out,
+        2,
+        "--compress deflates the entries of a .npz --output",
+    );
+}
+
+#[test]
 fn a_parameter_that_is_not_a_tensor_says_how_to_call_the_function() {
     let dir = Scratch::new("list_param");
     let program = dir.file(
