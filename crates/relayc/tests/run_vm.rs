@@ -296,6 +296,27 @@ fn the_pipeline_flags_choose_the_passes() {
 }
 
 #[test]
+fn nhwc_convolutions_and_pools_run_alike_on_both_executors() {
+    // TensorFlow's layouts: NHWC data, HWIO and HWOI (depthwise) weights; integers, so the
+    // two executors agree exactly.
+    let program = TempFile::new(
+        "nhwc.relay",
+        r#"#[version = "0.0.5"]
+def @main(%x: Tensor[(2, 9, 8, 6), int32], %w: Tensor[(3, 3, 6, 8), int32], %dw: Tensor[(3, 3, 8, 1), int32]) {
+  %0 = nn.conv2d(%x, %w, strides=[2, 1], padding=[1, 1, 1, 1], data_layout="NHWC", kernel_layout="HWIO");
+  %1 = nn.conv2d(%0, %dw, padding=[1, 1, 1, 1], groups=8, data_layout="NHWC", kernel_layout="HWOI");
+  %2 = nn.max_pool2d(%1, pool_size=[3, 3], strides=[2, 2], padding=[1, 1, 1, 1], layout="NHWC");
+  %3 = nn.avg_pool2d(%1, pool_size=[2, 2], strides=[2, 2], layout="NHWC", count_include_pad=True);
+  %4 = nn.conv2d(%x, %w, data_layout="NHWC", kernel_layout="HWIO", out_layout="NCHW");
+  (%2, %3, nn.global_max_pool2d(%2, layout="NHWC"), nn.adaptive_avg_pool2d(%1, output_size=[2, 3], layout="NHWC"), %4)
+}
+"#,
+    );
+    let out = assert_same_output(program.arg(), &["--random-inputs", "5"]);
+    assert!(!out.is_empty());
+}
+
+#[test]
 fn warmup_and_duration_time_the_runs() {
     let program = TempFile::new("list.relay", LIST);
     let once = relayc(&["run", program.arg(), "--random-inputs", "1"]);

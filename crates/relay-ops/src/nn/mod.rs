@@ -35,6 +35,7 @@ use crate::{field, op, plain, required};
 mod activation;
 mod conv;
 mod dense;
+mod layout;
 mod norm;
 mod pad;
 mod pool;

@@ -8,6 +8,7 @@ use relay_ir::{
     OpPattern as P, OpSchema, RelationFn, Type, Value,
 };
 
+use super::layout::Relayout;
 use super::{
     DATA, Num, arg, checked, clamp_index, concrete, count, dilated, in_range, ix, ix_floordiv,
     ix_max, ix_min, ix_mul, ix_sub, padding4, positive_pair, require_nchw, require_numeric,
@@ -254,6 +255,9 @@ fn pool_input<'t>(
 
 /// `nn.max_pool2d` and `nn.avg_pool2d` on NCHW data.
 fn pool2d_rel(types: &[Type], attrs: &Attrs) -> Result<Type, String> {
+    if let Some(r) = Relayout::of(attrs, "layout", None)? {
+        return r.relation(types, pool2d_rel);
+    }
     let (_, shape, dtype) = pool_input(types, attrs, "layout")?;
     let p = Pool2d::new(attrs)?;
     let mut spatial = [Dim::Any; 2];
@@ -330,6 +334,9 @@ fn pool2d_run<T: Num>(x: &NDArray, p: &Pool2d, shape: &[i64], max: bool) -> Resu
 }
 
 fn pool2d_eval(args: &[Value], attrs: &Attrs, max: bool) -> Result<Value, String> {
+    if let Some(r) = Relayout::of(attrs, "layout", None)? {
+        return r.evaluate(args, |a, at| pool2d_eval(a, at, max));
+    }
     let (arrays, result) = checked(args, attrs, pool2d_rel)?;
     let (shape, _) = concrete(&result, None)?;
     let x = arg(&arrays, 0)?;
@@ -351,6 +358,9 @@ fn avg_pool2d_eval(args: &[Value], attrs: &Attrs) -> Result<Value, String> {
 
 /// `nn.global_avg_pool2d` and `nn.global_max_pool2d`: `[n, c, h, w]` to `[n, c, 1, 1]`.
 fn global_pool2d_rel(types: &[Type], attrs: &Attrs) -> Result<Type, String> {
+    if let Some(r) = Relayout::of(attrs, "layout", None)? {
+        return r.relation(types, global_pool2d_rel);
+    }
     let (_, shape, dtype) = pool_input(types, attrs, "layout")?;
     Ok(tensor(
         vec![shape[0], shape[1], Dim::Known(1), Dim::Known(1)],
@@ -388,6 +398,9 @@ fn adaptive_output_size(attrs: &Attrs) -> Result<[Option<i64>; 2], String> {
 
 /// `nn.adaptive_avg_pool2d`: NCHW data pooled to `output_size`.
 fn adaptive_pool2d_rel(types: &[Type], attrs: &Attrs) -> Result<Type, String> {
+    if let Some(r) = Relayout::of(attrs, "layout", None)? {
+        return r.relation(types, adaptive_pool2d_rel);
+    }
     let (_, shape, dtype) = pool_input(types, attrs, "layout")?;
     let [oh, ow] = adaptive_output_size(attrs)?;
     let pick = |size: Option<i64>, input: Dim| size.map_or(input, Dim::Known);
@@ -435,6 +448,9 @@ fn plane_pool_eval(
     relation: RelationFn,
     max: bool,
 ) -> Result<Value, String> {
+    if let Some(r) = Relayout::of(attrs, "layout", None)? {
+        return r.evaluate(args, |a, at| plane_pool_eval(a, at, relation, max));
+    }
     let (arrays, result) = checked(args, attrs, relation)?;
     let (shape, _) = concrete(&result, None)?;
     let x = arg(&arrays, 0)?;
@@ -649,6 +665,9 @@ fn pool_shapes<'t>(
 /// average pooling divides by the in-bounds taps, or with `count_include_pad` by the taps
 /// inside the padded input (what ceil mode adds past the bottom and right padding left out).
 fn pool2d_te(inputs: &[TeValue], attrs: &Attrs, out: &Type, max: bool) -> Result<TeValue, String> {
+    if let Some(r) = Relayout::of(attrs, "layout", None)? {
+        return r.compute(inputs, out, |i, a, o| pool2d_te(i, a, o, max));
+    }
     let what = if max {
         "nn.max_pool2d"
     } else {
@@ -724,6 +743,9 @@ fn global_pool2d_te(
     out: &Type,
     max: bool,
 ) -> Result<TeValue, String> {
+    if let Some(r) = Relayout::of(attrs, "layout", None)? {
+        return r.compute(inputs, out, |i, a, o| global_pool2d_te(i, a, o, max));
+    }
     let what = if max {
         "nn.global_max_pool2d"
     } else {
@@ -784,6 +806,9 @@ fn adaptive_pool2d_te(
     out: &Type,
     max: bool,
 ) -> Result<TeValue, String> {
+    if let Some(r) = Relayout::of(attrs, "layout", None)? {
+        return r.compute(inputs, out, |i, a, o| adaptive_pool2d_te(i, a, o, max));
+    }
     let (what, name) = if max {
         ("nn.adaptive_max_pool2d", "T_adaptive_max_pool2d")
     } else {
@@ -918,9 +943,9 @@ mod tests {
             err(
                 "nn.max_pool2d",
                 &data,
-                &[("pool_size", ints(&[2, 2])), ("layout", s("NHWC"))]
+                &[("pool_size", ints(&[2, 2])), ("layout", s("HWNCD"))]
             )
-            .starts_with("only the NCHW layout is supported")
+            .starts_with("layout=\"HWNCD\" is not supported")
         );
         assert_eq!(
             err(
@@ -1294,13 +1319,13 @@ mod tests {
             .unwrap();
         assert_eq!(got.to_f64_vec(), [f64::NEG_INFINITY; 4]);
         assert!(verify("nn.adaptive_max_pool2d", from_ref(&x), &set, exact));
-        // Other layouts are refused with a typed error, not a panic.
-        let nhwc = attrs(
+        // Layouts other than orders of NCHW are refused with a typed error, not a panic.
+        let blocked = attrs(
             "nn.adaptive_max_pool2d",
-            &[("output_size", ints(&[2, 2])), ("layout", s("NHWC"))],
+            &[("output_size", ints(&[2, 2])), ("layout", s("NCHW4c"))],
         );
-        let err = compute(&placeholders, &nhwc, &out).unwrap_err();
-        assert!(err.contains("only the NCHW layout is supported"), "{err}");
+        let err = compute(&placeholders, &blocked, &out).unwrap_err();
+        assert!(err.contains("layout=\"NCHW4c\" is not supported"), "{err}");
     }
 
     #[test]

@@ -38,6 +38,8 @@ mod testing;
 mod tile;
 mod transpose;
 
+pub(crate) use transpose::transposed;
+
 pub(crate) use slice::STRIDED_SLICE_ATTRS;
 pub(crate) use transpose::SQUEEZE_ATTRS;
 

@@ -4,7 +4,8 @@
 
 use relay_ir::te::{TExpr, TeValue, Tensor};
 use relay_ir::{
-    AttrDefault as D, AttrField, AttrKind as K, Attrs, Dim, OpPattern as P, OpSchema, Type, Value,
+    AttrDefault as D, AttrField, AttrKind as K, Attrs, Dim, NDArray, OpPattern as P, OpSchema,
+    Type, Value,
 };
 
 use super::reshape::reshape_te;
@@ -84,11 +85,16 @@ fn transpose_rel(inputs: &[Type], attrs: &Attrs) -> Result<Type, String> {
 fn transpose_eval(args: &[Value], attrs: &Attrs) -> Result<Value, String> {
     let x = arg_tensor(args, 0)?;
     let perm = permutation(x.ndim(), attrs)?;
+    value(transposed(x, &perm))
+}
+
+/// `x` with its axes permuted: axis `k` of the result is axis `perm[k]` of `x`.
+pub(crate) fn transposed(x: &NDArray, perm: &[usize]) -> Result<NDArray, String> {
     let out_shape: Vec<i64> = perm.iter().map(|&p| x.shape()[p]).collect();
     let st = strides(x.shape());
-    value(gather(x, &out_shape, |idx| {
-        Ok(idx.iter().zip(&perm).map(|(&i, &p)| i * st[p]).sum())
-    }))
+    gather(x, &out_shape, |idx| {
+        Ok(idx.iter().zip(perm).map(|(&i, &p)| i * st[p]).sum())
+    })
 }
 
 fn expand_dims_shape(shape: &[Dim], attrs: &Attrs) -> Result<Vec<Dim>, String> {
