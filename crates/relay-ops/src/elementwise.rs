@@ -241,7 +241,6 @@ pub(crate) static OPS: &[OpSchema] = &[
     plain("broadcast_to_like", &["data", "like"])
         .with(Broadcast, to_like_rel, to_like_eval)
         .with_compute(|i, _, o| broadcast_to_te(i, o, "broadcast_to_like")),
-    plain("collapse_sum_like", &["data", "like"]),
     plain("argwhere", &["condition"]),
     // Casting and clipping.
     op("cast", UNARY, "relay.attrs.CastAttrs", CAST_ATTRS)

@@ -60,6 +60,11 @@ const fn reduction(name: &'static str, relation: RelationFn, eval: EvalFn) -> Op
 }
 
 pub(crate) static OPS: &[OpSchema] = &[
+    // The inverse of broadcasting: `data` summed down to `like`'s shape (TVM's gradient of a
+    // broadcast; no attributes).
+    op("collapse_sum_like", &["data", "like"], "", &[])
+        .with(P::CommReduce, collapse_sum_like_rel, collapse_sum_like_eval)
+        .with_compute(collapse_sum_like_te),
     reduction("sum", reduce_rel, sum_eval).with_compute(|i, a, o| fold_te(i, a, o, Fold::Sum)),
     reduction("mean", reduce_rel, mean_eval).with_compute(|i, a, o| fold_te(i, a, o, Fold::Mean)),
     reduction("max", reduce_rel, max_eval).with_compute(|i, a, o| fold_te(i, a, o, Fold::Max)),
@@ -96,6 +101,99 @@ pub(crate) static OPS: &[OpSchema] = &[
     .with(P::CommReduce, variance_rel, variance_eval)
     .with_compute(variance_te),
 ];
+
+// ----- collapse_sum_like -----
+
+/// The axes of `shape` that collapsing it to `target` sums (with `keepdims`): the leading
+/// axes `target` lacks, and those where `target` has 1 and `shape` does not. Every other
+/// dimension of `target` must be `shape`'s (or unknown).
+fn collapse_axes(shape: &[Dim], target: &[Dim]) -> Result<Vec<i64>, String> {
+    let fail = || {
+        format!(
+            "collapse_sum_like cannot sum {} down to {}: the second shape must broadcast to the \
+             first",
+            shape_text(shape),
+            shape_text(target)
+        )
+    };
+    let lead = shape.len().checked_sub(target.len()).ok_or_else(fail)?;
+    let mut axes: Vec<i64> = (0..lead as i64).collect();
+    for (i, (&t, &d)) in target.iter().zip(&shape[lead..]).enumerate() {
+        match (t, d) {
+            (Dim::Known(1), Dim::Known(1)) => {}
+            (Dim::Known(1), _) => axes.push((lead + i) as i64),
+            (Dim::Known(a), Dim::Known(b)) if a != b => return Err(fail()),
+            _ => {}
+        }
+    }
+    Ok(axes)
+}
+
+/// The attributes of the `sum` that collapses: `axes` kept as 1s.
+fn collapse_attrs(axes: &[i64]) -> Attrs {
+    use relay_ir::{AttrValue, Symbol};
+    Attrs::new(vec![
+        (
+            Symbol::intern("axis"),
+            AttrValue::Array(axes.iter().map(|&a| AttrValue::Int(a)).collect()),
+        ),
+        (Symbol::intern("keepdims"), AttrValue::Bool(true)),
+        (Symbol::intern("exclude"), AttrValue::Bool(false)),
+    ])
+}
+
+/// `collapse_sum_like(data, like)`: `like`'s shape, `data`'s dtype.
+fn collapse_sum_like_rel(inputs: &[Type], _: &Attrs) -> Result<Type, String> {
+    expect_inputs(inputs, 2)?;
+    let (shape, dtype) = tensor_type(&inputs[0], "the data")?;
+    let (target, _) = tensor_type(&inputs[1], "the shape to collapse to")?;
+    collapse_axes(shape, target)?;
+    Ok(tensor(target.to_vec(), dtype))
+}
+
+fn collapse_sum_like_eval(args: &[Value], _: &Attrs) -> Result<Value, String> {
+    let (x, like) = (arg_tensor(args, 0)?, arg_tensor(args, 1)?);
+    let known = |s: &[i64]| s.iter().map(|&d| Dim::Known(d)).collect::<Vec<_>>();
+    let axes = collapse_axes(&known(x.shape()), &known(like.shape()))?;
+    let summed = if axes.is_empty() {
+        x.clone()
+    } else {
+        let v = sum_eval(&args[..1], &collapse_attrs(&axes))?;
+        v.as_tensor()
+            .ok_or("internal error: a sum that is not a tensor")?
+            .clone()
+    };
+    value(NDArray::from_bytes(
+        x.dtype(),
+        like.shape(),
+        summed.as_bytes(),
+    ))
+}
+
+fn collapse_sum_like_te(inputs: &[TeValue], _: &Attrs, out: &Type) -> ComputeResult {
+    let (target, dtype) = compute::static_tensor(out)?;
+    let x = compute::input(inputs, 0)?;
+    let known = |s: &[i64]| s.iter().map(|&d| Dim::Known(d)).collect::<Vec<_>>();
+    let axes = collapse_axes(&known(&x.shape), &known(&target))?;
+    let lead = x.shape.len() - target.len();
+    let summed = if axes.is_empty() {
+        x.clone()
+    } else {
+        let mut kept = x.shape.clone();
+        axes.iter().for_each(|&a| kept[a as usize] = 1);
+        let kept = tensor(known(&kept), dtype);
+        let v = fold_te(&inputs[..1], &collapse_attrs(&axes), &kept, Fold::Sum)?;
+        v.as_tensor()
+            .ok_or("internal error: a sum that is not a tensor")?
+            .clone()
+    };
+    let t = Tensor::compute("T_collapse_sum", &target, |i| {
+        let mut at = vec![TExpr::index(0); lead];
+        at.extend_from_slice(i);
+        summed.at(&at)
+    });
+    compute::tensor_value(t)
+}
 
 // ----- Which axes fold -----
 
@@ -978,6 +1076,69 @@ mod tests {
     fn parts(v: &Value) -> (Vec<i64>, DType, Vec<f64>) {
         let t = v.as_tensor().unwrap();
         (t.shape().to_vec(), t.dtype(), t.to_f64_vec())
+    }
+
+    #[test]
+    fn collapse_sum_like_sums_what_broadcasting_added() {
+        let like = |shape: &[i64]| ty(shape, DType::I8);
+        let x = ty(&[2, 3, 4], DType::F32);
+        assert_eq!(
+            rel("collapse_sum_like", &[&x, &like(&[3, 1])], &[]).unwrap(),
+            "Tensor[(3, 1), float32]"
+        );
+        assert_eq!(
+            rel("collapse_sum_like", &[&x, &like(&[])], &[]).unwrap(),
+            "float32"
+        );
+        assert_eq!(
+            rel("collapse_sum_like", &[&x, &like(&[2, 3, 4])], &[]).unwrap(),
+            "Tensor[(2, 3, 4), float32]"
+        );
+        let dynamic = any_ty(&[None, Some(3), Some(4)], DType::F32);
+        assert_eq!(
+            rel("collapse_sum_like", &[&dynamic, &like(&[1, 4])], &[]).unwrap(),
+            "Tensor[(1, 4), float32]"
+        );
+        for bad in [&[2, 4][..], &[1, 2, 3, 4], &[5]] {
+            let e = rel("collapse_sum_like", &[&x, &like(bad)], &[]).unwrap_err();
+            assert!(e.contains("must broadcast to the first"), "{e}");
+        }
+        // 0..23 in (2, 3, 4) collapsed to (3, 1): per row of 3, both batches and all 4 columns.
+        let target = Value::tensor(NDArray::zeros(DType::I8, &[3, 1]).unwrap());
+        let (shape, dtype, v) =
+            parts(&eval("collapse_sum_like", &[&iota234(), &target], &[]).unwrap());
+        assert_eq!((shape, dtype), (vec![3, 1], DType::F32));
+        assert_eq!(v, [60.0, 92.0, 124.0]);
+        // The compute definition agrees, for every dtype and for real sizes (a bias gradient
+        // of a 128x28x28 activation).
+        let mut rng = Rng(7);
+        for (dtype, shape, target) in [
+            (DType::F32, &[2, 3, 4][..], &[3, 1][..]),
+            (DType::I32, &[2, 3, 4], &[1, 1, 4]),
+            (DType::F16, &[5, 1, 6], &[5, 6, 6]),
+            (DType::F64, &[4], &[4]),
+            (DType::F32, &[1, 128, 28, 28], &[128, 1, 1]),
+        ] {
+            let x = crate::compute::op_tests::random(&mut rng, dtype, shape);
+            let like = NDArray::zeros(DType::F32, target).unwrap();
+            if shape.len() >= target.len()
+                && rel(
+                    "collapse_sum_like",
+                    &[&ty(shape, dtype), &ty(target, DType::F32)],
+                    &[],
+                )
+                .is_ok()
+            {
+                assert!(
+                    check(
+                        "collapse_sum_like",
+                        &[x, like],
+                        &attrs("collapse_sum_like", &[])
+                    ),
+                    "{dtype} {shape:?} -> {target:?}"
+                );
+            }
+        }
     }
 
     /// 0, 1, ..., 23 as a float32 tensor of shape (2, 3, 4).

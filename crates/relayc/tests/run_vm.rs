@@ -317,6 +317,28 @@ def @main(%x: Tensor[(2, 9, 8, 6), int32], %w: Tensor[(3, 3, 6, 8), int32], %dw:
 }
 
 #[test]
+fn layout_transform_and_collapse_sum_like_run_alike_on_both_executors() {
+    // TVM's blocked layouts and a broadcast's gradient, as its programs write them.
+    let program = TempFile::new(
+        "layouts.relay",
+        r#"#[version = "0.0.5"]
+def @main(%x: Tensor[(1, 16, 5, 3), int32], %b: Tensor[(16, 1, 1), int32]) {
+  %0 = layout_transform(%x, src_layout="NCHW", dst_layout="NCHW8c");
+  %1 = add(%0, 1);
+  %2 = layout_transform(%1, src_layout="NCHW8c", dst_layout="NHWC");
+  %3 = layout_transform(%2, src_layout="NHWC", dst_layout="NCHW");
+  %4 = add(%3, %b);
+  (%0, %2, collapse_sum_like(%4, %b), collapse_sum_like(%4, 0))
+}
+"#,
+    );
+    let out = assert_same_output(program.arg(), &["--random-inputs", "9"]);
+    assert!(!out.is_empty());
+    let checked = relayc(&["check", program.arg()]);
+    assert_succeeds(&checked);
+}
+
+#[test]
 fn warmup_and_duration_time_the_runs() {
     let program = TempFile::new("list.relay", LIST);
     let once = relayc(&["run", program.arg(), "--random-inputs", "1"]);

@@ -30,6 +30,7 @@ use crate::support::{expect_inputs, known, shape_text, strides, tensor_type, val
 use crate::{dtype, field, op, plain, required, required_nullable};
 
 mod join;
+mod layout;
 mod reshape;
 mod slice;
 mod take;
@@ -80,8 +81,8 @@ const LAYOUT_TRANSFORM_ATTRS: &[AttrField] = &[
     required("dst_layout", K::Str),
 ];
 
-/// Layout transforms, masks, grids, windows, diagonals, sparse helpers, sorting and searching:
-/// table entries only.
+/// Layout transforms (`transform/layout.rs`); masks, grids, windows, diagonals, sparse helpers,
+/// sorting and searching: table entries only.
 static LAYOUT_AND_SORTING_OPS: &[OpSchema] = &[
     // Layout transforms.
     op(
@@ -89,13 +90,25 @@ static LAYOUT_AND_SORTING_OPS: &[OpSchema] = &[
         DATA,
         "relay.attrs.LayoutTransformAttrs",
         LAYOUT_TRANSFORM_ATTRS,
-    ),
+    )
+    .with(
+        relay_ir::OpPattern::Injective,
+        layout::layout_transform_rel,
+        layout::layout_transform_eval,
+    )
+    .with_compute(layout::layout_transform_te),
     op(
         "auto_scheduler_layout_transform",
         DATA,
         "relay.attrs.AutoSchedulerLayoutTransformAttrs",
         LAYOUT_TRANSFORM_ATTRS,
-    ),
+    )
+    .with(
+        relay_ir::OpPattern::Injective,
+        layout::layout_transform_rel,
+        layout::layout_transform_eval,
+    )
+    .with_compute(layout::layout_transform_te),
     op(
         "meta_schedule_layout_transform",
         DATA,
