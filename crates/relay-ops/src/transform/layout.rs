@@ -342,7 +342,8 @@ mod tests {
         let at_x = ((n * 16 + c) * 5 + h) * 3 + w;
         let at_b = (((n * 4 + c / 4) * 5 + h) * 3 + w) * 4 + c % 4;
         assert_eq!(xs[at_x].to_bits(), bs[at_b].to_bits());
-        let back = layout_transform_eval(&[blocked.clone()], &set("NCHW4c", "NCHW")).unwrap();
+        let back =
+            layout_transform_eval(std::slice::from_ref(&blocked), &set("NCHW4c", "NCHW")).unwrap();
         let bits = |a: &NDArray| {
             a.to_f64_vec()
                 .iter()
