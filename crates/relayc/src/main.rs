@@ -21,8 +21,9 @@ mod timing;
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::sync::OnceLock;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 use relay_ir::{Module, PrintOptions};
 
 use crate::diagnostics::{report_diagnostic, report_error};
@@ -99,7 +100,11 @@ impl From<Exit> for ExitCode {
 }
 
 fn main() -> ExitCode {
-    let cli = match Cli::try_parse() {
+    let parsed = Cli::command()
+        .long_version(long_version())
+        .try_get_matches()
+        .and_then(|matches| Cli::from_arg_matches(&matches));
+    let cli = match parsed {
         Ok(cli) => cli,
         Err(err) => {
             // Help and version requests are "errors" that print to stdout and exit 0; usage
@@ -119,6 +124,28 @@ fn main() -> ExitCode {
         Command::Disasm { file } => disasm::disasm(&file),
     };
     exit.into()
+}
+
+/// What `relayc --version` prints after `relayc`: the version, the host triple, the Cranelift
+/// ISA features the JIT compiles kernels with (detected on this CPU), the instruction set of the
+/// host kernels (the GEMM microkernels: `Avx512`, `Avx2` or `Portable`) and the architectures
+/// `build --target` compiles for. (`relayc -V` prints the version alone.)
+fn long_version() -> &'static str {
+    static TEXT: OnceLock<String> = OnceLock::new();
+    TEXT.get_or_init(|| {
+        let features = match relay_kernel::Target::host() {
+            Ok(host) => host.enabled_features().join(" "),
+            Err(error) => format!("none ({error})"),
+        };
+        format!(
+            "{}\nhost: {}\nkernel features (Cranelift): {features}\nhost kernels (GEMM): {:?}\n\
+             build --target: {}",
+            env!("CARGO_PKG_VERSION"),
+            relay_kernel::target::host_triple(),
+            relay_kernel::isa::Isa::detected(),
+            relay_kernel::target::ARCHITECTURES.join(", ")
+        )
+    })
 }
 
 /// `relayc check FILE...`: parses and type-checks every file, reporting each file's
