@@ -12,9 +12,9 @@
 //! - `loops::verify`: the loop nest checked (bounds, dtypes, lanes, aliasing), in debug
 //!   builds and tests, and under `relayc build --verify-each`;
 //! - `codegen`: loop nest → Cranelift IR → machine code, behind TVM's packed C ABI ([`abi`])
-//!   (`relayc build --emit clif`);
+//!   (`relayc build --emit clif|asm`);
 //! - `listing`: every kernel of a module as text — its schedule, loop nest or Cranelift IR
-//!   ([`print_kernels`]: `relayc build --emit schedule|kernels|clif`, `ir-tests/kernels/`);
+//!   ([`print_kernels`]: `relayc build --emit schedule|kernels|clif|asm`, `ir-tests/kernels/`);
 //! - `target`: the instruction set kernels compile for — the host's, or for listings another
 //!   one named by a target triple and features (`relayc build --target TRIPLE --emit asm`);
 //! - `jit`: ownership of JIT-compiled code (freed when the last kernel using it drops);

@@ -1,8 +1,9 @@
 //! The `relayc` command line: `check` parses Relay files and reports diagnostics, `fmt` prints
 //! the canonical text of a file, `opt` runs a pass pipeline, `build` compiles a file for the VM
-//! and writes the executable file (or prints its lowered IR, bytecode, loop nests or Cranelift
-//! IR), `run` runs a function of a file or an executable on the Relay VM or in the reference
-//! interpreter, `disasm` prints the bytecode of an executable (SPEC §5).
+//! and writes the executable file (or prints its lowered IR, bytecode, loop nests, Cranelift
+//! IR or machine code, for the host or another `--target`), `run` runs a function of a file or
+//! an executable on the Relay VM or in the reference interpreter, `disasm` prints the bytecode
+//! of an executable (SPEC §5); `--version` says what the host's kernels are compiled for.
 //!
 //! Exit codes: 0 success, 1 user error (a bad program, an unreadable file), 2 bad usage. Nothing
 //! here panics on I/O errors: output goes through `writeln!` and every error is handled, so a
@@ -60,7 +61,8 @@ enum Command {
     Opt(opt::OptArgs),
     /// Run the pass pipeline on a Relay file and compile it to VM bytecode and its kernels to
     /// machine code, writing the executable file with `-o OUT.ro`; `--emit` prints the lowered
-    /// module, the bytecode, the kernels' loop nests or their Cranelift IR instead.
+    /// module, the bytecode, the kernels' loop nests, their Cranelift IR or their machine code
+    /// instead (`--target` for another instruction set).
     Build(build::BuildArgs),
     /// Run a function of a Relay file or an executable file (.ro) on the VM (or a Relay file
     /// in the reference interpreter) on inputs from .npy/.npz files and print or save the
