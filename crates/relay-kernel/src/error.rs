@@ -49,6 +49,24 @@ pub enum KernelError {
         /// Cranelift's message.
         message: String,
     },
+    /// Cranelift's backend for the target of a listing (`relayc build --target TARGET --emit
+    /// clif|asm`) cannot compile the kernel, though it compiles for the host.
+    #[error("kernel {kernel}: cannot be compiled for {target}: {message}")]
+    #[diagnostic(
+        code(relay::kernel::target),
+        help(
+            "the target's Cranelift backend lacks an instruction or type the kernel uses (on \
+             riscv64, 128-bit vectors need the V extension: `+v`)"
+        )
+    )]
+    Target {
+        /// The kernel's name.
+        kernel: String,
+        /// The target as given.
+        target: String,
+        /// Cranelift's message.
+        message: String,
+    },
     /// The host machine is not supported by Cranelift.
     #[error("the host machine is not supported by the JIT: {message}")]
     #[diagnostic(code(relay::kernel::host))]

@@ -7,12 +7,13 @@ use std::mem::ManuallyDrop;
 use std::sync::Arc;
 
 use cranelift_codegen::ir::LibCall;
-use cranelift_codegen::settings::{self, Configurable};
+use cranelift_codegen::isa::OwnedTargetIsa;
 use cranelift_jit::{JITBuilder, JITModule};
 
 use crate::abi::{KernelSpec, relay_kernel_check_args, relay_kernel_report};
 use crate::error::KernelError;
 use crate::math;
+use crate::target::Target;
 
 /// The symbol of the argument-checking host helper ([`relay_kernel_check_args`]).
 pub const CHECK_ARGS_SYMBOL: &str = "relay_kernel_check_args";
@@ -21,30 +22,19 @@ pub const CHECK_ARGS_SYMBOL: &str = "relay_kernel_check_args";
 pub const REPORT_SYMBOL: &str = "relay_kernel_report";
 
 /// A new, empty JIT module for the host: `opt_level=speed`, the host's ISA features detected by
-/// `cranelift-native` (`has_sse41`, `has_avx`, `has_fma`, ...), the verifier on in debug builds,
-/// and every host symbol kernels may import registered explicitly (the math functions of
-/// [`math`], the ABI helpers; Cranelift's floating-point libcalls map to the math functions
-/// too), so nothing is ever resolved through `dlsym`.
+/// `cranelift-native` (`has_sse41`, `has_avx`, `has_fma`, ...), the verifier on in debug builds
+/// ([`Target::host`]), and every host symbol kernels may import registered ([`new_module_for`]).
 pub fn new_module() -> Result<JITModule, KernelError> {
-    let host = |message: String| KernelError::Host { message };
-    let mut flags = settings::builder();
-    let verifier = if cfg!(debug_assertions) {
-        "true"
-    } else {
-        "false"
-    };
-    for (name, value) in [
-        ("opt_level", "speed"),
-        ("enable_verifier", verifier),
-        ("use_colocated_libcalls", "false"),
-        ("is_pic", "false"),
-    ] {
-        flags.set(name, value).map_err(|e| host(e.to_string()))?;
-    }
-    let isa = cranelift_native::builder()
-        .map_err(|e| host(e.to_string()))?
-        .finish(settings::Flags::new(flags))
-        .map_err(|e| host(e.to_string()))?;
+    Ok(new_module_for(Target::host()?.isa()))
+}
+
+/// A new, empty JIT module compiling for `isa`, with every host symbol kernels may import
+/// registered explicitly (the math functions of [`math`], the ABI helpers; Cranelift's
+/// floating-point libcalls map to the math functions too), so nothing is ever resolved through
+/// `dlsym`. For another target than the host ([`Target::parse`]) functions can be defined (and
+/// their code listed) but the module must never be finalized: the host symbols are only
+/// external calls in its code.
+pub fn new_module_for(isa: OwnedTargetIsa) -> JITModule {
     let mut builder = JITBuilder::with_isa(isa, libcall_names());
     for s in math::host_symbols() {
         builder.symbol(s.name, s.ptr);
@@ -64,7 +54,7 @@ pub fn new_module() -> Result<JITModule, KernelError> {
     }
     builder.symbol(CHECK_ARGS_SYMBOL, check as *const u8);
     builder.symbol(REPORT_SYMBOL, report as *const u8);
-    Ok(JITModule::new(builder))
+    JITModule::new(builder)
 }
 
 /// Cranelift's libcall names, with the floating-point ones (used when the host lacks SSE4.1 or

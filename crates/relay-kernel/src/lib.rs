@@ -12,9 +12,11 @@
 //! - `loops::verify`: the loop nest checked (bounds, dtypes, lanes, aliasing), in debug
 //!   builds and tests, and under `relayc build --verify-each`;
 //! - `codegen`: loop nest → Cranelift IR → machine code, behind TVM's packed C ABI ([`abi`])
-//!   (`relayc build --emit clif`);
+//!   (`relayc build --emit clif|asm`);
 //! - `listing`: every kernel of a module as text — its schedule, loop nest or Cranelift IR
-//!   ([`print_kernels`]: `relayc build --emit schedule|kernels|clif`, `ir-tests/kernels/`);
+//!   ([`print_kernels`]: `relayc build --emit schedule|kernels|clif|asm`, `ir-tests/kernels/`);
+//! - `target`: the instruction set kernels compile for — the host's, or for listings another
+//!   one named by a target triple and features (`relayc build --target TRIPLE --emit asm`);
 //! - `jit`: ownership of JIT-compiled code (freed when the last kernel using it drops);
 //! - `packed`: [`PackedFunc`], the safe wrapper the rest of relayc calls kernels through;
 //! - `cache`: compiled kernels keyed by the structural hash of the primitive function and its
@@ -44,11 +46,13 @@ pub mod packed;
 pub mod pool;
 pub mod schedule;
 pub mod specialize;
+pub mod target;
 
 pub use cache::{KernelCache, KernelKey};
 pub use error::KernelError;
-pub use listing::{DYNAMIC_NOTE, KernelText, print_kernels};
+pub use listing::{DYNAMIC_NOTE, KernelText, print_kernels, print_kernels_for};
 pub use packed::PackedFunc;
+pub use target::{Target, TargetError};
 
 use relay_ir::{Dim, Function, NDArray, Type, TypeKind};
 

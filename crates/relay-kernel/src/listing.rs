@@ -1,13 +1,16 @@
-//! The text of a module's kernels, as `relayc build --emit schedule|kernels|clif` prints it
-//! and the `test schedule`, `test kernels` and `test clif` files of `ir-tests/kernels/` pin
-//! it: each kernel's schedule, loop nest or Cranelift IR after a `// kernel NAME` line, one
-//! blank line between kernels.
+//! The text of a module's kernels, as `relayc build --emit schedule|kernels|clif|asm` prints
+//! it and the `test schedule`, `test kernels` and `test clif` files of `ir-tests/kernels/` pin
+//! it: each kernel's schedule, loop nest, Cranelift IR or machine code after a `// kernel NAME`
+//! line, one blank line between kernels. The Cranelift IR and the machine code are for the host
+//! or for another target ([`print_kernels_for`]).
 
 use std::fmt::Write as _;
 
 use relay_ir::Function;
 
+use crate::codegen::CodeText;
 use crate::schedule::Schedule;
+use crate::target::Target;
 use crate::{KernelError, codegen, is_dynamic, lower_primitive};
 
 /// Which text of each kernel a listing holds.
@@ -15,8 +18,11 @@ use crate::{KernelError, codegen, is_dynamic, lower_primitive};
 pub enum KernelText {
     /// The loop nest ([`crate::loops::LoopFunc`] printed).
     LoopNest,
-    /// The Cranelift IR of the kernel's body and its packed entry ([`codegen::emit_clif`]).
+    /// The Cranelift IR of the kernel's body and its packed entry ([`codegen::emit_text`]).
     Clif,
+    /// The machine code of the kernel's functions, as Cranelift lists it
+    /// ([`codegen::emit_text`]).
+    Asm,
     /// The decisions lowering made ([`crate::schedule::Schedule`] printed).
     Schedule,
 }
@@ -30,10 +36,21 @@ pub const DYNAMIC_NOTE: &str = "dynamic shapes; compiled when called, for the ar
 /// order: for each, a `// kernel NAME` line and its text, or a `// kernel NAME: ` line with
 /// [`DYNAMIC_NOTE`] for a kernel with dynamic shapes; kernels are separated by one blank line.
 /// Every kernel is attempted; when some fail, the error is each failing kernel's index in
-/// `kernels` with why.
+/// `kernels` with why. The Cranelift IR and machine code are the host's.
 pub fn print_kernels(
     kernels: &[(String, Function)],
     text: KernelText,
+) -> Result<String, Vec<(usize, KernelError)>> {
+    print_kernels_for(kernels, text, None)
+}
+
+/// The listing of `kernels` as [`print_kernels`] makes it, with their Cranelift IR and machine
+/// code compiled for `target` (the host when `None`); a kernel that target's backend cannot
+/// compile is a [`KernelError::Target`].
+pub fn print_kernels_for(
+    kernels: &[(String, Function)],
+    text: KernelText,
+    target: Option<&Target>,
 ) -> Result<String, Vec<(usize, KernelError)>> {
     let mut listing = String::new();
     let mut failures = Vec::new();
@@ -47,7 +64,8 @@ pub fn print_kernels(
         }
         let printed = lower_primitive(func, name).and_then(|loops| match text {
             KernelText::LoopNest => Ok(loops.to_string()),
-            KernelText::Clif => codegen::emit_clif(&loops),
+            KernelText::Clif => codegen::emit_text(&loops, target, CodeText::Clif),
+            KernelText::Asm => codegen::emit_text(&loops, target, CodeText::Asm),
             KernelText::Schedule => Ok(Schedule::of(&loops).to_string()),
         });
         match printed {

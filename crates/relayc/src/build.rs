@@ -5,7 +5,12 @@
 //! `relayc run`.
 //!
 //! `--emit ir` prints the lowered module, `--emit bytecode` every VM function, `--emit kernels`
-//! each kernel's loop nest and `--emit clif` each kernel's Cranelift IR, on stdout or to `-o`.
+//! each kernel's loop nest, `--emit clif` each kernel's Cranelift IR and `--emit asm` its
+//! machine code (Cranelift's listing), on stdout or to `-o`. With `--target TARGET` (a triple
+//! and optional features, [`relay_kernel::Target`]) `--emit clif|asm` compile the kernels for
+//! that instruction set instead of the host's: the code is listed, never run, so `--target`
+//! with anything else is a usage error, and a kernel the target's backend cannot compile is
+//! reported, naming it.
 //! Without `--emit`, `-o OUT.ro` writes the executable file (DESIGN §7: the bytecode, the
 //! constant pool with the bound `--params`, the kernels as canonical text; `relayc run OUT.ro`
 //! runs it, `relayc disasm OUT.ro` prints its bytecode), after JIT-compiling every static kernel
@@ -26,11 +31,11 @@ use std::time::{Duration, Instant};
 use clap::{Args, ValueEnum};
 use relay::{CompileTimes, KernelFailure};
 use relay_ir::{Module, NDArray};
-use relay_kernel::KernelText;
+use relay_kernel::{KernelText, Target};
 use relay_vm::Executable;
 
 use crate::compile::{PipelineArgs, compile, compile_summary, lower, millis};
-use crate::diagnostics::{report_diagnostic, report_relay_error};
+use crate::diagnostics::{report_diagnostic, report_error, report_relay_error};
 use crate::inputs::read_params;
 use crate::opt::{write_module, write_text};
 use crate::{Exit, load_typed};
@@ -55,6 +60,11 @@ pub struct BuildArgs {
     /// instead of stdout.
     #[arg(short = 'o', long = "output", value_name = "OUT")]
     output: Option<PathBuf>,
+    /// With `--emit clif|asm`: compiles the kernels for this target instead of the host —
+    /// TRIPLE[+FEATURES], e.g. `aarch64-unknown-linux-gnu`,
+    /// `x86_64-unknown-linux-gnu+avx2,+fma`, `riscv64gc-unknown-linux-gnu+v`.
+    #[arg(long, value_name = "TARGET", value_parser = parse_target)]
+    target: Option<Target>,
 }
 
 /// What `--emit` asks for.
@@ -68,12 +78,21 @@ enum Emit {
     Kernels,
     /// The Cranelift IR of every kernel (its body and its packed entry).
     Clif,
+    /// The machine code of every kernel, as Cranelift lists it.
+    Asm,
     /// The schedule of every kernel: its stages, loops (extent, kind, partitions) and GEMMs.
     Schedule,
 }
 
 /// `relayc build FILE ...`.
 pub fn build(args: &BuildArgs) -> Exit {
+    if args.target.is_some() && !matches!(args.emit, Some(Emit::Clif | Emit::Asm)) {
+        report_error(format_args!(
+            "`--target` needs `--emit clif` or `--emit asm`: kernels compiled for another \
+             target are only listed; executables run only on the host"
+        ));
+        return Exit::Usage;
+    }
     // An ONNX model is imported first, its initializers bound as constants.
     let (module, mut params) = if crate::onnx::is_onnx(&args.file) {
         let Some(imported) = crate::onnx::load(&args.file, &[]) else {
@@ -93,19 +112,28 @@ pub fn build(args: &BuildArgs) -> Exit {
         }
     }
     match (args.emit, &args.output) {
-        (Some(what), output) => emit(&module, &params, &args.pipeline, what, output.as_deref()),
+        (Some(what), output) => emit(
+            &module,
+            &params,
+            &args.pipeline,
+            what,
+            args.target.as_ref(),
+            output.as_deref(),
+        ),
         (None, Some(output)) => write_executable(&module, &params, &args.pipeline, output),
         (None, None) => compile_kernels(&module, &params, &args.pipeline),
     }
 }
 
-/// `relayc build FILE --emit WHAT [-o OUT]`: lowers the module (`params` bound as constants of
-/// `@main`) and prints what `what` asks for to `output` or stdout.
+/// `relayc build FILE --emit WHAT [--target TARGET] [-o OUT]`: lowers the module (`params`
+/// bound as constants of `@main`) and prints what `what` asks for, for `target` (the host when
+/// `None`), to `output` or stdout.
 fn emit(
     module: &Module,
     params: &HashMap<String, NDArray>,
     pipeline: &PipelineArgs,
     what: Emit,
+    target: Option<&Target>,
     output: Option<&Path>,
 ) -> Exit {
     let lowered = match lower(module, "main", params, pipeline) {
@@ -127,15 +155,17 @@ fn emit(
                 return Exit::UserError;
             }
         },
-        Emit::Kernels | Emit::Clif | Emit::Schedule => match kernels_text(&lowered, what) {
-            Ok(text) => text,
-            Err(failures) => {
-                for failure in &failures {
-                    report_diagnostic(failure);
+        Emit::Kernels | Emit::Clif | Emit::Asm | Emit::Schedule => {
+            match kernels_text(&lowered, what, target) {
+                Ok(text) => text,
+                Err(failures) => {
+                    for failure in &failures {
+                        report_diagnostic(failure);
+                    }
+                    return Exit::UserError;
                 }
-                return Exit::UserError;
             }
-        },
+        }
     };
     write_text(&text, output)
 }
@@ -249,26 +279,60 @@ pub(crate) fn bytecode_text(exe: &Executable) -> String {
     text
 }
 
-/// The schedules (`Emit::Schedule`), loop nests (`Emit::Kernels`) or Cranelift IR
-/// (`Emit::Clif`) of every kernel of the lowered `module`, each after a `// kernel NAME` line
-/// ([`relay_kernel::print_kernels`], what the `ir-tests/kernels/` files pin); or every kernel
-/// that failed.
-fn kernels_text(module: &Module, what: Emit) -> Result<String, Vec<KernelFailure>> {
+/// The schedules (`Emit::Schedule`), loop nests (`Emit::Kernels`), Cranelift IR (`Emit::Clif`)
+/// or machine code (`Emit::Asm`) of every kernel of the lowered `module`, each after a
+/// `// kernel NAME` line ([`relay_kernel::print_kernels_for`], what the `ir-tests/kernels/`
+/// files pin), compiled for `target` (the host when `None`); or every kernel that failed. The
+/// machine code, and the Cranelift IR for a `target`, come after a `// target NAME: FEATURES`
+/// line.
+fn kernels_text(
+    module: &Module,
+    what: Emit,
+    target: Option<&Target>,
+) -> Result<String, Vec<KernelFailure>> {
     let text = match what {
         Emit::Schedule => KernelText::Schedule,
         Emit::Clif => KernelText::Clif,
+        Emit::Asm => KernelText::Asm,
         Emit::Ir | Emit::Bytecode | Emit::Kernels => KernelText::LoopNest,
     };
     let kernels = relay_kernel::primitive_functions(module);
-    relay_kernel::print_kernels(&kernels, text).map_err(|failures| {
-        failures
-            .into_iter()
-            .map(|(index, error)| {
-                let (name, func) = &kernels[index];
-                KernelFailure::new(name, Some(func.clone()), error, module.source.as_deref())
-            })
-            .collect()
-    })
+    let listing = relay_kernel::print_kernels_for(&kernels, text, target);
+    let header = match (target, text) {
+        (Some(target), _) => target_line(target),
+        (None, KernelText::Asm) => Target::host()
+            .map(|host| target_line(&host))
+            .unwrap_or_default(),
+        _ => String::new(),
+    };
+    listing
+        .map(|listing| header + &listing)
+        .map_err(|failures| {
+            failures
+                .into_iter()
+                .map(|(index, error)| {
+                    let (name, func) = &kernels[index];
+                    KernelFailure::new(name, Some(func.clone()), error, module.source.as_deref())
+                })
+                .collect()
+        })
+}
+
+/// The `// target NAME: FEATURES` line heading a listing for `target`: its name and the
+/// Cranelift ISA settings that are on.
+fn target_line(target: &Target) -> String {
+    let features = target.enabled_features();
+    let features = if features.is_empty() {
+        "(no optional features)".to_owned()
+    } else {
+        features.join(" ")
+    };
+    format!("// target {}: {features}\n\n", target.name())
+}
+
+/// Parses `--target`'s value; an error is a usage error that lists what is supported.
+fn parse_target(text: &str) -> Result<Target, String> {
+    Target::parse(text).map_err(|error| error.to_string())
 }
 
 /// What `build` says of a kernel with dynamic (`?`) dimensions.

@@ -1,8 +1,9 @@
 //! The `relayc` command line: `check` parses Relay files and reports diagnostics, `fmt` prints
 //! the canonical text of a file, `opt` runs a pass pipeline, `build` compiles a file for the VM
-//! and writes the executable file (or prints its lowered IR, bytecode, loop nests or Cranelift
-//! IR), `run` runs a function of a file or an executable on the Relay VM or in the reference
-//! interpreter, `disasm` prints the bytecode of an executable (SPEC §5).
+//! and writes the executable file (or prints its lowered IR, bytecode, loop nests, Cranelift
+//! IR or machine code, for the host or another `--target`), `run` runs a function of a file or
+//! an executable on the Relay VM or in the reference interpreter, `disasm` prints the bytecode
+//! of an executable (SPEC §5); `--version` says what the host's kernels are compiled for.
 //!
 //! Exit codes: 0 success, 1 user error (a bad program, an unreadable file), 2 bad usage. Nothing
 //! here panics on I/O errors: output goes through `writeln!` and every error is handled, so a
@@ -21,8 +22,9 @@ mod timing;
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::sync::OnceLock;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 use relay_ir::{Module, PrintOptions};
 
 use crate::diagnostics::{report_diagnostic, report_error};
@@ -59,7 +61,8 @@ enum Command {
     Opt(opt::OptArgs),
     /// Run the pass pipeline on a Relay file and compile it to VM bytecode and its kernels to
     /// machine code, writing the executable file with `-o OUT.ro`; `--emit` prints the lowered
-    /// module, the bytecode, the kernels' loop nests or their Cranelift IR instead.
+    /// module, the bytecode, the kernels' loop nests, their Cranelift IR or their machine code
+    /// instead (`--target` for another instruction set).
     Build(build::BuildArgs),
     /// Run a function of a Relay file or an executable file (.ro) on the VM (or a Relay file
     /// in the reference interpreter) on inputs from .npy/.npz files and print or save the
@@ -99,7 +102,11 @@ impl From<Exit> for ExitCode {
 }
 
 fn main() -> ExitCode {
-    let cli = match Cli::try_parse() {
+    let parsed = Cli::command()
+        .long_version(long_version())
+        .try_get_matches()
+        .and_then(|matches| Cli::from_arg_matches(&matches));
+    let cli = match parsed {
         Ok(cli) => cli,
         Err(err) => {
             // Help and version requests are "errors" that print to stdout and exit 0; usage
@@ -119,6 +126,28 @@ fn main() -> ExitCode {
         Command::Disasm { file } => disasm::disasm(&file),
     };
     exit.into()
+}
+
+/// What `relayc --version` prints after `relayc`: the version, the host triple, the Cranelift
+/// ISA features the JIT compiles kernels with (detected on this CPU), the instruction set of the
+/// host kernels (the GEMM microkernels: `Avx512`, `Avx2` or `Portable`) and the architectures
+/// `build --target` compiles for. (`relayc -V` prints the version alone.)
+fn long_version() -> &'static str {
+    static TEXT: OnceLock<String> = OnceLock::new();
+    TEXT.get_or_init(|| {
+        let features = match relay_kernel::Target::host() {
+            Ok(host) => host.enabled_features().join(" "),
+            Err(error) => format!("none ({error})"),
+        };
+        format!(
+            "{}\nhost: {}\nkernel features (Cranelift): {features}\nhost kernels (GEMM): {:?}\n\
+             build --target: {}",
+            env!("CARGO_PKG_VERSION"),
+            relay_kernel::target::host_triple(),
+            relay_kernel::isa::Isa::detected(),
+            relay_kernel::target::ARCHITECTURES.join(", ")
+        )
+    })
 }
 
 /// `relayc check FILE...`: parses and type-checks every file, reporting each file's

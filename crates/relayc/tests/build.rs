@@ -1,5 +1,6 @@
-//! Runs `relayc build`: `--emit ir`, `--emit kernels` and `--emit clif` on small programs and
-//! the W1/W2 benchmark programs, `-o` with `--emit` (text) and without (an executable file),
+//! Runs `relayc build`: `--emit ir`, `--emit kernels`, `--emit clif` and `--emit asm` on small
+//! programs and the W1/W2 benchmark programs, `--target` (aarch64, riscv64, s390x, x86-64 with
+//! features, unknown targets, without `--emit`), `-o` with `--emit` (text) and without (an executable file),
 //! compiling without `--emit`, kernels that cannot be compiled, and the exit codes of bad
 //! programs and bad usage.
 
@@ -41,6 +42,20 @@ def @main(%a: Tensor[(2, 3), float32], %b: Tensor[(2, 3), float32]) -> (Tensor[(
 const UNSUPPORTED: &str = r#"#[version = "0.0.5"]
 def @main(%x: Tensor[(1, 2, 6, 6), float32], %y: Tensor[(1, 3, 5, 5), float32], %z: Tensor[(3), float32]) {
   (nn.fast_softmax(%x), nn.fast_softmax(%y), exp(%z))
+}
+"#;
+
+/// A dense layer: one kernel whose body calls the host's GEMM.
+const DENSE: &str = r#"#[version = "0.0.5"]
+def @main(%x: Tensor[(8, 16), float32], %w: Tensor[(32, 16), float32], %b: Tensor[(32), float32]) -> Tensor[(8, 32), float32] {
+  nn.relu(add(nn.dense(%x, %w, units=32), %b))
+}
+"#;
+
+/// A reduction of an inline `exp`.
+const REDUCTION: &str = r#"#[version = "0.0.5"]
+def @main(%x: Tensor[(4, 64), float32]) -> Tensor[(4), float32] {
+  sum(exp(%x), axis=[1])
 }
 "#;
 
@@ -528,5 +543,217 @@ fn the_w1_and_w2_benchmarks_emit_kernels() {
         assert_eq!(kernel_names(&stdout(&out)).len(), 1, "{name}");
         let out = build_ok(&[arg(&path)]);
         assert!(stderr(&out).contains("1 kernel compiled in "), "{name}");
+    }
+}
+
+/// `relayc build` of `program` with `--emit what` and, when given, `--target target`, which
+/// must succeed; its stdout.
+fn listing(program: &str, what: &str, target: Option<&str>) -> String {
+    let file = TempFile::new("target.relay", program);
+    let mut args = vec![file.arg(), "--emit", what];
+    args.extend(target.iter().flat_map(|t| ["--target", *t]));
+    stdout(&build_ok(&args))
+}
+
+/// The instructions of a machine code listing: the first word of each line that is not a
+/// comment, a block label or blank.
+fn mnemonics(asm: &str) -> Vec<&str> {
+    asm.lines()
+        .filter(|line| line.starts_with("  "))
+        .filter_map(|line| line.split_whitespace().next())
+        .collect()
+}
+
+/// Checks that each kernel of a `--emit asm` listing has its body and packed entry, and that
+/// its instructions include every one of `expected`.
+fn check_asm(asm: &str, kernels: usize, expected: &[&str]) {
+    assert_eq!(kernel_names(asm).len(), kernels, "{asm}");
+    assert_eq!(asm.matches(" body\n").count(), kernels, "{asm}");
+    assert_eq!(asm.matches(" packed entry\n").count(), kernels, "{asm}");
+    // The entry's calls to the host helpers are external names, listed.
+    assert!(asm.contains(" = relay_kernel_check_args\n"), "{asm}");
+    let found = mnemonics(asm);
+    for mnemonic in expected {
+        assert!(found.contains(mnemonic), "no `{mnemonic}` in\n{asm}");
+    }
+}
+
+#[test]
+fn emit_asm_prints_the_host_machine_code() {
+    // A few instructions every kernel has, in Cranelift's spelling for the host.
+    let host: &[&str] = if cfg!(target_arch = "x86_64") {
+        &["movq", "retq"]
+    } else if cfg!(target_arch = "aarch64") {
+        &["ldr", "ret"]
+    } else {
+        &[]
+    };
+    for program in [ONE_KERNEL, DENSE, REDUCTION] {
+        let asm = listing(program, "asm", None);
+        let first = asm.lines().next().unwrap_or_default();
+        let arch = std::env::consts::ARCH;
+        assert!(first.starts_with(&format!("// target {arch}-")), "{first}");
+        check_asm(&asm, 1, host);
+    }
+    // The GEMM is a call to the host's routine.
+    assert!(listing(DENSE, "asm", None).contains(" = relay_kernel_sgemm\n"));
+    // Two kernels, each listed.
+    check_asm(&listing(TWO_KERNELS, "asm", None), 2, host);
+}
+
+#[test]
+fn emit_asm_for_aarch64_prints_aarch64_code() {
+    let target = Some("aarch64-unknown-linux-gnu");
+    let asm = listing(ONE_KERNEL, "asm", target);
+    assert!(
+        asm.starts_with("// target aarch64-unknown-linux-gnu: (no optional features)\n\n"),
+        "{asm}"
+    );
+    check_asm(&asm, 1, &["ldr", "fadd", "str", "ret", "blr"]);
+    // The GEMM call is an external call on aarch64 too.
+    let asm = listing(DENSE, "asm", target);
+    check_asm(&asm, 1, &["blr", "ret"]);
+    assert!(asm.contains(" = relay_kernel_sgemm\n"), "{asm}");
+    // Features: the header says which are on.
+    let asm = listing(REDUCTION, "asm", Some("aarch64-unknown-linux-gnu+lse"));
+    assert!(
+        asm.starts_with("// target aarch64-unknown-linux-gnu+lse: has_lse\n"),
+        "{asm}"
+    );
+    check_asm(&asm, 1, &["fmla"]);
+}
+
+#[test]
+fn emit_clif_for_riscv64_goes_through_its_backend() {
+    for program in [ONE_KERNEL, DENSE, REDUCTION] {
+        let clif = listing(program, "clif", Some("riscv64gc-unknown-linux-gnu"));
+        assert!(
+            clif.starts_with("// target riscv64gc-unknown-linux-gnu: has_m has_a has_f has_d"),
+            "{clif}"
+        );
+        assert_eq!(kernel_names(&clif).len(), 1, "{clif}");
+        assert!(clif.matches("function ").count() >= 2, "{clif}");
+        // Without the V extension Cranelift's riscv64 backend has no vector types: the kernels
+        // are made of scalar loops.
+        assert!(!clif.contains("f32x4"), "{clif}");
+    }
+    // With it, the elementwise loop is vectorized.
+    let clif = listing(ONE_KERNEL, "clif", Some("riscv64gc-unknown-linux-gnu+v"));
+    assert!(clif.contains("f32x4"), "{clif}");
+    let asm = listing(ONE_KERNEL, "asm", Some("riscv64gc-unknown-linux-gnu+v"));
+    check_asm(&asm, 1, &["vle32.v", "vfadd.vv", "ret"]);
+}
+
+#[test]
+fn emit_asm_for_s390x_prints_s390x_code() {
+    let target = Some("s390x-unknown-linux-gnu");
+    for program in [ONE_KERNEL, DENSE, REDUCTION] {
+        check_asm(
+            &listing(program, "asm", target),
+            1,
+            &["lgr", "stmg", "lmg", "br"],
+        );
+    }
+    check_asm(
+        &listing(ONE_KERNEL, "asm", target),
+        1,
+        &["vl", "vfasb", "vst"],
+    );
+    // The Cranelift IR goes through s390x's backend too; it has fused multiply-add.
+    let clif = listing(REDUCTION, "clif", target);
+    assert!(
+        clif.starts_with("// target s390x-unknown-linux-gnu: "),
+        "{clif}"
+    );
+    assert!(clif.contains(" = fma "), "{clif}");
+}
+
+#[test]
+fn x86_64_features_change_the_machine_code() {
+    // Cranelift's x86-64 baseline is SSE2: no AVX, no fused multiply-add.
+    let plain = listing(REDUCTION, "asm", Some("x86_64-unknown-linux-gnu"));
+    assert!(
+        plain.starts_with("// target x86_64-unknown-linux-gnu: (no optional features)\n"),
+        "{plain}"
+    );
+    check_asm(&plain, 1, &["mulps", "addps"]);
+    assert!(
+        !mnemonics(&plain).iter().any(|m| m.starts_with('v')),
+        "{plain}"
+    );
+    // `+avx2,+fma` (AVX implied): VEX-encoded code and FMA in the inline `exp`.
+    let fast = listing(REDUCTION, "asm", Some("x86_64-unknown-linux-gnu+avx2,+fma"));
+    let header = fast.lines().next().unwrap_or_default();
+    for feature in ["has_avx", "has_avx2", "has_fma", "has_sse41"] {
+        assert!(header.split(' ').any(|f| f == feature), "{header}");
+    }
+    check_asm(&fast, 1, &["vfmadd213ps", "vmulps"]);
+    // The Cranelift IR changes too: `fma` instead of a multiply and an add.
+    let clif = listing(
+        REDUCTION,
+        "clif",
+        Some("x86_64-unknown-linux-gnu+avx2,+fma"),
+    );
+    assert!(clif.contains(" = fma "), "{clif}");
+    let clif = listing(REDUCTION, "clif", Some("x86_64-unknown-linux-gnu"));
+    assert!(!clif.contains(" = fma "), "{clif}");
+}
+
+#[test]
+fn an_unknown_target_is_a_usage_error_listing_the_supported_ones() {
+    let file = TempFile::new("unknown.relay", ONE_KERNEL);
+    for target in [
+        "potato-unknown-linux-gnu",
+        "mips64-unknown-linux-gnuabi64",
+        "i686-unknown-linux-gnu",
+    ] {
+        let out = build(&[file.arg(), "--emit", "asm", "--target", target]);
+        assert_eq!(code(&out), 2, "{target}: {}", stderr(&out));
+        let err = stderr(&out);
+        assert!(err.contains(&format!("`{target}`")), "{err}");
+        assert!(
+            err.contains("supported architectures: x86_64, aarch64, riscv64, s390x"),
+            "{err}"
+        );
+        assert!(stdout(&out).is_empty());
+    }
+    // An unknown feature lists the architecture's features.
+    let out = build(&[
+        file.arg(),
+        "--emit",
+        "clif",
+        "--target",
+        "aarch64-unknown-linux-gnu+avx2",
+    ]);
+    assert_eq!(code(&out), 2, "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(err.contains("unknown feature `avx2` for aarch64"), "{err}");
+    assert!(err.contains("lse, "), "{err}");
+}
+
+#[test]
+fn target_without_emit_clif_or_asm_is_a_usage_error() {
+    let file = TempFile::new("target-usage.relay", ONE_KERNEL);
+    let exe = TempFile::path_for("target.ro");
+    let target = ["--target", "aarch64-unknown-linux-gnu"];
+    for extra in [
+        &[][..],
+        &["--emit", "kernels"][..],
+        &["--emit", "ir"][..],
+        &["-o", exe.arg()][..],
+    ] {
+        let mut args = vec![file.arg()];
+        args.extend(target);
+        args.extend(extra);
+        let out = build(&args);
+        assert_eq!(code(&out), 2, "{args:?}: {}", stderr(&out));
+        let err = stderr(&out);
+        assert!(
+            err.contains("`--target` needs `--emit clif` or `--emit asm`"),
+            "{err}"
+        );
+        assert!(err.contains("executables run only on the host"), "{err}");
+        assert!(stdout(&out).is_empty());
+        assert!(!exe.path().exists());
     }
 }

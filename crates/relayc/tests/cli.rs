@@ -1,5 +1,5 @@
 //! Runs the built `relayc` binary: exit codes, diagnostics on stderr, and `fmt` output that
-//! re-parses and is a fixpoint.
+//! re-parses and is a fixpoint, `--version`.
 
 mod common;
 
@@ -242,4 +242,41 @@ fn unreadable_bytes_are_a_user_error() {
     let _ = std::fs::remove_file(&path);
     assert_eq!(code(&out), 1);
     assert!(stderr(&out).contains(arg(&path)));
+}
+
+#[test]
+fn version_prints_the_host_and_the_kernel_features() {
+    let out = relayc(&["--version"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let text = stdout(&out);
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(
+        lines[0],
+        concat!("relayc ", env!("CARGO_PKG_VERSION")),
+        "{text}"
+    );
+    let host = format!("host: {}-", std::env::consts::ARCH);
+    assert!(lines[1].starts_with(&host), "{text}");
+    let features = lines[2]
+        .strip_prefix("kernel features (Cranelift): ")
+        .unwrap_or_else(|| panic!("{text}"));
+    if cfg!(target_arch = "x86_64") {
+        // Every x86-64 CPU of the last twenty years has SSE3.
+        assert!(features.split(' ').any(|f| f == "has_sse3"), "{text}");
+    }
+    let gemm = lines[3].strip_prefix("host kernels (GEMM): ");
+    assert!(
+        matches!(gemm, Some("Avx512" | "Avx2" | "Portable")),
+        "{text}"
+    );
+    assert_eq!(lines[4], "build --target: x86_64, aarch64, riscv64, s390x");
+    assert!(stderr(&out).is_empty(), "{}", stderr(&out));
+
+    // `-V` is the version alone.
+    let out = relayc(&["-V"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert_eq!(
+        stdout(&out),
+        concat!("relayc ", env!("CARGO_PKG_VERSION"), "\n")
+    );
 }

@@ -13,7 +13,7 @@ pub(super) fn define_entry(
     spec: &Arc<KernelSpec>,
     ctx: &mut Context,
     fctx: &mut FunctionBuilderContext,
-    clif: Option<&mut String>,
+    listing: Option<&mut Listing>,
 ) -> Result<FuncId, KernelError> {
     let codegen_err = |e: String| KernelError::Codegen {
         kernel: func.name.clone(),
@@ -66,9 +66,9 @@ pub(super) fn define_entry(
             3,
         ));
         let ptrs = b.ins().stack_addr(ptr, slot, 0);
-        // Text for `--emit clif` is of code never run: it shows 0 instead of the spec's
-        // address, so that it is the same from run to run.
-        let address = if clif.is_some() {
+        // A listing (`--emit clif|asm`) is of code never run: it shows 0 instead of the
+        // spec's address, so that it is the same from run to run.
+        let address = if listing.is_some() {
             0
         } else {
             Arc::as_ptr(spec) as usize as i64
@@ -105,17 +105,19 @@ pub(super) fn define_entry(
         b.seal_all_blocks();
         b.finalize(config);
     }
-    if let Some(text) = clif {
-        text.push_str(&format!(
-            "; kernel {} packed entry\n; fn0 = {CHECK_ARGS_SYMBOL}\n; fn1 = {REPORT_SYMBOL}\n\
-             ; fn2 = the body\n; (the KernelSpec's address shows as 0)\n{}\n",
-            func.name,
-            ctx.func.display()
-        ));
+    let what = listing.as_ref().map(|l| l.what);
+    let imports = if what == Some(CodeText::Clif) {
+        format!("; fn0 = {CHECK_ARGS_SYMBOL}\n; fn1 = {REPORT_SYMBOL}\n; fn2 = the body\n")
+    } else {
+        String::new()
+    };
+    let header = format!(
+        "; kernel {} packed entry\n{imports}; (the KernelSpec's address shows as 0)\n",
+        func.name
+    );
+    let text = compile_function(module, id, ctx, what, &header).map_err(codegen_err)?;
+    if let Some(listing) = listing {
+        listing.text.push_str(&text);
     }
-    module
-        .define_function(id, ctx)
-        .map_err(|e| codegen_err(e.to_string()))?;
-    module.clear_context(ctx);
     Ok(id)
 }

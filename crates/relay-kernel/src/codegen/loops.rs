@@ -13,6 +13,13 @@ impl Gen<'_, '_> {
         read.iter().all(|l| assigned.contains(l))
     }
 
+    /// Whether a loop of counter `var` over `body` with `lanes` lanes runs as vectors: the
+    /// lanes are 2 to 64, the body allows it ([`vector_legal`]) and the target compiles vector
+    /// types.
+    fn vectorizes(&self, lanes: u32, var: LocalId, body: &Stmt) -> bool {
+        self.vectors && (2..=64).contains(&lanes) && vector_legal(var, body)
+    }
+
     /// A parallel loop: its iterations as a function of their range
     /// (`fn(buffers, ctx, lo, hi) -> i32`, vectorized over `lanes` when they allow it), handed
     /// to the host's `relay_kernel_parallel_for`; a chunk's error code fails the kernel.
@@ -41,12 +48,13 @@ impl Gen<'_, '_> {
         let mut ctx = self.module.make_context();
         ctx.func.signature = sig;
         let mut fctx = FunctionBuilderContext::new();
-        let mut clif = Vec::new();
+        let mut texts = Vec::new();
         {
             let config = self.module.target_config();
             let b = FunctionBuilder::new(&mut ctx.func, &mut fctx);
             let mut g = Gen::new(self.func, b, &mut *self.module, self.ptr)?;
             g.symbol = name.clone();
+            g.listing = self.listing;
             g.ranges = self.ranges.clone();
             let params = g.prologue()?;
             let (lo, hi) = (params[2], params[3]);
@@ -54,21 +62,15 @@ impl Gen<'_, '_> {
             g.epilogue();
             g.b.seal_all_blocks();
             g.b.finalize(config);
-            clif.append(&mut g.outlined_clif);
+            texts.append(&mut g.outlined_text);
         }
-        clif.push(format!(
-            "; kernel {} parallel loop {name}\n{}\n",
-            self.func.name,
-            ctx.func.display()
-        ));
-        self.outlined_clif.extend(clif);
-        self.module.define_function(id, &mut ctx).map_err(|e| {
-            codegen_err(
-                &self.func.name,
-                &cranelift_module::ModuleError::to_string(&e),
-            )
-        })?;
-        self.module.clear_context(&mut ctx);
+        let header = format!("; kernel {} parallel loop {name}\n", self.func.name);
+        let text = compile_function(self.module, id, &mut ctx, self.listing, &header)
+            .map_err(|e| codegen_err(&self.func.name, &e))?;
+        if self.listing.is_some() {
+            texts.push(text);
+            self.outlined_text.extend(texts);
+        }
         // The call.
         let fref = self.module.declare_func_in_func(id, self.b.func);
         let addr = self.b.ins().func_addr(self.ptr, fref);
@@ -163,7 +165,7 @@ impl Gen<'_, '_> {
                     }
                     // A parallel loop that cannot be outlined runs here, vectorized if it can be.
                     ForKind::Parallel { lanes } | ForKind::Vectorized { lanes }
-                        if (2..=64).contains(lanes) && vector_legal(*var, body) =>
+                        if self.vectorizes(*lanes, *var, body) =>
                     {
                         let main = extent / i64::from(*lanes) * i64::from(*lanes);
                         if main > 0 {
@@ -246,7 +248,7 @@ impl Gen<'_, '_> {
         lanes: u32,
         body: &Stmt,
     ) -> R<()> {
-        if !(2..=64).contains(&lanes) || !vector_legal(var, body) {
+        if !self.vectorizes(lanes, var, body) {
             return self.serial_loop_between(var, start, end, body);
         }
         let n = self.b.ins().isub(end, start);

@@ -52,7 +52,9 @@
 //! selects, casts) runs per lane.
 //! Structurally equal compound expressions of a vectorized body share their code until the next
 //! assignment. A vectorized loop whose body is not a straight line of stores and assignments,
-//! reads a buffer it writes, or reads a local before assigning it, runs serially.
+//! reads a buffer it writes, or reads a local before assigning it, runs serially, and so does
+//! every loop on a target without vector types (riscv64 without the V extension, for
+//! `relayc build --target`).
 //!
 //! Memory safety does not rest on lowering being right: every load and store whose flat index
 //! cannot be proven within its buffer by interval arithmetic over the loop bounds gets a
@@ -77,6 +79,7 @@ mod vmath;
 mod vmath_tests;
 
 use std::collections::HashMap;
+use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 
 use cranelift_codegen::Context;
@@ -102,6 +105,7 @@ use crate::loops::range::Ranges;
 use crate::loops::{BufferId, BufferRole, ForKind, Gemm, LExpr, LocalId, LoopFunc, Stmt};
 use crate::math;
 use crate::schedule::{accumulation, accumulators, vector_legal, walk_locals};
+use crate::target::Target;
 
 use entry::*;
 use vector::*;
@@ -117,31 +121,156 @@ pub struct Defined {
     pub spec: Arc<KernelSpec>,
 }
 
-/// The Cranelift IR of a kernel's body and packed entry, as text (`relayc build --emit clif`).
+/// Which text of a kernel's functions a listing holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CodeText {
+    /// The Cranelift IR as code generation built it, before Cranelift's own passes.
+    Clif,
+    /// The machine code: Cranelift's listing of the instructions it emitted (its VCode, after
+    /// register allocation), with symbolic branch targets and external names.
+    Asm,
+}
+
+/// The Cranelift IR of a kernel's body and packed entry, as text (`relayc build --emit clif`),
+/// for the host.
 pub fn emit_clif(func: &LoopFunc) -> Result<String, KernelError> {
-    let mut module = jit::new_module()?;
-    let mut text = String::new();
-    let defined = define(&mut module, func, 0, Some(&mut text));
+    emit_text(func, None, CodeText::Clif)
+}
+
+/// The Cranelift IR or machine code of a kernel's functions (its parallel loops, body and
+/// packed entry), as text, compiled for `target` (the host when `None`): `relayc build --emit
+/// clif|asm [--target TARGET]`. The code is compiled, never run, so it goes through the
+/// target's backend whatever the target. A kernel another target's backend cannot compile is a
+/// [`KernelError::Target`] naming it — also when the backend panics (riscv64's does on vector
+/// types without the V extension, which code generation avoids; the panic message still goes to
+/// stderr).
+pub fn emit_text(
+    func: &LoopFunc,
+    target: Option<&Target>,
+    what: CodeText,
+) -> Result<String, KernelError> {
+    let mut module = match target {
+        Some(target) => jit::new_module_for(target.isa()),
+        None => jit::new_module()?,
+    };
+    let mut listing = Listing {
+        what,
+        text: String::new(),
+    };
+    let defined = match target {
+        None => define(&mut module, func, 0, Some(&mut listing)),
+        Some(_) => {
+            let define = AssertUnwindSafe(|| define(&mut module, func, 0, Some(&mut listing)));
+            std::panic::catch_unwind(define).unwrap_or_else(|payload| {
+                Err(KernelError::Codegen {
+                    kernel: func.name.clone(),
+                    message: format!("Cranelift panicked: {}", panic_message(&*payload)),
+                })
+            })
+        }
+    };
     // SAFETY: nothing was finalized, so no pointer into the module exists.
     unsafe { module.free_memory() };
-    defined.map(|_| text)
+    match (defined, target) {
+        (Ok(_), _) => Ok(listing.text),
+        (Err(KernelError::Codegen { kernel, message }), Some(target)) => Err(KernelError::Target {
+            kernel,
+            target: target.name().to_owned(),
+            message,
+        }),
+        (Err(error), _) => Err(error),
+    }
+}
+
+/// The message of a caught panic.
+fn panic_message(payload: &(dyn std::any::Any + Send)) -> &str {
+    payload
+        .downcast_ref::<&str>()
+        .copied()
+        .or_else(|| payload.downcast_ref::<String>().map(String::as_str))
+        .unwrap_or("(no message)")
+}
+
+/// The text of a kernel's functions, gathered while they are compiled.
+#[derive(Debug)]
+pub struct Listing {
+    /// Which text.
+    pub what: CodeText,
+    /// The text so far.
+    pub text: String,
+}
+
+/// Compiles the function in `ctx` into `module` as `id` and clears `ctx`. With a listing
+/// asked, returns the function's text after `header`, then a blank line: its Cranelift IR as
+/// built (taken before Cranelift's passes change it), or its machine code after a line naming
+/// each external function it refers to.
+fn compile_function(
+    module: &mut JITModule,
+    id: FuncId,
+    ctx: &mut Context,
+    listing: Option<CodeText>,
+    header: &str,
+) -> Result<String, String> {
+    let clif = match listing {
+        Some(CodeText::Clif) => format!("{header}{}\n", ctx.func.display()),
+        _ => String::new(),
+    };
+    let names = match listing {
+        Some(CodeText::Asm) => external_names(module, &ctx.func),
+        _ => String::new(),
+    };
+    ctx.set_disasm(listing == Some(CodeText::Asm));
+    module
+        .define_function(id, ctx)
+        .map_err(|e| cranelift_module::ModuleError::to_string(&e))?;
+    let text = match listing {
+        Some(CodeText::Asm) => {
+            let code = ctx.compiled_code().and_then(|c| c.vcode.as_deref());
+            format!("{header}{names}{}\n", code.unwrap_or_default())
+        }
+        _ => clif,
+    };
+    module.clear_context(ctx);
+    Ok(text)
+}
+
+/// A `; userextnameN = SYMBOL` line for each function of `module` that `func` refers to, as
+/// the machine code listing names them.
+fn external_names(module: &JITModule, func: &cranelift_codegen::ir::Function) -> String {
+    let mut lines = String::new();
+    for (name_ref, name) in func.params.user_named_funcs() {
+        // cranelift-module puts functions in namespace 0 (and data objects in 1).
+        let symbol = if name.namespace == 0 {
+            let id = FuncId::from_u32(name.index);
+            module
+                .declarations()
+                .get_function_decl(id)
+                .linkage_name(id)
+                .into_owned()
+        } else {
+            format!("u{}:{}", name.namespace, name.index)
+        };
+        lines.push_str(&format!("; {name_ref} = {symbol}\n"));
+    }
+    lines
 }
 
 /// Compiles `func` into `module` as the `index`-th kernel of the module (which makes its symbol
-/// names unique), appending the CLIF text of both functions to `clif` when asked.
+/// names unique), appending the text of its functions to `listing` when asked.
 pub fn define(
     module: &mut JITModule,
     func: &LoopFunc,
     index: usize,
-    mut clif: Option<&mut String>,
+    mut listing: Option<&mut Listing>,
 ) -> Result<Defined, KernelError> {
     let spec = Arc::new(kernel_spec(func)?);
-    let codegen_err = |e: &dyn std::fmt::Display| KernelError::Codegen {
+    let codegen_err = |message: String| KernelError::Codegen {
         kernel: func.name.clone(),
-        message: e.to_string(),
+        message,
     };
     let ptr = module.target_config().pointer_type();
     let mut fctx = FunctionBuilderContext::new();
+    let what = listing.as_ref().map(|l| l.what);
 
     // The body.
     let mut body_sig = module.make_signature();
@@ -151,40 +280,40 @@ pub fn define(
     let body_name = format!("k{index}.{}.body", func.name);
     let body_id = module
         .declare_function(&body_name, Linkage::Local, &body_sig)
-        .map_err(|e| codegen_err(&e))?;
+        .map_err(|e| codegen_err(e.to_string()))?;
     let mut ctx = module.make_context();
     ctx.func.signature = body_sig;
+    let mut header = format!("; kernel {} body\n", func.name);
     {
         let config = module.target_config();
         let b = FunctionBuilder::new(&mut ctx.func, &mut fctx);
         let mut g = Gen::new(func, b, module, ptr)?;
         g.symbol = body_name.clone();
+        g.listing = what;
         g.body()?;
         g.b.seal_all_blocks();
         g.b.finalize(config);
-        if let Some(text) = clif.as_deref_mut() {
-            text.extend(g.outlined_clif.drain(..));
-            let mut imports: Vec<String> = g
+        if let Some(listing) = listing.as_deref_mut() {
+            listing.text.extend(g.outlined_text.drain(..));
+        }
+        if what == Some(CodeText::Clif) {
+            let mut lines: Vec<String> = g
                 .imports
                 .iter()
                 .map(|(name, f)| format!("; {f} = {name}\n"))
                 .collect();
-            imports.sort();
-            text.push_str(&format!("; kernel {} body\n", func.name));
-            text.extend(imports);
+            lines.sort();
+            header.extend(lines);
         }
     }
-    if let Some(text) = clif.as_deref_mut() {
-        text.push_str(&format!("{}\n", ctx.func.display()));
+    let text = compile_function(module, body_id, &mut ctx, what, &header).map_err(codegen_err)?;
+    if let Some(listing) = listing.as_deref_mut() {
+        listing.text.push_str(&text);
     }
-    module
-        .define_function(body_id, &mut ctx)
-        .map_err(|e| codegen_err(&cranelift_module::ModuleError::to_string(&e)))?;
-    module.clear_context(&mut ctx);
 
     // The packed entry.
     let entry_id = define_entry(
-        module, func, index, body_id, &spec, &mut ctx, &mut fctx, clif,
+        module, func, index, body_id, &spec, &mut ctx, &mut fctx, listing,
     )?;
     Ok(Defined {
         entry: entry_id,
@@ -293,10 +422,14 @@ struct Gen<'a, 'b> {
     imports: HashMap<String, FuncRef>,
     /// The block returning an error code (its parameter), once needed.
     err: Option<Block>,
-    /// Whether vector rounding instructions are native (SSE4.1).
+    /// Whether the target compiles 128-bit vector types ([`crate::target::has_vectors`]):
+    /// without them every loop runs serially.
+    vectors: bool,
+    /// Whether vector rounding instructions are native (on x86-64, SSE4.1).
     vector_rounding: bool,
-    /// Whether the host has fused multiply-add (`has_fma`): the inline math's polynomials
-    /// use it (one rounding per step instead of two, half the operations).
+    /// Whether the target has fused multiply-add (on x86-64, `has_avx` and `has_fma`): the
+    /// inline math's polynomials use it (one rounding per step instead of two, half the
+    /// operations).
     fma: bool,
     /// The kernel context (the packed call's resource handle), once the body has begun.
     ctx: Option<Value>,
@@ -306,8 +439,10 @@ struct Gen<'a, 'b> {
     symbol: String,
     /// How many parallel loops have been outlined from this function.
     outlined: usize,
-    /// The CLIF text of the outlined functions (for `relayc build --emit clif`).
-    outlined_clif: Vec<String>,
+    /// Which text of the functions a listing asks for (`relayc build --emit clif|asm`).
+    listing: Option<CodeText>,
+    /// The text of the outlined functions, when a listing asks for it.
+    outlined_text: Vec<String>,
 }
 
 /// A result of this module.
@@ -342,13 +477,9 @@ impl<'a, 'b> Gen<'a, 'b> {
             }
             lens.push(n);
         }
-        let flags = module.isa().isa_flags();
-        let has = |name: &str| {
-            flags
-                .iter()
-                .any(|f| f.name == name && f.as_bool() == Some(true))
-        };
-        let (vector_rounding, fma) = (has("has_sse41"), has("has_fma"));
+        let isa = module.isa();
+        let (vector_rounding, fma) = (isa.has_round(), isa.has_native_fma());
+        let vectors = crate::target::has_vectors(isa);
         Ok(Gen {
             func,
             b,
@@ -362,11 +493,13 @@ impl<'a, 'b> Gen<'a, 'b> {
             err: None,
             vector_rounding,
             fma,
+            vectors,
             ctx: None,
             ptrs: None,
             symbol: String::new(),
             outlined: 0,
-            outlined_clif: Vec::new(),
+            listing: None,
+            outlined_text: Vec::new(),
         })
     }
 

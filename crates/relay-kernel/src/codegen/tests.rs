@@ -1331,3 +1331,74 @@ fn emits_clif_text() {
     assert!(text.contains("= relay_sinf"), "{text}");
     assert!(text.contains("relay_kernel_check_args"), "{text}");
 }
+
+/// `out[i] = exp(p0[i]) * 2` over 64 `float32`, vectorized by 4: vector loads, inline `exp`
+/// (fused multiply-adds where the target has them) and a multiply.
+fn exp_kernel() -> LoopFunc {
+    let exp = LExpr::Unary(U::Exp, Box::new(load(0, var(0))));
+    let body = bin(B::Mul, exp, LExpr::Float(2.0, DType::F32));
+    let kind = ForKind::Vectorized { lanes: 4 };
+    map_kernel(&[(DType::F32, vec![64])], DType::F32, 64, kind, body)
+}
+
+/// The listing of `func` for `target`, which must compile.
+fn listing_for(func: &LoopFunc, target: &str, what: CodeText) -> String {
+    let target = Target::parse(target).unwrap();
+    match emit_text(func, Some(&target), what) {
+        Ok(text) => text,
+        Err(error) => panic!("{}: {error}", target.name()),
+    }
+}
+
+#[test]
+fn kernels_are_listed_for_every_target() {
+    let func = exp_kernel();
+    for (target, mnemonic) in [
+        ("x86_64-unknown-linux-gnu", "mulps"),
+        ("x86_64-unknown-linux-gnu+avx2,+fma", "vfmadd213ps"),
+        ("aarch64-unknown-linux-gnu", "fmla"),
+        ("riscv64gc-unknown-linux-gnu+v", "vfmacc.vv"),
+        ("s390x-unknown-linux-gnu", "vfmasb"),
+    ] {
+        let asm = listing_for(&func, target, CodeText::Asm);
+        assert!(asm.contains(mnemonic), "{target}: no {mnemonic} in\n{asm}");
+        for function in ["body", "packed entry"] {
+            assert!(asm.contains(&format!("; kernel test_kernel {function}\n")));
+        }
+        // The entry's calls are external names, listed.
+        assert!(asm.contains("= relay_kernel_check_args\n"), "{asm}");
+        let clif = listing_for(&func, target, CodeText::Clif);
+        assert!(clif.contains("f32x4"), "{target}: {clif}");
+    }
+}
+
+#[test]
+fn the_call_convention_is_the_targets() {
+    let func = exp_kernel();
+    let clif = listing_for(&func, "aarch64-apple-darwin", CodeText::Clif);
+    assert!(clif.contains("apple_aarch64"), "{clif}");
+    let clif = listing_for(&func, "x86_64-pc-windows-msvc", CodeText::Clif);
+    assert!(clif.contains("windows_fastcall"), "{clif}");
+}
+
+#[test]
+fn without_vector_types_every_loop_is_serial() {
+    // riscv64 without the V extension: Cranelift cannot lower vector types.
+    let func = exp_kernel();
+    let clif = listing_for(&func, "riscv64gc-unknown-linux-gnu", CodeText::Clif);
+    assert!(!clif.contains("f32x4") && !clif.contains("i32x4"), "{clif}");
+    let asm = listing_for(&func, "riscv64gc-unknown-linux-gnu", CodeText::Asm);
+    assert!(asm.contains("fmadd.s"), "{asm}");
+}
+
+#[test]
+fn the_host_listing_without_a_target_is_the_jits() {
+    let func = exp_kernel();
+    assert_eq!(
+        emit_text(&func, None, CodeText::Clif).unwrap(),
+        emit_clif(&func).unwrap()
+    );
+    let asm = emit_text(&func, None, CodeText::Asm).unwrap();
+    assert!(asm.contains("; kernel test_kernel body\n"), "{asm}");
+    assert!(asm.contains("block0:"), "{asm}");
+}
