@@ -117,22 +117,43 @@ impl Profile {
 }
 
 impl Profile {
+    /// `d` as a percentage of the run time (0 before any run).
+    fn share(&self, d: Duration) -> f64 {
+        let run = self.run_time.as_secs_f64();
+        if run > 0.0 {
+            100.0 * d.as_secs_f64() / run
+        } else {
+            0.0
+        }
+    }
+
+    /// The kernels that were called, by total time (then name).
+    fn kernels_by_time(&self) -> Vec<&KernelStats> {
+        let mut kernels: Vec<&KernelStats> = self.kernels.iter().filter(|k| k.calls > 0).collect();
+        kernels.sort_by(|a, b| b.total.cmp(&a.total).then_with(|| a.name.cmp(&b.name)));
+        kernels
+    }
+
+    /// The instruction kinds that ran, by time (then name).
+    fn kinds_by_time(&self) -> Vec<(&'static str, &InstructionStats)> {
+        let mut kinds: Vec<(&str, &InstructionStats)> = Instruction::KINDS
+            .iter()
+            .zip(&self.instructions)
+            .filter(|(_, s)| s.count > 0)
+            .map(|(n, s)| (*n, s))
+            .collect();
+        kinds.sort_by(|a, b| b.1.time.cmp(&a.1.time).then_with(|| a.0.cmp(b.0)));
+        kinds
+    }
+
     /// Every row of the tables ([`Profile`]'s `Display`) and of the allocator's statistics, as
     /// JSON: `run_time_us`, `kernels` (by total time: name, calls, total/mean/min/max µs,
     /// share of the run time in percent, arguments), `instructions` (by time: kind, count,
     /// time µs, share) and `allocator`.
     pub fn to_json(&self, allocator: &AllocStats) -> Json {
         let us = |d: Duration| d.as_secs_f64() * 1e6;
-        let run = self.run_time.as_secs_f64();
-        let share = |d: Duration| {
-            if run > 0.0 {
-                100.0 * d.as_secs_f64() / run
-            } else {
-                0.0
-            }
-        };
-        let mut kernels: Vec<&KernelStats> = self.kernels.iter().filter(|k| k.calls > 0).collect();
-        kernels.sort_by(|a, b| b.total.cmp(&a.total).then_with(|| a.name.cmp(&b.name)));
+        let share = |d: Duration| self.share(d);
+        let kernels = self.kernels_by_time();
         let kernels: Vec<Json> = kernels
             .iter()
             .map(|k| {
@@ -143,13 +164,7 @@ impl Profile {
                 })
             })
             .collect();
-        let mut kinds: Vec<(&str, &InstructionStats)> = Instruction::KINDS
-            .iter()
-            .zip(&self.instructions)
-            .filter(|(_, s)| s.count > 0)
-            .map(|(n, s)| (*n, s))
-            .collect();
-        kinds.sort_by(|a, b| b.1.time.cmp(&a.1.time).then_with(|| a.0.cmp(b.0)));
+        let kinds = self.kinds_by_time();
         let instructions: Vec<Json> = kinds
             .iter()
             .map(|(kind, s)| {
@@ -182,16 +197,8 @@ impl fmt::Display for Profile {
     /// Two tables: kernels by total time (calls, total / mean / min / max µs, share of the run
     /// time, argument shapes), then instruction kinds by time (count, time µs).
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let run = self.run_time.as_secs_f64();
-        let share = |d: Duration| {
-            if run > 0.0 {
-                100.0 * d.as_secs_f64() / run
-            } else {
-                0.0
-            }
-        };
-        let mut kernels: Vec<&KernelStats> = self.kernels.iter().filter(|k| k.calls > 0).collect();
-        kernels.sort_by(|a, b| b.total.cmp(&a.total).then_with(|| a.name.cmp(&b.name)));
+        let share = |d: Duration| self.share(d);
+        let kernels = self.kernels_by_time();
         let width = kernels
             .iter()
             .map(|k| k.name.len())
@@ -230,13 +237,7 @@ impl fmt::Display for Profile {
             share(kernel_total)
         )?;
         writeln!(f)?;
-        let mut kinds: Vec<(&str, &InstructionStats)> = Instruction::KINDS
-            .iter()
-            .zip(&self.instructions)
-            .filter(|(_, s)| s.count > 0)
-            .map(|(n, s)| (*n, s))
-            .collect();
-        kinds.sort_by(|a, b| b.1.time.cmp(&a.1.time).then_with(|| a.0.cmp(b.0)));
+        let kinds = self.kinds_by_time();
         writeln!(
             f,
             "{:<20}  {:>12}  {:>12}  {:>6}",
