@@ -23,8 +23,8 @@ use relay_ir::te::{BinaryOp, CmpOp, IterVar, ReduceOp, TExpr, TeValue, Tensor};
 
 use crate::compute::{self, ComputeResult};
 use crate::support::{
-    arg_tensor, attr_bool, attr_opt_ints, axis_index, broadcast_shapes, expect_inputs, shape_text,
-    tensor, tensor_type, value,
+    arg_tensor, attr_bool, attr_opt_ints, axis_index, broadcast_shapes, dims, expect_inputs,
+    shape_text, tensor, tensor_type, value,
 };
 use crate::{field, nullable, op};
 
@@ -153,8 +153,7 @@ fn collapse_sum_like_rel(inputs: &[Type], _: &Attrs) -> Result<Type, String> {
 
 fn collapse_sum_like_eval(args: &[Value], _: &Attrs) -> Result<Value, String> {
     let (x, like) = (arg_tensor(args, 0)?, arg_tensor(args, 1)?);
-    let known = |s: &[i64]| s.iter().map(|&d| Dim::Known(d)).collect::<Vec<_>>();
-    let axes = collapse_axes(&known(x.shape()), &known(like.shape()))?;
+    let axes = collapse_axes(&dims(x.shape()), &dims(like.shape()))?;
     let summed = if axes.is_empty() {
         x.clone()
     } else {
@@ -173,15 +172,14 @@ fn collapse_sum_like_eval(args: &[Value], _: &Attrs) -> Result<Value, String> {
 fn collapse_sum_like_te(inputs: &[TeValue], _: &Attrs, out: &Type) -> ComputeResult {
     let (target, dtype) = compute::static_tensor(out)?;
     let x = compute::input(inputs, 0)?;
-    let known = |s: &[i64]| s.iter().map(|&d| Dim::Known(d)).collect::<Vec<_>>();
-    let axes = collapse_axes(&known(&x.shape), &known(&target))?;
+    let axes = collapse_axes(&dims(&x.shape), &dims(&target))?;
     let lead = x.shape.len() - target.len();
     let summed = if axes.is_empty() {
         x.clone()
     } else {
         let mut kept = x.shape.clone();
         axes.iter().for_each(|&a| kept[a as usize] = 1);
-        let kept = tensor(known(&kept), dtype);
+        let kept = tensor(dims(&kept), dtype);
         let v = fold_te(&inputs[..1], &collapse_attrs(&axes), &kept, Fold::Sum)?;
         v.as_tensor()
             .ok_or("internal error: a sum that is not a tensor")?

@@ -12,9 +12,9 @@
 use relay_ir::te::{BinaryOp, TExpr, TeValue, Tensor};
 use relay_ir::{Attrs, Dim, Type, Value};
 
-use super::{data_type, gather};
+use super::{concrete, data_type, gather};
 use crate::compute::{self, ComputeResult};
-use crate::support::{arg_tensor, attr_str, dim_text, strides, tensor, value};
+use crate::support::{arg_tensor, attr_str, dim_text, dims, strides, tensor, value};
 
 /// One axis of a layout: its primal letter (upper-case) and, for a sub-axis, its factor.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -246,15 +246,7 @@ pub(super) fn layout_transform_rel(inputs: &[Type], attrs: &Attrs) -> Result<Typ
 pub(super) fn layout_transform_eval(args: &[Value], attrs: &Attrs) -> Result<Value, String> {
     let x = arg_tensor(args, 0)?;
     let t = Transform::of(attrs)?;
-    let known: Vec<Dim> = x.shape().iter().map(|&d| Dim::Known(d)).collect();
-    let out: Vec<i64> = t
-        .dst_shape(&known)?
-        .iter()
-        .map(|d| match d {
-            Dim::Known(n) => Ok(*n),
-            Dim::Any => Err("internal error: an unknown dimension at run time".to_owned()),
-        })
-        .collect::<Result<_, _>>()?;
+    let out = concrete(&t.dst_shape(&dims(x.shape()))?)?;
     let st = strides(x.shape());
     value(gather(x, &out, |idx| {
         Ok(t.source(idx, &CONCRETE)
