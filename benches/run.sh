@@ -82,7 +82,7 @@ if [ "$mode" = models ]; then
     setup_venv
     models=()
     for arg in "$@"; do
-        [ "$arg" = --profile ] || models+=("$arg")
+        [ "$arg" = --profile ] || [ "$arg" = --nchw ] || models+=("$arg")
     done
     "$venv/bin/python" "$here/models/generate.py" "${models[@]}" >&2
     exec "$venv/bin/python" "$here/models/bench.py" --relayc "$target_dir/release/relayc" \

@@ -11,7 +11,10 @@ compared with ONNX Runtime's: max |relayc - ORT| ≤ tol · max |ORT|, tol 1e-3 
 3e-2 for float16 (checked against ONNX Runtime's float32 run of the same float16 weights when
 its CPU provider has no float16 kernels; ORT's time then shows "—"). A mismatch fails the run
 (exit 1) after the table. With --profile, relayc's `--profile` of three runs at one thread follows for
-the networks of PROFILED, cut to the top kernels.
+the networks of PROFILED, cut to the top kernels. With --nchw, ONNX Runtime is also timed at its
+"extended" optimization level on the convolutional networks (CONVOLUTIONAL), where it keeps
+their NCHW layout instead of converting the graph to its blocked NCHWc layout: the table then
+has a column "ORT NCHW / relayc" for each thread count.
 """
 
 import argparse
@@ -41,6 +44,8 @@ REPEATS = {"mnist": 200, "lstm": 50, "mobilenetv2": 10, "resnet50_b1": 5, "resne
            "resnet50_b1_f16": 3, "bert_b1": 3, "bert_b8": 3, "bert_b1_f16": 3, "gpt2": 3}
 # The networks --profile profiles (the float16 and batch 8 ones take minutes at one thread).
 PROFILED = ["mnist", "lstm", "mobilenetv2", "resnet50_b1", "bert_b1", "gpt2"]
+# The networks whose convolutions ONNX Runtime's "all" level runs in its blocked NCHWc layout.
+CONVOLUTIONAL = ["mnist", "mobilenetv2", "resnet50_b1", "resnet50_b8"]
 # issue 15's targets: ratio ORT / relayc at 1 and 2 threads.
 TARGETS = {
     "mnist": "≥ 1.0× (1 and 2 threads)",
@@ -162,6 +167,7 @@ def main():
     parser.add_argument("--rounds", type=int, default=1)
     parser.add_argument("--threads", default="1,2")
     parser.add_argument("--profile", action="store_true")
+    parser.add_argument("--nchw", action="store_true")
     parser.add_argument("names", nargs="*")
     args = parser.parse_args()
     names = args.names or ORDER
@@ -183,6 +189,11 @@ def main():
                 del sess
                 if not widened:
                     samples[(name, "ort", threads)].append(t_ort)
+                if args.nchw and name in CONVOLUTIONAL:
+                    sess = ort.session(model.SerializeToString(), threads, blocked=False)
+                    samples[(name, "ort-nchw", threads)].append(
+                        run_ort(sess, net, False, REPEATS[name])[0])
+                    del sess
                 try:
                     t_ours, got = run_relayc(net, args.relayc, threads, REPEATS[name], scratch)
                 except RuntimeError as error:
@@ -193,7 +204,7 @@ def main():
                 if wrong:
                     failures[name] = f"relayc's result differs from ONNX Runtime's: {wrong}"
                     break
-    table(names, thread_counts, samples, failures)
+    table(names, thread_counts, samples, failures, args.nchw)
     if args.profile:
         for name, net in nets.items():
             if name not in failures and name in PROFILED:
@@ -205,13 +216,16 @@ def main():
         sys.exit(1)
 
 
-def table(names, thread_counts, samples, failures):
+def table(names, thread_counts, samples, failures, nchw):
     t = {key: statistics.median(v) for key, v in samples.items()}
     header = "| network |"
     rule = "|---|"
     for threads in thread_counts:
         header += f" ORT {threads}t | relayc {threads}t | ORT / relayc {threads}t |"
         rule += "---|---|---|"
+        if nchw:
+            header += f" ORT NCHW {threads}t, / relayc |"
+            rule += "---|"
     print()
     print(header + " target | matches ORT |")
     print(rule + "---|---|")
@@ -222,6 +236,9 @@ def table(names, thread_counts, samples, failures):
             ours = t.get((name, "relayc", threads))
             ratio = f"{theirs / ours:.2f}×" if theirs and ours else "—"
             cells += [fmt(theirs), fmt(ours), ratio]
+            if nchw:
+                plain = t.get((name, "ort-nchw", threads))
+                cells.append(f"{fmt(plain)}, {plain / ours:.2f}×" if plain and ours else "—")
         extra = ""
         ours1 = t.get((name, "relayc", 1))
         ours2 = t.get((name, "relayc", 2))
@@ -240,6 +257,9 @@ def table(names, thread_counts, samples, failures):
     print("several runs); ONNX Runtime with sequential execution and intra_op_num_threads = the")
     print("thread count. \"—\" in an ORT column: no float16 CPU kernels in ONNX Runtime (the")
     print("check then uses its float32 run of the same float16 weights).")
+    if nchw:
+        print("ORT NCHW: ONNX Runtime at its \"extended\" optimization level, which keeps the")
+        print("convolutions in NCHW (no NCHWc layout transformer), as relayc runs them.")
 
 
 if __name__ == "__main__":

@@ -6,15 +6,19 @@ ONNX Runtime's CPU provider does not implement in float16, the same model comput
 import numpy as np
 
 
-def session(model, threads):
-    """A session for a serialized model (bytes) or a model file (path)."""
+def session(model, threads, blocked=True):
+    """A session for a serialized model (bytes) or a model file (path). `blocked=False` stops
+    at the "extended" optimization level: ONNX Runtime then runs convolutions on NCHW tensors,
+    as relayc does, instead of converting the graph to its blocked NCHWc layout (the layout
+    transformer of the "all" level)."""
     import onnxruntime as ort
 
     options = ort.SessionOptions()
     options.intra_op_num_threads = threads
     options.inter_op_num_threads = 1
     options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    level = ort.GraphOptimizationLevel
+    options.graph_optimization_level = level.ORT_ENABLE_ALL if blocked else level.ORT_ENABLE_EXTENDED
     return ort.InferenceSession(model, options, providers=["CPUExecutionProvider"])
 
 
