@@ -44,6 +44,9 @@ pub enum VmErrorKind {
     /// A register held a value of the wrong kind for an instruction; only malformed
     /// executables get here (`relay::vm::bad_value`).
     BadValue,
+    /// The options' [`crate::interrupt::Interrupt`] stopped the run
+    /// (`relay::vm::interrupted`).
+    Interrupted,
 }
 
 impl VmErrorKind {
@@ -58,6 +61,7 @@ impl VmErrorKind {
             VmErrorKind::Arity => "relay::vm::arity",
             VmErrorKind::BadArgument => "relay::vm::bad_argument",
             VmErrorKind::BadValue => "relay::vm::bad_value",
+            VmErrorKind::Interrupted => "relay::vm::interrupted",
         }
     }
 }

@@ -25,6 +25,7 @@ use crate::allocator::{AllocStats, PooledAllocator};
 use crate::bytecode::{Instruction, Reg};
 use crate::error::{VmError, VmErrorKind};
 use crate::executable::Executable;
+use crate::interrupt::{Interrupt, Poll};
 use crate::profile::Profile;
 use crate::scalar::Scalar;
 use crate::trace::{SpanKind, Trace};
@@ -43,6 +44,9 @@ pub struct VmOptions {
     pub trace: bool,
     /// The cap on bytes the storage pool keeps cached.
     pub allocator_cap: usize,
+    /// Asked at function-call and kernel boundaries whether to stop the run
+    /// ([`VmErrorKind::Interrupted`]).
+    pub interrupt: Option<Interrupt>,
 }
 
 impl Default for VmOptions {
@@ -53,6 +57,7 @@ impl Default for VmOptions {
             profile: false,
             trace: false,
             allocator_cap: crate::allocator::DEFAULT_CAP_BYTES,
+            interrupt: None,
         }
     }
 }
@@ -118,6 +123,8 @@ pub struct Vm<'e> {
     args: Vec<Slot>,
     /// Reused argument buffer of kernel calls.
     tensors: Vec<Arc<NDArray>>,
+    /// The countdown to the next check of `options.interrupt`.
+    poll: Poll,
 }
 
 type Result<T> = std::result::Result<T, VmError>;
@@ -157,6 +164,7 @@ impl<'e> Vm<'e> {
             peak_frames: 0,
             args: Vec::new(),
             tensors: Vec::new(),
+            poll: Poll::new(),
         }
     }
 
@@ -445,6 +453,7 @@ impl<'e> Vm<'e> {
     fn fast(&mut self, instr: &Instruction, base: usize, pc: &mut usize) -> Result<Flow> {
         match instr {
             Instruction::Invoke { func, args, dst } => {
+                self.poll()?;
                 if let Some(f) = self.frames.last_mut() {
                     f.pc = *pc;
                 }
@@ -473,6 +482,10 @@ impl<'e> Vm<'e> {
                 return Ok(Flow::Next);
             }
             Instruction::Goto { offset } => {
+                if *offset < 0 {
+                    // A loop: a self tail call made a jump.
+                    self.poll()?;
+                }
                 *pc = (*pc as i64 + i64::from(*offset)) as usize;
                 return Ok(Flow::Next);
             }
@@ -488,6 +501,19 @@ impl<'e> Vm<'e> {
         }
         *pc += 1;
         Ok(Flow::Next)
+    }
+
+    /// Counts a function-call or kernel boundary, and stops the run when the options'
+    /// interrupt says so.
+    #[inline(always)]
+    fn poll(&mut self) -> Result<()> {
+        match &self.options.interrupt {
+            Some(interrupt) if self.poll.stop(interrupt) => Err(VmError::new(
+                VmErrorKind::Interrupted,
+                "the run was interrupted",
+            )),
+            _ => Ok(()),
+        }
     }
 
     /// `invoke`: pushes a frame for `func` on the argument registers `args`; its result goes
@@ -612,6 +638,16 @@ impl<'e> Vm<'e> {
     /// Executes one instruction; `Some(result)` when the first frame returned.
     fn step(&mut self, instr: &'e Instruction, base: usize, pc: usize) -> Result<Option<Value>> {
         let _ = pc;
+        if matches!(
+            instr,
+            Instruction::InvokeClosure { .. }
+                | Instruction::TailInvoke { .. }
+                | Instruction::TailInvokeClosure { .. }
+                | Instruction::InvokePacked { .. }
+                | Instruction::InvokePackedAlloc { .. }
+        ) {
+            self.poll()?;
+        }
         match instr {
             Instruction::Ret { result } => return self.ret(base, *result),
             // Always executed by `fast`.

@@ -282,6 +282,7 @@ fn check(fixture: &Fixture, mutations: &[Mutation], sealed: bool, full: bool) ->
             profile: false,
             trace: false,
             allocator_cap: 1 << 20,
+            interrupt: None,
         };
         let mut vm = Vm::with_options(&exe, options);
         // Ok or a VmError: either way, no panic.
@@ -401,6 +402,7 @@ proptest! {
                 profile: false,
                 trace: false,
                 allocator_cap: 1 << 20,
+                interrupt: None,
             };
             let _ = Vm::with_options(&exe, options).invoke("main", &f.inputs);
         }
