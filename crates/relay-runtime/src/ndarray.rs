@@ -49,6 +49,12 @@ pub enum NDArrayError {
         /// The alignment asked for.
         alignment: usize,
     },
+    /// Foreign data ([`NDArray::from_foreign`]) that is not [`ALIGNMENT`]-byte aligned.
+    #[error("data at {address:#x} is not {ALIGNMENT}-byte aligned")]
+    Unaligned {
+        /// The data's address.
+        address: usize,
+    },
     /// A storage too large to allocate.
     #[error("storage of {size} bytes aligned to {alignment} is too large")]
     StorageTooLarge {
@@ -148,6 +154,10 @@ enum Owner {
     /// Its own buffer, held to be freed when the array drops (its bytes are reached through
     /// `NDArray::ptr`).
     Buf(#[allow(dead_code)] AlignedBuf),
+    /// Memory someone else allocated (a numpy array, a DLPack tensor), kept alive by this
+    /// value and only read: [`NDArray::as_bytes_mut`] first copies it into a buffer of the
+    /// array's own.
+    Foreign(#[allow(dead_code)] Box<dyn Send + Sync>),
     /// A shared storage; the array is a view at `offset`.
     Storage {
         /// The storage.
@@ -250,6 +260,42 @@ impl NDArray {
         })
     }
 
+    /// An array over `len` bytes at `ptr` that someone else allocated (a numpy array's data, a
+    /// DLPack tensor's), without a copy: `keep` is held for as long as the array lives (and
+    /// dropped with it), and must keep those bytes alive and unchanged. The array only reads
+    /// them: [`NDArray::as_bytes_mut`] first moves the array to a copy of its own. `ptr` must
+    /// be [`ALIGNMENT`]-byte aligned, as every array's data is (kernels rely on it); an
+    /// unaligned pointer is [`NDArrayError::Unaligned`], and the caller copies instead.
+    ///
+    /// # Safety
+    ///
+    /// `ptr` is valid for reads of [`NDArray::byte_len`]`(dtype, shape)` bytes, all
+    /// initialized, for as long as `keep` lives, and nobody writes them meanwhile.
+    pub unsafe fn from_foreign(
+        dtype: DType,
+        shape: &[i64],
+        ptr: NonNull<u8>,
+        keep: Box<dyn Send + Sync>,
+    ) -> Result<NDArray, NDArrayError> {
+        let len = Self::byte_len(dtype, shape)?;
+        let address = ptr.as_ptr() as usize;
+        if !address.is_multiple_of(ALIGNMENT) {
+            return Err(NDArrayError::Unaligned { address });
+        }
+        Ok(NDArray {
+            dtype,
+            shape: shape.to_vec(),
+            ptr,
+            len,
+            owner: Owner::Foreign(keep),
+        })
+    }
+
+    /// Whether the array reads memory someone else allocated ([`NDArray::from_foreign`]).
+    pub fn is_foreign(&self) -> bool {
+        matches!(self.owner, Owner::Foreign(_))
+    }
+
     /// Whether the array is a view into a [`Storage`].
     pub fn is_view(&self) -> bool {
         matches!(self.owner, Owner::Storage { .. })
@@ -260,7 +306,7 @@ impl NDArray {
     pub fn into_storage(self) -> Option<Arc<Storage>> {
         match self.owner {
             Owner::Storage { storage, .. } => Some(storage),
-            Owner::Buf(_) => None,
+            Owner::Buf(_) | Owner::Foreign(_) => None,
         }
     }
 
@@ -268,7 +314,7 @@ impl NDArray {
     pub fn storage(&self) -> Option<(&Arc<Storage>, usize)> {
         match &self.owner {
             Owner::Storage { storage, offset } => Some((storage, *offset)),
-            Owner::Buf(_) => None,
+            Owner::Buf(_) | Owner::Foreign(_) => None,
         }
     }
 
@@ -414,10 +460,14 @@ impl NDArray {
     }
 
     /// The raw element bytes, mutably. For a view these are the storage's bytes, shared with
-    /// every overlapping view (see the contract of [`NDArray::view`]).
+    /// every overlapping view (see the contract of [`NDArray::view`]); a foreign array is first
+    /// copied into a buffer of its own, so the memory it was made over is never written.
     pub fn as_bytes_mut(&mut self) -> &mut [u8] {
         if self.len == 0 {
             return &mut [];
+        }
+        if self.is_foreign() {
+            *self = self.clone();
         }
         // SAFETY: as in `as_bytes`; `&mut self` makes the access unique for an owned buffer,
         // and the contract of `NDArray::view` does for a view.
@@ -496,6 +546,34 @@ mod tests {
         assert_eq!(s.as_bytes().len(), 8);
         let e = NDArray::zeros(DType::F32, &[0, 4]).unwrap();
         assert_eq!(e.as_bytes().len(), 0);
+    }
+
+    #[test]
+    fn foreign_memory_is_read_in_place_kept_alive_and_never_written() {
+        // The "foreign" buffer: another array's, kept alive by an `Arc` clone.
+        let owner = Arc::new(NDArray::from_bytes(DType::U8, &[128], &[7u8; 128]).unwrap());
+        let ptr = NonNull::new(owner.as_bytes().as_ptr().cast_mut()).unwrap();
+        // SAFETY: `owner`'s 128 bytes live as long as the clone the array keeps, unwritten.
+        let mut a =
+            unsafe { NDArray::from_foreign(DType::F32, &[4, 8], ptr, Box::new(owner.clone())) }
+                .unwrap();
+        assert!(a.is_foreign());
+        assert_eq!(a.as_bytes().as_ptr(), owner.as_bytes().as_ptr());
+        assert_eq!(Arc::strong_count(&owner), 2);
+        // Writing copies first.
+        a.as_bytes_mut()[0] = 1;
+        assert!(!a.is_foreign());
+        assert_eq!(owner.as_bytes()[0], 7);
+        assert_eq!(a.as_bytes()[..2], [1, 7]);
+        assert_eq!(Arc::strong_count(&owner), 1);
+
+        // Too few bytes cannot be asked for here (the caller's promise), but an unaligned
+        // address is refused.
+        let off = NonNull::new(ptr.as_ptr().wrapping_add(4)).unwrap();
+        // SAFETY: refused before any read.
+        let err = unsafe { NDArray::from_foreign(DType::F32, &[4], off, Box::new(owner.clone())) }
+            .unwrap_err();
+        assert!(matches!(err, NDArrayError::Unaligned { .. }), "{err}");
     }
 
     #[test]
