@@ -3,9 +3,9 @@
 //! value's type (`Cons(1, Cons(2, Nil))`), closures as `<closure>`, references as `ref(...)`
 //! and storage as `storage(24 bytes)`.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 
-use relay_ir::{Module, NDArray, Type, TypeKind, TypeVarId, Value};
+use relay_ir::{Module, NDArray, Type, TypeKind, Value};
 use relay_runtime::elements::{read_f64, read_i128, write_f64};
 use relay_runtime::{DType, DTypeCode};
 
@@ -77,7 +77,7 @@ pub fn format_value(value: &Value, ty: Option<&Type>, module: &Module) -> String
                 push_fields(&mut work, fields, field_tys);
             }
             Value::Adt(adt) => {
-                let resolved = ty.as_ref().and_then(|t| ctor_of(module, t, adt.tag));
+                let resolved = ty.as_ref().and_then(|t| module.constructor_of(t, adt.tag));
                 let (name, field_tys) = match resolved {
                     Some((name, tys)) if tys.len() == adt.fields.len() => {
                         (name, tys.into_iter().map(Some).collect())
@@ -105,42 +105,6 @@ fn push_fields(work: &mut Vec<Item>, fields: &[Value], tys: Vec<Option<Type>>) {
             work.push(Item::Owned(", ".to_owned()));
         }
     }
-}
-
-/// The name and field types of constructor `tag` of the ADT type `ty`, with the type's
-/// arguments substituted for the ADT's parameters.
-fn ctor_of(module: &Module, ty: &Type, tag: u32) -> Option<(String, Vec<Type>)> {
-    let TypeKind::Adt { name, args } = ty.kind() else {
-        return None;
-    };
-    let def = module.type_def(*name)?;
-    let ctor = def.ctors.get(tag as usize)?;
-    let map: HashMap<TypeVarId, Type> = def
-        .params
-        .iter()
-        .zip(args)
-        .map(|(p, a)| (p.id(), a.clone()))
-        .collect();
-    let fields = ctor.fields.iter().map(|f| subst(f, &map)).collect();
-    Some((ctor.name.as_str().to_owned(), fields))
-}
-
-/// `ty` with the type variables in `map` replaced.
-fn subst(ty: &Type, map: &HashMap<TypeVarId, Type>) -> Type {
-    relay_ir::ensure_sufficient_stack(|| match ty.kind() {
-        TypeKind::Var(v) => map.get(&v.id()).cloned().unwrap_or_else(|| ty.clone()),
-        TypeKind::Tuple(fields) => Type::from_kind(TypeKind::Tuple(
-            fields.iter().map(|f| subst(f, map)).collect(),
-        )),
-        TypeKind::Adt { name, args } => Type::from_kind(TypeKind::Adt {
-            name: *name,
-            args: args.iter().map(|a| subst(a, map)).collect(),
-        }),
-        TypeKind::Ref(inner) => Type::from_kind(TypeKind::Ref(subst(inner, map))),
-        // Tensor types hold no variables, and function values print as `<closure>` whatever
-        // their type, so neither needs rebuilding.
-        TypeKind::Tensor { .. } | TypeKind::Func(_) | TypeKind::Incomplete => ty.clone(),
-    })
 }
 
 /// Formats a tensor as numpy's `array2string(a, separator=", ")` does with default options:

@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, OnceLock};
 
-use crate::{CtorRef, Function, Span, Symbol, Type, TypeVar};
+use crate::{CtorRef, Function, Span, Symbol, Type, TypeKind, TypeVar, TypeVarId};
 
 /// The text a module was parsed from.
 #[derive(Debug)]
@@ -121,6 +121,26 @@ impl Module {
         self.types.iter().find(|t| t.name == name)
     }
 
+    /// The name and field types of constructor `tag` of the ADT type `ty` (`List[float32]`),
+    /// with the type's arguments substituted for the ADT's parameters: how a value is shown
+    /// with its constructor's name. `None` when `ty` is not an ADT of this module or has no
+    /// such constructor.
+    pub fn constructor_of(&self, ty: &Type, tag: u32) -> Option<(String, Vec<Type>)> {
+        let TypeKind::Adt { name, args } = ty.kind() else {
+            return None;
+        };
+        let def = self.type_def(*name)?;
+        let ctor = def.ctors.get(tag as usize)?;
+        let map: HashMap<TypeVarId, Type> = def
+            .params
+            .iter()
+            .zip(args)
+            .map(|(p, a)| (p.id(), a.clone()))
+            .collect();
+        let fields = ctor.fields.iter().map(|f| substitute(f, &map)).collect();
+        Some((ctor.name.as_str().to_owned(), fields))
+    }
+
     /// Every constructor by name.
     pub fn constructors(&self) -> HashMap<Symbol, CtorRef> {
         let mut map = HashMap::new();
@@ -143,4 +163,22 @@ impl Module {
     pub fn ctor_def(&self, ctor: CtorRef) -> Option<&CtorDef> {
         self.type_def(ctor.adt)?.ctors.get(ctor.tag as usize)
     }
+}
+
+/// `ty` with the type variables in `map` replaced.
+fn substitute(ty: &Type, map: &HashMap<TypeVarId, Type>) -> Type {
+    crate::ensure_sufficient_stack(|| match ty.kind() {
+        TypeKind::Var(v) => map.get(&v.id()).cloned().unwrap_or_else(|| ty.clone()),
+        TypeKind::Tuple(fields) => Type::from_kind(TypeKind::Tuple(
+            fields.iter().map(|f| substitute(f, map)).collect(),
+        )),
+        TypeKind::Adt { name, args } => Type::from_kind(TypeKind::Adt {
+            name: *name,
+            args: args.iter().map(|a| substitute(a, map)).collect(),
+        }),
+        TypeKind::Ref(inner) => Type::from_kind(TypeKind::Ref(substitute(inner, map))),
+        // Tensor types hold no variables, and function values are shown as closures whatever
+        // their type, so neither needs rebuilding.
+        TypeKind::Tensor { .. } | TypeKind::Func(_) | TypeKind::Incomplete => ty.clone(),
+    })
 }

@@ -231,6 +231,19 @@ impl Executable {
         let &index = self.globals.get(name)?;
         Some((index, self.functions.get(index as usize)?))
     }
+
+    /// Every VM function, in function-index order, separated by blank lines: what
+    /// `relayc build --emit bytecode` and `relayc disasm` print.
+    pub fn disassemble(&self) -> String {
+        let mut text = String::new();
+        for (i, function) in self.functions.iter().enumerate() {
+            if i > 0 {
+                text.push('\n');
+            }
+            text.push_str(&function.to_string());
+        }
+        text
+    }
 }
 
 #[cfg(test)]

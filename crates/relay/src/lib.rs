@@ -72,13 +72,15 @@ pub use bind::bind_params;
 pub use compiler::{CompileTimes, Compiler, run_passes, verify_kernels};
 pub use error::{Error, Reported, Result};
 pub use kernels::KernelFailure;
+/// The IR: modules, expressions, types (what [`parse`] returns and passes transform).
+pub use relay_ir as ir;
 /// ONNX models into Relay ([`onnx::import`]): the module, its initializers as parameters
 /// (bind them with a [`Compiler`]'s parameters), and the graph's inputs and outputs.
 pub use relay_onnx as onnx;
 pub use relay_passes::{PassManager, PipelineConfig};
-pub use relay_runtime::{AdtValue, DType, NDArray, Value};
+pub use relay_runtime::{AdtValue, DType, DTypeCode, NDArray, Value};
 pub use relay_vm::{
-    CompileError, ExeFileError, Executable, Profile, VmError, VmErrorKind, VmOptions,
+    CompileError, ExeFileError, Executable, Interrupt, Profile, VmError, VmErrorKind, VmOptions,
 };
 pub use tensor::{Element, Tensor, describe};
 pub use vm::Vm;
@@ -90,9 +92,23 @@ pub use vm::Vm;
 /// Type warnings (a `match` that misses a value) are not errors and are not reported here;
 /// `relay_types::check_module` returns them.
 pub fn parse(source: &str, name: &str) -> Result<Module, miette::Report> {
-    let module = relay_syntax::parse(source, name).map_err(miette::Report::new)?;
-    relay_types::check_module(&module).map_err(miette::Report::new)?;
+    let module = parse_unchecked(source, name)?;
+    check(&module)?;
     Ok(module)
+}
+
+/// Parses Relay text without type-checking it ([`check`] does): the report holds every parse
+/// error, with labels pointing into `source`.
+pub fn parse_unchecked(source: &str, name: &str) -> Result<Module, miette::Report> {
+    relay_syntax::parse(source, name).map_err(miette::Report::new)
+}
+
+/// Type-checks a module: its warnings (a `match` that misses a value, a function partitioned
+/// for an external compiler), each a report pointing into the module's source; or a report
+/// holding every type error.
+pub fn check(module: &Module) -> Result<Vec<miette::Report>, miette::Report> {
+    let warnings = relay_types::check_module(module).map_err(miette::Report::new)?;
+    Ok(warnings.into_iter().map(miette::Report::new).collect())
 }
 
 /// Compile-time checks of the promises above: executables are shared across threads, and

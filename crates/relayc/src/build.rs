@@ -149,7 +149,7 @@ fn emit(
     let text = match what {
         Emit::Ir => return write_module(&lowered, output),
         Emit::Bytecode => match relay_vm::compile(&lowered) {
-            Ok(exe) => bytecode_text(&exe),
+            Ok(exe) => exe.disassemble(),
             Err(error) => {
                 report_diagnostic(&error);
                 return Exit::UserError;
@@ -262,19 +262,6 @@ fn kernel_summary(exe: &Executable, times: &CompileTimes) -> String {
             plural(compiled),
             millis(total)
         );
-    }
-    text
-}
-
-/// Every VM function of `exe`, in function-index order, separated by blank lines: what
-/// `--emit bytecode` and `relayc disasm` print.
-pub(crate) fn bytecode_text(exe: &Executable) -> String {
-    let mut text = String::new();
-    for (i, function) in exe.functions.iter().enumerate() {
-        if i > 0 {
-            text.push('\n');
-        }
-        let _ = write!(text, "{function}");
     }
     text
 }

@@ -8,7 +8,6 @@ use std::path::Path;
 
 use relay_vm::{ExeFileError, Executable};
 
-use crate::build::bytecode_text;
 use crate::diagnostics::report_diagnostic;
 use crate::{Exit, write_stdout};
 
@@ -22,7 +21,7 @@ pub fn disasm(file: &Path) -> Exit {
         })
         .and_then(|bytes| Executable::decode(&bytes));
     match decoded {
-        Ok(exe) => write_stdout(&bytecode_text(&exe)),
+        Ok(exe) => write_stdout(&exe.disassemble()),
         Err(error) => {
             report_diagnostic(&error);
             Exit::UserError
