@@ -154,16 +154,20 @@ fn descr_of<'py>(py: Python<'py>, dtype: DType) -> PyResult<Bound<'py, PyArrayDe
 /// The relayc dtype of a numpy dtype, or `None`.
 fn dtype_of(descr: &Bound<'_, PyArrayDescr>) -> Option<DType> {
     let bits = u8::try_from(descr.itemsize() * 8).ok()?;
-    let name = match (descr.kind(), bits) {
-        (b'b', _) => "bool".to_owned(),
-        (b'f', 16 | 32 | 64) => format!("float{bits}"),
-        (b'i', 8 | 16 | 32 | 64) => format!("int{bits}"),
-        (b'u', 8 | 16 | 32 | 64) => format!("uint{bits}"),
+    let code = match descr.kind() {
+        b'b' => return Some(DType::BOOL),
+        b'f' => relay::DTypeCode::Float,
+        b'i' => relay::DTypeCode::Int,
+        b'u' => relay::DTypeCode::UInt,
         // ml_dtypes' bfloat16 and float8 types name themselves as relayc does.
-        (b'V', _) => descr.getattr("name").ok()?.extract().ok()?,
+        b'V' => return DType::parse(&descr.getattr("name").ok()?.extract::<String>().ok()?),
         _ => return None,
     };
-    DType::parse(&name)
+    matches!(
+        (code, bits),
+        (relay::DTypeCode::Float, 16 | 32 | 64) | (_, 8 | 16 | 32 | 64)
+    )
+    .then(|| DType::scalar(code, bits))
 }
 
 /// An input tensor from a Python object: a numpy array, an object with `__dlpack__`, or a
@@ -171,23 +175,24 @@ fn dtype_of(descr: &Bound<'_, PyArrayDescr>) -> Option<DType> {
 pub(crate) fn tensor_from(
     obj: &Bound<'_, PyAny>,
     ty: Option<&Type>,
-    what: &str,
+    what: &dyn Fn() -> String,
 ) -> PyResult<Arc<NDArray>> {
     let py = obj.py();
-    let numpy = py.import("numpy")?;
     let array = if let Ok(array) = obj.cast::<PyUntypedArray>() {
         array.clone()
     } else if obj.hasattr("__dlpack__")? {
-        numpy.call_method1("from_dlpack", (obj,))?.cast_into()?
+        py.import("numpy")?
+            .call_method1("from_dlpack", (obj,))?
+            .cast_into()?
     } else {
         let dtype = ty.and_then(tensor_dtype).map(|d| d.to_string());
-        numpy
+        py.import("numpy")?
             .call_method1("asarray", (obj, dtype))
             .map_err(|e| {
                 usage(
                     py,
                     Stage::Run,
-                    format!("input {what}: cannot make an array of {obj}: {e}"),
+                    format!("input {}: cannot make an array of {obj}: {e}", what()),
                 )
             })?
             .cast_into()?
@@ -204,14 +209,17 @@ pub(crate) fn tensor_dtype(ty: &Type) -> Option<DType> {
 }
 
 /// An `NDArray` over a numpy array's memory when it is aligned and contiguous; a copy else.
-fn ndarray_of(array: &Bound<'_, PyUntypedArray>, what: &str) -> PyResult<Arc<NDArray>> {
+fn ndarray_of(
+    array: &Bound<'_, PyUntypedArray>,
+    what: &dyn Fn() -> String,
+) -> PyResult<Arc<NDArray>> {
     let py = array.py();
     let descr = array.dtype();
     let Some(dtype) = dtype_of(&descr) else {
         return Err(usage(
             py,
             Stage::Run,
-            format!("input {what}: numpy dtype {descr} has no relayc dtype"),
+            format!("input {}: numpy dtype {descr} has no relayc dtype", what()),
         ));
     };
     let shape: Vec<i64> = array.shape().iter().map(|&d| d as i64).collect();
@@ -236,7 +244,7 @@ fn ndarray_of(array: &Bound<'_, PyUntypedArray>, what: &str) -> PyResult<Arc<NDA
             // its byte length; `keep` holds the array (and so its memory) for as long as the
             // NDArray lives. The caller must not write the array during a run (documented).
             let array = unsafe { NDArray::from_foreign(dtype, &shape, ptr, keep) }
-                .map_err(|e| usage(py, Stage::Run, format!("input {what}: {e}")))?;
+                .map_err(|e| usage(py, Stage::Run, format!("input {}: {e}", what())))?;
             Ok(Arc::new(array))
         }
         _ => owned_copy(array, dtype, &shape, what),
@@ -248,11 +256,11 @@ fn owned_copy(
     array: &Bound<'_, PyUntypedArray>,
     dtype: DType,
     shape: &[i64],
-    what: &str,
+    what: &dyn Fn() -> String,
 ) -> PyResult<Arc<NDArray>> {
     let py = array.py();
     let len = NDArray::byte_len(dtype, shape)
-        .map_err(|e| usage(py, Stage::Run, format!("input {what}: {e}")))?;
+        .map_err(|e| usage(py, Stage::Run, format!("input {}: {e}", what())))?;
     // SAFETY: a live, C-contiguous array: its data holds `len` bytes (none when empty).
     let bytes: &[u8] = unsafe {
         let data = (*array.as_array_ptr()).fields.data.cast::<u8>();
@@ -263,7 +271,7 @@ fn owned_copy(
         }
     };
     let copy = NDArray::from_bytes(dtype, shape, bytes)
-        .map_err(|e| usage(py, Stage::Run, format!("input {what}: {e}")))?;
+        .map_err(|e| usage(py, Stage::Run, format!("input {}: {e}", what())))?;
     Ok(Arc::new(copy))
 }
 

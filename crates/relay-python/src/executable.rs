@@ -160,12 +160,19 @@ pub fn compile(
     if let Some(params) = params {
         for (key, value) in params.iter() {
             let key: String = key.extract()?;
-            let array = tensor_from(&value, None, &format!("`{key}`"))?;
+            let array = tensor_from(&value, None, &|| format!("`{key}`"))?;
             bound.push((key, Tensor::from(array)));
         }
     }
     let mut compiler = Compiler::new().entry(entry).params(bound);
     if let Some(level) = opt_level {
+        if level > relay::MAX_OPT_LEVEL {
+            return Err(usage(
+                py,
+                Stage::Compile,
+                format!("opt_level {level} is not in 0..={}", relay::MAX_OPT_LEVEL),
+            ));
+        }
         compiler = compiler.opt_level(level);
     }
     if let Some(passes) = passes {

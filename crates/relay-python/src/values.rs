@@ -14,7 +14,9 @@ use crate::convert::{numpy_of, tensor_from, tuple_of};
 use crate::errors::{Stage, usage};
 
 /// An ADT value (`Cons(1f, Nil)`): its constructor's name, its tag (the constructor's position
-/// in the type definition) and its fields, converted as results are.
+/// in the type definition) and its fields, converted as results are. It keeps the VM's value
+/// so that it can be passed back unchanged; the arrays among its fields are therefore
+/// read-only views of that value.
 #[pyclass(module = "relayc", frozen)]
 #[allow(clippy::upper_case_acronyms)]
 pub struct ADT {
@@ -101,12 +103,21 @@ pub(crate) fn to_python<'py>(
 ) -> PyResult<Bound<'py, PyAny>> {
     relay::ir::ensure_sufficient_stack(|| match value {
         Value::Tensor(array) => numpy_of(py, array),
-        Value::Tuple(fields) => {
+        Value::Tuple(mut fields) => {
             let tys = field_types(ty, fields.len());
-            let items = fields
-                .iter()
+            // Fields taken out of a tuple nothing else holds leave their tensors held only by
+            // the arrays made over them, which are then writeable.
+            let owned: Vec<Value> = match Arc::get_mut(&mut fields) {
+                Some(unique) => unique
+                    .iter_mut()
+                    .map(|f| std::mem::replace(f, Value::Tuple(Vec::new().into())))
+                    .collect(),
+                None => fields.to_vec(),
+            };
+            let items = owned
+                .into_iter()
                 .zip(tys)
-                .map(|(f, t)| to_python(py, f.clone(), t.as_ref(), types))
+                .map(|(f, t)| to_python(py, f, t.as_ref(), types))
                 .collect::<PyResult<Vec<_>>>()?;
             tuple_of(py, items)
         }
@@ -175,7 +186,7 @@ fn field_types(ty: Option<&Type>, n: usize) -> Vec<Option<Type>> {
 pub(crate) fn from_python(
     obj: &Bound<'_, PyAny>,
     ty: Option<&Type>,
-    what: &str,
+    what: &dyn Fn() -> String,
 ) -> PyResult<Value> {
     if let Ok(adt) = obj.cast::<ADT>() {
         return Ok(adt.get().value.clone());
@@ -194,7 +205,7 @@ pub(crate) fn from_python(
             .iter()
             .zip(tys)
             .enumerate()
-            .map(|(i, (f, t))| from_python(&f, t.as_ref(), &format!("{what}[{i}]")))
+            .map(|(i, (f, t))| from_python(&f, t.as_ref(), &|| format!("{}[{i}]", what())))
             .collect::<PyResult<Vec<_>>>()?;
         return Ok(Value::Tuple(fields.into()));
     }

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyTuple};
-use relay::{Interrupt, Value, VmOptions};
+use relay::{Interrupt, Value, VmFunction, VmOptions};
 
 use crate::errors::{Stage, from_relay, usage};
 use crate::executable::Executable;
@@ -100,11 +100,9 @@ impl VM {
         let exe = this.exe.clone_ref(py);
         let exe = exe.bind(py).get();
         let name = entry.strip_prefix('@').unwrap_or(entry).to_owned();
-        let values = arguments(py, exe, &name, args, kwargs)?;
-        let ret_type = exe
-            .inner
-            .global(&name)
-            .and_then(|(_, f)| f.ret_type.clone());
+        let func = exe.inner.global(&name).map(|(_, f)| f);
+        let values = arguments(py, exe, func, &name, args, kwargs)?;
+        let ret_type = func.and_then(|f| f.ret_type.clone());
         let cell = &mut this.cell;
         let result = py.detach(|| cell.with_dependent_mut(|_, vm| vm.invoke(&name, &values)));
         match result {
@@ -166,16 +164,17 @@ impl VM {
 fn arguments(
     py: Python<'_>,
     exe: &Executable,
+    func: Option<&VmFunction>,
     name: &str,
     args: &Bound<'_, PyTuple>,
     kwargs: Option<&Bound<'_, PyDict>>,
 ) -> PyResult<Vec<Value>> {
-    let Some((_, func)) = exe.inner.global(name) else {
+    let Some(func) = func else {
         // Unknown: the VM's error lists the functions there are.
         return args
             .iter()
             .enumerate()
-            .map(|(i, a)| from_python(&a, None, &format!("{i} of `@{name}`")))
+            .map(|(i, a)| from_python(&a, None, &|| format!("{i} of `@{name}`")))
             .collect();
     };
     let params = &func.params;
@@ -196,7 +195,7 @@ fn arguments(
     }
     let mut slots: Vec<Option<Value>> = vec![None; params.len()];
     for (i, arg) in args.iter().enumerate() {
-        slots[i] = Some(from_python(&arg, type_of(i), &what(i))?);
+        slots[i] = Some(from_python(&arg, type_of(i), &|| what(i))?);
     }
     for (key, arg) in kwargs.into_iter().flat_map(|k| k.iter()) {
         let key: String = key.extract()?;
@@ -219,7 +218,7 @@ fn arguments(
                 format!("input {} is given twice", what(i)),
             ));
         }
-        slots[i] = Some(from_python(&arg, type_of(i), &what(i))?);
+        slots[i] = Some(from_python(&arg, type_of(i), &|| what(i))?);
     }
     slots
         .into_iter()

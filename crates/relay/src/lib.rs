@@ -77,10 +77,11 @@ pub use relay_ir as ir;
 /// ONNX models into Relay ([`onnx::import`]): the module, its initializers as parameters
 /// (bind them with a [`Compiler`]'s parameters), and the graph's inputs and outputs.
 pub use relay_onnx as onnx;
-pub use relay_passes::{PassManager, PipelineConfig};
+pub use relay_passes::{MAX_OPT_LEVEL, PassManager, PipelineConfig};
 pub use relay_runtime::{AdtValue, DType, DTypeCode, NDArray, Value};
 pub use relay_vm::{
-    CompileError, ExeFileError, Executable, Interrupt, Profile, VmError, VmErrorKind, VmOptions,
+    CompileError, ExeFileError, Executable, Interrupt, Profile, VmError, VmErrorKind, VmFunction,
+    VmOptions,
 };
 pub use tensor::{Element, Tensor, describe};
 pub use vm::Vm;
