@@ -5,6 +5,7 @@
 
 use std::sync::Arc;
 
+use numpy::PyUntypedArray;
 use pyo3::prelude::*;
 use pyo3::types::PyTuple;
 use relay::ir::{Module, Type, TypeKind};
@@ -188,6 +189,10 @@ pub(crate) fn from_python(
     ty: Option<&Type>,
     what: &dyn Fn() -> String,
 ) -> PyResult<Value> {
+    if obj.cast::<PyUntypedArray>().is_ok() {
+        // The common case first.
+        return Ok(Value::Tensor(tensor_from(obj, ty, what)?));
+    }
     if let Ok(adt) = obj.cast::<ADT>() {
         return Ok(adt.get().value.clone());
     }

@@ -99,12 +99,15 @@ impl VM {
         })?;
         let exe = this.exe.clone_ref(py);
         let exe = exe.bind(py).get();
-        let name = entry.strip_prefix('@').unwrap_or(entry).to_owned();
-        let func = exe.inner.global(&name).map(|(_, f)| f);
-        let values = arguments(py, exe, func, &name, args, kwargs)?;
+        let name = entry.strip_prefix('@').unwrap_or(entry);
+        let func = exe.inner.global(name).map(|(_, f)| f);
+        let values = arguments(py, exe, func, name, args, kwargs)?;
         let ret_type = func.and_then(|f| f.ret_type.clone());
         let cell = &mut this.cell;
-        let result = py.detach(|| cell.with_dependent_mut(|_, vm| vm.invoke(&name, &values)));
+        let result = py.detach(|| {
+            cell.with_dependent_mut(|_, vm| vm.inner_mut().invoke(name, &values))
+                .map_err(relay::Error::from)
+        });
         match result {
             Ok(value) => to_python(py, value, ret_type.as_ref(), &exe.types),
             Err(error) => {
@@ -192,6 +195,14 @@ fn arguments(
                 args.len()
             ),
         ));
+    }
+    if kwargs.is_none_or(|k| k.is_empty()) && args.len() == params.len() {
+        // Every input by position: no slots to fill.
+        return args
+            .iter()
+            .enumerate()
+            .map(|(i, arg)| from_python(&arg, type_of(i), &|| what(i)))
+            .collect();
     }
     let mut slots: Vec<Option<Value>> = vec![None; params.len()];
     for (i, arg) in args.iter().enumerate() {
