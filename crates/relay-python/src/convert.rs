@@ -135,6 +135,13 @@ fn descr_of<'py>(py: Python<'py>, dtype: DType) -> PyResult<Bound<'py, PyArrayDe
         return Ok(descr.cast_into::<PyArrayDescr>()?);
     }
     let name = dtype.to_string();
+    if dtype.lanes != 1 {
+        return Err(usage(
+            py,
+            Stage::Run,
+            format!("a {name} tensor (a vector dtype) has no numpy dtype"),
+        ));
+    }
     let extended = py
         .import("ml_dtypes")
         .and_then(|m| m.getattr(name.as_str()))

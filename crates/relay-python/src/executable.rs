@@ -212,7 +212,7 @@ fn source_module(py: Python<'_>, source: &Bound<'_, PyAny>, name: &str) -> PyRes
     let path = match source.cast::<PyString>() {
         Ok(text) => {
             let text = text.to_cow()?;
-            if is_path(&text) {
+            if is_path(&text) || names_a_file(&text) {
                 PathBuf::from(text.as_ref())
             } else {
                 let module = parse_text(py, &text, name)?;
@@ -267,6 +267,16 @@ fn onnx_source(py: Python<'_>, source: &Bound<'_, PyAny>) -> PyResult<Source> {
 /// file.
 fn is_path(text: &str) -> bool {
     !text.contains('\n') && text.len() < 4096 && Path::new(text).is_file()
+}
+
+/// Whether a string that is not an existing file still means one (so that a missing file is a
+/// `FileError`, not Relay text that fails to parse): one line ending in `.relay`, `.onnx` or
+/// `.ro`.
+fn names_a_file(text: &str) -> bool {
+    !text.contains('\n')
+        && [".relay", ".onnx", ".ro"]
+            .iter()
+            .any(|ext| text.trim_end().ends_with(ext))
 }
 
 /// A pass pipeline from a `passes.toml` path or its text.

@@ -82,10 +82,14 @@ impl Ref {
     }
 }
 
-/// A closure a run returned: pass it back as an argument (to a function taking a function).
+/// A closure a run returned: pass it back as an argument (to a function taking a function) to
+/// a VM of the same executable.
 #[pyclass(module = "relayc", frozen)]
 pub struct Closure {
     value: Value,
+    /// The executable that made it (its type definitions stand for it): a closure names a
+    /// function of its own executable only.
+    origin: Arc<Module>,
 }
 
 #[pymethods]
@@ -135,7 +139,13 @@ pub(crate) fn to_python<'py>(
             };
             Ok(Bound::new(py, cell)?.into_any())
         }
-        Value::Closure(_) => Ok(Bound::new(py, Closure { value })?.into_any()),
+        Value::Closure(_) => {
+            let closure = Closure {
+                value,
+                origin: types.clone(),
+            };
+            Ok(Bound::new(py, closure)?.into_any())
+        }
         Value::Storage(_) => Err(usage(
             py,
             Stage::Run,
@@ -182,11 +192,12 @@ fn field_types(ty: Option<&Type>, n: usize) -> Vec<Option<Type>> {
     }
 }
 
-/// An argument from Python, for a parameter of type `ty` (when known). `what` names it in
-/// errors.
+/// An argument from Python, for a parameter of type `ty` (when known), to a VM of the
+/// executable whose type definitions are `exe`. `what` names it in errors.
 pub(crate) fn from_python(
     obj: &Bound<'_, PyAny>,
     ty: Option<&Type>,
+    exe: &Arc<Module>,
     what: &dyn Fn() -> String,
 ) -> PyResult<Value> {
     if obj.cast::<PyUntypedArray>().is_ok() {
@@ -200,7 +211,19 @@ pub(crate) fn from_python(
         return Ok(cell.get().cell.clone());
     }
     if let Ok(closure) = obj.cast::<Closure>() {
-        return Ok(closure.get().value.clone());
+        let closure = closure.get();
+        if !Arc::ptr_eq(&closure.origin, exe) {
+            return Err(usage(
+                obj.py(),
+                Stage::Run,
+                format!(
+                    "input {}: a closure made by another executable (closures run only on \
+                     VMs of the executable that made them)",
+                    what()
+                ),
+            ));
+        }
+        return Ok(closure.value.clone());
     }
     if let Ok(tuple) = obj.cast::<PyTuple>()
         && !matches!(ty.map(Type::kind), Some(TypeKind::Tensor { .. }))
@@ -210,7 +233,7 @@ pub(crate) fn from_python(
             .iter()
             .zip(tys)
             .enumerate()
-            .map(|(i, (f, t))| from_python(&f, t.as_ref(), &|| format!("{}[{i}]", what())))
+            .map(|(i, (f, t))| from_python(&f, t.as_ref(), exe, &|| format!("{}[{i}]", what())))
             .collect::<PyResult<Vec<_>>>()?;
         return Ok(Value::Tuple(fields.into()));
     }

@@ -177,7 +177,7 @@ fn arguments(
         return args
             .iter()
             .enumerate()
-            .map(|(i, a)| from_python(&a, None, &|| format!("{i} of `@{name}`")))
+            .map(|(i, a)| from_python(&a, None, &exe.types, &|| format!("{i} of `@{name}`")))
             .collect();
     };
     let params = &func.params;
@@ -201,12 +201,12 @@ fn arguments(
         return args
             .iter()
             .enumerate()
-            .map(|(i, arg)| from_python(&arg, type_of(i), &|| what(i)))
+            .map(|(i, arg)| from_python(&arg, type_of(i), &exe.types, &|| what(i)))
             .collect();
     }
     let mut slots: Vec<Option<Value>> = vec![None; params.len()];
     for (i, arg) in args.iter().enumerate() {
-        slots[i] = Some(from_python(&arg, type_of(i), &|| what(i))?);
+        slots[i] = Some(from_python(&arg, type_of(i), &exe.types, &|| what(i))?);
     }
     for (key, arg) in kwargs.into_iter().flat_map(|k| k.iter()) {
         let key: String = key.extract()?;
@@ -229,7 +229,7 @@ fn arguments(
                 format!("input {} is given twice", what(i)),
             ));
         }
-        slots[i] = Some(from_python(&arg, type_of(i), &|| what(i))?);
+        slots[i] = Some(from_python(&arg, type_of(i), &exe.types, &|| what(i))?);
     }
     slots
         .into_iter()

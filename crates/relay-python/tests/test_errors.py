@@ -166,6 +166,16 @@ def test_file_error_missing(tmp_path):
     assert "missing.ro" in info.value.rendered
 
 
+def test_file_error_for_a_missing_source_file(tmp_path):
+    # A one-line string naming a .relay, .onnx or .ro file is a path, even when the file is
+    # missing: a FileError, not Relay text that fails to parse.
+    for name in ("missing.relay", "missing.onnx"):
+        with pytest.raises(relayc.FileError) as info:
+            relayc.compile(str(tmp_path / name))
+        assert_diagnostic(info.value, relayc.FileError)
+        assert name in info.value.rendered
+
+
 def test_file_error_not_an_executable(tmp_path):
     path = tmp_path / "garbage.ro"
     path.write_bytes(b"this is not an executable at all" * 4)

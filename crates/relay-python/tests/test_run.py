@@ -289,6 +289,16 @@ def test_closures_returned_and_passed_back():
     assert scalar(relayc.VM(exe).run(f, 1, entry="apply")) == 101
 
 
+def test_a_closure_of_another_executable_is_refused():
+    # Even of the same program: a closure names a function of the executable that made it.
+    f, _ = relayc.VM(relayc.compile(P.CLOSURES))(1)
+    other = relayc.VM(relayc.compile(P.CLOSURES))
+    with pytest.raises(relayc.RunError) as info:
+        other.run(f, 2, entry="apply")
+    assert "another executable" in str(info.value)
+    assert "%f" in str(info.value)
+
+
 def test_a_closure_where_a_tensor_is_expected_is_a_run_error():
     vm = relayc.VM(relayc.compile(P.CLOSURES))
     f, _ = vm(1)
