@@ -5,9 +5,9 @@ data types, ``match`` and references, so that LSTMs over lists, tree models and 
 loop compile as one program. relayc compiles it for a register VM with JIT-compiled kernels.
 
 >>> import numpy as np, relayc
->>> exe = relayc.compile('''
+>>> exe = relayc.compile('''#[version = "0.0.5"]
 ... def @main(%x: Tensor[(2, 2), float32], %w: Tensor[(2, 2), float32]) {
-...   nn.relu(nn.dense(%x, %w))
+...   nn.relu(nn.dense(%x, %w, units=None))
 ... }''', params={"w": np.eye(2, dtype="float32")})
 >>> vm = relayc.VM(exe)
 >>> vm(np.array([[1, -2], [3, 4]], dtype="float32"))
