@@ -20,15 +20,12 @@ import sys
 from pathlib import Path
 
 from common import (
-    DEFAULT_RO,
     LoadResult,
-    encode_npy,
-    ensure_executable,
+    bench_arguments,
     free_port,
-    print_table,
-    reference_outputs,
+    prepare,
+    report,
     run_load,
-    sample_inputs,
     wait_until_ready,
 )
 
@@ -71,54 +68,16 @@ def bench_workers(
 
 def main() -> int:
     """Measure each worker count, print the table; 0 if every response was right."""
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument(
-        "ro",
-        nargs="?",
-        type=Path,
-        default=DEFAULT_RO,
-        help=f"the MNIST executable file (default {DEFAULT_RO}, built if missing)",
-    )
-    parser.add_argument(
-        "--workers",
-        type=int,
-        nargs="+",
-        default=[1, 2],
-        help="worker counts to measure (default 1 2)",
-    )
-    parser.add_argument("--requests", type=int, default=2000, help="requests per worker count")
-    parser.add_argument("--warmup", type=int, default=100, help="untimed requests first")
-    parser.add_argument("--concurrency", type=int, default=4, help="client connections")
-    parser.add_argument(
-        "--time-limit",
-        type=float,
-        default=60.0,
-        help="seconds at most per worker count (the run stops by itself)",
-    )
-    parser.add_argument("--vm-threads", type=int, default=1, help="kernel threads per VM")
-    parser.add_argument("--inputs", type=int, default=16, help="distinct inputs to cycle through")
-    args = parser.parse_args()
-
-    ro = ensure_executable(args.ro)
-    inputs = sample_inputs(args.inputs)
-    payloads = [encode_npy(x) for x in inputs]
-    expected = reference_outputs(ro, inputs, args.vm_threads)
+    args = bench_arguments(__doc__, "worker")
+    ro, payloads, expected = prepare(args)
 
     rows = []
-    for workers in args.workers:
+    for workers in args.counts:
         result = bench_workers(ro, workers, args, payloads, expected)
         rows.append((workers, result))
         if result.first_failure:
             print(f"workers={workers}: first failure: {result.first_failure}", file=sys.stderr)
-    print_table("workers", rows, args.concurrency)
-
-    if all(result.ok for _, result in rows):
-        total = sum(result.completed for _, result in rows)
-        print(f"\nall {total} responses equal relayc.VM(...).run(...) on the same inputs")
-        return 0
-    print("\nsome requests failed or differed from relayc.VM(...).run(...)", file=sys.stderr)
-    return 1
-
+    return report("worker", rows, args.concurrency)
 
 if __name__ == "__main__":
     sys.exit(main())

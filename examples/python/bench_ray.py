@@ -15,58 +15,17 @@ model with `relayc build` first if it does not exist. Run it by hand: Ray is not
 
 from __future__ import annotations
 
-import argparse
 import logging
 import os
 import sys
-from pathlib import Path
 
-from common import (
-    DEFAULT_RO,
-    encode_npy,
-    ensure_executable,
-    free_port,
-    print_table,
-    reference_outputs,
-    run_load,
-    sample_inputs,
-)
+from common import bench_arguments, free_port, prepare, report, run_load
 
 
 def main() -> int:
     """Measure each replica count, print the table; 0 if every response was right."""
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument(
-        "ro",
-        nargs="?",
-        type=Path,
-        default=DEFAULT_RO,
-        help=f"the MNIST executable file (default {DEFAULT_RO}, built if missing)",
-    )
-    parser.add_argument(
-        "--replicas",
-        type=int,
-        nargs="+",
-        default=[1, 2],
-        help="replica counts to measure (default 1 2)",
-    )
-    parser.add_argument("--requests", type=int, default=2000, help="requests per replica count")
-    parser.add_argument("--warmup", type=int, default=100, help="untimed requests first")
-    parser.add_argument("--concurrency", type=int, default=4, help="client connections")
-    parser.add_argument(
-        "--time-limit",
-        type=float,
-        default=60.0,
-        help="seconds at most per replica count (the run stops by itself)",
-    )
-    parser.add_argument("--vm-threads", type=int, default=1, help="kernel threads per VM")
-    parser.add_argument("--inputs", type=int, default=16, help="distinct inputs to cycle through")
-    args = parser.parse_args()
-
-    ro = ensure_executable(args.ro).resolve()
-    inputs = sample_inputs(args.inputs)
-    payloads = [encode_npy(x) for x in inputs]
-    expected = reference_outputs(ro, inputs, args.vm_threads)
+    args = bench_arguments(__doc__, "replica")
+    ro, payloads, expected = prepare(args)
 
     # A single-node Ray takes the loopback address as its node address (what Ray does on macOS
     # and Windows), so that its own servers listen on 127.0.0.1 only. Read when ray is imported.
@@ -85,7 +44,7 @@ def main() -> int:
     try:
         serve.start(http_options={"host": "127.0.0.1", "port": port}, logging_config=quiet)
         cpus = ray.cluster_resources().get("CPU", 0)
-        for replicas in args.replicas:
+        for replicas in args.counts:
             if replicas > cpus:  # each replica asks for one CPU; Serve would wait for ever
                 print(f"skipping {replicas} replicas: Ray has {cpus:g} CPUs", file=sys.stderr)
                 continue
@@ -105,15 +64,7 @@ def main() -> int:
     finally:
         serve.shutdown()
         ray.shutdown()
-    print_table("replicas", rows, args.concurrency)
-
-    if rows and all(result.ok for _, result in rows):
-        total = sum(result.completed for _, result in rows)
-        print(f"\nall {total} responses equal relayc.VM(...).run(...) on the same inputs")
-        return 0
-    print("\nsome requests failed or differed from relayc.VM(...).run(...)", file=sys.stderr)
-    return 1
-
+    return report("replica", rows, args.concurrency)
 
 if __name__ == "__main__":
     sys.exit(main())

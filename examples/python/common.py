@@ -10,12 +10,14 @@ every response against the expected output.
 
 from __future__ import annotations
 
+import argparse
 import http.client
 import io
 import os
 import shutil
 import socket
 import subprocess
+import sys
 import threading
 import time
 import urllib.parse
@@ -250,3 +252,55 @@ def print_table(kind: str, rows: list[tuple[int, LoadResult]], concurrency: int)
             f"{count:>8}  {r.completed:>8}  {r.errors + r.mismatches:>6}  {r.throughput:>8.1f}  "
             f"{r.percentile_ms(50):>7.2f}  {r.percentile_ms(99):>7.2f}"
         )
+
+
+def bench_arguments(doc: str, unit: str) -> argparse.Namespace:
+    """The options of a driver measuring `unit`s ("worker", "replica"): the executable, the
+    counts to measure (`--workers`, `--replicas`) and the load."""
+    parser = argparse.ArgumentParser(description=doc.split("\n\n")[0])
+    parser.add_argument(
+        "ro",
+        nargs="?",
+        type=Path,
+        default=DEFAULT_RO,
+        help=f"the MNIST executable file (default {DEFAULT_RO}, built if missing)",
+    )
+    parser.add_argument(
+        f"--{unit}s",
+        dest="counts",
+        type=int,
+        nargs="+",
+        default=[1, 2],
+        help=f"{unit} counts to measure (default 1 2)",
+    )
+    parser.add_argument("--requests", type=int, default=2000, help=f"requests per {unit} count")
+    parser.add_argument("--warmup", type=int, default=100, help="untimed requests first")
+    parser.add_argument("--concurrency", type=int, default=4, help="client connections")
+    parser.add_argument(
+        "--time-limit",
+        type=float,
+        default=60.0,
+        help=f"seconds at most per {unit} count (the run stops by itself)",
+    )
+    parser.add_argument("--vm-threads", type=int, default=1, help="kernel threads per VM")
+    parser.add_argument("--inputs", type=int, default=16, help="distinct inputs to cycle through")
+    return parser.parse_args()
+
+
+def prepare(args: argparse.Namespace) -> tuple[Path, list[bytes], list[np.ndarray]]:
+    """The executable (built if missing), the request bodies and the expected outputs."""
+    ro = ensure_executable(args.ro).resolve()
+    inputs = sample_inputs(args.inputs)
+    payloads = [encode_npy(x) for x in inputs]
+    return ro, payloads, reference_outputs(ro, inputs, args.vm_threads)
+
+
+def report(unit: str, rows: list[tuple[int, LoadResult]], concurrency: int) -> int:
+    """Prints the table and the verdict: 0 if every response was right."""
+    print_table(f"{unit}s", rows, concurrency)
+    if rows and all(result.ok for _, result in rows):
+        total = sum(result.completed for _, result in rows)
+        print(f"\nall {total} responses equal relayc.VM(...).run(...) on the same inputs")
+        return 0
+    print("\nsome requests failed or differed from relayc.VM(...).run(...)", file=sys.stderr)
+    return 1
