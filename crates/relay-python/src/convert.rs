@@ -24,12 +24,9 @@ use numpy::{PyArrayDescr, PyArrayDescrMethods, PyUntypedArray, PyUntypedArrayMet
 use pyo3::prelude::*;
 use pyo3::types::PyTuple;
 use relay::ir::{Type, TypeKind};
-use relay::{DType, NDArray};
+use relay::{ALIGNMENT, DType, NDArray};
 
 use crate::errors::{Stage, usage};
-
-/// The alignment of kernel arguments: aligned arrays are read in place.
-const ALIGNMENT: usize = 64;
 
 /// Keeps a result tensor's memory alive: the base object of the numpy array over it.
 #[pyclass(module = "relayc", frozen, name = "_Storage")]

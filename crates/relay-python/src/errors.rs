@@ -78,14 +78,15 @@ pub(crate) fn usage(py: Python<'_>, stage: Stage, message: impl Into<String>) ->
 }
 
 fn exception(py: Python<'_>, stage: Stage, code: Option<String>, rendered: String) -> PyErr {
-    let err = match stage {
-        Stage::Parse => PyErr::from_type(ParseError::type_object(py), rendered.clone()),
-        Stage::TypeCheck => PyErr::from_type(TypeCheckError::type_object(py), rendered.clone()),
-        Stage::Compile => PyErr::from_type(CompileError::type_object(py), rendered.clone()),
-        Stage::Run => PyErr::from_type(RunError::type_object(py), rendered.clone()),
-        Stage::File => PyErr::from_type(FileError::type_object(py), rendered.clone()),
-        Stage::Usage => PyErr::from_type(Error::type_object(py), rendered.clone()),
+    let class = match stage {
+        Stage::Parse => ParseError::type_object(py),
+        Stage::TypeCheck => TypeCheckError::type_object(py),
+        Stage::Compile => CompileError::type_object(py),
+        Stage::Run => RunError::type_object(py),
+        Stage::File => FileError::type_object(py),
+        Stage::Usage => Error::type_object(py),
     };
+    let err = PyErr::from_type(class, rendered.clone());
     let value = err.value(py);
     // Setting attributes on a fresh exception instance cannot fail but for memory.
     let _ = value.setattr("code", code);

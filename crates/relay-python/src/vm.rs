@@ -97,19 +97,20 @@ impl VM {
                  make one VM per thread (they can share one Executable)",
             )
         })?;
-        let exe = this.exe.clone_ref(py);
-        let exe = exe.bind(py).get();
+        // Disjoint borrows of the executable (read) and the VM (run).
+        let this = &mut *this;
+        let exe = this.exe.get();
         let name = entry.strip_prefix('@').unwrap_or(entry);
         let func = exe.inner.global(name).map(|(_, f)| f);
         let values = arguments(py, exe, func, name, args, kwargs)?;
-        let ret_type = func.and_then(|f| f.ret_type.clone());
+        let ret_type = func.and_then(|f| f.ret_type.as_ref());
         let cell = &mut this.cell;
         let result = py.detach(|| {
             cell.with_dependent_mut(|_, vm| vm.inner_mut().invoke(name, &values))
                 .map_err(relay::Error::from)
         });
         match result {
-            Ok(value) => to_python(py, value, ret_type.as_ref(), &exe.types),
+            Ok(value) => to_python(py, value, ret_type, &exe.types),
             Err(error) => {
                 let pending = this
                     .pending

@@ -78,7 +78,7 @@ pub use relay_ir as ir;
 /// (bind them with a [`Compiler`]'s parameters), and the graph's inputs and outputs.
 pub use relay_onnx as onnx;
 pub use relay_passes::{MAX_OPT_LEVEL, PassManager, PipelineConfig};
-pub use relay_runtime::{AdtValue, DType, DTypeCode, NDArray, Value};
+pub use relay_runtime::{ALIGNMENT, AdtValue, DType, DTypeCode, NDArray, Value};
 pub use relay_vm::{
     CompileError, ExeFileError, Executable, Interrupt, Profile, VmError, VmErrorKind, VmFunction,
     VmOptions,
