@@ -1,50 +1,24 @@
 //! Hostile models: thousands of random mutations of valid ones (the importer's test models),
 //! imported. Each must import or give an `ImportError` — never panic — and no allocation may
 //! be out of proportion to the model (an allocator in this test binary records the largest
-//! request). Mutations act on the bytes (flips, cuts, splices) and on the decoded messages
+//! request of each thread). Mutations act on the bytes (flips, cuts, splices) and on the decoded messages
 //! (dimensions, attribute values, int64 constants, element types, operator types, inputs), the latter
 //! reaching the operators' conversions past the decoder. `MUTATIONS_TRACE=1 cargo test -p
 //! relay-onnx --test mutations -- --nocapture` prints each case and its outcome;
 //! `PROPTEST_CASES=N` runs more. `fuzz/`'s `import_onnx` target is the same property for
 //! cargo-fuzz.
 
-use std::alloc::{GlobalAlloc, Layout, System};
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
-use std::sync::atomic::{AtomicUsize, Ordering};
 
 use proptest::prelude::*;
 use prost::Message;
 use relay_onnx::proto::{AttributeProto, ModelProto};
 use relay_onnx::{ImportOptions, import};
-
-/// The system allocator, recording the largest single request.
-struct Recording;
-
-static LARGEST: AtomicUsize = AtomicUsize::new(0);
-
-// SAFETY: forwards to the system allocator unchanged.
-unsafe impl GlobalAlloc for Recording {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        LARGEST.fetch_max(layout.size(), Ordering::Relaxed);
-        // SAFETY: forwarded.
-        unsafe { System.alloc(layout) }
-    }
-
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: forwarded.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        LARGEST.fetch_max(new_size, Ordering::Relaxed);
-        // SAFETY: forwarded.
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-}
+use relay_testing::RecordingAllocator;
 
 #[global_allocator]
-static ALLOCATOR: Recording = Recording;
+static ALLOCATOR: RecordingAllocator = RecordingAllocator;
 
 /// The largest allocation the importer's bounds allow: a constant computed at import of 2²⁴
 /// eight-byte elements, with room.
@@ -287,7 +261,7 @@ fn change(g: &mut relay_onnx::proto::GraphProto, m: &Mutation) {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 10_000, ..ProptestConfig::default() })]
+    #![proptest_config(relay_testing::proptest_config(10_000))]
 
     #[test]
     fn mutated_models_import_or_fail_cleanly(
@@ -299,19 +273,18 @@ proptest! {
         for m in &mutations {
             apply(&mut bytes, m);
         }
-        LARGEST.store(0, Ordering::Relaxed);
         if std::env::var_os("MUTATIONS_TRACE").is_some() {
             eprintln!("case: seed {} {mutations:?}", seed.index(seeds.len()));
         }
         // An error is the expected outcome of most; a panic fails the property.
-        let result = import(&bytes, &ImportOptions::default());
+        let (result, largest) =
+            relay_testing::largest_allocation(|| import(&bytes, &ImportOptions::default()));
         if std::env::var_os("MUTATIONS_TRACE").is_some() {
             eprintln!("result: {}", match &result {
                 Ok(_) => "imported".to_string(),
                 Err(e) => e.to_string().chars().take(60).collect(),
             });
         }
-        let largest = LARGEST.load(Ordering::Relaxed);
         prop_assert!(
             largest <= LIMIT.max(bytes.len() * 16),
             "an allocation of {largest} bytes for a model of {} bytes",

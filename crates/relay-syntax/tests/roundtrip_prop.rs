@@ -915,10 +915,8 @@ fn check_laws(m: &Module) -> Result<(), String> {
 
 proptest! {
     #![proptest_config(ProptestConfig {
-        cases: 1024,
-        failure_persistence: None,
         max_shrink_iters: 4096,
-        ..ProptestConfig::default()
+        ..relay_testing::proptest_config(1024)
     })]
 
     #[test]

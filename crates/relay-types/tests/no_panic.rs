@@ -109,7 +109,7 @@ fn tokens_of(text: &str) -> Vec<&str> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
+    #![proptest_config(relay_testing::proptest_config(512))]
 
     #[test]
     fn token_soup_never_panics(picks in proptest::collection::vec(0..VOCABULARY.len(), 0..60)) {

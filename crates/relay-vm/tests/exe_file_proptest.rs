@@ -293,20 +293,14 @@ fn check(fixture: &Fixture, mutations: &[Mutation], sealed: bool, full: bool) ->
     out
 }
 
-/// The number of cases: `PROPTEST_CASES`, or 5000.
-fn cases() -> u32 {
-    std::env::var("PROPTEST_CASES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(5000)
+/// The first property's configuration: 5000 cases unless `PROPTEST_CASES` says otherwise,
+/// a fixed seed under CI (`relay_testing::proptest_config`).
+fn config() -> ProptestConfig {
+    relay_testing::proptest_config(5000)
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig {
-        cases: cases(),
-        failure_persistence: None,
-        ..ProptestConfig::default()
-    })]
+    #![proptest_config(config())]
 
     #[test]
     fn mutated_files_load_or_fail_and_run_or_fail_without_panicking(
@@ -357,11 +351,7 @@ fn scramble_targets(fixture: &Fixture) -> Vec<(usize, u32)> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig {
-        cases: cases() / 2,
-        failure_persistence: None,
-        ..ProptestConfig::default()
-    })]
+    #![proptest_config(ProptestConfig { cases: config().cases / 2, ..config() })]
 
     /// Bytecode that validates but is scrambled: registers replaced by other registers of
     /// the same frame, kernel, constant and function indices by other indices of their
