@@ -13,7 +13,10 @@
 //!   a tuple of constants by the field.
 //!
 //! Left alone: operators without a reference evaluation, the `memory.*` and `vm.*` dialect
-//! operators, calls whose result would have more than `max_elements` elements or a shape not
+//! operators, calls whose result would have more than `max_elements` elements *and* more
+//! bytes than the constants they read (a small constant broadcast or tiled: a result no
+//! larger than its inputs — a transpose, cast, reshape, slice or concatenation of weights —
+//! folds at any size, [`within_constants`]), calls whose result shape is not
 //! known before evaluation (the result type comes from the operator's type relation applied to
 //! the constant arguments, before anything is evaluated), and calls whose evaluation fails (a
 //! run-time error stays a run-time error). The registry has no random or stateful operators.
@@ -27,7 +30,7 @@ use relay_ir::{
     ensure_sufficient_stack,
 };
 
-use crate::{OptionValue, Pass, PassContext, PassError, PassOption};
+use crate::{Invariants, OptionValue, Pass, PassContext, PassError, PassOption};
 
 /// The `fold_constant` pass.
 pub struct FoldConstant;
@@ -45,12 +48,20 @@ impl Pass for FoldConstant {
         2
     }
 
+    fn establishes(&self) -> Invariants {
+        Invariants {
+            folded: true,
+            ..Invariants::default()
+        }
+    }
+
     fn options(&self) -> &'static [PassOption] {
         &[PassOption {
             name: "max_elements",
             default: OptionValue::Int(1 << 20),
             min: 0,
-            doc: "the most elements a folded result may have; larger results stay calls",
+            doc: "the most elements a folded result larger than its constant arguments may have; \
+                  larger ones stay calls (a result no larger than its arguments always folds)",
         }]
     }
 
@@ -217,7 +228,7 @@ impl Folder {
         let (relation, eval) = (op.relation?, op.eval?);
         let types: Vec<Type> = args.iter().map(constant_type).collect();
         let result_type = relation(&types, attrs).ok()?;
-        if elements(&result_type)? > self.max_elements {
+        if elements(&result_type)? > self.max_elements && !within_constants(&result_type, &types) {
             return None;
         }
         let values: Vec<Value> = args.iter().filter_map(constant_value).collect();
@@ -252,12 +263,12 @@ fn is_op(e: &Expr, name: &str) -> bool {
 
 /// Whether calls of `op` may be evaluated at compile time: not the dialect operators, which
 /// allocate and invoke kernels.
-fn foldable(op: OpRef) -> bool {
+pub(crate) fn foldable(op: OpRef) -> bool {
     !(op.name.starts_with("memory.") || op.name.starts_with("vm."))
 }
 
 /// Whether `e` is a constant or a tuple of constants.
-fn is_constant(e: &Expr) -> bool {
+pub(crate) fn is_constant(e: &Expr) -> bool {
     ensure_sufficient_stack(|| match e.kind() {
         ExprKind::Constant(_) => true,
         ExprKind::Tuple(fields) => fields.iter().all(is_constant),
@@ -266,7 +277,7 @@ fn is_constant(e: &Expr) -> bool {
 }
 
 /// The value of a constant or tuple of constants.
-fn constant_value(e: &Expr) -> Option<Value> {
+pub(crate) fn constant_value(e: &Expr) -> Option<Value> {
     ensure_sufficient_stack(|| match e.kind() {
         ExprKind::Constant(c) => Some(Value::Tensor(c.clone())),
         ExprKind::Tuple(fields) => fields
@@ -279,7 +290,7 @@ fn constant_value(e: &Expr) -> Option<Value> {
 }
 
 /// The type of a constant or tuple of constants.
-fn constant_type(e: &Expr) -> Type {
+pub(crate) fn constant_type(e: &Expr) -> Type {
     ensure_sufficient_stack(|| match e.kind() {
         ExprKind::Constant(c) => Type::tensor(c.shape(), c.dtype()),
         ExprKind::Tuple(fields) => Type::tuple(fields.iter().map(constant_type).collect()),
@@ -317,6 +328,28 @@ fn has_type(v: &Value, t: &Type) -> bool {
             fields.len() == types.len() && fields.iter().zip(types).all(|(f, t)| has_type(f, t))
         }
         _ => false,
+    })
+}
+
+/// Whether a call whose constant arguments have the types `args` and whose result has the
+/// type `result` folds at any size: its result takes no more bytes than the constants it
+/// reads (a transpose, cast, reshape, slice or concatenation of weights), so folding it at
+/// most doubles what the executable already holds, and no kernel is left reading only
+/// constants. A result larger than that (a small constant broadcast or tiled) folds only
+/// within `max_elements`; beyond, computing it is cheaper than storing it.
+pub(crate) fn within_constants(result: &Type, args: &[Type]) -> bool {
+    let read = args.iter().try_fold(0u128, |n, t| n.checked_add(bytes(t)?));
+    matches!((bytes(result), read), (Some(out), Some(read)) if out <= read)
+}
+
+/// The number of bytes of a tensor or tuple type with known shapes.
+fn bytes(t: &Type) -> Option<u128> {
+    ensure_sufficient_stack(|| match t.kind() {
+        TypeKind::Tensor { dtype, .. } => elements(t)?.checked_mul(dtype.size_bytes() as u128),
+        TypeKind::Tuple(fields) => fields
+            .iter()
+            .try_fold(0u128, |n, f| n.checked_add(bytes(f)?)),
+        _ => None,
     })
 }
 
@@ -364,6 +397,37 @@ def @main(%x: float32) -> float32 {
 "#);
         assert!(text.contains("add(%x, 12f)"), "{text}");
         assert!(!text.contains("let") && !text.contains("if"), "{text}");
+    }
+
+    /// `text` after `fold_constant` at opt level 2 with `max_elements`, verified, printed.
+    fn run_with_max(text: &str, max_elements: i64) -> String {
+        let mut manager = crate::PassManager::new(vec![&FoldConstant], 2).verify_each(true);
+        manager
+            .set_option("fold_constant", "max_elements", &max_elements.to_string())
+            .expect("the option is known");
+        let (out, _) = manager
+            .run(crate::testing::parse_checked(text))
+            .expect("the pass runs");
+        crate::testing::printed(&out)
+    }
+
+    #[test]
+    fn results_no_larger_than_their_constants_fold_at_any_size() {
+        // A transpose and a cast of weights fold past `max_elements`; a broadcast of a small
+        // constant past it stays a call.
+        let text = r#"#[version = "0.0.5"]
+def @main(%x: Tensor[(3, 2), float32]) {
+  let %w = ones(shape=[2, 3], dtype="float32");
+  let %t = transpose(%w, axes=None);
+  let %b = broadcast_to(1f, shape=[3, 2]);
+  add(add(%x, cast(cast(%t, dtype="float16"), dtype="float32")), %b)
+}
+"#;
+        // `ones` (6 elements) folds within the limit; then what is no larger than it.
+        let printed = run_with_max(text, 6);
+        assert!(!printed.contains("transpose") && !printed.contains("cast"), "{printed}");
+        let printed = run_with_max(text, 0);
+        assert!(printed.contains("ones(") && printed.contains("broadcast_to("), "{printed}");
     }
 
     #[test]

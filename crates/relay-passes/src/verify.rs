@@ -13,12 +13,12 @@
 //! and iterate over binding vectors, so long binding chains are verified in linear time on
 //! any stack.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 use relay_ir::visit::{is_atom, is_closure, is_primitive, pattern_vars};
 use relay_ir::{
     CtorRef, Dim, Expr, ExprKind, Function, Module, Pattern, PatternKind, PrintOptions, Symbol,
-    Type, TypeKind, Var, VarId, ensure_sufficient_stack, print_expr,
+    Type, TypeKind, Value, Var, VarId, ensure_sufficient_stack, print_expr,
 };
 
 /// What the verifier checks beyond well-formedness; each flag is set once the pass that
@@ -37,6 +37,10 @@ pub struct Invariants {
     /// Every primitive call with a static result type is a `vm.invoke_tvm_op` into explicitly
     /// allocated tensors (`manifest_alloc`).
     pub manifested: bool,
+    /// No operator call or kernel reads only constants when its result is no larger than
+    /// they are: such calls were evaluated at compile time (`fold_constant`,
+    /// [`crate::fold_constant::within_constants`]).
+    pub folded: bool,
 }
 
 impl Invariants {
@@ -48,6 +52,7 @@ impl Invariants {
             lifted: self.lifted || other.lifted,
             primitives_inlined: self.primitives_inlined || other.primitives_inlined,
             manifested: self.manifested || other.manifested,
+            folded: self.folded || other.folded,
         }
     }
 }
@@ -174,6 +179,118 @@ fn is_static_result(ty: &Type) -> bool {
     match ty.kind() {
         TypeKind::Tuple(fields) => !fields.is_empty() && fields.iter().all(static_tensor),
         _ => static_tensor(ty),
+    }
+}
+
+/// What the call `e` of `callee` on `args` is ("the operator `transpose`", "a kernel") when
+/// it is a call `fold_constant` folds at any size: every argument is a constant, every
+/// operator it calls has a reference evaluation, its result is no larger than those
+/// constants, and it evaluates (a call that fails on its constants stays, as a run-time
+/// error; only such a rare candidate is evaluated here). Kernels are primitive function
+/// literals, called directly or through `vm.invoke_tvm_op` (whose second argument is the
+/// tuple of inputs).
+fn reads_only_constants(e: &Expr, callee: &Expr, args: &[Expr]) -> Option<String> {
+    use crate::fold_constant::{constant_type, constant_value, is_constant, within_constants};
+    let (what, prim, inputs) = match callee.kind() {
+        ExprKind::Op(op) if op.name == "vm.invoke_tvm_op" => {
+            let prim = args.first().and_then(primitive_literal)?;
+            let ExprKind::Tuple(inputs) = args.get(1)?.kind() else {
+                return None;
+            };
+            ("a kernel".to_string(), Some(prim), inputs.as_slice())
+        }
+        ExprKind::Op(op) if is_dialect_op(op.name) => return None,
+        ExprKind::Op(op) => (format!("the operator `{}`", op.name), None, args),
+        _ => ("a kernel".to_string(), Some(primitive_literal(callee)?), args),
+    };
+    if inputs.is_empty() || !inputs.iter().all(is_constant) {
+        return None;
+    }
+    let types: Vec<Type> = inputs.iter().map(constant_type).collect();
+    let values: Vec<Value> = inputs.iter().filter_map(constant_value).collect();
+    let result = match prim {
+        Some(prim) => evaluate_primitive(prim, &values)?,
+        None => {
+            let ExprKind::Call { attrs, .. } = e.kind() else {
+                return None;
+            };
+            evaluate_call(callee, &values, attrs)?
+        }
+    };
+    within_constants(&value_type(&result)?, &types).then_some(what)
+}
+
+/// The value of operator `callee` on `args`, when it is one `fold_constant` evaluates.
+fn evaluate_call(callee: &Expr, args: &[Value], attrs: &relay_ir::Attrs) -> Option<Value> {
+    let ExprKind::Op(op) = callee.kind() else {
+        return None;
+    };
+    if !crate::fold_constant::foldable(*op) {
+        return None;
+    }
+    (op.eval?)(args, attrs).ok()
+}
+
+/// The value of primitive function `prim` on `args` by its operators' reference evaluations
+/// (its body holds only operator calls, tuples, projections, variables, scalar constants and
+/// let-chains); `None` when an operator has none or fails.
+fn evaluate_primitive(prim: &Function, args: &[Value]) -> Option<Value> {
+    fn eval(e: &Expr, env: &mut HashMap<VarId, Value>) -> Option<Value> {
+        ensure_sufficient_stack(|| match e.kind() {
+            ExprKind::Var(v) => env.get(&v.id()).cloned(),
+            ExprKind::Constant(c) => Some(Value::Tensor(c.clone())),
+            ExprKind::Call {
+                callee,
+                args,
+                attrs,
+            } => {
+                let args = args
+                    .iter()
+                    .map(|a| eval(a, env))
+                    .collect::<Option<Vec<_>>>()?;
+                evaluate_call(callee, &args, attrs)
+            }
+            ExprKind::Tuple(fields) => fields
+                .iter()
+                .map(|f| eval(f, env))
+                .collect::<Option<Vec<_>>>()
+                .map(Value::tuple),
+            ExprKind::Proj { tuple, index } => match eval(tuple, env)? {
+                Value::Tuple(fields) => fields.get(*index as usize).cloned(),
+                _ => None,
+            },
+            ExprKind::Let { bindings, body } => {
+                for b in bindings {
+                    let v = eval(&b.value, env)?;
+                    env.insert(b.var.id(), v);
+                }
+                eval(body, env)
+            }
+            _ => None,
+        })
+    }
+    if prim.params.len() != args.len() {
+        return None;
+    }
+    let mut env: HashMap<VarId, Value> = prim
+        .params
+        .iter()
+        .map(|p| p.id())
+        .zip(args.iter().cloned())
+        .collect();
+    eval(&prim.body, &mut env)
+}
+
+/// The type of a tensor or tuple-of-tensors value.
+fn value_type(v: &Value) -> Option<Type> {
+    match v {
+        Value::Tensor(t) => Some(Type::tensor(t.shape(), t.dtype())),
+        Value::Tuple(fields) => fields
+            .iter()
+            .map(value_type)
+            .collect::<Option<Vec<_>>>()
+            .map(Type::tuple),
+        _ => None,
     }
 }
 
@@ -384,6 +501,17 @@ impl Verifier<'_> {
                             e,
                         );
                     }
+                }
+                if self.invariants.folded
+                    && let Some(what) = reads_only_constants(e, callee, args)
+                {
+                    self.error_at(
+                        &format!(
+                            "{what} reads only constants and its result is no larger than \
+                             they are: `fold_constant` should have evaluated it"
+                        ),
+                        e,
+                    );
                 }
                 if let Some(prim) = primitive_literal(callee)
                     && self.invariants.manifested
@@ -1101,6 +1229,54 @@ def @main(%x: Tensor[(2, 3), float32]) {
         let kill = op_call("memory.kill", vec![scalar(1.0)]);
         let m = module_of(vec![global("main", vec![], kill, Attrs::empty())]);
         assert_eq!(messages(&m, fused), Vec::<String>::new());
+    }
+
+    fn tensor(dtype: &str, shape: &[i64], values: &[f64]) -> Expr {
+        let dtype = relay_ir::DType::parse(dtype).expect("dtype");
+        Expr::constant(relay_ir::NDArray::from_f64_slice(dtype, shape, values).expect("tensor"))
+    }
+
+    #[test]
+    fn folded_rejects_calls_and_kernels_that_read_only_constants() {
+        let folded = Invariants {
+            folded: true,
+            ..Invariants::default()
+        };
+        let weights = || tensor("float32", &[2, 3], &[1.0, 2.0, 3.0, 4.0, 5.0, 6.0]);
+        let main = |body| module_of(vec![global("main", vec![], body, Attrs::empty())]);
+        // A transpose of weights: no larger than what it reads.
+        let m = main(op_call("transpose", vec![weights()]));
+        assert_eq!(messages(&m, Invariants::default()), Vec::<String>::new());
+        let got = messages(&m, folded);
+        assert_eq!(got.len(), 1, "{got:?}");
+        assert!(
+            got[0].contains("the operator `transpose` reads only constants"),
+            "{got:?}"
+        );
+        // A kernel on constants only.
+        let p0 = var("p0");
+        let relu = func(
+            vec![p0.clone()],
+            op_call("nn.relu", vec![Expr::var(&p0)]),
+            primitive_attrs(),
+        );
+        let m = main(Expr::call(relu, vec![weights()]));
+        let got = messages(&m, folded);
+        assert!(
+            got.len() == 1 && got[0].contains("a kernel reads only constants"),
+            "{got:?}"
+        );
+        // A result larger than its constants (a broadcast) may stay, and so may a call that
+        // fails on its constants (a run-time error).
+        let column = tensor("float32", &[4, 1], &[1.0, 2.0, 3.0, 4.0]);
+        let row = tensor("float32", &[1, 4], &[1.0, 2.0, 3.0, 4.0]);
+        let m = main(op_call("add", vec![column, row]));
+        assert_eq!(messages(&m, folded), Vec::<String>::new());
+        let m = main(op_call(
+            "divide",
+            vec![tensor("int32", &[], &[7.0]), tensor("int32", &[], &[0.0])],
+        ));
+        assert_eq!(messages(&m, folded), Vec::<String>::new());
     }
 
     #[test]

@@ -105,6 +105,7 @@ fn check(text: &str, name: &str) {
         lifted: true,
         primitives_inlined: true,
         manifested: true,
+        folded: true,
     };
     let verified = verify_module(&transformed, every);
     let verification = start.elapsed();

@@ -260,6 +260,39 @@ fn bound_params_become_constants() {
     );
 }
 
+/// A tied LM head as the dynamo exporter writes it: the embedding table, a bound weight of
+/// 1.1 million elements (past `fold_constant`'s `max_elements` for results larger than their
+/// inputs), transposed before the product. The transpose is evaluated once at bind, so no
+/// kernel of the executable reads only constants (`--verify-each` checks it after every pass).
+#[test]
+fn a_transposed_bound_weight_folds_at_any_size() {
+    let source = r#"#[version = "0.0.5"]
+def @main(%x: Tensor[(1, 1000), float32], %w: Tensor[(1100, 1000), float32]) {
+  nn.matmul(%x, transpose(%w, axes=[1, 0]), units=None)
+}
+"#;
+    let module = parse(source);
+    let data: Vec<f32> = (0..1_100_000).map(|i| ((i % 97) as f32 - 48.0) / 64.0).collect();
+    let w = f32s(&data, &[1100, 1000]);
+    let compiler = Compiler::new()
+        .params([("w".to_string(), w.clone())])
+        .verify_each(true);
+    let lowered = compiler.lower(&module).unwrap();
+    let printed = relay_ir::print_module(&lowered, &Default::default());
+    assert!(!printed.contains("transpose"), "{printed}");
+    let exe = compiler.compile(&module).unwrap();
+    let x = f32s(&(0..1000).map(|i| (i % 13) as f32 / 13.0).collect::<Vec<_>>(), &[1, 1000]);
+    let expected = relay_interp::run(
+        &module,
+        "main",
+        vec![x.clone().into(), w.into()],
+        &InterpOptions::default(),
+    )
+    .unwrap();
+    let got = Vm::new(&exe).invoke("main", &[x]).unwrap();
+    compare_values(&got, &expected, 1e-4, 1e-5).unwrap();
+}
+
 #[test]
 fn params_of_the_wrong_dtype_or_shape_are_errors_naming_them() {
     let module = parse(DENSE);
