@@ -872,6 +872,122 @@ def upsample_linear_opset_9():
                   opset=9, mode="linear")
 
 
+# ----- Operators PyTorch's exporters emit whose ONNX node tests are past opset 21 -----
+
+
+def unit(shape, seed, lo=-0.95, hi=0.95):
+    return rng(seed).uniform(lo, hi, shape).astype(np.float32)
+
+
+@case
+def inverse_trigonometric_and_hyperbolic():
+    """`Asin`, `Acos`, `Atan` on (-1, 1), `Sinh`, `Cosh`, `Asinh` on any value, `Acosh` on
+    [1, 4), `Atanh` on (-1, 1): one graph, eight outputs."""
+    ops = ["Asin", "Acos", "Atan", "Sinh", "Cosh", "Asinh", "Acosh", "Atanh"]
+    nodes = [h.make_node("Add", ["x", "two"], ["x2"])]
+    for op in ops:
+        nodes.append(h.make_node(op, ["x2" if op == "Acosh" else "x"], [op.lower()]))
+    m = model(
+        nodes,
+        [info("x", T.FLOAT, [3, 4, 5])],
+        [info(op.lower(), T.FLOAT, [3, 4, 5]) for op in ops],
+        [nh.from_array(np.array(2.0, np.float32), "two")],
+    )
+    return m, {"x": unit((3, 4, 5), seed=90)}
+
+
+@case
+def celu_mish_thresholded_relu_shrink():
+    """The activations of opsets 10-18 whose node tests are written at newer opsets."""
+    x = image((2, 3, 7), seed=91) * 3
+    nodes = [
+        h.make_node("Celu", ["x"], ["celu"], alpha=1.5),
+        h.make_node("Mish", ["x"], ["mish"]),
+        h.make_node("ThresholdedRelu", ["x"], ["thresholded"], alpha=0.7),
+        h.make_node("Shrink", ["x"], ["shrink"], lambd=1.2, bias=0.3),
+    ]
+    names = ["celu", "mish", "thresholded", "shrink"]
+    m = model(nodes, [info("x", T.FLOAT, [2, 3, 7])], [info(n, T.FLOAT, [2, 3, 7]) for n in names],
+              opset=18)
+    return m, {"x": x}
+
+
+@case
+def eye_like_off_diagonal_int32():
+    """`EyeLike` of a float input as int32, one diagonal above the main one."""
+    return single("EyeLike", {"x": image((4, 6), seed=92)}, out_rank=2, out_type=T.INT32,
+                  k=1, dtype=T.INT32)
+
+
+@case
+def sdpa_masked_softmax():
+    """`scaled_dot_product_attention` as PyTorch 2's exporters write it with a boolean
+    mask: scores masked to -inf, a softmax, and `Where(IsNaN(p), 0, p)` for the rows the mask
+    removes entirely (softmax of all -inf is NaN); a fully masked row is in the data."""
+    q, k = image((1, 2, 4, 8), seed=93), image((1, 2, 4, 8), seed=94)
+    mask = np.array([[1, 1, 0, 0], [1, 1, 1, 0], [0, 0, 0, 0], [1, 1, 1, 1]], bool)
+    nodes = [
+        h.make_node("Transpose", ["k"], ["kt"], perm=[0, 1, 3, 2]),
+        h.make_node("MatMul", ["q", "kt"], ["s0"]),
+        h.make_node("Mul", ["s0", "scale"], ["s"]),
+        h.make_node("Where", ["mask", "s", "neg_inf"], ["masked"]),
+        h.make_node("Softmax", ["masked"], ["p"], axis=-1),
+        h.make_node("IsNaN", ["p"], ["nan"]),
+        h.make_node("Where", ["nan", "zero", "p"], ["y"]),
+        h.make_node("IsInf", ["masked"], ["inf_neg"], detect_positive=0),
+    ]
+    f = lambda v, n: nh.from_array(np.array(v, np.float32), n)  # noqa: E731
+    inits = [f(1 / np.sqrt(8), "scale"), f(-np.inf, "neg_inf"), f(0.0, "zero"),
+             nh.from_array(mask, "mask")]
+    m = model(nodes, [info("q", T.FLOAT, [1, 2, 4, 8]), info("k", T.FLOAT, [1, 2, 4, 8])],
+              [info("y", T.FLOAT, [1, 2, 4, 4]), info("inf_neg", T.BOOL, [1, 2, 4, 4])], inits)
+    return m, {"q": q, "k": k}
+
+
+@case
+def scatter_nd_computed_negative_indices():
+    """`ScatterND` of rows (a tuple of 2 indices into [3, 4, 5], one negative) whose indices
+    are computed (an `Add` of an input), as `x[i, j] = v` exports; and `add` reduction."""
+    x = image((3, 4, 5), seed=95)
+    idx = np.array([[[0, 1], [2, -1]], [[1, 0], [-3, 2]]], np.int64)
+    upd = image((2, 2, 5), seed=96)
+    nodes = [
+        h.make_node("Add", ["idx", "zero"], ["i"]),
+        h.make_node("ScatterND", ["x", "i", "upd"], ["y"]),
+        h.make_node("ScatterND", ["x", "i", "upd"], ["y_add"], reduction="add"),
+    ]
+    m = model(
+        nodes,
+        [info("x", T.FLOAT, [3, 4, 5]), info("idx", T.INT64, [2, 2, 2]),
+         info("upd", T.FLOAT, [2, 2, 5])],
+        [info("y", T.FLOAT, [3, 4, 5]), info("y_add", T.FLOAT, [3, 4, 5])],
+        [nh.from_array(np.array(0, np.int64), "zero")],
+        opset=18,
+    )
+    return m, {"x": x, "idx": idx, "upd": upd}
+
+
+@case
+def trilu_causal_mask_and_bit_shift():
+    """A causal mask as exporters build it (`Trilu` of ones with k = 1, upper) and
+    `BitShift` both ways on uint32."""
+    a = np.array([[1, 2, 3], [200, 4000, 1 << 20]], np.uint32)
+    b = np.array([[1, 2, 3], [4, 5, 6]], np.uint32)
+    nodes = [
+        h.make_node("Trilu", ["x", "one"], ["causal"], upper=1),
+        h.make_node("BitShift", ["a", "b"], ["left"], direction="LEFT"),
+        h.make_node("BitShift", ["a", "b"], ["right"], direction="RIGHT"),
+    ]
+    m = model(
+        nodes,
+        [info("x", T.FLOAT, [2, 5, 5]), info("a", T.UINT32, [2, 3]), info("b", T.UINT32, [2, 3])],
+        [info("causal", T.FLOAT, [2, 5, 5]), info("left", T.UINT32, [2, 3]),
+         info("right", T.UINT32, [2, 3])],
+        [nh.from_array(np.array(1, np.int64), "one")],
+    )
+    return m, {"x": image((2, 5, 5), seed=97), "a": a, "b": b}
+
+
 # ----- Dynamic dimensions -----
 #
 # Models whose inputs have symbolic dimensions (`dim_param`), with their shape arithmetic

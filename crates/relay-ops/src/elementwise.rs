@@ -179,14 +179,22 @@ pub(crate) static OPS: &[OpSchema] = &[
         .with_compute(|i, _, o| unary_te(i, o, "cos", Un::Float(UnaryOp::Cos))),
     unary("tan", float_rel, |a, _| map_float(a, f64::tan))
         .with_compute(|i, _, o| unary_te(i, o, "tan", Un::Float(UnaryOp::Tan))),
-    unary("sinh", float_rel, |a, _| map_float(a, f64::sinh)),
-    unary("cosh", float_rel, |a, _| map_float(a, f64::cosh)),
-    unary("asin", float_rel, |a, _| map_float(a, f64::asin)),
-    unary("acos", float_rel, |a, _| map_float(a, f64::acos)),
-    unary("atan", float_rel, |a, _| map_float(a, f64::atan)),
-    unary("asinh", float_rel, |a, _| map_float(a, f64::asinh)),
-    unary("acosh", float_rel, |a, _| map_float(a, f64::acosh)),
-    unary("atanh", float_rel, |a, _| map_float(a, f64::atanh)),
+    unary("sinh", float_rel, |a, _| map_float(a, f64::sinh))
+        .with_compute(|i, _, o| unary_te(i, o, "sinh", Un::Float(UnaryOp::Sinh))),
+    unary("cosh", float_rel, |a, _| map_float(a, f64::cosh))
+        .with_compute(|i, _, o| unary_te(i, o, "cosh", Un::Float(UnaryOp::Cosh))),
+    unary("asin", float_rel, |a, _| map_float(a, f64::asin))
+        .with_compute(|i, _, o| unary_te(i, o, "asin", Un::Float(UnaryOp::Asin))),
+    unary("acos", float_rel, |a, _| map_float(a, f64::acos))
+        .with_compute(|i, _, o| unary_te(i, o, "acos", Un::Float(UnaryOp::Acos))),
+    unary("atan", float_rel, |a, _| map_float(a, f64::atan))
+        .with_compute(|i, _, o| unary_te(i, o, "atan", Un::Float(UnaryOp::Atan))),
+    unary("asinh", float_rel, |a, _| map_float(a, f64::asinh))
+        .with_compute(|i, _, o| unary_te(i, o, "asinh", Un::Float(UnaryOp::Asinh))),
+    unary("acosh", float_rel, |a, _| map_float(a, f64::acosh))
+        .with_compute(|i, _, o| unary_te(i, o, "acosh", Un::Float(UnaryOp::Acosh))),
+    unary("atanh", float_rel, |a, _| map_float(a, f64::atanh))
+        .with_compute(|i, _, o| unary_te(i, o, "atanh", Un::Float(UnaryOp::Atanh))),
     // Rounding; integers are already whole, so TVM leaves them unchanged. `round` rounds
     // halves to even, as numpy and LLVM's `nearbyint` (TVM's lowering) do.
     unary("ceil", numeric_rel, |a, _| map(a, f64::ceil, |x| x))

@@ -322,6 +322,14 @@ impl Gen<'_, '_> {
             UnaryOp::Sin => Some("sin"),
             UnaryOp::Cos => Some("cos"),
             UnaryOp::Tan => Some("tan"),
+            UnaryOp::Asin => Some("asin"),
+            UnaryOp::Acos => Some("acos"),
+            UnaryOp::Atan => Some("atan"),
+            UnaryOp::Sinh => Some("sinh"),
+            UnaryOp::Cosh => Some("cosh"),
+            UnaryOp::Asinh => Some("asinh"),
+            UnaryOp::Acosh => Some("acosh"),
+            UnaryOp::Atanh => Some("atanh"),
             _ => None,
         };
         if let Some(name) = math_name {

@@ -1,6 +1,7 @@
 //! Activations beyond Relay's own: written as the compositions ONNX defines them with, in the
 //! input's dtype (`LeakyRelu`, `PRelu`, `Elu`, `Selu`, `HardSigmoid`, `HardSwish`,
-//! `Softsign`, `Gelu`), so that each computes its definition exactly as written.
+//! `Softsign`, `Celu`, `Mish`, `ThresholdedRelu`, `Shrink`, `Gelu`), so that each computes
+//! its definition exactly as written.
 
 use super::{Attrs, float_text};
 use crate::graph::{Graph, Value};
@@ -53,6 +54,34 @@ pub(super) fn activation(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Resu
             hard_sigmoid(e, c(1.0 / 6.0), c(0.5), &c)
         ),
         "Softsign" => format!("divide({e}, add({}, abs({e})))", c(1.0)),
+        // max(0, x) + min(0, alpha·(exp(x / alpha) - 1)).
+        "Celu" => {
+            let alpha = c(f64::from(a.float("alpha", 1.0)?));
+            format!(
+                "add(maximum({e}, {zero}), minimum({zero}, multiply({alpha}, subtract(exp(divide({e}, {alpha})), {one}))))",
+                zero = c(0.0),
+                one = c(1.0)
+            )
+        }
+        // x · tanh(softplus(x)).
+        "Mish" => format!(
+            "multiply({e}, tanh(where(greater({e}, {}), {e}, log(add({}, exp({e}))))))",
+            c(30.0),
+            c(1.0)
+        ),
+        "ThresholdedRelu" => {
+            let alpha = c(f64::from(a.float("alpha", 1.0)?));
+            format!("where(greater({e}, {alpha}), {e}, {})", c(0.0))
+        }
+        // x + bias below -lambd, x - bias above lambd, 0 between (hard and soft shrink).
+        "Shrink" => {
+            let lambd = c(f64::from(a.float("lambd", 0.5)?));
+            let bias = c(f64::from(a.float("bias", 0.0)?));
+            format!(
+                "where(less({e}, negative({lambd})), add({e}, {bias}), where(greater({e}, {lambd}), subtract({e}, {bias}), {}))",
+                c(0.0)
+            )
+        }
         // log(1 + exp(x)), which is x itself where exp would overflow.
         "Softplus" => format!(
             "where(greater({e}, {}), {e}, log(add({}, exp({e}))))",

@@ -84,6 +84,14 @@ pub(super) fn unary(g: &mut Graph, node: &NodeProto) -> Result<Value, String> {
                 "Sin" => "sin",
                 "Cos" => "cos",
                 "Tan" => "tan",
+                "Asin" => "asin",
+                "Acos" => "acos",
+                "Atan" => "atan",
+                "Sinh" => "sinh",
+                "Cosh" => "cosh",
+                "Asinh" => "asinh",
+                "Acosh" => "acosh",
+                "Atanh" => "atanh",
                 _ => "ceil",
             };
             format!("{f}({})", x.expr)
@@ -207,6 +215,61 @@ pub(super) fn predicate(g: &mut Graph, node: &NodeProto) -> Result<Value, String
         shape,
         relay_runtime::DType::BOOL,
     ))
+}
+
+/// `IsNaN(x)`, and `IsInf(x)` of either sign or only the ones `detect_positive` and
+/// `detect_negative` keep: boolean tensors of `x`'s shape (PyTorch's exporters write
+/// `scaled_dot_product_attention`'s masked softmax as `Where(IsNaN(s), 0, s)`).
+pub(super) fn float_class(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<Value, String> {
+    let x = g.input(node, 0)?;
+    if !x.dtype.is_float() {
+        return Err(format!("{} of {}", node.op_type, x.dtype));
+    }
+    let e = &x.expr;
+    let call = match node.op_type.as_str() {
+        "IsNaN" => format!("isnan({e})"),
+        _ => {
+            let zero = float_text(0.0, x.dtype);
+            match (a.int("detect_positive", 1)? != 0, a.int("detect_negative", 1)? != 0) {
+                (true, true) => format!("isinf({e})"),
+                (true, false) => format!("logical_and(isinf({e}), greater({e}, {zero}))"),
+                (false, true) => format!("logical_and(isinf({e}), less({e}, {zero}))"),
+                // Neither sign: false everywhere.
+                (false, false) => format!("logical_and(isinf({e}), isnan({e}))"),
+            }
+        }
+    };
+    let shape = x.shape.clone();
+    Ok(g.bind(call, shape, DType::BOOL))
+}
+
+/// `BitwiseAnd`, `BitwiseOr`, `BitwiseXor` (broadcasting) and `BitwiseNot` of integers, and
+/// `BitShift` (`direction` LEFT or RIGHT; a right shift of unsigned integers is logical).
+pub(super) fn bitwise(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<Value, String> {
+    let x = g.input(node, 0)?;
+    if !x.dtype.is_int() {
+        return Err(format!("{} of {}", node.op_type, x.dtype));
+    }
+    if node.op_type == "BitwiseNot" {
+        let shape = x.shape.clone();
+        return Ok(g.bind(format!("bitwise_not({})", x.expr), shape, x.dtype));
+    }
+    let y = g.input(node, 1)?;
+    if x.dtype != y.dtype {
+        return Err(format!("operands of {} and {}", x.dtype, y.dtype));
+    }
+    let op = match node.op_type.as_str() {
+        "BitwiseAnd" => "bitwise_and",
+        "BitwiseOr" => "bitwise_or",
+        "BitwiseXor" => "bitwise_xor",
+        _ => match a.string("direction", "")?.as_str() {
+            "LEFT" => "left_shift",
+            "RIGHT" => "right_shift",
+            other => return Err(format!("BitShift direction `{other}` (LEFT or RIGHT)")),
+        },
+    };
+    let shape = broadcast(&x.shape, &y.shape)?;
+    Ok(g.bind(format!("{op}({}, {})", x.expr, y.expr), shape, x.dtype))
 }
 
 /// `Where(cond, x, y)`, broadcasting all three.

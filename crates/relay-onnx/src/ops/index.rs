@@ -1,6 +1,7 @@
 //! Index-shaped operators written with Relay's comparisons, selects, gathers and
 //! contractions: `OneHot`, `CumSum`, `Einsum` (its matrix-product-shaped equations),
-//! `GatherND`, `TopK` and `ScatterElements`.
+//! `GatherND`, `TopK`, `ScatterElements` and `ScatterND`; and the masks `Trilu` and
+//! `EyeLike`.
 
 use relay_runtime::{DType, NDArray};
 
@@ -506,6 +507,158 @@ pub(super) fn top_k(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<Ve
 /// The value that never wins a `TopK` round, as Relay text: the lowest of `dtype` for
 /// `argmax`, the highest (`high`) for `argmin` (a float's infinity is written as its largest
 /// finite value).
+/// `v` as a Relay literal of `dtype` (`0f`, `1i64`).
+fn literal(dtype: DType, v: f64) -> String {
+    if dtype.is_float() {
+        super::float_text(v, dtype)
+    } else {
+        format!("{}{}", v as i64, super::slice::int_suffix(dtype))
+    }
+}
+
+/// The largest one-hot intermediate a scatter may build, in elements.
+const SCATTER_LIMIT: i64 = 1 << 26;
+
+/// `ScatterND(data, indices, updates)`: each index tuple of `indices`' last axis (`q` long,
+/// negative: from the end) names a slice `data[i_0, ..., i_q-1]`, which the matching update
+/// replaces (`reduction` none), or is added to, multiplied by, or combined by max or min
+/// with. Written as a one-hot scatter: the tuples become linear positions among the `M`
+/// slices, compared with `0..M`, and the updates summed (or multiplied, maxed, minned) into
+/// the slices they hit. PyTorch's exporters emit it for index assignment (`x[:, i] = v`).
+pub(super) fn scatter_nd(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<Value, String> {
+    let (x, idx, upd) = (g.input(node, 0)?, g.input(node, 1)?, g.input(node, 2)?);
+    let r = x.shape.len();
+    let q = idx.shape.last().copied().unwrap_or(0);
+    let lead = &idx.shape[..idx.shape.len().saturating_sub(1)];
+    let bad = || {
+        format!(
+            "indices {:?} and updates {:?} for data {:?}",
+            idx.shape, upd.shape, x.shape
+        )
+    };
+    if !(1..=r as i64).contains(&q) || !idx.dtype.is_int() {
+        return Err(bad());
+    }
+    let q = q as usize;
+    let rest = &x.shape[q..];
+    if upd.shape != [lead, rest].concat() || upd.dtype != x.dtype || x.dtype == DType::BOOL {
+        return Err(bad());
+    }
+    let (u, m): (i64, i64) = (lead.iter().product(), x.shape[..q].iter().product());
+    let tail: i64 = rest.iter().product();
+    if u.saturating_mul(m).saturating_mul(tail) > SCATTER_LIMIT {
+        return Err(format!("{}: too large to scatter", bad()));
+    }
+    // Linear slice positions of the tuples, negative indices wrapped.
+    let dims = g.int64_constant("scatter_dims", &[q as i64], x.shape[..q].iter().copied())?;
+    let strides: Vec<i64> = (0..q).map(|d| x.shape[d + 1..q].iter().product()).collect();
+    let strides = g.int64_constant("scatter_strides", &[q as i64], strides.into_iter())?;
+    let i = format!("cast({}, dtype=\"int64\")", idx.expr);
+    let wrapped = format!("where(less({i}, 0i64), add({i}, {}), {i})", dims.expr);
+    let linear = format!(
+        "reshape(sum(multiply({wrapped}, {}), axis=[-1]), newshape=[{u}, 1])",
+        strides.expr
+    );
+    let positions = g.int64_constant("scatter_positions", &[m], 0..m)?;
+    let eq = g.bind(
+        format!("equal({linear}, {})", positions.expr),
+        vec![u, m],
+        DType::BOOL,
+    );
+    let ones = vec![1; rest.len()];
+    let at = |first: &[i64]| list(&[first, &ones].concat());
+    let slices = |first: &[i64]| list(&[first, rest].concat());
+    let mask = format!("reshape({}, newshape={})", eq.expr, at(&[u, m]));
+    let updates = format!("reshape({}, newshape={})", upd.expr, slices(&[u, 1]));
+    let dt = x.dtype;
+    let reduce = |f: &str, neutral: String| {
+        format!("{f}(where({mask}, {updates}, {neutral}), axis=[0])")
+    };
+    let reduction = a.string("reduction", "none")?;
+    let combined = match reduction.as_str() {
+        "none" | "add" => reduce("sum", literal(dt, 0.0)),
+        "mul" => reduce("prod", literal(dt, 1.0)),
+        "max" => reduce("max", extreme(dt, false)),
+        "min" => reduce("min", extreme(dt, true)),
+        other => return Err(format!("reduction `{other}`")),
+    };
+    let hit = format!(
+        "reshape(greater(sum(cast({}, dtype=\"int32\"), axis=[0]), 0), newshape={})",
+        eq.expr,
+        at(&[m])
+    );
+    let d = format!("reshape({}, newshape={})", x.expr, slices(&[m]));
+    let out = match reduction.as_str() {
+        "none" => format!("where({hit}, {combined}, {d})"),
+        "add" => format!("add({d}, {combined})"),
+        "mul" => format!("multiply({d}, {combined})"),
+        "max" => format!("where({hit}, maximum({d}, {combined}), {d})"),
+        _ => format!("where({hit}, minimum({d}, {combined}), {d})"),
+    };
+    let shape = x.shape.clone();
+    Ok(g.bind(
+        format!("reshape({out}, newshape={})", list(&shape)),
+        shape,
+        dt,
+    ))
+}
+
+/// `Trilu(x, k)`: the upper (`upper` = 1) or lower triangle of the last two axes, from
+/// diagonal `k` (a constant; above the main diagonal when positive), the rest zero. A mask
+/// constant of the two axes selects (`torch.triu`/`tril`, causal masks).
+pub(super) fn trilu(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<Value, String> {
+    let x = g.input(node, 0)?;
+    let k = match g.optional_input(node, 1)? {
+        None => 0,
+        Some(k) => match ints_of(&k).as_deref() {
+            Some(&[k]) => k,
+            _ => return Err("k is not a constant integer".into()),
+        },
+    };
+    let &[.., n, m] = x.shape.as_slice() else {
+        return Err(format!("input of shape {:?}: rank 2 or more is needed", x.shape));
+    };
+    if n.saturating_mul(m) > 1 << 26 {
+        return Err(format!("a {n}×{m} triangle is too large"));
+    }
+    let upper = a.int("upper", 1)? != 0;
+    let keep: Vec<bool> = (0..n)
+        .flat_map(|i| (0..m).map(move |j| j - i).map(move |d| if upper { d >= k } else { d <= k }))
+        .collect();
+    let mask = NDArray::from_bool_slice(&[n, m], &keep).map_err(|e| e.to_string())?;
+    let mask = g.new_constant("trilu_mask", mask);
+    let e = &x.expr;
+    let shape = x.shape.clone();
+    Ok(g.bind(
+        format!("where({}, {e}, zeros_like({e}))", mask.expr),
+        shape,
+        x.dtype,
+    ))
+}
+
+/// `EyeLike(x)`: a constant of `x`'s 2-D shape, ones on diagonal `k`, zeros elsewhere, of
+/// `dtype` (an ONNX element type) or `x`'s.
+pub(super) fn eye_like(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<Value, String> {
+    let x = g.input(node, 0)?;
+    let &[n, m] = x.shape.as_slice() else {
+        return Err(format!("input of shape {:?}: rank 2 is needed", x.shape));
+    };
+    if n.saturating_mul(m) > 1 << 26 {
+        return Err(format!("a {n}×{m} identity is too large"));
+    }
+    let dtype = match a.int("dtype", -1)? {
+        -1 => x.dtype,
+        code => crate::tensor::dtype(code as i32)
+            .ok_or_else(|| format!("element type {code} is not supported"))?,
+    };
+    let k = a.int("k", 0)?;
+    let values: Vec<f64> = (0..n)
+        .flat_map(|i| (0..m).map(move |j| f64::from(u8::from(j - i == k))))
+        .collect();
+    let eye = NDArray::from_f64_slice(dtype, &[n, m], &values).map_err(|e| e.to_string())?;
+    Ok(g.new_constant("eye", eye))
+}
+
 fn extreme(dtype: DType, high: bool) -> String {
     if dtype.is_float() {
         let v = if high {
@@ -568,13 +721,7 @@ pub(super) fn scatter_elements(
     );
     let u = format!("expand_dims({}, axis={})", upd.expr, k + 1);
     let dt = x.dtype;
-    let lit = |v: f64| {
-        if dt.is_float() {
-            super::float_text(v, dt)
-        } else {
-            format!("{}{}", v as i64, super::slice::int_suffix(dt))
-        }
-    };
+    let lit = |v: f64| literal(dt, v);
     // Reduced over the updates (axis k): the result has the axis as long as the data's.
     let reduce =
         |f: &str, neutral: String| format!("{f}(where({}, {u}, {neutral}), axis=[{k}])", eq.expr);

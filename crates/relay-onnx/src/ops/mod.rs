@@ -28,9 +28,17 @@ pub(crate) fn convert(g: &mut Graph, node: &NodeProto) -> Result<Vec<Value>, Str
             one(elementwise::variadic(g, node)?)
         }
         "Relu" | "Sigmoid" | "Tanh" | "Erf" | "Exp" | "Log" | "Sqrt" | "Neg" | "Abs" | "Floor"
-        | "Ceil" | "Reciprocal" | "Sign" | "Sin" | "Cos" | "Tan" | "Round" => {
+        | "Ceil" | "Reciprocal" | "Sign" | "Sin" | "Cos" | "Tan" | "Round" | "Asin" | "Acos"
+        | "Atan" | "Sinh" | "Cosh" | "Asinh" | "Acosh" | "Atanh" => {
             one(elementwise::unary(g, node)?)
         }
+        "IsNaN" | "IsInf" => one(elementwise::float_class(g, node, &a)?),
+        "BitwiseAnd" | "BitwiseOr" | "BitwiseXor" | "BitwiseNot" | "BitShift" => {
+            one(elementwise::bitwise(g, node, &a)?)
+        }
+        "Trilu" => one(index::trilu(g, node, &a)?),
+        "ScatterND" => one(index::scatter_nd(g, node, &a)?),
+        "EyeLike" => one(index::eye_like(g, node, &a)?),
         "Identity" => one(g.input(node, 0)?),
         "Dropout" => elementwise::dropout(g, node),
         "Mean" => one(elementwise::mean(g, node)?),
@@ -38,7 +46,9 @@ pub(crate) fn convert(g: &mut Graph, node: &NodeProto) -> Result<Vec<Value>, Str
         | "Not" => one(elementwise::predicate(g, node)?),
         "Where" => one(elementwise::select(g, node)?),
         "LeakyRelu" | "PRelu" | "Elu" | "Selu" | "HardSigmoid" | "HardSwish" | "Softsign"
-        | "Softplus" | "Gelu" => one(activation::activation(g, node, &a)?),
+        | "Softplus" | "Gelu" | "Celu" | "Mish" | "ThresholdedRelu" | "Shrink" => {
+            one(activation::activation(g, node, &a)?)
+        }
         "Slice" => one(slice::slice(g, node, &a)?),
         "Split" => slice::split(g, node, &a),
         "LSTM" => rnn::lstm(g, node, &a),
