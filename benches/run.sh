@@ -28,9 +28,19 @@
 #   select networks (mnist lstm mobilenetv2 resnet50_b1 resnet50_b8 resnet50_b1_f16 bert_b1
 #   bert_b8 bert_b1_f16 gpt2).
 #
+# - exported (issue 29; not part of `all`): the exported zoo of benches/exported/ — torchvision
+#   and Hugging Face architectures, nn.LSTM/nn.GRU and Loop/Scan/If models exported by both of
+#   PyTorch's exporters (TorchScript at opset 17, dynamo at opset 20) from configs with seeded
+#   weights, generated into benches/exported/out/ by benches/exported/export.py when missing
+#   (this mode alone installs torch, torchvision, transformers and onnxscript into the venv);
+#   then benches/exported/run.py: each model by `relayc run` (release build) and ONNX Runtime,
+#   alternately, at 1 and 2 threads, checked within 1e-4, the table of ratios and their
+#   geometric means. Names select models by prefix (tv_ hf_ rnn_ cf_, hf_bert, ...).
+#
 # Usage: benches/run.sh [all|kernels|vm]   (from anywhere; default all, both tables;
 #        ROUNDS=1 benches/run.sh vm for a quicker run of the VM table only)
 #        benches/run.sh models [--profile] [NAME...]   (ROUNDS default 1 here)
+#        benches/run.sh exported [NAME...]             (ROUNDS default 3 here)
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -40,9 +50,10 @@ rounds="${ROUNDS:-2}"
 mode="${1:-all}"
 case "$mode" in
     all) parts=(kernels vm) ;;
-    kernels | vm | models) parts=("$mode") ;;
+    kernels | vm | models | exported) parts=("$mode") ;;
     *)
-        echo "usage: benches/run.sh [all|kernels|vm] | benches/run.sh models [--profile] [NAME...]" >&2
+        echo "usage: benches/run.sh [all|kernels|vm] | benches/run.sh models [--profile] [NAME...]" \
+            "| benches/run.sh exported [NAME...]" >&2
         exit 2
         ;;
 esac
@@ -74,6 +85,21 @@ setup_venv() {
         "$venv/bin/pip" install --quiet numpy onnx onnxruntime >&2
     fi
 }
+
+if [ "$mode" = exported ]; then
+    shift
+    echo "== building relayc (release)" >&2
+    cargo build --release -p relayc >&2
+    setup_venv
+    if ! "$venv/bin/python" -c "import torch, torchvision, transformers, onnxscript" 2>/dev/null; then
+        echo "== installing torch, torchvision, transformers, onnxscript into $venv" >&2
+        "$venv/bin/pip" install --quiet torch torchvision transformers onnxscript onnx onnxruntime >&2
+    fi
+    # Exports what is missing (a model that fails to export is recorded, not fatal).
+    "$venv/bin/python" "$here/exported/export.py" "$@" >&2
+    exec "$venv/bin/python" "$here/exported/run.py" --relayc "$target_dir/release/relayc" \
+        --rounds "${ROUNDS:-3}" "$@"
+fi
 
 if [ "$mode" = models ]; then
     shift
