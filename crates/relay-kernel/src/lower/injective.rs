@@ -14,6 +14,23 @@ pub(super) struct Flat {
     pub(super) other: Vec<(LExpr, bool)>,
 }
 
+/// How an output's loop nests are made: its dtype, whether the innermost loop vectorizes,
+/// and whether its windows were unrolled.
+#[derive(Clone, Copy)]
+struct NestKind {
+    dtype: DType,
+    vectorize: bool,
+    unrolled: bool,
+}
+
+/// The box of an output one loop nest stores: its shape, the flat offset of its first
+/// element, and the concatenation axis it is a piece of.
+struct Region<'s> {
+    shape: &'s [i64],
+    offset: i64,
+    piece_axis: Option<usize>,
+}
+
 /// The loops of one output: groups of output axes, each one loop.
 pub(super) struct Loops {
     /// The axes of each group, outermost first.
@@ -157,9 +174,66 @@ impl Nest<'_> {
             }
             None => (val, inliner.all32 && is32),
         };
-        let loops = self.schedule(&shape, &val);
+        let kind = NestKind {
+            dtype,
+            vectorize,
+            unrolled: was_unrolled,
+        };
+        if let Some((axis, pieces)) = concat_pieces(&val, &shape) {
+            return self.pieces(id, &shape, &val, axis, &pieces, kind);
+        }
+        let whole = Region {
+            shape: &shape,
+            offset: 0,
+            piece_axis: None,
+        };
+        self.nest(id, &shape, whole, &val, kind)
+    }
+
+    /// The output stored one concatenated input's range of `axis` at a time
+    /// ([`concat_pieces`]).
+    fn pieces(
+        &mut self,
+        id: BufferId,
+        full: &[i64],
+        val: &Val,
+        axis: usize,
+        pieces: &[(i64, i64)],
+        kind: NestKind,
+    ) -> Result<Stmt, Fail> {
+        let stride: i64 = full[axis + 1..].iter().product();
+        let mut stmts = Vec::with_capacity(pieces.len());
+        for &(lo, hi) in pieces {
+            let mut shape = full.to_vec();
+            shape[axis] = hi - lo;
+            let region = Region {
+                shape: &shape,
+                offset: lo * stride,
+                piece_axis: Some(axis),
+            };
+            let value = piece_value(val, axis, lo, hi - lo);
+            stmts.push(self.nest(id, full, region, &value, kind)?);
+        }
+        Ok(Stmt::Seq(stmts))
+    }
+
+    /// The loop nest storing `val` over `region` of an output of shape `full` in buffer `id`.
+    fn nest(
+        &mut self,
+        id: BufferId,
+        full: &[i64],
+        region: Region<'_>,
+        val: &Val,
+        kind: NestKind,
+    ) -> Result<Stmt, Fail> {
+        let shape = region.shape;
+        let total: i64 = shape.iter().product();
+        let mut loops = self.schedule(shape, val);
+        if let Some(a) = region.piece_axis {
+            self.split_groups_at(&mut loops, a);
+        }
         let mut hoisted: Vec<(LocalId, LExpr)> = Vec::new();
-        let out_strides = strides(&shape);
+        let out_strides = strides(full);
         let store = Flat {
             terms: loops
                 .groups
@@ -167,15 +241,16 @@ impl Nest<'_> {
                 .enumerate()
                 .map(|(g, axes)| (g, out_strides[*axes.last().unwrap_or(&0)]))
                 .collect(),
+            konst: region.offset,
             ..Flat::default()
         };
         let index = self.flat_expr(store, &loops, &mut hoisted);
         let n = loops.groups.len();
         let partitioned = match n {
             0 => None,
-            _ => match self.partition(id, &index, &val, &loops, &shape, dtype, &mut hoisted)? {
-                None if was_unrolled => {
-                    self.partition_windows(id, &index, &val, &loops, &shape, &mut hoisted)?
+            _ => match self.partition(id, &index, val, &loops, shape, kind.dtype, &mut hoisted)? {
+                None if kind.unrolled => {
+                    self.partition_windows(id, &index, val, &loops, shape, &mut hoisted)?
                 }
                 parts => parts,
             },
@@ -187,10 +262,34 @@ impl Nest<'_> {
             None => Stmt::Store {
                 buffer: id,
                 index,
-                value: self.expr(&val, &loops, &mut hoisted)?,
+                value: self.expr(val, &loops, &mut hoisted)?,
             },
         };
-        Ok(wrap_loops(stmt, &loops, &shape, hoisted, vectorize, total))
+        Ok(wrap_loops(
+            stmt,
+            &loops,
+            shape,
+            hoisted,
+            kind.vectorize,
+            total,
+        ))
+    }
+
+    /// `loops` with every group that holds axes both before and from `axis` on split in two
+    /// there: a piece of a concatenation is not contiguous in the output across its axis.
+    fn split_groups_at(&mut self, loops: &mut Loops, axis: usize) {
+        let Some(g) = loops
+            .groups
+            .iter()
+            .position(|g| g.iter().any(|&k| k < axis) && g.iter().any(|&k| k >= axis))
+        else {
+            return;
+        };
+        let at = loops.groups[g].partition_point(|&k| k < axis);
+        let inner = loops.groups[g].split_off(at);
+        loops.groups.insert(g + 1, inner);
+        let counter = self.local(format!("i{}", loops.counters.len()), DType::I64);
+        loops.counters.insert(g + 1, counter);
     }
 
     /// Groups the output's axes of extent > 1 into loops: adjacent axes merge when every load

@@ -44,6 +44,7 @@ mod gemm;
 mod injective;
 mod inline;
 mod partition;
+mod pieces;
 mod reduce;
 mod reuse;
 mod scratch;
@@ -58,6 +59,7 @@ use relay_ir::te::{BinaryOp, CmpOp, ReduceOp, TExpr, TExprKind, Tensor, TensorOp
 use injective::*;
 use inline::*;
 use partition::*;
+use pieces::*;
 use reduce::*;
 use scratch::*;
 

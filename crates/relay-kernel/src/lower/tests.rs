@@ -1249,3 +1249,58 @@ fn gemm_epilogues_fuse_into_the_host_call() {
     assert!(!twice.contains("epilogue("), "{twice}");
     assert!(twice.contains("for "), "{twice}");
 }
+
+#[test]
+fn concatenations_store_each_input_into_its_own_slice() {
+    // DenseNet's shape: a concatenation of channels with batch norm and relu after it.
+    let got = kernel(
+        "%a: Tensor[(1, 4, 3, 3), float32], %b: Tensor[(1, 2, 3, 3), float32], \
+         %s: Tensor[(6, 1, 1), float32]",
+        "%p0: Tensor[(1, 4, 3, 3), float32], %p1: Tensor[(1, 2, 3, 3), float32], \
+         %p2: Tensor[(6, 1, 1), float32]",
+        "%0 = (%p0, %p1); nn.relu(multiply(concatenate(%0, axis=1), %p2))",
+        "%a, %b, %s",
+    );
+    // One loop nest per input, each reading that input alone, with no select between them
+    // and no clamped index.
+    assert_eq!(got.matches("for i0 in").count(), 2, "{got}");
+    assert!(!got.contains("< 4") && !got.contains("min(") && !got.contains("max("), "{got}");
+    assert!(got.contains("for i0 in 0..4") && got.contains("for i0 in 0..2"), "{got}");
+    let agrees = |params: &str, body: &str, args: &str| {
+        let prim = params
+            .replace("%a", "%p0")
+            .replace("%b", "%p1")
+            .replace("%c", "%p2")
+            .replace("%s", "%p3");
+        agrees_with_interpreter(&format!(
+            "#[version = \"0.0.5\"]\ndef @main({params}) {{\n  %0 = fn ({prim}, Primitive=1) {{\n    {body}\n  }};\n  %0({args})\n}}"
+        ));
+    };
+    // Three inputs, one of a single channel, with a per-channel scale and shift.
+    agrees(
+        "%a: Tensor[(2, 3, 4, 5), float32], %b: Tensor[(2, 1, 4, 5), float32], \
+         %c: Tensor[(2, 5, 4, 5), float32], %s: Tensor[(9, 1, 1), float32]",
+        "%0 = (%p0, %p1, %p2); %1 = concatenate(%0, axis=1); \
+         nn.relu(add(multiply(%1, %p3), %p3))",
+        "%a, %b, %c, %s",
+    );
+    // Along the last axis, the first and an inner one; int32; an empty input.
+    agrees(
+        "%a: Tensor[(3, 2), int32], %b: Tensor[(3, 5), int32], %c: Tensor[(3, 0), int32], \
+         %s: Tensor[(7), int32]",
+        "%0 = (%p0, %p2, %p1); add(concatenate(%0, axis=1), %p3)",
+        "%a, %b, %c, %s",
+    );
+    agrees(
+        "%a: Tensor[(2, 3), float64], %b: Tensor[(4, 3), float64], %c: Tensor[(1, 3), float64], \
+         %s: Tensor[(3), float64]",
+        "%0 = (%p0, %p1, %p2); exp(subtract(concatenate(%0, axis=0), %p3))",
+        "%a, %b, %c, %s",
+    );
+    agrees(
+        "%a: Tensor[(2, 3, 4), float32], %b: Tensor[(2, 2, 4), float32], \
+         %c: Tensor[(2, 1, 4), float32], %s: Tensor[(2, 6, 4), float32]",
+        "%0 = (%p0, %p1, %p2); multiply(concatenate(%0, axis=1), %p3)",
+        "%a, %b, %c, %s",
+    );
+}
