@@ -425,9 +425,15 @@ def @main(%x: Tensor[(3, 2), float32]) {
 "#;
         // `ones` (6 elements) folds within the limit; then what is no larger than it.
         let printed = run_with_max(text, 6);
-        assert!(!printed.contains("transpose") && !printed.contains("cast"), "{printed}");
+        assert!(
+            !printed.contains("transpose") && !printed.contains("cast"),
+            "{printed}"
+        );
         let printed = run_with_max(text, 0);
-        assert!(printed.contains("ones(") && printed.contains("broadcast_to("), "{printed}");
+        assert!(
+            printed.contains("ones(") && printed.contains("broadcast_to("),
+            "{printed}"
+        );
     }
 
     #[test]

@@ -291,9 +291,18 @@ fn the_seeds_are_valid() {
 #[test]
 fn an_empty_array_with_a_huge_dimension_reads_in_proportion_to_its_file() {
     let mut bytes = write_npy(&NDArray::zeros(DType::F32, &[0, 3]).unwrap());
-    apply(&mut bytes, &Mutation::Shape { dims: vec![0, 1 << 62] });
+    apply(
+        &mut bytes,
+        &Mutation::Shape {
+            dims: vec![0, 1 << 62],
+        },
+    );
     let (array, largest) = largest_allocation(|| read_npy(&bytes));
     let array = array.unwrap();
     assert_eq!(array.shape(), [0, 1 << 62]);
-    assert!(largest <= 2 * bytes.len() + 4096, "{largest} bytes for {}", bytes.len());
+    assert!(
+        largest <= 2 * bytes.len() + 4096,
+        "{largest} bytes for {}",
+        bytes.len()
+    );
 }

@@ -272,7 +272,9 @@ def @main(%x: Tensor[(1, 1000), float32], %w: Tensor[(1100, 1000), float32]) {
 }
 "#;
     let module = parse(source);
-    let data: Vec<f32> = (0..1_100_000).map(|i| ((i % 97) as f32 - 48.0) / 64.0).collect();
+    let data: Vec<f32> = (0..1_100_000)
+        .map(|i| ((i % 97) as f32 - 48.0) / 64.0)
+        .collect();
     let w = f32s(&data, &[1100, 1000]);
     let compiler = Compiler::new()
         .params([("w".to_string(), w.clone())])
@@ -281,7 +283,12 @@ def @main(%x: Tensor[(1, 1000), float32], %w: Tensor[(1100, 1000), float32]) {
     let printed = relay_ir::print_module(&lowered, &Default::default());
     assert!(!printed.contains("transpose"), "{printed}");
     let exe = compiler.compile(&module).unwrap();
-    let x = f32s(&(0..1000).map(|i| (i % 13) as f32 / 13.0).collect::<Vec<_>>(), &[1, 1000]);
+    let x = f32s(
+        &(0..1000)
+            .map(|i| (i % 13) as f32 / 13.0)
+            .collect::<Vec<_>>(),
+        &[1, 1000],
+    );
     let expected = relay_interp::run(
         &module,
         "main",

@@ -18,7 +18,11 @@ pub(super) fn concat_pieces(v: &Val, shape: &[i64]) -> Option<(usize, Vec<(i64, 
         return None;
     }
     let n = *shape.get(axis)?;
-    let mut ends: Vec<i64> = cuts.into_iter().map(|(_, end)| end).filter(|&e| 0 < e && e < n).collect();
+    let mut ends: Vec<i64> = cuts
+        .into_iter()
+        .map(|(_, end)| end)
+        .filter(|&e| 0 < e && e < n)
+        .collect();
     ends.sort_unstable();
     ends.dedup();
     if ends.is_empty() {
@@ -94,11 +98,7 @@ impl Piece {
         match i {
             // An axis of extent 1 has no loop: the piece's one index.
             Ix::Axis(k) if *k == self.axis && self.n == 1 => Ix::Const(self.lo),
-            Ix::Axis(k) if *k == self.axis => fold(
-                BinaryOp::Add,
-                Ix::Axis(*k),
-                Ix::Const(self.lo),
-            ),
+            Ix::Axis(k) if *k == self.axis => fold(BinaryOp::Add, Ix::Axis(*k), Ix::Const(self.lo)),
             Ix::Bin(op, x, y) => {
                 let (x, y) = (self.ix(x), self.ix(y));
                 let pick = match (op, self.range(&x), self.range(&y)) {
@@ -130,7 +130,9 @@ impl Piece {
                 match op {
                     BinaryOp::Add => Some((a.checked_add(c)?, b.checked_add(d)?)),
                     BinaryOp::Sub => Some((a.checked_sub(d)?, b.checked_sub(c)?)),
-                    BinaryOp::Mul if c == d && c >= 0 => Some((a.checked_mul(c)?, b.checked_mul(c)?)),
+                    BinaryOp::Mul if c == d && c >= 0 => {
+                        Some((a.checked_mul(c)?, b.checked_mul(c)?))
+                    }
                     BinaryOp::Min => Some((a.min(c), b.min(d))),
                     BinaryOp::Max => Some((a.max(c), b.max(d))),
                     _ => None,

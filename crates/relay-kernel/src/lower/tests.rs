@@ -1264,8 +1264,14 @@ fn concatenations_store_each_input_into_its_own_slice() {
     // One loop nest per input, each reading that input alone, with no select between them
     // and no clamped index.
     assert_eq!(got.matches("for i0 in").count(), 2, "{got}");
-    assert!(!got.contains("< 4") && !got.contains("min(") && !got.contains("max("), "{got}");
-    assert!(got.contains("for i0 in 0..4") && got.contains("for i0 in 0..2"), "{got}");
+    assert!(
+        !got.contains("< 4") && !got.contains("min(") && !got.contains("max("),
+        "{got}"
+    );
+    assert!(
+        got.contains("for i0 in 0..4") && got.contains("for i0 in 0..2"),
+        "{got}"
+    );
     let agrees = |params: &str, body: &str, args: &str| {
         let prim = params
             .replace("%a", "%p0")

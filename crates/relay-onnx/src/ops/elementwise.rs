@@ -230,7 +230,10 @@ pub(super) fn float_class(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Res
         "IsNaN" => format!("isnan({e})"),
         _ => {
             let zero = float_text(0.0, x.dtype);
-            match (a.int("detect_positive", 1)? != 0, a.int("detect_negative", 1)? != 0) {
+            match (
+                a.int("detect_positive", 1)? != 0,
+                a.int("detect_negative", 1)? != 0,
+            ) {
                 (true, true) => format!("isinf({e})"),
                 (true, false) => format!("logical_and(isinf({e}), greater({e}, {zero}))"),
                 (false, true) => format!("logical_and(isinf({e}), less({e}, {zero}))"),

@@ -571,9 +571,8 @@ pub(super) fn scatter_nd(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Resu
     let mask = format!("reshape({}, newshape={})", eq.expr, at(&[u, m]));
     let updates = format!("reshape({}, newshape={})", upd.expr, slices(&[u, 1]));
     let dt = x.dtype;
-    let reduce = |f: &str, neutral: String| {
-        format!("{f}(where({mask}, {updates}, {neutral}), axis=[0])")
-    };
+    let reduce =
+        |f: &str, neutral: String| format!("{f}(where({mask}, {updates}, {neutral}), axis=[0])");
     let reduction = a.string("reduction", "none")?;
     let combined = match reduction.as_str() {
         "none" | "add" => reduce("sum", literal(dt, 0.0)),
@@ -616,14 +615,21 @@ pub(super) fn trilu(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<Va
         },
     };
     let &[.., n, m] = x.shape.as_slice() else {
-        return Err(format!("input of shape {:?}: rank 2 or more is needed", x.shape));
+        return Err(format!(
+            "input of shape {:?}: rank 2 or more is needed",
+            x.shape
+        ));
     };
     if n.saturating_mul(m) > 1 << 26 {
         return Err(format!("a {n}×{m} triangle is too large"));
     }
     let upper = a.int("upper", 1)? != 0;
     let keep: Vec<bool> = (0..n)
-        .flat_map(|i| (0..m).map(move |j| j - i).map(move |d| if upper { d >= k } else { d <= k }))
+        .flat_map(|i| {
+            (0..m)
+                .map(move |j| j - i)
+                .map(move |d| if upper { d >= k } else { d <= k })
+        })
         .collect();
     let mask = NDArray::from_bool_slice(&[n, m], &keep).map_err(|e| e.to_string())?;
     let mask = g.new_constant("trilu_mask", mask);
