@@ -298,6 +298,7 @@ impl Graph {
         shape: &[i64],
         values: impl IntoIterator<Item = i64>,
     ) -> Result<Value, String> {
+        elements(shape)?;
         let values: Vec<i128> = values.into_iter().map(i128::from).collect();
         let array =
             NDArray::from_i128_slice(DType::I64, shape, &values).map_err(|e| e.to_string())?;
@@ -653,6 +654,20 @@ fn evaluate(text: &str, inputs: &[Value]) -> Option<Vec<NDArray>> {
             .collect(),
         _ => None,
     }
+}
+
+/// The most elements a constant computed at import (`Range`, `ConstantOfShape`, index tables) may have.
+pub(crate) const MAX_ELEMENTS: usize = 1 << 24;
+
+/// The element count of `shape`, checked against [`MAX_ELEMENTS`].
+pub(crate) fn elements(shape: &[i64]) -> Result<usize, String> {
+    shape
+        .iter()
+        .try_fold(1usize, |n, &d| {
+            usize::try_from(d).ok().and_then(|d| n.checked_mul(d))
+        })
+        .filter(|&n| n <= MAX_ELEMENTS)
+        .ok_or_else(|| format!("a constant of shape {shape:?}"))
 }
 
 /// The text of a tensor type; a negative dimension is dynamic (`?`).

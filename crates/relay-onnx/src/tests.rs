@@ -1446,6 +1446,28 @@ fn overflowing_element_counts_are_errors() {
     assert!(e.contains("broadcast batch axes"), "{e}");
 }
 
+/// A `MaxPool` with indices over more planes than a table of their offsets may hold (found
+/// by tests/mutations.rs, which allocated 16 TiB for it): an error, not an abort.
+#[test]
+fn max_pool_indices_of_huge_inputs_are_errors() {
+    let m = model(
+        13,
+        vec![node(
+            "MaxPool",
+            &["x"],
+            &["y", "i"],
+            vec![ints("kernel_shape", &[1, 1])],
+        )],
+        vec![info("x", &[1 << 20, 1 << 21, 1, 1])],
+        vec![info("y", &[]), info("i", &[])],
+        vec![],
+    );
+    let e = import(&m, &ImportOptions::default())
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("a constant of shape"), "{e}");
+}
+
 /// A `Pad` by `i64::MIN` (found by tests/mutations.rs): an error, not an overflow.
 #[test]
 fn pads_of_extreme_values_are_errors() {

@@ -5,7 +5,7 @@
 use relay_runtime::{DType, NDArray};
 
 use super::{Attrs, axis, floats_of, ints_of, list};
-use crate::graph::{Graph, Value};
+use crate::graph::{Graph, MAX_ELEMENTS, Value, elements};
 use crate::proto::NodeProto;
 
 /// Integers from attribute `name` (before `opset`) or constant input `input` (from it).
@@ -373,20 +373,6 @@ pub(super) fn tile(g: &mut Graph, node: &NodeProto) -> Result<Value, String> {
         shape,
         x.dtype,
     ))
-}
-
-/// The most elements a constant computed at import (`Range`, `ConstantOfShape`) may have.
-const MAX_ELEMENTS: usize = 1 << 24;
-
-/// The element count of `shape`, checked against [`MAX_ELEMENTS`].
-fn elements(shape: &[i64]) -> Result<usize, String> {
-    shape
-        .iter()
-        .try_fold(1usize, |n, &d| {
-            usize::try_from(d).ok().and_then(|d| n.checked_mul(d))
-        })
-        .filter(|&n| n <= MAX_ELEMENTS)
-        .ok_or_else(|| format!("a constant of shape {shape:?}"))
 }
 
 /// `Range`, `ConstantOfShape` and `Size` of constant or static operands: constants.
