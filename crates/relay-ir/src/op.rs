@@ -2,9 +2,9 @@
 //! attribute declarations with TVM's defaults), so that the printer can omit default attributes
 //! and the parser can check names and attributes.
 
-use relay_runtime::Value;
+use relay_runtime::{DType, Value};
 
-use crate::{AttrValue, Attrs, Type};
+use crate::{AttrValue, Attrs, Symbol, Type};
 
 /// An operator as the IR refers to it: a schema in the static operator registry.
 pub type OpRef = &'static OpSchema;
@@ -163,6 +163,101 @@ impl OpSchema {
     /// The field called `name`, with its position.
     pub fn field(&self, name: &str) -> Option<(usize, &'static AttrField)> {
         self.attrs.iter().enumerate().find(|(_, f)| f.name == name)
+    }
+}
+
+impl OpSchema {
+    /// The call attributes of this operator from `given` (field name, value) pairs: every
+    /// field in declaration order, each given value checked against its field's kind
+    /// ([`AttrField::check`]) and the others at their defaults. The message names what is wrong:
+    /// an unknown field, a value of the wrong kind, a required field not given.
+    pub fn complete_attrs(&self, given: &[(&str, AttrValue)]) -> Result<Attrs, String> {
+        if let Some((name, _)) = given.iter().find(|(n, _)| self.field(n).is_none()) {
+            return Err(format!("`{}` has no attribute `{name}`", self.name));
+        }
+        let entries = self.attrs.iter().map(|field| {
+            let value = match given.iter().find(|(n, _)| *n == field.name) {
+                Some((_, v)) => field.check(v.clone()).map_err(|(expected, found)| {
+                    format!(
+                        "`{}`'s attribute `{}` is {expected}, not {found}",
+                        self.name, field.name
+                    )
+                })?,
+                None => field.default.value().ok_or_else(|| {
+                    format!("`{}` needs the attribute `{}`", self.name, field.name)
+                })?,
+            };
+            Ok((Symbol::intern(field.name), value))
+        });
+        entries.collect::<Result<Vec<_>, String>>().map(Attrs::new)
+    }
+}
+
+impl AttrField {
+    /// Checks value `v` against the field's kind, normalizing where TVM converts (an integer
+    /// for a float field, 0/1 for a boolean, a single integer for an integer list); the error
+    /// is what was expected and a description of what was found.
+    pub fn check(&self, v: AttrValue) -> Result<AttrValue, (&'static str, String)> {
+        use AttrValue as V;
+        let nullable = self.nullable || matches!(self.default, AttrDefault::Null);
+        let is_ints = |v: &[V]| v.iter().all(|x| matches!(x, V::Int(_)));
+        let ok = match (self.kind, &v) {
+            (_, V::Null) if nullable => return Ok(v),
+            (AttrKind::Any, _) => return Ok(v),
+            (AttrKind::Int, V::Int(_)) => true,
+            (AttrKind::Float, V::Float(_)) => true,
+            (AttrKind::Float, V::Int(i)) => return Ok(V::Float(*i as f64)),
+            (AttrKind::Bool, V::Bool(_)) => true,
+            (AttrKind::Bool, V::Int(i @ (0 | 1))) => return Ok(V::Bool(*i == 1)),
+            (AttrKind::Str, V::Str(_)) => true,
+            (AttrKind::DType, V::Str(s)) => s.is_empty() || DType::parse(s).is_some(),
+            (AttrKind::IntArray, V::Array(xs)) => is_ints(xs),
+            (AttrKind::IntArray, V::Int(i)) => return Ok(V::Array(vec![V::Int(*i)])),
+            (AttrKind::FloatArray, V::Array(xs)) => {
+                if xs.iter().all(|x| matches!(x, V::Float(_) | V::Int(_))) {
+                    return Ok(V::Array(
+                        xs.iter()
+                            .map(|x| V::Float(x.as_float().unwrap_or(0.0)))
+                            .collect(),
+                    ));
+                }
+                false
+            }
+            (AttrKind::IntArrayArray, V::Array(xs)) => xs
+                .iter()
+                .all(|x| matches!(x, V::Array(inner) if is_ints(inner))),
+            (AttrKind::IntOrIntArray, V::Int(_)) => true,
+            (AttrKind::IntOrIntArray, V::Array(xs)) => is_ints(xs),
+            _ => false,
+        };
+        if ok {
+            return Ok(v);
+        }
+        let expected = match self.kind {
+            AttrKind::Int => "an integer",
+            AttrKind::Float => "a number",
+            AttrKind::Bool => "True or False",
+            AttrKind::Str => "a string",
+            AttrKind::DType => "a dtype string",
+            AttrKind::IntArray => "a list of integers",
+            AttrKind::FloatArray => "a list of numbers",
+            AttrKind::IntArrayArray => "a list of integer lists",
+            AttrKind::IntOrIntArray => "an integer or a list of integers",
+            AttrKind::Any => "a value",
+        };
+        Err((expected, describe(&v)))
+    }
+}
+
+/// How a diagnostic names an attribute value: "the integer 3", "a list".
+fn describe(v: &AttrValue) -> String {
+    match v {
+        AttrValue::Null => "None".into(),
+        AttrValue::Bool(b) => format!("the boolean {}", if *b { "True" } else { "False" }),
+        AttrValue::Int(i) => format!("the integer {i}"),
+        AttrValue::Float(f) => format!("the float {f}"),
+        AttrValue::Str(s) => format!("the string {s:?}"),
+        AttrValue::Array(_) => "a list".into(),
     }
 }
 

@@ -874,7 +874,7 @@ impl<'e> Resolver<'e> {
             let Some(value) = self.attr_value(&a.value) else {
                 continue;
             };
-            match check_kind(field, value) {
+            match field.check(value) {
                 Ok(v) => values[i] = Some(v),
                 Err((expected, found)) => self.error(ParseError::BadAttributeValue {
                     op: op.name.to_owned(),
@@ -1166,73 +1166,6 @@ enum Target {
     Ctor(CtorRef),
     Op(OpRef),
     Other,
-}
-
-fn describe(v: &AttrValue) -> String {
-    match v {
-        AttrValue::Null => "None".into(),
-        AttrValue::Bool(b) => format!("the boolean {}", if *b { "True" } else { "False" }),
-        AttrValue::Int(i) => format!("the integer {i}"),
-        AttrValue::Float(f) => format!("the float {f}"),
-        AttrValue::Str(s) => format!("the string {s:?}"),
-        AttrValue::Array(_) => "a list".into(),
-    }
-}
-
-/// Checks a value against a field's kind, normalizing where TVM converts (an integer for a
-/// float field, 0/1 for a boolean, a single integer for an integer list).
-fn check_kind(
-    field: &relay_ir::AttrField,
-    v: AttrValue,
-) -> Result<AttrValue, (&'static str, String)> {
-    use AttrValue as V;
-    let nullable = field.nullable || matches!(field.default, relay_ir::AttrDefault::Null);
-    let is_ints = |v: &[V]| v.iter().all(|x| matches!(x, V::Int(_)));
-    let ok = match (field.kind, &v) {
-        (_, V::Null) if nullable => return Ok(v),
-        (AttrKind::Any, _) => return Ok(v),
-        (AttrKind::Int, V::Int(_)) => true,
-        (AttrKind::Float, V::Float(_)) => true,
-        (AttrKind::Float, V::Int(i)) => return Ok(V::Float(*i as f64)),
-        (AttrKind::Bool, V::Bool(_)) => true,
-        (AttrKind::Bool, V::Int(i @ (0 | 1))) => return Ok(V::Bool(*i == 1)),
-        (AttrKind::Str, V::Str(_)) => true,
-        (AttrKind::DType, V::Str(s)) => s.is_empty() || DType::parse(s).is_some(),
-        (AttrKind::IntArray, V::Array(xs)) => is_ints(xs),
-        (AttrKind::IntArray, V::Int(i)) => return Ok(V::Array(vec![V::Int(*i)])),
-        (AttrKind::FloatArray, V::Array(xs)) => {
-            if xs.iter().all(|x| matches!(x, V::Float(_) | V::Int(_))) {
-                return Ok(V::Array(
-                    xs.iter()
-                        .map(|x| V::Float(x.as_float().unwrap_or(0.0)))
-                        .collect(),
-                ));
-            }
-            false
-        }
-        (AttrKind::IntArrayArray, V::Array(xs)) => xs
-            .iter()
-            .all(|x| matches!(x, V::Array(inner) if is_ints(inner))),
-        (AttrKind::IntOrIntArray, V::Int(_)) => true,
-        (AttrKind::IntOrIntArray, V::Array(xs)) => is_ints(xs),
-        _ => false,
-    };
-    if ok {
-        return Ok(v);
-    }
-    let expected = match field.kind {
-        AttrKind::Int => "an integer",
-        AttrKind::Float => "a number",
-        AttrKind::Bool => "True or False",
-        AttrKind::Str => "a string",
-        AttrKind::DType => "a dtype string",
-        AttrKind::IntArray => "a list of integers",
-        AttrKind::FloatArray => "a list of numbers",
-        AttrKind::IntArrayArray => "a list of integer lists",
-        AttrKind::IntOrIntArray => "an integer or a list of integers",
-        AttrKind::Any => "a value",
-    };
-    Err((expected, describe(&v)))
 }
 
 fn quote_list(items: &[&str]) -> String {
