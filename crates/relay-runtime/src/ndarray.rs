@@ -2,7 +2,7 @@
 //! description (dtype, shape, CPU device). Its bytes are either its own 64-byte aligned buffer
 //! or a view into a shared [`Storage`] at a byte offset (what `memory.alloc_tensor` makes).
 
-use std::alloc::{Layout, alloc_zeroed, dealloc};
+use std::alloc::{Layout, alloc, alloc_zeroed, dealloc};
 use std::fmt;
 use std::ptr::NonNull;
 use std::sync::Arc;
@@ -118,6 +118,26 @@ impl AlignedBuf {
         let Some(ptr) = NonNull::new(raw) else {
             std::alloc::handle_alloc_error(layout)
         };
+        AlignedBuf { ptr, len }
+    }
+
+    /// A buffer holding a copy of `bytes`. Allocated uninitialized and written once:
+    /// zero-filling first (which the allocator does by `memset` at this alignment) would
+    /// touch every byte twice, the larger part of importing a model's weights.
+    fn copied(bytes: &[u8]) -> AlignedBuf {
+        let len = bytes.len();
+        if len == 0 {
+            return AlignedBuf::zeroed(0);
+        }
+        let layout = Layout::from_size_align(len, ALIGNMENT).expect("checked by NDArray::new");
+        // SAFETY: `layout` has a non-zero size.
+        let raw = unsafe { alloc(layout) };
+        let Some(ptr) = NonNull::new(raw) else {
+            std::alloc::handle_alloc_error(layout)
+        };
+        // SAFETY: `ptr` is valid for `len` bytes of writes, and `bytes` cannot overlap a
+        // fresh allocation; every byte is initialized here before the buffer is read.
+        unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), ptr.as_ptr(), len) };
         AlignedBuf { ptr, len }
     }
 }
@@ -348,17 +368,23 @@ impl NDArray {
 
     /// A tensor holding a copy of `bytes` (native-endian element data in row-major order).
     pub fn from_bytes(dtype: DType, shape: &[i64], bytes: &[u8]) -> Result<NDArray, NDArrayError> {
-        let mut array = NDArray::zeros(dtype, shape)?;
-        if bytes.len() != array.len {
+        let len = Self::byte_len(dtype, shape)?;
+        if bytes.len() != len {
             return Err(NDArrayError::SizeMismatch {
                 dtype,
                 shape: shape.to_vec(),
-                expected: array.len,
+                expected: len,
                 actual: bytes.len(),
             });
         }
-        array.as_bytes_mut().copy_from_slice(bytes);
-        Ok(array)
+        let buf = AlignedBuf::copied(bytes);
+        Ok(NDArray {
+            dtype,
+            shape: shape.to_vec(),
+            ptr: buf.ptr,
+            len,
+            owner: Owner::Buf(buf),
+        })
     }
 
     /// A tensor holding the element data `bytes`, stored little-endian (each lane's bytes in
