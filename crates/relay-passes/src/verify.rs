@@ -222,7 +222,7 @@ fn evaluate_call(callee: &Expr, args: &[Value], attrs: &relay_ir::Attrs) -> Opti
     let ExprKind::Op(op) = callee.kind() else {
         return None;
     };
-    if !crate::fold_constant::foldable(*op) {
+    if !crate::fold_constant::foldable(op) {
         return None;
     }
     (op.eval?)(args, attrs).ok()

@@ -131,7 +131,8 @@ fn run(dir: &Path) -> Outcome {
                 m.max((a - b).abs())
             }
         });
-        if !(diff / scale <= TOLERANCE) {
+        // A NaN ratio (a NaN scale) is a mismatch too.
+        if (diff / scale).is_nan() || diff / scale > TOLERANCE {
             return Outcome::Mismatch(format!(
                 "output {key}: max |diff| {diff:.3e} / max(1, max |ORT|) {scale:.3e} = {:.3e} > \
                  {TOLERANCE:e}",
