@@ -1,7 +1,9 @@
 //! ONNX models into Relay: [`import`] decodes a `ModelProto` (`prost` messages written from
 //! ONNX's field numbers, [`proto`]), turns its initializers into parameters of `@main` (bound
-//! by name, as `relayc --params` binds a `.npz`), and its nodes, in order, into Relay calls,
-//! written as canonical Relay text that is then parsed and type-checked.
+//! by name, as `relayc --params` binds a `.npz`), and its nodes, in order, into Relay calls
+//! ([`ops`]), built as IR by a typed builder ([`builder`]: operators by name with
+//! attributes, result types from the operators' relations, calls on constants evaluated at
+//! once) and then type-checked.
 //!
 //! Values keep their shapes through the import ([`graph`]): the operators whose Relay
 //! form needs them (`Reshape`'s `0` and `-1`, `Flatten`, `MatMul` of rank above 2, `Squeeze`,
@@ -11,10 +13,14 @@
 //! `?` in the text, run by the VM at whatever size the inputs have. Every node the
 //! importer cannot convert is reported, all together, with its name, type and domain.
 
+mod attrs;
+mod builder;
 pub mod error;
 mod graph;
+mod import;
 mod ops;
 pub mod proto;
+mod shape_vectors;
 mod symbolic;
 mod tensor;
 
@@ -22,7 +28,7 @@ use std::path::PathBuf;
 
 pub use error::{ImportError, NodeIssue};
 use prost::Message;
-use relay_ir::Module;
+use relay_ir::{GlobalFunc, Module, PrintOptions, Span, Symbol};
 use relay_runtime::{DType, NDArray};
 
 /// The `ai.onnx` operator sets the importer reads.
@@ -62,9 +68,7 @@ pub struct Port {
 /// An imported model.
 #[derive(Clone, Debug)]
 pub struct Imported {
-    /// The module as canonical Relay text.
-    pub text: String,
-    /// The module, parsed and type-checked.
+    /// The module, type-checked.
     pub module: Module,
     /// The parameters of `@main` that are the model's initializers, by Relay name.
     pub params: Vec<(String, NDArray)>,
@@ -74,10 +78,44 @@ pub struct Imported {
     pub outputs: Vec<Port>,
 }
 
-/// Imports the ONNX model `bytes`.
+impl Imported {
+    /// The module as canonical Relay text, its version line followed by [`Imported::comment`].
+    pub fn text(&self) -> String {
+        with_comment(&self.module, &self.comment())
+    }
+
+    /// A comment naming each input's ONNX name and the parameter it became.
+    pub fn comment(&self) -> String {
+        let mut out =
+            String::from("// Imported from ONNX by relayc. Inputs (ONNX name -> parameter):");
+        for p in &self.inputs {
+            out.push_str(&format!(" `{}` -> %{};", p.onnx_name, p.relay_name));
+        }
+        out
+    }
+}
+
+/// `module`'s text with the comment line `comment` after its version line.
+pub fn with_comment(module: &Module, comment: &str) -> String {
+    let text = relay_ir::print_module(module, &PrintOptions::default());
+    match text.split_once('\n') {
+        Some((version, rest)) if version.starts_with("#[version") => {
+            format!("{version}\n{comment}\n{rest}")
+        }
+        _ => format!("{comment}\n{text}"),
+    }
+}
+
+/// Imports the ONNX model `bytes` (copied once into the buffer the model is decoded from;
+/// [`import_owned`] takes a buffer of its own instead).
 pub fn import(bytes: &[u8], options: &ImportOptions) -> Result<Imported, ImportError> {
-    // Decoded from a buffer the tensors' raw data then slice, rather than copy.
-    let buffer = prost::bytes::Bytes::copy_from_slice(bytes);
+    import_owned(bytes.to_vec(), options)
+}
+
+/// Imports the ONNX model `bytes`, decoded in place: the tensors' raw data are slices of
+/// it until each is copied into its aligned array.
+pub fn import_owned(bytes: Vec<u8>, options: &ImportOptions) -> Result<Imported, ImportError> {
+    let buffer = prost::bytes::Bytes::from(bytes);
     let model =
         proto::ModelProto::decode(buffer).map_err(|e| ImportError::Decode(e.to_string()))?;
     let opset = model
@@ -93,13 +131,17 @@ pub fn import(bytes: &[u8], options: &ImportOptions) -> Result<Imported, ImportE
         .graph
         .as_ref()
         .ok_or_else(|| ImportError::Model("the model has no graph".into()))?;
-    let built = graph::Graph::import(graph, opset, options)?;
-    let module = relay_syntax::parse(&built.text, "model.relay")
-        .map_err(|e| ImportError::Check(format!("{e:?}\n{}", built.text)))?;
-    relay_types::check_module(&module)
-        .map_err(|e| ImportError::Check(format!("{e:?}\n{}", built.text)))?;
+    let built = import::graph(graph, opset, options)?;
+    let module = Module {
+        functions: vec![GlobalFunc {
+            name: Symbol::intern("main"),
+            func: built.main,
+            span: Span::DUMMY,
+        }],
+        ..Module::default()
+    };
+    relay_types::check_module(&module).map_err(|e| ImportError::Check(e.to_string()))?;
     Ok(Imported {
-        text: built.text,
         module,
         params: built.params,
         inputs: built.inputs,

@@ -143,7 +143,7 @@ pub(crate) fn import(
         constants: Vec::new(),
     };
     let imported = py
-        .detach(|| relay::onnx::import(&bytes, &options))
+        .detach(move || relay::onnx::import_owned(bytes, &options))
         .map_err(|e| raise(py, Stage::Compile, &e))?;
     let aliases = imported
         .inputs

@@ -141,7 +141,7 @@ fn import_file(
         input_shapes: input_shapes.to_vec(),
         constants,
     };
-    match relay_onnx::import(&bytes, &options) {
+    match relay_onnx::import_owned(bytes, &options) {
         Ok(imported) => Some(imported),
         Err(err) => {
             report_diagnostic(&err);
@@ -162,14 +162,7 @@ fn write_inline(imported: &Imported, output: &Path) -> Exit {
             return Exit::UserError;
         }
     };
-    let printed = relay_ir::printer::print_module(&module, &Default::default());
-    let (header, body) = printed.split_once('\n').unwrap_or((&printed, ""));
-    let comments: Vec<&str> = imported
-        .text
-        .lines()
-        .filter(|l| l.starts_with("//"))
-        .collect();
-    let text = format!("{header}\n{}\n{body}", comments.join("\n"));
+    let text = relay_onnx::with_comment(&module, &imported.comment());
     if let Err(err) = std::fs::write(output, text) {
         report_error(format_args!("cannot write `{}`: {err}", output.display()));
         return Exit::UserError;
@@ -201,7 +194,7 @@ pub fn import(args: &ImportArgs) -> Exit {
         .params_out
         .clone()
         .unwrap_or_else(|| output.with_extension("npz"));
-    if let Err(err) = std::fs::write(&output, &imported.text) {
+    if let Err(err) = std::fs::write(&output, imported.text()) {
         report_error(format_args!("cannot write `{}`: {err}", output.display()));
         return Exit::UserError;
     }

@@ -7,11 +7,14 @@
 //! and, when the iteration count is known at import (a `Scan`, a `Loop` with a constant trip
 //! count and no condition), reshaped to it at the end so that later nodes see static shapes.
 
+use relay_ir::{Attrs as IrAttrs, Binding, BindingKind, Expr, ExprKind, Function, Span, Var};
 use relay_runtime::DType;
 
-use super::{Attrs, axis, ints_of, list};
-use crate::graph::{Graph, Value, type_text};
+use crate::attrs::{Attrs, axis};
+use crate::builder::{Value, attr, block, floats_of, ints_of, tuple};
+use crate::graph::{Graph, type_text};
 use crate::proto::{GraphProto, NodeProto, attribute_type as at};
+use crate::symbolic;
 
 /// A graph attribute of `node`.
 fn graph_attr<'a>(node: &'a NodeProto, name: &str) -> Result<&'a GraphProto, String> {
@@ -24,49 +27,47 @@ fn graph_attr<'a>(node: &'a NodeProto, name: &str) -> Result<&'a GraphProto, Str
 
 /// `v` as a scalar (a one-element tensor reshaped to `()`).
 fn scalar(g: &mut Graph, v: &Value, what: &str) -> Result<Value, String> {
-    match crate::symbolic::product(&v.shape) {
+    match symbolic::product(&v.shape) {
         1 if v.shape.is_empty() => Ok(v.clone()),
-        1 => Ok(g.bind(
-            format!("reshape({}, newshape=[])", v.expr),
-            Vec::new(),
-            v.dtype,
-        )),
+        1 => g.call("reshape", &[v], &[("newshape", attr::ints(&[]))]),
         _ => Err(format!("{what} of shape {:?} is not one element", v.shape)),
     }
 }
 
-/// A block's text: `lines`, then `result`.
-fn block(lines: &[String], result: &str) -> String {
-    let mut out = String::from("{\n");
-    for line in lines {
-        out.push_str(&format!("    {line};\n"));
-    }
-    out.push_str(&format!("    {result}\n  }}"));
-    out
+/// What `build` computes, in a nested block of its own: the block's bindings and the result.
+/// The block is closed whether `build` succeeds or not.
+fn in_block<T>(
+    g: &mut Graph,
+    build: impl FnOnce(&mut Graph) -> Result<T, String>,
+) -> Result<(Vec<Binding>, T), String> {
+    g.open();
+    let result = build(g);
+    let bindings = g.close();
+    result.map(|v| (bindings, v))
 }
 
-/// The text of a tuple of `exprs` (one expression alone is itself).
-fn tuple(exprs: &[String]) -> String {
-    match exprs {
-        [one] => one.clone(),
-        _ => format!("({})", exprs.join(", ")),
+/// Imports `body` with `inputs` into the open block; its outputs.
+fn import(g: &mut Graph, body: &GraphProto, inputs: Vec<Value>) -> Result<Vec<Value>, String> {
+    let (bindings, outputs) = g.subgraph(body, inputs)?;
+    for b in bindings {
+        g.push(b);
     }
+    Ok(outputs)
 }
 
-/// The fields of `v`, of these shapes and types: `v` itself when there is one.
-fn fields(g: &mut Graph, v: Value, shapes: Vec<(Vec<i64>, DType)>) -> Vec<Value> {
+/// `expr`, a tuple of values of these shapes and types (one value alone: itself), bound
+/// field by field.
+fn bind_fields(g: &mut Graph, expr: Expr, shapes: Vec<(Vec<i64>, DType)>) -> Vec<Value> {
     if let [(shape, dtype)] = shapes.as_slice() {
-        return vec![Value {
-            shape: shape.clone(),
-            dtype: *dtype,
-            ..v
-        }];
+        return vec![g.bind_value(expr, shape.clone(), *dtype)];
     }
-    shapes
-        .into_iter()
-        .enumerate()
-        .map(|(i, (shape, dtype))| g.bind(format!("{}.{i}", v.expr), shape, dtype))
-        .collect()
+    let tuple = g.bind(expr);
+    g.fields(&tuple, shapes)
+}
+
+/// The shapes and types of `vs`.
+fn types_of<'a>(vs: impl IntoIterator<Item = &'a Value>) -> Vec<(Vec<i64>, DType)> {
+    vs.into_iter().map(|v| (v.shape.clone(), v.dtype)).collect()
 }
 
 /// `If`: the branch a constant condition takes, inline; otherwise `if` over both branches,
@@ -77,20 +78,16 @@ pub(super) fn if_(g: &mut Graph, node: &NodeProto) -> Result<Vec<Value>, String>
         graph_attr(node, "then_branch")?,
         graph_attr(node, "else_branch")?,
     );
-    if let Some(c) = super::floats_of(&cond) {
+    if let Some(c) = floats_of(&cond) {
         let [c] = c.as_slice() else {
             return Err(format!("the condition has {} elements, not 1", c.len()));
         };
         let taken = if *c != 0.0 { then_g } else { else_g };
-        let (lines, outputs) = g.subgraph(taken, Vec::new())?;
-        for line in lines {
-            g.push_line(line);
-        }
-        return Ok(outputs);
+        return import(g, taken, Vec::new());
     }
     let cond = scalar(g, &cond, "the condition")?;
-    let (then_lines, then_out) = g.subgraph(then_g, Vec::new())?;
-    let (else_lines, else_out) = g.subgraph(else_g, Vec::new())?;
+    let (then_bindings, then_out) = g.subgraph(then_g, Vec::new())?;
+    let (else_bindings, else_out) = g.subgraph(else_g, Vec::new())?;
     if then_out.len() != else_out.len() {
         return Err(format!(
             "the branches have {} and {} outputs",
@@ -108,123 +105,133 @@ pub(super) fn if_(g: &mut Graph, node: &NodeProto) -> Result<Vec<Value>, String>
         }
     }
     let exprs = |vs: &[Value]| vs.iter().map(|v| v.expr.clone()).collect::<Vec<_>>();
-    let text = format!(
-        "if ({}) {} else {}",
-        cond.expr,
-        block(&then_lines, &tuple(&exprs(&then_out))),
-        block(&else_lines, &tuple(&exprs(&else_out)))
+    let expr = Expr::new(
+        ExprKind::If {
+            cond: cond.expr,
+            then_branch: block(then_bindings, tuple(exprs(&then_out))),
+            else_branch: block(else_bindings, tuple(exprs(&else_out))),
+        },
+        Span::DUMMY,
     );
-    let shapes = then_out
-        .iter()
-        .map(|v| (v.shape.clone(), v.dtype))
-        .collect();
-    let r = g.bind(text, Vec::new(), DType::BOOL);
-    Ok(fields(g, r, shapes))
+    Ok(bind_fields(g, expr, types_of(&then_out)))
 }
 
-/// A local tail-recursive function: while `guard` holds, the body's lines then a call with
-/// the next values; otherwise the carried values and the accumulators.
+/// A local tail-recursive function: while its guard holds, the body's bindings then a call
+/// with the next values; otherwise the carried values and the accumulators.
 struct Recursion {
-    /// Parameters (the iteration counter first), with their next and initial values.
-    params: Vec<Value>,
-    next: Vec<String>,
-    init: Vec<String>,
+    /// Parameters (the iteration counter first), as variables and as values.
+    params: Vec<(Var, Value)>,
+    /// The initial values of the parameters before the accumulators (which start empty).
+    init: Vec<Value>,
+    /// The next value of each parameter, computed in the body.
+    next: Vec<Value>,
     /// How many leading parameters (counter, condition) are not returned.
     hidden: usize,
     /// How many trailing parameters are accumulators.
     accumulators: usize,
-    /// The condition of one more iteration, over the parameters.
-    guard: String,
-    lines: Vec<String>,
 }
 
 impl Recursion {
-    /// A parameter `p` starting at `init` and becoming `next`.
-    fn param(&mut self, p: Value, next: String, init: String) {
-        self.params.push(p);
-        self.next.push(next);
+    fn new(hidden: usize) -> Recursion {
+        Recursion {
+            params: Vec::new(),
+            init: Vec::new(),
+            next: Vec::new(),
+            hidden,
+            accumulators: 0,
+        }
+    }
+
+    /// A parameter of `shape` and `dtype` named after `hint`, starting at `init`.
+    fn param(
+        &mut self,
+        g: &mut Graph,
+        hint: &str,
+        shape: &[i64],
+        dtype: DType,
+        init: Value,
+    ) -> Value {
+        let (var, v) = g.local(hint, shape, dtype);
+        self.params.push((var, v.clone()));
         self.init.push(init);
+        v
     }
 
-    /// An accumulator of the per-iteration values `y`, stacked along a new first axis.
-    fn accumulate(&mut self, g: &mut Graph, y: &Value) {
-        let (acc, empty, grown) = accumulator(g, y);
-        self.param(acc, grown, empty);
+    /// The iteration counter, from 0, and (in the open block) its next value.
+    fn counter(&mut self, g: &mut Graph) -> Result<Value, String> {
+        let zero = g.int(0, DType::I64)?;
+        Ok(self.param(g, "i", &[], DType::I64, zero))
+    }
+
+    /// The counter's next value `i + 1`, in the open block.
+    fn count(&self, g: &mut Graph) -> Result<Value, String> {
+        let one = g.int(1, DType::I64)?;
+        g.call("add", &[&self.params[0].1, &one], &[])
+    }
+
+    /// An accumulator of the per-iteration values `y` (`Tensor[(?, y...)]`), stacked along a
+    /// new first axis; its next value is grown in the open block.
+    fn accumulate(&mut self, g: &mut Graph, y: &Value) -> Result<(), String> {
+        let shape = [[symbolic::ANY].as_slice(), &y.shape].concat();
+        let (var, acc) = g.local("acc", &shape, y.dtype);
+        let row = g.call("expand_dims", &[y], &[("axis", attr::int(0))])?;
+        let grown = g.call_tuple("concatenate", &[&acc, &row], &[("axis", attr::int(0))])?;
+        self.params.push((var, acc));
+        self.next.push(grown);
         self.accumulators += 1;
+        Ok(())
     }
 
-    /// Binds the function and its call; the values returned, carried ones then accumulated.
-    fn emit(self, g: &mut Graph) -> (Vec<Value>, Vec<Value>) {
-        let f = g.fresh_local("loop");
-        let params: Vec<String> = self
-            .params
-            .iter()
-            .map(|v| format!("{}: {}", v.expr, type_text(&v.shape, v.dtype)))
-            .collect();
-        let returned = &self.params[self.hidden..];
-        let results: Vec<String> = returned.iter().map(|v| v.expr.clone()).collect();
-        let call = format!("{f}({})", self.next.join(", "));
-        g.push_line(format!(
-            "let {f} = fn ({}) {{\n  if ({}) {} else {{\n    {}\n  }}\n  }}",
-            params.join(", "),
-            self.guard,
-            block(&self.lines, &call),
-            tuple(&results)
-        ));
-        let r = g.bind(
-            format!("{f}({})", self.init.join(", ")),
-            Vec::new(),
-            DType::BOOL,
+    /// Binds the function, whose body is `guard`'s bindings then `if (guard) { body; again }
+    /// else { results }`, and its call on the initial values (the accumulators' empty ones
+    /// made here); the values returned, carried ones then accumulated.
+    fn emit(
+        self,
+        g: &mut Graph,
+        (guard_bindings, guard): (Vec<Binding>, Value),
+        body: Vec<Binding>,
+    ) -> Result<(Vec<Value>, Vec<Value>), String> {
+        let mut init = self.init;
+        for (_, acc) in &self.params[self.params.len() - self.accumulators..] {
+            let empty: Vec<i64> = [[0].as_slice(), &acc.shape[1..]].concat();
+            let attrs = [
+                ("shape", attr::ints(&empty)),
+                ("dtype", attr::str(acc.dtype)),
+            ];
+            init.push(g.call("zeros", &[], &attrs)?);
+        }
+        let f = g.local_untyped("loop");
+        let returned: Vec<&Value> = self.params[self.hidden..].iter().map(|(_, v)| v).collect();
+        let again = Expr::call(
+            Expr::var(&f),
+            self.next.iter().map(|v| v.expr.clone()).collect(),
         );
-        let shapes = returned
-            .iter()
-            .map(|v| (v.shape.clone(), v.dtype))
-            .collect();
-        let mut carried = fields(g, r, shapes);
+        let results = tuple(returned.iter().map(|v| v.expr.clone()).collect());
+        let branch = Expr::new(
+            ExprKind::If {
+                cond: guard.expr,
+                then_branch: block(body, again),
+                else_branch: results,
+            },
+            Span::DUMMY,
+        );
+        let function = Function {
+            type_params: Vec::new(),
+            params: self.params.iter().map(|(var, _)| var.clone()).collect(),
+            ret_type: None,
+            body: block(guard_bindings, branch),
+            attrs: IrAttrs::empty(),
+        };
+        g.push(Binding {
+            var: f.clone(),
+            value: Expr::new(ExprKind::Function(function), Span::DUMMY),
+            kind: BindingKind::Let,
+        });
+        let call = Expr::call(Expr::var(&f), init.iter().map(|v| v.expr.clone()).collect());
+        let mut carried = bind_fields(g, call, types_of(returned));
         let accumulated = carried.split_off(carried.len() - self.accumulators);
-        (carried, accumulated)
+        Ok((carried, accumulated))
     }
-}
-
-/// A counter parameter and the expression for its next value.
-fn counter(g: &mut Graph) -> (Value, String) {
-    let it = Value {
-        expr: g.fresh_local("i"),
-        shape: Vec::new(),
-        dtype: DType::I64,
-        konst: None,
-        elems: None,
-    };
-    let next = format!("add({}, 1i64)", it.expr);
-    (it, next)
-}
-
-/// A carried parameter of `v`'s type.
-fn param_like(g: &mut Graph, shape: &[i64], dtype: DType) -> Value {
-    Value {
-        expr: g.fresh_local("v"),
-        shape: shape.to_vec(),
-        dtype,
-        konst: None,
-        elems: None,
-    }
-}
-
-/// An accumulator of per-iteration values `y` (`Tensor[(?, y...)]`): its parameter, its
-/// initial (empty) value and its next value.
-fn accumulator(g: &mut Graph, y: &Value) -> (Value, String, String) {
-    let acc = param_like(
-        g,
-        &[[crate::symbolic::ANY].as_slice(), &y.shape].concat(),
-        y.dtype,
-    );
-    let empty: Vec<i64> = [[0].as_slice(), &y.shape].concat();
-    let init = format!("zeros(shape={}, dtype=\"{}\")", list(&empty), y.dtype);
-    let next = format!(
-        "concatenate(({}, expand_dims({}, axis=0)), axis=0)",
-        acc.expr, y.expr
-    );
-    (acc, init, next)
 }
 
 /// The carried values' checks: each body output keeps its input's shape and type.
@@ -270,17 +277,13 @@ fn body_outputs<'a>(
 
 /// The final value of scan output `acc` after `count` iterations (when known): reshaped to
 /// its static length.
-fn stacked(g: &mut Graph, acc: Value, count: Option<i64>) -> Value {
+fn stacked(g: &mut Graph, acc: Value, count: Option<i64>) -> Result<Value, String> {
     match count {
         Some(n) => {
             let shape: Vec<i64> = [[n].as_slice(), &acc.shape[1..]].concat();
-            g.bind(
-                format!("reshape({}, newshape={})", acc.expr, list(&shape)),
-                shape,
-                acc.dtype,
-            )
+            g.reshape(&acc, shape)
         }
-        None => acc,
+        None => Ok(acc),
     }
 }
 
@@ -295,8 +298,8 @@ pub(super) fn loop_(g: &mut Graph, node: &NodeProto) -> Result<Vec<Value>, Strin
         .collect::<Result<_, _>>()?;
     let max = max.map(|m| scalar(g, &m, "the trip count")).transpose()?;
     let cond_init = match &cond {
-        Some(c) => scalar(g, c, "the condition")?.expr,
-        None => "True".into(),
+        Some(c) => scalar(g, c, "the condition")?,
+        None => g.int(1, DType::BOOL)?,
     };
     // A constant trip count without a condition: the number of iterations is known.
     let count = match (&max, &cond) {
@@ -305,49 +308,37 @@ pub(super) fn loop_(g: &mut Graph, node: &NodeProto) -> Result<Vec<Value>, Strin
             .map(|n| n.max(0)),
         _ => None,
     };
-    let (it, it_next) = counter(g);
-    let cond_p = param_like(g, &[], DType::BOOL);
+    let mut r = Recursion::new(2);
+    let it = r.counter(g)?;
+    let cond_p = r.param(g, "c", &[], DType::BOOL, cond_init);
     let vs: Vec<Value> = carried
         .iter()
-        .map(|v| param_like(g, &v.shape, v.dtype))
+        .map(|c| r.param(g, "v", &c.shape, c.dtype, c.clone()))
         .collect();
-    let inputs = [vec![it.clone(), cond_p.clone()], vs.clone()].concat();
-    let (lines, outputs) = g.subgraph(body, inputs)?;
-    let (next, scans) = body_outputs(&outputs, 1, &carried)?;
-    let cond_next = match (&cond, outputs.first()) {
-        (None, _) => cond_p.expr.clone(),
-        (Some(_), Some(c)) if c.shape.is_empty() => c.expr.clone(),
-        (Some(_), Some(c)) if c.shape == [1] => format!("reshape({}, newshape=[])", c.expr),
-        (Some(_), _) => return Err("the body's condition output is not one element".into()),
-    };
-    let guard = match &max {
-        Some(m) => format!(
-            "logical_and({}, less({}, {}))",
-            cond_p.expr, it.expr, m.expr
-        ),
-        None => cond_p.expr.clone(),
-    };
-    let mut r = Recursion {
-        params: Vec::new(),
-        next: Vec::new(),
-        init: Vec::new(),
-        hidden: 2,
-        accumulators: 0,
-        guard,
-        lines,
-    };
-    r.param(it, it_next, "0i64".into());
-    r.param(cond_p, cond_next, cond_init);
-    for ((p, n), c) in vs.into_iter().zip(next).zip(&carried) {
-        r.param(p, n.expr.clone(), c.expr.clone());
-    }
-    for y in scans {
-        r.accumulate(g, y);
-    }
-    let (mut out, accumulated) = r.emit(g);
+    let inputs = [vec![it.clone(), cond_p.clone()], vs].concat();
+    let (lines, ()) = in_block(g, |g| {
+        let outputs = import(g, body, inputs)?;
+        let (next, scans) = body_outputs(&outputs, 1, &carried)?;
+        let cond_next = match (&cond, outputs.first()) {
+            (None, _) => cond_p.clone(),
+            (Some(_), Some(c)) if c.shape.is_empty() => c.clone(),
+            (Some(_), Some(c)) if c.shape == [1] => scalar(g, c, "the body's condition")?,
+            (Some(_), _) => return Err("the body's condition output is not one element".into()),
+        };
+        let it_next = r.count(g)?;
+        r.next = [vec![it_next, cond_next], next.to_vec()].concat();
+        scans.iter().try_for_each(|y| r.accumulate(g, y))
+    })?;
+    let guard = in_block(g, |g| match &max {
+        Some(m) => {
+            let more = g.call("less", &[&it, m], &[])?;
+            g.call("logical_and", &[&cond_p, &more], &[])
+        }
+        None => Ok(cond_p.clone()),
+    })?;
+    let (mut out, accumulated) = r.emit(g, guard, lines)?;
     for acc in accumulated {
-        let v = stacked(g, acc, count);
-        out.push(v);
+        out.push(stacked(g, acc, count)?);
     }
     Ok(out)
 }
@@ -381,85 +372,83 @@ pub(super) fn scan(g: &mut Graph, node: &NodeProto, a: &Attrs) -> Result<Vec<Val
     };
     let (in_axes, in_dirs) = (per("scan_input_axes", k)?, per("scan_input_directions", k)?);
     let mut length = None;
-    let mut slices = Vec::new();
-    let (it, it_next) = counter(g);
-    for (x, (&ax, &dir)) in xs.iter().zip(in_axes.iter().zip(&in_dirs)) {
+    let mut axes = Vec::new();
+    for (x, &ax) in xs.iter().zip(&in_axes) {
         let ax = axis(ax, x.shape.len())?;
         let len = x.shape[ax];
         if *length.get_or_insert(len) != len {
             return Err(format!("scan inputs of lengths {length:?} and {len}"));
         }
-        let mut shape = x.shape.clone();
-        shape.remove(ax);
-        let index = if dir == 0 {
-            it.expr.clone()
-        } else {
-            format!("subtract({}i64, {})", len - 1, it.expr)
-        };
-        slices.push((
-            format!("take({}, {index}, axis={ax})", x.expr),
-            shape,
-            x.dtype,
-        ));
+        axes.push(ax);
     }
     let length = length.ok_or("`Scan` has no scan input")?;
+    let mut r = Recursion::new(1);
+    let it = r.counter(g)?;
     let ss: Vec<Value> = states
         .iter()
-        .map(|v| param_like(g, &v.shape, v.dtype))
+        .map(|s| r.param(g, "v", &s.shape, s.dtype, s.clone()))
         .collect();
-    let mut lines = Vec::new();
-    let mut inputs = ss.clone();
-    for (text, shape, dtype) in slices {
-        let v = param_like(g, &shape, dtype);
-        lines.push(format!("let {} = {text}", v.expr));
-        inputs.push(v);
-    }
-    let (body_lines, outputs) = g.subgraph(body, inputs)?;
-    lines.extend(body_lines);
-    let (next, ys) = body_outputs(&outputs, 0, states)?;
-    let mut r = Recursion {
-        params: Vec::new(),
-        next: Vec::new(),
-        init: Vec::new(),
-        hidden: 1,
-        accumulators: 0,
-        guard: format!("less({}, {length}i64)", it.expr),
-        lines,
-    };
-    r.param(it, it_next, "0i64".into());
-    for ((p, n), s0) in ss.into_iter().zip(next).zip(states) {
-        r.param(p, n.expr.clone(), s0.expr.clone());
-    }
-    for y in ys {
-        r.accumulate(g, y);
-    }
-    let (mut out, accs_out) = r.emit(g);
+    let (lines, ()) = in_block(g, |g| {
+        let mut inputs = ss;
+        for ((x, &ax), &dir) in xs.iter().zip(&axes).zip(&in_dirs) {
+            inputs.push(slice_at(g, x, ax, &it, (dir != 0).then_some(length))?);
+        }
+        let outputs = import(g, body, inputs)?;
+        let (next, ys) = body_outputs(&outputs, 0, states)?;
+        let it_next = r.count(g)?;
+        r.next = [vec![it_next], next.to_vec()].concat();
+        ys.iter().try_for_each(|y| r.accumulate(g, y))
+    })?;
+    let guard = in_block(g, |g| {
+        let length = g.int(length, DType::I64)?;
+        g.call("less", &[&it, &length], &[])
+    })?;
+    let (mut out, accs_out) = r.emit(g, guard, lines)?;
     let m = accs_out.len();
     let (out_axes, out_dirs) = (
         per("scan_output_axes", m)?,
         per("scan_output_directions", m)?,
     );
     for (acc, (&ax, &dir)) in accs_out.into_iter().zip(out_axes.iter().zip(&out_dirs)) {
-        let mut y = stacked(g, acc, Some(length));
+        let mut y = stacked(g, acc, Some(length))?;
         if dir != 0 {
-            y = g.bind(
-                format!("reverse({}, axis=0)", y.expr),
-                y.shape.clone(),
-                y.dtype,
-            );
+            let shape = y.shape.clone();
+            y = g.call_as("reverse", &[&y], &[("axis", attr::int(0))], &shape)?;
         }
         let ax = axis(ax, y.shape.len())?;
         if ax != 0 {
             let mut perm: Vec<i64> = (1..y.shape.len() as i64).collect();
             perm.insert(ax, 0);
             let shape: Vec<i64> = perm.iter().map(|&p| y.shape[p as usize]).collect();
-            y = g.bind(
-                format!("transpose({}, axes={})", y.expr, list(&perm)),
-                shape,
-                y.dtype,
-            );
+            y = g.call_as("transpose", &[&y], &[("axes", attr::ints(&perm))], &shape)?;
         }
         out.push(y);
     }
     Ok(out)
+}
+
+/// Slice `i` of `x` along axis `ax` (of `length` slices, counted from the end when
+/// `backwards` gives it), keeping `x`'s symbols.
+fn slice_at(
+    g: &mut Graph,
+    x: &Value,
+    ax: usize,
+    i: &Value,
+    backwards: Option<i64>,
+) -> Result<Value, String> {
+    let index = match backwards {
+        Some(length) => {
+            let last = g.int(length - 1, DType::I64)?;
+            g.call("subtract", &[&last, i], &[])?
+        }
+        None => i.clone(),
+    };
+    let mut shape = x.shape.clone();
+    shape.remove(ax);
+    g.call_as(
+        "take",
+        &[x, &index],
+        &[("axis", attr::int(ax as i64))],
+        &shape,
+    )
 }

@@ -15,8 +15,12 @@
 //! Height and width keep every attribute of the 2-D operator (pads, `auto_pad`, strides,
 //! dilations, groups); depth takes its own.
 
-use super::{Attrs, list, nn};
-use crate::graph::{Graph, Value};
+use super::nn;
+use super::norm::{flipped, spread};
+use super::slice::window;
+use crate::attrs::Attrs;
+use crate::builder::{Value, attr};
+use crate::graph::Graph;
 use crate::proto::{AttributeProto, NodeProto};
 
 /// The deepest 3-D kernel converted (each depth tap is one `nn.conv2d`).
@@ -62,42 +66,34 @@ pub(super) fn conv3d(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<V
     let od = (padded - extent) / sd + 1;
 
     // [N, D', C, H, W]: depth beside the batch, zero-padded.
-    let mut e = x.expr.clone();
+    let mut e = x.clone();
     if front + back > 0 {
-        let zero = super::float_text(0.0, x.dtype);
-        e = format!(
-            "nn.pad({e}, {zero}, pad_width=[[0, 0], [0, 0], [{front}, {back}], [0, 0], [0, 0]])"
-        );
+        let zero = g.float(0.0, x.dtype)?;
+        let width = [[0, 0], [0, 0], [front, back], [0, 0], [0, 0]].map(Vec::from);
+        e = g.call(
+            "nn.pad",
+            &[&e, &zero],
+            &[("pad_width", attr::int_lists(&width))],
+        )?;
     }
-    let deep = g.bind(
-        format!("transpose({e}, axes=[0, 2, 1, 3, 4])"),
-        vec![n, padded, c, h, wd],
-        x.dtype,
-    );
+    let deep = transpose(g, &e)?;
     let key = |s: String| format!("\u{0}conv3d{s}:{}", node.output.first().map_or("", |o| o));
     let mut sum: Option<Value> = None;
     for k in 0..kd {
         let start = k * dd;
-        let slice = format!(
-            "strided_slice({}, begin=[0, {start}, 0, 0, 0], end={}, strides=[1, {sd}, 1, 1, 1], axes=None)",
-            deep.expr,
-            list(&[n, start + (od - 1) * sd + 1, c, h, wd])
-        );
-        let images = g.bind(
-            format!("reshape({slice}, newshape={})", list(&[n * od, c, h, wd])),
-            vec![n * od, c, h, wd],
-            x.dtype,
-        );
-        let taps = g.bind(
-            format!(
-                "reshape(strided_slice({}, begin=[0, 0, {k}, 0, 0], end={}, strides=[1, 1, 1, 1, 1], axes=None), newshape={})",
-                w.expr,
-                list(&[o, cg, k + 1, kh, kw]),
-                list(&[o, cg, kh, kw])
-            ),
-            vec![o, cg, kh, kw],
-            w.dtype,
-        );
+        let slice = g.call(
+            "strided_slice",
+            &[&deep],
+            &[
+                ("begin", attr::ints(&[0, start, 0, 0, 0])),
+                ("end", attr::ints(&[n, start + (od - 1) * sd + 1, c, h, wd])),
+                ("strides", attr::ints(&[1, sd, 1, 1, 1])),
+                ("axes", attr::null()),
+            ],
+        )?;
+        let images = reshape(g, &slice, &[n * od, c, h, wd])?;
+        let tap = window(g, &w, &[0, 0, k, 0, 0], &[o, cg, k + 1, kh, kw])?;
+        let taps = reshape(g, &tap, &[o, cg, kh, kw])?;
         g.define(key(format!("x{k}")), images);
         g.define(key(format!("w{k}")), taps);
         let mut planar = node.clone();
@@ -106,22 +102,24 @@ pub(super) fn conv3d(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<V
         let y = nn::conv(g, &planar, &Attrs(&planar.attribute))?;
         sum = Some(match sum {
             None => y,
-            Some(s) => {
-                let shape = y.shape.clone();
-                g.bind(format!("add({}, {})", s.expr, y.expr), shape, x.dtype)
-            }
+            Some(s) => g.call("add", &[&s, &y], &[])?,
         });
     }
     let y = sum.ok_or("a 3-D kernel of depth 0")?;
     let (oh, ow) = (y.shape[2], y.shape[3]);
-    let shape = vec![n, o, od, oh, ow];
-    let out = format!(
-        "transpose(reshape({}, newshape={}), axes=[0, 2, 1, 3, 4])",
-        y.expr,
-        list(&[n, od, o, oh, ow])
-    );
-    let y = g.bind(out, shape, x.dtype);
+    let y = reshape(g, &y, &[n, od, o, oh, ow])?;
+    let y = transpose(g, &y)?;
     nn::with_bias(g, node, y)
+}
+
+/// `reshape(x, newshape=shape)` to a static shape.
+fn reshape(g: &mut Graph, x: &Value, shape: &[i64]) -> Result<Value, String> {
+    g.call("reshape", &[x], &[("newshape", attr::ints(shape))])
+}
+
+/// `x` with axes 1 and 2 exchanged (depth and channels).
+fn transpose(g: &mut Graph, x: &Value) -> Result<Value, String> {
+    g.call("transpose", &[x], &[("axes", attr::ints(&[0, 2, 1, 3, 4]))])
 }
 
 /// The depth padding (front, back) and the height/width `pads` (`None` under `auto_pad`,
@@ -215,29 +213,10 @@ pub(super) fn conv_transpose3d(
     if out.iter().any(|&v| v <= 0) {
         return Err(format!("an output of {out:?}"));
     }
-    let spread = [0, 1, 2].map(|i| (size[i] - 1) * s[i] + 1);
-    let zero = super::float_text(0.0, x.dtype);
-    let xs = format!(
-        "strided_slice(reshape(nn.pad(reshape({}, newshape={}), {zero}, pad_width=[[0, 0], [0, 0], [0, 0], [0, {}], [0, 0], [0, {}], [0, 0], [0, {}]]), newshape={}), begin=[0, 0, 0, 0, 0], end={}, strides=[1, 1, 1, 1, 1], axes=None)",
-        x.expr,
-        list(&[n, c, dd, 1, h, 1, wd, 1]),
-        s[0] - 1,
-        s[1] - 1,
-        s[2] - 1,
-        list(&[n, c, dd * s[0], h * s[1], wd * s[2]]),
-        list(&[n, c, spread[0], spread[1], spread[2]])
-    );
+    let xv = spread(g, &x, &s)?;
     let m = mg * groups;
-    let wt = format!(
-        "reverse(reverse(reverse(reshape(transpose(reshape({}, newshape={}), axes=[0, 2, 1, 3, 4, 5]), newshape={}), axis=2), axis=3), axis=4)",
-        w.expr,
-        list(&[groups, c / groups, mg, kd, kh, kw]),
-        list(&[m, c / groups, kd, kh, kw])
-    );
+    let wv = flipped(g, &w, groups)?;
     let key = |s: &str| format!("\u{0}convt3d{s}:{}", node.output.first().map_or("", |o| o));
-    let spread_shape = vec![n, c, spread[0], spread[1], spread[2]];
-    let xv = g.bind(xs, spread_shape, x.dtype);
-    let wv = g.bind(wt, vec![m, c / groups, kd, kh, kw], w.dtype);
     g.define(key("x"), xv);
     g.define(key("w"), wv);
     // The convolution's padding: extent - 1 - pads (output_padding at the end).
@@ -274,16 +253,7 @@ pub(super) fn conv_transpose3d(
             .into_iter()
             .chain((0..3).map(|i| begin[i + 2] + out[i]))
             .collect();
-        y = g.bind(
-            format!(
-                "strided_slice({}, begin={}, end={}, strides=[1, 1, 1, 1, 1], axes=None)",
-                y.expr,
-                list(&begin),
-                list(&end)
-            ),
-            vec![n, m, out[0], out[1], out[2]],
-            x.dtype,
-        );
+        y = window(g, &y, &begin, &end)?;
     }
     nn::with_bias(g, node, y)
 }

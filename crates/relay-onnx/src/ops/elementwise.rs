@@ -1,7 +1,8 @@
 //! Elementwise operators: numpy-broadcasting arithmetic, activations, `Clip`, `Cast`.
 
-use super::{Attrs, float_text, floats_of};
-use crate::graph::{Graph, Value};
+use crate::attrs::Attrs;
+use crate::builder::{Value, attr, finite, floats_of};
+use crate::graph::Graph;
 use crate::proto::NodeProto;
 use relay_runtime::DType;
 
@@ -44,19 +45,14 @@ pub(super) fn variadic(g: &mut Graph, node: &NodeProto) -> Result<Value, String>
         let x = g.input(node, i)?;
         let x = if node.op_type == "Pow" && x.dtype != acc.dtype {
             // Pow's exponent may have another type: computed in the base's.
-            let shape = x.shape.clone();
-            g.bind(
-                format!("cast({}, dtype=\"{}\")", x.expr, acc.dtype),
-                shape,
-                acc.dtype,
-            )
+            g.call("cast", &[&x], &[("dtype", attr::str(acc.dtype))])?
         } else if x.dtype != acc.dtype {
             return Err(format!("operands of {} and {}", acc.dtype, x.dtype));
         } else {
             x
         };
-        let shape = broadcast(&acc.shape, &x.shape)?;
-        acc = g.bind(format!("{op}({}, {})", acc.expr, x.expr), shape, acc.dtype);
+        broadcast(&acc.shape, &x.shape)?;
+        acc = g.call(op, &[&acc, &x], &[])?;
     }
     Ok(acc)
 }
@@ -64,41 +60,40 @@ pub(super) fn variadic(g: &mut Graph, node: &NodeProto) -> Result<Value, String>
 /// The one-input activations and math functions.
 pub(super) fn unary(g: &mut Graph, node: &NodeProto) -> Result<Value, String> {
     let x = g.input(node, 0)?;
-    let call = match node.op_type.as_str() {
-        "Relu" => format!("nn.relu({})", x.expr),
-        "Reciprocal" => format!("divide({}, {})", float_text(1.0, x.dtype), x.expr),
-        op => {
-            let f = match op {
-                "Sigmoid" => "sigmoid",
-                "Tanh" => "tanh",
-                "Erf" => "erf",
-                "Exp" => "exp",
-                "Log" => "log",
-                "Sqrt" => "sqrt",
-                "Neg" => "negative",
-                "Abs" => "abs",
-                "Floor" => "floor",
-                // Halves to even, as ONNX's Round.
-                "Round" => "round",
-                "Sign" => "sign",
-                "Sin" => "sin",
-                "Cos" => "cos",
-                "Tan" => "tan",
-                "Asin" => "asin",
-                "Acos" => "acos",
-                "Atan" => "atan",
-                "Sinh" => "sinh",
-                "Cosh" => "cosh",
-                "Asinh" => "asinh",
-                "Acosh" => "acosh",
-                "Atanh" => "atanh",
-                _ => "ceil",
-            };
-            format!("{f}({})", x.expr)
+    let f = match node.op_type.as_str() {
+        "Relu" => "nn.relu",
+        "Reciprocal" => {
+            let one = g.float(1.0, x.dtype)?;
+            return g.call("divide", &[&one, &x], &[]);
         }
+        op => match op {
+            "Sigmoid" => "sigmoid",
+            "Tanh" => "tanh",
+            "Erf" => "erf",
+            "Exp" => "exp",
+            "Log" => "log",
+            "Sqrt" => "sqrt",
+            "Neg" => "negative",
+            "Abs" => "abs",
+            "Floor" => "floor",
+            // Halves to even, as ONNX's Round.
+            "Round" => "round",
+            "Sign" => "sign",
+            "Sin" => "sin",
+            "Cos" => "cos",
+            "Tan" => "tan",
+            "Asin" => "asin",
+            "Acos" => "acos",
+            "Atan" => "atan",
+            "Sinh" => "sinh",
+            "Cosh" => "cosh",
+            "Asinh" => "asinh",
+            "Acosh" => "acosh",
+            "Atanh" => "atanh",
+            _ => "ceil",
+        },
     };
-    let shape = x.shape.clone();
-    Ok(g.bind(call, shape, x.dtype))
+    g.call(f, &[&x], &[])
 }
 
 /// `Clip`: bounds from attributes (opset < 11) or constant inputs, either absent.
@@ -122,25 +117,24 @@ pub(super) fn clip(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<Val
     };
     if !x.dtype.is_float() {
         // Integers: `minimum`/`maximum` with the bounds that are given, as literals.
-        let literal = |v: f64| format!("{}{}", v as i64, super::slice::int_suffix(x.dtype));
-        let mut e = x.expr.clone();
+        let mut y = x.clone();
         if hi.is_finite() {
-            e = format!("minimum({e}, {})", literal(hi));
+            let hi = g.int(hi as i64, x.dtype)?;
+            y = g.call("minimum", &[&y, &hi], &[])?;
         }
         if lo.is_finite() {
-            e = format!("maximum({e}, {})", literal(lo));
+            let lo = g.int(lo as i64, x.dtype)?;
+            y = g.call("maximum", &[&y, &lo], &[])?;
         }
-        let shape = x.shape.clone();
-        return Ok(g.bind(e, shape, x.dtype));
+        return Ok(y);
     }
-    let call = format!(
-        "clip({}, a_min={}, a_max={})",
-        x.expr,
-        float_text(lo, x.dtype),
-        float_text(hi, x.dtype)
-    );
-    let shape = x.shape.clone();
-    Ok(g.bind(call, shape, x.dtype))
+    clip_to(g, &x, lo, hi)
+}
+
+/// `x` clipped to `[lo, hi]` (an infinite bound is the dtype's largest finite value).
+pub(crate) fn clip_to(g: &mut Graph, x: &Value, lo: f64, hi: f64) -> Result<Value, String> {
+    let bound = |v: f64| attr::float(finite(v, x.dtype));
+    g.call("clip", &[x], &[("a_min", bound(lo)), ("a_max", bound(hi))])
 }
 
 /// `Cast` to attribute `to`.
@@ -163,24 +157,16 @@ pub(super) fn cast_like(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Resul
 /// `saturate = 0`) gives infinity or NaN; NaN stays NaN either way.
 fn cast_to(g: &mut Graph, x: &Value, dtype: DType, a: &Attrs<'_>) -> Result<Value, String> {
     let float8 = dtype.bits == 8 && dtype.minifloat().is_some();
-    let mut e = x.expr.clone();
+    let mut y = x.clone();
     if float8 && a.int("saturate", 1)? != 0 && x.dtype.is_float() {
         // Clamped in a type `clip` computes in: the source, or float32 for a narrow one.
-        let wide = if x.dtype.minifloat().is_some() {
-            e = format!("cast({e}, dtype=\"float32\")");
-            DType::F32
-        } else {
-            x.dtype
-        };
+        if x.dtype.minifloat().is_some() {
+            y = g.call("cast", &[&y], &[("dtype", attr::str(DType::F32))])?;
+        }
         let max = dtype.minifloat().map_or(0.0, |f| f.max_finite());
-        e = format!(
-            "clip({e}, a_min={}, a_max={})",
-            float_text(-max, wide),
-            float_text(max, wide)
-        );
+        y = clip_to(g, &y, -max, max)?;
     }
-    let shape = x.shape.clone();
-    Ok(g.bind(format!("cast({e}, dtype=\"{dtype}\")"), shape, dtype))
+    g.call("cast", &[&y], &[("dtype", attr::str(dtype))])
 }
 
 /// The comparisons (`Equal`, `Less`, ...) and logic (`And`, `Or`, `Xor`, `Not`): `bool`
@@ -188,12 +174,7 @@ fn cast_to(g: &mut Graph, x: &Value, dtype: DType, a: &Attrs<'_>) -> Result<Valu
 pub(super) fn predicate(g: &mut Graph, node: &NodeProto) -> Result<Value, String> {
     let x = g.input(node, 0)?;
     if node.op_type == "Not" {
-        let shape = x.shape.clone();
-        return Ok(g.bind(
-            format!("logical_not({})", x.expr),
-            shape,
-            relay_runtime::DType::BOOL,
-        ));
+        return g.call("logical_not", &[&x], &[]);
     }
     let y = g.input(node, 1)?;
     if x.dtype != y.dtype {
@@ -209,12 +190,8 @@ pub(super) fn predicate(g: &mut Graph, node: &NodeProto) -> Result<Value, String
         "Or" => "logical_or",
         _ => "logical_xor",
     };
-    let shape = broadcast(&x.shape, &y.shape)?;
-    Ok(g.bind(
-        format!("{op}({}, {})", x.expr, y.expr),
-        shape,
-        relay_runtime::DType::BOOL,
-    ))
+    broadcast(&x.shape, &y.shape)?;
+    g.call(op, &[&x, &y], &[])
 }
 
 /// `IsNaN(x)`, and `IsInf(x)` of either sign or only the ones `detect_positive` and
@@ -225,25 +202,26 @@ pub(super) fn float_class(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Res
     if !x.dtype.is_float() {
         return Err(format!("{} of {}", node.op_type, x.dtype));
     }
-    let e = &x.expr;
-    let call = match node.op_type.as_str() {
-        "IsNaN" => format!("isnan({e})"),
-        _ => {
-            let zero = float_text(0.0, x.dtype);
-            match (
-                a.int("detect_positive", 1)? != 0,
-                a.int("detect_negative", 1)? != 0,
-            ) {
-                (true, true) => format!("isinf({e})"),
-                (true, false) => format!("logical_and(isinf({e}), greater({e}, {zero}))"),
-                (false, true) => format!("logical_and(isinf({e}), less({e}, {zero}))"),
-                // Neither sign: false everywhere.
-                (false, false) => format!("logical_and(isinf({e}), isnan({e}))"),
-            }
+    if node.op_type == "IsNaN" {
+        return g.call("isnan", &[&x], &[]);
+    }
+    let inf = g.call("isinf", &[&x], &[])?;
+    let sign = match (
+        a.int("detect_positive", 1)? != 0,
+        a.int("detect_negative", 1)? != 0,
+    ) {
+        (true, true) => return Ok(inf),
+        (true, false) => "greater",
+        (false, true) => "less",
+        // Neither sign: false everywhere.
+        (false, false) => {
+            let nan = g.call("isnan", &[&x], &[])?;
+            return g.call("logical_and", &[&inf, &nan], &[]);
         }
     };
-    let shape = x.shape.clone();
-    Ok(g.bind(call, shape, DType::BOOL))
+    let zero = g.float(0.0, x.dtype)?;
+    let signed = g.call(sign, &[&x, &zero], &[])?;
+    g.call("logical_and", &[&inf, &signed], &[])
 }
 
 /// `BitwiseAnd`, `BitwiseOr`, `BitwiseXor` (broadcasting) and `BitwiseNot` of integers, and
@@ -254,8 +232,7 @@ pub(super) fn bitwise(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<
         return Err(format!("{} of {}", node.op_type, x.dtype));
     }
     if node.op_type == "BitwiseNot" {
-        let shape = x.shape.clone();
-        return Ok(g.bind(format!("bitwise_not({})", x.expr), shape, x.dtype));
+        return g.call("bitwise_not", &[&x], &[]);
     }
     let y = g.input(node, 1)?;
     if x.dtype != y.dtype {
@@ -271,8 +248,8 @@ pub(super) fn bitwise(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<
             other => return Err(format!("BitShift direction `{other}` (LEFT or RIGHT)")),
         },
     };
-    let shape = broadcast(&x.shape, &y.shape)?;
-    Ok(g.bind(format!("{op}({}, {})", x.expr, y.expr), shape, x.dtype))
+    broadcast(&x.shape, &y.shape)?;
+    g.call(op, &[&x, &y], &[])
 }
 
 /// `Where(cond, x, y)`, broadcasting all three.
@@ -281,12 +258,8 @@ pub(super) fn select(g: &mut Graph, node: &NodeProto) -> Result<Value, String> {
     if c.dtype != relay_runtime::DType::BOOL || x.dtype != y.dtype {
         return Err(format!("Where of {}, {} and {}", c.dtype, x.dtype, y.dtype));
     }
-    let shape = broadcast(&broadcast(&c.shape, &x.shape)?, &y.shape)?;
-    Ok(g.bind(
-        format!("where({}, {}, {})", c.expr, x.expr, y.expr),
-        shape,
-        x.dtype,
-    ))
+    broadcast(&broadcast(&c.shape, &x.shape)?, &y.shape)?;
+    g.call("where", &[&c, &x, &y], &[])
 }
 
 /// `Mean` of any number of inputs: their sum divided by their count.
@@ -300,9 +273,8 @@ pub(super) fn mean(g: &mut Graph, node: &NodeProto) -> Result<Value, String> {
     if !total.dtype.is_float() {
         return Err(format!("Mean of {}", total.dtype));
     }
-    let n = float_text(node.input.len() as f64, total.dtype);
-    let shape = total.shape.clone();
-    Ok(g.bind(format!("divide({}, {n})", total.expr), shape, total.dtype))
+    let n = g.float(node.input.len() as f64, total.dtype)?;
+    g.call("divide", &[&total, &n], &[])
 }
 
 /// `Dropout` in inference (or training with a ratio of 0): the identity, and a mask of
@@ -325,10 +297,13 @@ pub(super) fn dropout(g: &mut Graph, node: &NodeProto) -> Result<Vec<Value>, Str
         return Ok(vec![x]);
     }
     // The mask: every element kept.
-    let mask = g.bind(
-        format!("ones(shape={}, dtype=\"bool\")", super::list(&x.shape)),
-        x.shape.clone(),
-        relay_runtime::DType::BOOL,
-    );
+    let mask = g.call(
+        "ones",
+        &[],
+        &[
+            ("shape", attr::ints(&x.shape)),
+            ("dtype", attr::str(DType::BOOL)),
+        ],
+    )?;
     Ok(vec![x, mask])
 }

@@ -3,17 +3,47 @@
 //! `GatherND`, `TopK`, `ScatterElements` and `ScatterND`; and the masks `Trilu` and
 //! `EyeLike`.
 
-use relay_runtime::{DType, NDArray};
+use relay_runtime::{DType, DTypeCode, NDArray};
 
-use super::{Attrs, axis, ints_of, list};
-use crate::graph::{Graph, Value};
+use crate::attrs::{Attrs, axis};
+use crate::builder::{Value, attr, floats_of, ints_of};
+use crate::graph::Graph;
 use crate::proto::NodeProto;
+
+/// `x` cast to int64 (indices of any integer type).
+fn int64(g: &mut Graph, x: &Value) -> Result<Value, String> {
+    g.call("cast", &[x], &[("dtype", attr::str(DType::I64))])
+}
+
+/// Int64 indices `i` with the negative ones wrapped: `i + n` where `i < 0` (`n` the axis
+/// length, a scalar or a vector broadcast along the indices' last axis).
+fn wrapped(g: &mut Graph, i: &Value, n: &Value) -> Result<Value, String> {
+    let zero = g.int(0, DType::I64)?;
+    let negative = g.call("less", &[i, &zero], &[])?;
+    let shifted = g.call("add", &[i, n], &[])?;
+    g.call("where", &[&negative, &shifted, i], &[])
+}
+
+/// `x` reshaped to the static shape `to`.
+fn reshaped(g: &mut Graph, x: &Value, to: &[i64]) -> Result<Value, String> {
+    g.call("reshape", &[x], &[("newshape", attr::ints(to))])
+}
+
+/// `x` transposed by `perm`.
+fn transposed(g: &mut Graph, x: &Value, perm: &[i64]) -> Result<Value, String> {
+    g.call("transpose", &[x], &[("axes", attr::ints(perm))])
+}
+
+/// Reduction `op` (`sum`, `prod`, `max`, `min`) of `x` over `axes`.
+fn reduced(g: &mut Graph, op: &str, x: &Value, axes: &[i64]) -> Result<Value, String> {
+    g.call(op, &[x], &[("axis", attr::ints(axes))])
+}
 
 /// `OneHot(indices, depth, values)`: `values[1]` where the index (negative: from `depth`)
 /// equals the position along the new axis, else `values[0]`.
 pub(super) fn one_hot(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<Value, String> {
     let (idx, depth, values) = (g.input(node, 0)?, g.input(node, 1)?, g.input(node, 2)?);
-    let depth = match super::floats_of(&depth).as_deref() {
+    let depth = match floats_of(&depth).as_deref() {
         // The positions are a constant of `depth` elements.
         Some(&[d]) if (1.0..=(1u64 << 20) as f64).contains(&d) => d as i64,
         _ => return Err("depth is not a positive constant scalar".into()),
@@ -26,18 +56,18 @@ pub(super) fn one_hot(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<
     }
     let rank = idx.shape.len();
     let ax = axis(a.int("axis", -1)?, rank + 1)?;
-    let mut shape = idx.shape.clone();
-    shape.insert(ax, depth);
     // The positions along the new axis, broadcast over the axes after it.
     let positions = axis_positions(g, "one_hot_positions", depth, rank - ax)?;
-    let i = format!("cast({}, dtype=\"int64\")", idx.expr);
-    let wrapped = format!("where(less({i}, 0i64), add({i}, {depth}i64), {i})");
-    let flat = format!("reshape({}, newshape=[2])", values.expr);
-    let text = format!(
-        "where(equal(expand_dims({wrapped}, axis={ax}), {}), take({flat}, 1), take({flat}, 0))",
-        positions.expr
-    );
-    Ok(g.bind(text, shape, values.dtype))
+    let i = int64(g, &idx)?;
+    let n = g.int(depth, DType::I64)?;
+    let i = wrapped(g, &i, &n)?;
+    let i = g.call("expand_dims", &[&i], &[("axis", attr::int(ax as i64))])?;
+    let hit = g.call("equal", &[&i, &positions], &[])?;
+    let flat = reshaped(g, &values, &[2])?;
+    let (on, off) = (g.int(1, DType::I64)?, g.int(0, DType::I64)?);
+    let on = g.call("take", &[&flat, &on], &[])?;
+    let off = g.call("take", &[&flat, &off], &[])?;
+    g.call("where", &[&hit, &on, &off], &[])
 }
 
 /// `CumSum(x, axis)`: along a static axis of length `L`, the sum against an `L × L` mask of
@@ -67,7 +97,7 @@ pub(super) fn cumsum(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<V
         }
     }
     let mask = NDArray::from_f64_slice(x.dtype, &[len, len], &mask).map_err(|e| e.to_string())?;
-    let mask = g.new_constant("cumsum_mask", mask);
+    let mask = g.constant("cumsum_mask", mask);
     // The axis moved last, summed against the mask, moved back.
     let mut perm: Vec<i64> = (0..rank as i64).filter(|&d| d != ax as i64).collect();
     perm.push(ax as i64);
@@ -76,27 +106,22 @@ pub(super) fn cumsum(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<V
         inverse[p as usize] = k as i64;
     }
     let moved: Vec<i64> = perm.iter().map(|&p| x.shape[p as usize]).collect();
-    let last = format!("transpose({}, axes={})", x.expr, list(&perm));
+    let last = transposed(g, &x, &perm)?;
     let rows: i64 = moved[..rank - 1].iter().product();
     let summed = if x.dtype.is_float() {
-        format!(
-            "reshape(nn.dense(reshape({last}, newshape={}), {}, units={len}), newshape={})",
-            list(&[rows, len]),
-            mask.expr,
-            list(&moved)
-        )
+        let flat = reshaped(g, &last, &[rows, len])?;
+        let dense = g.call("nn.dense", &[&flat, &mask], &[("units", attr::int(len))])?;
+        reshaped(g, &dense, &moved)?
     } else {
-        format!(
-            "sum(multiply(expand_dims({last}, axis={}), {}), axis=[-1])",
-            rank - 1,
-            mask.expr
-        )
+        let each = g.call(
+            "expand_dims",
+            &[&last],
+            &[("axis", attr::int(rank as i64 - 1))],
+        )?;
+        let masked = g.call("multiply", &[&each, &mask], &[])?;
+        reduced(g, "sum", &masked, &[-1])?
     };
-    Ok(g.bind(
-        format!("transpose({summed}, axes={})", list(&inverse)),
-        x.shape.clone(),
-        x.dtype,
-    ))
+    transposed(g, &summed, &inverse)
 }
 
 /// One operand of an einsum: its tensor and subscripts.
@@ -140,21 +165,11 @@ fn diagonals(
         }
         let rest: Vec<usize> = (0..labels.len()).filter(|&k| k != i && k != j).collect();
         let perm: Vec<i64> = rest.iter().chain([&i, &j]).map(|&k| k as i64).collect();
-        let mut shape: Vec<i64> = rest.iter().map(|&k| v.shape[k]).collect();
-        let merged = [shape.clone(), vec![n * n]].concat();
+        let merged: Vec<i64> = rest.iter().map(|&k| v.shape[k]).chain([n * n]).collect();
         let index = g.int64_constant("diagonal", &[n], (0..n).map(|k| k * (n + 1)))?;
-        shape.push(n);
-        v = g.bind(
-            format!(
-                "take(reshape(transpose({}, axes={}), newshape={}), {}, axis=-1)",
-                v.expr,
-                list(&perm),
-                list(&merged),
-                index.expr
-            ),
-            shape,
-            v.dtype,
-        );
+        let last = transposed(g, &v, &perm)?;
+        let last = reshaped(g, &last, &merged)?;
+        v = g.call("take", &[&last, &index], &[("axis", attr::int(-1))])?;
         let label = labels[i];
         labels = rest.iter().map(|&k| labels[k]).chain([label]).collect();
     }
@@ -260,9 +275,8 @@ pub(super) fn einsum(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<V
             .iter()
             .find_map(|t| t.labels.iter().position(|&l| l == c).map(|p| t.v.shape[p]))
     };
-    let mut out_shape = Vec::new();
-    for &c in &out {
-        out_shape.push(size(c).ok_or_else(|| format!("output label `{c}` is in no input"))?);
+    if let Some(c) = out.iter().find(|&&c| size(c).is_none()) {
+        return Err(format!("output label `{c}` is in no input"));
     }
     // Each operand with the labels only it has (and the output lacks) summed away.
     let mut ops = Vec::new();
@@ -271,21 +285,19 @@ pub(super) fn einsum(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<V
         let (keep, drop): (Vec<usize>, Vec<usize>) = (0..t.labels.len())
             .partition(|&i| out.contains(&t.labels[i]) || other.contains(&t.labels[i]));
         let labels: Vec<char> = keep.iter().map(|&i| t.labels[i]).collect();
-        let shape: Vec<i64> = keep.iter().map(|&i| t.v.shape[i]).collect();
-        let expr = if drop.is_empty() {
-            t.v.expr.clone()
+        let v = if drop.is_empty() {
+            t.v.clone()
         } else {
             let axes: Vec<i64> = drop.iter().map(|&i| i as i64).collect();
-            format!("sum({}, axis={})", t.v.expr, list(&axes))
+            reduced(g, "sum", t.v, &axes)?
         };
-        ops.push((expr, labels, shape));
+        ops.push((v, labels));
     }
-    let dt = inputs[0].dtype;
-    let (expr, labels, shape) = if ops.len() == 1 {
+    let (v, labels) = if ops.len() == 1 {
         ops.remove(0)
     } else {
         let (r, l) = (ops.remove(1), ops.remove(0));
-        product(l, r, &out)?
+        product(g, l, r, &out)?
     };
     // Move the product's labels into the output's order.
     let perm: Vec<i64> = out
@@ -296,24 +308,22 @@ pub(super) fn einsum(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<V
     if perm.len() != labels.len() {
         return Err(format!("equation `{eq}`"));
     }
-    debug_assert_eq!(shape.len(), perm.len());
+    debug_assert_eq!(v.shape.len(), perm.len());
     let identity = perm.iter().enumerate().all(|(i, &p)| p == i as i64);
-    let text = if identity {
-        expr
+    if identity {
+        Ok(v)
     } else {
-        format!("transpose({expr}, axes={})", list(&perm))
-    };
-    Ok(g.bind(text, out_shape, dt))
+        transposed(g, &v, &perm)
+    }
 }
 
-/// The batched product of two operands (expression, labels, shape): batch labels (in both
-/// and the output), then the left's free labels, then the right's; contracted labels (in both,
-/// not the output) summed. `nn.batch_matmul` of `[B, M, K]` by `[B, N, K]`.
-fn product(
-    l: (String, Vec<char>, Vec<i64>),
-    r: (String, Vec<char>, Vec<i64>),
-    out: &[char],
-) -> Result<(String, Vec<char>, Vec<i64>), String> {
+/// An einsum operand: its value and labels.
+type Labeled = (Value, Vec<char>);
+
+/// The batched product of two operands: batch labels (in both and the output), then the
+/// left's free labels, then the right's; contracted labels (in both, not the output) summed.
+/// `nn.batch_matmul` of `[B, M, K]` by `[B, N, K]`.
+fn product(g: &mut Graph, l: Labeled, r: Labeled, out: &[char]) -> Result<Labeled, String> {
     let in_r = |c: &char| r.1.contains(c);
     let batch: Vec<char> =
         l.1.iter()
@@ -327,9 +337,8 @@ fn product(
             .collect();
     let free_l: Vec<char> = l.1.iter().copied().filter(|c| !in_r(c)).collect();
     let free_r: Vec<char> = r.1.iter().copied().filter(|c| !l.1.contains(c)).collect();
-    let dim = |(_, labels, shape): &(String, Vec<char>, Vec<i64>), c: char| {
-        labels.iter().position(|&x| x == c).map(|p| shape[p])
-    };
+    let dim =
+        |(v, labels): &Labeled, c: char| labels.iter().position(|&x| x == c).map(|p| v.shape[p]);
     for &c in batch.iter().chain(&contracted) {
         if dim(&l, c) != dim(&r, c) {
             return Err(format!(
@@ -339,37 +348,34 @@ fn product(
             ));
         }
     }
-    let extent = |t: &(String, Vec<char>, Vec<i64>), cs: &[char]| -> i64 {
-        cs.iter().filter_map(|&c| dim(t, c)).product()
-    };
+    let extent =
+        |t: &Labeled, cs: &[char]| -> i64 { cs.iter().filter_map(|&c| dim(t, c)).product() };
     let (b, m, k, n) = (
         extent(&l, &batch),
         extent(&l, &free_l),
         extent(&l, &contracted),
         extent(&r, &free_r),
     );
-    let arrange = |t: &(String, Vec<char>, Vec<i64>), order: Vec<char>, shape: [i64; 3]| {
+    let arrange = |g: &mut Graph, t: &Labeled, order: Vec<char>, shape: [i64; 3]| {
         let perm: Vec<i64> = order
             .iter()
             .filter_map(|c| t.1.iter().position(|x| x == c).map(|p| p as i64))
             .collect();
-        format!(
-            "reshape(transpose({}, axes={}), newshape={})",
-            t.0,
-            list(&perm),
-            list(&shape)
-        )
+        let moved = transposed(g, &t.0, &perm)?;
+        reshaped(g, &moved, &shape)
     };
     let lm = arrange(
+        g,
         &l,
         [batch.clone(), free_l.clone(), contracted.clone()].concat(),
         [b, m, k],
-    );
+    )?;
     let rm = arrange(
+        g,
         &r,
         [batch.clone(), free_r.clone(), contracted].concat(),
         [b, n, k],
-    );
+    )?;
     let labels: Vec<char> = [batch.clone(), free_l.clone(), free_r.clone()].concat();
     let shape: Vec<i64> = batch
         .iter()
@@ -377,11 +383,12 @@ fn product(
         .map(|&c| dim(&l, c).unwrap_or(1))
         .chain(free_r.iter().map(|&c| dim(&r, c).unwrap_or(1)))
         .collect();
-    let expr = format!(
-        "reshape(nn.batch_matmul({lm}, {rm}, transpose_a=False, transpose_b=True), newshape={})",
-        list(&shape)
-    );
-    Ok((expr, labels, shape))
+    let flags = [
+        ("transpose_a", attr::bool(false)),
+        ("transpose_b", attr::bool(true)),
+    ];
+    let mm = g.call("nn.batch_matmul", &[&lm, &rm], &flags)?;
+    Ok((reshaped(g, &mm, &shape)?, labels))
 }
 
 /// `GatherND(data, indices)` with `batch_dims`: each index tuple (the indices' last axis, `M`
@@ -405,21 +412,25 @@ pub(super) fn gather_nd(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Resul
     let flat_shape: Vec<i64> = std::iter::once(batch * inner)
         .chain(rest.iter().copied())
         .collect();
-    let data = format!("reshape({}, newshape={})", x.expr, list(&flat_shape));
+    let data = reshaped(g, &x, &flat_shape)?;
     // Σ_k index_k · stride_k over the indexed axes, each index wrapped if negative.
-    let i = format!("cast({}, dtype=\"int64\")", idx.expr);
-    let mut terms = Vec::new();
+    let i = int64(g, &idx)?;
+    let mut flat: Option<Value> = None;
     for k in 0..m {
         let n = x.shape[b + k];
         let stride: i64 = x.shape[b + k + 1..b + m].iter().product();
-        let c = format!("take({i}, {k}, axis=-1)");
-        let wrapped = format!("where(less({c}, 0i64), add({c}, {n}i64), {c})");
-        terms.push(format!("multiply({wrapped}, {stride}i64)"));
+        let k = g.int(k as i64, DType::I64)?;
+        let c = g.call("take", &[&i, &k], &[("axis", attr::int(-1))])?;
+        let n = g.int(n, DType::I64)?;
+        let c = wrapped(g, &c, &n)?;
+        let stride = g.int(stride, DType::I64)?;
+        let term = g.call("multiply", &[&c, &stride], &[])?;
+        flat = Some(match flat {
+            None => term,
+            Some(acc) => g.call("add", &[&acc, &term], &[])?,
+        });
     }
-    let mut flat = terms
-        .into_iter()
-        .reduce(|acc, t| format!("add({acc}, {t})"))
-        .unwrap_or_default();
+    let mut flat = flat.ok_or("no indexed axis")?;
     if b > 0 {
         // Each position's batch, as an offset of `inner` per batch element: a constant of
         // one element per batch element.
@@ -433,10 +444,9 @@ pub(super) fn gather_nd(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Resul
             .collect();
         let offsets =
             g.int64_constant("gather_nd_offsets", &oshape, (0..batch).map(|p| p * inner))?;
-        flat = format!("add({flat}, {})", offsets.expr);
+        flat = g.call("add", &[&flat, &offsets], &[])?;
     }
-    let shape: Vec<i64> = idx.shape[..q - 1].iter().chain(rest).copied().collect();
-    Ok(g.bind(format!("take({data}, {flat}, axis=0)"), shape, x.dtype))
+    g.call("take", &[&data, &flat], &[("axis", attr::int(0))])
 }
 
 /// `TopK` with a constant `k` (at most 256): `k` rounds of `argmax` (`argmin` when not
@@ -458,61 +468,43 @@ pub(super) fn top_k(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<Ve
     }
     let largest = a.int("largest", 1)? != 0;
     let (pick, worst) = if largest {
-        ("argmax", extreme(x.dtype, false))
+        ("argmax", extreme(g, x.dtype, false)?)
     } else {
-        ("argmin", extreme(x.dtype, true))
+        ("argmin", extreme(g, x.dtype, true)?)
     };
     // The positions along the axis, broadcast over the axes after it.
     let positions = axis_positions(g, "top_k_positions", n, rank - ax - 1)?;
-    let mut one = x.shape.clone();
-    one[ax] = 1;
     let (mut values, mut indices) = (Vec::new(), Vec::new());
     let mut cur = x.clone();
     for t in 0..k {
-        let i = g.bind(
-            format!(
-                "cast({pick}({}, axis=[{ax}], keepdims=True), dtype=\"int64\")",
-                cur.expr
-            ),
-            one.clone(),
-            DType::I64,
-        );
-        values.push(format!("gather({}, {}, axis={ax})", x.expr, i.expr));
-        indices.push(i.expr.clone());
+        let at = [
+            ("axis", attr::ints(&[ax as i64])),
+            ("keepdims", attr::bool(true)),
+        ];
+        let i = g.call(pick, &[&cur], &at)?;
+        let i = int64(g, &i)?;
+        values.push(g.call("gather", &[&x, &i], &[("axis", attr::int(ax as i64))])?);
         if t + 1 < k {
-            cur = g.bind(
-                format!(
-                    "where(equal({}, {}), {worst}, {})",
-                    positions.expr, i.expr, cur.expr
-                ),
-                x.shape.clone(),
-                x.dtype,
-            );
+            let hit = g.call("equal", &[&positions, &i], &[])?;
+            cur = g.call("where", &[&hit, &worst, &cur], &[])?;
         }
+        indices.push(i);
     }
-    let mut shape = x.shape.clone();
-    shape[ax] = k;
-    let join = |g: &mut Graph, items: &[String], dtype| {
-        g.bind(
-            format!("concatenate(({},), axis={ax})", items.join(", ")),
-            shape.clone(),
-            dtype,
-        )
+    let join = |g: &mut Graph, items: &[Value]| {
+        let items: Vec<&Value> = items.iter().collect();
+        g.call_tuple("concatenate", &items, &[("axis", attr::int(ax as i64))])
     };
-    let v = join(g, &values, x.dtype);
-    let i = join(g, &indices, DType::I64);
+    let v = join(g, &values)?;
+    let i = join(g, &indices)?;
     Ok(vec![v, i])
 }
 
-/// The value that never wins a `TopK` round, as Relay text: the lowest of `dtype` for
-/// `argmax`, the highest (`high`) for `argmin` (a float's infinity is written as its largest
-/// finite value).
-/// `v` as a Relay literal of `dtype` (`0f`, `1i64`).
-fn literal(dtype: DType, v: f64) -> String {
+/// `v` as a scalar literal of `dtype` (an integer dtype: `v` truncated).
+fn literal(g: &mut Graph, dtype: DType, v: f64) -> Result<Value, String> {
     if dtype.is_float() {
-        super::float_text(v, dtype)
+        g.float(v, dtype)
     } else {
-        format!("{}{}", v as i64, super::slice::int_suffix(dtype))
+        g.int(v as i64, dtype)
     }
 }
 
@@ -552,54 +544,67 @@ pub(super) fn scatter_nd(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Resu
     // Linear slice positions of the tuples, negative indices wrapped.
     let dims = g.int64_constant("scatter_dims", &[q as i64], x.shape[..q].iter().copied())?;
     let strides: Vec<i64> = (0..q).map(|d| x.shape[d + 1..q].iter().product()).collect();
-    let strides = g.int64_constant("scatter_strides", &[q as i64], strides.into_iter())?;
-    let i = format!("cast({}, dtype=\"int64\")", idx.expr);
-    let wrapped = format!("where(less({i}, 0i64), add({i}, {}), {i})", dims.expr);
-    let linear = format!(
-        "reshape(sum(multiply({wrapped}, {}), axis=[-1]), newshape=[{u}, 1])",
-        strides.expr
-    );
+    let strides = g.int64_constant("scatter_strides", &[q as i64], strides)?;
+    let i = int64(g, &idx)?;
+    let i = wrapped(g, &i, &dims)?;
+    let linear = g.call("multiply", &[&i, &strides], &[])?;
+    let linear = reduced(g, "sum", &linear, &[-1])?;
+    let linear = reshaped(g, &linear, &[u, 1])?;
     let positions = g.int64_constant("scatter_positions", &[m], 0..m)?;
-    let eq = g.bind(
-        format!("equal({linear}, {})", positions.expr),
-        vec![u, m],
-        DType::BOOL,
-    );
+    let eq = g.call("equal", &[&linear, &positions], &[])?;
     let ones = vec![1; rest.len()];
-    let at = |first: &[i64]| list(&[first, &ones].concat());
-    let slices = |first: &[i64]| list(&[first, rest].concat());
-    let mask = format!("reshape({}, newshape={})", eq.expr, at(&[u, m]));
-    let updates = format!("reshape({}, newshape={})", upd.expr, slices(&[u, 1]));
+    let at = |first: &[i64]| [first, &ones].concat();
+    let slices = |first: &[i64]| [first, rest].concat();
+    let mask = reshaped(g, &eq, &at(&[u, m]))?;
+    let updates = reshaped(g, &upd, &slices(&[u, 1]))?;
     let dt = x.dtype;
-    let reduce =
-        |f: &str, neutral: String| format!("{f}(where({mask}, {updates}, {neutral}), axis=[0])");
     let reduction = a.string("reduction", "none")?;
-    let combined = match reduction.as_str() {
-        "none" | "add" => reduce("sum", literal(dt, 0.0)),
-        "mul" => reduce("prod", literal(dt, 1.0)),
-        "max" => reduce("max", extreme(dt, false)),
-        "min" => reduce("min", extreme(dt, true)),
+    let (f, neutral) = match reduction.as_str() {
+        "none" | "add" => ("sum", literal(g, dt, 0.0)?),
+        "mul" => ("prod", literal(g, dt, 1.0)?),
+        "max" => ("max", extreme(g, dt, false)?),
+        "min" => ("min", extreme(g, dt, true)?),
         other => return Err(format!("reduction `{other}`")),
     };
-    let hit = format!(
-        "reshape(greater(sum(cast({}, dtype=\"int32\"), axis=[0]), 0), newshape={})",
-        eq.expr,
-        at(&[m])
-    );
-    let d = format!("reshape({}, newshape={})", x.expr, slices(&[m]));
-    let out = match reduction.as_str() {
-        "none" => format!("where({hit}, {combined}, {d})"),
-        "add" => format!("add({d}, {combined})"),
-        "mul" => format!("multiply({d}, {combined})"),
-        "max" => format!("where({hit}, maximum({d}, {combined}), {d})"),
-        _ => format!("where({hit}, minimum({d}, {combined}), {d})"),
+    let landed = g.call("where", &[&mask, &updates, &neutral], &[])?;
+    let combined = reduced(g, f, &landed, &[0])?;
+    let hit = hits(g, &eq, 0)?;
+    let hit = reshaped(g, &hit, &at(&[m]))?;
+    let d = reshaped(g, &x, &slices(&[m]))?;
+    let out = combine(g, &reduction, &hit, &d, &combined, true)?;
+    reshaped(g, &out, &x.shape)
+}
+
+/// Where some update lands: `eq` (update × position matches) has a match along `axis`.
+fn hits(g: &mut Graph, eq: &Value, axis: i64) -> Result<Value, String> {
+    let count = g.call("cast", &[eq], &[("dtype", attr::str(DType::I32))])?;
+    let count = reduced(g, "sum", &count, &[axis])?;
+    let zero = g.int(0, DType::I32)?;
+    g.call("greater", &[&count, &zero], &[])
+}
+
+/// The data `d` with the reduced updates `combined` applied by `reduction` where `hit` (the
+/// data everywhere else); `everywhere`: an `add` or `mul` applies everywhere (`combined` is
+/// its neutral where nothing lands).
+fn combine(
+    g: &mut Graph,
+    reduction: &str,
+    hit: &Value,
+    d: &Value,
+    combined: &Value,
+    everywhere: bool,
+) -> Result<Value, String> {
+    let applied = match reduction {
+        "none" => combined.clone(),
+        "add" => g.call("add", &[d, combined], &[])?,
+        "mul" => g.call("multiply", &[d, combined], &[])?,
+        "max" => g.call("maximum", &[d, combined], &[])?,
+        _ => g.call("minimum", &[d, combined], &[])?,
     };
-    let shape = x.shape.clone();
-    Ok(g.bind(
-        format!("reshape({out}, newshape={})", list(&shape)),
-        shape,
-        dt,
-    ))
+    if everywhere && matches!(reduction, "add" | "mul") {
+        return Ok(applied);
+    }
+    g.call("where", &[hit, &applied, d], &[])
 }
 
 /// `Trilu(x, k)`: the upper (`upper` = 1) or lower triangle of the last two axes, from
@@ -632,14 +637,9 @@ pub(super) fn trilu(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<Va
         })
         .collect();
     let mask = NDArray::from_bool_slice(&[n, m], &keep).map_err(|e| e.to_string())?;
-    let mask = g.new_constant("trilu_mask", mask);
-    let e = &x.expr;
-    let shape = x.shape.clone();
-    Ok(g.bind(
-        format!("where({}, {e}, zeros_like({e}))", mask.expr),
-        shape,
-        x.dtype,
-    ))
+    let mask = g.constant("trilu_mask", mask);
+    let zeros = g.call("zeros_like", &[&x], &[])?;
+    g.call("where", &[&mask, &x, &zeros], &[])
 }
 
 /// `EyeLike(x)`: a constant of `x`'s 2-D shape, ones on diagonal `k`, zeros elsewhere, of
@@ -662,27 +662,30 @@ pub(super) fn eye_like(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result
         .flat_map(|i| (0..m).map(move |j| f64::from(u8::from(j - i == k))))
         .collect();
     let eye = NDArray::from_f64_slice(dtype, &[n, m], &values).map_err(|e| e.to_string())?;
-    Ok(g.new_constant("eye", eye))
+    Ok(g.constant("eye", eye))
 }
 
-fn extreme(dtype: DType, high: bool) -> String {
+/// The lowest value of `dtype` (the one that never wins an `argmax`, the neutral of `max`), or
+/// the highest (`high`); a float's infinity is its largest finite value, as a literal is.
+fn extreme(g: &mut Graph, dtype: DType, high: bool) -> Result<Value, String> {
     if dtype.is_float() {
         let v = if high {
             f64::INFINITY
         } else {
             f64::NEG_INFINITY
         };
-        return super::float_text(v, dtype);
+        return g.float(v, dtype);
     }
-    let bits = dtype.bits as u32;
-    let signed = dtype.is_int();
+    let bits = u32::from(dtype.bits);
+    let signed = dtype.code == DTypeCode::Int;
     let v: i128 = match (signed, high) {
         (true, true) => (1i128 << (bits - 1)) - 1,
         (true, false) => -(1i128 << (bits - 1)),
         (false, true) => (1i128 << bits) - 1,
         (false, false) => 0,
     };
-    format!("{v}{}", super::slice::int_suffix(dtype))
+    // An unsigned 64-bit maximum is written as its bits (the literal is truncated to them).
+    g.int(v as i64, dtype)
 }
 
 /// `ScatterElements(data, indices, updates)` along `axis`, with `reduction` none, add, mul,
@@ -712,55 +715,42 @@ pub(super) fn scatter_elements(
     let reduction = a.string("reduction", "none")?;
     // The positions of the axis, lining up with the axis after the updates'.
     let positions = axis_positions(g, "scatter_positions", n, r - k - 1)?;
-    let i = format!("cast({}, dtype=\"int64\")", idx.expr);
-    let wrapped = format!("where(less({i}, 0i64), add({i}, {n}i64), {i})");
-    let mut eshape = idx.shape.clone();
-    eshape.insert(k + 1, n);
-    let eq = g.bind(
-        format!(
-            "equal(expand_dims({wrapped}, axis={}), {})",
-            k + 1,
-            positions.expr
-        ),
-        eshape,
-        DType::BOOL,
-    );
-    let u = format!("expand_dims({}, axis={})", upd.expr, k + 1);
+    let i = int64(g, &idx)?;
+    let len = g.int(n, DType::I64)?;
+    let i = wrapped(g, &i, &len)?;
+    let after = [("axis", attr::int(k as i64 + 1))];
+    let i = g.call("expand_dims", &[&i], &after)?;
+    let eq = g.call("equal", &[&i, &positions], &[])?;
+    let u = g.call("expand_dims", &[&upd], &after)?;
     let dt = x.dtype;
-    let lit = |v: f64| literal(dt, v);
     // Reduced over the updates (axis k): the result has the axis as long as the data's.
-    let reduce =
-        |f: &str, neutral: String| format!("{f}(where({}, {u}, {neutral}), axis=[{k}])", eq.expr);
-    let combined = match reduction.as_str() {
-        "none" | "add" => reduce("sum", lit(0.0)),
-        "mul" => reduce("prod", lit(1.0)),
-        "max" => reduce("max", extreme(dt, false)),
-        "min" => reduce("min", extreme(dt, true)),
+    let (f, neutral) = match reduction.as_str() {
+        "none" | "add" => ("sum", literal(g, dt, 0.0)?),
+        "mul" => ("prod", literal(g, dt, 1.0)?),
+        "max" => ("max", extreme(g, dt, false)?),
+        "min" => ("min", extreme(g, dt, true)?),
         other => return Err(format!("reduction `{other}`")),
     };
-    let hit = format!(
-        "greater(sum(cast({}, dtype=\"int32\"), axis=[{k}]), 0)",
-        eq.expr
-    );
+    let landed = g.call("where", &[&eq, &u, &neutral], &[])?;
+    let combined = reduced(g, f, &landed, &[k as i64])?;
+    let hit = hits(g, &eq, k as i64)?;
     // Both padded with nothing-landed to the data's shape where the indices are shorter.
     let mut short = idx.shape.clone();
     short[k] = n;
-    let pad = |e: String, value: &str| {
+    let width: Vec<Vec<i64>> = (0..r).map(|d| vec![0, x.shape[d] - short[d]]).collect();
+    let pad = |g: &mut Graph, v: Value, value: Value| {
         if short == x.shape {
-            return e;
+            return Ok(v);
         }
-        let width: Vec<String> = (0..r).map(|d| list(&[0, x.shape[d] - short[d]])).collect();
-        format!("nn.pad({e}, {value}, pad_width=[{}])", width.join(", "))
+        g.call(
+            "nn.pad",
+            &[&v, &value],
+            &[("pad_width", attr::int_lists(&width))],
+        )
     };
-    let combined = pad(combined, &lit(0.0));
-    let hit = pad(hit, "False");
-    let d = &x.expr;
-    let out = match reduction.as_str() {
-        "none" => format!("where({hit}, {combined}, {d})"),
-        "add" => format!("where({hit}, add({d}, {combined}), {d})"),
-        "mul" => format!("where({hit}, multiply({d}, {combined}), {d})"),
-        "max" => format!("where({hit}, maximum({d}, {combined}), {d})"),
-        _ => format!("where({hit}, minimum({d}, {combined}), {d})"),
-    };
-    Ok(g.bind(out, x.shape.clone(), dt))
+    let zero = literal(g, dt, 0.0)?;
+    let combined = pad(g, combined, zero)?;
+    let nothing = g.int(0, DType::BOOL)?;
+    let hit = pad(g, hit, nothing)?;
+    combine(g, &reduction, &hit, &x, &combined, false)
 }

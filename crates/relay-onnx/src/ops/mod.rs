@@ -1,5 +1,7 @@
 //! ONNX operators as Relay calls, by family: elementwise arithmetic and activations
-//! ([`elementwise`]), neural-network layers ([`nn`]), shapes and layout ([`shape`]).
+//! ([`elementwise`]), neural-network layers ([`nn`]), shapes and layout ([`shape`]), and the
+//! others, one file each. A converter reads its node's inputs from the [`Graph`] and writes
+//! calls with the typed builder it dereferences to ([`crate::builder`]).
 
 mod activation;
 mod control;
@@ -14,10 +16,10 @@ mod rnn;
 mod shape;
 mod slice;
 
-use relay_runtime::DType;
-
-use crate::graph::{Graph, Value};
-use crate::proto::{AttributeProto, NodeProto, attribute_type as at};
+use crate::attrs::Attrs;
+use crate::builder::{Value, attr};
+use crate::graph::Graph;
+use crate::proto::NodeProto;
 
 /// The values `node` computes (one per output, in order).
 pub(crate) fn convert(g: &mut Graph, node: &NodeProto) -> Result<Vec<Value>, String> {
@@ -215,136 +217,25 @@ fn pool3d(g: &mut Graph, node: &NodeProto) -> Result<Value, String> {
         Ok(out)
     };
     let key = |s: &str| format!("\u{0}pool3d{s}:{}", node.output.first().map_or("", |o| o));
-    let x4 = g.bind(
-        format!("reshape({}, newshape={})", x.expr, list(&[n, c * d, h, w])),
-        vec![n, c * d, h, w],
-        x.dtype,
-    );
+    let x4 = g.call(
+        "reshape",
+        &[&x],
+        &[("newshape", attr::ints(&[n, c * d, h, w]))],
+    )?;
     g.define(key("in"), x4);
     let mut first = step(node, [Some(1), Some(2)])?;
     first.input = vec![key("in")];
     let hw = nn::pool(g, &first, &Attrs(&first.attribute))?;
     let (oh, ow) = (hw.shape[2], hw.shape[3]);
-    let y4 = g.bind(
-        format!(
-            "reshape({}, newshape={})",
-            hw.expr,
-            list(&[n, c, d, oh * ow])
-        ),
-        vec![n, c, d, oh * ow],
-        x.dtype,
-    );
+    let y4 = g.call(
+        "reshape",
+        &[&hw],
+        &[("newshape", attr::ints(&[n, c, d, oh * ow]))],
+    )?;
     g.define(key("mid"), y4);
     let mut second = step(node, [Some(0), None])?;
     second.input = vec![key("mid")];
     let y = nn::pool(g, &second, &Attrs(&second.attribute))?;
     let shape = vec![n, c, y.shape[2], oh, ow];
-    Ok(g.bind(
-        format!("reshape({}, newshape={})", y.expr, list(&shape)),
-        shape,
-        x.dtype,
-    ))
-}
-
-/// A node's attributes.
-pub(crate) struct Attrs<'a>(pub &'a [AttributeProto]);
-
-impl Attrs<'_> {
-    fn get(&self, name: &str, kind: i32) -> Result<Option<&AttributeProto>, String> {
-        match self.0.iter().find(|a| a.name == name) {
-            None => Ok(None),
-            Some(a) if a.r#type == kind || a.r#type == 0 => Ok(Some(a)),
-            Some(a) => Err(format!(
-                "attribute `{name}` has type {}, not {kind}",
-                a.r#type
-            )),
-        }
-    }
-
-    /// An `INT` attribute, or `default`.
-    pub(crate) fn int(&self, name: &str, default: i64) -> Result<i64, String> {
-        Ok(self.get(name, at::INT)?.map_or(default, |a| a.i))
-    }
-
-    /// A `FLOAT` attribute, or `default`.
-    pub(crate) fn float(&self, name: &str, default: f32) -> Result<f32, String> {
-        Ok(self.get(name, at::FLOAT)?.map_or(default, |a| a.f))
-    }
-
-    /// An `INTS` attribute, if present.
-    pub(crate) fn ints(&self, name: &str) -> Result<Option<Vec<i64>>, String> {
-        Ok(self.get(name, at::INTS)?.map(|a| a.ints.clone()))
-    }
-
-    /// A `STRING` attribute, or `default`.
-    pub(crate) fn string(&self, name: &str, default: &str) -> Result<String, String> {
-        Ok(self.get(name, at::STRING)?.map_or_else(
-            || default.to_string(),
-            |a| String::from_utf8_lossy(&a.s).into_owned(),
-        ))
-    }
-
-    /// A `TENSOR` attribute, if present.
-    pub(crate) fn tensor(&self, name: &str) -> Result<Option<&crate::proto::TensorProto>, String> {
-        Ok(self.get(name, at::TENSOR)?.and_then(|a| a.t.as_ref()))
-    }
-}
-
-/// `axis` (negative: from the end) as an index into `rank` dimensions (a scalar has none).
-pub(crate) fn axis(axis: i64, rank: usize) -> Result<usize, String> {
-    let r = rank as i64;
-    let a = if axis < 0 {
-        axis.saturating_add(r)
-    } else {
-        axis
-    };
-    if (0..r).contains(&a) {
-        Ok(a as usize)
-    } else {
-        Err(format!("axis {axis} is out of range for rank {rank}"))
-    }
-}
-
-/// A list as Relay text: `[1, 2, 3]`.
-pub(crate) fn list(v: &[i64]) -> String {
-    let items: Vec<String> = v.iter().map(i64::to_string).collect();
-    format!("[{}]", items.join(", "))
-}
-
-/// A float constant of `dtype` as Relay text (`0.5f`, `2f64`, `1f16`).
-pub(crate) fn float_text(v: f64, dtype: DType) -> String {
-    let suffix = match dtype.bits {
-        64 => "f64",
-        16 => "f16",
-        _ => "f",
-    };
-    let v = if dtype.bits == 64 {
-        v
-    } else {
-        f64::from(v as f32)
-    };
-    if v.is_finite() {
-        format!("{v}{suffix}")
-    } else {
-        // The largest finite value stands for infinity in a bound.
-        let max = match dtype.bits {
-            64 => f64::MAX,
-            16 => 65504.0,
-            _ => f64::from(f32::MAX),
-        };
-        format!("{}{suffix}", if v > 0.0 { max } else { -max })
-    }
-}
-
-/// The element values of constant `v` as integers.
-pub(crate) fn ints_of(v: &Value) -> Option<Vec<i64>> {
-    let k = v.konst.as_ref()?;
-    k.dtype()
-        .is_int()
-        .then(|| k.to_i128_vec().into_iter().map(|x| x as i64).collect())
-}
-
-/// The element values of constant `v` as floats.
-pub(crate) fn floats_of(v: &Value) -> Option<Vec<f64>> {
-    v.konst.as_ref().map(|k| k.to_f64_vec())
+    g.call("reshape", &[&y], &[("newshape", attr::ints(&shape))])
 }

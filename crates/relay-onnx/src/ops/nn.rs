@@ -2,10 +2,12 @@
 //! matrix products (`MatMul` as `nn.dense` on constant weights, transposed once at import,
 //! `nn.matmul` or `nn.batch_matmul` otherwise; `Gemm`).
 
+use relay_ir::AttrValue;
 use relay_runtime::NDArray;
 
-use super::{Attrs, axis, float_text, list};
-use crate::graph::{Graph, Value, type_text};
+use crate::attrs::{Attrs, axis};
+use crate::builder::{Value, attr, finite};
+use crate::graph::{Graph, type_text};
 use crate::proto::NodeProto;
 use crate::symbolic::{ANY, is_dynamic, product, same};
 
@@ -125,6 +127,29 @@ pub(super) fn spatial(x: &Value) -> Result<[i64; 2], String> {
     }
 }
 
+/// `op(args, attrs)` whose result, of rank `rank`, begins with the dimensions `lead` (a
+/// batch, its symbols kept); the other dimensions are the relation's.
+fn led(
+    g: &mut Graph,
+    op: &str,
+    args: &[&Value],
+    attrs: &[(&str, AttrValue)],
+    lead: &[i64],
+    rank: usize,
+) -> Result<Value, String> {
+    if !is_dynamic(lead) {
+        return g.call(op, args, attrs);
+    }
+    let mut hint = lead.to_vec();
+    hint.resize(rank, ANY);
+    g.call_as(op, args, attrs, &hint)
+}
+
+/// A float attribute holding `v` in `dtype` (an infinity: the largest finite value).
+fn float_attr(v: f32, dtype: relay_runtime::DType) -> AttrValue {
+    attr::float(finite(f64::from(v), dtype))
+}
+
 /// `Conv`: `nn.conv2d`, plus `nn.bias_add` for a bias.
 pub(super) fn conv(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<Value, String> {
     let (x, w) = (g.input(node, 0)?, g.input(node, 1)?);
@@ -134,18 +159,16 @@ pub(super) fn conv(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<Val
     };
     let (strides, dilations) = (pair(a, "strides", 1)?, pair(a, "dilations", 1)?);
     let groups = a.int("group", 1)?;
-    let (pads, out) = window(a, size, [kh, kw], strides, dilations, false)?;
-    let call = format!(
-        "nn.conv2d({}, {}, strides={}, padding={}, dilation={}, groups={groups}, channels={o}, kernel_size={})",
-        x.expr,
-        w.expr,
-        list(&strides),
-        list(&pads),
-        list(&dilations),
-        list(&[kh, kw])
-    );
-    let shape = vec![x.shape[0], o, out[0], out[1]];
-    let y = g.bind(call, shape, x.dtype);
+    let (pads, _) = window(a, size, [kh, kw], strides, dilations, false)?;
+    let attrs = [
+        ("strides", attr::ints(&strides)),
+        ("padding", attr::ints(&pads)),
+        ("dilation", attr::ints(&dilations)),
+        ("groups", attr::int(groups)),
+        ("channels", attr::int(o)),
+        ("kernel_size", attr::ints(&[kh, kw])),
+    ];
+    let y = led(g, "nn.conv2d", &[&x, &w], &attrs, &x.shape[..1], 4)?;
     with_bias(g, node, y)
 }
 
@@ -153,14 +176,12 @@ pub(super) fn conv(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<Val
 pub(super) fn with_bias(g: &mut Graph, node: &NodeProto, y: Value) -> Result<Value, String> {
     match g.optional_input(node, 2)? {
         None => Ok(y),
-        Some(b) => {
-            let shape = y.shape.clone();
-            Ok(g.bind(
-                format!("nn.bias_add({}, {}, axis=1)", y.expr, b.expr),
-                shape,
-                y.dtype,
-            ))
-        }
+        Some(b) => g.call_as(
+            "nn.bias_add",
+            &[&y, &b],
+            &[("axis", attr::int(1))],
+            &y.shape,
+        ),
     }
 }
 
@@ -209,33 +230,24 @@ pub(super) fn pool(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<Val
         strides,
         dilations,
         pads,
-        out,
         ceil,
+        ..
     } = pool_window(a, size)?;
-    let common = format!(
-        "pool_size={}, strides={}, padding={}, ceil_mode={}",
-        list(&kernel),
-        list(&strides),
-        list(&pads),
-        if ceil { "True" } else { "False" }
-    );
-    let call = if node.op_type == "MaxPool" {
-        format!(
-            "nn.max_pool2d({}, {common}, dilation={})",
-            x.expr,
-            list(&dilations)
-        )
+    let mut attrs = vec![
+        ("pool_size", attr::ints(&kernel)),
+        ("strides", attr::ints(&strides)),
+        ("padding", attr::ints(&pads)),
+        ("ceil_mode", attr::bool(ceil)),
+        ("dilation", attr::ints(&dilations)),
+    ];
+    let op = if node.op_type == "MaxPool" {
+        "nn.max_pool2d"
     } else {
         let include = a.int("count_include_pad", 0)? != 0;
-        format!(
-            "nn.avg_pool2d({}, {common}, dilation={}, count_include_pad={})",
-            x.expr,
-            list(&dilations),
-            if include { "True" } else { "False" }
-        )
+        attrs.push(("count_include_pad", attr::bool(include)));
+        "nn.avg_pool2d"
     };
-    let shape = vec![x.shape[0], x.shape[1], out[0], out[1]];
-    Ok(g.bind(call, shape, x.dtype))
+    led(g, op, &[&x], &attrs, &x.shape[..1], 4)
 }
 
 /// `GlobalAveragePool`, `GlobalMaxPool`.
@@ -243,12 +255,26 @@ pub(super) fn global_pool(g: &mut Graph, node: &NodeProto) -> Result<Value, Stri
     let x = g.input(node, 0)?;
     spatial(&x)?;
     let op = if node.op_type == "GlobalAveragePool" {
-        "avg"
+        "nn.global_avg_pool2d"
     } else {
-        "max"
+        "nn.global_max_pool2d"
     };
-    let shape = vec![x.shape[0], x.shape[1], 1, 1];
-    Ok(g.bind(format!("nn.global_{op}_pool2d({})", x.expr), shape, x.dtype))
+    led(g, op, &[&x], &[], &x.shape[..2], 4)
+}
+
+/// The normalized output of `nn.batch_norm` on `ins` (data, scale, bias, mean, variance)
+/// with `epsilon`: the data's shape, symbols included.
+fn batch_norm_call(g: &mut Graph, ins: &[&Value], epsilon: f32) -> Result<Value, String> {
+    let x = ins[0];
+    let attrs = [
+        ("axis", attr::int(1)),
+        ("epsilon", float_attr(epsilon, x.dtype)),
+    ];
+    let y = g.call_fields("nn.batch_norm", ins, &attrs)?.swap_remove(0);
+    Ok(Value {
+        shape: x.shape.clone(),
+        ..y
+    })
 }
 
 /// `BatchNormalization` in inference: `nn.batch_norm`'s first output.
@@ -261,12 +287,8 @@ pub(super) fn batch_norm(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Resu
     let ins = (0..5)
         .map(|i| g.input(node, i))
         .collect::<Result<Vec<_>, _>>()?;
-    let eps = float_text(f64::from(a.float("epsilon", 1e-5)?), ins[0].dtype);
-    let args: Vec<&str> = ins.iter().map(|v| v.expr.as_str()).collect();
-    let call = format!("nn.batch_norm({}, axis=1, epsilon={eps})", args.join(", "));
-    let shape = ins[0].shape.clone();
-    let t = g.bind(call, shape.clone(), ins[0].dtype);
-    Ok(g.bind(format!("{}.0", t.expr), shape, ins[0].dtype))
+    let ins: Vec<&Value> = ins.iter().collect();
+    batch_norm_call(g, &ins, a.float("epsilon", 1e-5)?)
 }
 
 /// `BatchNormalization` in training mode (opset 14 on): normalized by the batch's own mean
@@ -286,48 +308,25 @@ pub(super) fn batch_norm_training(
         return Err(format!("input of shape {:?}", x.shape));
     }
     let axes: Vec<i64> = (0..rank as i64).filter(|&k| k != 1).collect();
-    let c = vec![x.shape[1]];
-    let mean = g.bind(
-        format!("mean({}, axis={}, keepdims=False)", x.expr, list(&axes)),
-        c.clone(),
-        dt,
-    );
+    let reduce = [("axis", attr::ints(&axes)), ("keepdims", attr::bool(false))];
+    let mean = g.call("mean", &[x], &reduce)?;
     let mut kept = vec![1; rank];
     kept[1] = x.shape[1];
-    let centered = format!(
-        "subtract({}, reshape({}, newshape={}))",
-        x.expr,
-        mean.expr,
-        list(&kept)
-    );
-    let var = g.bind(
-        format!(
-            "mean(multiply({centered}, {centered}), axis={}, keepdims=False)",
-            list(&axes)
-        ),
-        c.clone(),
-        dt,
-    );
-    let eps = float_text(f64::from(a.float("epsilon", 1e-5)?), dt);
-    let call = format!(
-        "nn.batch_norm({}, {}, {}, {}, {}, axis=1, epsilon={eps})",
-        x.expr, ins[1].expr, ins[2].expr, mean.expr, var.expr
-    );
-    let y = g.bind(format!("{call}.0"), x.shape.clone(), dt);
+    let mean_c = g.reshape(&mean, kept)?;
+    let centered = g.call("subtract", &[x, &mean_c], &[])?;
+    let square = g.call("multiply", &[&centered, &centered], &[])?;
+    let var = g.call("mean", &[&square], &reduce)?;
+    let epsilon = a.float("epsilon", 1e-5)?;
+    let y = batch_norm_call(g, &[x, &ins[1], &ins[2], &mean, &var], epsilon)?;
     let momentum = f64::from(a.float("momentum", 0.9)?);
-    let (keep, take) = (float_text(momentum, dt), float_text(1.0 - momentum, dt));
-    let mut running = |old: &Value, current: &Value| {
-        g.bind(
-            format!(
-                "add(multiply({}, {keep}), multiply({}, {take}))",
-                old.expr, current.expr
-            ),
-            c.clone(),
-            dt,
-        )
+    let (keep, take) = (g.float(momentum, dt)?, g.float(1.0 - momentum, dt)?);
+    let mut running = |old: &Value, current: &Value| -> Result<Value, String> {
+        let old = g.call("multiply", &[old, &keep], &[])?;
+        let current = g.call("multiply", &[current, &take], &[])?;
+        g.call("add", &[&old, &current], &[])
     };
-    let running_mean = running(&ins[3], &mean);
-    let running_var = running(&ins[4], &var);
+    let running_mean = running(&ins[3], &mean)?;
+    let running_var = running(&ins[4], &var)?;
     Ok(vec![y, running_mean, running_var])
 }
 
@@ -352,37 +351,20 @@ fn layer_norm_stats(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<Ve
     let rank = x.shape.len();
     let k = axis(a.int("axis", -1)?, rank)?;
     let axes: Vec<i64> = (k as i64..rank as i64).collect();
-    let mut stat_shape = x.shape.clone();
-    stat_shape[k..].iter_mut().for_each(|d| *d = 1);
-    let eps = float_text(f64::from(a.float("epsilon", 1e-5)?), x.dtype);
-    let dt = x.dtype;
-    let mean = g.bind(
-        format!("mean({}, axis={}, keepdims=True)", x.expr, list(&axes)),
-        stat_shape.clone(),
-        dt,
-    );
-    let centered = g.bind(
-        format!("subtract({}, {})", x.expr, mean.expr),
-        x.shape.clone(),
-        dt,
-    );
-    let inv = g.bind(
-        format!(
-            "rsqrt(add(mean(multiply({c}, {c}), axis={}, keepdims=True), {eps}))",
-            list(&axes),
-            c = centered.expr
-        ),
-        stat_shape,
-        dt,
-    );
-    let mut y = format!(
-        "multiply(multiply({}, {}), {})",
-        centered.expr, inv.expr, scale.expr
-    );
+    let reduce = [("axis", attr::ints(&axes)), ("keepdims", attr::bool(true))];
+    let eps = g.float(f64::from(a.float("epsilon", 1e-5)?), x.dtype)?;
+    let lead = &x.shape[..k];
+    let mean = led(g, "mean", &[&x], &reduce, lead, rank)?;
+    let centered = g.call("subtract", &[&x, &mean], &[])?;
+    let square = g.call("multiply", &[&centered, &centered], &[])?;
+    let var = led(g, "mean", &[&square], &reduce, lead, rank)?;
+    let var = g.call("add", &[&var, &eps], &[])?;
+    let inv = g.call("rsqrt", &[&var], &[])?;
+    let y = g.call("multiply", &[&centered, &inv], &[])?;
+    let mut y = g.call("multiply", &[&y, &scale], &[])?;
     if let Some(b) = g.optional_input(node, 2)? {
-        y = format!("add({y}, {})", b.expr);
+        y = g.call("add", &[&y, &b], &[])?;
     }
-    let y = g.bind(y, x.shape.clone(), dt);
     Ok(vec![y, mean, inv])
 }
 
@@ -395,10 +377,10 @@ fn layer_norm_fused(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<Va
         Some(b) => b,
         None => {
             let zeros = NDArray::zeros(scale.dtype, &scale.shape).map_err(|e| e.to_string())?;
-            g.new_constant("ln_bias", zeros)
+            g.constant("ln_bias", zeros)
         }
     };
-    let eps = float_text(f64::from(a.float("epsilon", 1e-5)?), x.dtype);
+    let eps = float_attr(a.float("epsilon", 1e-5)?, x.dtype);
     // Over the axes from `k` on: those flattened into one, and the scale and bias with them
     // (both are broadcast onto them; a full-shape one is reshaped, a smaller one is not
     // supported).
@@ -411,18 +393,13 @@ fn layer_norm_fused(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<Va
         ));
     }
     let flat = |g: &mut Graph, v: &Value| -> Result<Value, String> {
-        match product(&v.shape) {
-            n if n == inner && v.shape.len() == 1 => Ok(v.clone()),
-            n if n == inner => Ok(g.bind(
-                format!("reshape({}, newshape=[{inner}])", v.expr),
-                vec![inner],
-                v.dtype,
-            )),
-            _ => Err(format!(
+        if product(&v.shape) != inner {
+            return Err(format!(
                 "a scale or bias of shape {:?} for axes {k}..",
                 v.shape
-            )),
+            ));
         }
+        g.reshape(v, vec![inner])
     };
     let (scale, bias) = (flat(g, &scale)?, flat(g, &bias)?);
     let x2 = if k == rank - 1 {
@@ -430,21 +407,13 @@ fn layer_norm_fused(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<Va
     } else {
         g.reshape(&x, vec![product(&x.shape[..k]), inner])?
     };
-    let call = format!(
-        "nn.layer_norm({}, {}, {}, axis=-1, epsilon={eps})",
-        x2.expr, scale.expr, bias.expr
-    );
-    let y = g.bind(call, x2.shape.clone(), x.dtype);
+    let attrs = [("axis", attr::int(-1)), ("epsilon", eps)];
+    let y = g.call_as("nn.layer_norm", &[&x2, &scale, &bias], &attrs, &x2.shape)?;
     if k == rank - 1 {
         return Ok(y);
     }
     if is_dynamic(&x.shape) {
-        let shape = x.shape.clone();
-        return Ok(g.bind(
-            format!("reshape_like({}, {})", y.expr, x.expr),
-            shape,
-            x.dtype,
-        ));
+        return g.call_as("reshape_like", &[&y, &x], &[], &x.shape);
     }
     g.reshape(&y, x.shape.clone())
 }
@@ -467,8 +436,7 @@ pub(super) fn softmax(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<
     } else {
         "nn.log_softmax"
     };
-    let shape = x.shape.clone();
-    Ok(g.bind(format!("{f}({}, axis={k})", x.expr), shape, x.dtype))
+    g.call_as(f, &[&x], &[("axis", attr::int(k as i64))], &x.shape)
 }
 
 /// `ArgMax`, `ArgMin` along `axis` (the first index of the extreme, or the last with
@@ -485,11 +453,12 @@ pub(super) fn arg(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<Valu
         ));
     }
     let data = if last {
-        format!("reverse({}, axis={k})", x.expr)
+        g.call_as("reverse", &[&x], &[("axis", attr::int(k as i64))], &x.shape)?
     } else {
-        x.expr.clone()
+        x.clone()
     };
     let keep = a.int("keepdims", 1)? != 0;
+    // The symbols of the kept axes.
     let mut shape = x.shape.clone();
     if keep {
         shape[k] = 1;
@@ -501,19 +470,21 @@ pub(super) fn arg(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<Valu
     } else {
         "argmin"
     };
-    let keep = if keep { "True" } else { "False" };
-    let i = g.bind(
-        format!("{f}({data}, axis=[{k}], keepdims={keep})"),
-        shape.clone(),
-        relay_runtime::DType::I32,
-    );
-    let i = format!("cast({}, dtype=\"int64\")", i.expr);
-    let i = if last {
-        format!("subtract({}i64, {i})", x.shape[k] - 1)
-    } else {
-        i
-    };
-    Ok(g.bind(i, shape, relay_runtime::DType::I64))
+    let attrs = [
+        ("axis", attr::ints(&[k as i64])),
+        ("keepdims", attr::bool(keep)),
+    ];
+    let i = g.call_as(f, &[&data], &attrs, &shape)?;
+    let i = g.call(
+        "cast",
+        &[&i],
+        &[("dtype", attr::str(relay_runtime::DType::I64))],
+    )?;
+    if !last {
+        return Ok(i);
+    }
+    let end = g.int(x.shape[k] - 1, relay_runtime::DType::I64)?;
+    g.call("subtract", &[&end, &i], &[])
 }
 
 /// Constant `w` (`k × n`) transposed into a new constant `n × k`, for `nn.dense`.
@@ -535,7 +506,7 @@ fn transposed_weight(g: &mut Graph, w: &Value) -> Option<Value> {
         }
     }
     let t = NDArray::from_bytes(k.dtype(), &[cols, rows], &out).ok()?;
-    Some(g.new_constant("weight_t", t))
+    Some(g.constant("weight_t", t))
 }
 
 /// `a` (`… × k`) times `b` (`k × n`) as `nn.dense` on rows, `a` flattened to 2-D and the
@@ -550,18 +521,25 @@ fn dense(g: &mut Graph, a: &Value, b: &Value) -> Result<Value, String> {
     } else {
         a.clone()
     };
-    let rows = a2.shape[..a2.shape.len() - 1].to_vec();
+    let rows = &a2.shape[..a2.shape.len() - 1];
+    let rank = a2.shape.len();
     let y = match transposed_weight(g, b) {
-        Some(wt) => g.bind(
-            format!("nn.dense({}, {}, units={n})", a2.expr, wt.expr),
-            [rows, vec![n]].concat(),
-            a.dtype,
-        ),
-        None => g.bind(
-            format!("nn.matmul({}, {}, units=None)", a2.expr, b.expr),
-            [rows, vec![n]].concat(),
-            a.dtype,
-        ),
+        Some(wt) => led(
+            g,
+            "nn.dense",
+            &[&a2, &wt],
+            &[("units", attr::int(n))],
+            rows,
+            rank,
+        )?,
+        None => led(
+            g,
+            "nn.matmul",
+            &[&a2, b],
+            &[("units", attr::null())],
+            rows,
+            rank,
+        )?,
     };
     if !flat {
         return Ok(y);
@@ -627,36 +605,29 @@ fn matrices(g: &mut Graph, a: &Value, b: &Value) -> Result<Value, String> {
         .filter(|&n| n < 1 << 48)
         .ok_or_else(|| format!("broadcast batch axes {lead:?}"))?;
     // Each operand broadcast to the common batch axes, then `[batch, rows, cols]`.
-    let batched = |g: &mut Graph, v: &Value, rows: i64, cols: i64| {
+    let batched = |g: &mut Graph, v: &Value, rows: i64, cols: i64| -> Result<Value, String> {
         let full: Vec<i64> = lead.iter().copied().chain([rows, cols]).collect();
         let x = if v.shape == full {
-            v.expr.clone()
+            v.clone()
         } else {
-            format!("broadcast_to({}, shape={})", v.expr, list(&full))
+            g.call("broadcast_to", &[v], &[("shape", attr::ints(&full))])?
         };
-        g.bind(
-            format!("reshape({x}, newshape={})", list(&[batch, rows, cols])),
-            vec![batch, rows, cols],
-            v.dtype,
-        )
+        g.reshape(&x, vec![batch, rows, cols])
     };
-    let a3 = batched(g, a, m, k);
-    let b3 = batched(g, b, k, n);
-    let y = g.bind(
-        format!(
-            "nn.batch_matmul({}, {}, transpose_a=False, transpose_b=False)",
-            a3.expr, b3.expr
-        ),
-        vec![batch, m, n],
-        a.dtype,
-    );
+    let a3 = batched(g, a, m, k)?;
+    let b3 = batched(g, b, k, n)?;
+    let y = g.call("nn.batch_matmul", &[&a3, &b3], &batch_matmul_attrs())?;
     let mut shape = lead;
     shape.extend([m, n]);
-    Ok(g.bind(
-        format!("reshape({}, newshape={})", y.expr, list(&shape)),
-        shape,
-        a.dtype,
-    ))
+    g.reshape(&y, shape)
+}
+
+/// `nn.batch_matmul`'s attributes for `[b, m, k]` by `[b, k, n]` (neither transposed).
+fn batch_matmul_attrs() -> [(&'static str, AttrValue); 2] {
+    [
+        ("transpose_a", attr::bool(false)),
+        ("transpose_b", attr::bool(false)),
+    ]
 }
 
 /// [`matrices`] with dynamic batch axes, the same on both sides (`[B, heads, S, d]` by
@@ -680,46 +651,41 @@ fn dynamic_batches(g: &mut Graph, a: &Value, b: &Value) -> Result<Value, String>
             type_text(&b.shape, b.dtype)
         ));
     }
-    let merged = |g: &mut Graph, v: &Value| {
+    let merged = |g: &mut Graph, v: &Value| -> Result<Value, String> {
         let mut v = v.clone();
         while v.shape.len() > 3 {
             let codes = [vec![-3], vec![0; v.shape.len() - 2]].concat();
             let shape = [vec![ANY], v.shape[2..].to_vec()].concat();
-            v = g.bind(
-                format!("reshape({}, newshape={})", v.expr, list(&codes)),
-                shape,
-                v.dtype,
-            );
+            v = g.call_as(
+                "reshape",
+                &[&v],
+                &[("newshape", attr::ints(&codes))],
+                &shape,
+            )?;
         }
-        v
+        Ok(v)
     };
-    let (a3, b3) = (merged(g, a), merged(g, b));
+    let (a3, b3) = (merged(g, a)?, merged(g, b)?);
     let (m, n) = (a.shape[ra - 2], b.shape[rb - 1]);
-    let y = g.bind(
-        format!(
-            "nn.batch_matmul({}, {}, transpose_a=False, transpose_b=False)",
-            a3.expr, b3.expr
-        ),
-        vec![a3.shape[0], m, n],
-        a.dtype,
-    );
-    if ra == 3 {
-        return Ok(Value {
-            shape: [lead, vec![m, n]].concat(),
-            ..y
-        });
-    }
+    let hint = [a3.shape[0], m, n];
+    let y = g.call_as("nn.batch_matmul", &[&a3, &b3], &batch_matmul_attrs(), &hint)?;
     let shape = [lead.clone(), vec![m, n]].concat();
-    Ok(g.bind(
-        format!(
-            "reshape_like({}, {}, lhs_begin=0, lhs_end=1, rhs_begin=0, rhs_end={})",
-            y.expr,
-            a.expr,
-            lead.len()
-        ),
-        shape,
-        a.dtype,
-    ))
+    if ra == 3 {
+        return Ok(Value { shape, ..y });
+    }
+    let attrs = [
+        ("lhs_begin", attr::int(0)),
+        ("lhs_end", attr::int(1)),
+        ("rhs_begin", attr::int(0)),
+        ("rhs_end", attr::int(lead.len() as i64)),
+    ];
+    g.call_as("reshape_like", &[&y, a], &attrs, &shape)
+}
+
+/// `v` (a matrix) transposed, its dimensions' symbols swapped with it.
+fn transposed(g: &mut Graph, v: &Value) -> Result<Value, String> {
+    let shape = [v.shape[1], v.shape[0]];
+    g.call_as("transpose", &[v], &[("axes", attr::ints(&[1, 0]))], &shape)
 }
 
 /// `Gemm`: `alpha · A' · B' + beta · C`.
@@ -729,31 +695,17 @@ pub(super) fn gemm(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<Val
         return Err("Gemm takes matrices".into());
     }
     if a.int("transA", 0)? != 0 {
-        let shape = vec![x.shape[1], x.shape[0]];
-        x = g.bind(
-            format!("transpose({}, axes=[1, 0])", x.expr),
-            shape,
-            x.dtype,
-        );
+        x = transposed(g, &x)?;
     }
     if a.int("transB", 0)? != 0 {
-        let shape = vec![w.shape[1], w.shape[0]];
         w = match w.konst.as_ref() {
             // Already `n × k`: nn.dense reads it as it is.
             Some(_) => {
-                let n = w.shape[0];
-                let y = g.bind(
-                    format!("nn.dense({}, {}, units={n})", x.expr, w.expr),
-                    vec![x.shape[0], n],
-                    x.dtype,
-                );
+                let units = [("units", attr::int(w.shape[0]))];
+                let y = led(g, "nn.dense", &[&x, &w], &units, &x.shape[..1], 2)?;
                 return gemm_rest(g, node, a, y);
             }
-            None => g.bind(
-                format!("transpose({}, axes=[1, 0])", w.expr),
-                shape,
-                w.dtype,
-            ),
+            None => transposed(g, &w)?,
         };
     }
     let y = dense(g, &x, &w)?;
@@ -768,35 +720,19 @@ fn gemm_rest(
     mut y: Value,
 ) -> Result<Value, String> {
     let (alpha, beta) = (a.float("alpha", 1.0)?, a.float("beta", 1.0)?);
-    let shape = y.shape.clone();
     if alpha != 1.0 {
-        y = g.bind(
-            format!(
-                "multiply({}, {})",
-                y.expr,
-                float_text(f64::from(alpha), y.dtype)
-            ),
-            shape.clone(),
-            y.dtype,
-        );
+        let alpha = g.float(f64::from(alpha), y.dtype)?;
+        y = g.call("multiply", &[&y, &alpha], &[])?;
     }
     if let Some(c) = g.optional_input(node, 2)? {
         let c = if beta == 1.0 {
             c
         } else {
-            let s = c.shape.clone();
-            g.bind(
-                format!(
-                    "multiply({}, {})",
-                    c.expr,
-                    float_text(f64::from(beta), c.dtype)
-                ),
-                s,
-                c.dtype,
-            )
+            let beta = g.float(f64::from(beta), c.dtype)?;
+            g.call("multiply", &[&c, &beta], &[])?
         };
-        let out = super::elementwise::broadcast(&shape, &c.shape)?;
-        y = g.bind(format!("add({}, {})", y.expr, c.expr), out, y.dtype);
+        super::elementwise::broadcast(&y.shape, &c.shape)?;
+        y = g.call("add", &[&y, &c], &[])?;
     }
     Ok(y)
 }

@@ -2,19 +2,30 @@
 //! Relay's reductions, pools and `nn.conv2d`: `InstanceNormalization`, `LRN`,
 //! `ConvTranspose`.
 
-use super::{Attrs, float_text, list};
-use crate::graph::{Graph, Value};
+use crate::attrs::Attrs;
+use crate::builder::{Value, attr};
+use crate::graph::Graph;
 use crate::proto::NodeProto;
 
 /// `[C]` reshaped to broadcast along axis 1 of a rank-`rank` tensor: `[C, 1, ...]`.
-fn per_channel(g: &mut Graph, v: &Value, rank: usize) -> Value {
+fn per_channel(g: &mut Graph, v: &Value, rank: usize) -> Result<Value, String> {
     let mut shape = v.shape.clone();
     shape.extend(std::iter::repeat_n(1, rank.saturating_sub(2)));
-    g.bind(
-        format!("reshape({}, newshape={})", v.expr, list(&shape)),
-        shape,
-        v.dtype,
-    )
+    reshape(g, v, &shape)
+}
+
+/// `reshape(x, newshape=shape)` to a static shape.
+fn reshape(g: &mut Graph, x: &Value, shape: &[i64]) -> Result<Value, String> {
+    g.call("reshape", &[x], &[("newshape", attr::ints(shape))])
+}
+
+/// The mean of `x` over axes 2.. kept as 1s (`x`'s batch symbol kept).
+fn plane_mean(g: &mut Graph, x: &Value) -> Result<Value, String> {
+    let axes: Vec<i64> = (2..x.shape.len() as i64).collect();
+    let mut shape = x.shape.clone();
+    shape[2..].fill(1);
+    let attrs = [("axis", attr::ints(&axes)), ("keepdims", attr::bool(true))];
+    g.call_as("mean", &[x], &attrs, &shape)
 }
 
 /// `InstanceNormalization`: each (batch, channel) plane normalized by its own mean and
@@ -32,30 +43,17 @@ pub(super) fn instance_norm(
             x.shape, scale.shape, bias.shape
         ));
     }
-    let axes: Vec<i64> = (2..rank as i64).collect();
-    let eps = float_text(f64::from(a.float("epsilon", 1e-5)?), x.dtype);
-    let (dt, shape) = (x.dtype, x.shape.clone());
-    let centered = g.bind(
-        format!(
-            "subtract({x}, mean({x}, axis={}, keepdims=True))",
-            list(&axes),
-            x = x.expr
-        ),
-        shape.clone(),
-        dt,
-    );
-    let (s, b) = (per_channel(g, &scale, rank), per_channel(g, &bias, rank));
-    Ok(g.bind(
-        format!(
-            "add(multiply(divide({c}, sqrt(add(mean(multiply({c}, {c}), axis={}, keepdims=True), {eps}))), {}), {})",
-            list(&axes),
-            s.expr,
-            b.expr,
-            c = centered.expr
-        ),
-        shape,
-        dt,
-    ))
+    let eps = g.float(f64::from(a.float("epsilon", 1e-5)?), x.dtype)?;
+    let mean = plane_mean(g, &x)?;
+    let centered = g.call("subtract", &[&x, &mean], &[])?;
+    let (s, b) = (per_channel(g, &scale, rank)?, per_channel(g, &bias, rank)?);
+    let squares = g.call("multiply", &[&centered, &centered], &[])?;
+    let variance = plane_mean(g, &squares)?;
+    let variance = g.call("add", &[&variance, &eps], &[])?;
+    let deviation = g.call("sqrt", &[&variance], &[])?;
+    let normalized = g.call("divide", &[&centered, &deviation], &[])?;
+    let scaled = g.call("multiply", &[&normalized, &s], &[])?;
+    g.call("add", &[&scaled, &b], &[])
 }
 
 /// `LRN`: `x / (bias + alpha/size · Σ x²)^beta`, the sum over `size` channels around each
@@ -71,29 +69,26 @@ pub(super) fn lrn(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<Valu
     let (n, c) = (x.shape[0], x.shape[1]);
     let rest: i64 = x.shape[2..].iter().product();
     let (lo, hi) = ((size - 1) / 2, size - 1 - (size - 1) / 2);
-    let f = |v: f64| float_text(v, x.dtype);
-    let alpha = f64::from(a.float("alpha", 1e-4)?);
-    let (beta, bias) = (
-        f64::from(a.float("beta", 0.75)?),
-        f64::from(a.float("bias", 1.0)?),
-    );
-    let mean = format!(
-        "reshape(nn.avg_pool2d(reshape(multiply({x}, {x}), newshape={}), pool_size=[{size}, 1], strides=[1, 1], padding=[{lo}, 0, {hi}, 0], count_include_pad=True), newshape={})",
-        list(&[n, 1, c, rest]),
-        list(&x.shape),
-        x = x.expr
-    );
-    Ok(g.bind(
-        format!(
-            "divide({}, power(add({}, multiply({}, {mean})), {}))",
-            x.expr,
-            f(bias),
-            f(alpha),
-            f(beta)
-        ),
-        x.shape.clone(),
-        x.dtype,
-    ))
+    let alpha = g.float(f64::from(a.float("alpha", 1e-4)?), x.dtype)?;
+    let beta = g.float(f64::from(a.float("beta", 0.75)?), x.dtype)?;
+    let bias = g.float(f64::from(a.float("bias", 1.0)?), x.dtype)?;
+    let squares = g.call("multiply", &[&x, &x], &[])?;
+    let planes = reshape(g, &squares, &[n, 1, c, rest])?;
+    let pooled = g.call(
+        "nn.avg_pool2d",
+        &[&planes],
+        &[
+            ("pool_size", attr::ints(&[size, 1])),
+            ("strides", attr::ints(&[1, 1])),
+            ("padding", attr::ints(&[lo, 0, hi, 0])),
+            ("count_include_pad", attr::bool(true)),
+        ],
+    )?;
+    let mean = reshape(g, &pooled, &x.shape)?;
+    let scaled = g.call("multiply", &[&alpha, &mean], &[])?;
+    let base = g.call("add", &[&bias, &scaled], &[])?;
+    let divisor = g.call("power", &[&base, &beta], &[])?;
+    g.call("divide", &[&x, &divisor], &[])
 }
 
 /// A pair attribute of a 2-D window, or `default` twice.
@@ -176,34 +171,13 @@ pub(super) fn conv_transpose(
     if out.iter().any(|&v| v <= 0) {
         return Err(format!("an output of {out:?}"));
     }
-    let dt = x.dtype;
     // The input spread by the strides: [N, C, (H - 1)·sh + 1, (W - 1)·sw + 1].
-    let spread = [0, 1].map(|i| (size[i] - 1) * s[i] + 1);
-    let xs = if s == [1, 1] {
-        x.expr.clone()
-    } else {
-        format!(
-            "strided_slice(reshape(nn.pad(reshape({}, newshape={}), {}, pad_width=[[0, 0], [0, 0], [0, 0], [0, {}], [0, 0], [0, {}]]), newshape={}), begin=[0, 0, 0, 0], end={}, strides=[1, 1, 1, 1], axes=None)",
-            x.expr,
-            list(&[n, c, h, 1, wd, 1]),
-            float_text(0.0, x.dtype),
-            s[0] - 1,
-            s[1] - 1,
-            list(&[n, c, h * s[0], wd * s[1]]),
-            list(&[n, c, spread[0], spread[1]])
-        )
-    };
-    // Weights [C, M/g, kh, kw] → [M, C/g, kh, kw], flipped in both spatial axes.
+    let xs = spread(g, &x, &s)?;
     let m = mg
         .checked_mul(groups)
         .filter(|&m| m < LIMIT)
         .ok_or_else(|| format!("{mg} output channels in each of {groups} groups"))?;
-    let wt = format!(
-        "reverse(reverse(reshape(transpose(reshape({}, newshape={}), axes=[0, 2, 1, 3, 4]), newshape={}), axis=2), axis=3)",
-        w.expr,
-        list(&[groups, c / groups, mg, kh, kw]),
-        list(&[m, c / groups, kh, kw])
-    );
+    let wt = flipped(g, &w, groups)?;
     // Convolution padding: extent - 1 - pads (output_padding at the end); negative: cropped.
     let conv_pad = [
         extent[0] - 1 - pads[0],
@@ -212,42 +186,74 @@ pub(super) fn conv_transpose(
         extent[1] - 1 - pads[3] + op[1],
     ];
     let padded = conv_pad.map(|p| p.max(0));
-    let conv_out = [
-        spread[0] + padded[0] + padded[2] - extent[0] + 1,
-        spread[1] + padded[1] + padded[3] - extent[1] + 1,
-    ];
-    let mut y = g.bind(
-        format!(
-            "nn.conv2d({xs}, {wt}, padding={}, dilation={}, groups={groups}, channels={m}, kernel_size={})",
-            list(&padded),
-            list(&d),
-            list(&[kh, kw])
-        ),
-        vec![n, m, conv_out[0], conv_out[1]],
-        dt,
-    );
+    let mut y = g.call(
+        "nn.conv2d",
+        &[&xs, &wt],
+        &[
+            ("padding", attr::ints(&padded)),
+            ("dilation", attr::ints(&d)),
+            ("groups", attr::int(groups)),
+            ("channels", attr::int(m)),
+            ("kernel_size", attr::ints(&[kh, kw])),
+        ],
+    )?;
     if conv_pad.iter().any(|&p| p < 0) {
         let begin = [0, 0, (-conv_pad[0]).max(0), (-conv_pad[1]).max(0)];
         let end = [n, m, begin[2] + out[0], begin[3] + out[1]];
-        y = g.bind(
-            format!(
-                "strided_slice({}, begin={}, end={}, strides=[1, 1, 1, 1], axes=None)",
-                y.expr,
-                list(&begin),
-                list(&end)
-            ),
-            vec![n, m, out[0], out[1]],
-            dt,
-        );
+        y = super::slice::window(g, &y, &begin, &end)?;
     }
     match g.optional_input(node, 2)? {
         None => Ok(y),
-        Some(b) => Ok(g.bind(
-            format!("nn.bias_add({}, {}, axis=1)", y.expr, b.expr),
-            y.shape.clone(),
-            dt,
-        )),
+        Some(b) => g.call("nn.bias_add", &[&y, &b], &[("axis", attr::int(1))]),
     }
+}
+
+/// `x` (`[N, C, spatial...]`) spread by strides `s`: `s - 1` zeros between neighbours along
+/// each spatial axis, `[N, C, (d - 1)·s + 1, ...]` (`x` itself for unit strides). Each axis
+/// gets an axis of `s` beside it (the element, then zeros), flattened into it, and the
+/// trailing zeros cut off.
+pub(super) fn spread(g: &mut Graph, x: &Value, s: &[i64]) -> Result<Value, String> {
+    if s.iter().all(|&v| v == 1) {
+        return Ok(x.clone());
+    }
+    let (batch, dims) = x.shape.split_at(2);
+    let mut inner = batch.to_vec();
+    let mut width = vec![vec![0, 0]; 2];
+    let (mut wide, mut end) = (batch.to_vec(), batch.to_vec());
+    for (&d, &st) in dims.iter().zip(s) {
+        inner.extend([d, 1]);
+        width.extend([vec![0, 0], vec![0, st - 1]]);
+        wide.push(d * st);
+        end.push((d - 1) * st + 1);
+    }
+    let zero = g.float(0.0, x.dtype)?;
+    let paired = reshape(g, x, &inner)?;
+    let padded = g.call(
+        "nn.pad",
+        &[&paired, &zero],
+        &[("pad_width", attr::int_lists(&width))],
+    )?;
+    let flat = reshape(g, &padded, &wide)?;
+    super::slice::window(g, &flat, &vec![0; end.len()], &end)
+}
+
+/// A transposed convolution's weights `[C, M/g, k...]` as an ordinary one's: `[M, C/g, k...]`
+/// (the channel axes exchanged per group), flipped along every spatial axis.
+pub(super) fn flipped(g: &mut Graph, w: &Value, groups: i64) -> Result<Value, String> {
+    let &[c, mg, ref kernel @ ..] = w.shape.as_slice() else {
+        return Err(format!("weights of shape {:?}", w.shape));
+    };
+    let rank = w.shape.len() as i64;
+    let grouped = [&[groups, c / groups, mg][..], kernel].concat();
+    let perm: Vec<i64> = [0, 2, 1].into_iter().chain(3..=rank).collect();
+    let m = [&[mg * groups, c / groups][..], kernel].concat();
+    let grouped = reshape(g, w, &grouped)?;
+    let swapped = g.call("transpose", &[&grouped], &[("axes", attr::ints(&perm))])?;
+    let mut y = reshape(g, &swapped, &m)?;
+    for k in 2..rank {
+        y = g.call("reverse", &[&y], &[("axis", attr::int(k))])?;
+    }
+    Ok(y)
 }
 
 /// The target output size of a `ConvTranspose`: `output_shape`'s spatial sizes, or, for

@@ -13,8 +13,9 @@
 use relay_runtime::DType;
 
 use super::nn::{PoolWindow, pool, pool_window, spatial};
-use super::{Attrs, float_text, list};
-use crate::graph::{Graph, Value};
+use crate::attrs::Attrs;
+use crate::builder::{Value, attr};
+use crate::graph::Graph;
 use crate::proto::NodeProto;
 
 /// The most taps a window may have here (one slice each).
@@ -32,6 +33,7 @@ pub(super) fn max_pool_with_indices(
     }
     let [h, w] = spatial(&x)?;
     let (n, c) = (x.shape[0], x.shape[1]);
+    let window = pool_window(a, [h, w])?;
     let PoolWindow {
         kernel,
         strides,
@@ -39,7 +41,7 @@ pub(super) fn max_pool_with_indices(
         pads,
         out,
         ..
-    } = pool_window(a, [h, w])?;
+    } = window;
     let taps = kernel[0] * kernel[1];
     if taps > MAX_TAPS {
         return Err(format!(
@@ -53,41 +55,27 @@ pub(super) fn max_pool_with_indices(
     // Padded with the lowest value, and at the end as far as a ceil_mode window reaches.
     let reach = [0, 1].map(|d| (out[d] - 1) * strides[d] + (kernel[d] - 1) * dilations[d] + 1);
     let end = [0, 1].map(|d| (reach[d] - [h, w][d] - pads[d]).max(pads[d + 2]));
-    let lowest = float_text(f64::NEG_INFINITY, x.dtype);
-    let padded = g.bind(
-        format!(
-            "nn.pad({}, {lowest}, pad_width=[[0, 0], [0, 0], [{}, {}], [{}, {}]])",
-            x.expr, pads[0], end[0], pads[1], end[1]
-        ),
-        vec![n, c, h + pads[0] + end[0], w + pads[1] + end[1]],
-        x.dtype,
-    );
-    let slices: Vec<String> = (0..taps)
-        .map(|k| {
-            let (i, j) = (k / kernel[1], k % kernel[1]);
-            let begin = [0, 0, i * dilations[0], j * dilations[1]];
-            let stop = [
-                n,
-                c,
-                begin[2] + (out[0] - 1) * strides[0] + 1,
-                begin[3] + (out[1] - 1) * strides[1] + 1,
-            ];
-            format!(
-                "strided_slice({}, begin={}, end={}, strides={}, axes=None)",
-                padded.expr,
-                list(&begin),
-                list(&stop),
-                list(&[1, 1, strides[0], strides[1]])
-            )
-        })
-        .collect();
+    let lowest = g.float(f64::NEG_INFINITY, x.dtype)?;
+    let width = [
+        vec![0, 0],
+        vec![0, 0],
+        vec![pads[0], end[0]],
+        vec![pads[1], end[1]],
+    ];
+    let padded = g.call(
+        "nn.pad",
+        &[&x, &lowest],
+        &[("pad_width", attr::int_lists(&width))],
+    )?;
     // The first tap equal to the window's maximum (the pooled value): nested `where`s from
-    // the last tap out, each slice read once, elementwise, so it fuses into one kernel.
-    let mut tap = format!("{}i64", taps - 1);
-    for (k, slice) in slices.iter().enumerate().rev().skip(1) {
-        tap = format!("where(equal({slice}, {}), {k}i64, {tap})", y.expr);
+    // the last tap out, each slice read once, elementwise, so they fuse into one kernel.
+    let mut tap = g.int(taps - 1, DType::I64)?;
+    for k in (0..taps - 1).rev() {
+        let slice = tap_slice(g, &padded, k, &window, [n, c])?;
+        let hit = g.call("equal", &[&slice, &y], &[])?;
+        let k = g.int(k, DType::I64)?;
+        tap = g.call("where", &[&hit, &k, &tap], &[])?;
     }
-    let tap = g.bind(tap, vec![n, c, out[0], out[1]], DType::I64);
     // Index = plane(n, c) + row origin + column origin + the tap's offset.
     let column_major = a.int("storage_order", 0)? != 0;
     let (row_step, col_step) = if column_major { (1, h) } else { (w, 1) };
@@ -110,13 +98,45 @@ pub(super) fn max_pool_with_indices(
             i * dilations[0] * row_step + j * dilations[1] * col_step
         }),
     )?;
-    let indices = g.bind(
-        format!(
-            "add(add(add({}, {}), {}), take({}, {}, axis=0))",
-            planes.expr, rows.expr, cols.expr, offsets.expr, tap.expr
-        ),
-        vec![n, c, out[0], out[1]],
-        DType::I64,
-    );
+    let origin = g.call("add", &[&planes, &rows], &[])?;
+    let origin = g.call("add", &[&origin, &cols], &[])?;
+    let offset = g.call("take", &[&offsets, &tap], &[("axis", attr::int(0))])?;
+    let indices = g.call("add", &[&origin, &offset], &[])?;
     Ok(vec![y, indices])
+}
+
+/// Tap `k` (row-major in the kernel) of `window` over `padded`, of `n` batches and `c`
+/// channels: the strided slice of the elements it reads, `[N, C, OH, OW]`.
+fn tap_slice(
+    g: &mut Graph,
+    padded: &Value,
+    k: i64,
+    window: &PoolWindow,
+    [n, c]: [i64; 2],
+) -> Result<Value, String> {
+    let PoolWindow {
+        kernel,
+        strides,
+        dilations,
+        out,
+        ..
+    } = *window;
+    let (i, j) = (k / kernel[1], k % kernel[1]);
+    let begin = [0, 0, i * dilations[0], j * dilations[1]];
+    let stop = [
+        n,
+        c,
+        begin[2] + (out[0] - 1) * strides[0] + 1,
+        begin[3] + (out[1] - 1) * strides[1] + 1,
+    ];
+    g.call(
+        "strided_slice",
+        &[padded],
+        &[
+            ("begin", attr::ints(&begin)),
+            ("end", attr::ints(&stop)),
+            ("strides", attr::ints(&[1, 1, strides[0], strides[1]])),
+            ("axes", attr::null()),
+        ],
+    )
 }

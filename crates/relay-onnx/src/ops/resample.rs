@@ -12,8 +12,9 @@
 
 use relay_runtime::NDArray;
 
-use super::{Attrs, axis, floats_of, ints_of, list};
-use crate::graph::{Graph, Value};
+use crate::attrs::{Attrs, axis};
+use crate::builder::{Value, attr, floats_of, ints_of};
+use crate::graph::Graph;
 use crate::proto::NodeProto;
 
 /// How output positions map back into the input along one axis.
@@ -183,8 +184,6 @@ fn resize_axis(
     for (taps, _) in &mut per {
         taps.resize(count, (0, 0.0));
     }
-    let mut shape = x.shape.clone();
-    shape[ax] = out;
     // Per-position vectors broadcast along the axis: `[out, 1, ...]` after it.
     let wshape: Vec<i64> = std::iter::once(out)
         .chain(std::iter::repeat_n(1, x.shape.len() - ax - 1))
@@ -192,29 +191,28 @@ fn resize_axis(
     let dt = x.dtype;
     let vector = |g: &mut Graph, hint: &str, v: Vec<f64>| -> Result<Value, String> {
         let a = NDArray::from_f64_slice(dt, &wshape, &v).map_err(|e| e.to_string())?;
-        Ok(g.new_constant(hint, a))
+        Ok(g.constant(hint, a))
     };
     let exact = m.mode == "nearest" && per.iter().all(|p| p.1 == 0.0 && p.0[0].1 == 1.0);
-    let mut terms = Vec::new();
+    let mut sum: Option<Value> = None;
     for t in 0..count {
         let idx = g.int64_constant("resize_index", &[out], per.iter().map(|p| p.0[t].0))?;
-        let taken = format!("take({}, {}, axis={ax})", x.expr, idx.expr);
-        if exact {
-            terms.push(taken);
-            continue;
+        let mut term = g.call("take", &[&x, &idx], &[("axis", attr::int(ax as i64))])?;
+        if !exact {
+            let w = vector(g, "resize_weight", per.iter().map(|p| p.0[t].1).collect())?;
+            term = g.call("multiply", &[&term, &w], &[])?;
         }
-        let w = vector(g, "resize_weight", per.iter().map(|p| p.0[t].1).collect())?;
-        terms.push(format!("multiply({taken}, {})", w.expr));
+        sum = Some(match sum {
+            None => term,
+            Some(acc) => g.call("add", &[&acc, &term], &[])?,
+        });
     }
+    let sum = sum.ok_or("a resize of no taps")?;
     if per.iter().any(|p| p.1 != 0.0) {
         let c = vector(g, "resize_extrapolation", per.iter().map(|p| p.1).collect())?;
-        terms.push(c.expr.clone());
+        return g.call("add", &[&sum, &c], &[]);
     }
-    let sum = terms
-        .into_iter()
-        .reduce(|acc, t| format!("add({acc}, {t})"))
-        .unwrap_or_default();
-    Ok(g.bind(sum, shape, dt))
+    Ok(sum)
 }
 
 /// Resamples `x` to `sizes` at `scales` (one each per axis).
@@ -442,12 +440,7 @@ pub(super) fn depth_space(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Res
             vec![n, c * b * b, h / b, w / b],
         )
     };
-    let text = format!(
-        "reshape(transpose(reshape({}, newshape={}), axes={}), newshape={})",
-        x.expr,
-        list(&inner),
-        list(&perm),
-        list(&out)
-    );
-    Ok(g.bind(text, out, x.dtype))
+    let inner = g.call("reshape", &[&x], &[("newshape", attr::ints(&inner))])?;
+    let moved = g.call("transpose", &[&inner], &[("axes", attr::ints(&perm))])?;
+    g.call("reshape", &[&moved], &[("newshape", attr::ints(&out))])
 }

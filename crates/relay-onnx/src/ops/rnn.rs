@@ -19,16 +19,37 @@
 
 use relay_runtime::DType;
 
-use super::{Attrs, float_text, ints_of, list};
-use crate::graph::{Graph, Value};
+use super::elementwise::clip_to;
+use crate::attrs::Attrs;
+use crate::builder::{Value, attr, finite, ints_of};
+use crate::graph::Graph;
 use crate::proto::NodeProto;
 
 /// The longest sequence unrolled.
 const MAX_STEPS: i64 = 10_000;
 
-/// Elements `[from, to)` of the vector `v`.
-fn rows(v: &str, from: i64, to: i64) -> String {
-    format!("strided_slice({v}, begin=[{from}], end=[{to}], strides=[1], axes=None)")
+/// Elements `[from, to)` of `v` along its first axis.
+fn rows(g: &mut Graph, v: &Value, from: i64, to: i64) -> Result<Value, String> {
+    g.call(
+        "strided_slice",
+        &[v],
+        &[
+            ("begin", attr::ints(&[from])),
+            ("end", attr::ints(&[to])),
+            ("strides", attr::ints(&[1])),
+            ("axes", attr::null()),
+        ],
+    )
+}
+
+/// `op(x, y)`.
+fn bin(g: &mut Graph, op: &str, x: &Value, y: &Value) -> Result<Value, String> {
+    g.call(op, &[x, y], &[])
+}
+
+/// `op(x)`.
+fn un(g: &mut Graph, op: &str, x: &Value) -> Result<Value, String> {
+    g.call(op, &[x], &[])
 }
 
 /// An activation function with its parameters.
@@ -40,31 +61,55 @@ struct Act {
 }
 
 impl Act {
-    /// `f(x)` as Relay text in `dt`.
-    fn apply(&self, x: &str, dt: DType) -> Result<String, String> {
-        let (a, b) = (float_text(self.alpha, dt), float_text(self.beta, dt));
-        let (zero, one) = (float_text(0.0, dt), float_text(1.0, dt));
-        Ok(match self.name.to_ascii_lowercase().as_str() {
-            "sigmoid" => format!("sigmoid({x})"),
-            "tanh" => format!("tanh({x})"),
-            "relu" => format!("nn.relu({x})"),
-            "affine" => format!("add(multiply({x}, {a}), {b})"),
-            "leakyrelu" => format!(
-                "nn.leaky_relu({x}, alpha={})",
-                float_text(self.alpha, DType::F32)
-            ),
-            "thresholdedrelu" => format!("where(greater({x}, {a}), {x}, {zero})"),
-            "scaledtanh" => format!("multiply({a}, tanh(multiply({b}, {x})))"),
-            "hardsigmoid" => {
-                format!("clip(add(multiply({x}, {a}), {b}), a_min={zero}, a_max={one})")
+    /// `f(x)` in `dt`.
+    fn apply(&self, g: &mut Graph, x: &Value, dt: DType) -> Result<Value, String> {
+        let (a, b) = (g.float(self.alpha, dt)?, g.float(self.beta, dt)?);
+        let (zero, one) = (g.float(0.0, dt)?, g.float(1.0, dt)?);
+        match self.name.to_ascii_lowercase().as_str() {
+            "sigmoid" => un(g, "sigmoid", x),
+            "tanh" => un(g, "tanh", x),
+            "relu" => un(g, "nn.relu", x),
+            "affine" => {
+                let ax = bin(g, "multiply", x, &a)?;
+                bin(g, "add", &ax, &b)
             }
-            "elu" => format!(
-                "where(greater({x}, {zero}), {x}, multiply({a}, subtract(exp({x}), {one})))"
-            ),
-            "softsign" => format!("divide({x}, add({one}, abs({x})))"),
-            "softplus" => format!("log(add({one}, exp({x})))"),
-            other => return Err(format!("activation `{other}` is not supported")),
-        })
+            "leakyrelu" => {
+                let alpha = attr::float(finite(self.alpha, DType::F32));
+                g.call("nn.leaky_relu", &[x], &[("alpha", alpha)])
+            }
+            "thresholdedrelu" => {
+                let above = bin(g, "greater", x, &a)?;
+                g.call("where", &[&above, x, &zero], &[])
+            }
+            "scaledtanh" => {
+                let bx = bin(g, "multiply", &b, x)?;
+                let t = un(g, "tanh", &bx)?;
+                bin(g, "multiply", &a, &t)
+            }
+            "hardsigmoid" => {
+                let ax = bin(g, "multiply", x, &a)?;
+                let y = bin(g, "add", &ax, &b)?;
+                clip_to(g, &y, 0.0, 1.0)
+            }
+            "elu" => {
+                let positive = bin(g, "greater", x, &zero)?;
+                let e = un(g, "exp", x)?;
+                let em1 = bin(g, "subtract", &e, &one)?;
+                let negative = bin(g, "multiply", &a, &em1)?;
+                g.call("where", &[&positive, x, &negative], &[])
+            }
+            "softsign" => {
+                let ab = un(g, "abs", x)?;
+                let d = bin(g, "add", &one, &ab)?;
+                bin(g, "divide", x, &d)
+            }
+            "softplus" => {
+                let e = un(g, "exp", x)?;
+                let s = bin(g, "add", &one, &e)?;
+                un(g, "log", &s)
+            }
+            other => Err(format!("activation `{other}` is not supported")),
+        }
     }
 }
 
@@ -146,6 +191,9 @@ struct Cell {
     masks: Vec<Value>,
 }
 
+/// A cell's outputs of one step, by time step (filled in the direction's order).
+type Steps = Vec<Option<Value>>;
+
 impl Cell {
     /// Reads the inputs and attributes common to the cells, `gates` blocks of `hidden` rows
     /// in `W` and `R`, `defaults` the activations of one direction.
@@ -167,17 +215,13 @@ impl Cell {
         let layout = a.int("layout", 0)?;
         let x = match (layout, x.shape.as_slice()) {
             (0, [_, _, _]) => x,
-            (1, &[b, s, i]) => g.bind(
-                format!("transpose({}, axes=[1, 0, 2])", x.expr),
-                vec![s, b, i],
-                x.dtype,
-            ),
+            (1, [_, _, _]) => g.call("transpose", &[&x], &[("axes", attr::ints(&[1, 0, 2]))])?,
             _ => return Err(format!("X of shape {:?} with layout {layout}", x.shape)),
         };
         let &[seq, batch, input] = x.shape.as_slice() else {
             return Err(format!("X of shape {:?}", x.shape));
         };
-        // Each step is unrolled into the module: a bound on the text and the kernels.
+        // Each step is unrolled into the module: a bound on the module and the kernels.
         if seq > MAX_STEPS {
             return Err(format!(
                 "a sequence of {seq} steps (unrolled: at most {MAX_STEPS}; a Loop or Scan \
@@ -191,34 +235,7 @@ impl Cell {
                 w.shape, r.shape
             ));
         }
-        // Sequences of their own lengths: masks keep a finished sequence's state and zero its
-        // outputs (none when every length is known to be the whole sequence).
-        let lens = match g.optional_input(node, 4)? {
-            Some(l) if ints_of(&l).is_some_and(|v| v.iter().all(|&n| n == seq)) => None,
-            Some(l) if l.shape == [batch] => Some(g.bind(
-                format!(
-                    "reshape(cast({}, dtype=\"int64\"), newshape=[{batch}, 1])",
-                    l.expr
-                ),
-                vec![batch, 1],
-                DType::I64,
-            )),
-            Some(l) => return Err(format!("sequence_lens of shape {:?}", l.shape)),
-            None => None,
-        };
-        // Per time step, whether it lies inside each sequence (`[batch, 1]`), computed once
-        // for every direction.
-        let masks: Vec<Value> = lens.map_or_else(Vec::new, |lens| {
-            (0..seq)
-                .map(|t| {
-                    g.bind(
-                        format!("less({t}i64, {})", lens.expr),
-                        vec![batch, 1],
-                        DType::BOOL,
-                    )
-                })
-                .collect()
-        });
+        let masks = masks(g, node, seq, batch)?;
         let clip =
             a.0.iter()
                 .find(|x| x.name == "clip")
@@ -226,15 +243,11 @@ impl Cell {
                 .transpose()?;
         let acts = activations(a, defaults, dirs as usize)?;
         let dt = x.dtype;
-        let flat = g.bind(
-            format!(
-                "reshape({}, newshape={})",
-                x.expr,
-                list(&[seq * batch, input])
-            ),
-            vec![seq * batch, input],
-            dt,
-        );
+        let flat = g.call(
+            "reshape",
+            &[&x],
+            &[("newshape", attr::ints(&[seq * batch, input]))],
+        )?;
         Ok(Cell {
             flat,
             seq,
@@ -252,16 +265,10 @@ impl Cell {
     }
 
     /// Direction `d`'s slice of `v` (`[dirs, ...]`), reshaped to `shape`.
-    fn take(&self, g: &mut Graph, v: &Value, d: i64, shape: Vec<i64>) -> Value {
-        g.bind(
-            format!(
-                "reshape(take({}, {d}, axis=0), newshape={})",
-                v.expr,
-                list(&shape)
-            ),
-            shape,
-            self.dt,
-        )
+    fn take(&self, g: &mut Graph, v: &Value, d: i64, shape: &[i64]) -> Result<Value, String> {
+        let d = g.int(d, DType::I32)?;
+        let slice = g.call("take", &[v, &d], &[("axis", attr::int(0))])?;
+        g.call("reshape", &[&slice], &[("newshape", attr::ints(shape))])
     }
 
     /// Whether direction `d` runs backwards.
@@ -279,75 +286,64 @@ impl Cell {
     }
 
     /// `X · Wdᵀ + bias` for every step, as `[seq, batch, rows]`.
-    fn projection(&self, g: &mut Graph, wd: &Value, bias: Option<String>) -> Value {
+    fn projection(&self, g: &mut Graph, wd: &Value, bias: Option<Value>) -> Result<Value, String> {
         let rows = wd.shape[0];
-        let (n, dt) = (self.seq * self.batch, self.dt);
-        let mut p = g.bind(
-            format!("nn.dense({}, {}, units={rows})", self.flat.expr, wd.expr),
-            vec![n, rows],
-            dt,
-        );
+        let mut p = g.call("nn.dense", &[&self.flat, wd], &[("units", attr::int(rows))])?;
         if let Some(b) = bias {
-            p = g.bind(format!("add({}, {b})", p.expr), vec![n, rows], dt);
+            p = bin(g, "add", &p, &b)?;
         }
-        g.bind(
-            format!(
-                "reshape({}, newshape={})",
-                p.expr,
-                list(&[self.seq, self.batch, rows])
-            ),
-            vec![self.seq, self.batch, rows],
-            dt,
-        )
+        let shape = [self.seq, self.batch, rows];
+        g.call("reshape", &[&p], &[("newshape", attr::ints(&shape))])
     }
 
     /// The initial state of direction `d`: `init`'s slice (`[dirs, batch, hidden]`, or
     /// `[batch, dirs, hidden]` in layout 1), or zeros.
-    fn state(&self, g: &mut Graph, init: &Option<Value>, d: i64) -> Value {
-        let shape = vec![self.batch, self.hidden];
+    fn state(&self, g: &mut Graph, init: &Option<Value>, d: i64) -> Result<Value, String> {
+        let shape = [self.batch, self.hidden];
         match init {
             Some(v) if self.layout == 1 => {
-                g.bind(format!("take({}, {d}, axis=1)", v.expr), shape, self.dt)
+                let d = g.int(d, DType::I32)?;
+                g.call("take", &[v, &d], &[("axis", attr::int(1))])
             }
-            Some(v) => self.take(g, v, d, shape),
-            None => g.bind(
-                format!("zeros(shape={}, dtype=\"{}\")", list(&shape), self.dt),
-                shape,
-                self.dt,
+            Some(v) => self.take(g, v, d, &shape),
+            None => g.call(
+                "zeros",
+                &[],
+                &[("shape", attr::ints(&shape)), ("dtype", attr::str(self.dt))],
             ),
         }
     }
 
     /// Activation `k` of direction `d` (of `per_dir`) on `x`, after the clip.
-    fn act(&self, d: i64, per_dir: usize, k: usize, x: &str) -> Result<String, String> {
+    fn act(
+        &self,
+        g: &mut Graph,
+        d: i64,
+        per_dir: usize,
+        k: usize,
+        x: &Value,
+    ) -> Result<Value, String> {
+        let clipped;
         let x = match self.clip {
-            Some(c) => format!(
-                "clip({x}, a_min={}, a_max={})",
-                float_text(-c, self.dt),
-                float_text(c, self.dt)
-            ),
-            None => x.to_string(),
+            Some(c) => {
+                clipped = clip_to(g, x, -c, c)?;
+                &clipped
+            }
+            None => x,
         };
-        self.acts[d as usize * per_dir + k].apply(&x, self.dt)
+        self.acts[d as usize * per_dir + k].apply(g, x, self.dt)
     }
 
     /// Row `t` of projection `p`: `[batch, rows]`.
-    fn step_input(&self, g: &mut Graph, p: &Value, t: i64) -> Value {
-        g.bind(
-            format!("take({}, {t}, axis=0)", p.expr),
-            vec![self.batch, p.shape[2]],
-            self.dt,
-        )
+    fn step_input(&self, g: &mut Graph, p: &Value, t: i64) -> Result<Value, String> {
+        let t = g.int(t, DType::I32)?;
+        g.call("take", &[p, &t], &[("axis", attr::int(0))])
     }
 
     /// `h · rdᵀ`: `[batch, rows]`.
-    fn recur(&self, g: &mut Graph, h: &str, rd: &Value) -> Value {
+    fn recur(&self, g: &mut Graph, h: &Value, rd: &Value) -> Result<Value, String> {
         let rows = rd.shape[0];
-        g.bind(
-            format!("nn.dense({h}, {}, units={rows})", rd.expr),
-            vec![self.batch, rows],
-            self.dt,
-        )
+        g.call("nn.dense", &[h, rd], &[("units", attr::int(rows))])
     }
 
     /// Whether time step `t` lies inside each sequence, when some may be shorter.
@@ -356,13 +352,10 @@ impl Cell {
     }
 
     /// The state after step `t`: `new` inside the sequence, `old` past its end.
-    fn keep(&self, g: &mut Graph, t: i64, new: Value, old: &Value) -> Value {
+    fn keep(&self, g: &mut Graph, t: i64, new: Value, old: &Value) -> Result<Value, String> {
         match self.mask(t) {
-            Some(m) => {
-                let text = format!("where({}, {}, {})", m.expr, new.expr, old.expr);
-                self.state_value(g, text)
-            }
-            None => new,
+            Some(m) => g.call("where", &[m, &new, old], &[]),
+            None => Ok(new),
         }
     }
 
@@ -374,69 +367,46 @@ impl Cell {
         t: i64,
         h_new: Value,
         h: &Value,
-        outs: &mut [String],
-    ) -> Value {
-        outs[t as usize] = match self.mask(t) {
-            Some(m) => format!(
-                "where({}, {}, {})",
-                m.expr,
-                h_new.expr,
-                float_text(0.0, self.dt)
-            ),
-            None => h_new.expr.clone(),
-        };
+        outs: &mut Steps,
+    ) -> Result<Value, String> {
+        outs[t as usize] = Some(match self.mask(t) {
+            Some(m) => {
+                let zero = g.float(0.0, self.dt)?;
+                g.call("where", &[m, &h_new, &zero], &[])?
+            }
+            None => h_new.clone(),
+        });
         self.keep(g, t, h_new, h)
-    }
-
-    /// A `[batch, hidden]` value.
-    fn state_value(&self, g: &mut Graph, expr: String) -> Value {
-        g.bind(expr, vec![self.batch, self.hidden], self.dt)
     }
 
     /// The outputs: `Y` (`[seq, dirs, batch, hidden]`, or `[batch, seq, dirs, hidden]` in
     /// layout 1) from each direction's states in time order, then each final state stacked
     /// over the directions (`[dirs, batch, hidden]`, or `[batch, dirs, hidden]`).
-    fn outputs(&self, g: &mut Graph, ys: Vec<Vec<String>>, finals: Vec<Vec<Value>>) -> Vec<Value> {
-        let (seq, batch, hidden, dirs, dt) =
-            (self.seq, self.batch, self.hidden, self.dirs, self.dt);
-        let per_dir: Vec<String> = ys
+    fn outputs(
+        &self,
+        g: &mut Graph,
+        ys: Vec<Steps>,
+        finals: Vec<Vec<Value>>,
+    ) -> Result<Vec<Value>, String> {
+        let per_dir: Vec<Value> = ys
             .iter()
             .map(|steps| {
-                g.bind(
-                    format!("stack(({},), axis=0)", steps.join(", ")),
-                    vec![seq, batch, hidden],
-                    dt,
-                )
-                .expr
+                let steps: Vec<&Value> = steps.iter().flatten().collect();
+                g.call_tuple("stack", &steps, &[("axis", attr::int(0))])
             })
-            .collect();
-        let mut y = g.bind(
-            format!("stack(({},), axis=1)", per_dir.join(", ")),
-            vec![seq, dirs, batch, hidden],
-            dt,
-        );
+            .collect::<Result<_, _>>()?;
+        let per_dir: Vec<&Value> = per_dir.iter().collect();
+        let mut y = g.call_tuple("stack", &per_dir, &[("axis", attr::int(1))])?;
         if self.layout == 1 {
-            y = g.bind(
-                format!("transpose({}, axes=[2, 0, 1, 3])", y.expr),
-                vec![batch, seq, dirs, hidden],
-                dt,
-            );
+            y = g.call("transpose", &[&y], &[("axes", attr::ints(&[2, 0, 1, 3]))])?;
         }
         let mut out = vec![y];
+        let axis = if self.layout == 1 { 1 } else { 0 };
         for k in 0..finals.first().map_or(0, Vec::len) {
-            let items: Vec<&str> = finals.iter().map(|f| f[k].expr.as_str()).collect();
-            let (axis, shape) = if self.layout == 1 {
-                (1, vec![batch, dirs, hidden])
-            } else {
-                (0, vec![dirs, batch, hidden])
-            };
-            out.push(g.bind(
-                format!("stack(({},), axis={axis})", items.join(", ")),
-                shape,
-                dt,
-            ));
+            let items: Vec<&Value> = finals.iter().map(|f| &f[k]).collect();
+            out.push(g.call_tuple("stack", &items, &[("axis", attr::int(axis))])?);
         }
-        out
+        Ok(out)
     }
 
     /// Direction `d`'s bias `B` (`[dirs, 2·gates·hidden]`) as `Wb + Rb` of the gate rows
@@ -449,16 +419,54 @@ impl Cell {
         gates: i64,
         (from, to): (i64, i64),
         recurrent: bool,
-    ) -> String {
+    ) -> Result<Value, String> {
         let h = self.hidden;
-        let bd = self.take(g, b, d, vec![2 * gates * h]);
-        let part = |start: i64| rows(&bd.expr, start + from * h, start + to * h);
-        if recurrent {
-            format!("add({}, {})", part(0), part(gates * h))
-        } else {
-            part(0)
+        let bd = self.take(g, b, d, &[2 * gates * h])?;
+        let wb = rows(g, &bd, from * h, to * h)?;
+        if !recurrent {
+            return Ok(wb);
         }
+        let rb = rows(g, &bd, (gates + from) * h, (gates + to) * h)?;
+        bin(g, "add", &wb, &rb)
     }
+}
+
+/// Per time step, whether it lies inside each sequence of `sequence_lens` (`[batch, 1]`),
+/// computed once for every direction: masks keep a finished sequence's state and zero its
+/// outputs (none when every length is known to be the whole sequence).
+fn masks(g: &mut Graph, node: &NodeProto, seq: i64, batch: i64) -> Result<Vec<Value>, String> {
+    let lens = match g.optional_input(node, 4)? {
+        Some(l) if ints_of(&l).is_some_and(|v| v.iter().all(|&n| n == seq)) => {
+            return Ok(Vec::new());
+        }
+        Some(l) if l.shape == [batch] => l,
+        Some(l) => return Err(format!("sequence_lens of shape {:?}", l.shape)),
+        None => return Ok(Vec::new()),
+    };
+    let lens = g.call("cast", &[&lens], &[("dtype", attr::str(DType::I64))])?;
+    let lens = g.call(
+        "reshape",
+        &[&lens],
+        &[("newshape", attr::ints(&[batch, 1]))],
+    )?;
+    (0..seq)
+        .map(|t| {
+            let t = g.int(t, DType::I64)?;
+            g.call("less", &[&t, &lens], &[])
+        })
+        .collect()
+}
+
+/// `split(x, sections, axis=1)`: the gates of a `[batch, sections·hidden]` value.
+fn gates(g: &mut Graph, x: &Value, sections: i64) -> Result<Vec<Value>, String> {
+    g.call_fields(
+        "split",
+        &[x],
+        &[
+            ("indices_or_sections", attr::int(sections)),
+            ("axis", attr::int(1)),
+        ],
+    )
 }
 
 /// `LSTM`'s outputs `Y`, `Y_h`, `Y_c`.
@@ -475,57 +483,63 @@ pub(super) fn lstm(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<Vec
     let (hs, input, dt) = (cell.hidden, cell.input, cell.dt);
     let (mut ys, mut finals) = (Vec::new(), Vec::new());
     for d in 0..cell.dirs {
-        let wd = cell.take(g, &w, d, vec![4 * hs, input]);
-        let rd = cell.take(g, &r, d, vec![4 * hs, hs]);
-        let bias = b.as_ref().map(|b| cell.bias(g, b, d, 4, (0, 4), true));
-        let proj = cell.projection(g, &wd, bias);
-        let peep = p.as_ref().map(|p| cell.take(g, p, d, vec![3 * hs]));
-        let peep_of = |k: i64| peep.as_ref().map(|p| rows(&p.expr, k * hs, (k + 1) * hs));
-        let (mut h, mut c) = (cell.state(g, &h0, d), cell.state(g, &c0, d));
-        let mut outs = vec![String::new(); cell.seq as usize];
+        let wd = cell.take(g, &w, d, &[4 * hs, input])?;
+        let rd = cell.take(g, &r, d, &[4 * hs, hs])?;
+        let bias = b
+            .as_ref()
+            .map(|b| cell.bias(g, b, d, 4, (0, 4), true))
+            .transpose()?;
+        let proj = cell.projection(g, &wd, bias)?;
+        // The peepholes of gates i, o and f, in `P`'s order.
+        let peep = match &p {
+            Some(p) => {
+                let pd = cell.take(g, p, d, &[3 * hs])?;
+                let peeps: Result<Vec<Value>, String> =
+                    (0..3).map(|k| rows(g, &pd, k * hs, (k + 1) * hs)).collect();
+                Some(peeps?)
+            }
+            None => None,
+        };
+        let (mut h, mut c) = (cell.state(g, &h0, d)?, cell.state(g, &c0, d)?);
+        let mut outs: Steps = vec![None; cell.seq as usize];
         for step in 0..cell.seq {
             let t = cell.time(d, step);
-            let xt = cell.step_input(g, &proj, t);
-            let rh = cell.recur(g, &h.expr, &rd);
-            let gates = g.bind(
-                format!(
-                    "split(add({}, {}), indices_or_sections=4, axis=1)",
-                    xt.expr, rh.expr
-                ),
-                vec![],
-                dt,
-            );
-            let with_peep = |k: usize, pk: i64, state: &str| match peep_of(pk) {
-                Some(pv) => format!("add({}.{k}, multiply({pv}, {state}))", gates.expr),
-                None => format!("{}.{k}", gates.expr),
+            let xt = cell.step_input(g, &proj, t)?;
+            let rh = cell.recur(g, &h, &rd)?;
+            let sum = bin(g, "add", &xt, &rh)?;
+            let gates = gates(g, &sum, 4)?;
+            // Gate `k` (i, o, f) with its peephole on `state`.
+            let with_peep = |g: &mut Graph, k: usize, state: &Value| match &peep {
+                Some(pv) => {
+                    let ps = bin(g, "multiply", &pv[k], state)?;
+                    bin(g, "add", &gates[k], &ps)
+                }
+                None => Ok(gates[k].clone()),
             };
-            let i = cell.act(d, 3, 0, &with_peep(0, 0, &c.expr))?;
-            // Coupled gates read the input gate twice: computed once.
-            let i = if coupled {
-                g.bind(i, vec![cell.batch, hs], dt).expr
-            } else {
-                i
-            };
+            let pre_i = with_peep(g, 0, &c)?;
+            let i = cell.act(g, d, 3, 0, &pre_i)?;
             let f = if coupled {
-                format!("subtract({}, {i})", float_text(1.0, dt))
+                let one = g.float(1.0, dt)?;
+                bin(g, "subtract", &one, &i)?
             } else {
-                cell.act(d, 3, 0, &with_peep(2, 2, &c.expr))?
+                let pre_f = with_peep(g, 2, &c)?;
+                cell.act(g, d, 3, 0, &pre_f)?
             };
-            let cc = cell.act(d, 3, 1, &format!("{}.3", gates.expr))?;
-            let c_new = cell.state_value(
-                g,
-                format!("add(multiply({f}, {}), multiply({i}, {cc}))", c.expr),
-            );
-            let o = cell.act(d, 3, 0, &with_peep(1, 1, &c_new.expr))?;
-            let hc = cell.act(d, 3, 2, &c_new.expr)?;
-            let h_new = cell.state_value(g, format!("multiply({o}, {hc})"));
-            c = cell.keep(g, t, c_new, &c);
-            h = cell.advance(g, t, h_new, &h, &mut outs);
+            let cc = cell.act(g, d, 3, 1, &gates[3])?;
+            let fc = bin(g, "multiply", &f, &c)?;
+            let ic = bin(g, "multiply", &i, &cc)?;
+            let c_new = bin(g, "add", &fc, &ic)?;
+            let pre_o = with_peep(g, 1, &c_new)?;
+            let o = cell.act(g, d, 3, 0, &pre_o)?;
+            let hc = cell.act(g, d, 3, 2, &c_new)?;
+            let h_new = bin(g, "multiply", &o, &hc)?;
+            c = cell.keep(g, t, c_new, &c)?;
+            h = cell.advance(g, t, h_new, &h, &mut outs)?;
         }
         ys.push(outs);
         finals.push(vec![h, c]);
     }
-    Ok(cell.outputs(g, ys, finals))
+    cell.outputs(g, ys, finals)
 }
 
 /// `GRU`'s outputs `Y`, `Y_h`.
@@ -535,80 +549,66 @@ pub(super) fn gru(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<Vec<
     let (b, h0) = (g.optional_input(node, 3)?, g.optional_input(node, 5)?);
     let before_reset = a.int("linear_before_reset", 0)? != 0;
     let (hs, input, dt) = (cell.hidden, cell.input, cell.dt);
-    let one = float_text(1.0, dt);
+    let one = g.float(1.0, dt)?;
     let (mut ys, mut finals) = (Vec::new(), Vec::new());
     for d in 0..cell.dirs {
-        let wd = cell.take(g, &w, d, vec![3 * hs, input]);
-        let rd = cell.take(g, &r, d, vec![3 * hs, hs]);
+        let wd = cell.take(g, &w, d, &[3 * hs, input])?;
+        let rd = cell.take(g, &r, d, &[3 * hs, hs])?;
         // z and r take both biases in the projection; h's recurrent bias goes there too
         // unless it is applied before the reset.
-        let bias = b.as_ref().map(|b| {
-            let zr = cell.bias(g, b, d, 3, (0, 2), true);
-            let h = cell.bias(g, b, d, 3, (2, 3), !before_reset);
-            format!("concatenate(({zr}, {h}), axis=0)")
-        });
+        let bias = match &b {
+            Some(b) => {
+                let zr = cell.bias(g, b, d, 3, (0, 2), true)?;
+                let h = cell.bias(g, b, d, 3, (2, 3), !before_reset)?;
+                Some(g.call_tuple("concatenate", &[&zr, &h], &[("axis", attr::int(0))])?)
+            }
+            None => None,
+        };
         let rbh = match (&b, before_reset) {
             (Some(b), true) => {
-                let bd = cell.take(g, b, d, vec![6 * hs]);
-                Some(rows(&bd.expr, 5 * hs, 6 * hs))
+                let bd = cell.take(g, b, d, &[6 * hs])?;
+                Some(rows(g, &bd, 5 * hs, 6 * hs)?)
             }
             _ => None,
         };
-        let proj = cell.projection(g, &wd, bias);
-        let split_rows = |g: &mut Graph, v: &Value, from: i64, to: i64, shape: Vec<i64>| {
-            g.bind(rows(&v.expr, from * hs, to * hs), shape, dt)
-        };
-        let r_zr = split_rows(g, &rd, 0, 2, vec![2 * hs, hs]);
-        let r_h = split_rows(g, &rd, 2, 3, vec![hs, hs]);
-        let mut h = cell.state(g, &h0, d);
-        let mut outs = vec![String::new(); cell.seq as usize];
+        let proj = cell.projection(g, &wd, bias)?;
+        let r_zr = rows(g, &rd, 0, 2 * hs)?;
+        let r_h = rows(g, &rd, 2 * hs, 3 * hs)?;
+        let mut h = cell.state(g, &h0, d)?;
+        let mut outs: Steps = vec![None; cell.seq as usize];
         for step in 0..cell.seq {
             let t = cell.time(d, step);
-            let xt = cell.step_input(g, &proj, t);
-            let x3 = g.bind(
-                format!("split({}, indices_or_sections=3, axis=1)", xt.expr),
-                vec![],
-                dt,
-            );
-            let hzr = cell.recur(g, &h.expr, &r_zr);
-            let zr = g.bind(
-                format!(
-                    "split(add(concatenate(({x}.0, {x}.1), axis=1), {}), indices_or_sections=2, axis=1)",
-                    hzr.expr,
-                    x = x3.expr
-                ),
-                vec![],
-                dt,
-            );
-            let z = cell.act(d, 2, 0, &format!("{}.0", zr.expr))?;
-            let rg = cell.act(d, 2, 0, &format!("{}.1", zr.expr))?;
+            let xt = cell.step_input(g, &proj, t)?;
+            let x3 = gates(g, &xt, 3)?;
+            let hzr = cell.recur(g, &h, &r_zr)?;
+            let xzr = g.call_tuple("concatenate", &[&x3[0], &x3[1]], &[("axis", attr::int(1))])?;
+            let szr = bin(g, "add", &xzr, &hzr)?;
+            let zr = gates(g, &szr, 2)?;
+            let z = cell.act(g, d, 2, 0, &zr[0])?;
+            let rg = cell.act(g, d, 2, 0, &zr[1])?;
             let inner = if before_reset {
-                let hr = cell.recur(g, &h.expr, &r_h);
+                let hr = cell.recur(g, &h, &r_h)?;
                 let hr = match &rbh {
-                    Some(rb) => format!("add({}, {rb})", hr.expr),
-                    None => hr.expr.clone(),
+                    Some(rb) => bin(g, "add", &hr, rb)?,
+                    None => hr,
                 };
-                format!("multiply({rg}, {hr})")
+                bin(g, "multiply", &rg, &hr)?
             } else {
-                cell.recur(g, &format!("multiply({rg}, {})", h.expr), &r_h)
-                    .expr
+                let rh = bin(g, "multiply", &rg, &h)?;
+                cell.recur(g, &rh, &r_h)?
             };
-            let ht = cell.act(d, 2, 1, &format!("add({}.2, {inner})", x3.expr))?;
-            let zv = g.bind(z, vec![cell.batch, hs], dt);
-            let h_new = cell.state_value(
-                g,
-                format!(
-                    "add(multiply(subtract({one}, {z}), {ht}), multiply({z}, {}))",
-                    h.expr,
-                    z = zv.expr
-                ),
-            );
-            h = cell.advance(g, t, h_new, &h, &mut outs);
+            let pre = bin(g, "add", &x3[2], &inner)?;
+            let ht = cell.act(g, d, 2, 1, &pre)?;
+            let keep = bin(g, "subtract", &one, &z)?;
+            let fresh = bin(g, "multiply", &keep, &ht)?;
+            let old = bin(g, "multiply", &z, &h)?;
+            let h_new = bin(g, "add", &fresh, &old)?;
+            h = cell.advance(g, t, h_new, &h, &mut outs)?;
         }
         ys.push(outs);
         finals.push(vec![h]);
     }
-    Ok(cell.outputs(g, ys, finals))
+    cell.outputs(g, ys, finals)
 }
 
 /// `RNN`'s outputs `Y`, `Y_h`.
@@ -619,22 +619,25 @@ pub(super) fn rnn(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<Vec<
     let (hs, input) = (cell.hidden, cell.input);
     let (mut ys, mut finals) = (Vec::new(), Vec::new());
     for d in 0..cell.dirs {
-        let wd = cell.take(g, &w, d, vec![hs, input]);
-        let rd = cell.take(g, &r, d, vec![hs, hs]);
-        let bias = b.as_ref().map(|b| cell.bias(g, b, d, 1, (0, 1), true));
-        let proj = cell.projection(g, &wd, bias);
-        let mut h = cell.state(g, &h0, d);
-        let mut outs = vec![String::new(); cell.seq as usize];
+        let wd = cell.take(g, &w, d, &[hs, input])?;
+        let rd = cell.take(g, &r, d, &[hs, hs])?;
+        let bias = b
+            .as_ref()
+            .map(|b| cell.bias(g, b, d, 1, (0, 1), true))
+            .transpose()?;
+        let proj = cell.projection(g, &wd, bias)?;
+        let mut h = cell.state(g, &h0, d)?;
+        let mut outs: Steps = vec![None; cell.seq as usize];
         for step in 0..cell.seq {
             let t = cell.time(d, step);
-            let xt = cell.step_input(g, &proj, t);
-            let rh = cell.recur(g, &h.expr, &rd);
-            let pre = format!("add({}, {})", xt.expr, rh.expr);
-            let h_new = cell.state_value(g, cell.act(d, 1, 0, &pre)?);
-            h = cell.advance(g, t, h_new, &h, &mut outs);
+            let xt = cell.step_input(g, &proj, t)?;
+            let rh = cell.recur(g, &h, &rd)?;
+            let pre = bin(g, "add", &xt, &rh)?;
+            let h_new = cell.act(g, d, 1, 0, &pre)?;
+            h = cell.advance(g, t, h_new, &h, &mut outs)?;
         }
         ys.push(outs);
         finals.push(vec![h]);
     }
-    Ok(cell.outputs(g, ys, finals))
+    cell.outputs(g, ys, finals)
 }

@@ -5,10 +5,12 @@
 
 use relay_runtime::{DType, NDArray};
 
-use super::{Attrs, axis, ints_of, list};
-use crate::graph::{Graph, Value};
+use crate::attrs::{Attrs, axis};
+use crate::builder::{Value, attr, ints_of};
+use crate::graph::Graph;
 use crate::proto::NodeProto;
-use crate::symbolic::{ANY, elems_of, is_dynamic, is_symbol, product, resolve};
+use crate::shape_vectors::elems_of;
+use crate::symbolic::{is_dynamic, is_symbol, product, resolve};
 
 /// `Reshape` to a constant shape, or one computed from dynamic dimensions (`0`: the input's
 /// dimension, unless `allowzero`; `-1`: what is left).
@@ -55,11 +57,11 @@ pub(super) fn reshape(g: &mut Graph, node: &NodeProto) -> Result<Value, String> 
     }
     if shape.contains(&0) {
         // An empty result (Relay's `reshape` reads a 0 as "keep the input's dimension").
-        return Ok(g.bind(
-            format!("zeros(shape={}, dtype=\"{}\")", list(&shape), x.dtype),
-            shape,
-            x.dtype,
-        ));
+        return g.call(
+            "zeros",
+            &[],
+            &[("shape", attr::ints(&shape)), ("dtype", attr::str(x.dtype))],
+        );
     }
     g.reshape(&x, shape)
 }
@@ -96,12 +98,8 @@ pub(super) fn transpose(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Resul
         at.push(p);
     }
     let perm: Vec<i64> = at.iter().map(|&p| p as i64).collect();
-    let shape = at.iter().map(|&p| x.shape[p]).collect();
-    Ok(g.bind(
-        format!("transpose({}, axes={})", x.expr, list(&perm)),
-        shape,
-        x.dtype,
-    ))
+    let shape: Vec<i64> = at.iter().map(|&p| x.shape[p]).collect();
+    g.call_as("transpose", &[&x], &[("axes", attr::ints(&perm))], &shape)
 }
 
 /// `Squeeze` and `Unsqueeze`: reshapes, the axes from the attribute (before opset 13) or a
@@ -162,27 +160,12 @@ pub(super) fn concat(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<V
     let first = xs.first().ok_or("Concat of nothing")?;
     let rank = first.shape.len();
     let k = axis(a.int("axis", 0)?, rank)?;
-    let mut shape = first.shape.clone();
-    let along: Vec<i64> = xs
-        .iter()
-        .map(|x| x.shape.get(k).copied().unwrap_or(0))
-        .collect();
-    shape[k] = if is_dynamic(&along) {
-        ANY
-    } else {
-        along.iter().sum()
-    };
-    let items: Vec<&str> = xs.iter().map(|x| x.expr.as_str()).collect();
-    let tuple = if items.len() == 1 {
-        format!("({},)", items[0])
-    } else {
-        format!("({})", items.join(", "))
-    };
-    Ok(g.bind(
-        format!("concatenate({tuple}, axis={k})"),
-        shape,
-        first.dtype,
-    ))
+    // The other axes' dynamic dimensions are the first input's; the joined one is a sum.
+    let mut dims = first.shape.clone();
+    dims[k] = crate::symbolic::ANY;
+    let items: Vec<&Value> = xs.iter().collect();
+    let y = g.call_tuple("concatenate", &items, &[("axis", attr::int(k as i64))])?;
+    Ok(y.with_symbols(&dims))
 }
 
 /// `Gather` along `axis`: `take`.
@@ -192,13 +175,10 @@ pub(super) fn gather(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<V
     let mut shape = x.shape[..k].to_vec();
     shape.extend(&i.shape);
     shape.extend(&x.shape[k + 1..]);
-    Ok(g.bind(
-        // Negative indices count from the end: `wrap` maps [-n, n) onto [0, n) (other
-        // indices are an error in ONNX).
-        format!("take({}, {}, axis={k}, mode=\"wrap\")", x.expr, i.expr),
-        shape,
-        x.dtype,
-    ))
+    // Negative indices count from the end: `wrap` maps [-n, n) onto [0, n) (other indices
+    // are an error in ONNX).
+    let attrs = [("axis", attr::int(k as i64)), ("mode", attr::str("wrap"))];
+    g.call_as("take", &[&x, &i], &attrs, &shape)
 }
 
 /// `GatherElements`: Relay's `gather` along `axis` (numpy's `take_along_axis`; negative
@@ -213,12 +193,7 @@ pub(super) fn gather_elements(
     if i.shape.len() != x.shape.len() {
         return Err(format!("indices {:?} for data {:?}", i.shape, x.shape));
     }
-    let shape = i.shape.clone();
-    Ok(g.bind(
-        format!("gather({}, {}, axis={k})", x.expr, i.expr),
-        shape,
-        x.dtype,
-    ))
+    g.call("gather", &[&x, &i], &[("axis", attr::int(k as i64))])
 }
 
 /// `Expand` to a constant shape (numpy broadcasting): `broadcast_to`.
@@ -226,11 +201,7 @@ pub(super) fn expand(g: &mut Graph, node: &NodeProto) -> Result<Value, String> {
     let x = g.input(node, 0)?;
     let to = ints_of(&g.input(node, 1)?).ok_or("the shape is not a constant")?;
     let shape = super::elementwise::broadcast(&x.shape, &to)?;
-    Ok(g.bind(
-        format!("broadcast_to({}, shape={})", x.expr, list(&shape)),
-        shape,
-        x.dtype,
-    ))
+    g.call("broadcast_to", &[&x], &[("shape", attr::ints(&shape))])
 }
 
 /// `Constant` from its `value` (or `value_float(s)`, `value_int(s)`).
@@ -254,7 +225,7 @@ pub(super) fn constant(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result
     } else {
         return Err("Constant without a supported value attribute".into());
     };
-    Ok(g.constant(name, array))
+    Ok(g.named_constant(name, array))
 }
 
 /// `Shape`: a constant of a static value's, `shape_of` of a dynamic one's (whose elements
@@ -268,14 +239,12 @@ pub(super) fn shape_of(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result
     let (start, end) = (clamp(a.int("start", 0)?), clamp(a.int("end", rank)?));
     if is_dynamic(&x.shape) {
         let n = end.saturating_sub(start) as i64;
-        let mut text = format!("shape_of({}, dtype=\"int64\")", x.expr);
-        if n != rank {
-            text = format!(
-                "strided_slice({text}, begin=[{start}], end=[{}], strides=[1], axes=None)",
-                start as i64 + n
-            );
+        let dims = g.call("shape_of", &[&x], &[("dtype", attr::str(DType::I64))])?;
+        if n == rank {
+            return Ok(dims);
         }
-        return Ok(g.bind(text, vec![n], DType::I64));
+        let start = start as i64;
+        return super::slice::window(g, &dims, &[start], &[start + n]);
     }
     let dims: Vec<i128> = x.shape[start..end.max(start)]
         .iter()
@@ -283,7 +252,7 @@ pub(super) fn shape_of(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result
         .collect();
     let array = NDArray::from_i128_slice(DType::I64, &[dims.len() as i64], &dims)
         .map_err(|e| e.to_string())?;
-    Ok(g.constant(name, array))
+    Ok(g.named_constant(name, array))
 }
 
 /// `ReduceMean`, `ReduceSum`, `ReduceMax`, `ReduceMin` over attribute axes (or, from the
@@ -327,28 +296,38 @@ pub(super) fn reduce(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<V
         let n: i64 = shape.iter().product();
         let filled = vec![identity; n.max(0) as usize];
         let array = NDArray::from_f64_slice(x.dtype, &shape, &filled).map_err(|e| e.to_string())?;
-        return Ok(g.new_constant("identity", array));
+        return Ok(g.constant("identity", array));
     }
     let axes: Vec<i64> = axes.iter().map(|&k| k as i64).collect();
-    let over = |f: &str, e: &str| {
-        format!(
-            "{f}({e}, axis={}, keepdims={})",
-            list(&axes),
-            if keep { "True" } else { "False" }
-        )
-    };
-    let e = x.expr.as_str();
-    let call = match node.op_type.as_str() {
-        "ReduceMean" => over("mean", e),
-        "ReduceSum" => over("sum", e),
-        "ReduceMax" => over("max", e),
-        "ReduceMin" => over("min", e),
-        "ReduceProd" => over("prod", e),
-        "ReduceL2" => format!("sqrt({})", over("sum", &format!("multiply({e}, {e})"))),
-        "ReduceL1" => over("sum", &format!("abs({e})")),
-        "ReduceSumSquare" => over("sum", &format!("multiply({e}, {e})")),
-        "ReduceLogSum" => format!("log({})", over("sum", e)),
-        _ => format!("log({})", over("sum", &format!("exp({e})"))),
-    };
-    Ok(g.bind(call, shape, x.dtype))
+    let attrs = [("axis", attr::ints(&axes)), ("keepdims", attr::bool(keep))];
+    let over = |g: &mut Graph, f: &str, v: &Value| g.call_as(f, &[v], &attrs, &shape);
+    match node.op_type.as_str() {
+        "ReduceMean" => over(g, "mean", &x),
+        "ReduceSum" => over(g, "sum", &x),
+        "ReduceMax" => over(g, "max", &x),
+        "ReduceMin" => over(g, "min", &x),
+        "ReduceProd" => over(g, "prod", &x),
+        "ReduceL2" => {
+            let squares = g.call("multiply", &[&x, &x], &[])?;
+            let sum = over(g, "sum", &squares)?;
+            g.call("sqrt", &[&sum], &[])
+        }
+        "ReduceL1" => {
+            let abs = g.call("abs", &[&x], &[])?;
+            over(g, "sum", &abs)
+        }
+        "ReduceSumSquare" => {
+            let squares = g.call("multiply", &[&x, &x], &[])?;
+            over(g, "sum", &squares)
+        }
+        "ReduceLogSum" => {
+            let sum = over(g, "sum", &x)?;
+            g.call("log", &[&sum], &[])
+        }
+        _ => {
+            let exp = g.call("exp", &[&x], &[])?;
+            let sum = over(g, "sum", &exp)?;
+            g.call("log", &[&sum], &[])
+        }
+    }
 }

@@ -2,10 +2,12 @@
 //! `Split` (a tuple, one output each), `Pad` (constant, edge, reflect, wrap), `Tile`; and values known at
 //! import — `Range`, `ConstantOfShape`, `Size` — as constants.
 
+use relay_ir::AttrValue;
 use relay_runtime::{DType, NDArray};
 
-use super::{Attrs, axis, floats_of, ints_of, list};
-use crate::graph::{Graph, MAX_ELEMENTS, Value, elements};
+use crate::attrs::{Attrs, axis};
+use crate::builder::{MAX_ELEMENTS, Value, attr, elements, floats_of, ints_of};
+use crate::graph::Graph;
 use crate::proto::NodeProto;
 
 /// Integers from attribute `name` (before `opset`) or constant input `input` (from it).
@@ -57,7 +59,6 @@ pub(super) fn slice(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<Va
         x.shape.clone(),
         vec![1i64; rank],
     );
-    let mut shape = x.shape.clone();
     for (((&k, &s), &e), &st) in axes.iter().zip(&starts).zip(&ends).zip(&steps) {
         let n = x.shape[k];
         // ONNX's clamping: negative indices count from the end; a forward slice clamps to
@@ -65,32 +66,52 @@ pub(super) fn slice(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<Va
         let fix = |v: i64| if v < 0 { v.saturating_add(n) } else { v };
         let (lo, hi) = if st > 0 { (0, n) } else { (-1, n - 1) };
         let (b, e) = (fix(s).clamp(lo, hi), fix(e).clamp(lo, hi));
-        shape[k] = if st > 0 {
-            ((e - b).max(0) + st - 1) / st
-        } else {
-            ((b - e).max(0) + (-st) - 1) / (-st)
-        };
         begin[k] = b;
         end[k] = e;
         stride[k] = st;
     }
     // A backward axis is a forward slice of the reversed axis (index i is n - 1 - i there):
     // `strided_slice`'s negative ends would count from the end instead.
-    let mut data = x.expr.clone();
+    let mut data = x.clone();
     for k in 0..rank {
         if stride[k] < 0 {
             let n = x.shape[k];
-            data = format!("reverse({data}, axis={k})");
+            data = g.call("reverse", &[&data], &[("axis", attr::int(k as i64))])?;
             (begin[k], end[k], stride[k]) = (n - 1 - begin[k], n - 1 - end[k], -stride[k]);
         }
     }
-    let call = format!(
-        "strided_slice({data}, begin={}, end={}, strides={}, axes=None)",
-        list(&begin),
-        list(&end),
-        list(&stride)
-    );
-    Ok(g.bind(call, shape, x.dtype))
+    strided_slice(g, &data, &begin, &end, &stride, attr::null())
+}
+
+/// `strided_slice(x, begin, end, strides, axes)` (`axes` null: every axis, from the first).
+fn strided_slice(
+    g: &mut Graph,
+    x: &Value,
+    begin: &[i64],
+    end: &[i64],
+    strides: &[i64],
+    axes: AttrValue,
+) -> Result<Value, String> {
+    g.call(
+        "strided_slice",
+        &[x],
+        &slice_attrs(begin, end, strides, axes),
+    )
+}
+
+/// The attributes of a `strided_slice`.
+fn slice_attrs(
+    begin: &[i64],
+    end: &[i64],
+    strides: &[i64],
+    axes: AttrValue,
+) -> [(&'static str, AttrValue); 4] {
+    [
+        ("begin", attr::ints(begin)),
+        ("end", attr::ints(end)),
+        ("strides", attr::ints(strides)),
+        ("axes", axes),
+    ]
 }
 
 /// [`slice`] of a tensor with dynamic dimensions, forward only: a `strided_slice` of the
@@ -112,43 +133,26 @@ fn dynamic_slice(
                 crate::graph::type_text(&x.shape, x.dtype)
             ));
         }
-        let n = x.shape[k];
-        shape[k] = if n >= 0 {
-            let fix = |v: i64| (if v < 0 { v.saturating_add(n) } else { v }).clamp(0, n);
-            ((fix(e) - fix(s)).max(0) + st - 1) / st
-        } else if s == 0 && e >= i64::from(i32::MAX) && st == 1 {
-            n
-        } else {
-            crate::symbolic::ANY
-        };
+        // A static axis's length is the relation's.
+        let whole = s == 0 && e >= i64::from(i32::MAX) && st == 1;
+        if !(whole && x.shape[k] < 0) {
+            shape[k] = crate::symbolic::ANY;
+        }
     }
     let axes: Vec<i64> = axes.iter().map(|&k| k as i64).collect();
-    let call = format!(
-        "strided_slice({}, begin={}, end={}, strides={}, axes={})",
-        x.expr,
-        list(starts),
-        list(ends),
-        list(steps),
-        list(&axes)
-    );
-    Ok(g.bind(call, shape, x.dtype))
+    let attrs = slice_attrs(starts, ends, steps, attr::ints(&axes));
+    g.call_as("strided_slice", &[x], &attrs, &shape)
 }
 
 /// `x[begin..end]`, elementwise per axis, as a `strided_slice` of unit steps.
-fn window_text(x: &Value, begin: &[i64], end: &[i64]) -> String {
-    format!(
-        "strided_slice({}, begin={}, end={}, strides={}, axes=None)",
-        x.expr,
-        list(begin),
-        list(end),
-        list(&vec![1; begin.len()])
-    )
-}
-
-/// `x[begin..end]` bound to a value.
-fn window(g: &mut Graph, x: &Value, begin: Vec<i64>, end: Vec<i64>) -> Value {
-    let shape = begin.iter().zip(&end).map(|(b, e)| e - b).collect();
-    g.bind(window_text(x, &begin, &end), shape, x.dtype)
+pub(super) fn window(
+    g: &mut Graph,
+    x: &Value,
+    begin: &[i64],
+    end: &[i64],
+) -> Result<Value, String> {
+    let ones = vec![1; begin.len()];
+    strided_slice(g, x, begin, end, &ones, attr::null())
 }
 
 /// `Split` along `axis`, by sizes (attribute before opset 13, else input) or evenly.
@@ -195,15 +199,15 @@ pub(super) fn split(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<Ve
         // Relay's `split` makes no empty parts: each output its own slice.
         let rank = x.shape.len();
         let mut at = 0;
-        return Ok(sizes
+        return sizes
             .iter()
             .map(|&size| {
                 let (mut begin, mut end) = (vec![0; rank], x.shape.clone());
                 (begin[k], end[k]) = (at, at + size);
                 at += size;
-                window(g, &x, begin, end)
+                window(g, &x, &begin, &end)
             })
-            .collect());
+            .collect();
     }
     let mut at = 0;
     let cuts: Vec<i64> = sizes[..sizes.len() - 1]
@@ -213,23 +217,18 @@ pub(super) fn split(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<Ve
             at
         })
         .collect();
-    let tuple = g.bind(
-        format!(
-            "split({}, indices_or_sections={}, axis={k})",
-            x.expr,
-            list(&cuts)
-        ),
-        vec![],
-        x.dtype,
-    );
-    Ok(sizes
-        .iter()
-        .enumerate()
-        .map(|(i, &s)| {
-            let mut shape = x.shape.clone();
-            shape[k] = s;
-            g.bind(format!("{}.{i}", tuple.expr), shape, x.dtype)
-        })
+    let parts = g.call_fields(
+        "split",
+        &[&x],
+        &[
+            ("indices_or_sections", attr::ints(&cuts)),
+            ("axis", attr::int(k as i64)),
+        ],
+    )?;
+    // The parts' dynamic dimensions are the input's, symbols included.
+    Ok(parts
+        .into_iter()
+        .map(|v| v.with_symbols(&x.shape))
         .collect())
 }
 
@@ -271,7 +270,7 @@ pub(super) fn pad(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<Valu
         let end: Vec<i64> = (0..rank)
             .map(|d| x.shape[d] - (-pads[d + rank]).max(0))
             .collect();
-        window(g, &x, begin, end)
+        window(g, &x, &begin, &end)?
     } else {
         x
     };
@@ -289,26 +288,20 @@ pub(super) fn pad(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<Valu
                 .ok_or("the pad value is not a constant")?,
         }
     };
-    let width: Vec<String> = (0..rank)
-        .map(|d| list(&[pads[d], pads[d + rank]]))
-        .collect();
-    let shape = (0..rank)
-        .map(|d| x.shape[d] + pads[d] + pads[d + rank])
-        .collect();
+    let width: Vec<Vec<i64>> = (0..rank).map(|d| vec![pads[d], pads[d + rank]]).collect();
     let v = if x.dtype.is_float() {
-        super::float_text(value, x.dtype)
+        g.float(value, x.dtype)?
     } else {
-        format!("{}{}", value as i64, int_suffix(x.dtype))
+        g.int(value as i64, x.dtype)?
     };
-    Ok(g.bind(
-        format!(
-            "nn.pad({}, {v}, pad_width=[{}], pad_mode=\"{mode}\")",
-            x.expr,
-            width.join(", ")
-        ),
-        shape,
-        x.dtype,
-    ))
+    g.call(
+        "nn.pad",
+        &[&x, &v],
+        &[
+            ("pad_width", attr::int_lists(&width)),
+            ("pad_mode", attr::str(mode)),
+        ],
+    )
 }
 
 /// `Pad` in `wrap` mode: along each axis, the last `before` elements, the data, then the
@@ -326,27 +319,19 @@ fn wrap(g: &mut Graph, x: Value, pads: &[i64]) -> Result<Value, String> {
                 "wrap pads of {before} and {after} around {n} elements"
             ));
         }
-        let part = |from: i64, to: i64| {
+        let part = |g: &mut Graph, from: i64, to: i64| {
             let (mut begin, mut end) = (vec![0; rank], y.shape.clone());
             (begin[k], end[k]) = (from, to);
-            window_text(&y, &begin, &end)
+            window(g, &y, &begin, &end)
         };
-        let pieces = [part(n - before, n), y.expr.clone(), part(0, after)];
-        let mut shape = y.shape.clone();
-        shape[k] = n + before + after;
-        y = g.bind(
-            format!("concatenate(({}), axis={k})", pieces.join(", ")),
-            shape,
-            y.dtype,
-        );
+        let (head, tail) = (part(g, n - before, n)?, part(g, 0, after)?);
+        y = g.call_tuple(
+            "concatenate",
+            &[&head, &y, &tail],
+            &[("axis", attr::int(k as i64))],
+        )?;
     }
     Ok(y)
-}
-
-/// The literal suffix of an integer dtype.
-pub(super) fn int_suffix(d: DType) -> String {
-    let code = if d.is_int() { "i" } else { "u" };
-    format!("{code}{}", d.bits)
 }
 
 /// `Tile` by constant repeats.
@@ -356,8 +341,8 @@ pub(super) fn tile(g: &mut Graph, node: &NodeProto) -> Result<Value, String> {
     if reps.len() != x.shape.len() || reps.iter().any(|&r| r < 0) {
         return Err(format!("repeats {reps:?} for rank {}", x.shape.len()));
     }
-    let shape = x
-        .shape
+    // The result's element count must stay in range.
+    x.shape
         .iter()
         .zip(&reps)
         .map(|(d, r)| d.checked_mul(*r))
@@ -368,11 +353,7 @@ pub(super) fn tile(g: &mut Graph, node: &NodeProto) -> Result<Value, String> {
                 .is_some_and(|n| n < 1 << 48)
         })
         .ok_or_else(|| format!("repeats {reps:?} of shape {:?}", x.shape))?;
-    Ok(g.bind(
-        format!("tile({}, reps={})", x.expr, list(&reps)),
-        shape,
-        x.dtype,
-    ))
+    g.call("tile", &[&x], &[("reps", attr::ints(&reps))])
 }
 
 /// `Range`, `ConstantOfShape` and `Size` of constant or static operands: constants.
@@ -423,5 +404,5 @@ pub(super) fn known(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<Va
         }
     }
     .map_err(|e| e.to_string())?;
-    Ok(g.constant(&name, array))
+    Ok(g.named_constant(&name, array))
 }
