@@ -15,6 +15,7 @@ pub mod elements;
 mod ndarray;
 pub mod npy;
 mod storage;
+mod transpose;
 mod value;
 
 pub use dtype::{DType, DTypeCode};

@@ -43,6 +43,12 @@ pub enum NDArrayError {
         /// Supplied byte count.
         actual: usize,
     },
+    /// A matrix operation on an array of another rank.
+    #[error("expected a matrix, got shape {shape:?}")]
+    NotAMatrix {
+        /// The array's shape.
+        shape: Vec<i64>,
+    },
     /// A storage alignment that is not a power of two.
     #[error("storage alignment {alignment} is not a power of two")]
     BadAlignment {

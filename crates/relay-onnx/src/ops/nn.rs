@@ -489,23 +489,7 @@ pub(super) fn arg(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<Valu
 
 /// Constant `w` (`k × n`) transposed into a new constant `n × k`, for `nn.dense`.
 fn transposed_weight(g: &mut Graph, w: &Value) -> Option<Value> {
-    let k = w.konst.as_ref()?;
-    let &[rows, cols] = w.shape.as_slice() else {
-        return None;
-    };
-    let width = k.as_bytes().len() / (rows * cols).max(1) as usize;
-    let src = k.as_bytes();
-    let mut out = vec![0u8; src.len()];
-    for r in 0..rows as usize {
-        for c in 0..cols as usize {
-            let (from, to) = (
-                (r * cols as usize + c) * width,
-                (c * rows as usize + r) * width,
-            );
-            out[to..to + width].copy_from_slice(&src[from..from + width]);
-        }
-    }
-    let t = NDArray::from_bytes(k.dtype(), &[cols, rows], &out).ok()?;
+    let t = w.konst.as_ref()?.transposed_2d().ok()?;
     Some(g.constant("weight_t", t))
 }
 

@@ -90,6 +90,9 @@ fn transpose_eval(args: &[Value], attrs: &Attrs) -> Result<Value, String> {
 
 /// `x` with its axes permuted: axis `k` of the result is axis `perm[k]` of `x`.
 pub(crate) fn transposed(x: &NDArray, perm: &[usize]) -> Result<NDArray, String> {
+    if perm == [1, 0] {
+        return x.transposed_2d().map_err(|e| e.to_string());
+    }
     let out_shape: Vec<i64> = perm.iter().map(|&p| x.shape()[p]).collect();
     let st = strides(x.shape());
     gather(x, &out_shape, |idx| {
