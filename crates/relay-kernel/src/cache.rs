@@ -98,6 +98,18 @@ impl KernelCache {
     where
         E: Into<LowerError>,
     {
+        self.get_or_build(key, || {
+            let func = lower().map_err(|e| e.into().0)?;
+            packed::compile(&func)
+        })
+    }
+
+    /// The kernel for `key`: the cached one if it is still alive, or what `build` makes.
+    fn get_or_build(
+        &self,
+        key: KernelKey,
+        build: impl FnOnce() -> Result<PackedFunc, KernelError>,
+    ) -> Result<Arc<PackedFunc>, KernelError> {
         let mut entries = self.lock();
         let bucket = entries.entry(key.hash).or_default();
         bucket.retain(|(_, w)| w.strong_count() > 0);
@@ -108,8 +120,7 @@ impl KernelCache {
         {
             return Ok(f);
         }
-        let func = lower().map_err(|e| e.into().0)?;
-        let compiled = Arc::new(packed::compile(&func)?);
+        let compiled = Arc::new(build()?);
         bucket.push((key, Arc::downgrade(&compiled)));
         *self.compiled.lock().unwrap_or_else(|e| e.into_inner()) += 1;
         Ok(compiled)
@@ -133,9 +144,9 @@ impl KernelCache {
                 message: format!("kernel {name}: not a function literal"),
             });
         };
-        self.get_or_compile(KernelKey::new(func, arg_types), || {
+        self.get_or_build(KernelKey::new(func, arg_types), || {
             let specialized = crate::specialize::specialize_named(f, arg_types, name)?;
-            crate::lower_primitive(&specialized, name)
+            crate::compile_primitive(&specialized, name)
         })
     }
 

@@ -36,6 +36,7 @@ pub mod depthwise;
 pub mod error;
 pub mod gemm;
 pub mod host;
+pub mod host_op;
 pub mod isa;
 pub mod jit;
 pub mod listing;
@@ -44,6 +45,7 @@ pub mod lower;
 pub mod math;
 pub mod packed;
 pub mod pool;
+pub mod rnn;
 pub mod schedule;
 pub mod specialize;
 pub mod target;
@@ -60,6 +62,9 @@ use relay_ir::{Dim, Function, NDArray, Type, TypeKind};
 /// `name`: its tensor arguments are the function's parameters (tuple parameters flattened),
 /// then one output per tensor leaf of its result.
 pub fn compile_primitive(func: &Function, name: &str) -> Result<PackedFunc, KernelError> {
+    if let Some(op) = host_op::host_op(func) {
+        return host_op::compile(func, name, op?);
+    }
     packed::compile(&lower_primitive(func, name)?)
 }
 
@@ -98,6 +103,9 @@ pub fn schedule_primitive(func: &Function, name: &str) -> Result<schedule::Sched
 /// ([`loops::verify`]) whatever the build: what `relayc build --verify-each` runs on every
 /// static kernel ([`lower_primitive`] verifies only in debug builds).
 pub fn verify_primitive(func: &Function, name: &str) -> Result<(), KernelError> {
+    if let Some(op) = host_op::host_op(func) {
+        return op.map(|_| ());
+    }
     let composed = compose::compose(func).map_err(|message| KernelError::Unsupported {
         kernel: name.to_owned(),
         message,

@@ -32,6 +32,10 @@ pub enum KernelText {
 pub const DYNAMIC_NOTE: &str = "dynamic shapes; compiled when called, for the argument shapes \
                                 (relay_kernel::compile_primitive_for)";
 
+/// What a listing says of a kernel the kernel library computes whole (`crate::host_op`: the
+/// LSTM and GRU recurrences), which has no loop nest.
+pub const HOST_NOTE: &str = "computed by the kernel library (a recurrence: no loop nest)";
+
 /// The listing of `kernels` (as [`crate::primitive_functions`] lists a module's), in their
 /// order: for each, a `// kernel NAME` line and its text, or a `// kernel NAME: ` line with
 /// [`DYNAMIC_NOTE`] for a kernel with dynamic shapes; kernels are separated by one blank line.
@@ -60,6 +64,18 @@ pub fn print_kernels_for(
                 listing.push('\n');
             }
             let _ = writeln!(listing, "// kernel {name}: {DYNAMIC_NOTE}");
+            continue;
+        }
+        if let Some(op) = crate::host_op::host_op(func) {
+            match op {
+                Ok(_) => {
+                    if !listing.is_empty() {
+                        listing.push('\n');
+                    }
+                    let _ = writeln!(listing, "// kernel {name}: {HOST_NOTE}");
+                }
+                Err(error) => failures.push((index, error)),
+            }
             continue;
         }
         let printed = lower_primitive(func, name).and_then(|loops| match text {

@@ -18,16 +18,26 @@ use crate::loops::{BufferRole, LoopFunc};
 
 /// A compiled kernel.
 pub struct PackedFunc {
-    /// The packed entry.
-    entry: PackedCFunc,
+    /// What runs it.
+    entry: Entry,
     /// The kernel's name.
     name: String,
     /// What the entry checks its arguments against.
     spec: Arc<KernelSpec>,
     /// How many of the arguments are inputs (they come first).
     num_inputs: usize,
-    /// The code `entry` points into.
-    _code: Arc<JitCode>,
+}
+
+/// What a [`PackedFunc`] runs.
+enum Entry {
+    /// A JIT-compiled packed entry and the code it points into (held so that it lives while
+    /// the entry does).
+    Jit {
+        entry: PackedCFunc,
+        _code: Arc<JitCode>,
+    },
+    /// An operator of the kernel library ([`crate::host_op`]).
+    Host(crate::host_op::HostOp),
 }
 
 impl std::fmt::Debug for PackedFunc {
@@ -80,11 +90,13 @@ pub fn compile_all(funcs: &[LoopFunc]) -> Result<Vec<PackedFunc>, KernelError> {
         .map(|((d, ptr), (f, num_inputs))| PackedFunc {
             // SAFETY: `ptr` is the finalized code of a function with exactly the signature of
             // `PackedCFunc` (six arguments, `i32` result, the host's C calling convention).
-            entry: unsafe { std::mem::transmute::<*const u8, PackedCFunc>(ptr) },
+            entry: Entry::Jit {
+                entry: unsafe { std::mem::transmute::<*const u8, PackedCFunc>(ptr) },
+                _code: code.clone(),
+            },
             name: f.name.clone(),
             spec: d.spec,
             num_inputs,
-            _code: code.clone(),
         })
         .collect())
 }
@@ -142,9 +154,28 @@ impl PackedFunc {
         &self.spec
     }
 
-    /// The packed entry, for callers that keep this `PackedFunc` alive while they call it.
-    pub fn entry(&self) -> PackedCFunc {
-        self.entry
+    /// The packed entry of JIT code, for callers that keep this `PackedFunc` alive while they
+    /// call it; `None` for a host operator (called through [`Self::call_raw`]).
+    pub fn entry(&self) -> Option<PackedCFunc> {
+        match self.entry {
+            Entry::Jit { entry, .. } => Some(entry),
+            Entry::Host(_) => None,
+        }
+    }
+
+    /// The function of host operator `op` with arguments `spec` (`inputs` of them inputs).
+    pub(crate) fn host(
+        name: String,
+        spec: KernelSpec,
+        inputs: usize,
+        op: crate::host_op::HostOp,
+    ) -> PackedFunc {
+        PackedFunc {
+            entry: Entry::Host(op),
+            name,
+            spec: Arc::new(spec),
+            num_inputs: inputs,
+        }
     }
 
     /// The number of inputs (the arguments before the outputs).
@@ -338,11 +369,19 @@ impl PackedFunc {
         num_args: i32,
         ctx: &mut KernelContext,
     ) -> i32 {
+        let entry = match &self.entry {
+            Entry::Jit { entry, .. } => *entry,
+            // SAFETY: by this function's contract.
+            Entry::Host(op) => {
+                return unsafe { self.call_host(*op, args, type_codes, num_args, ctx) };
+            }
+        };
         let mut ret = TVMValue { v_int64: 0 };
         let mut ret_code = 0i32;
-        // SAFETY: by this function's contract; the entry lives while `self._code` does.
+        // SAFETY: by this function's contract; the entry lives while its code (held by
+        // `self.entry`) does.
         unsafe {
-            (self.entry)(
+            entry(
                 args,
                 type_codes,
                 num_args,
@@ -350,6 +389,54 @@ impl PackedFunc {
                 &mut ret_code,
                 (ctx as *mut KernelContext).cast(),
             )
+        }
+    }
+
+    /// [`Self::call_raw`] of a host operator: the arguments checked to be tensors of the spec,
+    /// then the library function run; a failure's message goes to `ctx.error`.
+    ///
+    /// # Safety
+    ///
+    /// As [`Self::call_raw`].
+    unsafe fn call_host(
+        &self,
+        op: crate::host_op::HostOp,
+        args: *const TVMValue,
+        type_codes: *const i32,
+        num_args: i32,
+        ctx: &mut KernelContext,
+    ) -> i32 {
+        let n = usize::try_from(num_args).unwrap_or(0);
+        let mut tensors: Vec<&DLTensor> = Vec::with_capacity(n);
+        for i in 0..n {
+            // SAFETY: `args` and `type_codes` hold `num_args` elements; a tensor handle points
+            // to a live DLTensor.
+            let tensor = unsafe {
+                match *type_codes.add(i) {
+                    TYPE_CODE_DLTENSOR_HANDLE => {
+                        (*args.add(i)).v_handle.cast::<DLTensor>().as_ref()
+                    }
+                    _ => None,
+                }
+            };
+            match tensor {
+                Some(t) => tensors.push(t),
+                None => {
+                    ctx.error = Some(format!(
+                        "kernel {}: argument {i} is not a tensor",
+                        self.name
+                    ));
+                    return -1;
+                }
+            }
+        }
+        // SAFETY: by this function's contract.
+        match unsafe { crate::host_op::call(op, &self.spec, &tensors) } {
+            Ok(()) => 0,
+            Err(message) => {
+                ctx.error = Some(format!("kernel {}: {message}", self.name));
+                -1
+            }
         }
     }
 

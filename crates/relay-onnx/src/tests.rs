@@ -9,6 +9,11 @@ use crate::proto::*;
 
 /// A float32 value info of `shape`.
 fn info(name: &str, shape: &[i64]) -> ValueInfoProto {
+    info_of(name, shape, data_type::FLOAT)
+}
+
+/// A graph input or output of ONNX element type `elem_type`.
+fn info_of(name: &str, shape: &[i64], elem_type: i32) -> ValueInfoProto {
     let dim = shape
         .iter()
         .map(|&d| Dimension {
@@ -20,7 +25,7 @@ fn info(name: &str, shape: &[i64]) -> ValueInfoProto {
         name: name.into(),
         r#type: Some(TypeProto {
             tensor_type: Some(TensorTypeProto {
-                elem_type: data_type::FLOAT,
+                elem_type,
                 shape: Some(TensorShapeProto { dim }),
             }),
             denotation: String::new(),
@@ -409,6 +414,15 @@ fn float(name: &str, v: f32) -> AttributeProto {
         name: name.into(),
         r#type: attribute_type::FLOAT,
         f: v,
+        ..Default::default()
+    }
+}
+
+fn strings(name: &str, v: &[&str]) -> AttributeProto {
+    AttributeProto {
+        name: name.into(),
+        r#type: attribute_type::STRINGS,
+        strings: v.iter().map(|s| s.as_bytes().to_vec()).collect(),
         ..Default::default()
     }
 }
@@ -1039,7 +1053,7 @@ fn lstm_step(
 }
 
 #[test]
-fn lstm_unrolls_in_both_directions() {
+fn lstm_runs_fused_or_unrolled_in_both_directions() {
     let (seq, input, hidden) = (3usize, 2usize, 2usize);
     let val = |n: usize, s: usize| -> Vec<f32> {
         (0..n)
@@ -1068,8 +1082,35 @@ fn lstm_unrolls_in_both_directions() {
             floats("r", &[1, 8, 2], &r),
             floats("b", &[1, 16], &b),
         ];
-        let (m, y) = one(14, n, &[("x", &[3, 1, 2])], init, &[f32s(&[3, 1, 2], &xs)]);
+        let (m, y) = one(
+            14,
+            n,
+            &[("x", &[3, 1, 2])],
+            init.clone(),
+            &[f32s(&[3, 1, 2], &xs)],
+        );
         assert_eq!(m.outputs[0].shape, [3, 1, 1, 2]);
+        assert!(m.text().contains("nn.lstm_recurrence"), "{}", m.text());
+        // With `sequence_lens` an input (here whole), the cell is unrolled: the same states.
+        let n = node(
+            "LSTM",
+            &["x", "w", "r", "b", "lens"],
+            &["y", "yh", "yc"],
+            vec![
+                string("direction", direction),
+                int("hidden_size", hidden as i64),
+            ],
+        );
+        let lens = NDArray::from_i128_slice(DType::I32, &[1], &[3]).unwrap();
+        let inputs = vec![
+            info("x", &[3, 1, 2]),
+            info_of("lens", &[1], data_type::INT32),
+        ];
+        let bytes = model(14, vec![n], inputs, vec![info("y", &[])], init);
+        let unrolled = import(&bytes, &ImportOptions::default()).unwrap_or_else(|e| panic!("{e}"));
+        let y2 = run(&unrolled, &[f32s(&[3, 1, 2], &xs), lens]);
+        assert!(!unrolled.text().contains("nn.lstm_recurrence"));
+        close(&y2, &y);
         let (mut h, mut c) = (vec![0.0; hidden], vec![0.0; hidden]);
         let mut want = vec![0.0; seq * hidden];
         for step in 0..seq {
@@ -1292,25 +1333,34 @@ fn control_flow_that_cannot_be_typed_is_an_error_naming_the_node() {
 #[test]
 fn shapes_that_would_allocate_without_bound_are_errors() {
     let huge = 1i64 << 40;
-    let lstm = model(
-        14,
-        vec![node(
-            "LSTM",
-            &["X", "W", "R"],
-            &["Y"],
-            vec![int("hidden_size", 1)],
-        )],
-        vec![info("X", &[huge, 1, 1])],
-        vec![info("Y", &[])],
-        vec![
-            floats("W", &[1, 4, 1], &[0.0; 4]),
-            floats("R", &[1, 4, 1], &[0.0; 4]),
-        ],
-    );
-    let e = import(&lstm, &ImportOptions::default())
+    let lstm = |attrs: Vec<AttributeProto>| {
+        model(
+            14,
+            vec![node("LSTM", &["X", "W", "R"], &["Y"], attrs)],
+            vec![info("X", &[huge, 1, 1])],
+            vec![info("Y", &[])],
+            vec![
+                floats("W", &[1, 4, 1], &[0.0; 4]),
+                floats("R", &[1, 4, 1], &[0.0; 4]),
+            ],
+        )
+    };
+    // Unrolled (an activation the recurrence operator does not compute): bounded.
+    let unrolled = lstm(vec![
+        int("hidden_size", 1),
+        strings("activations", &["Sigmoid", "Tanh", "Relu"]),
+    ]);
+    let e = import(&unrolled, &ImportOptions::default())
         .unwrap_err()
         .to_string();
     assert!(e.contains("at most 10000"), "{e}");
+    // As one recurrence operator the module does not grow with the length.
+    let fused = import(
+        &lstm(vec![int("hidden_size", 1)]),
+        &ImportOptions::default(),
+    )
+    .unwrap();
+    assert!(fused.text().contains("nn.lstm_recurrence"));
     let resize = model(
         13,
         vec![node("Resize", &["x", "", "", "sizes"], &["y"], vec![])],

@@ -743,3 +743,26 @@ fn bound_weights_are_packed_once_and_evicted_with_the_executable() {
         0
     );
 }
+
+/// The LSTM and GRU recurrences (relayc's fused cells, computed by the kernel library) in
+/// every variant, with hidden sizes that leave register-block tails (80 and 60 gate columns).
+const RECURRENCES: &str = r#"
+#[version = "0.0.5"]
+def @main(%xl: Tensor[(7, 3, 80), float32], %rl: Tensor[(20, 80), float32], %h: Tensor[(3, 20), float32],
+          %c: Tensor[(3, 20), float32], %p: Tensor[(60), float32],
+          %xg: Tensor[(7, 3, 60), float32], %rg: Tensor[(20, 60), float32], %b: Tensor[(20), float32]) {
+  let %l0 = nn.lstm_recurrence(%xl, %rl, %h, %c, %p);
+  let %l1 = nn.lstm_recurrence(%xl, %rl, %h, %c, %p, reverse=True, clip=0.5f, input_forget=True);
+  let %g0 = nn.gru_recurrence(%xg, %rg, %h, %b, linear_before_reset=True);
+  let %g1 = nn.gru_recurrence(%xg, %rg, %h, %b, reverse=True, clip=0.8f);
+  (%l0, %l1, %g0, %g1, add(%l0.1, %g0.1))
+}
+"#;
+
+#[test]
+fn recurrences_match_the_interpreter() {
+    let module = parse(RECURRENCES);
+    for seed in 0..3 {
+        check_against_interp(RECURRENCES, &random_args(&module, seed));
+    }
+}

@@ -43,25 +43,8 @@
 use cranelift_codegen::ir::{ConstantData, Endianness};
 
 use super::*;
+use crate::math::{EXP_P, LN2_HI, LN2_LO, LOG2E, MAGIC, TANH_CAP, TANH_P, TANH_SPLIT};
 
-/// `1.5 * 2^23`: adding it to a float below `2^22` in magnitude rounds it to an integer `k`
-/// held in the low mantissa bits (`bits(k + MAGIC) = bits(MAGIC) + k`).
-const MAGIC: f32 = 12_582_912.0;
-/// `log2(e)`.
-const LOG2E: f32 = std::f32::consts::LOG2_E;
-/// `ln 2 = LN2_HI + LN2_LO`, the head with 9 significant bits (Cephes' `C1`, `-C2`).
-const LN2_HI: f32 = 0.693_359_4;
-const LN2_LO: f32 = -2.121_944_4e-4;
-
-/// `(e^r - 1 - r) / r^2` on `[-ln2/2, ln2/2]`, lowest degree first.
-const EXP_P: [f32; 6] = [
-    0.5,
-    0.166_666_67,
-    0.041_666_463,
-    0.008_333_298,
-    0.001_393_390_2,
-    0.000_198_996_12,
-];
 /// `(log(1 + f) - f + f^2/2) / f^3` on `[sqrt(1/2) - 1, sqrt(2) - 1]`.
 const LOG_P: [f32; 9] = [
     0.333_333_3,
@@ -73,14 +56,6 @@ const LOG_P: [f32; 9] = [
     0.116_615_11,
     -0.115_712_01,
     0.071_497_54,
-];
-/// `(tanh(a) - a) / a^3` in `t = a^2` on `[0, 0.625^2]`.
-const TANH_P: [f32; 5] = [
-    -0.333_333_28,
-    0.133_327_83,
-    -0.053_852_5,
-    0.021_003_641,
-    -0.006_104_948,
 ];
 /// `erf(a) / a - 1` in `t = a^2` on `[0, 1]`.
 const ERF_Q: [f32; 7] = [
@@ -113,10 +88,6 @@ const ERFC_E: [f32; 15] = [
 /// Where `erf` switches from the series to `1 - erfc`, and where it is 1 in `float32`.
 const ERF_SPLIT: f32 = 1.0;
 const ERF_ONE: f32 = 3.92;
-/// Where `tanh` switches from the series to `1 - 2 / (exp(2|x|) + 1)`.
-const TANH_SPLIT: f32 = 0.625;
-/// The largest `2|x|` whose exponential `tanh` computes: `tanh` is 1 in `float32` from 9.01.
-const TANH_CAP: f32 = 40.0;
 
 /// `1.5 * 2^52`, [`MAGIC`] for `f64`.
 const MAGIC64: f64 = 6_755_399_441_055_744.0;

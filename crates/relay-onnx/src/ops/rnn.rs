@@ -1,9 +1,12 @@
-//! `LSTM`, `GRU` and `RNN`, unrolled over their static sequence (the sequence length is known
-//! at import; a `Loop` or `Scan` around a cell is the recursive form, `ops/control.rs`).
-//!
-//! The input projection `X · Wᵀ` of all steps, with the biases that do not depend on the
-//! state, is one `nn.dense` over the whole sequence, hoisted out of the recurrence (ONNX
-//! Runtime's fused kernels do the same); each step adds `H · Rᵀ` and applies the cell:
+//! `LSTM`, `GRU` and `RNN`. The input projection `X · Wᵀ` of all steps, with the biases that
+//! do not depend on the state, is one `nn.dense` over the whole sequence, hoisted out of the
+//! recurrence (ONNX Runtime's fused kernels do the same). A float32 LSTM or GRU with the
+//! default activations and whole sequences (what PyTorch exports) then runs each direction as
+//! one recurrence operator (`nn.lstm_recurrence`, `nn.gru_recurrence`: the kernel library's
+//! fused cells, `relay_kernel::rnn`), given the recurrent weights transposed. Every other cell
+//! is unrolled over its static sequence (the sequence length is known at import; a `Loop` or
+//! `Scan` around a cell is the recursive form, `ops/control.rs`); each step adds `H · Rᵀ` and
+//! applies the cell:
 //! - LSTM (gates in ONNX's order i, o, f, c): `i = f(..+ Pi ⊙ C)`, `f = f(..+ Pf ⊙ C)` (or
 //!   `1 - i` with `input_forget`), `C' = f ⊙ C + i ⊙ g(c̃)`, `o = f(..+ Po ⊙ C')`,
 //!   `H' = o ⊙ h(C')`;
@@ -17,6 +20,7 @@
 //! kept and its outputs are zero, which for a reverse direction makes it start at its own
 //! last step, as ONNX specifies.
 
+use relay_ir::AttrValue;
 use relay_runtime::DType;
 
 use super::elementwise::clip_to;
@@ -189,6 +193,9 @@ struct Cell {
     /// Per time step, whether it lies inside each sequence (`[batch, 1]` booleans); empty
     /// when every sequence is as long as the input.
     masks: Vec<Value>,
+    /// Whether each direction runs as one recurrence operator: float32, every sequence
+    /// whole, the default activations.
+    fused: bool,
 }
 
 /// A cell's outputs of one step, by time step (filled in the direction's order).
@@ -221,13 +228,6 @@ impl Cell {
         let &[seq, batch, input] = x.shape.as_slice() else {
             return Err(format!("X of shape {:?}", x.shape));
         };
-        // Each step is unrolled into the module: a bound on the module and the kernels.
-        if seq > MAX_STEPS {
-            return Err(format!(
-                "a sequence of {seq} steps (unrolled: at most {MAX_STEPS}; a Loop or Scan \
-                 around the cell runs longer ones)"
-            ));
-        }
         let rows = gates.checked_mul(hidden).filter(|_| hidden > 0);
         if rows.is_none_or(|n| w.shape != [dirs, n, input] || r.shape != [dirs, n, hidden]) {
             return Err(format!(
@@ -235,7 +235,6 @@ impl Cell {
                 w.shape, r.shape
             ));
         }
-        let masks = masks(g, node, seq, batch)?;
         let clip =
             a.0.iter()
                 .find(|x| x.name == "clip")
@@ -243,6 +242,24 @@ impl Cell {
                 .transpose()?;
         let acts = activations(a, defaults, dirs as usize)?;
         let dt = x.dtype;
+        let lens = lengths(g, node, seq, batch)?;
+        let fused = dt == DType::F32
+            && lens.is_none()
+            && acts
+                .iter()
+                .enumerate()
+                .all(|(k, act)| act.name.eq_ignore_ascii_case(defaults[k % defaults.len()]));
+        // Each step of an unrolled cell is in the module: a bound on the module and kernels.
+        if !fused && seq > MAX_STEPS {
+            return Err(format!(
+                "a sequence of {seq} steps (unrolled: at most {MAX_STEPS}; a Loop or Scan \
+                 around the cell runs longer ones)"
+            ));
+        }
+        let masks = match lens {
+            Some(lens) => masks(g, &lens, seq, batch)?,
+            None => Vec::new(),
+        };
         let flat = g.call(
             "reshape",
             &[&x],
@@ -261,6 +278,7 @@ impl Cell {
             acts,
             dt,
             masks,
+            fused,
         })
     }
 
@@ -269,6 +287,35 @@ impl Cell {
         let d = g.int(d, DType::I32)?;
         let slice = g.call("take", &[v, &d], &[("axis", attr::int(0))])?;
         g.call("reshape", &[&slice], &[("newshape", attr::ints(shape))])
+    }
+
+    /// The attributes the recurrence operators share for direction `d`, then `flag` (the
+    /// cell's own option) named `name`.
+    fn recurrence_attrs(
+        &self,
+        d: i64,
+        name: &'static str,
+        flag: bool,
+    ) -> [(&'static str, AttrValue); 3] {
+        [
+            ("reverse", attr::bool(self.backwards(d))),
+            ("clip", self.clip.map_or_else(attr::null, attr::float)),
+            (name, attr::bool(flag)),
+        ]
+    }
+
+    /// `rd` (`[rows, hidden]`) transposed, as the recurrence operators take it.
+    fn transposed(&self, g: &mut Graph, rd: &Value) -> Result<Value, String> {
+        g.call("transpose", &[rd], &[("axes", attr::ints(&[1, 0]))])
+    }
+
+    /// `n` zeros of the cell's dtype.
+    fn zeros(&self, g: &mut Graph, n: i64) -> Result<Value, String> {
+        g.call(
+            "zeros",
+            &[],
+            &[("shape", attr::ints(&[n])), ("dtype", attr::str(self.dt))],
+        )
     }
 
     /// Whether direction `d` runs backwards.
@@ -379,23 +426,23 @@ impl Cell {
         self.keep(g, t, h_new, h)
     }
 
+    /// A direction's `Y` (`[seq, batch, hidden]`) from its unrolled steps' states.
+    fn stacked(&self, g: &mut Graph, steps: &Steps) -> Result<Value, String> {
+        let steps: Vec<&Value> = steps.iter().flatten().collect();
+        g.call_tuple("stack", &steps, &[("axis", attr::int(0))])
+    }
+
     /// The outputs: `Y` (`[seq, dirs, batch, hidden]`, or `[batch, seq, dirs, hidden]` in
-    /// layout 1) from each direction's states in time order, then each final state stacked
-    /// over the directions (`[dirs, batch, hidden]`, or `[batch, dirs, hidden]`).
+    /// layout 1) from each direction's states in time order (`[seq, batch, hidden]`), then
+    /// each final state stacked over the directions (`[dirs, batch, hidden]`, or
+    /// `[batch, dirs, hidden]`).
     fn outputs(
         &self,
         g: &mut Graph,
-        ys: Vec<Steps>,
+        ys: Vec<Value>,
         finals: Vec<Vec<Value>>,
     ) -> Result<Vec<Value>, String> {
-        let per_dir: Vec<Value> = ys
-            .iter()
-            .map(|steps| {
-                let steps: Vec<&Value> = steps.iter().flatten().collect();
-                g.call_tuple("stack", &steps, &[("axis", attr::int(0))])
-            })
-            .collect::<Result<_, _>>()?;
-        let per_dir: Vec<&Value> = per_dir.iter().collect();
+        let per_dir: Vec<&Value> = ys.iter().collect();
         let mut y = g.call_tuple("stack", &per_dir, &[("axis", attr::int(1))])?;
         if self.layout == 1 {
             y = g.call("transpose", &[&y], &[("axes", attr::ints(&[2, 0, 1, 3]))])?;
@@ -431,30 +478,40 @@ impl Cell {
     }
 }
 
-/// Per time step, whether it lies inside each sequence of `sequence_lens` (`[batch, 1]`),
-/// computed once for every direction: masks keep a finished sequence's state and zero its
-/// outputs (none when every length is known to be the whole sequence).
-fn masks(g: &mut Graph, node: &NodeProto, seq: i64, batch: i64) -> Result<Vec<Value>, String> {
+/// `sequence_lens` as `[batch, 1]` `int64`s when some sequence may be shorter than the input
+/// (`None` when it is absent or a constant of whole lengths).
+fn lengths(g: &mut Graph, node: &NodeProto, seq: i64, batch: i64) -> Result<Option<Value>, String> {
     let lens = match g.optional_input(node, 4)? {
-        Some(l) if ints_of(&l).is_some_and(|v| v.iter().all(|&n| n == seq)) => {
-            return Ok(Vec::new());
-        }
+        Some(l) if ints_of(&l).is_some_and(|v| v.iter().all(|&n| n == seq)) => return Ok(None),
         Some(l) if l.shape == [batch] => l,
         Some(l) => return Err(format!("sequence_lens of shape {:?}", l.shape)),
-        None => return Ok(Vec::new()),
+        None => return Ok(None),
     };
     let lens = g.call("cast", &[&lens], &[("dtype", attr::str(DType::I64))])?;
-    let lens = g.call(
+    g.call(
         "reshape",
         &[&lens],
         &[("newshape", attr::ints(&[batch, 1]))],
-    )?;
+    )
+    .map(Some)
+}
+
+/// Per time step, whether it lies inside each sequence of `lens` (`[batch, 1]`), computed
+/// once for every direction: masks keep a finished sequence's state and zero its outputs.
+fn masks(g: &mut Graph, lens: &Value, seq: i64, batch: i64) -> Result<Vec<Value>, String> {
+    debug_assert_eq!(lens.shape, [batch, 1]);
     (0..seq)
         .map(|t| {
             let t = g.int(t, DType::I64)?;
-            g.call("less", &[&t, &lens], &[])
+            g.call("less", &[&t, lens], &[])
         })
         .collect()
+}
+
+/// The `N` fields of a recurrence operator's result.
+fn fields<const N: usize>(values: Vec<Value>) -> Result<[Value; N], String> {
+    let n = values.len();
+    <[Value; N]>::try_from(values).map_err(|_| format!("a recurrence returned {n} fields, not {N}"))
 }
 
 /// `split(x, sections, axis=1)`: the gates of a `[batch, sections·hidden]` value.
@@ -480,6 +537,7 @@ pub(super) fn lstm(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<Vec
         g.optional_input(node, 7)?,
     );
     let coupled = a.int("input_forget", 0)? != 0;
+    let fused = cell.fused;
     let (hs, input, dt) = (cell.hidden, cell.input, cell.dt);
     let (mut ys, mut finals) = (Vec::new(), Vec::new());
     for d in 0..cell.dirs {
@@ -490,6 +548,20 @@ pub(super) fn lstm(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<Vec
             .map(|b| cell.bias(g, b, d, 4, (0, 4), true))
             .transpose()?;
         let proj = cell.projection(g, &wd, bias)?;
+        let (h, c) = (cell.state(g, &h0, d)?, cell.state(g, &c0, d)?);
+        if fused {
+            let rt = cell.transposed(g, &rd)?;
+            let pd = match &p {
+                Some(p) => cell.take(g, p, d, &[3 * hs])?,
+                None => cell.zeros(g, 3 * hs)?,
+            };
+            let attrs = cell.recurrence_attrs(d, "input_forget", coupled);
+            let out = g.call_fields("nn.lstm_recurrence", &[&proj, &rt, &h, &c, &pd], &attrs)?;
+            let [y, hn, cn] = fields::<3>(out)?;
+            ys.push(y);
+            finals.push(vec![hn, cn]);
+            continue;
+        }
         // The peepholes of gates i, o and f, in `P`'s order.
         let peep = match &p {
             Some(p) => {
@@ -500,7 +572,7 @@ pub(super) fn lstm(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<Vec
             }
             None => None,
         };
-        let (mut h, mut c) = (cell.state(g, &h0, d)?, cell.state(g, &c0, d)?);
+        let (mut h, mut c) = (h, c);
         let mut outs: Steps = vec![None; cell.seq as usize];
         for step in 0..cell.seq {
             let t = cell.time(d, step);
@@ -536,7 +608,7 @@ pub(super) fn lstm(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<Vec
             c = cell.keep(g, t, c_new, &c)?;
             h = cell.advance(g, t, h_new, &h, &mut outs)?;
         }
-        ys.push(outs);
+        ys.push(cell.stacked(g, &outs)?);
         finals.push(vec![h, c]);
     }
     cell.outputs(g, ys, finals)
@@ -548,6 +620,7 @@ pub(super) fn gru(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<Vec<
     let (w, r) = (g.input(node, 1)?, g.input(node, 2)?);
     let (b, h0) = (g.optional_input(node, 3)?, g.optional_input(node, 5)?);
     let before_reset = a.int("linear_before_reset", 0)? != 0;
+    let fused = cell.fused;
     let (hs, input, dt) = (cell.hidden, cell.input, cell.dt);
     let one = g.float(1.0, dt)?;
     let (mut ys, mut finals) = (Vec::new(), Vec::new());
@@ -555,16 +628,16 @@ pub(super) fn gru(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<Vec<
         let wd = cell.take(g, &w, d, &[3 * hs, input])?;
         let rd = cell.take(g, &r, d, &[3 * hs, hs])?;
         // z and r take both biases in the projection; h's recurrent bias goes there too
-        // unless it is applied before the reset.
+        // unless it is applied before the reset (or the recurrence operator applies it).
         let bias = match &b {
             Some(b) => {
                 let zr = cell.bias(g, b, d, 3, (0, 2), true)?;
-                let h = cell.bias(g, b, d, 3, (2, 3), !before_reset)?;
+                let h = cell.bias(g, b, d, 3, (2, 3), !before_reset && !fused)?;
                 Some(g.call_tuple("concatenate", &[&zr, &h], &[("axis", attr::int(0))])?)
             }
             None => None,
         };
-        let rbh = match (&b, before_reset) {
+        let rbh = match (&b, before_reset || fused) {
             (Some(b), true) => {
                 let bd = cell.take(g, b, d, &[6 * hs])?;
                 Some(rows(g, &bd, 5 * hs, 6 * hs)?)
@@ -572,6 +645,20 @@ pub(super) fn gru(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<Vec<
             _ => None,
         };
         let proj = cell.projection(g, &wd, bias)?;
+        if fused {
+            let rt = cell.transposed(g, &rd)?;
+            let h0d = cell.state(g, &h0, d)?;
+            let rbh = match rbh {
+                Some(rbh) => rbh,
+                None => cell.zeros(g, hs)?,
+            };
+            let attrs = cell.recurrence_attrs(d, "linear_before_reset", before_reset);
+            let out = g.call_fields("nn.gru_recurrence", &[&proj, &rt, &h0d, &rbh], &attrs)?;
+            let [y, hn] = fields::<2>(out)?;
+            ys.push(y);
+            finals.push(vec![hn]);
+            continue;
+        }
         let r_zr = rows(g, &rd, 0, 2 * hs)?;
         let r_h = rows(g, &rd, 2 * hs, 3 * hs)?;
         let mut h = cell.state(g, &h0, d)?;
@@ -605,7 +692,7 @@ pub(super) fn gru(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<Vec<
             let h_new = bin(g, "add", &fresh, &old)?;
             h = cell.advance(g, t, h_new, &h, &mut outs)?;
         }
-        ys.push(outs);
+        ys.push(cell.stacked(g, &outs)?);
         finals.push(vec![h]);
     }
     cell.outputs(g, ys, finals)
@@ -636,7 +723,7 @@ pub(super) fn rnn(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<Vec<
             let h_new = cell.act(g, d, 1, 0, &pre)?;
             h = cell.advance(g, t, h_new, &h, &mut outs)?;
         }
-        ys.push(outs);
+        ys.push(cell.stacked(g, &outs)?);
         finals.push(vec![h]);
     }
     cell.outputs(g, ys, finals)

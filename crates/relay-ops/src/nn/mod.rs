@@ -10,7 +10,8 @@
 //! - [`pool`]: max, average, global and adaptive pooling;
 //! - [`norm`]: the normalizations and dropout;
 //! - [`pad`]: `nn.pad` and `nn.mirror_pad`;
-//! - [`resample`]: resampling and rearrangement (table entries only).
+//! - [`resample`]: resampling and rearrangement (table entries only);
+//! - [`rnn`]: the recurrences of LSTM and GRU layers (relayc's own operators).
 //!
 //! This file holds what the families share — the number types of the reference evaluations,
 //! checks of types and window attributes, index arithmetic and contractions for the compute
@@ -40,6 +41,7 @@ mod norm;
 mod pad;
 mod pool;
 mod resample;
+mod rnn;
 #[cfg(test)]
 mod testing;
 
@@ -49,7 +51,7 @@ pub(crate) use dense::{BATCH_MATMUL_ATTRS, DENSE_ATTRS};
 pub(crate) use pool::AVG_POOL2D_ATTRS;
 
 /// The family tables in their stable order, the order in which [`crate::all`] lists them.
-pub(crate) fn tables() -> [&'static [OpSchema]; 8] {
+pub(crate) fn tables() -> [&'static [OpSchema]; 9] {
     [
         conv::OPS,
         dense::OPS,
@@ -58,6 +60,7 @@ pub(crate) fn tables() -> [&'static [OpSchema]; 8] {
         norm::OPS,
         pad::OPS,
         resample::OPS,
+        rnn::OPS,
         LOSS_AND_CORRELATION_OPS,
     ]
 }
