@@ -28,6 +28,7 @@ HERE = Path(__file__).resolve().parent
 NETWORKS = {
     "mnist": networks.mnist,
     "lstm": lstm,
+    "densenet121": networks.densenet121,
     "mobilenetv2": networks.mobilenetv2,
     "resnet50_b1": lambda: networks.resnet50(1),
     "resnet50_b8": lambda: networks.resnet50(8),

@@ -200,6 +200,24 @@ class Graph:
             kernel_shape=[size] * 2, strides=[stride] * 2, pads=[pad] * 4,
         )
 
+    def avg_pool2d(self, x, size, stride):
+        n, c, h, w = x.shape
+        oh, ow = (h - size) // stride + 1, (w - size) // stride + 1
+        call = f"nn.avg_pool2d({x.relay}, pool_size={ints([size] * 2)}, strides={ints([stride] * 2)})"
+        return self._bind(
+            call, (n, c, oh, ow), "AveragePool", [x.onnx],
+            kernel_shape=[size] * 2, strides=[stride] * 2,
+        )
+
+    def concatenate(self, xs, axis):
+        shape = list(xs[0].shape)
+        shape[axis] = sum(x.shape[axis] for x in xs)
+        fields = ", ".join(x.relay for x in xs)
+        return self._bind(
+            f"concatenate(({fields},), axis={axis})", shape, "Concat", [x.onnx for x in xs],
+            axis=axis,
+        )
+
     def global_avg_pool2d(self, x):
         n, c = x.shape[:2]
         return self._bind(

@@ -15,7 +15,7 @@ import numpy as np
 from .graph import Graph, Value
 from .weights import splitmix_uniform, tensor_seed
 
-SEEDS = {"mnist": 8, "mobilenetv2": 2, "resnet50": 50, "bert": 768, "gpt2": 124, "lstm": 6}
+SEEDS = {"densenet121": 121, "mnist": 8, "mobilenetv2": 2, "resnet50": 50, "bert": 768, "gpt2": 124, "lstm": 6}
 
 
 def conv_bn(g, x, name, cout, k, stride=1, pad=0, groups=1, act="relu"):
@@ -41,6 +41,50 @@ def classifier(g, x, classes):
     w = g.weight("fc_weight", (classes, y.shape[1]), math.sqrt(3 / y.shape[1]), onnx_array=np.transpose)
     b = g.weight("fc_bias", (classes,), 0.1)
     return g.bias_add(g.dense(y, w), b)
+
+
+# -- DenseNet-121 ---------------------------------------------------------------------------------
+
+
+def bn_relu(g, x, name):
+    """Batch norm as multiply/add by [C, 1, 1] constants, then relu: DenseNet's pre-activation
+    (a batch norm on a concatenation, which no convolution absorbs)."""
+    c = x.shape[1]
+    scale = g.weight(f"{name}_scale", (c, 1, 1), 0.2, 0.6)
+    shift = g.weight(f"{name}_shift", (c, 1, 1), 0.1)
+    return g.relu(g.add(g.multiply(x, scale), shift))
+
+
+def conv(g, x, name, cout, k, pad=0):
+    fan_in = x.shape[1] * k * k
+    return g.conv2d(x, g.weight(f"{name}_weight", (cout, x.shape[1], k, k), math.sqrt(6 / fan_in)), 1, pad)
+
+
+def densenet121(batch=1):
+    """torchvision's densenet121 (growth 32, blocks 6/12/24/16, bottleneck 4·32) as its
+    TorchScript export computes it: each layer concatenates every earlier feature map of its
+    block, batch norm + relu, a 1×1 convolution whose batch norm the exporter folds, relu, a
+    3×3 convolution; transitions halve the channels and average-pool 2×2."""
+    g = Graph("densenet121", SEEDS["densenet121"])
+    x = g.input("x", (batch, 3, 224, 224))
+    y = conv_bn(g, x, "features_conv0", 64, 7, 2, 3)
+    y = g.max_pool2d(y, 3, 2, 1)
+    for b, layers in enumerate((6, 12, 24, 16), start=1):
+        features = [y]
+        for i in range(1, layers + 1):
+            name = f"features_denseblock{b}_denselayer{i}"
+            z = features[0] if len(features) == 1 else g.concatenate(features, 1)
+            z = bn_relu(g, z, f"{name}_norm1")
+            z = conv_bn(g, z, f"{name}_conv1", 128, 1)
+            features.append(conv(g, z, f"{name}_conv2", 32, 3, 1))
+        y = g.concatenate(features, 1)
+        if b < 4:
+            name = f"features_transition{b}"
+            y = conv(g, bn_relu(g, y, f"{name}_norm"), f"{name}_conv", y.shape[1] // 2, 1)
+            y = g.avg_pool2d(y, 2, 2)
+    y = bn_relu(g, y, "features_norm5")
+    g.output(classifier(g, y, 1000))
+    return g
 
 
 # -- ResNet-50 v1 ---------------------------------------------------------------------------------

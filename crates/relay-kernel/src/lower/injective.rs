@@ -148,8 +148,7 @@ impl Nest<'_> {
             }
         };
         let dtype = tensor.dtype;
-        let is32 =
-            (dtype.bits == 32 || dtype == DType::F16) && dtype.code != relay_ir::DTypeCode::Bool;
+        let is32 = is_32(dtype);
         // Sliding windows (pools, depthwise convolutions) unrolled: an injective output.
         let unrolled = match inliner.reductions.is_empty() {
             true => None,
@@ -212,6 +211,13 @@ impl Nest<'_> {
                 piece_axis: Some(axis),
             };
             let value = piece_value(val, axis, lo, hi - lo);
+            // The choice between the inputs (index comparisons, which kept the whole output
+            // scalar) is resolved: a piece whose values are 32-bit vectorizes.
+            let dtypes: Vec<DType> = self.func.buffers.iter().map(|b| b.dtype).collect();
+            let kind = NestKind {
+                vectorize: kind.vectorize || (is_32(kind.dtype) && lanes32_select(&value, &dtypes)),
+                ..kind
+            };
             stmts.push(self.nest(id, full, region, &value, kind)?);
         }
         Ok(Stmt::Seq(stmts))
@@ -310,7 +316,14 @@ impl Nest<'_> {
                         }
                     }
                     Ix::Const(_) => {}
-                    Ix::Bin(..) | Ix::Dyn(_) => general = true,
+                    other => match shifted_axis(other) {
+                        Some((k, _)) => {
+                            if pos.insert(k, d).is_some() {
+                                general = true;
+                            }
+                        }
+                        None => general = true,
+                    },
                 }
             }
             let shape = self.shapes.get(*buffer).cloned().unwrap_or_default();
@@ -459,6 +472,17 @@ impl Nest<'_> {
                                     flat.terms.push((g, st[d]));
                                 }
                             }
+                            // An axis read at an offset (a concatenation piece's channel
+                            // of a per-channel operand): the axis' term and a constant.
+                            Ix::Bin(..) if let Some((k, c)) = shifted_axis(ix) => {
+                                let g = loops
+                                    .group_of(k)
+                                    .ok_or_else(|| format!("axis {k} has no loop"))?;
+                                if loops.groups[g].last() == Some(&k) {
+                                    flat.terms.push((g, st[d]));
+                                }
+                                flat.konst = flat.konst.saturating_add(c.saturating_mul(st[d]));
+                            }
                             Ix::Bin(..) | Ix::Dyn(_) => {
                                 let e = self.ix_expr(ix, loops, hoisted)?;
                                 let varies = inner.is_some_and(|g| mentions(ix, &loops.groups[g]));
@@ -502,6 +526,22 @@ impl Nest<'_> {
                 Ix::Dyn(v) => self.expr(v, loops, hoisted)?,
             })
         })
+    }
+}
+
+/// Whether an output of `dtype` stores 32-bit lanes (float16 ones compute in `f32`).
+fn is_32(dtype: DType) -> bool {
+    (dtype.bits == 32 || dtype == DType::F16) && dtype.code != relay_ir::DTypeCode::Bool
+}
+
+/// `(k, c)` for an index `Axis(k) + c` (either operand order), with the axis of a loop.
+fn shifted_axis(ix: &Ix) -> Option<(usize, i64)> {
+    match ix {
+        Ix::Bin(BinaryOp::Add, a, b) => match (a.as_ref(), b.as_ref()) {
+            (Ix::Axis(k), Ix::Const(c)) | (Ix::Const(c), Ix::Axis(k)) => Some((*k, *c)),
+            _ => None,
+        },
+        _ => None,
     }
 }
 
