@@ -219,17 +219,21 @@ unsafe impl Send for NDArray {}
 unsafe impl Sync for NDArray {}
 
 impl NDArray {
-    /// A zero-filled tensor.
-    pub fn zeros(dtype: DType, shape: &[i64]) -> Result<NDArray, NDArrayError> {
-        let len = Self::byte_len(dtype, shape)?;
-        let buf = AlignedBuf::zeroed(len);
-        Ok(NDArray {
+    /// A tensor owning `buf` (`len` bytes).
+    fn owning(dtype: DType, shape: &[i64], buf: AlignedBuf, len: usize) -> NDArray {
+        NDArray {
             dtype,
             shape: shape.to_vec(),
             ptr: buf.ptr,
             len,
             owner: Owner::Buf(buf),
-        })
+        }
+    }
+
+    /// A zero-filled tensor.
+    pub fn zeros(dtype: DType, shape: &[i64]) -> Result<NDArray, NDArrayError> {
+        let len = Self::byte_len(dtype, shape)?;
+        Ok(NDArray::owning(dtype, shape, AlignedBuf::zeroed(len), len))
     }
 
     /// A tensor of `dtype` and `shape` whose elements are the bytes of `storage` from byte
@@ -383,14 +387,12 @@ impl NDArray {
                 actual: bytes.len(),
             });
         }
-        let buf = AlignedBuf::copied(bytes);
-        Ok(NDArray {
+        Ok(NDArray::owning(
             dtype,
-            shape: shape.to_vec(),
-            ptr: buf.ptr,
+            shape,
+            AlignedBuf::copied(bytes),
             len,
-            owner: Owner::Buf(buf),
-        })
+        ))
     }
 
     /// A tensor holding the element data `bytes`, stored little-endian (each lane's bytes in

@@ -192,9 +192,29 @@ fn gru_rel(types: &[Type], attrs: &Attrs) -> Result<Type, String> {
 // In `f64`, the state rounded to float32 after every step (as the unrolled graph of float32
 // operators computes it).
 
-/// The recurrence's arguments as `f64`s, checked by its relation, and its sizes.
-fn read(args: &[Value], types: usize) -> Result<(Vec<Vec<f64>>, RecurrenceShape), String> {
-    let arrays = (0..types)
+/// What both evaluations start from: the arguments as `f64`s, checked by the relation, the
+/// sizes, the direction, the cell's own option and the clip bound (infinite when unset).
+struct Run {
+    a: Vec<Vec<f64>>,
+    shape: RecurrenceShape,
+    seq: usize,
+    batch: usize,
+    hs: usize,
+    reverse: bool,
+    flag: bool,
+    bound: f64,
+}
+
+/// The [`Run`] of a recurrence with `inputs` inputs, relation `rel` and option `flag`.
+fn prepare(
+    args: &[Value],
+    attrs: &Attrs,
+    rel: RelationFn,
+    inputs: usize,
+    flag: &str,
+) -> Result<Run, String> {
+    check(args, attrs, rel)?;
+    let a = (0..inputs)
         .map(|i| arg_tensor(args, i).map(|t| t.to_f64_vec()))
         .collect::<Result<Vec<_>, _>>()?;
     let (xw, r) = (arg_tensor(args, 0)?.shape(), arg_tensor(args, 1)?.shape());
@@ -203,7 +223,16 @@ fn read(args: &[Value], types: usize) -> Result<(Vec<Vec<f64>>, RecurrenceShape)
         batch: xw[1],
         hidden: r[0],
     };
-    Ok((arrays, shape))
+    Ok(Run {
+        a,
+        shape,
+        seq: shape.seq as usize,
+        batch: shape.batch as usize,
+        hs: shape.hidden as usize,
+        reverse: attr_bool(attrs, "reverse")?,
+        flag: attr_bool(attrs, flag)?,
+        bound: clip(attrs)?.unwrap_or(f64::INFINITY),
+    })
 }
 
 /// Checks the arguments' types with `rel`.
@@ -259,20 +288,18 @@ fn outputs(shape: RecurrenceShape, y: &[f64], states: &[&[f64]]) -> Result<Value
 }
 
 fn lstm_eval(args: &[Value], attrs: &Attrs) -> Result<Value, String> {
-    check(args, attrs, lstm_rel)?;
-    let (a, shape) = read(args, 5)?;
+    let Run {
+        a,
+        shape,
+        seq,
+        batch,
+        hs,
+        reverse,
+        flag: coupled,
+        bound,
+    } = prepare(args, attrs, lstm_rel, 5, "input_forget")?;
     let (xw, r, p) = (&a[0], &a[1], &a[4]);
     let (mut h, mut c) = (a[2].clone(), a[3].clone());
-    let (seq, batch, hs) = (
-        shape.seq as usize,
-        shape.batch as usize,
-        shape.hidden as usize,
-    );
-    let (reverse, coupled) = (
-        attr_bool(attrs, "reverse")?,
-        attr_bool(attrs, "input_forget")?,
-    );
-    let bound = clip(attrs)?.unwrap_or(f64::INFINITY);
     let cl = |x: f64| x.clamp(-bound, bound);
     let mut y = vec![0.0; seq * batch * hs];
     for step in 0..seq {
@@ -304,20 +331,18 @@ fn lstm_eval(args: &[Value], attrs: &Attrs) -> Result<Value, String> {
 }
 
 fn gru_eval(args: &[Value], attrs: &Attrs) -> Result<Value, String> {
-    check(args, attrs, gru_rel)?;
-    let (a, shape) = read(args, 4)?;
+    let Run {
+        a,
+        shape,
+        seq,
+        batch,
+        hs,
+        reverse,
+        flag: before_reset,
+        bound,
+    } = prepare(args, attrs, gru_rel, 4, "linear_before_reset")?;
     let (xw, r, rbh) = (&a[0], &a[1], &a[3]);
     let mut h = a[2].clone();
-    let (seq, batch, hs) = (
-        shape.seq as usize,
-        shape.batch as usize,
-        shape.hidden as usize,
-    );
-    let (reverse, before_reset) = (
-        attr_bool(attrs, "reverse")?,
-        attr_bool(attrs, "linear_before_reset")?,
-    );
-    let bound = clip(attrs)?.unwrap_or(f64::INFINITY);
     let cl = |x: f64| x.clamp(-bound, bound);
     let mut y = vec![0.0; seq * batch * hs];
     for step in 0..seq {
