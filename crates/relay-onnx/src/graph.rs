@@ -16,6 +16,31 @@ use crate::{symbolic, tensor};
 /// the graph so that a subgraph's nodes convert as the graph's do).
 pub(crate) type NodeFn = fn(g: &mut Graph, node: &NodeProto) -> Result<(), String>;
 
+/// An ONNX sequence of tensors that is only appended to (`ops/sequence.rs`).
+#[derive(Clone, Debug)]
+pub(crate) enum Sequence {
+    /// Empty (`SequenceEmpty`): no element shape yet.
+    Empty,
+    /// Its elements stacked along a new first axis: `[n, element...]`.
+    Stacked(Value),
+    /// A sequence a `Loop` carries, as its body receives it: what the body appends becomes a
+    /// scan output of the loop.
+    Carried,
+    /// A carried sequence with an element appended (the body's next value of it; the element
+    /// is the value of the same name).
+    Appended,
+}
+
+/// A subgraph imported into a block of its own ([`Graph::subgraph_carrying`]).
+pub(crate) struct Body {
+    /// The block's bindings.
+    pub bindings: Vec<Binding>,
+    /// The values of its outputs.
+    pub outputs: Vec<Value>,
+    /// Per output, whether it is the element appended to a carried sequence.
+    pub appended: Vec<bool>,
+}
+
 /// The import of one graph.
 pub(crate) struct Graph {
     /// The `ai.onnx` opset.
@@ -23,6 +48,8 @@ pub(crate) struct Graph {
     /// The builder writing `@main`.
     builder: Builder,
     values: HashMap<String, Value>,
+    /// The ONNX names that are sequences (also in `values`, as a placeholder or their stack).
+    sequences: HashMap<String, Sequence>,
     /// The symbol of each `dim_param` name ([`symbolic::named`]).
     pub symbols: HashMap<String, i64>,
     node: NodeFn,
@@ -48,6 +75,7 @@ impl Graph {
             opset,
             builder: Builder::new(),
             values: HashMap::new(),
+            sequences: HashMap::new(),
             symbols: HashMap::new(),
             node,
         }
@@ -61,6 +89,16 @@ impl Graph {
     /// The value of ONNX name `name`, if it is computed.
     pub(crate) fn value(&self, name: &str) -> Option<&Value> {
         self.values.get(name)
+    }
+
+    /// The sequence ONNX name `name` is, if it is one.
+    pub(crate) fn sequence(&self, name: &str) -> Option<&Sequence> {
+        self.sequences.get(name)
+    }
+
+    /// Makes ONNX name `name` the sequence `s`.
+    pub(crate) fn define_sequence(&mut self, name: &str, s: Sequence) {
+        self.sequences.insert(name.to_string(), s);
     }
 
     /// Makes ONNX value (or private key) `name` stand for `v`.
@@ -130,25 +168,57 @@ impl Graph {
         body: &GraphProto,
         inputs: Vec<Value>,
     ) -> Result<(Vec<Binding>, Vec<Value>), String> {
-        if body.input.len() != inputs.len() {
+        let b = self.subgraph_carrying(body, inputs, &[])?;
+        Ok((b.bindings, b.outputs))
+    }
+
+    /// [`Graph::subgraph`] of a `Loop` body whose inputs at the positions `sequences` are
+    /// carried sequences ([`Sequence::Carried`]; `inputs` has the others' values, in order),
+    /// with, per output, whether it is the element appended to a carried sequence.
+    pub(crate) fn subgraph_carrying(
+        &mut self,
+        body: &GraphProto,
+        inputs: Vec<Value>,
+        sequences: &[usize],
+    ) -> Result<Body, String> {
+        if body.input.len() != inputs.len() + sequences.len() {
             return Err(format!(
                 "the body takes {} inputs, not {}",
                 body.input.len(),
-                inputs.len()
+                inputs.len() + sequences.len()
             ));
         }
-        let outer_values = self.values.clone();
+        let outer = (self.values.clone(), self.sequences.clone());
         self.builder.open();
-        let result = self.body(body, inputs);
+        let result = self.body(body, inputs, sequences);
+        let appended = body
+            .output
+            .iter()
+            .map(|o| matches!(self.sequences.get(&o.name), Some(Sequence::Appended)))
+            .collect();
         let bindings = self.builder.close();
-        self.values = outer_values;
-        result.map(|outputs| (bindings, outputs))
+        (self.values, self.sequences) = outer;
+        result.map(|outputs| Body {
+            bindings,
+            outputs,
+            appended,
+        })
     }
 
     /// [`Graph::subgraph`]'s import, into the open block.
-    fn body(&mut self, body: &GraphProto, inputs: Vec<Value>) -> Result<Vec<Value>, String> {
-        for (vi, v) in body.input.iter().zip(inputs) {
-            self.values.insert(vi.name.clone(), v);
+    fn body(
+        &mut self,
+        body: &GraphProto,
+        inputs: Vec<Value>,
+        sequences: &[usize],
+    ) -> Result<Vec<Value>, String> {
+        let mut inputs = inputs.into_iter();
+        for (i, vi) in body.input.iter().enumerate() {
+            if sequences.contains(&i) {
+                self.sequences.insert(vi.name.clone(), Sequence::Carried);
+            } else if let Some(v) = inputs.next() {
+                self.values.insert(vi.name.clone(), v);
+            }
         }
         for t in &body.initializer {
             let array = tensor::array(t, None).map_err(|e| e.to_string())?;

@@ -141,7 +141,8 @@ pub(crate) fn accepts_dynamic(node: &NodeProto, rank: usize) -> Option<bool> {
         | "ReduceProd" | "ReduceL1" | "ReduceL2" | "ReduceSumSquare" | "ReduceLogSum"
         | "ReduceLogSumExp" | "IsNaN" | "IsInf" | "Asin" | "Acos" | "Atan" | "Sinh" | "Cosh"
         | "Asinh" | "Acosh" | "Atanh" | "BitwiseAnd" | "BitwiseOr" | "BitwiseXor"
-        | "BitwiseNot" | "BitShift" | "Celu" | "Mish" | "ThresholdedRelu" | "Shrink" => Some(true),
+        | "BitwiseNot" | "BitShift" | "Celu" | "Mish" | "ThresholdedRelu" | "Shrink"
+        | "SequenceInsert" | "ConcatFromSequence" => Some(true),
         "Dropout" if !second_output => Some(true),
         "Conv" | "MaxPool" | "AveragePool" | "BatchNormalization" if rank == 5 || second_output => {
             None

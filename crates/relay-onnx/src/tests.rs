@@ -1756,3 +1756,102 @@ fn einsum_diagonals_and_ellipses_that_cannot_be_are_errors() {
     assert!(einsum("ii->i", &[3, 4]).contains("axes of 3 and 4"));
     assert!(einsum("ij...k->k", &[3, 4]).contains("subscripts"));
 }
+
+/// A list grown in a loop, as the TorchScript exporter writes it: `SequenceEmpty`, a `Loop`
+/// appending each iteration's value with `SequenceInsert`, then `ConcatFromSequence` stacking
+/// (new_axis=1) or concatenating (new_axis=0) the elements, along axis 0 or 1.
+#[test]
+fn sequences_appended_in_a_loop_stack_or_concatenate() {
+    // Iteration i appends x * (i + 1) (x: [2, 3]); three iterations.
+    let body_graph = || {
+        body(
+            vec![
+                node("Cast", &["i"], &["f"], vec![int("to", 1)]),
+                node("Add", &["f", "one"], &["k"], vec![]),
+                node("Mul", &["x", "k"], &["t"], vec![]),
+                node("SequenceInsert", &["s", "t"], &["s2"], vec![]),
+                node("Identity", &["cond"], &["c2"], vec![]),
+            ],
+            vec![info("i", &[]), info("cond", &[]), info("s", &[])],
+            &["c2", "s2"],
+        )
+    };
+    let x: Vec<f32> = (0..6).map(|v| v as f32).collect();
+    let run_with = |concat: Vec<AttributeProto>| {
+        let nodes = vec![
+            node("SequenceEmpty", &[], &["s0"], vec![int("dtype", 1)]),
+            node(
+                "Loop",
+                &["M", "", "s0"],
+                &["s"],
+                vec![graph("body", body_graph())],
+            ),
+            node("ConcatFromSequence", &["s"], &["y"], concat),
+        ];
+        let init = vec![int64s("M", &[3]), floats("one", &[], &[1.0])];
+        let bytes = model(
+            17,
+            nodes,
+            vec![info("x", &[2, 3])],
+            vec![info("y", &[])],
+            init,
+        );
+        let m = import(&bytes, &ImportOptions::default()).unwrap_or_else(|e| panic!("{e}"));
+        (m.outputs[0].shape.clone(), run(&m, &[f32s(&[2, 3], &x)]))
+    };
+    let scaled = |k: f64, r: usize, c: usize| f64::from(x[r * 3 + c]) * k;
+    // Stacked along a new axis 0: [3, 2, 3], element k scaled by k + 1.
+    let (shape, y) = run_with(vec![int("new_axis", 1), int("axis", 0)]);
+    assert_eq!(shape, [3, 2, 3]);
+    let want: Vec<f64> = (0..18)
+        .map(|i| scaled((i / 6 + 1) as f64, i % 6 / 3, i % 3))
+        .collect();
+    close(&y, &want);
+    // Concatenated along axis 1: [2, 9], row r the three elements' rows r side by side.
+    let (shape, y) = run_with(vec![int("new_axis", 0), int("axis", 1)]);
+    assert_eq!(shape, [2, 9]);
+    let want: Vec<f64> = (0..18)
+        .map(|i| scaled((i % 9 / 3 + 1) as f64, i / 9, i % 3))
+        .collect();
+    close(&y, &want);
+    // Concatenated along axis 0: [6, 3], the elements one after the other.
+    let (shape, y) = run_with(vec![int("new_axis", 0), int("axis", 0)]);
+    assert_eq!(shape, [6, 3]);
+    let want: Vec<f64> = (0..18)
+        .map(|i| scaled((i / 6 + 1) as f64, i % 6 / 3, i % 3))
+        .collect();
+    close(&y, &want);
+}
+
+#[test]
+fn sequence_uses_beyond_appending_are_errors_naming_the_node() {
+    let fails = |nodes: Vec<NodeProto>, want: &str| {
+        let bytes = model(
+            17,
+            nodes,
+            vec![info("x", &[2])],
+            vec![info("y", &[])],
+            vec![int64s("p", &[0])],
+        );
+        let e = import(&bytes, &ImportOptions::default())
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains(want), "{e}");
+    };
+    let empty = || node("SequenceEmpty", &[], &["s"], vec![]);
+    fails(
+        vec![
+            empty(),
+            node("SequenceInsert", &["s", "x", "p"], &["y"], vec![]),
+        ],
+        "at a position",
+    );
+    fails(
+        vec![empty(), node("ConcatFromSequence", &["s"], &["y"], vec![])],
+        "empty",
+    );
+    fails(
+        vec![node("ConcatFromSequence", &["x"], &["y"], vec![])],
+        "not a sequence",
+    );
+}

@@ -12,7 +12,7 @@ use relay_runtime::DType;
 
 use crate::attrs::{Attrs, axis};
 use crate::builder::{Value, attr, block, floats_of, ints_of, tuple};
-use crate::graph::{Graph, type_text};
+use crate::graph::{Graph, Sequence, type_text};
 use crate::proto::{GraphProto, NodeProto, attribute_type as at};
 use crate::symbolic;
 
@@ -293,7 +293,13 @@ pub(super) fn loop_(g: &mut Graph, node: &NodeProto) -> Result<Vec<Value>, Strin
     let body = graph_attr(node, "body")?;
     let max = g.optional_input(node, 0)?;
     let cond = g.optional_input(node, 1)?;
+    // Carried sequences (appended to in the body: scan outputs, `sequence.rs`) and values.
+    let sequences: Vec<(usize, Sequence)> = (2..node.input.len())
+        .filter_map(|i| g.sequence(&node.input[i]).map(|s| (i - 2, s.clone())))
+        .collect();
+    let is_sequence = |k: usize| sequences.iter().any(|(j, _)| *j == k);
     let carried: Vec<Value> = (2..node.input.len())
+        .filter(|&i| !is_sequence(i - 2))
         .map(|i| g.input(node, i))
         .collect::<Result<_, _>>()?;
     let max = max.map(|m| scalar(g, &m, "the trip count")).transpose()?;
@@ -301,13 +307,12 @@ pub(super) fn loop_(g: &mut Graph, node: &NodeProto) -> Result<Vec<Value>, Strin
         Some(c) => scalar(g, c, "the condition")?,
         None => g.int(1, DType::BOOL)?,
     };
-    // A constant trip count without a condition: the number of iterations is known.
-    let count = match (&max, &cond) {
-        (Some(m), None) => ints_of(m)
-            .and_then(|v| v.first().copied())
-            .map(|n| n.max(0)),
-        _ => None,
-    };
+    let trips = max
+        .as_ref()
+        .and_then(ints_of)
+        .and_then(|v| v.first().copied());
+    let always = |c: &Value| ints_of(c).is_some_and(|v| v == [1]);
+    let cond_always = cond.as_ref().is_none_or(|_| always(&cond_init));
     let mut r = Recursion::new(2);
     let it = r.counter(g)?;
     let cond_p = r.param(g, "c", &[], DType::BOOL, cond_init);
@@ -316,8 +321,13 @@ pub(super) fn loop_(g: &mut Graph, node: &NodeProto) -> Result<Vec<Value>, Strin
         .map(|c| r.param(g, "v", &c.shape, c.dtype, c.clone()))
         .collect();
     let inputs = [vec![it.clone(), cond_p.clone()], vs].concat();
-    let (lines, ()) = in_block(g, |g| {
-        let outputs = import(g, body, inputs)?;
+    let positions: Vec<usize> = sequences.iter().map(|(k, _)| k + 2).collect();
+    let (lines, appended) = in_block(g, |g| {
+        let imported = g.subgraph_carrying(body, inputs, &positions)?;
+        for b in imported.bindings {
+            g.push(b);
+        }
+        let outputs = with_appended_last(imported.outputs, &imported.appended, &positions)?;
         let (next, scans) = body_outputs(&outputs, 1, &carried)?;
         let cond_next = match (&cond, outputs.first()) {
             (None, _) => cond_p.clone(),
@@ -327,8 +337,15 @@ pub(super) fn loop_(g: &mut Graph, node: &NodeProto) -> Result<Vec<Value>, Strin
         };
         let it_next = r.count(g)?;
         r.next = [vec![it_next, cond_next], next.to_vec()].concat();
-        scans.iter().try_for_each(|y| r.accumulate(g, y))
+        scans.iter().try_for_each(|y| r.accumulate(g, y))?;
+        Ok((positions.len(), always(&r.next[1])))
     })?;
+    let (appended, cond_stays) = appended;
+    // A constant trip count, and a condition that is absent or constantly true: the number
+    // of iterations is known.
+    let count = trips
+        .filter(|_| cond_always && (cond.is_none() || cond_stays))
+        .map(|n| n.max(0));
     let guard = in_block(g, |g| match &max {
         Some(m) => {
             let more = g.call("less", &[&it, m], &[])?;
@@ -337,10 +354,52 @@ pub(super) fn loop_(g: &mut Graph, node: &NodeProto) -> Result<Vec<Value>, Strin
         None => Ok(cond_p.clone()),
     })?;
     let (mut out, accumulated) = r.emit(g, guard, lines)?;
+    let mut scans = Vec::with_capacity(accumulated.len());
     for acc in accumulated {
-        out.push(stacked(g, acc, count)?);
+        scans.push(stacked(g, acc, count)?);
     }
+    // The carried sequences' stacks come last among the scan outputs: back in their places.
+    let grown = scans.split_off(scans.len() - appended);
+    for ((k, initial), stack) in sequences.into_iter().zip(grown) {
+        let stack = match initial {
+            Sequence::Stacked(s) => {
+                g.call_tuple("concatenate", &[&s, &stack], &[("axis", attr::int(0))])?
+            }
+            _ => stack,
+        };
+        if let Some(name) = node.output.get(k).filter(|n| !n.is_empty()) {
+            g.define_sequence(name, Sequence::Stacked(stack.clone()));
+        }
+        out.insert(k, stack);
+    }
+    out.extend(scans);
     Ok(out)
+}
+
+/// A body's outputs `[cond, carried..., scan...]` with the elements appended to carried
+/// sequences (at `positions` of the body's inputs, so `position - 1` of its outputs) moved
+/// after the scan outputs, as more scan outputs.
+fn with_appended_last(
+    outputs: Vec<Value>,
+    appended: &[bool],
+    positions: &[usize],
+) -> Result<Vec<Value>, String> {
+    let (mut kept, mut moved) = (Vec::new(), Vec::new());
+    for (j, v) in outputs.into_iter().enumerate() {
+        let carries = positions.contains(&(j + 1));
+        match (carries, appended.get(j).copied().unwrap_or(false)) {
+            (true, true) => moved.push(v),
+            (false, false) => kept.push(v),
+            (true, false) => {
+                return Err(format!(
+                    "body output {j} is a sequence the loop carries but does not append to"
+                ));
+            }
+            (false, true) => return Err(format!("body output {j} is a sequence")),
+        }
+    }
+    kept.extend(moved);
+    Ok(kept)
 }
 
 /// `Scan` (opset 9 on): the body maps `(state..., x_t...)` to `(state..., y_t...)` along axis

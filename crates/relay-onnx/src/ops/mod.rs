@@ -13,6 +13,7 @@ mod norm;
 mod pool_indices;
 mod resample;
 mod rnn;
+mod sequence;
 mod shape;
 mod slice;
 
@@ -42,6 +43,9 @@ pub(crate) fn convert(g: &mut Graph, node: &NodeProto) -> Result<Vec<Value>, Str
         "ScatterND" => one(index::scatter_nd(g, node, &a)?),
         "EyeLike" => one(index::eye_like(g, node, &a)?),
         "Identity" => one(g.input(node, 0)?),
+        "SequenceEmpty" => one(sequence::empty(g, node, &a)?),
+        "SequenceInsert" => one(sequence::insert(g, node)?),
+        "ConcatFromSequence" => one(sequence::concat(g, node, &a)?),
         "Dropout" => elementwise::dropout(g, node),
         "Mean" => one(elementwise::mean(g, node)?),
         "Equal" | "Less" | "LessOrEqual" | "Greater" | "GreaterOrEqual" | "And" | "Or" | "Xor"
