@@ -316,3 +316,58 @@ unsafe fn slice<'a>(t: &DLTensor, n: usize) -> &'a mut [f32] {
     // SAFETY: by this function's contract.
     unsafe { std::slice::from_raw_parts_mut(data, n) }
 }
+
+#[cfg(test)]
+mod tests {
+    use relay_ir::{DType, NDArray};
+
+    use crate::compose::tests::primitive;
+
+    /// A GRU recurrence of 3 steps, batch 2, hidden 4 as a primitive function.
+    const GRU: &str = r#"#[version = "0.0.5"]
+def @main(%x: Tensor[(3, 2, 12), float32], %r: Tensor[(4, 12), float32], %h: Tensor[(2, 4), float32], %b: Tensor[(4), float32]) {
+  %0 = fn (%p0: Tensor[(3, 2, 12), float32], %p1: Tensor[(4, 12), float32], %p2: Tensor[(2, 4), float32], %p3: Tensor[(4), float32], Primitive=1) {
+    nn.gru_recurrence(%p0, %p1, %p2, %p3, reverse=True, linear_before_reset=True)
+  };
+  %0(%x, %r, %h, %b)
+}"#;
+
+    fn zeros(shape: &[i64]) -> NDArray {
+        NDArray::zeros(DType::F32, shape).unwrap()
+    }
+
+    #[test]
+    fn a_recurrence_primitive_runs_on_the_library_and_checks_its_arguments() {
+        let f = primitive(GRU);
+        let k = crate::compile_primitive(&f, "fused_nn_gru_recurrence").unwrap();
+        assert!(k.entry().is_none());
+        let (x, r, h, b) = (
+            zeros(&[3, 2, 12]),
+            zeros(&[4, 12]),
+            zeros(&[2, 4]),
+            zeros(&[4]),
+        );
+        let (mut y, mut hn) = (zeros(&[3, 2, 4]), zeros(&[2, 4]));
+        // Zero inputs: z = r = 1/2, the candidate 0, so every state halves from h0 = 1.
+        let mut h = h;
+        h.as_bytes_mut()
+            .chunks_exact_mut(4)
+            .for_each(|c| c.copy_from_slice(&1f32.to_le_bytes()));
+        k.call(&[&x, &r, &h, &b], &mut [&mut y, &mut hn]).unwrap();
+        let last = f32::from_le_bytes(hn.as_bytes()[..4].try_into().unwrap());
+        assert_eq!(last, 0.125);
+        // reverse: step 0 is the last computed.
+        let first = f32::from_le_bytes(y.as_bytes()[..4].try_into().unwrap());
+        assert_eq!(first, 0.125);
+        // An argument of another shape is an error naming it, nothing is written.
+        let bad = zeros(&[2, 12]);
+        let e = k
+            .call(&[&x, &bad, &h, &b], &mut [&mut y, &mut hn])
+            .unwrap_err();
+        assert!(e.to_string().contains("p1"), "{e}");
+        assert!(crate::verify_primitive(&f, "k").is_ok());
+        let listing =
+            crate::print_kernels(&[("k".into(), f)], crate::KernelText::LoopNest).unwrap();
+        assert!(listing.contains(crate::listing::HOST_NOTE), "{listing}");
+    }
+}
