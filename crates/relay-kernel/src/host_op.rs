@@ -7,6 +7,7 @@
 //! arguments are checked against its [`KernelSpec`] as a JIT'd entry checks them.
 
 use relay_ir::{Attrs, DType, ExprKind, Function, Type, TypeKind};
+use relay_ops::support::attr_bool;
 
 use crate::KernelError;
 use crate::abi::{ArgSpec, DLDataType, DLTensor, KernelSpec, dtype_name};
@@ -68,41 +69,24 @@ pub fn host_op(func: &Function) -> Option<Result<HostOp, KernelError>> {
     }))
 }
 
-/// A boolean attribute (absent: false).
-fn flag(attrs: &Attrs, name: &str) -> Result<bool, String> {
-    match attrs.get(name) {
-        None => Ok(false),
-        Some(v) => v
-            .as_bool()
-            .ok_or_else(|| format!("`{name}` must be a bool")),
-    }
-}
-
-/// The `clip` attribute: absent, `None` or a positive number.
+/// The `clip` attribute as float32.
 fn clip(attrs: &Attrs) -> Result<Option<f32>, String> {
-    match attrs.get("clip") {
-        None => Ok(None),
-        Some(v) if v.is_null() => Ok(None),
-        Some(v) => match v.as_float() {
-            Some(c) if c > 0.0 => Ok(Some(c as f32)),
-            _ => Err(format!("`clip` must be a positive number, got {v:?}")),
-        },
-    }
+    Ok(relay_ops::recurrence_clip(attrs)?.map(|c| c as f32))
 }
 
 fn lstm_attrs(attrs: &Attrs) -> Result<HostOp, String> {
     Ok(HostOp::Lstm {
-        reverse: flag(attrs, "reverse")?,
+        reverse: attr_bool(attrs, "reverse")?,
         clip: clip(attrs)?,
-        input_forget: flag(attrs, "input_forget")?,
+        input_forget: attr_bool(attrs, "input_forget")?,
     })
 }
 
 fn gru_attrs(attrs: &Attrs) -> Result<HostOp, String> {
     Ok(HostOp::Gru {
-        reverse: flag(attrs, "reverse")?,
+        reverse: attr_bool(attrs, "reverse")?,
         clip: clip(attrs)?,
-        linear_before_reset: flag(attrs, "linear_before_reset")?,
+        linear_before_reset: attr_bool(attrs, "linear_before_reset")?,
     })
 }
 

@@ -371,10 +371,10 @@ impl Builder {
 
     /// Appends `binding` to the block being written.
     pub(crate) fn push(&mut self, binding: Binding) {
-        self.blocks
-            .last_mut()
-            .expect("a block is always open")
-            .push(binding);
+        match self.blocks.last_mut() {
+            Some(block) => block.push(binding),
+            None => self.blocks.push(vec![binding]),
+        }
     }
 
     /// A fresh local variable named after `hint`, of `shape` and `dtype` (a function's
@@ -405,15 +405,22 @@ impl Builder {
 
     /// Closes the innermost block; its bindings.
     pub(crate) fn close(&mut self) -> Vec<Binding> {
-        debug_assert!(self.blocks.len() > 1, "the outermost block stays open");
-        self.blocks.pop().unwrap_or_default()
+        // The outermost block (`@main`'s) stays open.
+        match self.blocks.len() {
+            0 | 1 => Vec::new(),
+            _ => self.blocks.pop().unwrap_or_default(),
+        }
     }
 
     /// Finishes `@main` returning `result`: the bindings and constants nothing reads are
     /// dropped (an initializer replaced by its transposed copy, a shape read at import),
     /// the first `inputs` parameters, the graph's inputs, kept.
     pub(crate) fn finish(mut self, result: Expr, inputs: usize) -> Finished {
-        let bindings = std::mem::take(&mut self.blocks[0]);
+        let bindings = self
+            .blocks
+            .first_mut()
+            .map(std::mem::take)
+            .unwrap_or_default();
         let mut used: HashSet<relay_ir::VarId> = relay_ir::visit::free_vars(&result)
             .iter()
             .map(Var::id)

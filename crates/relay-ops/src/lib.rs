@@ -30,6 +30,7 @@ pub mod compute;
 mod elementwise;
 pub mod memory;
 mod nn;
+pub use nn::recurrence_clip;
 mod other;
 mod reduce;
 pub mod support;

@@ -112,39 +112,39 @@ unsafe impl Send for AlignedBuf {}
 unsafe impl Sync for AlignedBuf {}
 
 impl AlignedBuf {
-    fn zeroed(len: usize) -> AlignedBuf {
+    /// `len` bytes aligned to [`ALIGNMENT`], zero-filled when `zero` (else uninitialized, for
+    /// the caller to write before anything reads them).
+    fn allocate(len: usize, zero: bool) -> Result<AlignedBuf, NDArrayError> {
         if len == 0 {
             // A dangling pointer aligned to 64 bytes; never dereferenced for a zero length.
             let ptr = NonNull::new(ALIGNMENT as *mut u8).expect("ALIGNMENT is non-zero");
-            return AlignedBuf { ptr, len };
+            return Ok(AlignedBuf { ptr, len });
         }
-        let layout = Layout::from_size_align(len, ALIGNMENT).expect("checked by NDArray::new");
+        let layout = crate::storage::Storage::layout(len, ALIGNMENT)?;
         // SAFETY: `layout` has a non-zero size.
-        let raw = unsafe { alloc_zeroed(layout) };
-        let Some(ptr) = NonNull::new(raw) else {
-            std::alloc::handle_alloc_error(layout)
+        let raw = unsafe {
+            match zero {
+                true => alloc_zeroed(layout),
+                false => alloc(layout),
+            }
         };
-        AlignedBuf { ptr, len }
+        let ptr = NonNull::new(raw).ok_or(NDArrayError::OutOfMemory { size: len })?;
+        Ok(AlignedBuf { ptr, len })
+    }
+
+    fn zeroed(len: usize) -> Result<AlignedBuf, NDArrayError> {
+        AlignedBuf::allocate(len, true)
     }
 
     /// A buffer holding a copy of `bytes`. Allocated uninitialized and written once:
     /// zero-filling first (which the allocator does by `memset` at this alignment) would
     /// touch every byte twice, the larger part of importing a model's weights.
-    fn copied(bytes: &[u8]) -> AlignedBuf {
-        let len = bytes.len();
-        if len == 0 {
-            return AlignedBuf::zeroed(0);
-        }
-        let layout = Layout::from_size_align(len, ALIGNMENT).expect("checked by NDArray::new");
-        // SAFETY: `layout` has a non-zero size.
-        let raw = unsafe { alloc(layout) };
-        let Some(ptr) = NonNull::new(raw) else {
-            std::alloc::handle_alloc_error(layout)
-        };
-        // SAFETY: `ptr` is valid for `len` bytes of writes, and `bytes` cannot overlap a
-        // fresh allocation; every byte is initialized here before the buffer is read.
-        unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), ptr.as_ptr(), len) };
-        AlignedBuf { ptr, len }
+    fn copied(bytes: &[u8]) -> Result<AlignedBuf, NDArrayError> {
+        let buf = AlignedBuf::allocate(bytes.len(), false)?;
+        // SAFETY: `buf` is valid for `bytes.len()` bytes of writes, and `bytes` cannot overlap
+        // a fresh allocation; every byte is initialized here before the buffer is read.
+        unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), buf.ptr.as_ptr(), bytes.len()) };
+        Ok(buf)
     }
 }
 
@@ -233,7 +233,7 @@ impl NDArray {
     /// A zero-filled tensor.
     pub fn zeros(dtype: DType, shape: &[i64]) -> Result<NDArray, NDArrayError> {
         let len = Self::byte_len(dtype, shape)?;
-        Ok(NDArray::owning(dtype, shape, AlignedBuf::zeroed(len), len))
+        Ok(NDArray::owning(dtype, shape, AlignedBuf::zeroed(len)?, len))
     }
 
     /// A tensor of `dtype` and `shape` whose elements are the bytes of `storage` from byte
@@ -390,7 +390,7 @@ impl NDArray {
         Ok(NDArray::owning(
             dtype,
             shape,
-            AlignedBuf::copied(bytes),
+            AlignedBuf::copied(bytes)?,
             len,
         ))
     }

@@ -72,7 +72,7 @@ impl Storage {
     }
 
     /// The layout of a storage of `size` bytes asking for `alignment`.
-    fn layout(size: usize, alignment: usize) -> Result<Layout, NDArrayError> {
+    pub(crate) fn layout(size: usize, alignment: usize) -> Result<Layout, NDArrayError> {
         let align = alignment.max(ALIGNMENT);
         Layout::from_size_align(size, align)
             .ok()

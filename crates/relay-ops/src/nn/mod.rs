@@ -49,6 +49,7 @@ pub(crate) use activation::{LEAKY_RELU_ATTRS, SOFTMAX_ATTRS};
 pub(crate) use conv::{CONV2D_ATTRS, CONV2D_TRANSPOSE_ATTRS};
 pub(crate) use dense::{BATCH_MATMUL_ATTRS, DENSE_ATTRS};
 pub(crate) use pool::AVG_POOL2D_ATTRS;
+pub use rnn::recurrence_clip;
 
 /// The family tables in their stable order, the order in which [`crate::all`] lists them.
 pub(crate) fn tables() -> [&'static [OpSchema]; 9] {

@@ -152,8 +152,9 @@ fn results(sizes: [Option<i64>; 3], states: usize) -> Type {
     Type::tuple(fields)
 }
 
-/// The clip bound, if set (positive).
-fn clip(attrs: &Attrs) -> Result<Option<f64>, String> {
+/// The `clip` bound of a recurrence's attributes, if set (positive); the kernel library
+/// reads it too (`relay_kernel::host_op`).
+pub fn recurrence_clip(attrs: &Attrs) -> Result<Option<f64>, String> {
     match attrs.get("clip") {
         None => Ok(None),
         Some(v) if v.is_null() => Ok(None),
@@ -170,7 +171,7 @@ fn lstm_rel(types: &[Type], attrs: &Attrs) -> Result<Type, String> {
     check_state(h0, batch, hidden, "h0")?;
     check_state(c0, batch, hidden, "c0")?;
     check_shape(p, &[hidden.map(|h| 3 * h)], "the peepholes")?;
-    clip(attrs)?;
+    recurrence_clip(attrs)?;
     attr_bool(attrs, "reverse")?;
     attr_bool(attrs, "input_forget")?;
     Ok(results(sizes, 2))
@@ -181,7 +182,7 @@ fn gru_rel(types: &[Type], attrs: &Attrs) -> Result<Type, String> {
     let sizes @ [_, batch, hidden] = shape_of(types, 3, "nn.gru_recurrence")?;
     check_state(h0, batch, hidden, "h0")?;
     check_shape(rbh, &[hidden], "rbh")?;
-    clip(attrs)?;
+    recurrence_clip(attrs)?;
     attr_bool(attrs, "reverse")?;
     attr_bool(attrs, "linear_before_reset")?;
     Ok(results(sizes, 1))
@@ -231,7 +232,7 @@ fn prepare(
         hs: shape.hidden as usize,
         reverse: attr_bool(attrs, "reverse")?,
         flag: attr_bool(attrs, flag)?,
-        bound: clip(attrs)?.unwrap_or(f64::INFINITY),
+        bound: recurrence_clip(attrs)?.unwrap_or(f64::INFINITY),
     })
 }
 
@@ -287,91 +288,96 @@ fn outputs(shape: RecurrenceShape, y: &[f64], states: &[&[f64]]) -> Result<Value
     Ok(Value::tuple(fields))
 }
 
-fn lstm_eval(args: &[Value], attrs: &Attrs) -> Result<Value, String> {
-    let Run {
-        a,
-        shape,
-        seq,
-        batch,
-        hs,
-        reverse,
-        flag: coupled,
-        bound,
-    } = prepare(args, attrs, lstm_rel, 5, "input_forget")?;
-    let (xw, r, p) = (&a[0], &a[1], &a[4]);
-    let (mut h, mut c) = (a[2].clone(), a[3].clone());
-    let cl = |x: f64| x.clamp(-bound, bound);
-    let mut y = vec![0.0; seq * batch * hs];
-    for step in 0..seq {
-        let t = time(step, seq, reverse);
-        for b in 0..batch {
-            let hb = h[b * hs..(b + 1) * hs].to_vec();
-            let g = |gate: usize, j: usize| {
-                let col = gate * hs + j;
-                xw[(t * batch + b) * 4 * hs + col] + product(&hb, r, 4 * hs, col)
-            };
-            for j in 0..hs {
-                let old = c[b * hs + j];
-                let i = sigmoid(cl(g(0, j) + p[j] * old));
-                let f = if coupled {
-                    1.0 - i
-                } else {
-                    sigmoid(cl(g(2, j) + p[2 * hs + j] * old))
-                };
-                let cn = f32r(f * old + i * cl(g(3, j)).tanh());
-                let o = sigmoid(cl(g(1, j) + p[hs + j] * cn));
-                let hn = f32r(o * cl(cn).tanh());
-                c[b * hs + j] = cn;
-                h[b * hs + j] = hn;
-                y[(t * batch + b) * hs + j] = hn;
+impl Run {
+    /// `x` clipped to the bound.
+    fn clip(&self, x: f64) -> f64 {
+        x.clamp(-self.bound, self.bound)
+    }
+
+    /// Runs the steps in the direction's order: for each time step and batch row, `cell`
+    /// maps the row's states (`states[k]`'s row, each `[batch, hidden]`) to their next values,
+    /// which are rounded to float32 and stored; `states[0]`, the hidden state, is also
+    /// recorded in `Y`, which this returns.
+    fn steps(
+        &self,
+        states: &mut [Vec<f64>],
+        mut cell: impl FnMut(usize, usize, &[&[f64]]) -> Vec<Vec<f64>>,
+    ) -> Vec<f64> {
+        let (batch, hs) = (self.batch, self.hs);
+        let mut y = vec![0.0; self.seq * batch * hs];
+        for step in 0..self.seq {
+            let t = time(step, self.seq, self.reverse);
+            for b in 0..batch {
+                let rows = b * hs..(b + 1) * hs;
+                let old: Vec<&[f64]> = states.iter().map(|s| &s[rows.clone()]).collect();
+                let new = cell(t, b, &old);
+                for (state, row) in states.iter_mut().zip(new) {
+                    for (to, v) in state[rows.clone()].iter_mut().zip(row) {
+                        *to = f32r(v);
+                    }
+                }
+                y[(t * batch + b) * hs..][..hs].copy_from_slice(&states[0][rows]);
             }
         }
+        y
     }
-    outputs(shape, &y, &[&h, &c])
+}
+
+fn lstm_eval(args: &[Value], attrs: &Attrs) -> Result<Value, String> {
+    let run = prepare(args, attrs, lstm_rel, 5, "input_forget")?;
+    let (xw, r, p) = (&run.a[0], &run.a[1], &run.a[4]);
+    let (batch, hs, coupled) = (run.batch, run.hs, run.flag);
+    let mut states = vec![run.a[2].clone(), run.a[3].clone()];
+    let y = run.steps(&mut states, |t, b, old| {
+        let (h, c) = (old[0], old[1]);
+        let g = |gate: usize, j: usize| {
+            let col = gate * hs + j;
+            xw[(t * batch + b) * 4 * hs + col] + product(h, r, 4 * hs, col)
+        };
+        let (mut hn, mut cn) = (vec![0.0; hs], vec![0.0; hs]);
+        for j in 0..hs {
+            let i = sigmoid(run.clip(g(0, j) + p[j] * c[j]));
+            let f = if coupled {
+                1.0 - i
+            } else {
+                sigmoid(run.clip(g(2, j) + p[2 * hs + j] * c[j]))
+            };
+            cn[j] = f32r(f * c[j] + i * run.clip(g(3, j)).tanh());
+            let o = sigmoid(run.clip(g(1, j) + p[hs + j] * cn[j]));
+            hn[j] = o * run.clip(cn[j]).tanh();
+        }
+        vec![hn, cn]
+    });
+    outputs(run.shape, &y, &[&states[0], &states[1]])
 }
 
 fn gru_eval(args: &[Value], attrs: &Attrs) -> Result<Value, String> {
-    let Run {
-        a,
-        shape,
-        seq,
-        batch,
-        hs,
-        reverse,
-        flag: before_reset,
-        bound,
-    } = prepare(args, attrs, gru_rel, 4, "linear_before_reset")?;
-    let (xw, r, rbh) = (&a[0], &a[1], &a[3]);
-    let mut h = a[2].clone();
-    let cl = |x: f64| x.clamp(-bound, bound);
-    let mut y = vec![0.0; seq * batch * hs];
-    for step in 0..seq {
-        let t = time(step, seq, reverse);
-        for b in 0..batch {
-            let hb = h[b * hs..(b + 1) * hs].to_vec();
-            let x = |gate: usize, j: usize| xw[(t * batch + b) * 3 * hs + gate * hs + j];
-            let z: Vec<f64> = (0..hs)
-                .map(|j| sigmoid(cl(x(0, j) + product(&hb, r, 3 * hs, j))))
-                .collect();
-            let rg: Vec<f64> = (0..hs)
-                .map(|j| sigmoid(cl(x(1, j) + product(&hb, r, 3 * hs, hs + j))))
-                .collect();
-            let reset: Vec<f64> = hb.iter().zip(&rg).map(|(v, g)| v * g).collect();
-            for j in 0..hs {
+    let run = prepare(args, attrs, gru_rel, 4, "linear_before_reset")?;
+    let (xw, r, rbh) = (&run.a[0], &run.a[1], &run.a[3]);
+    let (batch, hs, before_reset) = (run.batch, run.hs, run.flag);
+    let mut states = vec![run.a[2].clone()];
+    let y = run.steps(&mut states, |t, b, old| {
+        let h = old[0];
+        let x = |gate: usize, j: usize| xw[(t * batch + b) * 3 * hs + gate * hs + j];
+        let gate =
+            |k: usize, j: usize| sigmoid(run.clip(x(k, j) + product(h, r, 3 * hs, k * hs + j)));
+        let (z, rg): (Vec<f64>, Vec<f64>) = (0..hs).map(|j| (gate(0, j), gate(1, j))).unzip();
+        let reset: Vec<f64> = h.iter().zip(&rg).map(|(v, g)| v * g).collect();
+        let next = (0..hs)
+            .map(|j| {
                 let col = 2 * hs + j;
                 let inner = if before_reset {
-                    rg[j] * (product(&hb, r, 3 * hs, col) + rbh[j])
+                    rg[j] * (product(h, r, 3 * hs, col) + rbh[j])
                 } else {
                     product(&reset, r, 3 * hs, col) + rbh[j]
                 };
-                let candidate = cl(x(2, j) + inner).tanh();
-                let hn = f32r((1.0 - z[j]) * candidate + z[j] * hb[j]);
-                h[b * hs + j] = hn;
-                y[(t * batch + b) * hs + j] = hn;
-            }
-        }
-    }
-    outputs(shape, &y, &[&h])
+                let candidate = run.clip(x(2, j) + inner).tanh();
+                (1.0 - z[j]) * candidate + z[j] * h[j]
+            })
+            .collect();
+        vec![next]
+    });
+    outputs(run.shape, &y, &[&states[0]])
 }
 
 #[cfg(test)]
