@@ -1,4 +1,4 @@
-//! The `ir-tests/` harness (DESIGN §8): file-driven tests in the style of Cranelift's
+//! The `ir-tests/` harness (docs/design.md §15): file-driven tests in the style of Cranelift's
 //! filetests, one libtest trial per `.relay` file.
 //!
 //! A test file starts with a header line `// test <kind> [options...]`, then holds a Relay

@@ -1,5 +1,5 @@
 //! The kernel cache: compiled kernels keyed by the structural hash of the primitive function
-//! and its argument types, so that structurally equal primitives compile once (DESIGN §5).
+//! and its argument types, so that structurally equal primitives compile once (docs/design.md §7.8).
 //!
 //! Entries hold the kernels weakly: when every user of a kernel drops it, its code is freed,
 //! and the next request compiles it again. Lookups compare keys structurally

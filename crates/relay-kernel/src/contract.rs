@@ -1,6 +1,6 @@
 //! Contractions: computes of the form `out[o...] = sum_{r...} a[ia] * b[ib]` (`nn.dense`,
 //! `nn.matmul`, `nn.batch_matmul`, the core of `nn.conv2d`), which lowering turns into calls
-//! of the host's tuned GEMM instead of loops (DESIGN §5).
+//! of the host's tuned GEMM instead of loops (docs/design.md §7.3).
 //!
 //! A compute is a contraction when its body is a `Sum` reduction, in `float16`, `float32` or
 //! `float64`, of the product of two reads of tensors of that dtype, each read indexed by bare

@@ -1,11 +1,13 @@
 //! Host functions kernels call for work that is not a loop nest: matrix products by the
-//! contraction core ([`crate::gemm`]; dot products for matrix-vector products), and parallel
+//! contraction core ([`relay_linalg::gemm`]; dot products for matrix-vector products), and parallel
 //! loops over the kernel context's threads. Registered with every JIT module by name (`jit::new_module`).
 
 use std::ffi::c_void;
 
 use crate::abi::KernelContext;
-use crate::gemm::epilogue::EpilogueCall;
+use relay_linalg::Ops;
+use relay_linalg::gemm::dot::DotFn;
+use relay_linalg::gemm::epilogue::EpilogueCall;
 
 /// The symbol of the `float32` GEMM ([`relay_kernel_sgemm`]).
 pub const SGEMM_SYMBOL: &str = "relay_kernel_sgemm";
@@ -70,12 +72,12 @@ pub fn host_symbols() -> [(&'static str, *const u8); 8] {
         relay_kernel_parallel_for;
     let depthwise: unsafe extern "C" fn(
         *mut c_void,
-        *const crate::depthwise::DepthwiseParams,
+        *const relay_linalg::depthwise::DepthwiseParams,
         *const f32,
         *const f32,
         *mut f32,
-        *const crate::depthwise::DepthwiseEpilogue,
-    ) -> i32 = crate::depthwise::relay_kernel_depthwise_f32;
+        *const relay_linalg::depthwise::DepthwiseEpilogue,
+    ) -> i32 = relay_linalg::depthwise::relay_kernel_depthwise_f32;
     [
         (SGEMM_SYMBOL, sgemm as *const u8),
         (DGEMM_SYMBOL, dgemm as *const u8),
@@ -85,7 +87,7 @@ pub fn host_symbols() -> [(&'static str, *const u8); 8] {
         (HGEMM_WINDOW_SYMBOL, hwindow as *const u8),
         (PARALLEL_FOR_SYMBOL, parallel as *const u8),
         (
-            crate::depthwise::DEPTHWISE_F32_SYMBOL,
+            relay_linalg::depthwise::DEPTHWISE_F32_SYMBOL,
             depthwise as *const u8,
         ),
     ]
@@ -101,144 +103,24 @@ unsafe impl<T> Send for Shared<T> {}
 unsafe impl<T> Sync for Shared<T> {}
 
 /// An element type of the host GEMM, with its dot product (matrix-vector products).
-trait Element: crate::gemm::Element + crate::gemm::Operand<Self> {
-    /// `sum_l x[l] * y[l]` over `n` contiguous elements (a matrix-vector product's row).
-    ///
-    /// # Safety
-    ///
-    /// `x` and `y` are valid for `n` elements.
-    unsafe fn dot(x: *const Self, y: *const Self, n: usize) -> Self;
+trait Element: relay_linalg::gemm::Element + relay_linalg::gemm::Operand<Self> {
+    /// The dot product of the instruction set of `ops`.
+    fn dot(ops: &Ops) -> DotFn<Self>;
 }
 
 impl Element for f32 {
-    unsafe fn dot(x: *const f32, y: *const f32, n: usize) -> f32 {
-        #[cfg(target_arch = "x86_64")]
-        if std::is_x86_feature_detected!("avx512f") {
-            // SAFETY: the CPU has the feature; forwarded from this function's contract.
-            return unsafe { dot_f32_avx512(x, y, n) };
-        }
-        #[cfg(target_arch = "x86_64")]
-        if std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma") {
-            // SAFETY: the CPU has the features; forwarded from this function's contract.
-            return unsafe { dot_f32_avx2(x, y, n) };
-        }
-        // SAFETY: forwarded from this function's contract.
-        unsafe { dot_scalar(x, y, n) }
+    fn dot(ops: &Ops) -> DotFn<f32> {
+        ops.sdot
     }
 }
 
 impl Element for f64 {
-    unsafe fn dot(x: *const f64, y: *const f64, n: usize) -> f64 {
-        // SAFETY: forwarded from this function's contract.
-        unsafe { dot_scalar(x, y, n) }
+    fn dot(ops: &Ops) -> DotFn<f64> {
+        ops.ddot
     }
 }
 
-/// A dot product with eight independent partial sums (which the compiler vectorizes).
-///
-/// # Safety
-///
-/// `x` and `y` are valid for `n` elements.
-unsafe fn dot_scalar<T>(x: *const T, y: *const T, n: usize) -> T
-where
-    T: Element + std::ops::Add<Output = T> + std::ops::Mul<Output = T>,
-{
-    let mut acc = [T::ZERO; 8];
-    let whole = n / 8 * 8;
-    for i in (0..whole).step_by(8) {
-        for (j, a) in acc.iter_mut().enumerate() {
-            // SAFETY: `i + j < n`.
-            *a = *a + unsafe { *x.add(i + j) * *y.add(i + j) };
-        }
-    }
-    let mut sum = acc.iter().fold(T::ZERO, |s, &a| s + a);
-    for i in whole..n {
-        // SAFETY: `i < n`.
-        sum = sum + unsafe { *x.add(i) * *y.add(i) };
-    }
-    sum
-}
-
-/// A `float32` dot product with AVX2 and FMA: four 8-lane accumulators.
-///
-/// # Safety
-///
-/// The CPU has AVX2 and FMA; `x` and `y` are valid for `n` elements.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
-unsafe fn dot_f32_avx2(x: *const f32, y: *const f32, n: usize) -> f32 {
-    use std::arch::x86_64::*;
-    let mut acc = [_mm256_setzero_ps(); 4];
-    let whole = n / 32 * 32;
-    let mut i = 0;
-    while i < whole {
-        for (j, a) in acc.iter_mut().enumerate() {
-            // SAFETY: `i + 8 * j + 8 <= n`; unaligned loads.
-            unsafe {
-                let xv = _mm256_loadu_ps(x.add(i + 8 * j));
-                let yv = _mm256_loadu_ps(y.add(i + 8 * j));
-                *a = _mm256_fmadd_ps(xv, yv, *a);
-            }
-        }
-        i += 32;
-    }
-    let sum = _mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3]));
-    let mut lanes = [0f32; 8];
-    // SAFETY: `lanes` holds 8 floats.
-    unsafe { _mm256_storeu_ps(lanes.as_mut_ptr(), sum) };
-    let mut total: f32 = lanes.iter().sum();
-    for l in whole..n {
-        // SAFETY: `l < n`.
-        total += unsafe { *x.add(l) * *y.add(l) };
-    }
-    total
-}
-
-/// `x · y` over `n` floats with AVX-512: four 16-lane accumulators, then a masked tail (so
-/// every length is one vector pass).
-///
-/// # Safety
-///
-/// The CPU has AVX-512F; `x` and `y` are valid for `n` elements.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f")]
-unsafe fn dot_f32_avx512(x: *const f32, y: *const f32, n: usize) -> f32 {
-    use std::arch::x86_64::*;
-    let mut acc = [_mm512_setzero_ps(); 4];
-    let whole = n / 64 * 64;
-    let mut i = 0;
-    while i < whole {
-        for (j, a) in acc.iter_mut().enumerate() {
-            // SAFETY: `i + 16 * j + 16 <= n`; unaligned loads.
-            unsafe {
-                let xv = _mm512_loadu_ps(x.add(i + 16 * j));
-                let yv = _mm512_loadu_ps(y.add(i + 16 * j));
-                *a = _mm512_fmadd_ps(xv, yv, *a);
-            }
-        }
-        i += 64;
-    }
-    while i < n {
-        let left = (n - i).min(16);
-        // A mask of the `left` lanes still inside the vectors (1 to 16).
-        let mask: __mmask16 = if left == 16 {
-            0xffff
-        } else {
-            (1u16 << left) - 1
-        };
-        // SAFETY: masked loads read only lanes `i..i + left`, all below `n`.
-        unsafe {
-            let xv = _mm512_maskz_loadu_ps(mask, x.add(i));
-            let yv = _mm512_maskz_loadu_ps(mask, y.add(i));
-            acc[0] = _mm512_fmadd_ps(xv, yv, acc[0]);
-        }
-        i += left;
-    }
-    let sum = _mm512_add_ps(_mm512_add_ps(acc[0], acc[1]), _mm512_add_ps(acc[2], acc[3]));
-    _mm512_reduce_add_ps(sum)
-}
-
-/// `c = a · b` (`m × k` times `k × n`) by the contraction core ([`crate::gemm::gemm`]), or
+/// `c = a · b` (`m × k` times `k × n`) by the contraction core ([`relay_linalg::gemm::gemm`]), or
 /// by dot products for a matrix-vector product whose vectors are contiguous, split across the
 /// context's threads when large. Returns 0, or -1 for negative sizes or
 /// strides (the kernel validated both, so this never happens for compiled kernels).
@@ -281,7 +163,10 @@ unsafe fn gemm<T: Element>(
             None => return -1,
         },
     };
-    let whole = crate::gemm::Matrix {
+    // SAFETY: by the contract, `ctx` is null or a live context.
+    let ctx = unsafe { ctx.cast::<KernelContext>().as_ref() };
+    let ops = ctx.map_or_else(Ops::process_default, KernelContext::ops);
+    let whole = relay_linalg::gemm::Matrix {
         ptr: c.cast_const(),
         rows: m as usize,
         cols: n as usize,
@@ -291,7 +176,7 @@ unsafe fn gemm<T: Element>(
     // The epilogue over all of `c`, after a product computed without it.
     let finish = |rc: i32| {
         if let (0, Some(e)) = (rc, &epilogue) {
-            let isa = crate::gemm::current_isa();
+            let isa = ops.isa;
             // SAFETY: `c` and the epilogue's operands are `m × n` (the contract).
             unsafe { e.apply(isa, &whole, (0, whole.rows), (0, whole.cols)) };
         }
@@ -306,8 +191,6 @@ unsafe fn gemm<T: Element>(
         }
         return finish(0);
     }
-    // SAFETY: by the contract, `ctx` is null or a live context.
-    let ctx = unsafe { ctx.cast::<KernelContext>().as_ref() };
     let threads = ctx.map_or(1, |c| c.threads()) as i64;
     let work = m.saturating_mul(n).saturating_mul(k);
     let (a, b, c) = (Shared(a), Shared(b), Shared(c));
@@ -324,13 +207,15 @@ unsafe fn gemm<T: Element>(
     };
     if let Some((len, v, rows, row_stride, out, out_stride)) = gemv {
         let (v, rows, out) = (Shared(v), Shared(rows), Shared(out));
+        let dot = T::dot(ops);
         let run = move |j0: i64, j1: i64| {
             let (v, rows, out) = (v, rows, out);
             for j in j0..j1 {
-                // SAFETY: row `j` has `k` contiguous elements, `out[j]` is an element of `c`.
+                // SAFETY: row `j` has `k` contiguous elements, `out[j]` is an element of `c`;
+                // `dot` is of an instruction set this CPU runs (an `Ops` table).
                 unsafe {
                     *out.0.offset((j * out_stride) as isize) =
-                        T::dot(v.0, rows.0.offset((j * row_stride) as isize), k as usize);
+                        dot(v.0, rows.0.offset((j * row_stride) as isize), k as usize);
                 }
             }
             0
@@ -346,7 +231,7 @@ unsafe fn gemm<T: Element>(
             _ => run(0, len),
         });
     }
-    let view = |ptr: *const T, rows: i64, cols: i64, rs: i64, cs: i64| crate::gemm::Matrix {
+    let view = |ptr: *const T, rows: i64, cols: i64, rs: i64, cs: i64| relay_linalg::gemm::Matrix {
         ptr,
         rows: rows as usize,
         cols: cols as usize,
@@ -356,7 +241,7 @@ unsafe fn gemm<T: Element>(
     // SAFETY: forwarded from this function's contract (sizes and strides non-negative,
     // `k > 0`).
     unsafe {
-        crate::gemm::gemm(
+        relay_linalg::gemm::gemm(
             ctx,
             view(a.0, m, k, rsa, csa),
             view(b.0, k, n, rsb, csb),
@@ -368,7 +253,7 @@ unsafe fn gemm<T: Element>(
 
 /// The `float32` GEMM kernels call: `c = a · b`, `a` `m × k` with row and column strides
 /// `rsa`, `csa` (in elements), and so on, then the epilogue `epilogue` describes (null:
-/// none; [`crate::gemm::Epilogue`]) applied to each tile. Returns 0, or -1 for a negative
+/// none; [`relay_linalg::gemm::Epilogue`]) applied to each tile. Returns 0, or -1 for a negative
 /// size or stride or a malformed epilogue.
 ///
 /// # Safety
@@ -432,7 +317,7 @@ pub unsafe extern "C" fn relay_kernel_dgemm(
 /// The `float16` GEMM kernels call, as [`relay_kernel_sgemm`] on binary16 bits: the operands
 /// are widened to `float32` while packed, the products accumulate in `float32`, and each result
 /// is rounded once to `float16`, then goes through the epilogue as a kernel's `float16` loop
-/// computes it ([`crate::gemm::half_epilogue`]). Returns 0, or -1 for a negative size or
+/// computes it ([`relay_linalg::gemm::half_epilogue`]). Returns 0, or -1 for a negative size or
 /// stride, a result too large to accumulate or a malformed epilogue.
 ///
 /// # Safety
@@ -455,7 +340,7 @@ pub unsafe extern "C" fn relay_kernel_hgemm(
     csc: i64,
     epilogue: *const EpilogueCall,
 ) -> i32 {
-    use crate::gemm::{F16, Matrix};
+    use relay_linalg::gemm::{F16, Matrix};
     if [m, k, n, rsa, csa, rsb, csb, rsc, csc]
         .iter()
         .any(|&v| v < 0)
@@ -490,7 +375,7 @@ pub unsafe extern "C" fn relay_kernel_hgemm(
         };
         // SAFETY: forwarded from this function's contract; `acc` holds the `m × n` result.
         let rc = unsafe {
-            crate::gemm::gemm(
+            relay_linalg::gemm::gemm(
                 // SAFETY: by the contract, `ctx` is null or a live context.
                 ctx.cast::<KernelContext>().as_ref(),
                 view(a, mu, ku, rsa, csa),
@@ -518,11 +403,11 @@ fn half_epilogue(
     call: *const EpilogueCall,
     m: usize,
     n: usize,
-) -> Option<Option<crate::gemm::half_epilogue::HalfEpilogue>> {
+) -> Option<Option<relay_linalg::gemm::half_epilogue::HalfEpilogue>> {
     // SAFETY: by the contract.
     match unsafe { call.as_ref() } {
         None => Some(None),
-        Some(call) => crate::gemm::half_epilogue::HalfEpilogue::decode(call, m, n).map(Some),
+        Some(call) => relay_linalg::gemm::half_epilogue::HalfEpilogue::decode(call, m, n).map(Some),
     }
 }
 
@@ -539,7 +424,7 @@ unsafe fn round_to_f16(
     m: usize,
     n: usize,
     (c, rsc, csc): (*mut u16, i64, i64),
-    epilogue: Option<&crate::gemm::half_epilogue::HalfEpilogue>,
+    epilogue: Option<&relay_linalg::gemm::half_epilogue::HalfEpilogue>,
 ) {
     for (i, row) in acc.chunks_exact_mut(n.max(1)).take(m).enumerate() {
         if let Some(e) = epilogue {
@@ -550,7 +435,7 @@ unsafe fn round_to_f16(
         let out = unsafe { c.offset(i as isize * rsc as isize) };
         if csc == 1 {
             // SAFETY: the row's `n` elements are contiguous in `c` and in `acc`.
-            unsafe { crate::gemm::operand::narrow(row.as_ptr(), out, n) };
+            unsafe { relay_linalg::gemm::operand::narrow(row.as_ptr(), out, n) };
             continue;
         }
         for (j, &v) in row.iter().enumerate() {
@@ -663,32 +548,6 @@ mod tests {
     }
 
     #[test]
-    fn every_dot_product_path_agrees_on_every_length() {
-        for n in 0..300usize {
-            let x: Vec<f32> = (0..n).map(|i| ((i * 7) % 11) as f32 - 5.0).collect();
-            let y: Vec<f32> = (0..n).map(|i| ((i * 3) % 13) as f32 * 0.25).collect();
-            // Small integers and quarters: every path's sum is exact.
-            let want: f32 = x.iter().zip(&y).map(|(a, b)| a * b).sum();
-            // SAFETY: both vectors hold `n` elements.
-            let scalar = unsafe { dot_scalar(x.as_ptr(), y.as_ptr(), n) };
-            assert_eq!(scalar, want, "scalar, n = {n}");
-            #[cfg(target_arch = "x86_64")]
-            {
-                if std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma") {
-                    // SAFETY: the CPU has the features; both vectors hold `n` elements.
-                    let v = unsafe { dot_f32_avx2(x.as_ptr(), y.as_ptr(), n) };
-                    assert_eq!(v, want, "avx2, n = {n}");
-                }
-                if std::is_x86_feature_detected!("avx512f") {
-                    // SAFETY: as above.
-                    let v = unsafe { dot_f32_avx512(x.as_ptr(), y.as_ptr(), n) };
-                    assert_eq!(v, want, "avx512, n = {n}");
-                }
-            }
-        }
-    }
-
-    #[test]
     fn matrix_vector_products_use_dot_products() {
         for threads in [1, 2] {
             let ctx = KernelContext::with_threads(threads);
@@ -779,14 +638,14 @@ mod tests {
 
     /// An epilogue adding a per-column bias and clamping to `[-1, 1]`.
     fn bias_clip(bias: &[f32]) -> EpilogueCall {
-        use crate::gemm::epilogue::StepCall;
+        use relay_linalg::gemm::epilogue::StepCall;
         let none = StepCall {
             kind: 0,
             ptr: std::ptr::null(),
             rs: 0,
             cs: 0,
         };
-        let mut steps = [none; crate::gemm::epilogue::MAX_STEPS];
+        let mut steps = [none; relay_linalg::gemm::epilogue::MAX_STEPS];
         steps[0] = StepCall {
             kind: 2,
             ptr: bias.as_ptr().cast(),
@@ -940,7 +799,7 @@ pub struct GemmWindowCall {
 
 /// The `float32` GEMM kernels call for a convolution without its im2col copy: `c = a · b`
 /// where `b` is the image window `call.window` of the image at `image` (implicit im2col,
-/// [`crate::gemm::gemm_window`]), `a` `m × k` and `c` `m × n` strided as `call` says.
+/// [`relay_linalg::gemm::gemm_window`]), `a` `m × k` and `c` `m × n` strided as `call` says.
 /// The epilogue `epilogue` describes (null: none) is applied to each tile, as
 /// [`relay_kernel_sgemm`] does. Returns 0, or -1 for an invalid window, a negative size or
 /// stride or a malformed epilogue.
@@ -1000,7 +859,7 @@ pub unsafe extern "C" fn relay_kernel_hgemm_window(
     c: *mut u16,
     epilogue: *const EpilogueCall,
 ) -> i32 {
-    use crate::gemm::F16;
+    use relay_linalg::gemm::F16;
     // SAFETY: by the contract.
     let call = unsafe { &*call };
     let mut acc = Vec::new();
@@ -1027,13 +886,13 @@ pub unsafe extern "C" fn relay_kernel_hgemm_window(
 }
 
 /// The GEMM-with-an-image-window host functions' body: the call checked, then
-/// [`crate::gemm::gemm_window`] into the result `out(m, n)` gives (its address and row and
+/// [`relay_linalg::gemm::gemm_window`] into the result `out(m, n)` gives (its address and row and
 /// column strides, `call`'s for a result written in place), `epilogue` applied.
 ///
 /// # Safety
 ///
 /// As [`relay_kernel_sgemm_window`], for the result `out` gives.
-unsafe fn gemm_window<T: crate::gemm::Element, S: crate::gemm::Operand<T>>(
+unsafe fn gemm_window<T: relay_linalg::gemm::Element, S: relay_linalg::gemm::Operand<T>>(
     ctx: *mut c_void,
     call: &GemmWindowCall,
     a: *const S,
@@ -1062,7 +921,7 @@ unsafe fn gemm_window<T: crate::gemm::Element, S: crate::gemm::Operand<T>>(
         None => None,
     };
     let (c, [rsc, csc]) = out(u(call.m), u(n));
-    let window = crate::gemm::Window {
+    let window = relay_linalg::gemm::Window {
         ptr: image,
         channels: u(w.channels),
         size: [u(w.height), u(w.width)],
@@ -1073,7 +932,7 @@ unsafe fn gemm_window<T: crate::gemm::Element, S: crate::gemm::Operand<T>>(
         out: [u(w.out_h), u(w.out_w)],
         transposed: false,
     };
-    let view = |ptr, rows, cols, rs: i64, cs: i64| crate::gemm::Matrix {
+    let view = |ptr, rows, cols, rs: i64, cs: i64| relay_linalg::gemm::Matrix {
         ptr,
         rows: u(rows),
         cols: u(cols),
@@ -1083,11 +942,11 @@ unsafe fn gemm_window<T: crate::gemm::Element, S: crate::gemm::Operand<T>>(
     // SAFETY: by the contract, `ctx` is null or a live context; the views are valid (sizes
     // and strides checked non-negative, `k > 0` as the window is valid).
     unsafe {
-        crate::gemm::gemm_window(
+        relay_linalg::gemm::gemm_window(
             ctx.cast::<KernelContext>().as_ref(),
             view(a, call.m, k, call.rsa, call.csa),
             window,
-            crate::gemm::Matrix {
+            relay_linalg::gemm::Matrix {
                 ptr: c.cast_const(),
                 rows: u(call.m),
                 cols: u(n),

@@ -1,6 +1,6 @@
 //! Operators the kernel library computes whole, with no loop nest (TVM's extern tensors): the
 //! LSTM and GRU recurrences (`nn.lstm_recurrence`, `nn.gru_recurrence`, computed by
-//! [`crate::rnn`]). A recurrence is sequential over its steps, which a tensor expression
+//! [`relay_linalg::rnn`]). A recurrence is sequential over its steps, which a tensor expression
 //! cannot say; the operators are opaque, so fusion leaves each alone in its primitive function,
 //! and such a primitive — one call of the operator on its parameters — compiles to a
 //! [`PackedFunc`] whose entry is the library function ([`compile`]) instead of JIT code. Its
@@ -12,7 +12,7 @@ use relay_ops::support::attr_bool;
 use crate::KernelError;
 use crate::abi::{ArgSpec, DLDataType, DLTensor, KernelSpec, dtype_name};
 use crate::packed::PackedFunc;
-use crate::rnn::{self, Gru, Lstm, Sizes};
+use relay_linalg::rnn::{Gru, Lstm, Sizes};
 
 /// A host operator with its attributes.
 #[derive(Clone, Copy, Debug)]
@@ -215,7 +215,8 @@ unsafe fn check(t: &DLTensor, a: &ArgSpec) -> Result<usize, String> {
     Ok(n)
 }
 
-/// Runs host operator `op` on `tensors` (the arguments of `spec`, inputs first).
+/// Runs host operator `op` with the kernels of `ops` on `tensors` (the arguments of `spec`,
+/// inputs first).
 ///
 /// # Safety
 ///
@@ -223,6 +224,7 @@ unsafe fn check(t: &DLTensor, a: &ArgSpec) -> Result<usize, String> {
 /// writes (outputs) of its whole size, with no overlap between outputs and other arguments.
 pub(crate) unsafe fn call(
     op: HostOp,
+    ops: &relay_linalg::Ops,
     spec: &KernelSpec,
     tensors: &[&DLTensor],
 ) -> Result<(), String> {
@@ -260,7 +262,7 @@ pub(crate) unsafe fn call(
                 clip,
                 input_forget,
             };
-            rnn::lstm(s, &args, output(5), output(6), output(7));
+            (ops.lstm)(s, &args, output(5), output(6), output(7));
         }
         HostOp::Gru {
             reverse,
@@ -276,7 +278,7 @@ pub(crate) unsafe fn call(
                 clip,
                 linear_before_reset,
             };
-            rnn::gru(s, &args, output(4), output(5));
+            (ops.gru)(s, &args, output(4), output(5));
         }
     }
     Ok(())

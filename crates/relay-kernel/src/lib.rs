@@ -1,4 +1,4 @@
-//! The kernel compiler (DESIGN §5): every fused primitive function (`Primitive=1`) becomes a
+//! The kernel compiler (docs/design.md §7): every fused primitive function (`Primitive=1`) becomes a
 //! native packed function.
 //!
 //! The pipeline, one module each, in order (each stage's output can be printed):
@@ -32,20 +32,15 @@ pub mod cache;
 pub mod codegen;
 pub mod compose;
 pub mod contract;
-pub mod depthwise;
 pub mod error;
-pub mod gemm;
 pub mod host;
 pub mod host_op;
-pub mod isa;
 pub mod jit;
 pub mod listing;
 pub mod loops;
 pub mod lower;
 pub mod math;
 pub mod packed;
-pub mod pool;
-pub mod rnn;
 pub mod schedule;
 pub mod specialize;
 pub mod target;

@@ -222,7 +222,7 @@ pub fn direct_window(c: &Contraction, shape: &[i64]) -> bool {
 /// The host depthwise convolution computing contraction `c` (tensor `t`, in a kernel with
 /// `inputs`), if it is one (`lower::host_depthwise`: a float32 depthwise convolution of a
 /// kernel input by weights read in place). It is materialized and computed by one call of
-/// `crate::depthwise` instead of a [`direct_window`]; its epilogue runs over its buffer.
+/// `relay_linalg::depthwise` instead of a [`direct_window`]; its epilogue runs over its buffer.
 pub(crate) fn uses_host_depthwise(
     t: &Tensor,
     c: &Contraction,
@@ -536,7 +536,7 @@ pub enum Node {
     /// A call of the host depthwise convolution.
     Depthwise {
         /// Its shape.
-        params: crate::depthwise::DepthwiseParams,
+        params: relay_linalg::depthwise::DepthwiseParams,
         /// The result's buffer.
         out: BufferId,
         /// The data's buffer.

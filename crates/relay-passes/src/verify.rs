@@ -1,5 +1,5 @@
 //! The IR verifier: well-formedness of a module, plus the invariants earlier passes promised
-//! (DESIGN §3, `docs/passes.md`, "The verifier").
+//! (docs/design.md §6, `docs/passes.md`, "The verifier").
 //!
 //! Always checked: every variable use is in scope (bound by an enclosing parameter list, an
 //! earlier binding of the let-chain, the binding itself when its value is a function literal,

@@ -33,7 +33,10 @@ self_cell::self_cell!(
 ///
 /// `threads` is its kernel threads (default: the executable's, set by `compile(threads=)`;
 /// 0 = every core); `max_frames` bounds the call depth (deeper recursion is a
-/// `relayc.RunError`); `profile=True` records per-kernel timings for `profile()`.
+/// `relayc.RunError`); `profile=True` records per-kernel timings for `profile()`; `isa`
+/// picks the host kernels' instruction set (`"portable"`, `"avx2"` or `"avx512"`, one this CPU
+/// runs; default: `$RELAYC_ISA`, else the best the CPU has), to test and benchmark every path
+/// on one machine.
 ///
 /// >>> vm = relayc.VM(exe)
 /// >>> y = vm(x)                      # @main on x
@@ -50,29 +53,36 @@ pub struct VM {
 #[pymethods]
 impl VM {
     #[new]
-    #[pyo3(signature = (exe, threads = None, max_frames = 1_000_000, profile = false))]
+    #[pyo3(signature = (exe, threads = None, max_frames = 1_000_000, profile = false, isa = None))]
     fn new(
         exe: Bound<'_, Executable>,
         threads: Option<usize>,
         max_frames: usize,
         profile: bool,
-    ) -> VM {
+        isa: Option<&str>,
+    ) -> PyResult<VM> {
+        let py = exe.py();
+        let ops = isa
+            .map(|name| relay::Isa::select(name).and_then(relay::Ops::for_isa))
+            .transpose()
+            .map_err(|error| usage(py, Stage::Usage, format!("isa: {error}")))?;
         let pending = Arc::new(Mutex::new(None));
         let options = VmOptions {
             threads: threads.unwrap_or(exe.get().threads),
             max_frames,
             profile,
             interrupt: Some(keyboard_interrupt(pending.clone())),
+            ops,
             ..VmOptions::default()
         };
         let cell = VmCell::new(exe.get().inner.clone(), |exe| {
             relay::Vm::with_options(exe, options)
         });
-        VM {
+        Ok(VM {
             cell,
             exe: exe.unbind(),
             pending,
-        }
+        })
     }
 
     /// Runs global function `entry` on the arguments, by position or by parameter name (an

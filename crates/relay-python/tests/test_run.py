@@ -354,3 +354,31 @@ def test_profile_needs_a_profiling_vm(add_exe):
     vm(x, y)
     with pytest.raises(relayc.Error):
         vm.profile()
+
+
+# --- the host kernels' instruction set -----------------------------------------------------
+
+WIDE_DENSE = P.HEADER + """
+def @main(%x: Tensor[(33, 200), float32], %w: Tensor[(70, 200), float32]) {
+  nn.relu(nn.dense(%x, %w, units=70))
+}
+"""
+
+
+def test_every_isa_the_cpu_runs_gives_the_same_product_and_others_are_errors():
+    rng = np.random.default_rng(12)
+    x, w = seeded(rng, (33, 200)), seeded(rng, (70, 200))
+    want = np.maximum(x @ w.T, 0)
+    exe = relayc.compile(WIDE_DENSE)
+    ran = []
+    for isa in ["portable", "avx2", "avx512"]:
+        try:
+            vm = relayc.VM(exe, threads=1, isa=isa)
+        except relayc.Error as e:
+            assert "this CPU cannot run" in str(e), e
+            continue
+        np.testing.assert_allclose(vm(x, w), want, rtol=1e-4, atol=1e-4)
+        ran.append(isa)
+    assert "portable" in ran
+    with pytest.raises(relayc.Error, match="unknown instruction set `sse2`"):
+        relayc.VM(exe, isa="sse2")

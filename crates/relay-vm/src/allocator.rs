@@ -1,4 +1,4 @@
-//! The pooled storage allocator behind `AllocStorage` (DESIGN §6).
+//! The pooled storage allocator behind `AllocStorage` (docs/design.md §9).
 //!
 //! TVM's `PooledAllocator` rounded every request up to a page multiple and kept one free list
 //! per *exact* rounded size, never returning memory until `Clear()`. Two complaints followed:

@@ -121,7 +121,7 @@ pub fn compile(module: &Module) -> std::result::Result<Executable, CompileError>
             .collect(),
         types: module.types.clone(),
         cache: Arc::default(),
-        packed_constants: std::sync::OnceLock::new(),
+        packed: std::sync::OnceLock::new(),
     };
     // The compiler's output is valid by construction; checking it is cheap and turns a
     // compiler bug into an error instead of a VM misbehaving.

@@ -1,12 +1,12 @@
-//! The executable: what the compiler produces and the VM runs (DESIGN §6). Immutable once
+//! The executable: what the compiler produces and the VM runs (docs/design.md §9). Immutable once
 //! built, so many VMs on many threads can share one (`Send + Sync`).
 
 use std::collections::HashMap;
 use std::sync::{Arc, OnceLock};
 
 use relay_ir::{Expr, Function, NDArray, Type, TypeDef, TypeKind};
-use relay_kernel::gemm::cache::{Registration, register};
 use relay_kernel::{KernelCache, KernelError, PackedFunc};
+use relay_linalg::gemm::prepacked::PackedConstants;
 
 use crate::bytecode::{BytecodeError, Tables, VmFunction, validate};
 use crate::scalar::ScalarKernel;
@@ -144,34 +144,35 @@ pub struct Executable {
     pub types: Vec<TypeDef>,
     /// Specializations of dynamic kernels, shared by every VM running this executable.
     pub cache: Arc<KernelCache>,
-    /// The constant pool registered with the contraction core by the first VM to run this
-    /// executable ([`Executable::register_constants`]), so that a GEMM operand read from a
-    /// constant (weights) is packed once; unregistered, and its packings evicted, when the
-    /// last clone of the executable drops.
-    pub packed_constants: OnceLock<Arc<Registration>>,
+    /// The packed forms of the constants' GEMM operands (weights), made on first use by the
+    /// VMs running this executable and freed when its last clone drops
+    /// ([`Executable::packed_constants`]).
+    pub packed: OnceLock<Arc<PackedConstants>>,
 }
 
 impl Executable {
-    /// Registers the constant pool's arrays (those owning their bytes) as immutable memory
-    /// with the contraction core, once: GEMMs then pack an operand read from a constant on
-    /// first use and reuse the packing ([`relay_kernel::gemm::cache`]).
-    pub fn register_constants(&self) {
-        self.packed_constants.get_or_init(|| {
-            let owned: Vec<Arc<NDArray>> = self
+    /// The packed constant operands of this executable: the constant pool's arrays that own
+    /// their bytes, by constant index, with the packed forms GEMMs made of them so far
+    /// ([`relay_linalg::gemm::prepacked`]). Every VM running the executable hands it to its
+    /// kernel calls, so a weight is packed once per executable, not per VM or per call.
+    pub fn packed_constants(&self) -> &Arc<PackedConstants> {
+        self.packed.get_or_init(|| {
+            let owned: Vec<(usize, Arc<NDArray>)> = self
                 .constants
                 .iter()
-                .filter(|c| !c.is_view())
-                .cloned()
+                .enumerate()
+                .filter(|(_, c)| !c.is_view())
+                .map(|(i, c)| (i, c.clone()))
                 .collect();
-            let ranges: Vec<(usize, usize)> = owned
+            let ranges: Vec<(usize, usize, usize)> = owned
                 .iter()
-                .map(|c| (c.as_bytes().as_ptr() as usize, c.as_bytes().len()))
+                .map(|(i, c)| (*i, c.as_bytes().as_ptr() as usize, c.as_bytes().len()))
                 .collect();
-            // SAFETY: the registration holds the arrays, which own their bytes, and tensors
-            // are immutable values: no kernel stores to an input, and a shared array is copied
-            // before being written (the registration's clones keep every one shared).
-            Arc::new(unsafe { register(ranges, owned) })
-        });
+            // SAFETY: the table holds the arrays, which own their bytes, and tensors are
+            // immutable values: no kernel stores to an input, and a shared array is copied
+            // before being written (the table's clones keep every one shared).
+            Arc::new(unsafe { PackedConstants::new(ranges, owned) })
+        })
     }
 
     /// The tables the functions' instructions refer to.

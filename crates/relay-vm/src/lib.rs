@@ -1,4 +1,4 @@
-//! The Relay virtual machine (DESIGN §6): a register-based bytecode, the compiler from the
+//! The Relay virtual machine (docs/design.md §9): a register-based bytecode, the compiler from the
 //! lowered IR to it, the executable, the VM that runs it and calls the JIT-compiled kernels,
 //! and the pooled allocator behind `AllocStorage`.
 //!

@@ -1,4 +1,4 @@
-//! The VM: runs an [`Executable`]'s bytecode (DESIGN §6).
+//! The VM: runs an [`Executable`]'s bytecode (docs/design.md §9).
 //!
 //! - **Frames on a heap vector**: a call pushes a [`Frame`] and a window of the register
 //!   stack sized by the callee's register count; a return pops both. Relay recursion never
@@ -47,6 +47,9 @@ pub struct VmOptions {
     /// Asked at function-call and kernel boundaries whether to stop the run
     /// ([`VmErrorKind::Interrupted`]).
     pub interrupt: Option<Interrupt>,
+    /// The host kernels' instruction set ([`relay_linalg::Ops::for_isa`], checked against the
+    /// CPU when made); `None` for the process default (`RELAYC_ISA`, else the detected one).
+    pub ops: Option<&'static relay_linalg::Ops>,
 }
 
 impl Default for VmOptions {
@@ -58,6 +61,7 @@ impl Default for VmOptions {
             trace: false,
             allocator_cap: crate::allocator::DEFAULT_CAP_BYTES,
             interrupt: None,
+            ops: None,
         }
     }
 }
@@ -148,11 +152,14 @@ impl<'e> Vm<'e> {
         });
         // Starts the kernels' thread pool now (the shared pool of every core on first use), so
         // the first kernel call of the first run does not pay for it.
-        let context = KernelContext::with_threads(options.threads);
+        let mut context = KernelContext::with_threads(options.threads);
+        if let Some(ops) = options.ops {
+            context = context.with_ops(ops);
+        }
+        context.set_constants(Some(exe.packed_constants().clone()));
         if let (true, Some(pool)) = (options.profile && options.trace, context.pool()) {
             pool.set_tracing(true);
         }
-        exe.register_constants();
         Vm {
             exe,
             allocator: PooledAllocator::new(options.allocator_cap),

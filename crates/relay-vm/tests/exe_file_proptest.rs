@@ -283,6 +283,7 @@ fn check(fixture: &Fixture, mutations: &[Mutation], sealed: bool, full: bool) ->
             trace: false,
             allocator_cap: 1 << 20,
             interrupt: None,
+            ops: None,
         };
         let mut vm = Vm::with_options(&exe, options);
         // Ok or a VmError: either way, no panic.
@@ -393,6 +394,7 @@ proptest! {
                 trace: false,
                 allocator_cap: 1 << 20,
                 interrupt: None,
+                ops: None,
             };
             let _ = Vm::with_options(&exe, options).invoke("main", &f.inputs);
         }

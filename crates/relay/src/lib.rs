@@ -5,7 +5,7 @@
 //! parameters to constants (`bind_params_by_name`), runs the pass pipeline and compiles the
 //! lowered module to an [`Executable`] (`relay.vm.compile`), JIT-compiling its kernels; a
 //! [`Vm`] runs the executable (`VirtualMachine`). An executable saves to one file and loads
-//! back ([`Executable::save`], [`Executable::load`]: the `.ro` format of DESIGN §7, kernels
+//! back ([`Executable::save`], [`Executable::load`]: the `.ro` format of docs/design.md §10, kernels
 //! re-JIT-compiled at load). Values going in and out are [`Value`]s:
 //! tensors ([`Tensor`] converts them from and to Rust slices and `.npy` files), tuples, ADT
 //! values, closures and references. Every failure is a typed [`Error`] that renders as a miette
@@ -72,16 +72,42 @@ pub use bind::bind_params;
 pub use compiler::{CompileTimes, Compiler, run_passes, verify_kernels};
 pub use error::{Error, Reported, Result};
 pub use kernels::KernelFailure;
-/// The IR: modules, expressions, types (what [`parse`] returns and passes transform).
+/// The reference interpreter: runs a typed module directly, one operator at a time with the
+/// operators' reference evaluations (`relayc run --executor interp`); the oracle of the tests.
+pub use relay_interp as interp;
+/// The IR: modules, expressions, types (what [`parse`] returns and passes transform), and
+/// its printer ([`ir::print_module`]).
 pub use relay_ir as ir;
+/// The kernel compiler's listings and targets: a module's primitive functions printed as loop
+/// nests, Cranelift IR or machine code, for the host or another instruction set
+/// (`relayc build --emit kernels|clif|asm --target`).
+pub mod listing {
+    pub use relay_kernel::target::{ARCHITECTURES, host_triple};
+    pub use relay_kernel::{
+        DYNAMIC_NOTE, KernelText, Target, primitive_functions, print_kernels_for,
+    };
+}
+/// The host kernels' instruction sets: [`Isa::detected`], the `RELAYC_ISA` override
+/// ([`Isa::from_env`]), and the kernel table of one ([`Ops::for_isa`], for
+/// [`VmOptions::ops`]).
+pub use relay_linalg::{Isa, IsaError, Ops, isa::ISA_VAR};
 /// ONNX models into Relay ([`onnx::import`]): the module, its initializers as parameters
 /// (bind them with a [`Compiler`]'s parameters), and the graph's inputs and outputs.
 pub use relay_onnx as onnx;
+/// The passes by name and the pass manager (`relayc opt`).
+pub use relay_passes as passes;
 pub use relay_passes::{MAX_OPT_LEVEL, PassManager, PipelineConfig};
+/// Reading and writing `.npy` and `.npz` files (numpy's formats).
+pub use relay_runtime::npy;
 pub use relay_runtime::{ALIGNMENT, AdtValue, DType, DTypeCode, NDArray, Value};
+/// Renders a diagnostic as plain text, without colors: what `relayc` prints when stderr is
+/// not a terminal, and what the golden files hold.
+pub use relay_syntax::render_plain;
+/// The first bytes of every executable file (`.ro`).
+pub use relay_vm::file::MAGIC as EXECUTABLE_MAGIC;
 pub use relay_vm::{
     CompileError, ExeFileError, Executable, Interrupt, Profile, VmError, VmErrorKind, VmFunction,
-    VmOptions,
+    VmOptions, compile as compile_lowered,
 };
 pub use tensor::{Element, Tensor, describe};
 pub use vm::Vm;

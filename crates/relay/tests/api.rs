@@ -700,8 +700,22 @@ def @main(%x: Tensor[(64, 256), float32], %w: Tensor[(384, 256), float32]) {
 }
 "#;
 
+/// Runs `exe` four times on `args` in a VM of `threads` threads, checking each result.
+fn run_dense(exe: &Executable, args: &[Value], expected: &Value, threads: usize) {
+    let options = relay::VmOptions {
+        threads,
+        ..relay::VmOptions::default()
+    };
+    let mut vm = relay::Vm::with_options(exe, options);
+    for _ in 0..4 {
+        let got = vm.invoke("main", args).unwrap();
+        // Sums of 256 products in another order than the interpreter's.
+        compare_values(&got, expected, 1e-4, 1e-4).unwrap();
+    }
+}
+
 #[test]
-fn bound_weights_are_packed_once_and_evicted_with_the_executable() {
+fn bound_weights_are_packed_once_per_executable_and_freed_with_it() {
     let module = parse(WIDE_DENSE);
     let mut args = random_args(&module, 7);
     let w = Tensor::try_from(args.remove(1)).unwrap();
@@ -712,36 +726,43 @@ fn bound_weights_are_packed_once_and_evicted_with_the_executable() {
         &InterpOptions::default(),
     )
     .unwrap();
-    let exe = Compiler::new()
-        .params([("w".to_string(), w)])
-        .compile(&module)
-        .unwrap();
-    let weights = exe
-        .constants
-        .iter()
-        .find(|c| c.shape() == [384, 256])
-        .expect("the weights are a constant");
-    let addr = weights.as_bytes().as_ptr() as usize;
+    let compile = || {
+        Compiler::new()
+            .params([("w".to_string(), w.clone())])
+            .compile(&module)
+            .unwrap()
+    };
+    // Two executables sharing the weights' storage (the same `Tensor`).
+    let (first, second) = (compile(), compile());
     for threads in [1, 2] {
-        let options = relay::VmOptions {
-            threads,
-            ..relay::VmOptions::default()
-        };
-        let mut vm = relay::Vm::with_options(&exe, options);
-        for _ in 0..4 {
-            let got = vm.invoke("main", &args).unwrap();
-            // Sums of 256 products in another order than the interpreter's.
-            compare_values(&got, &expected, 1e-4, 1e-4).unwrap();
-        }
+        run_dense(&first, &args, &expected, threads);
     }
     // Packed on the first call, reused by the seven others and by the second VM.
-    assert_eq!(relay_kernel::gemm::cache::packs_at(addr), Some(1));
-    drop(exe);
-    assert_eq!(relay_kernel::gemm::cache::packs_at(addr), None);
-    assert_eq!(
-        relay_kernel::gemm::cache::cached_in(addr, addr + 384 * 256 * 4),
-        0
+    let packed = first.packed_constants();
+    assert_eq!(packed.packs(), 1);
+    let bytes = packed.bytes();
+    assert!(bytes >= 384 * 256 * 4, "{bytes} bytes packed");
+    // The second executable packs its own copy, once, and the first's is untouched.
+    run_dense(&second, &args, &expected, 1);
+    assert_eq!(second.packed_constants().packs(), 1);
+    assert_eq!(first.packed_constants().packs(), 1);
+    // Dropping the first frees its packed weights while the second still runs on its own.
+    let weak = std::sync::Arc::downgrade(first.packed_constants());
+    drop(first);
+    assert!(
+        weak.upgrade().is_none(),
+        "the packed weights outlive their executable"
     );
+    run_dense(&second, &args, &expected, 2);
+    assert_eq!(second.packed_constants().packs(), 1);
+    assert_eq!(second.packed_constants().bytes(), bytes);
+
+    // An executable loaded from a `.ro` packs once too.
+    let loaded = Executable::from_bytes(&second.to_bytes().unwrap()).unwrap();
+    assert_eq!(loaded.packed_constants().packs(), 0);
+    run_dense(&loaded, &args, &expected, 1);
+    run_dense(&loaded, &args, &expected, 2);
+    assert_eq!(loaded.packed_constants().packs(), 1);
 }
 
 /// The LSTM and GRU recurrences (relayc's fused cells, computed by the kernel library) in

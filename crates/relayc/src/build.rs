@@ -7,11 +7,11 @@
 //! `--emit ir` prints the lowered module, `--emit bytecode` every VM function, `--emit kernels`
 //! each kernel's loop nest, `--emit clif` each kernel's Cranelift IR and `--emit asm` its
 //! machine code (Cranelift's listing), on stdout or to `-o`. With `--target TARGET` (a triple
-//! and optional features, [`relay_kernel::Target`]) `--emit clif|asm` compile the kernels for
+//! and optional features, [`relay::listing::Target`]) `--emit clif|asm` compile the kernels for
 //! that instruction set instead of the host's: the code is listed, never run, so `--target`
 //! with anything else is a usage error, and a kernel the target's backend cannot compile is
 //! reported, naming it.
-//! Without `--emit`, `-o OUT.ro` writes the executable file (DESIGN §7: the bytecode, the
+//! Without `--emit`, `-o OUT.ro` writes the executable file (docs/design.md §10: the bytecode, the
 //! constant pool with the bound `--params`, the kernels as canonical text; `relayc run OUT.ro`
 //! runs it, `relayc disasm OUT.ro` prints its bytecode), after JIT-compiling every static kernel
 //! so that a kernel that cannot be compiled fails the build, not the first run. Without `--emit`
@@ -29,10 +29,10 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use clap::{Args, ValueEnum};
+use relay::Executable;
+use relay::ir::{Module, NDArray};
+use relay::listing::{KernelText, Target};
 use relay::{CompileTimes, KernelFailure};
-use relay_ir::{Module, NDArray};
-use relay_kernel::{KernelText, Target};
-use relay_vm::Executable;
 
 use crate::compile::{PipelineArgs, compile, compile_summary, lower, millis};
 use crate::diagnostics::{report_diagnostic, report_error, report_relay_error};
@@ -148,7 +148,7 @@ fn emit(
     }
     let text = match what {
         Emit::Ir => return write_module(&lowered, output),
-        Emit::Bytecode => match relay_vm::compile(&lowered) {
+        Emit::Bytecode => match relay::compile_lowered(&lowered) {
             Ok(exe) => exe.disassemble(),
             Err(error) => {
                 report_diagnostic(&error);
@@ -268,7 +268,7 @@ fn kernel_summary(exe: &Executable, times: &CompileTimes) -> String {
 
 /// The schedules (`Emit::Schedule`), loop nests (`Emit::Kernels`), Cranelift IR (`Emit::Clif`)
 /// or machine code (`Emit::Asm`) of every kernel of the lowered `module`, each after a
-/// `// kernel NAME` line ([`relay_kernel::print_kernels_for`], what the `ir-tests/kernels/`
+/// `// kernel NAME` line ([`relay::listing::print_kernels_for`], what the `ir-tests/kernels/`
 /// files pin), compiled for `target` (the host when `None`); or every kernel that failed. The
 /// machine code, and the Cranelift IR for a `target`, come after a `// target NAME: FEATURES`
 /// line.
@@ -283,8 +283,8 @@ fn kernels_text(
         Emit::Asm => KernelText::Asm,
         Emit::Ir | Emit::Bytecode | Emit::Kernels => KernelText::LoopNest,
     };
-    let kernels = relay_kernel::primitive_functions(module);
-    let listing = relay_kernel::print_kernels_for(&kernels, text, target);
+    let kernels = relay::listing::primitive_functions(module);
+    let listing = relay::listing::print_kernels_for(&kernels, text, target);
     let header = match (target, text) {
         (Some(target), _) => target_line(target),
         (None, KernelText::Asm) => Target::host()
@@ -323,7 +323,7 @@ fn parse_target(text: &str) -> Result<Target, String> {
 }
 
 /// What `build` says of a kernel with dynamic (`?`) dimensions.
-const DYNAMIC: &str = relay_kernel::DYNAMIC_NOTE;
+const DYNAMIC: &str = relay::listing::DYNAMIC_NOTE;
 
 /// `"s"` unless `n` is 1.
 fn plural(n: usize) -> &'static str {

@@ -8,10 +8,10 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use clap::Args;
+use relay::Executable;
+use relay::MAX_OPT_LEVEL;
+use relay::ir::{Module, NDArray};
 use relay::{CompileTimes, Compiler, PipelineConfig, Tensor};
-use relay_ir::{Module, NDArray};
-use relay_passes::MAX_OPT_LEVEL;
-use relay_vm::Executable;
 
 use crate::Exit;
 use crate::diagnostics::{report_diagnostic, report_error, report_relay_error};

@@ -1,5 +1,5 @@
 //! Writing diagnostics and errors to stderr: miette's colored graphical report on a terminal,
-//! the plain golden-file rendering (`relay_syntax::render_plain`) when stderr is redirected or
+//! the plain golden-file rendering (`relay::render_plain`) when stderr is redirected or
 //! `NO_COLOR` is set.
 
 use std::fmt;
@@ -17,7 +17,7 @@ fn use_color() -> bool {
 /// Renders a diagnostic the way the command line shows it.
 fn render(diagnostic: &dyn Diagnostic) -> String {
     if !use_color() {
-        return relay_syntax::render_plain(diagnostic);
+        return relay::render_plain(diagnostic);
     }
 
     /// Adapts a miette report handler to `Display`.
@@ -32,7 +32,7 @@ fn render(diagnostic: &dyn Diagnostic) -> String {
 
     let mut out = String::new();
     if fmt::write(&mut out, format_args!("{}", Colored(diagnostic))).is_err() {
-        return relay_syntax::render_plain(diagnostic);
+        return relay::render_plain(diagnostic);
     }
     if !out.ends_with('\n') {
         out.push('\n');

@@ -6,7 +6,7 @@
 
 use std::path::Path;
 
-use relay_vm::{ExeFileError, Executable};
+use relay::{ExeFileError, Executable};
 
 use crate::diagnostics::report_diagnostic;
 use crate::{Exit, write_stdout};

@@ -6,10 +6,10 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
-use relay_interp::SplitMix64;
-use relay_ir::{Function, Module, NDArray, Symbol, Type, Value};
-use relay_runtime::npy;
-use relay_vm::{Executable, VmFunction};
+use relay::interp::SplitMix64;
+use relay::ir::{Function, Module, NDArray, Symbol, Type, Value};
+use relay::npy;
+use relay::{Executable, VmFunction};
 
 use crate::Exit;
 use crate::diagnostics::report_error;
@@ -26,7 +26,7 @@ pub(crate) struct InputArgs<'a> {
     pub random_inputs: Option<u64>,
     /// Parameters bound like `--params` entries, from memory (an imported model's
     /// initializers).
-    pub constants: &'a [(String, relay_runtime::NDArray)],
+    pub constants: &'a [(String, relay::NDArray)],
 }
 
 /// A parameter of a function: its name and its type, when known.
@@ -317,15 +317,15 @@ fn check_input(
     let Some(ty) = ty else {
         return Ok(array);
     };
-    if relay_ir::tensor_fits(ty, &array) {
+    if relay::ir::tensor_fits(ty, &array) {
         return Ok(array);
     }
     // bfloat16 and float8 inputs come as their bits or as float values (numpy lacks them).
     let narrow = match ty.kind() {
-        relay_ir::TypeKind::Tensor { dtype, .. } => array.to_minifloat(*dtype),
+        relay::ir::TypeKind::Tensor { dtype, .. } => array.to_minifloat(*dtype),
         _ => None,
     };
-    if let Some(narrow) = narrow.filter(|n| relay_ir::tensor_fits(ty, n)) {
+    if let Some(narrow) = narrow.filter(|n| relay::ir::tensor_fits(ty, n)) {
         Ok(narrow)
     } else {
         Err(format!(
@@ -351,7 +351,7 @@ fn missing_input(name: &str, ty: Option<&Type>) -> String {
 /// function, a reference): no file or seed gives one, so it says how such a function is called.
 fn not_a_tensor(name: &str, ty: Option<&Type>) -> Option<String> {
     let ty = ty?;
-    if matches!(ty.kind(), relay_ir::TypeKind::Tensor { .. }) {
+    if matches!(ty.kind(), relay::ir::TypeKind::Tensor { .. }) {
         return None;
     }
     Some(format!(
@@ -362,12 +362,12 @@ fn not_a_tensor(name: &str, ty: Option<&Type>) -> Option<String> {
     ))
 }
 
-/// A random tensor of a parameter's type (`relay_interp::random_tensor`), or why there is none.
+/// A random tensor of a parameter's type (`relay::interp::random_tensor`), or why there is none.
 fn random_input(name: &str, ty: Option<&Type>, rng: &mut SplitMix64) -> Result<NDArray, String> {
     if let Some(error) = not_a_tensor(name, ty) {
         return Err(error);
     }
-    relay_interp::random_tensor(ty, rng).map_err(|why| {
+    relay::interp::random_tensor(ty, rng).map_err(|why| {
         format!("cannot make a random input `{name}`: {why}; pass --input {name}=PATH.npy")
     })
 }

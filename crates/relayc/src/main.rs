@@ -25,7 +25,7 @@ use std::process::ExitCode;
 use std::sync::OnceLock;
 
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
-use relay_ir::{Module, PrintOptions};
+use relay::ir::{Module, PrintOptions};
 
 use crate::diagnostics::{report_diagnostic, report_error};
 
@@ -116,6 +116,11 @@ fn main() -> ExitCode {
             return ExitCode::from(err.exit_code().clamp(0, 255) as u8);
         }
     };
+    // A bad `RELAYC_ISA` is an error here rather than silently ignored by the kernels.
+    if let Err(error) = relay::Isa::from_env() {
+        report_error(format_args!("{}: {error}", relay::ISA_VAR));
+        return Exit::Usage.into();
+    }
     let exit = match cli.command {
         Command::Check { files } => check(&files),
         Command::Fmt { file, show_types } => fmt(&file, show_types),
@@ -135,7 +140,7 @@ fn main() -> ExitCode {
 fn long_version() -> &'static str {
     static TEXT: OnceLock<String> = OnceLock::new();
     TEXT.get_or_init(|| {
-        let features = match relay_kernel::Target::host() {
+        let features = match relay::listing::Target::host() {
             Ok(host) => host.enabled_features().join(" "),
             Err(error) => format!("none ({error})"),
         };
@@ -143,9 +148,9 @@ fn long_version() -> &'static str {
             "{}\nhost: {}\nkernel features (Cranelift): {features}\nhost kernels (GEMM): {:?}\n\
              build --target: {}",
             env!("CARGO_PKG_VERSION"),
-            relay_kernel::target::host_triple(),
-            relay_kernel::isa::Isa::detected(),
-            relay_kernel::target::ARCHITECTURES.join(", ")
+            relay::listing::host_triple(),
+            relay::Isa::detected(),
+            relay::listing::ARCHITECTURES.join(", ")
         )
     })
 }
@@ -177,7 +182,7 @@ fn fmt(file: &Path, show_types: bool) -> Exit {
     let Some(module) = module else {
         return Exit::UserError;
     };
-    let text = relay_ir::print_module(&module, &PrintOptions { show_types });
+    let text = relay::ir::print_module(&module, &PrintOptions { show_types });
     write_stdout(&text)
 }
 
@@ -185,15 +190,15 @@ fn fmt(file: &Path, show_types: bool) -> Exit {
 /// why on stderr and returns `None`.
 fn load_typed(file: &Path) -> Option<Module> {
     let module = load(file)?;
-    match relay_types::check_module(&module) {
+    match relay::check(&module) {
         Ok(warnings) => {
             for warning in &warnings {
-                report_diagnostic(warning);
+                report_diagnostic(warning.as_ref());
             }
             Some(module)
         }
         Err(errors) => {
-            report_diagnostic(&errors);
+            report_diagnostic(errors.as_ref());
             None
         }
     }
@@ -209,10 +214,10 @@ fn load(file: &Path) -> Option<Module> {
         }
     };
     let name = file.to_string_lossy();
-    match relay_syntax::parse(&text, &name) {
+    match relay::parse_unchecked(&text, &name) {
         Ok(module) => Some(module),
         Err(errors) => {
-            report_diagnostic(&errors);
+            report_diagnostic(errors.as_ref());
             None
         }
     }

@@ -4,8 +4,8 @@
 
 use std::path::{Path, PathBuf};
 
-use relay_onnx::{ImportOptions, Imported};
-use relay_runtime::NDArray;
+use relay::NDArray;
+use relay::onnx::{ImportOptions, Imported};
 
 use crate::Exit;
 use crate::diagnostics::{report_diagnostic, report_error};
@@ -78,7 +78,7 @@ pub fn load_with_inputs(
     // The shapes of the data given: they fix the model's symbolic dimensions.
     let mut shapes = Vec::new();
     for (name, path) in inputs {
-        match relay_runtime::npy::read_npy_file(path) {
+        match relay::npy::read_npy_file(path) {
             Ok(array) if is_import_constant(&array) => constants.push((name.clone(), array)),
             Ok(array) => {
                 shapes.push((name.clone(), array.shape().to_vec()));
@@ -141,7 +141,7 @@ fn import_file(
         input_shapes: input_shapes.to_vec(),
         constants,
     };
-    match relay_onnx::import_owned(bytes, &options) {
+    match relay::onnx::import_owned(bytes, &options) {
         Ok(imported) => Some(imported),
         Err(err) => {
             report_diagnostic(&err);
@@ -162,7 +162,7 @@ fn write_inline(imported: &Imported, output: &Path) -> Exit {
             return Exit::UserError;
         }
     };
-    let text = relay_onnx::with_comment(&module, &imported.comment());
+    let text = relay::onnx::with_comment(&module, &imported.comment());
     if let Err(err) = std::fs::write(output, text) {
         report_error(format_args!("cannot write `{}`: {err}", output.display()));
         return Exit::UserError;
@@ -203,7 +203,7 @@ pub fn import(args: &ImportArgs) -> Exit {
         .iter()
         .map(|(n, a)| (n.clone(), a))
         .collect();
-    if let Err(err) = relay_runtime::npy::write_npz_file(&params_out, &entries) {
+    if let Err(err) = relay::npy::write_npz_file(&params_out, &entries) {
         report_error(format_args!(
             "cannot write `{}`: {err}",
             params_out.display()

@@ -8,8 +8,8 @@
 use std::path::{Path, PathBuf};
 
 use clap::Args;
-use relay_ir::{Module, PrintOptions};
-use relay_passes::{MAX_OPT_LEVEL, Pass, PassManager, pass_by_name, unknown_pass_help};
+use relay::ir::{Module, PrintOptions};
+use relay::passes::{MAX_OPT_LEVEL, Pass, PassManager, pass_by_name, unknown_pass_help};
 
 use crate::compile::load_config;
 use crate::diagnostics::{report_error, report_relay_error};
@@ -164,7 +164,7 @@ pub(crate) fn passes_named(names: &[String], flag: &str) -> Result<Vec<&'static 
 /// Prints the module to `output` or stdout.
 pub(crate) fn write_module(module: &Module, output: Option<&Path>) -> Exit {
     write_text(
-        &relay_ir::print_module(module, &PrintOptions::default()),
+        &relay::ir::print_module(module, &PrintOptions::default()),
         output,
     )
 }

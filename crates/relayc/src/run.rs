@@ -23,13 +23,13 @@ use std::time::Instant;
 
 use clap::{Args, ValueEnum};
 use miette::{Diagnostic, LabeledSpan, NamedSource, SourceCode};
-use relay_interp::InterpOptions;
-use relay_ir::{Module, NDArray, Source, Symbol, Type, Value};
-use relay_runtime::npy;
-use relay_vm::{Executable, Vm, VmError, VmOptions};
+use relay::interp::InterpOptions;
+use relay::ir::{Module, NDArray, Source, Symbol, Type, Value};
+use relay::npy;
+use relay::{Executable, Vm, VmError, VmOptions};
 
 use crate::compile::{PipelineArgs, compile, compile_summary, lower, millis};
-use crate::diagnostics::{report_diagnostic, report_error};
+use crate::diagnostics::{report_diagnostic, report_error, report_relay_error};
 use crate::inputs::{
     Bound, InputArgs, bind_arguments, defined_functions, executable_functions, function_params,
     read_inputs_file, split_params, vm_function_params,
@@ -100,6 +100,11 @@ pub struct RunArgs {
     /// [default: 0].
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(0..=MAX_THREADS))]
     threads: Option<u16>,
+    /// The host kernels' instruction set: portable, avx2 or avx512, one this CPU runs (VM
+    /// only), to test and benchmark every path on one machine [default: $RELAYC_ISA, else the
+    /// best the CPU has].
+    #[arg(long, value_name = "ISA")]
+    isa: Option<relay::Isa>,
 }
 
 impl RunArgs {
@@ -169,15 +174,20 @@ pub fn run(args: &RunArgs) -> Exit {
         for (given, flag) in [
             (args.profiling(), "--profile"),
             (args.threads.is_some(), "--threads"),
+            (args.isa.is_some(), "--isa"),
         ] {
             if given {
                 report_error(format_args!(
                     "{flag} needs the VM: the reference interpreter (--executor interp) has no \
-                     profiler and no kernel threads"
+                     profiler, no kernel threads and no host kernels"
                 ));
                 return Exit::Usage;
             }
         }
+    }
+    if let Some(Err(error)) = args.isa.map(relay::Ops::for_isa) {
+        report_error(format_args!("--isa: {error}"));
+        return Exit::Usage;
     }
     let output_kind = match &args.output {
         None => None,
@@ -263,7 +273,7 @@ pub fn run(args: &RunArgs) -> Exit {
         Ok(result) => result,
         Err(exit) => return exit,
     };
-    let ty = relay_interp::result_type(&module, entry);
+    let ty = relay::interp::result_type(&module, entry);
     finish(args, output_kind, &result, ty.as_ref(), &module)
 }
 
@@ -328,15 +338,15 @@ fn run_executable(
 
 /// Whether `path` is an executable file rather than Relay text: its name ends in `.ro` (a file
 /// that then lacks the magic bytes gets the loader's error), or it starts with
-/// [`relay_vm::file::MAGIC`]. A file that cannot be read is not one (the text path reports it).
+/// [`relay::EXECUTABLE_MAGIC`]. A file that cannot be read is not one (the text path reports it).
 fn is_executable(path: &Path) -> bool {
     if path.extension().is_some_and(|e| e == "ro") {
         return true;
     }
-    let mut magic = [0u8; relay_vm::file::MAGIC.len()];
+    let mut magic = [0u8; relay::EXECUTABLE_MAGIC.len()];
     std::fs::File::open(path)
         .and_then(|mut file| file.read_exact(&mut magic))
-        .is_ok_and(|()| magic == relay_vm::file::MAGIC)
+        .is_ok_and(|()| magic == relay::EXECUTABLE_MAGIC)
 }
 
 /// The entry function's name, without a leading `@`.
@@ -369,7 +379,7 @@ fn finish(
     match (output_kind, &args.output) {
         (Some(kind), Some(path)) => write_output(result, kind, path, args.compress),
         _ => {
-            let mut text = relay_interp::format_value(result, ty, module);
+            let mut text = relay::interp::format_value(result, ty, module);
             if !text.ends_with('\n') {
                 text.push('\n');
             }
@@ -410,12 +420,17 @@ fn execute(
         threads: args.threads.map_or(0, usize::from),
         profile: args.profiling(),
         trace: args.profile_format == Some(ProfileFormat::Chrome),
+        // Checked by `run`.
+        ops: args.isa.and_then(|isa| relay::Ops::for_isa(isa).ok()),
         ..VmOptions::default()
     };
     let mut vm = Vm::with_options(exe, options);
     let (result, runs) = args.timing.run(|| vm.invoke(entry, inputs));
     let result = result.map_err(|error| {
-        report_diagnostic(&VmFailure::new(&error, source));
+        match &error {
+            relay::Error::Run(error) => report_diagnostic(&VmFailure::new(error, source)),
+            other => report_relay_error(other),
+        }
         Exit::UserError
     })?;
 
@@ -491,7 +506,7 @@ fn run_interp(
     };
     let (result, runs) = args
         .timing
-        .run(|| relay_interp::run(&program, entry, values.clone(), &options));
+        .run(|| relay::interp::run(&program, entry, values.clone(), &options));
     let result = result.map_err(|error| {
         report_diagnostic(&error);
         Exit::UserError

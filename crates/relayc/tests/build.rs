@@ -235,7 +235,7 @@ fn output_without_emit_writes_an_executable_file() {
     let out = build_ok(&[file.arg(), "-o", target.arg()]);
     assert!(stdout(&out).is_empty(), "{}", stdout(&out));
     let bytes = std::fs::read(target.path()).unwrap();
-    assert!(bytes.starts_with(&relay_vm::file::MAGIC));
+    assert!(bytes.starts_with(&relay::EXECUTABLE_MAGIC));
     // One summary line: the file, its size, what it holds and the compile time.
     let err = stderr(&out);
     let summary = format!("wrote `{}`: {} bytes (", target.arg(), bytes.len());
@@ -479,10 +479,9 @@ def @main(%x: Tensor[(2), float32]) -> Tensor[(2), float32] {
         "{err}"
     );
     let x = TempFile::path_for("partitioned_x.npy");
-    let values =
-        relay_runtime::NDArray::from_f64_slice(relay_runtime::DType::F32, &[2], &[1.0, 2.0])
-            .expect("a float32 array");
-    relay_runtime::npy::write_npy_file(x.path(), &values).expect("writes x");
+    let values = relay::NDArray::from_f64_slice(relay::DType::F32, &[2], &[1.0, 2.0])
+        .expect("a float32 array");
+    relay::npy::write_npy_file(x.path(), &values).expect("writes x");
     let x_arg = format!("x={}", x.arg());
     for program in [exe.arg(), file.arg()] {
         let out = relayc(&["run", program, "--input", &x_arg]);

@@ -11,8 +11,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use common::{TempFile, code, stderr, stdout};
-use relay_runtime::NDArray;
-use relay_runtime::npy::read_npz_file;
+use relay::NDArray;
+use relay::npy::read_npz_file;
 
 /// An example and the shapes of its result's tensor leaves, in depth-first order.
 struct Example {
@@ -171,7 +171,7 @@ fn assert_printed_close(what: &str, actual: &str, expected: &str) {
     );
     for (i, (a, e)) in actual_numbers.iter().zip(&expected_numbers).enumerate() {
         assert!(
-            relay_interp::floats_close(*a, *e, RTOL, ATOL),
+            relay::interp::floats_close(*a, *e, RTOL, ATOL),
             "{what}: printed number {i} is {a}, expected {e}:\n{actual}\nexpected:\n{expected}"
         );
     }
@@ -302,7 +302,8 @@ fn examples_run_the_same_on_the_vm_as_in_the_interpreter() {
             let leaves = run_example_npz(name, executor);
             assert_leaf_shapes(example, &leaves, &label);
             for (i, (actual, expected)) in leaves.iter().zip(&reference).enumerate() {
-                if let Some(problem) = relay_interp::compare_tensors(actual, expected, RTOL, ATOL) {
+                if let Some(problem) = relay::interp::compare_tensors(actual, expected, RTOL, ATOL)
+                {
                     panic!("{name} ({label}) leaf {i} differs from the interpreter's: {problem}");
                 }
             }

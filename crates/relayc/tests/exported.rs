@@ -8,7 +8,7 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use relay_runtime::npy::{read_npy_file, read_npz_file};
+use relay::npy::{read_npy_file, read_npz_file};
 
 /// The largest max |relayc - ORT| / max(1, max |ORT|) an output may have.
 const TOLERANCE: f64 = 1e-4;

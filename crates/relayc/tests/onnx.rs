@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use relay_runtime::npy::read_npy_file;
+use relay::npy::read_npy_file;
 
 /// The importer's test data: the model zoo's MNIST CNN, its input and ONNX Runtime's output.
 fn data(name: &str) -> PathBuf {
@@ -129,7 +129,7 @@ fn a_file_that_is_not_a_model_is_an_error() {
 /// `--input NAME=PATH` arguments for the arrays of `.npz` file `inputs`, each written to a
 /// `.npy` file in `work`.
 fn input_args(inputs: &Path, work: &Path) -> Result<Vec<String>, String> {
-    use relay_runtime::npy::{read_npz_file, write_npy_file};
+    use relay::npy::{read_npz_file, write_npy_file};
     let stem = inputs.file_stem().unwrap_or_default().to_string_lossy();
     let mut args = Vec::new();
     for (k, a) in read_npz_file(inputs).map_err(|e| e.to_string())? {
@@ -143,7 +143,7 @@ fn input_args(inputs: &Path, work: &Path) -> Result<Vec<String>, String> {
 /// Runs the generated case `dir` (a model, `inputs.npz`, `outputs.npz`) with `relayc run
 /// MODEL.onnx` on the VM, comparing with the stored outputs within `rtol`.
 fn run_generated(dir: &Path, rtol: f64) -> Result<(), String> {
-    use relay_runtime::npy::read_npz_file;
+    use relay::npy::read_npz_file;
     let name = dir.file_name().unwrap().to_string_lossy().into_owned();
     let work = scratch(&format!("gen-{name}"));
     let mut args = vec![
@@ -169,8 +169,8 @@ fn run_generated(dir: &Path, rtol: f64) -> Result<(), String> {
 
 /// Whether outputs `got` (by position, "0", "1", ...) are those of `.npz` file `wants`
 /// within `rtol`.
-fn agrees(got: &[(String, relay_runtime::NDArray)], wants: &Path, rtol: f64) -> Result<(), String> {
-    use relay_runtime::npy::read_npz_file;
+fn agrees(got: &[(String, relay::NDArray)], wants: &Path, rtol: f64) -> Result<(), String> {
+    use relay::npy::read_npz_file;
     for (k, want) in read_npz_file(wants).map_err(|e| e.to_string())? {
         let g = &got
             .iter()
@@ -221,7 +221,7 @@ fn generated_models_run_on_the_vm_as_onnx_runtime_does() {
 /// runs on the VM at every size it is given, as ONNX Runtime computes.
 #[test]
 fn dynamic_models_build_once_and_run_at_every_size() {
-    use relay_runtime::npy::read_npz_file;
+    use relay::npy::read_npz_file;
     let dirs = generated("dynamic");
     assert!(dirs.len() >= 2);
     for dir in dirs {

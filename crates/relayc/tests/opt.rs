@@ -147,7 +147,7 @@ fn print_after_all_dumps_valid_relay_after_each_pass() {
     let file = TempFile::new("dump.relay", PROGRAM);
     let out = opt(&[file.arg(), "--opt-level", "3", "--print-after-all"]);
     let dumps = dumps(&stderr(&out));
-    let expected: Vec<String> = relay_passes::pass_names()
+    let expected: Vec<String> = relay::passes::pass_names()
         .iter()
         .map(|name| format!("// after pass {name}"))
         .collect();
@@ -191,7 +191,7 @@ fn time_passes_prints_a_table_naming_each_pass() {
         .position(|l| l.starts_with("pass ") && l.contains("time (ms)") && l.contains("share"))
         .unwrap_or_else(|| panic!("no table header:\n{err}"));
     let rows = &lines[head + 1..];
-    let names = relay_passes::pass_names();
+    let names = relay::passes::pass_names();
     for (row, name) in rows.iter().zip(&names) {
         let mut cells = row.split_whitespace();
         assert_eq!(cells.next(), Some(*name), "{err}");
@@ -254,7 +254,7 @@ fn time_passes_format_json_holds_the_table_rows() {
         serde_json::from_str(&err).unwrap_or_else(|e| panic!("{e}: {err}"));
     let passes = json["passes"].as_array().expect("passes");
     let names: Vec<&str> = passes.iter().filter_map(|p| p["pass"].as_str()).collect();
-    assert_eq!(names, relay_passes::pass_names(), "{json}");
+    assert_eq!(names, relay::passes::pass_names(), "{json}");
     let fuse = &passes[names.iter().position(|&n| n == "fuse_ops").unwrap()];
     assert!(
         fuse["stats"]["primitive functions"]
@@ -295,7 +295,7 @@ fn unknown_pass_is_a_usage_error_listing_the_valid_names() {
             "{err}"
         );
         assert!(err.contains("did you mean `fuse_ops`?"), "{err}");
-        for name in relay_passes::pass_names() {
+        for name in relay::passes::pass_names() {
             assert!(err.contains(name), "{name} not listed:\n{err}");
         }
         assert!(out.stdout.is_empty());
@@ -410,11 +410,11 @@ fn a_bad_program_is_a_user_error() {
 fn pass_options_on_the_command_line() {
     let file = TempFile::new("options.relay", SIMPLE);
     // Every declared option accepts its default written as text.
-    for pass in relay_passes::all_passes() {
+    for pass in relay::passes::all_passes() {
         for option in pass.options() {
             let value = match option.default {
-                relay_passes::OptionValue::Int(v) => v.to_string(),
-                relay_passes::OptionValue::Bool(v) => v.to_string(),
+                relay::passes::OptionValue::Int(v) => v.to_string(),
+                relay::passes::OptionValue::Bool(v) => v.to_string(),
             };
             let setting = format!("{}.{}={value}", pass.name(), option.name);
             opt(&[file.arg(), "--pass", pass.name(), "--pass-option", &setting]);

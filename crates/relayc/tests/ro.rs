@@ -13,8 +13,8 @@ use std::path::{Path, PathBuf};
 use std::process::Output;
 
 use common::{TempFile, arg, code, relayc, stderr, stdout};
-use relay_runtime::npy::{write_npy, write_npz};
-use relay_runtime::{DType, NDArray};
+use relay::npy::{write_npy, write_npz};
+use relay::{DType, NDArray};
 use relay_vm::file::{FORMAT_VERSION, MAGIC};
 
 /// Asserts success, showing both streams otherwise.

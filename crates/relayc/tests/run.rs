@@ -5,8 +5,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use relay_runtime::npy::{read_npy_file, read_npz_file, write_npy, write_npz};
-use relay_runtime::{DType, NDArray};
+use relay::npy::{read_npy_file, read_npz_file, write_npy, write_npz};
+use relay::{DType, NDArray};
 
 /// Adds two 2x3 float32 tensors.
 const ADD: &str = r#"#[version = "0.0.5"]
@@ -135,7 +135,7 @@ fn inputs_npz_binds_parameters_by_name_and_input_overrides_it() {
     let ys = f32s(&[2, 3], &[10.0; 6]);
     let both = dir.file(
         "both.npz",
-        &relay_runtime::npy::write_npz(&[("x".to_string(), &xs), ("%y".to_string(), &ys)]),
+        &relay::npy::write_npz(&[("x".to_string(), &xs), ("%y".to_string(), &ys)]),
     );
     for executor in ["vm", "interp"] {
         let out = relayc_run(&[&program, &"--inputs", &both, &"--executor", &executor]);
@@ -155,14 +155,14 @@ fn inputs_npz_binds_parameters_by_name_and_input_overrides_it() {
     // A file with only some parameters leaves the rest missing.
     let only_x = dir.file(
         "only_x.npz",
-        &relay_runtime::npy::write_npz(&[("x".to_string(), &xs)]),
+        &relay::npy::write_npz(&[("x".to_string(), &xs)]),
     );
     let out = relayc_run(&[&program, &"--inputs", &only_x]);
     assert_fails(&out, 1, "error: missing input `y`");
     // An entry that names no parameter, and a file that is not there, are errors.
     let extra = dir.file(
         "extra.npz",
-        &relay_runtime::npy::write_npz(&[("z".to_string(), &xs)]),
+        &relay::npy::write_npz(&[("z".to_string(), &xs)]),
     );
     let out = relayc_run(&[&program, &"--inputs", &extra, &"--input", &input("x", &x)]);
     assert_fails(
@@ -203,7 +203,7 @@ def @main() { (zeros(shape=[256, 256], dtype="float32"), ones(shape=[3], dtype="
         packed_bytes.len(),
         plain_bytes.len()
     );
-    let read = |bytes: &[u8]| relay_runtime::npy::read_npz(bytes).unwrap();
+    let read = |bytes: &[u8]| relay::npy::read_npz(bytes).unwrap();
     let (a, b) = (read(&plain_bytes), read(&packed_bytes));
     assert_eq!(a.len(), 2);
     for ((na, xa), (nb, xb)) in a.iter().zip(&b) {

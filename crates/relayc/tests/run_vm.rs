@@ -9,8 +9,8 @@ use std::path::{Path, PathBuf};
 use std::process::Output;
 
 use common::{TempFile, arg, code, relayc, stderr, stdout};
-use relay_runtime::npy::{read_npz_file, write_npy, write_npz};
-use relay_runtime::{DType, NDArray};
+use relay::npy::{read_npz_file, write_npy, write_npz};
+use relay::{DType, NDArray};
 
 /// Asserts success, showing both streams otherwise.
 #[track_caller]
@@ -599,7 +599,11 @@ fn profile_formats_json_and_chrome_to_stderr_or_a_file() {
 #[test]
 fn vm_only_flags_are_usage_errors_with_the_interpreter() {
     let file = TempFile::new("add.relay", ADD);
-    for flag in [&["--profile"][..], &["--threads", "2"]] {
+    for flag in [
+        &["--profile"][..],
+        &["--threads", "2"],
+        &["--isa", "portable"],
+    ] {
         let mut args = vec!["run", file.arg(), "--random-inputs", "1"];
         args.extend_from_slice(flag);
         args.extend_from_slice(&["--executor", "interp"]);
@@ -901,4 +905,63 @@ fn threads_are_bounded() {
         ]);
         assert_fails(&out, 2, "--threads");
     }
+}
+
+/// A matrix product the host GEMM computes (with remainders of every ISA's register tile) and a
+/// matrix-vector product (dot products).
+const HOST_KERNELS: &str = r#"#[version = "0.0.5"]
+def @main(%x: Tensor[(37, 300), float32], %w: Tensor[(70, 300), float32], %v: Tensor[(1, 300), float32]) {
+  (nn.relu(nn.dense(%x, %w, units=70)), nn.dense(%v, %w, units=70))
+}
+"#;
+
+#[test]
+fn every_isa_the_cpu_runs_computes_the_same_and_others_are_usage_errors() {
+    let file = TempFile::new("host_kernels.relay", HOST_KERNELS);
+    let run = |isa: &str, out: &TempFile| {
+        relayc(&[
+            "run",
+            file.arg(),
+            "--random-inputs",
+            "3",
+            "--threads",
+            "1",
+            "--isa",
+            isa,
+            "--output",
+            out.arg(),
+        ])
+    };
+    let portable = TempFile::path_for("isa_portable.npz");
+    assert_succeeds(&run("portable", &portable));
+    for isa in ["avx2", "avx512"] {
+        let out = TempFile::path_for(&format!("isa_{isa}.npz"));
+        let result = run(isa, &out);
+        if code(&result) == 0 {
+            assert_npz_close(out.path(), portable.path(), isa);
+        } else {
+            assert_fails(&result, 2, "this CPU cannot run");
+        }
+    }
+    let unknown = TempFile::path_for("isa_sse2.npz");
+    assert_fails(&run("sse2", &unknown), 2, "unknown instruction set `sse2`");
+    // The environment variable: a bad value is a usage error, not ignored; a good one is used.
+    let with_env = |value: &str, out: &TempFile| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_relayc"))
+            .args(["run", file.arg(), "--random-inputs", "3", "--threads", "1"])
+            .args(["--output", out.arg()])
+            .env("RELAYC_ISA", value)
+            .env("NO_COLOR", "1")
+            .output()
+            .unwrap()
+    };
+    let bad = TempFile::path_for("isa_env_bad.npz");
+    assert_fails(
+        &with_env("mmx", &bad),
+        2,
+        "RELAYC_ISA: unknown instruction set `mmx`",
+    );
+    let good = TempFile::path_for("isa_env.npz");
+    assert_succeeds(&with_env("portable", &good));
+    assert_npz_close(good.path(), portable.path(), "RELAYC_ISA=portable");
 }

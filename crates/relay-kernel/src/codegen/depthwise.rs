@@ -3,8 +3,8 @@
 //! of the host's depthwise convolution.
 
 use super::*;
-use crate::depthwise::{DEPTHWISE_F32_SYMBOL, PARAM_COUNT};
 use crate::loops::Depthwise;
+use relay_linalg::depthwise::{DEPTHWISE_F32_SYMBOL, PARAM_COUNT};
 
 impl Gen<'_, '_> {
     /// A [`Depthwise`]: calls the host's depthwise convolution with the kernel context, the

@@ -2,9 +2,9 @@
 //! host's GEMM routine.
 
 use super::*;
-use crate::gemm::epilogue::{EpilogueCall, Lower, Step, StepCall};
 use crate::host::{DGEMM_WINDOW_SYMBOL, HGEMM_WINDOW_SYMBOL, SGEMM_WINDOW_SYMBOL};
 use crate::loops::{GemmEpilogue, ImageWindow, MatrixRef};
+use relay_linalg::gemm::epilogue::{EpilogueCall, Lower, Step, StepCall};
 
 impl Gen<'_, '_> {
     /// A [`Gemm`]: checks that the three matrices lie within their buffers and calls the
@@ -20,7 +20,7 @@ impl Gen<'_, '_> {
             }
         }
         let steps = g.epilogue.steps.len();
-        if steps > crate::gemm::epilogue::MAX_STEPS {
+        if steps > relay_linalg::gemm::epilogue::MAX_STEPS {
             return Err(self.malformed(format!("a GEMM epilogue of {steps} steps")));
         }
         if [
@@ -183,7 +183,7 @@ impl Gen<'_, '_> {
         let flags = MemFlagsData::new().with_notrap();
         let steps = std::mem::offset_of!(EpilogueCall, steps);
         let step = size_of::<StepCall>();
-        for q in 0..crate::gemm::epilogue::MAX_STEPS {
+        for q in 0..relay_linalg::gemm::epilogue::MAX_STEPS {
             let at = (steps + q * step) as i32;
             let (kind, ptr, rs, cs) = match (e.steps.get(q), operands.get(q)) {
                 (Some((kind, m)), Some(&addr)) => {

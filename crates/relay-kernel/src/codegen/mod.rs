@@ -32,14 +32,13 @@
 //! bit-exact with the [`math`] host functions `relay_f16_to_f32`, `relay_f32_to_f16` and
 //! `relay_f64_to_f16` (which stay the reference); in a vectorized loop of 4 lanes, four
 //! `float16` values are the low half of an `i16x8` (one 64-bit load or store), converted to
-//! and from `f32x4` as a whole. `bfloat16` is rejected
-//! ([`KernelError::UnsupportedDType`]).
+//! and from `f32x4` as a whole. `bfloat16` and the 8-bit floats are held as their bits and
+//! converted by host calls (docs/design.md §7.7).
 //!
 //! Loops: `Serial` loops count up; a `Parallel` loop is outlined into a function of its own,
 //! `fn(buffers, ctx, lo, hi) -> i32` running iterations `lo..hi` (vectorized like a
 //! `Vectorized` loop when it has lanes), which the body hands to the host's
-//! `relay_kernel_parallel_for` with the kernel context (the thread pool
-//! comes later); `Vectorized { lanes }` loops run a vector main loop over
+//! `relay_kernel_parallel_for` with the kernel context (its thread pool); `Vectorized { lanes }` loops run a vector main loop over
 //! `extent / lanes * lanes` iterations and a scalar tail. In the vector body, an index that is
 //! the loop counter plus a loop-invariant base gives contiguous accesses — one Cranelift vector
 //! load or store (`f32x4`, `i32x4`, `f64x2`: 128 bits; flags without `aligned`) when the element

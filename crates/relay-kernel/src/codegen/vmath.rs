@@ -43,7 +43,7 @@
 use cranelift_codegen::ir::{ConstantData, Endianness};
 
 use super::*;
-use crate::math::{EXP_P, LN2_HI, LN2_LO, LOG2E, MAGIC, TANH_CAP, TANH_P, TANH_SPLIT};
+use relay_linalg::math::{EXP_P, LN2_HI, LN2_LO, LOG2E, MAGIC, TANH_CAP, TANH_P, TANH_SPLIT};
 
 /// `(log(1 + f) - f + f^2/2) / f^3` on `[sqrt(1/2) - 1, sqrt(2) - 1]`.
 const LOG_P: [f32; 9] = [

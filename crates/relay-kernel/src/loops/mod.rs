@@ -128,7 +128,7 @@ pub enum Stmt {
         /// The body.
         body: Box<Stmt>,
     },
-    /// A matrix product by the host's GEMM routine (the contraction core, `crate::gemm`):
+    /// A matrix product by the host's GEMM routine (the contraction core, `relay_linalg::gemm`):
     /// `c[i, j] = sum_l a[i, l] * b[l, j]` for `i < m`, `j < n`, `l < k`, where element
     /// `(i, l)` of `a` is `a[a.offset + i * a.row_stride + l * a.col_stride]` (flat index into
     /// the buffer), and so on. `c` is overwritten (with zeros when `k` is 0). The three
@@ -136,7 +136,7 @@ pub enum Stmt {
     /// must not overlap `a` or `b`. The host splits large products across the kernel
     /// context's threads.
     Gemm(Box<Gemm>),
-    /// A direct convolution by the host (`crate::depthwise`): depthwise, grouped, or ordinary
+    /// A direct convolution by the host (`relay_linalg::depthwise`): depthwise, grouped, or ordinary
     /// with few output channels; `float32` NCHW data, weights `[C·multiplier,
     /// group_channels, kh, kw]` and result, each from a flat index of its buffer, shapes in
     /// [`Depthwise::params`]. The result is overwritten (not read) and must not overlap the
@@ -148,14 +148,14 @@ pub enum Stmt {
 #[derive(Clone, Debug)]
 pub struct Depthwise {
     /// The shape of the convolution.
-    pub params: crate::depthwise::DepthwiseParams,
+    pub params: relay_linalg::depthwise::DepthwiseParams,
     /// The data's buffer and the flat index of its first element.
     pub data: (BufferId, i64),
     /// The weights' buffer and first element.
     pub weight: (BufferId, i64),
     /// The result's buffer and first element.
     pub out: (BufferId, i64),
-    /// What is applied to each result (`crate::depthwise::DepthwiseEpilogue`).
+    /// What is applied to each result (`relay_linalg::depthwise::DepthwiseEpilogue`).
     pub epilogue: DepthwiseEpilogue,
 }
 
@@ -243,19 +243,19 @@ impl Gemm {
     }
 }
 
-/// The epilogue of a [`Gemm`] (`crate::gemm::Epilogue`): each element `v` of `c` becomes
+/// The epilogue of a [`Gemm`] (`relay_linalg::gemm::Epilogue`): each element `v` of `c` becomes
 /// `lower(upper(steps(v)))`, each step multiplying or adding the element of its operand
 /// at the same `(i, j)` — an `m × n` view whose strides may be 0 (broadcast) — `upper`
 /// `clip`'s `hi < v ? hi : v`. Empty: the product is stored as it is. On `float16`, each
 /// step computes in `float32` and rounds to `float16`, as the loops it replaces do.
 #[derive(Clone, Debug, PartialEq)]
 pub struct GemmEpilogue {
-    /// The steps, in order (at most `crate::gemm::epilogue::MAX_STEPS`).
-    pub steps: Vec<(crate::gemm::epilogue::Step, MatrixRef)>,
+    /// The steps, in order (at most `relay_linalg::gemm::epilogue::MAX_STEPS`).
+    pub steps: Vec<(relay_linalg::gemm::epilogue::Step, MatrixRef)>,
     /// The upper clamp's bound.
     pub upper: Option<f64>,
     /// The lower clamp.
-    pub lower: crate::gemm::epilogue::Lower<f64>,
+    pub lower: relay_linalg::gemm::epilogue::Lower<f64>,
 }
 
 impl GemmEpilogue {
@@ -263,7 +263,7 @@ impl GemmEpilogue {
     pub const NONE: GemmEpilogue = GemmEpilogue {
         steps: Vec::new(),
         upper: None,
-        lower: crate::gemm::epilogue::Lower::None,
+        lower: relay_linalg::gemm::epilogue::Lower::None,
     };
 
     /// Whether it changes nothing.
@@ -272,7 +272,7 @@ impl GemmEpilogue {
     }
 }
 
-/// A convolution's image window as a GEMM's `b` operand (`crate::gemm::Window`): element
+/// A convolution's image window as a GEMM's `b` operand (`relay_linalg::gemm::Window`): element
 /// `((c·KH + ky)·KW + kx, y·OW + x)` is the image (`[C, H, W]`, row-major) at
 /// `(c, y·SH − PT + ky·DH, x·SW − PL + kx·DW)`, zero outside it. Passed to the host as is
 /// (`#[repr(C)]`, thirteen `int64`s in this order).

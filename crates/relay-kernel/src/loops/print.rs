@@ -349,7 +349,7 @@ impl LoopFunc {
 
     /// `, epilogue(mul s[off; rs, cs], add b[...], min 6, relu 0)`: a GEMM's epilogue.
     fn gemm_epilogue(&self, out: &mut String, e: &crate::loops::GemmEpilogue) -> fmt::Result {
-        use crate::gemm::epilogue::{Lower, Step};
+        use relay_linalg::gemm::epilogue::{Lower, Step};
         out.push_str(", epilogue(");
         let mut parts = Vec::new();
         for (kind, m) in &e.steps {

@@ -200,7 +200,7 @@ impl Verifier<'_> {
         if e.is_empty() {
             return Ok(());
         }
-        if e.steps.len() > crate::gemm::epilogue::MAX_STEPS {
+        if e.steps.len() > relay_linalg::gemm::epilogue::MAX_STEPS {
             return Err(format!("a GEMM epilogue of {} steps", e.steps.len()));
         }
         for (_, m) in &e.steps {

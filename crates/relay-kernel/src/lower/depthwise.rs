@@ -1,11 +1,11 @@
-//! Depthwise convolutions computed by the host (`crate::depthwise`): the contraction
+//! Depthwise convolutions computed by the host (`relay_linalg::depthwise`): the contraction
 //! `nn.conv2d` makes of a float32 depthwise convolution recognized from its operands — an
 //! im2col of a kernel input and an input read in place as the weights — and lowered to one
 //! [`Stmt::Depthwise`] writing the contraction's buffer.
 
 use super::*;
-use crate::depthwise::DepthwiseParams;
 use crate::loops::Depthwise;
+use relay_linalg::depthwise::DepthwiseParams;
 
 /// A depthwise convolution the host computes: its shape, and the data's and weights' input
 /// buffers with the flat index of their first element.

@@ -6,8 +6,8 @@
 
 use super::depthwise::linear;
 use super::*;
-use crate::gemm::epilogue::{Lower, MAX_STEPS, Step};
 use crate::loops::{DepthwiseEpilogue, GemmEpilogue};
+use relay_linalg::gemm::epilogue::{Lower, MAX_STEPS, Step};
 
 /// An operand of an epilogue step: kernel input `input` read at flat index `offset +
 /// Σ coef[a]·axis_a` over the stage's axes.
@@ -19,7 +19,7 @@ pub(super) struct StepOperand {
 }
 
 /// The epilogue a stage computes from a contraction's result `v`: `lower(upper(steps(v)))`
-/// (`crate::gemm::Epilogue`), its operands kernel inputs of the result's dtype.
+/// (`relay_linalg::gemm::Epilogue`), its operands kernel inputs of the result's dtype.
 #[derive(Clone, Debug, PartialEq)]
 pub(super) struct StageEpilogue {
     pub(super) steps: Vec<(Step, StepOperand)>,

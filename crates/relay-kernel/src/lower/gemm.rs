@@ -4,8 +4,8 @@
 use super::depthwise::{Im2col, im2col_window};
 use super::epilogue::StageEpilogue;
 use super::*;
-use crate::gemm::epilogue::MAX_STEPS;
 use crate::loops::{GemmEpilogue, ImageWindow};
+use relay_linalg::gemm::epilogue::MAX_STEPS;
 
 /// One axis of a contraction with its strides in `a`, `b`, `c` and the operands of the
 /// epilogue's steps.
@@ -336,7 +336,7 @@ fn transposes(gemm: &Gemm) -> bool {
     gemm.c.row_stride < gemm.c.col_stride && gemm.m > 1
 }
 
-/// An im2col operand a GEMM reads as an image window (`crate::gemm::Window`, implicit
+/// An im2col operand a GEMM reads as an image window (`relay_linalg::gemm::Window`, implicit
 /// im2col) instead of materializing it ([`conv_window`]).
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct ConvWindow {

@@ -293,7 +293,7 @@ fn fuse_epilogues(
         let scratch = func_buffers[id.0 as usize].role == BufferRole::Scratch;
         // float32/float64 GEMMs keep their epilogue as an in-place loop after the call: on
         // ResNet-50 every per-tile variant measured 1–4% slower than that second pass
-        // (docs/design.md §15.3); float16's loop converts each operand, the host's F16C
+        // (docs/design.md §7.4); float16's loop converts each operand, the host's F16C
         // epilogue does not.
         let gemm = gemm && t.dtype == DType::F16;
         if !(depthwise || gemm) || !scratch {

@@ -229,8 +229,8 @@ mod run {
     use relay_ir::te::{BinaryOp, CmpOp, UnaryOp};
     use relay_ir::{DType, DTypeCode, NDArray};
 
-    use crate::gemm::epilogue::{Lower, Step};
     use crate::loops::{BufferRole, LExpr, LoopFunc, Stmt};
+    use relay_linalg::gemm::epilogue::{Lower, Step};
 
     #[derive(Clone, Copy)]
     enum S {
@@ -1219,7 +1219,7 @@ fn depthwise_epilogues_fuse_into_the_host_call() {
 
 /// A float16 convolution's batch norm, residual add and `relu` (ResNet's block end, as TVM's
 /// importer writes it) run inside the host GEMM call: one statement, no second pass. In
-/// float32 they stay an in-place loop after the call (faster there, docs/design.md §15.3), as
+/// float32 they stay an in-place loop after the call (faster there, docs/design.md §7.4), as
 /// does an epilogue that reads the product twice.
 #[test]
 fn gemm_epilogues_fuse_into_the_host_call() {

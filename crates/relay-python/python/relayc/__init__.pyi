@@ -70,6 +70,7 @@ class VM:
         threads: Optional[int] = None,
         max_frames: int = 1_000_000,
         profile: bool = False,
+        isa: Optional[str] = None,
     ) -> None: ...
     def run(self, *args: ArrayLike, entry: str = "main", **kwargs: ArrayLike) -> Result:
         """Runs global function ``entry`` on the arguments, by position or by name."""

@@ -1,4 +1,4 @@
-//! The VM's instruction set (DESIGN §6, TVM's Relay VM in `reference/tvm-vm.md` §1.2, plus
+//! The VM's instruction set (docs/design.md §9, TVM's Relay VM in `reference/tvm-vm.md` §1.2, plus
 //! tail calls and references): a Rust enum, one instruction per line in text form (`relayc
 //! build --emit bytecode`, `relayc disasm`), and a validator that checks every register, jump
 //! target and table index of a function — what the compiler asserts and what loading an

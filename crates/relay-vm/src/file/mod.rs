@@ -1,4 +1,4 @@
-//! The executable file (`.ro`, DESIGN §7): [`Executable::save`] writes one self-contained file
+//! The executable file (`.ro`, docs/design.md §10): [`Executable::save`] writes one self-contained file
 //! — globals, the constant pool, the primitive functions as canonical text with their
 //! structural hashes, the type definitions, the bytecode with an explicit opcode table — and
 //! [`Executable::load`] reads it back, validates every section and index, and re-JIT-compiles

@@ -427,7 +427,7 @@ pub(super) fn read(file: &[u8], cache: Arc<KernelCache>) -> Result<(Executable, 
         globals: HashMap::new(),
         types,
         cache,
-        packed_constants: std::sync::OnceLock::new(),
+        packed: std::sync::OnceLock::new(),
     };
     let globals = check_globals(&exe, globals, &g)?;
     let exe = Executable { globals, ..exe };

@@ -4,7 +4,6 @@
 //! `float32`, `float64` and `float16`.
 
 use super::*;
-use crate::abi::KernelContext;
 
 /// A convolution: input channels, image size, output channels, kernel, stride, dilation,
 /// padding (top, left, bottom, right).
@@ -117,9 +116,8 @@ fn check<T: Element, S: Operand<T>>(
         w64.iter().map(|&v| from(v)).collect(),
         x64.iter().map(|&v| from(v)).collect(),
     );
-    let ctx = KernelContext::with_threads(threads);
     for isa in Isa::available() {
-        force_isa(Some(isa));
+        let ctx = super::tests::on(isa, threads);
         let mut got = vec![T::ZERO; images * out_len];
         for (i, g) in (0..images).flat_map(|i| (0..groups).map(move |g| (i, g))) {
             let wg = g * conv.m * conv.depth();
@@ -153,7 +151,6 @@ fn check<T: Element, S: Operand<T>>(
             );
         }
     }
-    force_isa(None);
 }
 
 fn check_f32(conv: Conv, batch: (usize, usize), threads: usize) {

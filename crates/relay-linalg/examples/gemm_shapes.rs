@@ -1,20 +1,23 @@
-//! GFLOP/s of the contraction core (`relay_kernel::gemm`) on the shapes of real networks,
-//! with the weight operand registered as a constant (packed once, as the VM does) and the
+//! GFLOP/s of the contraction core (`relay_linalg::gemm`) on the shapes of real networks,
+//! with the weight operand a constant (packed once, as the VM does) and the
 //! other packed per call: BERT-base's dense layers (`a` = activations, `b` = the transposed
 //! weight) and the 1×1 / im2col'd 3×3 convolutions of ResNet-50 and MobileNetV2 (`a` = the
 //! weight, `b` = the input, read in place).
 //!
-//! `cargo run --release -p relay-kernel --example gemm_shapes [THREADS] [REPEATS] [FILTER]`
+//! `cargo run --release -p relay-linalg --example gemm_shapes [THREADS] [REPEATS] [FILTER]`
 //! prints the best of `REPEATS` timings (default 7) per shape on `THREADS` threads (default
 //! 1), and the total time of all shapes; `FILTER` keeps shapes whose name contains it. On
 //! one thread (Linux) the time is the process's CPU time, which leaves out the time other
 //! processes of a shared machine hold the core; on more it is wall-clock time.
-//! `GEMM_PACK_BOTH=1` registers both operands (nothing packed per call).
+//! `GEMM_PACK_BOTH=1` makes both operands constants (nothing packed per call).
 
 use std::time::Instant;
 
-use relay_kernel::abi::KernelContext;
-use relay_kernel::gemm::{Matrix, cache, gemm};
+use std::sync::Arc;
+
+use relay_linalg::KernelContext;
+use relay_linalg::gemm::prepacked::PackedConstants;
+use relay_linalg::gemm::{Matrix, gemm};
 
 /// A product `m × k × n`; `dense`: `b` is a transposed `n × k` weight, else `a` is the
 /// `m × k` weight and `b` the `k × n` input.
@@ -111,7 +114,7 @@ fn cpu_seconds() -> Option<f64> {
 }
 
 /// Best seconds of `repeats` products of `s` on `ctx`.
-fn time(s: &Shape, ctx: &KernelContext, repeats: usize) -> f64 {
+fn time(s: &Shape, ctx: &mut KernelContext, repeats: usize) -> f64 {
     let (a, b) = (values(s.m * s.k, 1), values(s.k * s.n, 2));
     let mut c = vec![0f32; s.m * s.n];
     let a_view = Matrix {
@@ -142,18 +145,18 @@ fn time(s: &Shape, ctx: &KernelContext, repeats: usize) -> f64 {
         cs: 1,
     };
     let weight = if s.dense { &b } else { &a };
-    let range = (weight.as_ptr() as usize, weight.len() * 4);
-    // SAFETY: nothing writes the weight while the registration lives (this function).
-    let _reg = unsafe { cache::register([range], ()) };
-    let other = if s.dense { &a } else { &b };
-    let other = (other.as_ptr() as usize, other.len() * 4);
-    // SAFETY: as above (only when asked: then nothing is packed per call).
-    let _both = std::env::var_os("GEMM_PACK_BOTH").map(|_| unsafe { cache::register([other], ()) });
+    let mut ranges = vec![(0, weight.as_ptr() as usize, weight.len() * 4)];
+    if std::env::var_os("GEMM_PACK_BOTH").is_some() {
+        let other = if s.dense { &a } else { &b };
+        ranges.push((1, other.as_ptr() as usize, other.len() * 4));
+    }
+    // SAFETY: nothing writes the operands while the table lives (this function).
+    ctx.set_constants(Some(Arc::new(unsafe { PackedConstants::new(ranges, ()) })));
     let mut best = f64::INFINITY;
     for _ in 0..repeats + 1 {
         let (t, cpu) = (Instant::now(), cpu_seconds().filter(|_| ctx.threads() == 1));
         // SAFETY: the views address the vectors above; `c` overlaps neither operand.
-        let rc = unsafe { gemm(Some(ctx), a_view, b_view, c_view, None) };
+        let rc = unsafe { gemm(Some(&*ctx), a_view, b_view, c_view, None) };
         assert_eq!(rc, 0);
         let secs = match (cpu, cpu_seconds()) {
             (Some(c0), Some(c1)) => c1 - c0,
@@ -161,6 +164,7 @@ fn time(s: &Shape, ctx: &KernelContext, repeats: usize) -> f64 {
         };
         best = best.min(secs);
     }
+    ctx.set_constants(None);
     std::hint::black_box(&c);
     best
 }
@@ -170,10 +174,10 @@ fn main() {
     let threads: usize = arg(1).and_then(|a| a.parse().ok()).unwrap_or(1);
     let repeats: usize = arg(2).and_then(|a| a.parse().ok()).unwrap_or(7);
     let filter = arg(3).unwrap_or_default();
-    let ctx = KernelContext::with_threads(threads);
+    let mut ctx = KernelContext::with_threads(threads);
     let (mut total, mut flops) = (0.0, 0.0);
     for s in SHAPES.iter().filter(|s| s.name.contains(&filter)) {
-        let secs = time(s, &ctx, repeats);
+        let secs = time(s, &mut ctx, repeats);
         let f = 2.0 * (s.m * s.k * s.n) as f64;
         println!(
             "{:<28} {:>9.1} us {:>7.1} GFLOP/s",

@@ -19,7 +19,7 @@
 //! tap. Each result goes through the epilogue (`epilogue.rs`: per-channel scale and shift,
 //! clamp), in registers in the 3×3 loops. Planes are spread over the kernel context's threads.
 //!
-//! The instruction set is chosen once per process ([`Isa::detected`]). The SIMD paths fuse
+//! The instruction set is the kernel context's ([`KernelContext::isa`]). The SIMD paths fuse
 //! each multiply-add, the portable path rounds each product; the order of the sums differs
 //! between paths, so results agree to rounding.
 
@@ -35,7 +35,7 @@ mod x86;
 
 use std::ffi::c_void;
 
-use crate::abi::KernelContext;
+use crate::KernelContext;
 
 pub(crate) use epilogue::ChannelEpilogue;
 pub use epilogue::DepthwiseEpilogue;
@@ -528,6 +528,9 @@ pub unsafe extern "C" fn relay_kernel_depthwise_f32(
         return -1;
     };
     let epi = epi.unwrap_or(&DepthwiseEpilogue::NONE);
+    // SAFETY: by the contract, `ctx` is null or a live context.
+    let isa = unsafe { ctx.cast::<KernelContext>().as_ref() }
+        .map_or_else(Isa::process_default, KernelContext::isa);
     // SAFETY: forwarded from this function's contract.
-    unsafe { depthwise_f32(ctx, p, epi, Isa::detected(), x, w, y) }
+    unsafe { depthwise_f32(ctx, p, epi, isa, x, w, y) }
 }

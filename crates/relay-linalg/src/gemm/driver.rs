@@ -4,10 +4,10 @@
 use std::cell::RefCell;
 use std::sync::Arc;
 
-use super::cache::{self, PackedOperand, Side};
+use super::prepacked::{PackedOperand, Side};
 use super::window::{Source, Window, pack_source};
-use super::{Element, Epilogue, Kernel, Matrix, Operand, current_isa};
-use crate::abi::KernelContext;
+use super::{Element, Epilogue, Kernel, Matrix, Operand};
+use crate::{KernelContext, Ops};
 
 /// Below this many multiply-adds a product runs on the calling thread.
 const PARALLEL_WORK: usize = 1 << 18;
@@ -87,7 +87,7 @@ unsafe fn gemm_sources<T: Element, SA: Operand<T>, SB: Operand<T>>(
     c: Matrix<T>,
     epilogue: Option<&Epilogue<T>>,
 ) -> i32 {
-    let kern = T::kernel(current_isa());
+    let kern = T::of(ctx.map_or_else(Ops::process_default, KernelContext::ops));
     let epilogue = epilogue.copied();
     if transposing_pays(kern, &c) {
         let (a, b, c) = (b.transposed(), a.transposed(), c.transposed());
@@ -133,9 +133,9 @@ unsafe fn contract<T: Element, SA: Operand<T>, SB: Operand<T>>(
         c,
         k: a.cols(),
         // SAFETY: the operands are valid views (forwarded).
-        packed_a: unsafe { packed(&a, Side::A, kern) },
+        packed_a: unsafe { packed(ctx, &a, Side::A, kern) },
         // SAFETY: as above.
-        packed_b: unsafe { packed(&b, Side::B, kern) },
+        packed_b: unsafe { packed(ctx, &b, Side::B, kern) },
         epilogue,
     };
     let threads = ctx.map_or(1, |c| c.threads());
@@ -160,19 +160,20 @@ unsafe fn contract<T: Element, SA: Operand<T>, SB: Operand<T>>(
     }
 }
 
-/// The cached packing of `src` when it is a matrix inside a registered constant.
+/// The packing of `src` when it is a matrix inside one of the constants of `ctx`.
 ///
 /// # Safety
 ///
 /// `src` is a valid view.
 unsafe fn packed<T: Element, S: Operand<T>>(
+    ctx: Option<&KernelContext>,
     src: &Source<S>,
     side: Side,
     kern: &Kernel<T>,
 ) -> Option<Arc<PackedOperand>> {
     match src {
         // SAFETY: forwarded.
-        Source::Dense(m) => unsafe { cache::packed(m, side, kern) },
+        Source::Dense(m) => unsafe { ctx?.constants()?.packed(m, side, kern) },
         Source::Window(_) => None,
     }
 }

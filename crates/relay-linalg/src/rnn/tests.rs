@@ -152,7 +152,7 @@ fn lstm_paths_match_the_equations() {
                     vec![0.0; batch * hidden],
                     vec![0.0; batch * hidden],
                 );
-                lstm_with(isa, s, &a, &mut y, &mut h, &mut c);
+                lstm_for(isa)(s, &a, &mut y, &mut h, &mut c);
                 let want = lstm_reference(s, &a);
                 close(
                     &y,
@@ -196,7 +196,7 @@ fn gru_paths_match_the_equations() {
                     linear_before_reset,
                 };
                 let (mut y, mut h) = (vec![0.0; seq * batch * hidden], vec![0.0; batch * hidden]);
-                gru_with(isa, s, &a, &mut y, &mut h);
+                gru_for(isa)(s, &a, &mut y, &mut h);
                 let want = gru_reference(s, &a);
                 close(
                     &y,
@@ -227,6 +227,6 @@ fn empty_sequences_keep_the_initial_state() {
         input_forget: false,
     };
     let (mut h, mut c) = (vec![0.0; 6], vec![0.0; 6]);
-    lstm(s, &a, &mut [], &mut h, &mut c);
+    (crate::Ops::process_default().lstm)(s, &a, &mut [], &mut h, &mut c);
     assert_eq!((h, c), (h0, c0));
 }

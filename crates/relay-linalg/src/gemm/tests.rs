@@ -1,8 +1,9 @@
 //! The contraction core against a naive product: every ISA this CPU runs, edge and real
 //! sizes, transposed and strided operands, one and several threads, and packed constants.
 
+use super::prepacked::PackedConstants;
 use super::*;
-use crate::abi::KernelContext;
+use crate::KernelContext;
 
 /// Small integers (exact in every summation order for the sizes tested).
 fn values<T: From<i8>>(len: usize, seed: usize) -> Vec<T> {
@@ -108,10 +109,9 @@ fn check_shapes<T: Element + Operand<T> + From<i8>>(
     layouts: &[(bool, bool, bool)],
 ) {
     for isa in Isa::available() {
-        force_isa(Some(isa));
         let kern = T::kernel(isa);
         for &t in threads {
-            let ctx = KernelContext::with_threads(t);
+            let ctx = on(isa, t);
             for &(m, k, n) in shapes {
                 let (a, b) = (values::<T>(m * k, 1), values::<T>(k * n, 2));
                 let want = naive(m, k, n, &a, &b);
@@ -127,7 +127,6 @@ fn check_shapes<T: Element + Operand<T> + From<i8>>(
             }
         }
     }
-    force_isa(None);
 }
 
 /// Sizes around every tile and block edge of every kernel.
@@ -185,39 +184,65 @@ fn dgemm_matches_naive_at_real_sizes() {
     check_shapes::<f64>(&[(200, 520, 300)], &[2], &LAYOUTS[..1]);
 }
 
+/// A context on `isa` (one this CPU runs) with `threads` threads.
+pub(crate) fn on(isa: Isa, threads: usize) -> KernelContext {
+    KernelContext::with_threads(threads)
+        .with_isa(isa)
+        .expect("an available ISA")
+}
+
+/// The constants `w` as an executable would hand them to its calls.
+fn constants<T: Send + Sync + 'static>(
+    w: &std::sync::Arc<Vec<T>>,
+) -> std::sync::Arc<PackedConstants> {
+    let (start, bytes) = (w.as_ptr() as usize, w.len() * size_of::<T>());
+    // SAFETY: `w` is kept alive by the table and never written.
+    std::sync::Arc::new(unsafe { PackedConstants::new([(0, start, bytes)], w.clone()) })
+}
+
 #[test]
-fn constants_are_packed_once_and_evicted_with_their_registration() {
+fn constants_are_packed_once_and_freed_with_their_table() {
     let (m, k, n) = (70, 300, 90);
     let a = values::<f32>(m * k, 3);
     let w = std::sync::Arc::new(values::<f32>(k * n, 4));
     let want = naive(m, k, n, &a, &w);
-    let start = w.as_ptr() as usize;
-    let bytes = w.len() * 4;
-    // SAFETY: `w` is kept alive by the registration and never written.
-    let reg = unsafe { cache::register([(start, bytes)], w.clone()) };
-    for threads in [1, 2] {
-        let ctx = KernelContext::with_threads(threads);
-        for _ in 0..5 {
-            // `w` as `b` (row-major): packed once, then read from the cache.
-            let got = product_in_place(&ctx, (m, k, n), &a, &w);
-            assert_eq!(got, want);
+    let packed = constants(&w);
+    for isa in Isa::available() {
+        for threads in [1, 2] {
+            let mut ctx = on(isa, threads);
+            ctx.set_constants(Some(packed.clone()));
+            for _ in 0..5 {
+                // `w` as `b` (row-major): packed once per ISA, then read from the table.
+                let got = product_in_place(&ctx, (m, k, n), &a, &w);
+                assert_eq!(got, want);
+            }
         }
     }
-    // Once per ISA in use (one), whatever the calls and threads.
-    assert_eq!(cache::packs_at(start), Some(1));
-    assert_eq!(cache::cached_in(start, start + bytes), 1);
-    // A non-constant operand with the same contents is never cached.
-    let copy = w.to_vec();
-    let got = product_in_place(&KernelContext::with_threads(1), (m, k, n), &a, &copy);
-    assert_eq!(got, want);
-    assert_eq!(cache::packs_at(copy.as_ptr() as usize), None);
-    assert_eq!(
-        cache::cached_in(copy.as_ptr() as usize, copy.as_ptr() as usize + bytes),
-        0
+    let isas = Isa::available().len();
+    assert_eq!(packed.packs(), isas as u64);
+    assert_eq!(packed.len(), isas);
+    assert!(
+        packed.bytes() >= isas * k * n * 4,
+        "{} bytes",
+        packed.bytes()
     );
-    drop(reg);
-    assert_eq!(cache::packs_at(start), None);
-    assert_eq!(cache::cached_in(start, start + bytes), 0);
+    // A non-constant operand with the same contents is never packed for keeps.
+    let copy = w.to_vec();
+    let mut ctx = KernelContext::with_threads(1);
+    ctx.set_constants(Some(packed.clone()));
+    assert_eq!(product_in_place(&ctx, (m, k, n), &a, &copy), want);
+    assert_eq!(packed.packs(), isas as u64);
+    // Without the table, nothing is kept: the same product packs per call.
+    assert_eq!(
+        product_in_place(&on(Isa::Portable, 1), (m, k, n), &a, &w),
+        want
+    );
+    drop(ctx);
+    assert_eq!(std::sync::Arc::strong_count(&packed), 1);
+    assert_eq!(std::sync::Arc::strong_count(&w), 2);
+    drop(packed);
+    // The table held the weights alive; dropping it released them and its packed forms.
+    assert_eq!(std::sync::Arc::strong_count(&w), 1);
 }
 
 #[test]
@@ -227,15 +252,35 @@ fn a_constant_left_operand_is_packed_once() {
     let w = std::sync::Arc::new(values::<f64>(m * k, 5));
     let x = values::<f64>(k * n, 6);
     let want = naive(m, k, n, &w, &x);
-    let start = w.as_ptr() as usize;
-    // SAFETY: as above.
-    let reg = unsafe { cache::register([(start, w.len() * 8)], w.clone()) };
-    let ctx = KernelContext::with_threads(2);
+    let packed = constants(&w);
+    let mut ctx = KernelContext::with_threads(2);
+    ctx.set_constants(Some(packed.clone()));
     for _ in 0..3 {
         assert_eq!(product_in_place(&ctx, (m, k, n), &w, &x), want);
     }
-    assert_eq!(cache::packs_at(start), Some(1));
-    drop(reg);
+    assert_eq!(packed.packs(), 1);
+}
+
+#[test]
+fn two_tables_sharing_a_constant_pack_their_own_and_free_them_apart() {
+    let (m, k, n) = (40, 256, 96);
+    let a = values::<f32>(m * k, 7);
+    let w = std::sync::Arc::new(values::<f32>(k * n, 8));
+    let want = naive(m, k, n, &a, &w);
+    let (first, second) = (constants(&w), constants(&w));
+    let mut ctx = KernelContext::with_threads(1);
+    for table in [&first, &second] {
+        ctx.set_constants(Some(table.clone()));
+        assert_eq!(product_in_place(&ctx, (m, k, n), &a, &w), want);
+        assert_eq!(table.packs(), 1);
+    }
+    let bytes = second.bytes();
+    ctx.set_constants(None);
+    drop(first);
+    // The second table keeps its packed form and reuses it.
+    ctx.set_constants(Some(second.clone()));
+    assert_eq!(product_in_place(&ctx, (m, k, n), &a, &w), want);
+    assert_eq!((second.packs(), second.bytes()), (1, bytes));
 }
 
 /// `a · b` with both operands read where they are (row-major), so a registered one is found.
@@ -313,9 +358,8 @@ fn float32_results_round_to_float16_as_the_scalar_rule() {
 fn float16_products_match_naive_on_every_isa() {
     use relay_runtime::half::{f16_bits_to_f32, f32_to_f16_bits};
     for isa in Isa::available() {
-        force_isa(Some(isa));
         for threads in [1, 2] {
-            let ctx = KernelContext::with_threads(threads);
+            let ctx = on(isa, threads);
             for &(m, k, n) in &[(1, 1, 1), (9, 7, 33), (70, 300, 90), (64, 576, 700)] {
                 // Small integers: every sum is exact in float32 (and the reference's float64).
                 let a: Vec<F16> = values::<f32>(m * k, 7)
@@ -357,5 +401,4 @@ fn float16_products_match_naive_on_every_isa() {
             }
         }
     }
-    force_isa(None);
 }

@@ -1,10 +1,10 @@
 //! Speed of the host depthwise convolution on MobileNetV2's 3×3 shapes, per instruction set,
 //! one thread, no epilogue: the best of 200 calls each.
-//! `cargo run --release -p relay-kernel --example depthwise`.
+//! `cargo run --release -p relay-linalg --example depthwise`.
 
 use std::time::Instant;
 
-use relay_kernel::depthwise::{DepthwiseEpilogue, DepthwiseParams, Isa, depthwise_f32};
+use relay_linalg::depthwise::{DepthwiseEpilogue, DepthwiseParams, Isa, depthwise_f32};
 
 /// A 3×3, padding-1 depthwise convolution of `c` channels of `hw × hw` with stride `s`.
 fn params(c: i64, hw: i64, s: i64) -> DepthwiseParams {

@@ -6,19 +6,18 @@
 //! [`split`]), the five loops of Goto's algorithm: columns in blocks of `NC`, the inner
 //! dimension in blocks of `KC` (a `KC × NC` block of `b` packed into `NR`-column panels), rows
 //! in blocks of `MC` (an `MC × KC` block of `a` packed into `MR`-row panels), then the
-//! microkernel over the `MR × NR` tiles. Operands inside registered constants (weights) are
-//! packed once, whole, and reused ([`cache`]).
+//! microkernel over the `MR × NR` tiles. Operands inside an executable's constants (weights)
+//! are packed once, whole, and reused ([`prepacked`]).
 
 #[cfg(target_arch = "x86_64")]
 mod avx512;
-pub mod cache;
+pub mod dot;
 pub mod epilogue;
 pub mod half_epilogue;
 pub(crate) mod kernels;
 pub mod operand;
 pub(crate) mod pack;
-
-use std::cell::Cell;
+pub mod prepacked;
 
 use kernels::MicroKernel;
 pub use operand::{F16, Operand};
@@ -39,28 +38,14 @@ pub trait Element:
     const ZERO: Self;
     /// A tag for the packed-operand cache's keys.
     const TAG: u8;
-    /// The microkernel and blocking for `isa`.
+    /// The microkernel and blocking for `isa` (the portable one's if it has none), what
+    /// [`Ops`](crate::Ops) tables hold.
     fn kernel(isa: Isa) -> &'static Kernel<Self>;
+    /// The microkernel and blocking of a table.
+    fn of(ops: &crate::Ops) -> &'static Kernel<Self>;
 }
 
 pub use crate::isa::Isa;
-
-/// The ISA GEMMs on this thread use: [`Isa::detected`], unless a test forced another
-/// ([`force_isa`]).
-pub fn current_isa() -> Isa {
-    FORCED.with(Cell::get).unwrap_or_else(Isa::detected)
-}
-
-thread_local! {
-    /// A test's choice of ISA for GEMMs started on this thread ([`force_isa`]).
-    static FORCED: Cell<Option<Isa>> = const { Cell::new(None) };
-}
-
-/// Makes GEMMs started on this thread use `isa` (one this CPU has, see [`Isa::available`]),
-/// or the detected one for `None`. For tests of each microkernel.
-pub fn force_isa(isa: Option<Isa>) {
-    FORCED.with(|f| f.set(isa));
-}
 
 /// A microkernel with its tile (`mr × nr`) and cache blocking (`kc`, `mc`, `nc`).
 pub struct Kernel<T> {
@@ -88,11 +73,15 @@ pub struct Kernel<T> {
 }
 
 macro_rules! element {
-    ($t:ty, $tag:literal, $avx512:ident, $avx2:ident, $mr512:literal, $nr512:literal,
+    ($t:ty, $tag:literal, $field:ident, $avx512:ident, $avx2:ident, $mr512:literal, $nr512:literal,
      $mr2:literal, $nr2:literal) => {
         impl Element for $t {
             const ZERO: $t = 0.0;
             const TAG: u8 = $tag;
+
+            fn of(ops: &crate::Ops) -> &'static Kernel<$t> {
+                ops.$field
+            }
 
             fn kernel(isa: Isa) -> &'static Kernel<$t> {
                 static PORTABLE: Kernel<$t> = Kernel {
@@ -145,8 +134,8 @@ macro_rules! element {
     };
 }
 
-element!(f32, 0, sgemm_avx512, sgemm_avx2, 12, 32, 6, 16);
-element!(f64, 1, dgemm_avx512, dgemm_avx2, 12, 16, 6, 8);
+element!(f32, 0, sgemm, sgemm_avx512, sgemm_avx2, 12, 32, 6, 16);
+element!(f64, 1, dgemm, dgemm_avx512, dgemm_avx2, 12, 16, 6, 8);
 
 /// A strided matrix view: element `(i, j)` at `ptr + i·rs + j·cs`.
 #[derive(Clone, Copy, Debug)]

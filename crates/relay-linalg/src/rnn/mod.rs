@@ -10,7 +10,7 @@
 //! so each weight is loaded once per step and batch row and no horizontal sums are made. The
 //! state lives in the final-state outputs, which each step updates in place.
 //!
-//! The instruction set is chosen once per process ([`Isa::detected`]); the SIMD paths fuse the
+//! The instruction set is the kernel context's table's ([`crate::Ops`]); the SIMD paths fuse the
 //! multiply-adds. One thread: a step depends on the one before, and a product of a
 //! `[batch, hidden]` state is too small to share (ONNX Runtime runs these at batch 1 on one
 //! thread too).
@@ -56,41 +56,47 @@ pub struct Gru<'a> {
     pub linear_before_reset: bool,
 }
 
-/// Runs an LSTM recurrence: `y` `[seq, batch, hidden]` gets every step's state, `h` and `c`
-/// `[batch, hidden]` the final ones. The slices have the lengths `s` gives them.
-pub fn lstm(s: Sizes, a: &Lstm, y: &mut [f32], h: &mut [f32], c: &mut [f32]) {
-    lstm_with(Isa::detected(), s, a, y, h, c);
-}
+/// An LSTM recurrence on one instruction set's path: `y` `[seq, batch, hidden]` gets every
+/// step's state, `h` and `c` `[batch, hidden]` the final ones. The slices have the lengths `s`
+/// gives them. [`Ops::lstm`](crate::Ops::lstm) is the one of a table.
+pub type LstmFn = fn(s: Sizes, a: &Lstm, y: &mut [f32], h: &mut [f32], c: &mut [f32]);
 
-/// [`lstm`] on the path of `isa` (the portable one if the CPU lacks it).
-pub(crate) fn lstm_with(isa: Isa, s: Sizes, a: &Lstm, y: &mut [f32], h: &mut [f32], c: &mut [f32]) {
+/// A GRU recurrence on one instruction set's path: `y` `[seq, batch, hidden]` gets every
+/// step's state, `h` `[batch, hidden]` the final one. [`Ops::gru`](crate::Ops::gru) is the one
+/// of a table.
+pub type GruFn = fn(s: Sizes, a: &Gru, y: &mut [f32], h: &mut [f32]);
+
+/// The LSTM recurrence of `isa` (the portable one if the CPU lacks it).
+pub(crate) fn lstm_for(isa: Isa) -> LstmFn {
     match isa {
         #[cfg(target_arch = "x86_64")]
         // SAFETY: the CPU has AVX-512F, AVX2 and FMA (checked).
-        Isa::Avx512 if Isa::detected() == Isa::Avx512 => unsafe { lstm_avx512(s, a, y, h, c) },
+        Isa::Avx512 if Isa::detected() == Isa::Avx512 => {
+            |s, a, y, h, c| unsafe { lstm_avx512(s, a, y, h, c) }
+        }
         #[cfg(target_arch = "x86_64")]
         // SAFETY: the CPU has AVX2 and FMA (checked).
-        Isa::Avx2 if Isa::detected() != Isa::Portable => unsafe { lstm_avx2(s, a, y, h, c) },
-        _ => lstm_steps::<false, 64>(s, a, y, h, c),
+        Isa::Avx2 if Isa::detected() != Isa::Portable => {
+            |s, a, y, h, c| unsafe { lstm_avx2(s, a, y, h, c) }
+        }
+        _ => lstm_steps::<false, 64>,
     }
 }
 
-/// Runs a GRU recurrence: `y` `[seq, batch, hidden]` gets every step's state, `h`
-/// `[batch, hidden]` the final one.
-pub fn gru(s: Sizes, a: &Gru, y: &mut [f32], h: &mut [f32]) {
-    gru_with(Isa::detected(), s, a, y, h);
-}
-
-/// [`gru`] on the path of `isa` (the portable one if the CPU lacks it).
-pub(crate) fn gru_with(isa: Isa, s: Sizes, a: &Gru, y: &mut [f32], h: &mut [f32]) {
+/// The GRU recurrence of `isa` (the portable one if the CPU lacks it).
+pub(crate) fn gru_for(isa: Isa) -> GruFn {
     match isa {
         #[cfg(target_arch = "x86_64")]
         // SAFETY: the CPU has AVX-512F, AVX2 and FMA (checked).
-        Isa::Avx512 if Isa::detected() == Isa::Avx512 => unsafe { gru_avx512(s, a, y, h) },
+        Isa::Avx512 if Isa::detected() == Isa::Avx512 => {
+            |s, a, y, h| unsafe { gru_avx512(s, a, y, h) }
+        }
         #[cfg(target_arch = "x86_64")]
         // SAFETY: the CPU has AVX2 and FMA (checked).
-        Isa::Avx2 if Isa::detected() != Isa::Portable => unsafe { gru_avx2(s, a, y, h) },
-        _ => gru_steps::<false, 64>(s, a, y, h),
+        Isa::Avx2 if Isa::detected() != Isa::Portable => {
+            |s, a, y, h| unsafe { gru_avx2(s, a, y, h) }
+        }
+        _ => gru_steps::<false, 64>,
     }
 }
 

@@ -7,7 +7,6 @@
 
 use super::epilogue::{EpilogueCall, Epilogued, Lower, Step, StepCall};
 use super::*;
-use crate::abi::KernelContext;
 
 /// An epilogue operand: `rows × cols` values (row-major), and how it is broadcast.
 #[derive(Clone, Copy, Debug)]
@@ -141,9 +140,8 @@ fn check<T: Element + Operand<T> + From<i8> + Bits>() {
         (25, 9, 70),
     ];
     for isa in Isa::available() {
-        force_isa(Some(isa));
         for threads in [1, 2] {
-            let ctx = KernelContext::with_threads(threads);
+            let ctx = super::tests::on(isa, threads);
             for &(m, k, n) in &shapes {
                 let (a, b) = (values(m * k, 1), values(k * n, 2));
                 for (s, spec) in SPECS.iter().enumerate() {
@@ -227,7 +225,6 @@ fn check<T: Element + Operand<T> + From<i8> + Bits>() {
             }
         }
     }
-    force_isa(None);
 }
 
 #[test]
