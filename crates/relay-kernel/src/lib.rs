@@ -28,6 +28,7 @@
 //! calls the kernels through [`PackedFunc::call_views_with`].
 
 pub mod abi;
+mod analysis;
 pub mod cache;
 pub mod codegen;
 pub mod compose;
@@ -105,7 +106,7 @@ pub fn verify_primitive(func: &Function, name: &str) -> Result<(), KernelError> 
         kernel: name.to_owned(),
         message,
     })?;
-    loops::verify(&lower::lower(name, &composed)?)
+    loops::verify(&lower_composed(name, &composed)?)
 }
 
 /// The loop nest of a type-checked primitive function (`Primitive=1`), named `name`: what
@@ -115,11 +116,43 @@ pub fn lower_primitive(func: &Function, name: &str) -> Result<loops::LoopFunc, K
         kernel: name.to_owned(),
         message,
     })?;
-    let func = lower::lower(name, &composed)?;
+    let func = lower_composed(name, &composed)?;
     if cfg!(debug_assertions) {
         loops::verify(&func)?;
     }
     Ok(func)
+}
+
+/// The kernel pipeline after composition, run one way: the schedule plans the kernel
+/// ([`schedule::Plan`]) and lowering carries the plan out. When lowering meets a reduction it
+/// cannot inline, the schedule revises its plan with that reduction in a buffer
+/// ([`schedule::Plan::materializing`]) and lowering starts again, at most once per tensor.
+fn lower_composed(
+    name: &str,
+    composed: &compose::Composed,
+) -> Result<loops::LoopFunc, KernelError> {
+    let planned = |plan: Result<schedule::Plan, schedule::PlanError>| {
+        plan.map_err(|error| match error {
+            schedule::PlanError::Malformed(message) => KernelError::Malformed {
+                kernel: name.to_owned(),
+                message,
+            },
+            schedule::PlanError::Unschedulable(t) => KernelError::Unschedulable {
+                kernel: name.to_owned(),
+                tensor: t.name.clone(),
+            },
+        })
+    };
+    let mut plan = planned(schedule::Plan::of(composed))?;
+    loop {
+        match lower::lower(name, composed, &plan) {
+            Ok(func) => return Ok(func),
+            Err(lower::Lowering::Failed(error)) => return Err(error),
+            Err(lower::Lowering::NeedsBuffer(t)) => {
+                plan = planned(plan.materializing(composed, t))?;
+            }
+        }
+    }
 }
 
 /// The kernel name of a primitive function, as TVM names them: `fused_` and the operators it

@@ -128,3 +128,61 @@ fn test_support_is_never_a_dependency_of_a_library() {
         );
     }
 }
+
+/// The `.rs` files below `dir`, with their text.
+fn sources(dir: &std::path::Path) -> Vec<(std::path::PathBuf, String)> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for entry in std::fs::read_dir(&d).expect("a source directory") {
+            let path = entry.expect("a directory entry").path();
+            if path.is_dir() {
+                stack.push(path);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                let text = std::fs::read_to_string(&path).expect("a readable source file");
+                out.push((path, text));
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn the_kernel_compiler_runs_one_way() {
+    // compose → schedule → lower → loops::verify → codegen: no module names a stage after it
+    // (the analyses they share sit below both and name neither).
+    let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../relay-kernel/src");
+    let rules: [(&str, &[&str]); 5] = [
+        ("compose.rs", &["schedule", "lower", "codegen"]),
+        ("analysis", &["schedule", "lower", "codegen"]),
+        ("schedule", &["lower", "codegen"]),
+        ("lower", &["codegen"]),
+        ("loops", &["schedule", "lower", "codegen"]),
+    ];
+    let mut broken = Vec::new();
+    for (stage, later) in rules {
+        let path = src.join(stage);
+        let files = if path.is_dir() {
+            sources(&path)
+        } else {
+            vec![(path.clone(), std::fs::read_to_string(&path).expect("a stage file"))]
+        };
+        assert!(!files.is_empty(), "{stage} has no sources");
+        for (file, text) in files {
+            // Tests may use anything.
+            let code = text.split("#[cfg(test)]").next().unwrap_or_default();
+            for module in later {
+                let uses = code.lines().any(|line| {
+                    let code = line.split("//").next().unwrap_or_default();
+                    code.contains(&format!("crate::{module}::"))
+                        || code.contains(&format!("crate::{module}}}"))
+                        || code.contains(&format!("crate::{module};"))
+                });
+                if uses {
+                    broken.push(format!("{} uses crate::{module}", file.display()));
+                }
+            }
+        }
+    }
+    assert!(broken.is_empty(), "{}", broken.join("\n"));
+}

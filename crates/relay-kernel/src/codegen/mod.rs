@@ -97,13 +97,13 @@ use crate::abi::{
     ArgSpec, DLDataType, ERR_DIV_BY_ZERO, ERR_HOST, ERR_MOD_BY_ZERO, ERR_NEGATIVE_POWER,
     ERR_OUT_OF_BOUNDS, KernelSpec,
 };
+use crate::analysis::lanes::{accumulation, accumulators, vector_legal, walk_locals};
 use crate::error::KernelError;
 use crate::host::{DGEMM_SYMBOL, HGEMM_SYMBOL, PARALLEL_FOR_SYMBOL, SGEMM_SYMBOL};
 use crate::jit::{self, CHECK_ARGS_SYMBOL, REPORT_SYMBOL};
 use crate::loops::range::Ranges;
 use crate::loops::{BufferId, BufferRole, ForKind, Gemm, LExpr, LocalId, LoopFunc, Stmt};
 use crate::math;
-use crate::schedule::{accumulation, accumulators, vector_legal, walk_locals};
 use crate::target::Target;
 
 use entry::*;

@@ -158,6 +158,11 @@ impl Verifier<'_> {
         if has_loop(body) {
             return Err("a loop or GEMM inside a vectorized loop".into());
         }
+        if !crate::analysis::lanes::vector_legal(var, body) {
+            return Err(format!(
+                "a loop vectorized over {lanes} lanes whose body cannot run them at once"
+            ));
+        }
         Ok(())
     }
 

@@ -1,13 +1,14 @@
 //! Lowering: tensor expressions → the loop nest IR ([`crate::loops`]).
 //!
-//! **Stages.** Every computed tensor is inlined into its consumers (its axes replaced by the
-//! consumer's read indices; a tensor read twice is computed twice, which is right for
-//! elementwise, broadcast and injective operators), except the tensors computed into a buffer
-//! first: the outputs; every contraction the host GEMM computes (`contract.rs`) with its
-//! computed operands, unless one is an input read in place (`gemm::input_view`: convolution
-//! weights, a 1×1 convolution's data); and a reduction read inside another reduction's body
-//! (found while lowering, which then starts again with it materialized). Those that are not
-//! outputs get scratch buffers. Each stage is one loop nest (or a GEMM call) storing at row-major flat
+//! **Stages**, as the schedule's [`Plan`] says. Every computed tensor is inlined into its
+//! consumers (its axes replaced by the consumer's read indices; a tensor read twice is computed
+//! twice, which is right for elementwise, broadcast and injective operators), except the
+//! tensors the plan computes into a buffer first: the outputs; every contraction the host GEMM
+//! computes (`contract.rs`) with its computed operands, unless one is an input read in place
+//! (`analysis::views::input_view`: convolution weights, a 1×1 convolution's data); and a
+//! reduction read inside another reduction's body (found while lowering, which then stops with
+//! [`Lowering::NeedsBuffer`] for the schedule to revise the plan). Those that are not outputs
+//! get scratch buffers. Each stage is one loop nest (or a GEMM call) storing at row-major flat
 //! indices; stages run in dependency order. A scratch result read element for element by the
 //! one stage that writes an output becomes that output (the epilogue then runs in place). A
 //! reduction's operand that the next loop recomputes is stored into the output by the reduction
@@ -42,7 +43,6 @@ mod depthwise;
 mod epilogue;
 mod gemm;
 mod injective;
-mod inline;
 mod partition;
 mod pieces;
 mod reduce;
@@ -50,14 +50,17 @@ mod reuse;
 mod scratch;
 #[cfg(test)]
 mod tests;
+mod vectors;
 
 use std::collections::HashMap;
 
 use relay_ir::DType;
-use relay_ir::te::{BinaryOp, CmpOp, ReduceOp, TExpr, TExprKind, Tensor, TensorOp, UnaryOp};
+use relay_ir::te::{BinaryOp, CmpOp, ReduceOp, Tensor, TensorOp, UnaryOp};
 
+use crate::analysis::inline::*;
+use crate::analysis::views::*;
+use crate::analysis::{key, strides};
 use injective::*;
-use inline::*;
 use partition::*;
 use pieces::*;
 use reduce::*;
@@ -65,48 +68,45 @@ use scratch::*;
 
 use crate::KernelError;
 use crate::compose::Composed;
-use crate::contract::{Contraction, Index, contraction};
+use crate::contract::{Contraction, Index};
 use crate::loops::{
     Accesses, Buffer, BufferId, BufferRole, ForKind, Gemm, LExpr, Local, LocalId, LoopFunc,
     MatrixRef, Stmt,
 };
-use crate::schedule::{self, LANES, PARALLEL_WORK};
+use crate::schedule::{self, Compute, Plan};
 
-pub(crate) use depthwise::{HostDepthwise, host_depthwise};
-use epilogue::{StageEpilogue, stage_epilogue};
-pub(crate) use gemm::{conv_window, input_view};
-
-/// The most scalar operations one output's expression may have after inlining.
-const MAX_NODES: usize = 1 << 16;
-
-/// The loop nest of a composed primitive function, called `name`: its buffers are the inputs,
-/// the outputs, then the scratch buffers of the tensors it materializes; its body computes
-/// each materialized tensor (a stage) in dependency order, then each output.
-pub fn lower(name: &str, composed: &Composed) -> Result<LoopFunc, KernelError> {
-    let mut materialize = schedule::materialized(composed);
+/// The loop nest of a composed primitive function, called `name`, as `plan` says: its buffers
+/// are the inputs, the outputs, then the scratch buffers of the plan; its body computes each
+/// stage in the plan's order. A reduction read inside another reduction's body, which cannot be
+/// inlined, is [`Lowering::NeedsBuffer`]: the schedule revises the plan
+/// ([`schedule::Plan::materializing`]) and lowering starts again.
+pub(crate) fn lower(name: &str, composed: &Composed, plan: &Plan) -> Result<LoopFunc, Lowering> {
     let kernel = name.to_owned();
-    // Lowering a stage may find a reduction read inside another reduction's body: it is then
-    // materialized too, and lowering starts again (at most once per tensor).
-    loop {
-        match lower_stages(name, composed, &materialize) {
-            Ok(func) => return Ok(func),
-            Err(Fail::Error(message)) => return Err(KernelError::Malformed { kernel, message }),
-            Err(Fail::TooLarge(what)) => return Err(KernelError::TooLarge { kernel, what }),
-            Err(Fail::Unsupported(message)) => {
-                return Err(KernelError::Unsupported { kernel, message });
-            }
-            Err(Fail::Materialize(t)) => {
-                if materialize.iter().any(|m| Tensor::ptr_eq(m, &t)) || materialize.len() > 256 {
-                    let tensor = t.name.clone();
-                    return Err(KernelError::Unschedulable { kernel, tensor });
-                }
-                materialize.push(t);
-            }
-        }
+    match lower_stages(name, composed, plan) {
+        Ok(func) => Ok(func),
+        Err(Fail::Error(message)) => Err(KernelError::Malformed { kernel, message }.into()),
+        Err(Fail::TooLarge(what)) => Err(KernelError::TooLarge { kernel, what }.into()),
+        Err(Fail::Unsupported(message)) => Err(KernelError::Unsupported { kernel, message }.into()),
+        Err(Fail::Materialize(t)) => Err(Lowering::NeedsBuffer(t)),
     }
 }
 
-/// Why lowering with a given set of materialized tensors stopped.
+/// Why lowering a plan stopped.
+#[derive(Debug)]
+pub(crate) enum Lowering {
+    /// The kernel cannot be compiled.
+    Failed(KernelError),
+    /// This reduction, read inside another reduction, must be computed into a buffer first.
+    NeedsBuffer(Tensor),
+}
+
+impl From<KernelError> for Lowering {
+    fn from(error: KernelError) -> Lowering {
+        Lowering::Failed(error)
+    }
+}
+
+/// Why lowering a stage stopped.
 enum Fail {
     /// The loop nest would be malformed: a bug in lowering or in a compute definition.
     Error(String),
@@ -124,14 +124,8 @@ impl From<String> for Fail {
     }
 }
 
-/// The address of a tensor node, its identity.
-pub(crate) fn key(t: &Tensor) -> usize {
-    std::ptr::from_ref::<relay_ir::te::TensorNode>(t) as usize
-}
-
-/// Lowers a kernel in which the tensors of `materialize` (and the outputs) are computed into
-/// buffers.
-fn lower_stages(name: &str, composed: &Composed, materialize: &[Tensor]) -> Result<LoopFunc, Fail> {
+/// Lowers a kernel as `plan` says.
+fn lower_stages(name: &str, composed: &Composed, plan: &Plan) -> Result<LoopFunc, Fail> {
     let mut func = LoopFunc {
         name: name.to_string(),
         buffers: Vec::new(),
@@ -139,97 +133,37 @@ fn lower_stages(name: &str, composed: &Composed, materialize: &[Tensor]) -> Resu
         body: Stmt::Seq(Vec::new()),
     };
     let mut names = HashMap::new();
-    for (i, t) in composed.inputs.iter().enumerate() {
-        if !matches!(t.op, TensorOp::Placeholder(n) if n == i) {
-            return Err(Fail::Error(format!(
-                "kernel input {i} (`{}`) is not placeholder {i}",
-                t.name
-            )));
-        }
+    for t in &composed.inputs {
         let name = unique(&mut names, &t.name);
         func.buffers.push(buffer(name, t, BufferRole::Input));
     }
-    // Where each materialized tensor lives: outputs in their buffers (the first one, for a
-    // tensor returned twice), the others in scratch buffers.
-    // Other outputs are recomputed where they are read (cheaper than a load for elementwise
-    // ones, and it keeps loops vectorizable).
-    let mut outputs: HashMap<usize, usize> = HashMap::new();
     for t in &composed.outputs {
         let base = match t.op {
             TensorOp::Placeholder(_) => format!("T_{}", t.name),
             TensorOp::Compute { .. } => t.name.clone(),
         };
         let name = unique(&mut names, &base);
-        if matches!(t.op, TensorOp::Compute { .. }) {
-            outputs.entry(key(t)).or_insert(func.buffers.len());
-        }
         func.buffers.push(buffer(name, t, BufferRole::Output));
     }
-    let mut buffers: HashMap<usize, usize> = HashMap::new();
-    let mut scratch = Vec::new();
-    for t in materialize {
-        if let std::collections::hash_map::Entry::Vacant(e) = buffers.entry(key(t)) {
-            match outputs.get(&key(t)) {
-                Some(&id) => {
-                    e.insert(id);
-                }
-                None => {
-                    e.insert(func.buffers.len());
-                    let name = unique(&mut names, &t.name);
-                    func.buffers.push(buffer(name, t, BufferRole::Scratch));
-                    scratch.push(t.clone());
-                }
-            }
-        }
+    for t in &plan.scratch {
+        let name = unique(&mut names, &t.name);
+        func.buffers.push(buffer(name, t, BufferRole::Scratch));
     }
     let shapes: Vec<Vec<i64>> = func.buffers.iter().map(|b| b.shape.clone()).collect();
-    // The stages in dependency order: scratch tensors, then outputs (in order, each after
-    // what it reads).
-    let mut order: Vec<(BufferId, Tensor)> = Vec::new();
-    let mut done = std::collections::HashSet::new();
-    let stages: Vec<(BufferId, Tensor)> = scratch
-        .iter()
-        .map(|t| (BufferId(buffers[&key(t)] as u32), t.clone()))
-        .chain(
-            composed
-                .outputs
-                .iter()
-                .enumerate()
-                .map(|(o, t)| (BufferId((composed.inputs.len() + o) as u32), t.clone())),
-        )
-        .collect();
-    for stage in &stages {
-        visit_stage(stage, &stages, &buffers, &mut done, &mut order, 0)?;
-    }
-    let fused = fuse_epilogues(&order, &buffers, &func.buffers, composed);
     let mut nests = Vec::new();
-    for (i, (id, t)) in order.iter().enumerate() {
-        if fused.values().any(|f| f.reader == i) {
-            continue;
-        }
+    for stage in &plan.stages {
         let mut nest = Nest {
             func: &mut func,
             inputs: &composed.inputs,
             shapes: &shapes,
-            buffers: &buffers,
+            buffers: &plan.buffers,
             accs: Vec::new(),
         };
-        let c = contraction(t);
-        let host_dw = c
-            .as_ref()
-            .and_then(|c| schedule::uses_host_depthwise(t, c, &composed.inputs));
-        let (out, epilogue) = match fused.get(&i) {
-            Some(f) => (order[f.reader].0, Some(&f.epilogue)),
-            None => (*id, None),
-        };
-        let stmt = match (c, host_dw, epilogue) {
-            (_, Some(d), Some(FusedEpilogue::Depthwise(e))) => nest.depthwise(out, &d, e.clone()),
-            (_, Some(d), _) => nest.depthwise(out, &d, crate::loops::DepthwiseEpilogue::NONE),
-            (Some(c), None, Some(FusedEpilogue::Gemm(e))) => nest.gemm(out, t, &c, Some(e))?,
-            (Some(c), None, _) if gemm_stage(t, &c, &buffers, composed) => {
-                nest.gemm(out, t, &c, None)?
-            }
-            _ => nest.output(out, t)?,
+        let (out, t) = (stage.buffer, &stage.tensor);
+        let stmt = match &stage.compute {
+            Compute::HostDepthwise(d, e) => nest.depthwise(out, d, e.clone()),
+            Compute::Gemm(c, e) => nest.gemm(out, t, c, e.as_ref())?,
+            Compute::Loops => nest.output(out, t)?,
         };
         nests.push(stmt);
     }
@@ -237,148 +171,8 @@ fn lower_stages(name: &str, composed: &Composed, materialize: &[Tensor]) -> Resu
     let mut body = Stmt::Seq(nests);
     reuse::reuse_reduction_operands(&func, &mut body);
     func.body = body;
-    schedule::legalize_vectors(&mut func.body);
+    vectors::legalize_vectors(&mut func.body);
     Ok(func)
-}
-
-/// Whether contraction `c` computing `t` is a call of the host GEMM: a GEMM schedule whose
-/// operands are kernel inputs, materialized, views of an input or image windows.
-fn gemm_stage(
-    t: &Tensor,
-    c: &Contraction,
-    buffers: &HashMap<usize, usize>,
-    composed: &Composed,
-) -> bool {
-    schedule::uses_gemm(c, &t.shape)
-        && [&c.a.0, &c.b.0].iter().all(|o| {
-            matches!(o.op, TensorOp::Placeholder(_))
-                || buffers.contains_key(&key(o))
-                || input_view(o, &composed.inputs).is_some()
-                || conv_window(o, &composed.inputs).is_some()
-        })
-}
-
-/// A host contraction that applies the epilogue of the stage reading its result.
-struct Fused {
-    /// The reading stage (in the stage order), which goes; the contraction writes its buffer
-    /// instead of its own.
-    reader: usize,
-    epilogue: FusedEpilogue,
-}
-
-/// The epilogue a host contraction applies, in its form.
-enum FusedEpilogue {
-    Depthwise(crate::loops::DepthwiseEpilogue),
-    Gemm(StageEpilogue),
-}
-
-/// The host contractions (float16 GEMMs and depthwise convolutions) that apply an epilogue
-/// ([`stage_epilogue`]), by stage: each writes a scratch buffer whose one reader, a later
-/// stage writing an output of the same size, is its epilogue — for a GEMM one whose indices
-/// carry over to its axes (`StageEpilogue::on_shape`), for a depthwise convolution one it
-/// can apply (`StageEpilogue::depthwise`).
-fn fuse_epilogues(
-    order: &[(BufferId, Tensor)],
-    buffers: &HashMap<usize, usize>,
-    func_buffers: &[Buffer],
-    composed: &Composed,
-) -> HashMap<usize, Fused> {
-    let mut fused = HashMap::new();
-    for (i, (id, t)) in order.iter().enumerate() {
-        let Some(c) = contraction(t) else {
-            continue;
-        };
-        let depthwise = schedule::uses_host_depthwise(t, &c, &composed.inputs).is_some();
-        let gemm = !depthwise && gemm_stage(t, &c, buffers, composed);
-        let scratch = func_buffers[id.0 as usize].role == BufferRole::Scratch;
-        // float32/float64 GEMMs keep their epilogue as an in-place loop after the call: on
-        // ResNet-50 every per-tile variant measured 1–4% slower than that second pass
-        // (docs/design.md §7.4); float16's loop converts each operand, the host's F16C
-        // epilogue does not.
-        let gemm = gemm && t.dtype == DType::F16;
-        if !(depthwise || gemm) || !scratch {
-            continue;
-        }
-        let readers: Vec<usize> = (0..order.len())
-            .filter(|&j| j != i && stage_reads(&order[j].1, buffers).contains(&(id.0 as usize)))
-            .collect();
-        let &[j] = readers.as_slice() else {
-            continue;
-        };
-        let (out, reader) = &order[j];
-        let ob = &func_buffers[out.0 as usize];
-        let fits = j > i
-            && ob.role == BufferRole::Output
-            && ob.shape.iter().product::<i64>() == t.shape.iter().product::<i64>();
-        let epilogue = fits
-            .then(|| stage_epilogue(reader, id.0 as usize, &t.shape, &composed.inputs, buffers))
-            .flatten()
-            .and_then(|e| match depthwise {
-                true => e.depthwise(&reader.shape).map(FusedEpilogue::Depthwise),
-                false if e.is_copy() => None,
-                false => e.on_shape(&reader.shape, &t.shape).map(FusedEpilogue::Gemm),
-            });
-        if let Some(epilogue) = epilogue {
-            fused.insert(
-                i,
-                Fused {
-                    reader: j,
-                    epilogue,
-                },
-            );
-        }
-    }
-    fused
-}
-
-/// Appends `stage` to `order` after the stages it reads (depth first).
-fn visit_stage(
-    stage: &(BufferId, Tensor),
-    stages: &[(BufferId, Tensor)],
-    buffers: &HashMap<usize, usize>,
-    done: &mut std::collections::HashSet<u32>,
-    order: &mut Vec<(BufferId, Tensor)>,
-    depth: usize,
-) -> Result<(), Fail> {
-    if done.contains(&stage.0.0) {
-        return Ok(());
-    }
-    if depth > stages.len() {
-        return Err(Fail::Error(
-            "the kernel's stages depend on each other in a cycle".into(),
-        ));
-    }
-    for dep in stage_reads(&stage.1, buffers) {
-        if let Some(s) = stages.iter().find(|(id, _)| id.0 as usize == dep) {
-            visit_stage(s, stages, buffers, done, order, depth + 1)?;
-        }
-    }
-    if done.insert(stage.0.0) {
-        order.push(stage.clone());
-    }
-    Ok(())
-}
-
-/// The buffers of the materialized tensors computing `t` reads (through the computes it
-/// inlines).
-fn stage_reads(t: &Tensor, buffers: &HashMap<usize, usize>) -> Vec<usize> {
-    let mut out = Vec::new();
-    let mut seen = std::collections::HashSet::new();
-    let TensorOp::Compute { body, .. } = &t.op else {
-        return out;
-    };
-    let mut stack = crate::compose::reads(body);
-    while let Some(r) = stack.pop() {
-        if !seen.insert(key(&r)) {
-            continue;
-        }
-        if let Some(&b) = buffers.get(&key(&r)) {
-            out.push(b);
-        } else if let TensorOp::Compute { body, .. } = &r.op {
-            stack.extend(crate::compose::reads(body));
-        }
-    }
-    out
 }
 
 /// A name not used yet: `name`, or `name_1`, `name_2`, ...
@@ -400,15 +194,6 @@ fn buffer(name: String, t: &Tensor, role: BufferRole) -> Buffer {
         shape: t.shape.clone(),
         role,
     }
-}
-
-/// Row-major strides of a shape.
-pub(crate) fn strides(shape: &[i64]) -> Vec<i64> {
-    let mut s = vec![1i64; shape.len()];
-    for d in (0..shape.len().saturating_sub(1)).rev() {
-        s[d] = s[d + 1].saturating_mul(shape[d + 1]);
-    }
-    s
 }
 
 /// The loop nest of one output.

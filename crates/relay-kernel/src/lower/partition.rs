@@ -3,64 +3,6 @@
 
 use super::*;
 
-/// Whether an index expression uses one of `axes`.
-pub(super) fn mentions(ix: &Ix, axes: &[usize]) -> bool {
-    match ix {
-        Ix::Axis(k) => axes.contains(k),
-        Ix::Const(_) => false,
-        Ix::Bin(_, a, b) => mentions(a, axes) || mentions(b, axes),
-        Ix::Dyn(v) => {
-            let mut used = Vec::new();
-            val_axes(v, &mut used);
-            used.iter().any(|k| axes.contains(k))
-        }
-    }
-}
-
-/// The terms of a conjunction (`a && b && ...`).
-pub(super) fn conjuncts<'v>(v: &'v Val, out: &mut Vec<&'v Val>) {
-    match v {
-        Val::Binary(BinaryOp::LogicalAnd, a, b) => {
-            conjuncts(a, out);
-            conjuncts(b, out);
-        }
-        other => out.push(other),
-    }
-}
-
-/// A value that is an index (or an `int64` constant), as one.
-pub(super) fn as_index(v: &Val) -> Option<Ix> {
-    match v {
-        Val::Index(ix) => Some(ix.clone()),
-        Val::Int(c, d) if *d == DType::I64 => i64::try_from(*c).ok().map(Ix::Const),
-        _ => None,
-    }
-}
-
-/// `ix` as `coef * axis_k + rest` with `rest` free of axis `k`, when it is linear in it.
-pub(super) fn split_axis(ix: &Ix, k: usize) -> Option<(i64, Ix)> {
-    match ix {
-        Ix::Axis(j) if *j == k => Some((1, Ix::Const(0))),
-        Ix::Bin(op @ (BinaryOp::Add | BinaryOp::Sub), a, b) => {
-            let ((ca, ra), (cb, rb)) = (split_axis(a, k)?, split_axis(b, k)?);
-            let c = if *op == BinaryOp::Add {
-                ca.checked_add(cb)?
-            } else {
-                ca.checked_sub(cb)?
-            };
-            Some((c, fold(*op, ra, rb)))
-        }
-        Ix::Bin(BinaryOp::Mul, a, b) => match (a.as_ref(), b.as_ref()) {
-            (x, Ix::Const(m)) | (Ix::Const(m), x) => {
-                let (c, r) = split_axis(x, k)?;
-                Some((c.checked_mul(*m)?, fold(BinaryOp::Mul, r, Ix::Const(*m))))
-            }
-            _ => (!mentions(ix, &[k])).then(|| (0, ix.clone())),
-        },
-        _ => (!mentions(ix, &[k])).then(|| (0, ix.clone())),
-    }
-}
-
 /// `v` with every clamp `max(0, min(x, n - 1))` (either order) of a guarded index `x`
 /// (known to lie in `0..n`, by its key) replaced by `x`.
 pub(super) fn unclamp(v: &Val, guarded: &[(Ix, i64)]) -> Val {
@@ -195,11 +137,9 @@ impl Nest<'_> {
         let inside = unclamp(then, &guarded);
         let dtypes: Vec<DType> = self.func.buffers.iter().map(|b| b.dtype).collect();
         let kind = |v: &Val| {
-            if lanes32(v, &dtypes) && dtype.bits == 32 && dtype.code != relay_ir::DTypeCode::Bool {
-                ForKind::Vectorized { lanes: LANES }
-            } else {
-                ForKind::Serial
-            }
+            schedule::vector_kind(
+                lanes32(v, &dtypes) && dtype.bits == 32 && dtype.code != relay_ir::DTypeCode::Bool,
+            )
         };
         let kinds = (kind(&inside), kind(otherwise));
         let bounds = Bounds {
@@ -575,11 +515,7 @@ impl Nest<'_> {
         let dtypes: Vec<DType> = self.func.buffers.iter().map(|b| b.dtype).collect();
         let dtype = self.func.buffers[id.0 as usize].dtype;
         let is32 = dtype.bits == 32 && dtype.code != relay_ir::DTypeCode::Bool;
-        let inside_kind = if is32 && lanes32_select(&inside, &dtypes) {
-            ForKind::Vectorized { lanes: LANES }
-        } else {
-            ForKind::Serial
-        };
+        let inside_kind = schedule::vector_kind(is32 && lanes32_select(&inside, &dtypes));
         let bounds = Bounds {
             lower,
             upper,

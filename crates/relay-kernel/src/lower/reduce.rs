@@ -102,20 +102,16 @@ impl Nest<'_> {
             .chain(&inliner.red_extents)
             .fold(1i64, |w, &e| w.saturating_mul(e));
         for g in (0..n_out).rev() {
-            let parallel = g == 0 && work >= PARALLEL_WORK && levels.iter().all(Vec::is_empty);
-            let lanes = if vector_inner && g + 1 == n_out {
-                LANES
+            // A loop with reductions computed at a level inside it stays serial.
+            let work = if levels.iter().all(Vec::is_empty) {
+                work
             } else {
-                1
+                0
             };
             stmt = Stmt::For {
                 var: loops.counters[g],
                 extent: shape[loops.groups[g][0]],
-                kind: match (parallel, lanes) {
-                    (true, lanes) => ForKind::Parallel { lanes },
-                    (false, 1) => ForKind::Serial,
-                    (false, lanes) => ForKind::Vectorized { lanes },
-                },
+                kind: schedule::loop_kind(g, n_out, vector_inner, work),
                 body: Box::new(stmt),
             };
             let mut seq = levels.pop().unwrap_or_default();
@@ -258,39 +254,6 @@ fn lanes32_reduced(v: &Val, dtypes: &[DType], inliner: &Inliner<'_>) -> bool {
     }
 }
 
-/// The axes the indices of a value mention.
-pub(super) fn val_axes(v: &Val, out: &mut Vec<usize>) {
-    fn ix_axes(ix: &Ix, out: &mut Vec<usize>) {
-        match ix {
-            Ix::Axis(k) => out.push(*k),
-            Ix::Const(_) => {}
-            Ix::Bin(_, a, b) => {
-                ix_axes(a, out);
-                ix_axes(b, out);
-            }
-            Ix::Dyn(v) => val_axes(v, out),
-        }
-    }
-    let mut stack = vec![v];
-    while let Some(v) = stack.pop() {
-        match v {
-            Val::Int(..) | Val::Float(..) | Val::Acc(_) => {}
-            Val::Index(ix) => ix_axes(ix, out),
-            Val::Load { dims, .. } => dims.iter().for_each(|ix| ix_axes(ix, out)),
-            Val::Unary(_, a) | Val::Cast(_, a) => stack.push(a),
-            Val::Binary(_, a, b) | Val::Compare(_, a, b) => {
-                stack.push(b);
-                stack.push(a);
-            }
-            Val::Select(c, a, b) => {
-                stack.push(b);
-                stack.push(a);
-                stack.push(c);
-            }
-        }
-    }
-}
-
 /// The least and greatest values of `dtype` (infinities for floats), as constants.
 pub(super) fn extremes(dtype: DType) -> (LExpr, LExpr) {
     if dtype.is_float() {
@@ -372,11 +335,7 @@ fn reduction_loops(red: &Red, loops: &Loops, step: Stmt) -> Result<Stmt, String>
             stmt = Stmt::For {
                 var: loops.counters[g],
                 extent: e,
-                kind: if vector {
-                    ForKind::Vectorized { lanes: LANES }
-                } else {
-                    ForKind::Serial
-                },
+                kind: schedule::vector_kind(vector),
                 body: Box::new(stmt),
             };
             vector = false;

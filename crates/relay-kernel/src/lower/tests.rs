@@ -5,6 +5,12 @@ use super::*;
 use crate::KernelError;
 use crate::compose::compose;
 use crate::compose::tests::primitive;
+use relay_ir::te::TExpr;
+
+/// The kernel pipeline from composition to the loop nest: the schedule's plan, carried out.
+fn lower(name: &str, composed: &Composed) -> Result<LoopFunc, KernelError> {
+    crate::lower_composed(name, composed)
+}
 
 /// The printed loop nest of the primitive function in `@main` of a program with parameters
 /// `params` whose primitive function has parameters `prim` and body `body`.

@@ -2,11 +2,19 @@
 //! materialized substituted into its reader, as one scalar expression over the output's axes
 //! ([`Val`], whose indices are [`Ix`]), with its reductions ([`Red`]) apart.
 
-use super::*;
+use std::collections::HashMap;
+
+use relay_ir::DType;
+use relay_ir::te::{BinaryOp, CmpOp, ReduceOp, TExpr, TExprKind, Tensor, TensorOp, UnaryOp};
+
+use super::key;
+
+/// The most scalar operations one output's expression may have after inlining.
+pub(crate) const MAX_NODES: usize = 1 << 16;
 
 /// An index expression over the output's axes (after inlining).
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub(super) enum Ix {
+pub(crate) enum Ix {
     /// The output index along axis `k` (an axis of extent greater than 1).
     Axis(usize),
     /// A constant.
@@ -20,7 +28,7 @@ pub(super) enum Ix {
 /// A scalar expression over the output's axes whose reads are all of buffers. Equality and
 /// hashing are structural, float constants compared by their bits.
 #[derive(Clone, Debug)]
-pub(super) enum Val {
+pub(crate) enum Val {
     Int(i128, DType),
     Float(f64, DType),
     /// An index used as an `int64` value.
@@ -65,7 +73,7 @@ impl Val {
     /// `val` recurses where the caller wants); constants and `Acc`s are copied. The one
     /// structural walk behind rewrites such as [`super::partition::unclamp`] and a
     /// reduction's accumulator substitution.
-    pub(super) fn map_operands(&self, ix: impl Fn(&Ix) -> Ix, val: impl Fn(&Val) -> Val) -> Val {
+    pub(crate) fn map_operands(&self, ix: impl Fn(&Ix) -> Ix, val: impl Fn(&Val) -> Val) -> Val {
         let b = |x: &Val| Box::new(val(x));
         match self {
             Val::Index(i) => Val::Index(ix(i)),
@@ -103,44 +111,44 @@ impl std::hash::Hash for Val {
 
 /// A reduction of one output element: `acc = init; for r in axes { acc = combine(acc, body) }`.
 #[derive(Debug)]
-pub(super) struct Red {
-    pub(super) op: ReduceOp,
+pub(crate) struct Red {
+    pub(crate) op: ReduceOp,
     /// The reduction axes (numbered after the output's), outermost first, with extents.
-    pub(super) axes: Vec<(usize, i64)>,
+    pub(crate) axes: Vec<(usize, i64)>,
     /// The value reduced.
-    pub(super) body: Val,
+    pub(crate) body: Val,
     /// The body's dtype.
-    pub(super) body_dtype: DType,
+    pub(crate) body_dtype: DType,
     /// The result's dtype (the body's, or an integer position for `ArgMax`/`ArgMin`).
-    pub(super) dtype: DType,
+    pub(crate) dtype: DType,
 }
 
 /// Inlines tensor expressions into one [`Val`] per output.
-pub(super) struct Inliner<'a> {
-    pub(super) inputs: &'a [Tensor],
+pub(crate) struct Inliner<'a> {
+    pub(crate) inputs: &'a [Tensor],
     /// The buffers of the materialized tensors, by [`key`].
-    pub(super) buffers: &'a HashMap<usize, usize>,
+    pub(crate) buffers: &'a HashMap<usize, usize>,
     /// The output's shape (the extents of its axes).
-    pub(super) out_shape: Vec<i64>,
+    pub(crate) out_shape: Vec<i64>,
     /// A reduction met inside another reduction's body, to be materialized.
-    pub(super) want: Option<Tensor>,
+    pub(crate) want: Option<Tensor>,
     /// Why inlining stopped when it is not a bug: the expression grew past [`MAX_NODES`]
     /// (`true`), or it holds what lowering cannot compile yet (`false`).
-    pub(super) limit: Option<bool>,
+    pub(crate) limit: Option<bool>,
     /// Operations made so far.
-    pub(super) nodes: usize,
+    pub(crate) nodes: usize,
     /// Whether every value loaded or computed (other than booleans) is 32 bits wide.
-    pub(super) all32: bool,
+    pub(crate) all32: bool,
     /// The output's rank.
-    pub(super) rank: usize,
+    pub(crate) rank: usize,
     /// The extents of the reduction axes met so far (axis `rank + j` is the `j`-th).
-    pub(super) red_extents: Vec<i64>,
+    pub(crate) red_extents: Vec<i64>,
     /// The reductions met so far.
-    pub(super) reductions: Vec<Red>,
+    pub(crate) reductions: Vec<Red>,
     /// Reductions already lowered, by tensor address and read indices.
-    pub(super) red_cache: HashMap<(usize, Vec<Ix>), usize>,
+    pub(crate) red_cache: HashMap<(usize, Vec<Ix>), usize>,
     /// Whether the inliner is inside a reduction's body.
-    pub(super) in_reduce: bool,
+    pub(crate) in_reduce: bool,
 }
 
 impl<'a> Inliner<'a> {
@@ -148,7 +156,7 @@ impl<'a> Inliner<'a> {
     /// is 0), outside any kernel's lowering, with the inliner that made it (for interval
     /// arithmetic on its indices): `None` for a placeholder, a reduction or what does not
     /// inline.
-    pub(super) fn elementwise(
+    pub(crate) fn elementwise(
         t: &Tensor,
         inputs: &'a [Tensor],
         buffers: &'a HashMap<usize, usize>,
@@ -169,7 +177,7 @@ impl<'a> Inliner<'a> {
 
     /// An inliner of one tensor of shape `shape`, outside any kernel's lowering (reading the
     /// kernel's `inputs` and materialized `buffers`).
-    pub(super) fn standalone(
+    pub(crate) fn standalone(
         inputs: &'a [Tensor],
         buffers: &'a HashMap<usize, usize>,
         shape: &[i64],
@@ -190,11 +198,11 @@ impl<'a> Inliner<'a> {
         }
     }
 
-    pub(super) fn value(&mut self, e: &TExpr, env: &HashMap<u32, Ix>) -> Result<Val, String> {
+    pub(crate) fn value(&mut self, e: &TExpr, env: &HashMap<u32, Ix>) -> Result<Val, String> {
         relay_ir::ensure_sufficient_stack(|| self.value_inner(e, env))
     }
 
-    pub(super) fn value_inner(&mut self, e: &TExpr, env: &HashMap<u32, Ix>) -> Result<Val, String> {
+    pub(crate) fn value_inner(&mut self, e: &TExpr, env: &HashMap<u32, Ix>) -> Result<Val, String> {
         self.nodes += 1;
         if self.nodes > MAX_NODES {
             self.limit = Some(true);
@@ -446,7 +454,7 @@ impl<'a> Inliner<'a> {
     }
 
     /// An index expression (`int64` arithmetic on axes and constants).
-    pub(super) fn index(&mut self, e: &TExpr, env: &HashMap<u32, Ix>) -> Result<Ix, String> {
+    pub(crate) fn index(&mut self, e: &TExpr, env: &HashMap<u32, Ix>) -> Result<Ix, String> {
         relay_ir::ensure_sufficient_stack(|| match e.kind() {
             TExprKind::Var(v) => env
                 .get(&v.id)
@@ -483,7 +491,7 @@ impl<'a> Inliner<'a> {
     }
 
     /// The values an index takes, when known: axes range over their extents.
-    pub(super) fn range(&self, ix: &Ix) -> Option<(i64, i64)> {
+    pub(crate) fn range(&self, ix: &Ix) -> Option<(i64, i64)> {
         match ix {
             Ix::Const(c) => Some((*c, *c)),
             Ix::Axis(k) => {
@@ -512,10 +520,10 @@ impl<'a> Inliner<'a> {
 /// The dtype float16 operations compute in: `float64`, in which the basic operations give
 /// float16's correctly rounded results and every other one the reference's (which computes in
 /// `f64` and rounds once per operation), bit for bit.
-pub(super) const F16_WIDE: DType = DType::F64;
+pub(crate) const F16_WIDE: DType = DType::F64;
 
 /// `x` rounded to the nearest float16 value (ties to even).
-pub(super) fn round_f16(x: f64) -> f64 {
+pub(crate) fn round_f16(x: f64) -> f64 {
     f64::from(crate::math::f16_to_f32(crate::math::f64_to_f16(x)))
 }
 
@@ -571,7 +579,7 @@ fn f16_wide_binary(op: BinaryOp) -> DType {
 }
 
 /// `x op y`, folded when both are constants and the result is defined.
-pub(super) fn fold(op: BinaryOp, x: Ix, y: Ix) -> Ix {
+pub(crate) fn fold(op: BinaryOp, x: Ix, y: Ix) -> Ix {
     if let (Ix::Const(a), Ix::Const(b)) = (&x, &y) {
         let (a, b) = (*a, *b);
         let r = match op {
@@ -594,5 +602,111 @@ pub(super) fn fold(op: BinaryOp, x: Ix, y: Ix) -> Ix {
         | (BinaryOp::Mul, _, Ix::Const(0))
         | (BinaryOp::Mod | BinaryOp::FloorMod, _, Ix::Const(1)) => Ix::Const(0),
         _ => Ix::Bin(op, Box::new(x), Box::new(y)),
+    }
+}
+
+/// Whether an index expression uses one of `axes`.
+pub(crate) fn mentions(ix: &Ix, axes: &[usize]) -> bool {
+    match ix {
+        Ix::Axis(k) => axes.contains(k),
+        Ix::Const(_) => false,
+        Ix::Bin(_, a, b) => mentions(a, axes) || mentions(b, axes),
+        Ix::Dyn(v) => {
+            let mut used = Vec::new();
+            val_axes(v, &mut used);
+            used.iter().any(|k| axes.contains(k))
+        }
+    }
+}
+
+/// The terms of a conjunction (`a && b && ...`).
+pub(crate) fn conjuncts<'v>(v: &'v Val, out: &mut Vec<&'v Val>) {
+    match v {
+        Val::Binary(BinaryOp::LogicalAnd, a, b) => {
+            conjuncts(a, out);
+            conjuncts(b, out);
+        }
+        other => out.push(other),
+    }
+}
+
+/// A value that is an index (or an `int64` constant), as one.
+pub(crate) fn as_index(v: &Val) -> Option<Ix> {
+    match v {
+        Val::Index(ix) => Some(ix.clone()),
+        Val::Int(c, d) if *d == DType::I64 => i64::try_from(*c).ok().map(Ix::Const),
+        _ => None,
+    }
+}
+
+/// `ix` as `coef * axis_k + rest` with `rest` free of axis `k`, when it is linear in it.
+pub(crate) fn split_axis(ix: &Ix, k: usize) -> Option<(i64, Ix)> {
+    match ix {
+        Ix::Axis(j) if *j == k => Some((1, Ix::Const(0))),
+        Ix::Bin(op @ (BinaryOp::Add | BinaryOp::Sub), a, b) => {
+            let ((ca, ra), (cb, rb)) = (split_axis(a, k)?, split_axis(b, k)?);
+            let c = if *op == BinaryOp::Add {
+                ca.checked_add(cb)?
+            } else {
+                ca.checked_sub(cb)?
+            };
+            Some((c, fold(*op, ra, rb)))
+        }
+        Ix::Bin(BinaryOp::Mul, a, b) => match (a.as_ref(), b.as_ref()) {
+            (x, Ix::Const(m)) | (Ix::Const(m), x) => {
+                let (c, r) = split_axis(x, k)?;
+                Some((c.checked_mul(*m)?, fold(BinaryOp::Mul, r, Ix::Const(*m))))
+            }
+            _ => (!mentions(ix, &[k])).then(|| (0, ix.clone())),
+        },
+        _ => (!mentions(ix, &[k])).then(|| (0, ix.clone())),
+    }
+}
+
+/// The axes the indices of a value mention.
+pub(crate) fn val_axes(v: &Val, out: &mut Vec<usize>) {
+    fn ix_axes(ix: &Ix, out: &mut Vec<usize>) {
+        match ix {
+            Ix::Axis(k) => out.push(*k),
+            Ix::Const(_) => {}
+            Ix::Bin(_, a, b) => {
+                ix_axes(a, out);
+                ix_axes(b, out);
+            }
+            Ix::Dyn(v) => val_axes(v, out),
+        }
+    }
+    let mut stack = vec![v];
+    while let Some(v) = stack.pop() {
+        match v {
+            Val::Int(..) | Val::Float(..) | Val::Acc(_) => {}
+            Val::Index(ix) => ix_axes(ix, out),
+            Val::Load { dims, .. } => dims.iter().for_each(|ix| ix_axes(ix, out)),
+            Val::Unary(_, a) | Val::Cast(_, a) => stack.push(a),
+            Val::Binary(_, a, b) | Val::Compare(_, a, b) => {
+                stack.push(b);
+                stack.push(a);
+            }
+            Val::Select(c, a, b) => {
+                stack.push(b);
+                stack.push(a);
+                stack.push(c);
+            }
+        }
+    }
+}
+
+/// `ix` as `Σ coef[k]·axis_k + constant` over axes `0..rank`, when it is linear.
+pub(crate) fn linear(ix: &Ix, rank: usize) -> Option<(Vec<i64>, i64)> {
+    let mut coef = vec![0; rank];
+    let mut rest = ix.clone();
+    for (k, c) in coef.iter_mut().enumerate() {
+        let (ck, r) = split_axis(&rest, k)?;
+        *c = ck;
+        rest = r;
+    }
+    match rest {
+        Ix::Const(v) => Some((coef, v)),
+        _ => None,
     }
 }

@@ -1,44 +1,57 @@
 //! Scheduling: every decision about how a kernel computes its tensors, in one place, and the
 //! decisions of one kernel as printed data (`relayc build --emit schedule`).
 //!
-//! The decisions, each a function here that lowering (`lower`) applies:
+//! The schedule decides and lowering (`crate::lower`) obeys. Its decisions come as a
+//! [`Plan`] made before lowering, and as the rules below that lowering applies to each loop
+//! it builds:
 //! - **materialization** ([`materialized`]): which tensors are computed into a buffer before
-//!   their readers run — every contraction the host GEMM computes and its computed operands
-//!   (lowering adds a reduction read inside another reduction's body when it meets one), and
-//!   every shared subexpression of [`SHARED_NODES`] operations or more ([`shared`]);
-//!   everything else is inlined into its readers;
+//!   their readers run — every contraction the host GEMM computes and its computed operands,
+//!   and every shared subexpression of [`SHARED_NODES`] operations or more ([`shared`]);
+//!   everything else is inlined into its readers. When lowering meets a reduction read inside
+//!   another reduction's body, which cannot be inlined, the schedule revises the plan with it
+//!   in a buffer ([`Plan::materializing`]);
+//! - **the stages** ([`Plan`]): the buffer of each materialized tensor, the stages in
+//!   dependency order, and how each computes its tensor: one call of the host depthwise
+//!   convolution, host GEMM calls, or loops; a host contraction whose one reader is an epilogue
+//!   it can apply (float16 GEMMs, depthwise convolutions) absorbs that stage;
 //! - **GEMM or loops** ([`uses_gemm`]): a contraction whose reduction axes merge into one
 //!   matrix dimension ([`gemm_computes`]) is a call of the host GEMM, with its other axes
 //!   looped around it — unless it is a small window ([`direct_window`]: a depthwise or
 //!   small-group convolution), which lowering unrolls into vectorized loops like a pool;
-//! - **loop kinds** ([`loop_kind`]): the innermost loop of a stage whose values are all 32 bits
-//!   wide runs [`LANES`] lanes at once, the outermost loop of a stage of [`PARALLEL_WORK`]
-//!   elements or more runs on the kernel context's threads;
-//! - **vector legality** ([`vector_legal`]): a loop runs lanes at once only if its body is a
-//!   straight line that reads every local after assigning it and every buffer it writes in
-//!   place. Lowering downgrades any other vectorized loop ([`legalize_vectors`]); codegen
-//!   asks the same function before it emits vector code.
+//! - **loop kinds** ([`loop_kind`], [`vector_kind`]): the innermost loop of a stage whose
+//!   values are all 32 bits wide runs [`LANES`] lanes at once, the outermost loop of a stage of
+//!   [`PARALLEL_WORK`] elements or more runs on the kernel context's threads;
+//! - **vector legality**: lanes are asked for on the condition that the finished body allows
+//!   them (`analysis::lanes::vector_legal`: a straight line that reads every local after
+//!   assigning it and every buffer it writes in place). Lowering applies the condition as its
+//!   last step (`lower/vectors.rs`), the verifier rejects a vectorized loop that breaks it, and
+//!   codegen asks the same function before it emits vector code.
 //!
 //! Axis merging (adjacent output axes every load reads contiguously become one loop) and loop
-//! partitioning (the innermost loop of a padded read split at the bounds) are decided by
-//! lowering on the inlined expression (`lower/injective.rs`, `lower/partition.rs`).
+//! partitioning (the innermost loop of a padded read split at the bounds) are no choice: they
+//! are how lowering writes any such nest (`lower/injective.rs`, `lower/partition.rs`). What the
+//! schedule and lowering both need to know of a tensor expression — its inlined form, which
+//! host routine a contraction is — lives below both, in `crate::analysis`.
 //!
 //! [`Schedule::of`] reads the decisions back from a lowered kernel: its stages in order, each
 //! with the buffer it writes, whether it runs in place, and its loops (extent, kind, partition)
 //! or GEMM.
 
+mod plan;
+
 use std::fmt::{self, Display, Formatter};
 
 use std::collections::{HashMap, HashSet};
 
-use relay_ir::te::{BinaryOp, TExprKind, Tensor, TensorOp};
+use relay_ir::te::{TExprKind, Tensor, TensorOp};
 
+pub(crate) use plan::{Compute, Plan, PlanError};
+
+use crate::analysis::views::{HostDepthwise, conv_window, host_depthwise, input_view};
+use crate::analysis::{key, strides};
 use crate::compose::Composed;
 use crate::contract::{Contraction, Index, contraction};
-use crate::loops::{
-    Accesses, BufferId, BufferRole, ForKind, LExpr, LocalId, LoopFunc, Place, Stmt,
-};
-use crate::lower::{HostDepthwise, conv_window, host_depthwise, input_view, key, strides};
+use crate::loops::{Accesses, BufferId, BufferRole, ForKind, LocalId, LoopFunc, Stmt};
 
 /// Lanes of a vectorized loop over 32-bit elements.
 pub const LANES: u32 = 4;
@@ -263,6 +276,17 @@ fn gemm_strides(c: &Contraction) -> Option<()> {
     Some(())
 }
 
+/// The kind of a loop that is not a stage's outer loop — a partitioned loop's part, a
+/// reduction's innermost loop — whose values are all 32 bits wide when `lanes32`: [`LANES`]
+/// lanes at once, or one at a time.
+pub fn vector_kind(lanes32: bool) -> ForKind {
+    if lanes32 {
+        ForKind::Vectorized { lanes: LANES }
+    } else {
+        ForKind::Serial
+    }
+}
+
 /// The kind of loop `g` of `n` loops (outermost first) of a stage of `work` elements (output
 /// elements times reduction extents), whose values are all 32 bits wide when `lanes32`.
 pub fn loop_kind(g: usize, n: usize, lanes32: bool, work: i64) -> ForKind {
@@ -272,210 +296,6 @@ pub fn loop_kind(g: usize, n: usize, lanes32: bool, work: i64) -> ForKind {
         (true, false) => ForKind::Vectorized { lanes: LANES },
         (false, false) => ForKind::Serial,
     }
-}
-
-/// Runs every vectorized loop of `s` whose body is not [`vector_legal`] one iteration at a
-/// time (a parallel one keeps its threads with one lane).
-pub fn legalize_vectors(s: &mut Stmt) {
-    match s {
-        Stmt::Seq(items) => items.iter_mut().for_each(legalize_vectors),
-        Stmt::For {
-            var, kind, body, ..
-        }
-        | Stmt::Range {
-            var, kind, body, ..
-        } => {
-            legalize_vectors(body);
-            let vectorized = matches!(kind, ForKind::Vectorized { .. })
-                || matches!(kind, ForKind::Parallel { lanes } if *lanes > 1);
-            if vectorized && !vector_legal(*var, body) {
-                *kind = match kind {
-                    ForKind::Parallel { .. } => ForKind::Parallel { lanes: 1 },
-                    _ => ForKind::Serial,
-                };
-            }
-        }
-        Stmt::Store { .. } | Stmt::Assign { .. } | Stmt::Gemm(_) | Stmt::Depthwise(_) => {}
-    }
-}
-
-/// Whether a loop body can run several iterations at once: a straight line of stores and
-/// assignments that never assigns the counter, reads no local of the body before assigning
-/// it, and reads a buffer it writes only in place (at the index it stores to).
-pub fn vector_legal(var: LocalId, body: &Stmt) -> bool {
-    fn walk(s: &Stmt, out: &mut Vec<Stmt>) -> bool {
-        match s {
-            Stmt::Seq(items) => items.iter().all(|s| walk(s, out)),
-            Stmt::For { .. } | Stmt::Range { .. } | Stmt::Gemm(_) | Stmt::Depthwise(_) => false,
-            other => {
-                out.push(other.clone());
-                true
-            }
-        }
-    }
-    fn reads(e: &LExpr, locals: &mut Vec<LocalId>, buffers: &mut Vec<BufferId>) {
-        e.visit(&mut |n| match n {
-            LExpr::Local(l) => locals.push(*l),
-            LExpr::Load { buffer, .. } => buffers.push(*buffer),
-            _ => {}
-        });
-    }
-    let mut stmts = Vec::new();
-    if !walk(body, &mut stmts) {
-        return false;
-    }
-    // Accumulators are read only by their own accumulation; they count as assigned.
-    let accs: Vec<LocalId> = accumulators(var, body)
-        .into_iter()
-        .map(|(l, _)| l)
-        .collect();
-    let mut assigned_so_far: Vec<LocalId> = accs.clone();
-    let mut assigned_anywhere: Vec<LocalId> = Vec::new();
-    let mut stored: Vec<BufferId> = Vec::new();
-    let mut loaded: Vec<BufferId> = Vec::new();
-    for s in &stmts {
-        if let Stmt::Assign { local, .. } = s {
-            assigned_anywhere.push(*local);
-        }
-    }
-    for s in &stmts {
-        let mut locals = Vec::new();
-        match s {
-            Stmt::Assign { local, value } => {
-                reads(value, &mut locals, &mut loaded);
-                if *local == var {
-                    return false;
-                }
-                if locals
-                    .iter()
-                    .any(|l| assigned_anywhere.contains(l) && !assigned_so_far.contains(l))
-                {
-                    return false;
-                }
-                assigned_so_far.push(*local);
-            }
-            Stmt::Store {
-                buffer,
-                index,
-                value,
-            } => {
-                reads(index, &mut locals, &mut loaded);
-                reads(value, &mut locals, &mut loaded);
-                if locals
-                    .iter()
-                    .any(|l| assigned_anywhere.contains(l) && !assigned_so_far.contains(l))
-                {
-                    return false;
-                }
-                stored.push(*buffer);
-            }
-            _ => return false,
-        }
-    }
-    // A buffer the body both reads and writes is fine only in place: one store to it,
-    // and every load of it at that store's index (the same lanes, in order).
-    stored.iter().all(|b| {
-        if !loaded.contains(b) {
-            return true;
-        }
-        let access: Vec<Accesses> = stmts.iter().map(Accesses::of).collect();
-        let stores: Vec<&Place> = access
-            .iter()
-            .flat_map(|a| &a.writes)
-            .filter(|w| w.buffer == *b)
-            .map(|w| &w.place)
-            .collect();
-        let [Place::At(key)] = stores[..] else {
-            return false;
-        };
-        access.iter().all(|a| a.reads_only_at(*b, key))
-    })
-}
-
-/// `local op operand` (either order) when `value` accumulates into `local` with an
-/// associative operation vector lanes may split: integer `+ *`, float `+ *` (reordering float
-/// sums within SPEC §4's reduction tolerance), `&& ||`, and `max min` (exact in any order;
-/// a NaN wins wherever it is).
-pub fn accumulation(local: LocalId, value: &LExpr) -> Option<(BinaryOp, &LExpr)> {
-    let LExpr::Binary(
-        op @ (BinaryOp::Add
-        | BinaryOp::Mul
-        | BinaryOp::LogicalAnd
-        | BinaryOp::LogicalOr
-        | BinaryOp::Max
-        | BinaryOp::Min),
-        a,
-        b,
-    ) = value
-    else {
-        return None;
-    };
-    match (a.as_ref(), b.as_ref()) {
-        (LExpr::Local(l), other) | (other, LExpr::Local(l)) if *l == local => {
-            let mut reads = Vec::new();
-            walk_locals(other, &mut reads);
-            (!reads.contains(&local)).then_some((*op, other))
-        }
-        _ => None,
-    }
-}
-
-/// The locals an expression reads.
-pub fn walk_locals(e: &LExpr, out: &mut Vec<LocalId>) {
-    e.visit(&mut |n| {
-        if let LExpr::Local(l) = n {
-            out.push(*l);
-        }
-    });
-}
-
-/// The accumulators of a loop body (a straight line): locals other than the counter assigned
-/// exactly once, by an [`accumulation`], and read nowhere else in the body.
-pub fn accumulators(var: LocalId, body: &Stmt) -> Vec<(LocalId, BinaryOp)> {
-    let mut stmts: Vec<&Stmt> = Vec::new();
-    fn flat<'s>(s: &'s Stmt, out: &mut Vec<&'s Stmt>) {
-        match s {
-            Stmt::Seq(items) => items.iter().for_each(|s| flat(s, out)),
-            other => out.push(other),
-        }
-    }
-    flat(body, &mut stmts);
-    let mut out = Vec::new();
-    for s in &stmts {
-        let Stmt::Assign { local, value } = s else {
-            continue;
-        };
-        if *local == var {
-            continue;
-        }
-        let Some((op, _)) = accumulation(*local, value) else {
-            continue;
-        };
-        let assigned = stmts
-            .iter()
-            .filter(|t| matches!(t, Stmt::Assign { local: l, .. } if l == local))
-            .count();
-        let mut reads = Vec::new();
-        for t in &stmts {
-            match t {
-                Stmt::Assign { local: l, value } if l == local => {
-                    if let Some((_, operand)) = accumulation(*local, value) {
-                        walk_locals(operand, &mut reads);
-                    }
-                }
-                Stmt::Assign { value, .. } => walk_locals(value, &mut reads),
-                Stmt::Store { index, value, .. } => {
-                    walk_locals(index, &mut reads);
-                    walk_locals(value, &mut reads);
-                }
-                _ => {}
-            }
-        }
-        if assigned == 1 && !reads.contains(local) {
-            out.push((*local, op));
-        }
-    }
-    out
 }
 
 /// The decisions of one lowered kernel, as printed data.
