@@ -4,7 +4,7 @@ use std::fmt;
 use std::sync::Arc;
 
 use miette::{Diagnostic, LabeledSpan, NamedSource, SourceSpan};
-use relay_ir::{Module, Span, Symbol};
+use relay_ir::{Module, OpError, Span, Symbol};
 
 /// The kinds of run-time error, each with its own `relay::run::*` code.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -87,6 +87,8 @@ struct Details {
     span: Option<Span>,
     help: Option<String>,
     src: Option<NamedSource<Arc<str>>>,
+    /// The operator's own error, for [`RunErrorKind::Operator`].
+    op_error: Option<OpError>,
 }
 
 impl RunError {
@@ -119,7 +121,20 @@ impl RunError {
             span,
             help: None,
             src,
+            op_error: None,
         }))
+    }
+
+    /// The same error carrying the operator's own error, so that callers can match its kind.
+    pub fn with_op_error(mut self, error: OpError) -> RunError {
+        self.0.op_error = Some(error);
+        self
+    }
+
+    /// The operator's error behind a [`RunErrorKind::Operator`] error, e.g.
+    /// [`OpError::Value`] for an integer division by zero.
+    pub fn op_error(&self) -> Option<&OpError> {
+        self.0.op_error.as_ref()
     }
 
     /// The same error with advice attached.

@@ -941,12 +941,13 @@ impl<'m> Machine<'m> {
                 span,
             ));
         };
-        let result = eval(&vals, attrs).map(Step::Return).map_err(|message| {
+        let result = eval(&vals, attrs).map(Step::Return).map_err(|error| {
             self.error(
                 RunErrorKind::Operator,
-                format!("operator `{}`: {message}", op.name),
+                format!("operator `{}`: {error}", op.name),
                 span,
             )
+            .with_op_error(error)
         });
         for v in vals {
             self.releaser.release(v);

@@ -112,6 +112,10 @@ fn operator_errors_are_run_errors() {
     let msg = e.to_string();
     assert!(msg.contains("division by zero"), "{msg}");
     assert!(msg.contains("in `@div` at ops.relay:19:3"), "{msg}");
+    // The operator's own error is typed: a division by zero is a value error.
+    let op_error = e.op_error().expect("an operator error");
+    assert_eq!(op_error.kind(), relay_ir::OpErrorKind::Value);
+    assert_eq!(op_error.to_string(), "integer division by zero");
 }
 
 #[test]

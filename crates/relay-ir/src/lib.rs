@@ -24,6 +24,7 @@ mod expr;
 pub mod metadata;
 mod module;
 mod op;
+mod op_error;
 pub mod printer;
 mod span;
 pub mod structural;
@@ -42,7 +43,11 @@ pub use expr::{
 };
 pub use metadata::{MetaEntry, MetaTable, MetadataError};
 pub use module::{CtorDef, GlobalFunc, Module, ModuleKind, Source, TypeDef};
-pub use op::{AttrDefault, AttrField, AttrKind, EvalFn, OpPattern, OpRef, OpSchema, RelationFn};
+pub use op::{
+    AttrDefault, AttrField, AttrKind, EvalFn, OpPattern, OpRef, OpSchema, RelationFn, ScalarBinary,
+    ScalarOp, ScalarUnary,
+};
+pub use op_error::{OpError, OpErrorKind};
 pub use printer::{PrintOptions, print_expr, print_module, print_type};
 pub use relay_runtime::{DType, DTypeCode, NDArray, Value};
 pub use span::Span;

@@ -4,7 +4,7 @@
 
 use relay_runtime::{DType, Value};
 
-use crate::{AttrValue, Attrs, Symbol, Type};
+use crate::{AttrValue, Attrs, OpError, Symbol, Type};
 
 /// An operator as the IR refers to it: a schema in the static operator registry.
 pub type OpRef = &'static OpSchema;
@@ -30,19 +30,81 @@ pub struct OpSchema {
     /// The compute definition the kernel compiler lowers (`crate::te`). `None` for operators
     /// relayc cannot compile into a kernel yet.
     pub compute: Option<crate::te::ComputeFn>,
+    /// The operation it is on unboxed scalars, which the VM evaluates without a kernel (loop
+    /// counters, comparisons); `None` for every other operator.
+    pub scalar: Option<ScalarOp>,
+}
+
+/// An operator's form on rank-0 integers, booleans and floats, which the VM evaluates on
+/// unboxed values (`relay_vm::scalar`) with the kernels' exact results.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ScalarOp {
+    /// One operand.
+    Unary(ScalarUnary),
+    /// Two operands of one dtype.
+    Binary(ScalarBinary),
+}
+
+/// A unary [`ScalarOp`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ScalarUnary {
+    /// `negative`.
+    Neg,
+    /// `logical_not`.
+    Not,
+}
+
+/// A binary [`ScalarOp`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ScalarBinary {
+    /// `add`.
+    Add,
+    /// `subtract`.
+    Sub,
+    /// `multiply`.
+    Mul,
+    /// `divide`.
+    Div,
+    /// `mod`.
+    Mod,
+    /// `floor_divide`.
+    FloorDiv,
+    /// `floor_mod`.
+    FloorMod,
+    /// `equal`.
+    Eq,
+    /// `not_equal`.
+    Ne,
+    /// `less`.
+    Lt,
+    /// `less_equal`.
+    Le,
+    /// `greater`.
+    Gt,
+    /// `greater_equal`.
+    Ge,
+    /// `logical_and`.
+    And,
+    /// `logical_or`.
+    Or,
+    /// `maximum`.
+    Max,
+    /// `minimum`.
+    Min,
 }
 
 /// A type relation. It is called once every input type is known (tensor types may have `?`
-/// dimensions; tuple inputs hold tensor types) and returns the output type, or a message saying
-/// what is wrong with the inputs or attributes, e.g. "cannot broadcast `Tensor[(2, 3), float32]`
-/// with `Tensor[(4, 3), float32]`" or "`pool_size` must have 2 values, got 3". The type checker
-/// adds the operator name and the call's span.
-pub type RelationFn = fn(inputs: &[Type], attrs: &Attrs) -> Result<Type, String>;
+/// dimensions; tuple inputs hold tensor types) and returns the output type, or an [`OpError`]
+/// saying what is wrong with the inputs or attributes, e.g. a shape error "cannot broadcast
+/// `Tensor[(2, 3), float32]` with `Tensor[(4, 3), float32]`" or an attribute error
+/// "`pool_size` must have 2 values, got 3". The type checker adds the operator name and the
+/// call's span.
+pub type RelationFn = fn(inputs: &[Type], attrs: &Attrs) -> Result<Type, OpError>;
 
 /// A reference evaluation: the result value from the argument values and attributes, or a
-/// run-time error message ("integer division by zero"). Inputs have the types the relation
-/// accepted. Written for clarity, not speed.
-pub type EvalFn = fn(args: &[Value], attrs: &Attrs) -> Result<Value, String>;
+/// run-time error (an [`OpError::Value`] "integer division by zero"). Inputs have the types the
+/// relation accepted. Written for clarity, not speed.
+pub type EvalFn = fn(args: &[Value], attrs: &Attrs) -> Result<Value, OpError>;
 
 /// How an operator may be fused with its neighbours: TVM's `TOpPattern`, in its order (a
 /// smaller pattern fuses more freely).
@@ -156,6 +218,14 @@ impl OpSchema {
     pub const fn with_compute(self, compute: crate::te::ComputeFn) -> OpSchema {
         OpSchema {
             compute: Some(compute),
+            ..self
+        }
+    }
+
+    /// The schema with its form on unboxed scalars.
+    pub const fn with_scalar(self, scalar: ScalarOp) -> OpSchema {
+        OpSchema {
+            scalar: Some(scalar),
             ..self
         }
     }

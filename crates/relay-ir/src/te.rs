@@ -421,5 +421,6 @@ impl TeValue {
 
 /// An operator's compute definition: its output from its inputs (as the type relation accepted
 /// them: static shapes), its attributes and its output type; or why it cannot be compiled
-/// (a dynamic shape, an unsupported dtype).
-pub type ComputeFn = fn(inputs: &[TeValue], attrs: &Attrs, out: &Type) -> Result<TeValue, String>;
+/// (a dynamic shape, an unsupported dtype), as an [`OpError`](crate::OpError).
+pub type ComputeFn =
+    fn(inputs: &[TeValue], attrs: &Attrs, out: &Type) -> Result<TeValue, crate::OpError>;

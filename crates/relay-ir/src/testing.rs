@@ -17,6 +17,7 @@ pub static ADD: OpSchema = OpSchema {
     relation: None,
     eval: None,
     compute: None,
+    scalar: None,
 };
 
 /// `subtract`.
@@ -29,6 +30,7 @@ pub static SUB: OpSchema = OpSchema {
     relation: None,
     eval: None,
     compute: None,
+    scalar: None,
 };
 
 pub fn sym(s: &str) -> Symbol {

@@ -9,8 +9,11 @@
 use std::collections::HashMap;
 
 use relay_ir::te::{TExpr, TExprKind, TeValue, Tensor, TensorOp};
-use relay_ir::{Expr, ExprKind, Function, NDArray, Type, TypeKind, VarId};
+use relay_ir::{Expr, ExprKind, Function, NDArray, OpError, Type, TypeKind, VarId};
 use relay_ops::compute::static_tensor;
+use thiserror::Error;
+
+use crate::KernelError;
 
 /// A primitive function as tensor expressions.
 #[derive(Clone, Debug)]
@@ -22,20 +25,62 @@ pub struct Composed {
     pub outputs: Vec<Tensor>,
 }
 
+/// Why a primitive function cannot be composed into tensor expressions.
+#[derive(Clone, Debug, PartialEq, Eq, Error)]
+pub enum ComposeError {
+    /// An operator's compute definition rejected the call.
+    #[error("operator `{op}`: {error}")]
+    Operator {
+        /// The operator, e.g. `nn.conv2d`.
+        op: &'static str,
+        /// What its compute definition said.
+        error: OpError,
+    },
+    /// A parameter's type has no static shape or a dtype the kernels do not handle.
+    #[error("{0}")]
+    Parameter(OpError),
+    /// A construct the kernel compiler does not handle: an operator without a compute
+    /// definition, a tensor constant, a nested function.
+    #[error("{0}")]
+    Unsupported(String),
+}
+
+impl ComposeError {
+    /// The kernel compiler's error for kernel `kernel`: [`KernelError::Operator`] for an
+    /// operator's error, [`KernelError::Unsupported`] otherwise.
+    pub fn into_kernel_error(self, kernel: &str) -> KernelError {
+        let kernel = kernel.to_owned();
+        match self {
+            ComposeError::Operator { op, error } => KernelError::Operator { kernel, op, error },
+            other => KernelError::Unsupported {
+                kernel,
+                message: other.to_string(),
+            },
+        }
+    }
+}
+
+/// A [`ComposeError::Unsupported`] with `message`.
+fn unsupported(message: impl Into<String>) -> ComposeError {
+    ComposeError::Unsupported(message.into())
+}
+
 /// The tensor expressions of a primitive function (`Primitive=1`) whose types have been
 /// checked, or why it cannot be compiled: an operator without a compute definition, a dynamic
 /// shape, a construct other than calls, lets, tuples, projections, variables and scalar
 /// constants.
-pub fn compose(func: &Function) -> Result<Composed, String> {
+pub fn compose(func: &Function) -> Result<Composed, ComposeError> {
     let mut composer = Composer {
         env: HashMap::new(),
         inputs: Vec::new(),
     };
     for param in &func.params {
-        let ty = param
-            .checked_type()
-            .or(param.ty())
-            .ok_or_else(|| format!("parameter `%{}` has no type", param.name().as_str()))?;
+        let ty = param.checked_type().or(param.ty()).ok_or_else(|| {
+            unsupported(format!(
+                "parameter `%{}` has no type",
+                param.name().as_str()
+            ))
+        })?;
         let value = composer.placeholders(ty, param.name().as_str())?;
         composer.env.insert(param.id(), value);
     }
@@ -103,10 +148,10 @@ struct Composer {
 
 impl Composer {
     /// Placeholders for a parameter of type `ty`: one per tensor, in order.
-    fn placeholders(&mut self, ty: &Type, name: &str) -> Result<TeValue, String> {
+    fn placeholders(&mut self, ty: &Type, name: &str) -> Result<TeValue, ComposeError> {
         match ty.kind() {
             TypeKind::Tensor { .. } => {
-                let (shape, dtype) = static_tensor(ty)?;
+                let (shape, dtype) = static_tensor(ty).map_err(ComposeError::Parameter)?;
                 let index = self.inputs.len();
                 let t = Tensor::placeholder(name, shape, dtype, index);
                 self.inputs.push(t.clone());
@@ -120,24 +165,24 @@ impl Composer {
                     .collect::<Result<_, _>>()?;
                 Ok(TeValue::Tuple(values))
             }
-            _ => Err(format!(
+            _ => Err(unsupported(format!(
                 "parameter `%{name}` of type `{ty}` is not a tensor or a tuple of tensors"
-            )),
+            ))),
         }
     }
 
     /// The value of an expression.
-    fn expr(&mut self, e: &Expr) -> Result<TeValue, String> {
+    fn expr(&mut self, e: &Expr) -> Result<TeValue, ComposeError> {
         relay_ir::ensure_sufficient_stack(|| self.expr_inner(e))
     }
 
-    fn expr_inner(&mut self, e: &Expr) -> Result<TeValue, String> {
+    fn expr_inner(&mut self, e: &Expr) -> Result<TeValue, ComposeError> {
         match e.kind() {
-            ExprKind::Var(v) => self
-                .env
-                .get(&v.id())
-                .cloned()
-                .ok_or_else(|| format!("unbound variable `%{}`", v.name().as_str())),
+            ExprKind::Var(v) => {
+                self.env.get(&v.id()).cloned().ok_or_else(|| {
+                    unsupported(format!("unbound variable `%{}`", v.name().as_str()))
+                })
+            }
             ExprKind::Constant(c) => constant(c),
             ExprKind::Let { bindings, body } => {
                 for b in bindings {
@@ -157,8 +202,8 @@ impl Composer {
                 TeValue::Tuple(fields) => fields
                     .get(*index as usize)
                     .cloned()
-                    .ok_or_else(|| format!("projection .{index} out of range")),
-                TeValue::Tensor(_) => Err(format!("projection .{index} of a tensor")),
+                    .ok_or_else(|| unsupported(format!("projection .{index} out of range"))),
+                TeValue::Tensor(_) => Err(unsupported(format!("projection .{index} of a tensor"))),
             },
             ExprKind::Call {
                 callee,
@@ -166,24 +211,30 @@ impl Composer {
                 attrs,
             } => {
                 let ExprKind::Op(op) = callee.kind() else {
-                    return Err("only operator calls can be compiled into a kernel".into());
+                    return Err(unsupported(
+                        "only operator calls can be compiled into a kernel",
+                    ));
                 };
                 let compute = op.compute.ok_or_else(|| {
-                    format!("operator `{}` has no compute definition yet", op.name)
+                    unsupported(format!(
+                        "operator `{}` has no compute definition yet",
+                        op.name
+                    ))
                 })?;
                 let values = args
                     .iter()
                     .map(|a| self.expr(a))
                     .collect::<Result<Vec<_>, _>>()?;
-                let out = e
-                    .checked_type()
-                    .ok_or_else(|| format!("the call to `{}` has no checked type", op.name))?;
-                compute(&values, attrs, out).map_err(|m| format!("operator `{}`: {m}", op.name))
+                let out = e.checked_type().ok_or_else(|| {
+                    unsupported(format!("the call to `{}` has no checked type", op.name))
+                })?;
+                compute(&values, attrs, out)
+                    .map_err(|error| ComposeError::Operator { op: op.name, error })
             }
-            other => Err(format!(
+            other => Err(unsupported(format!(
                 "{} cannot be compiled into a kernel",
                 construct_name(other)
-            )),
+            ))),
         }
     }
 }
@@ -204,13 +255,13 @@ fn construct_name(kind: &ExprKind) -> &'static str {
 
 /// A constant with at most one element: a compute of its shape whose every element is that
 /// value.
-fn constant(c: &NDArray) -> Result<TeValue, String> {
+fn constant(c: &NDArray) -> Result<TeValue, ComposeError> {
     let dtype = c.dtype();
     if c.num_elements() > 1 {
-        return Err(format!(
+        return Err(unsupported(format!(
             "tensor constants of shape {:?} cannot be compiled into a kernel yet",
             c.shape()
-        ));
+        )));
     }
     let value = if dtype.is_float() {
         TExpr::float(c.to_f64_vec().first().copied().unwrap_or(0.0), dtype)
@@ -228,7 +279,7 @@ pub fn is_placeholder(t: &Tensor) -> bool {
 
 #[cfg(test)]
 pub(crate) mod tests {
-    use relay_ir::{DType, Module, Symbol};
+    use relay_ir::{DType, Module, OpErrorKind, Symbol};
 
     use super::*;
 
@@ -328,8 +379,34 @@ def @main(%x: Tensor[(1, 3, 4, 4), float32], %w: Tensor[(3, 2, 3, 3), float32]) 
         let main = m.function(Symbol::intern("main")).unwrap();
         let f = find_primitive(&main.func.body).unwrap();
         assert_eq!(
-            compose(&f).err().as_deref(),
+            compose(&f).err().map(|e| e.to_string()).as_deref(),
             Some("operator `nn.conv2d_transpose` has no compute definition yet")
+        );
+    }
+
+    #[test]
+    fn compute_errors_are_typed() {
+        // 64-bit integer windows of more than 2^30 taps are refused by the compute definition.
+        let f = primitive(
+            r#"#[version = "0.0.5"]
+def @main(%x: Tensor[(1, 1, 1, 1), int64]) {
+  %0 = fn (%p0: Tensor[(1, 1, 1, 1), int64], Primitive=1) {
+    nn.avg_pool2d(%p0, pool_size=[40000, 40000], padding=[40000])
+  };
+  %0(%x)
+}"#,
+        );
+        let Err(ComposeError::Operator { op, error }) = compose(&f) else {
+            panic!("the window composes")
+        };
+        assert_eq!(op, "nn.avg_pool2d");
+        assert_eq!(error.kind(), OpErrorKind::Unsupported);
+        let e = ComposeError::Operator { op, error }.into_kernel_error("k");
+        assert!(matches!(&e, KernelError::Operator { .. }) && e.is_unsupported());
+        assert!(
+            e.to_string()
+                .starts_with("kernel k: operator `nn.avg_pool2d`: "),
+            "{e}"
         );
     }
 
@@ -345,8 +422,11 @@ def @main(%x: Tensor[(?, 3), float32]) {
 }"#,
         );
         assert_eq!(
-            compose(&f).err().as_deref(),
+            compose(&f).err().map(|e| e.to_string()).as_deref(),
             Some("dynamic shape `Tensor[(?, 3), float32]` is not supported")
+        );
+        assert!(
+            matches!(compose(&f), Err(ComposeError::Parameter(e)) if e.kind() == OpErrorKind::Unsupported)
         );
         let big = NDArray::zeros(DType::F32, &[2]).unwrap();
         assert!(constant(&big).is_err());

@@ -2,6 +2,7 @@
 //! the result.
 
 use miette::Diagnostic;
+use relay_ir::OpError;
 use thiserror::Error;
 
 /// Why a kernel could not be compiled or a call failed.
@@ -100,6 +101,24 @@ pub enum KernelError {
         /// What is not supported.
         message: String,
     },
+    /// An operator's compute definition rejected the call: a dynamic shape, a dtype or an
+    /// attribute it does not handle. Printed, coded and advised as [`KernelError::Unsupported`].
+    #[error("kernel {kernel}: operator `{op}`: {error}")]
+    #[diagnostic(
+        code(relay::kernel::unsupported),
+        help(
+            "if its operators are defined for these types, the interpreter runs it \
+             (`relayc run --executor interp`)"
+        )
+    )]
+    Operator {
+        /// The kernel's name.
+        kernel: String,
+        /// The operator, e.g. `nn.conv2d`.
+        op: &'static str,
+        /// What its compute definition said, by kind.
+        error: OpError,
+    },
     /// A tensor or expression past the kernel compiler's limits: a shape whose element count
     /// overflows `int64`, an expression of too many operations once its producers are inlined.
     #[error("kernel {kernel}: too large to compile: {what}")]
@@ -143,7 +162,9 @@ impl KernelError {
     pub fn is_unsupported(&self) -> bool {
         matches!(
             self,
-            KernelError::Unsupported { .. } | KernelError::UnsupportedDType { .. }
+            KernelError::Unsupported { .. }
+                | KernelError::UnsupportedDType { .. }
+                | KernelError::Operator { .. }
         )
     }
 }

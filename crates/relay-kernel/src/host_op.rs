@@ -6,6 +6,7 @@
 //! [`PackedFunc`] whose entry is the library function ([`compile`]) instead of JIT code. Its
 //! arguments are checked against its [`KernelSpec`] as a JIT'd entry checks them.
 
+use relay_ir::OpError;
 use relay_ir::{Attrs, DType, ExprKind, Function, Type, TypeKind};
 use relay_ops::support::attr_bool;
 
@@ -70,11 +71,11 @@ pub fn host_op(func: &Function) -> Option<Result<HostOp, KernelError>> {
 }
 
 /// The `clip` attribute as float32.
-fn clip(attrs: &Attrs) -> Result<Option<f32>, String> {
+fn clip(attrs: &Attrs) -> Result<Option<f32>, OpError> {
     Ok(relay_ops::recurrence_clip(attrs)?.map(|c| c as f32))
 }
 
-fn lstm_attrs(attrs: &Attrs) -> Result<HostOp, String> {
+fn lstm_attrs(attrs: &Attrs) -> Result<HostOp, OpError> {
     Ok(HostOp::Lstm {
         reverse: attr_bool(attrs, "reverse")?,
         clip: clip(attrs)?,
@@ -82,7 +83,7 @@ fn lstm_attrs(attrs: &Attrs) -> Result<HostOp, String> {
     })
 }
 
-fn gru_attrs(attrs: &Attrs) -> Result<HostOp, String> {
+fn gru_attrs(attrs: &Attrs) -> Result<HostOp, OpError> {
     Ok(HostOp::Gru {
         reverse: attr_bool(attrs, "reverse")?,
         clip: clip(attrs)?,

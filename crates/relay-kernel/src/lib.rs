@@ -102,20 +102,14 @@ pub fn verify_primitive(func: &Function, name: &str) -> Result<(), KernelError> 
     if let Some(op) = host_op::host_op(func) {
         return op.map(|_| ());
     }
-    let composed = compose::compose(func).map_err(|message| KernelError::Unsupported {
-        kernel: name.to_owned(),
-        message,
-    })?;
+    let composed = compose::compose(func).map_err(|e| e.into_kernel_error(name))?;
     loops::verify(&lower_composed(name, &composed)?)
 }
 
 /// The loop nest of a type-checked primitive function (`Primitive=1`), named `name`: what
 /// `relayc build --emit kernels` prints and codegen compiles.
 pub fn lower_primitive(func: &Function, name: &str) -> Result<loops::LoopFunc, KernelError> {
-    let composed = compose::compose(func).map_err(|message| KernelError::Unsupported {
-        kernel: name.to_owned(),
-        message,
-    })?;
+    let composed = compose::compose(func).map_err(|e| e.into_kernel_error(name))?;
     let func = lower_composed(name, &composed)?;
     if cfg!(debug_assertions) {
         loops::verify(&func)?;

@@ -9,6 +9,7 @@
 //! place of the relation's `?`: a broadcasting operator's dynamic dimension is its inputs',
 //! and a converter that knows which symbol a dimension is says so ([`Builder::call_as`]).
 
+use crate::error::ConvertError;
 use std::collections::HashSet;
 use std::sync::Arc;
 
@@ -165,7 +166,7 @@ impl Builder {
 
     /// A scalar literal of `dtype` holding `v` (a float dtype: `v` rounded to it; an
     /// infinite bound is the dtype's largest finite value, as a Relay literal is finite).
-    pub(crate) fn float(&mut self, v: f64, dtype: DType) -> Result<Value, String> {
+    pub(crate) fn float(&mut self, v: f64, dtype: DType) -> Result<Value, ConvertError> {
         let v = if dtype.is_float() {
             finite(v, dtype)
         } else {
@@ -176,7 +177,7 @@ impl Builder {
     }
 
     /// A scalar literal of integer (or boolean) `dtype` holding `v`.
-    pub(crate) fn int(&mut self, v: i64, dtype: DType) -> Result<Value, String> {
+    pub(crate) fn int(&mut self, v: i64, dtype: DType) -> Result<Value, ConvertError> {
         let array = NDArray::scalar_i128(dtype, i128::from(v)).map_err(|e| e.to_string())?;
         Ok(self.literal(array))
     }
@@ -208,7 +209,7 @@ impl Builder {
         hint: &str,
         shape: &[i64],
         values: impl IntoIterator<Item = i64>,
-    ) -> Result<Value, String> {
+    ) -> Result<Value, ConvertError> {
         elements(shape)?;
         let values: Vec<i128> = values.into_iter().map(i128::from).collect();
         let array =
@@ -223,7 +224,7 @@ impl Builder {
         op: &str,
         args: &[&Value],
         attrs: &[(&str, AttrValue)],
-    ) -> Result<Value, String> {
+    ) -> Result<Value, ConvertError> {
         let hint = broadcast_hint(op, args);
         self.call_typed(op, Arg::each(args), attrs, hint)
     }
@@ -236,7 +237,7 @@ impl Builder {
         args: &[&Value],
         attrs: &[(&str, AttrValue)],
         shape: &[i64],
-    ) -> Result<Value, String> {
+    ) -> Result<Value, ConvertError> {
         self.call_typed(op, Arg::each(args), attrs, Some(shape.to_vec()))
     }
 
@@ -247,7 +248,7 @@ impl Builder {
         op: &str,
         fields: &[&Value],
         attrs: &[(&str, AttrValue)],
-    ) -> Result<Value, String> {
+    ) -> Result<Value, ConvertError> {
         let args = vec![Arg::Tuple(fields.iter().map(|v| (*v).clone()).collect())];
         self.call_typed(op, args, attrs, None)
     }
@@ -259,16 +260,17 @@ impl Builder {
         op: &str,
         args: &[&Value],
         attrs: &[(&str, AttrValue)],
-    ) -> Result<Vec<Value>, String> {
+    ) -> Result<Vec<Value>, ConvertError> {
         let (expr, ty, konst) = self.checked_call(op, Arg::each(args), attrs)?;
         let TypeKind::Tuple(types) = ty.kind() else {
-            return Err(format!("`{op}` returns {}, not a tuple", print_type(&ty)));
+            return Err(format!("`{op}` returns {}, not a tuple", print_type(&ty)).into());
         };
         let types: Vec<(Vec<i64>, DType)> = types
             .iter()
             .map(|t| {
-                shape_of(t)
-                    .ok_or_else(|| format!("`{op}` returns a field of type {}", print_type(t)))
+                shape_of(t).ok_or_else(|| {
+                    ConvertError::from(format!("`{op}` returns a field of type {}", print_type(t)))
+                })
             })
             .collect::<Result<_, _>>()?;
         if let Some(relay_runtime::Value::Tuple(fields)) = konst {
@@ -276,7 +278,7 @@ impl Builder {
                 .iter()
                 .map(|f| match f {
                     relay_runtime::Value::Tensor(t) => Ok(self.folded(op, (**t).clone())),
-                    _ => Err(format!("`{op}` evaluated to a nested tuple")),
+                    _ => Err(format!("`{op}` evaluated to a nested tuple").into()),
                 })
                 .collect();
         }
@@ -308,10 +310,11 @@ impl Builder {
         args: Vec<Arg>,
         attrs: &[(&str, AttrValue)],
         hint: Option<Vec<i64>>,
-    ) -> Result<Value, String> {
+    ) -> Result<Value, ConvertError> {
         let (expr, ty, konst) = self.checked_call(op, args, attrs)?;
-        let (shape, dtype) = shape_of(&ty)
-            .ok_or_else(|| format!("`{op}` returns {}, not a tensor", print_type(&ty)))?;
+        let (shape, dtype) = shape_of(&ty).ok_or_else(|| {
+            ConvertError::from(format!("`{op}` returns {}, not a tensor", print_type(&ty)))
+        })?;
         let shape = match hint {
             Some(hint) => with_symbols(op, &shape, &hint)?,
             None => shape,
@@ -330,15 +333,18 @@ impl Builder {
         op: &str,
         args: Vec<Arg>,
         attrs: &[(&str, AttrValue)],
-    ) -> Result<(Expr, Type, Option<relay_runtime::Value>), String> {
-        let schema =
-            relay_ops::lookup(op).ok_or_else(|| format!("`{op}` is not a Relay operator"))?;
+    ) -> Result<(Expr, Type, Option<relay_runtime::Value>), ConvertError> {
+        let schema = relay_ops::lookup(op)
+            .ok_or_else(|| ConvertError::from(format!("`{op}` is not a Relay operator")))?;
         let attrs = schema.complete_attrs(attrs)?;
         let relation = schema
             .relation
-            .ok_or_else(|| format!("`{op}` has no type relation"))?;
+            .ok_or_else(|| ConvertError::from(format!("`{op}` has no type relation")))?;
         let types: Vec<Type> = args.iter().map(Arg::ty).collect();
-        let ty = relation(&types, &attrs).map_err(|m| format!("`{op}`: {m}"))?;
+        let ty = relation(&types, &attrs).map_err(|error| ConvertError::Operator {
+            op: op.to_owned(),
+            error,
+        })?;
         let konst = match schema.eval {
             Some(eval) if small(&ty) => match constants(&args) {
                 Some(values) => eval(&values, &attrs).ok(),
@@ -600,7 +606,7 @@ fn broadcast_hint(op: &str, args: &[&Value]) -> Option<Vec<i64>> {
 
 /// The relation's `shape` with `hint`'s symbols for its `?` dimensions; an error when the
 /// two disagree on a static dimension (an importer bug, reported as such).
-fn with_symbols(op: &str, shape: &[i64], hint: &[i64]) -> Result<Vec<i64>, String> {
+fn with_symbols(op: &str, shape: &[i64], hint: &[i64]) -> Result<Vec<i64>, ConvertError> {
     let agrees = shape.len() == hint.len()
         && shape
             .iter()
@@ -609,7 +615,8 @@ fn with_symbols(op: &str, shape: &[i64], hint: &[i64]) -> Result<Vec<i64>, Strin
     if !agrees {
         return Err(format!(
             "`{op}`'s type relation gives the shape {shape:?}, the importer expected {hint:?}"
-        ));
+        )
+        .into());
     }
     Ok(shape
         .iter()
@@ -642,14 +649,14 @@ pub(crate) fn finite(v: f64, dtype: DType) -> f64 {
 pub(crate) const MAX_ELEMENTS: usize = 1 << 24;
 
 /// The element count of `shape`, checked against [`MAX_ELEMENTS`].
-pub(crate) fn elements(shape: &[i64]) -> Result<usize, String> {
+pub(crate) fn elements(shape: &[i64]) -> Result<usize, ConvertError> {
     shape
         .iter()
         .try_fold(1usize, |n, &d| {
             usize::try_from(d).ok().and_then(|d| n.checked_mul(d))
         })
         .filter(|&n| n <= MAX_ELEMENTS)
-        .ok_or_else(|| format!("a constant of shape {shape:?}"))
+        .ok_or_else(|| ConvertError::from(format!("a constant of shape {shape:?}")))
 }
 
 /// Attribute values, as converters write them.

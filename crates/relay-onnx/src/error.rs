@@ -3,6 +3,37 @@
 //! is inconsistent.
 
 use miette::Diagnostic;
+use relay_ir::OpError;
+
+/// Why the importer could not convert a node: a Relay operator's error, by kind, or the
+/// converter's own message.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ConvertError {
+    /// The type relation of a Relay operator the converter called rejected the call.
+    #[error("`{op}`: {error}")]
+    Operator {
+        /// The Relay operator, e.g. `nn.conv2d`.
+        op: String,
+        /// What its relation said.
+        error: OpError,
+    },
+    /// What the converter found wrong or unsupported in the node.
+    #[error("{0}")]
+    Message(String),
+}
+
+impl From<String> for ConvertError {
+    fn from(message: String) -> ConvertError {
+        ConvertError::Message(message)
+    }
+}
+
+impl From<&str> for ConvertError {
+    fn from(message: &str) -> ConvertError {
+        ConvertError::Message(message.to_owned())
+    }
+}
 
 /// A node the importer could not convert, and why.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -14,7 +45,7 @@ pub struct NodeIssue {
     /// Its domain (`""`: `ai.onnx`).
     pub domain: String,
     /// What is wrong.
-    pub message: String,
+    pub error: ConvertError,
 }
 
 impl std::fmt::Display for NodeIssue {
@@ -27,7 +58,7 @@ impl std::fmt::Display for NodeIssue {
         write!(
             f,
             "node `{}` ({} of {}): {}",
-            self.node, self.op_type, domain, self.message
+            self.node, self.op_type, domain, self.error
         )
     }
 }

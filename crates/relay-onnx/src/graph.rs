@@ -2,6 +2,7 @@
 //! dtype and, for a constant, its contents), the builder writing `@main`, and the import of
 //! subgraphs (`If` branches, `Loop` and `Scan` bodies) into nested blocks.
 
+use crate::error::ConvertError;
 use std::collections::HashMap;
 use std::ops::{Deref, DerefMut};
 
@@ -14,7 +15,7 @@ use crate::{symbolic, tensor};
 
 /// Converts one node into `g`, recording its outputs (the importer's node step, given to
 /// the graph so that a subgraph's nodes convert as the graph's do).
-pub(crate) type NodeFn = fn(g: &mut Graph, node: &NodeProto) -> Result<(), String>;
+pub(crate) type NodeFn = fn(g: &mut Graph, node: &NodeProto) -> Result<(), ConvertError>;
 
 /// An ONNX sequence of tensors that is only appended to (`ops/sequence.rs`).
 #[derive(Clone, Debug)]
@@ -114,16 +115,15 @@ impl Graph {
     }
 
     /// Input `i` of `node` (an error when absent or not yet computed).
-    pub(crate) fn input(&self, node: &NodeProto, i: usize) -> Result<Value, String> {
+    pub(crate) fn input(&self, node: &NodeProto, i: usize) -> Result<Value, ConvertError> {
         let name = node
             .input
             .get(i)
             .filter(|n| !n.is_empty())
-            .ok_or_else(|| format!("input {i} is missing"))?;
-        self.values
-            .get(name)
-            .cloned()
-            .ok_or_else(|| format!("input `{name}` is not computed before this node"))
+            .ok_or_else(|| ConvertError::from(format!("input {i} is missing")))?;
+        self.values.get(name).cloned().ok_or_else(|| {
+            ConvertError::from(format!("input `{name}` is not computed before this node"))
+        })
     }
 
     /// Input `i` of `node` when it is present (an empty name or no such input: `None`).
@@ -131,7 +131,7 @@ impl Graph {
         &self,
         node: &NodeProto,
         i: usize,
-    ) -> Result<Option<Value>, String> {
+    ) -> Result<Option<Value>, ConvertError> {
         match node.input.get(i).filter(|n| !n.is_empty()) {
             None => Ok(None),
             Some(_) => self.input(node, i).map(Some),
@@ -154,7 +154,7 @@ impl Graph {
     }
 
     /// Converts `node` by the importer's node step.
-    pub(crate) fn convert(&mut self, node: &NodeProto) -> Result<(), String> {
+    pub(crate) fn convert(&mut self, node: &NodeProto) -> Result<(), ConvertError> {
         (self.node)(self, node)
     }
 
@@ -167,7 +167,7 @@ impl Graph {
         &mut self,
         body: &GraphProto,
         inputs: Vec<Value>,
-    ) -> Result<(Vec<Binding>, Vec<Value>), String> {
+    ) -> Result<(Vec<Binding>, Vec<Value>), ConvertError> {
         let b = self.subgraph_carrying(body, inputs, &[])?;
         Ok((b.bindings, b.outputs))
     }
@@ -180,13 +180,14 @@ impl Graph {
         body: &GraphProto,
         inputs: Vec<Value>,
         sequences: &[usize],
-    ) -> Result<Body, String> {
+    ) -> Result<Body, ConvertError> {
         if body.input.len() != inputs.len() + sequences.len() {
             return Err(format!(
                 "the body takes {} inputs, not {}",
                 body.input.len(),
                 inputs.len() + sequences.len()
-            ));
+            )
+            .into());
         }
         let outer = (self.values.clone(), self.sequences.clone());
         self.builder.open();
@@ -211,7 +212,7 @@ impl Graph {
         body: &GraphProto,
         inputs: Vec<Value>,
         sequences: &[usize],
-    ) -> Result<Vec<Value>, String> {
+    ) -> Result<Vec<Value>, ConvertError> {
         let mut inputs = inputs.into_iter();
         for (i, vi) in body.input.iter().enumerate() {
             if sequences.contains(&i) {
@@ -237,10 +238,9 @@ impl Graph {
         body.output
             .iter()
             .map(|vi| {
-                self.values
-                    .get(&vi.name)
-                    .cloned()
-                    .ok_or_else(|| format!("body output `{}` is never computed", vi.name))
+                self.values.get(&vi.name).cloned().ok_or_else(|| {
+                    ConvertError::from(format!("body output `{}` is never computed", vi.name))
+                })
             })
             .collect()
     }
@@ -249,7 +249,7 @@ impl Graph {
     /// already. A dynamic target is a `reshape` with Relay's `0` and `-1` codes
     /// ([`symbolic::newshape`]), or else, when it only adds or removes axes of 1, a `squeeze`
     /// and an `expand_dims`.
-    pub(crate) fn reshape(&mut self, x: &Value, to: Vec<i64>) -> Result<Value, String> {
+    pub(crate) fn reshape(&mut self, x: &Value, to: Vec<i64>) -> Result<Value, ConvertError> {
         if x.shape == to {
             return Ok(x.clone());
         }
@@ -262,7 +262,8 @@ impl Graph {
                 "reshaping {} to {}: give the model's symbolic dimensions with --input-shape",
                 shape_text(&x.shape),
                 shape_text(&to)
-            ));
+            )
+            .into());
         }
         let ones: Vec<i64> = (0..x.shape.len() as i64)
             .filter(|&i| x.shape[i as usize] == 1)

@@ -4,6 +4,7 @@
 //! name, and its nodes, in order, are converted ([`crate::ops`]); every node that cannot be
 //! is reported, all together.
 
+use crate::error::ConvertError;
 use std::collections::{HashMap, HashSet};
 
 use relay_ir::{Expr, Function};
@@ -71,7 +72,7 @@ pub(crate) fn graph(
     }
     let mut issues = Vec::new();
     for (index, n) in g.node.iter().enumerate() {
-        if let Err(message) = node(&mut graph, n) {
+        if let Err(error) = node(&mut graph, n) {
             issues.push(NodeIssue {
                 node: if n.name.is_empty() {
                     format!("#{index}")
@@ -80,7 +81,7 @@ pub(crate) fn graph(
                 },
                 op_type: n.op_type.clone(),
                 domain: n.domain.clone(),
-                message,
+                error,
             });
         }
     }
@@ -121,9 +122,9 @@ fn relay_name(e: &Expr) -> String {
 }
 
 /// The importer's node step: converts `node`, recording its outputs.
-fn node(g: &mut Graph, node: &NodeProto) -> Result<(), String> {
+fn node(g: &mut Graph, node: &NodeProto) -> Result<(), ConvertError> {
     if !(node.domain.is_empty() || node.domain == "ai.onnx") {
-        return Err(format!("domain `{}` is not supported", node.domain));
+        return Err(format!("domain `{}` is not supported", node.domain).into());
     }
     check_dynamic(g, node)?;
     let outputs = ops::convert(g, node)?;
@@ -135,7 +136,7 @@ fn node(g: &mut Graph, node: &NodeProto) -> Result<(), String> {
             .iter()
             .try_fold(1i64, |p, &d| if d < 0 { Some(p) } else { p.checked_mul(d) });
         if count.is_none_or(|n| n >= 1 << 48) {
-            return Err(format!("an output of shape {:?} is too large", v.shape));
+            return Err(format!("an output of shape {:?} is too large", v.shape).into());
         }
     }
     for (name, v) in node.output.iter().zip(outputs) {
@@ -148,7 +149,7 @@ fn node(g: &mut Graph, node: &NodeProto) -> Result<(), String> {
 
 /// An error when an input of `node` has a dynamic dimension that its conversion does not
 /// take ([`symbolic::accepts_dynamic`]).
-fn check_dynamic(g: &Graph, node: &NodeProto) -> Result<(), String> {
+fn check_dynamic(g: &Graph, node: &NodeProto) -> Result<(), ConvertError> {
     let inputs: Vec<(usize, &Value)> = g.computed_inputs(node).collect();
     let rank = match inputs.first() {
         Some((0, x)) => x.shape.len(),
@@ -171,13 +172,15 @@ fn check_dynamic(g: &Graph, node: &NodeProto) -> Result<(), String> {
                 } else {
                     ""
                 }
-            ));
+            )
+            .into());
         }
         if accepts.is_none() && v.elems.is_some() {
             return Err(format!(
                 "input {i} is computed from a dynamic dimension, and this operator needs \
                  it at import: fix the model's symbolic dimensions with --input-shape"
-            ));
+            )
+            .into());
         }
     }
     Ok(())
@@ -190,7 +193,7 @@ fn symbolic_outputs(
     g: &mut Graph,
     node: &NodeProto,
     mut outputs: Vec<Value>,
-) -> Result<Vec<Value>, String> {
+) -> Result<Vec<Value>, ConvertError> {
     let involved = g.computed_inputs(node).any(|(_, v)| {
         v.elems.is_some() || node.op_type == "Shape" && symbolic::is_dynamic(&v.shape)
     });

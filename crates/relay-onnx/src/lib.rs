@@ -26,7 +26,7 @@ mod tensor;
 
 use std::path::PathBuf;
 
-pub use error::{ImportError, NodeIssue};
+pub use error::{ConvertError, ImportError, NodeIssue};
 use prost::Message;
 use relay_ir::{GlobalFunc, Module, PrintOptions, Span, Symbol};
 use relay_runtime::{DType, NDArray};

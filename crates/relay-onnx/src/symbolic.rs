@@ -12,6 +12,7 @@
 //! `reshape` with `0` and `-1` codes; an element that turns out static is a constant, and
 //! the shape arithmetic folds as before.
 
+use crate::error::ConvertError;
 use crate::proto::NodeProto;
 
 /// A dynamic dimension equal to no other.
@@ -82,7 +83,11 @@ pub(crate) fn newshape(from: &[i64], to: &[i64]) -> Option<Vec<i64>> {
 /// `allow_zero`, one `-1` = what is left, and symbols) gives `from`: the `-1` is static when
 /// the symbols of both sides cancel, the remaining one symbol when one is left over, else
 /// [`ANY`].
-pub(crate) fn resolve(from: &[i64], spec: &[i64], allow_zero: bool) -> Result<Vec<i64>, String> {
+pub(crate) fn resolve(
+    from: &[i64],
+    spec: &[i64],
+    allow_zero: bool,
+) -> Result<Vec<i64>, ConvertError> {
     let mut to: Vec<i64> = spec
         .iter()
         .enumerate()
@@ -95,7 +100,7 @@ pub(crate) fn resolve(from: &[i64], spec: &[i64], allow_zero: bool) -> Result<Ve
         return Ok(to);
     };
     if to.iter().filter(|&&d| d == -1).count() > 1 {
-        return Err(format!("shape {spec:?} has more than one -1"));
+        return Err(format!("shape {spec:?} has more than one -1").into());
     }
     // What of `from` the other dimensions of `to` do not account for.
     let mut left: Vec<i64> = from.iter().copied().filter(|&d| d < 0).collect();
@@ -115,7 +120,7 @@ pub(crate) fn resolve(from: &[i64], spec: &[i64], allow_zero: bool) -> Result<Ve
     }
     to[at] = match left.as_slice() {
         [] if ratio.1 > 0 && ratio.0 % ratio.1 == 0 => ratio.0 / ratio.1,
-        [] => return Err(format!("shape {spec:?} for the {} elements", ratio.0)),
+        [] => return Err(format!("shape {spec:?} for the {} elements", ratio.0).into()),
         [one] if ratio.0 == ratio.1 => *one,
         _ => ANY,
     };

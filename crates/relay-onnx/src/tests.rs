@@ -1855,3 +1855,28 @@ fn sequence_uses_beyond_appending_are_errors_naming_the_node() {
         "not a sequence",
     );
 }
+
+/// A node whose Relay operator rejects its inputs reports the operator's error by kind: a
+/// `Concat` of shapes that differ off the axis is `concatenate`'s shape error.
+#[test]
+fn operator_errors_are_typed() {
+    let m = model(
+        13,
+        vec![node("Concat", &["x", "y"], &["z"], vec![int("axis", 0)])],
+        vec![info("x", &[2, 3]), info("y", &[2, 4])],
+        vec![info("z", &[])],
+        vec![],
+    );
+    let Err(ImportError::Nodes(issues)) = import(&m, &ImportOptions::default()) else {
+        panic!("a Concat of (2, 3) and (2, 4) on axis 0 imports");
+    };
+    let [issue] = issues.as_slice() else {
+        panic!("{issues:?}")
+    };
+    let ConvertError::Operator { op, error } = &issue.error else {
+        panic!("{issue}")
+    };
+    assert_eq!(op, "concatenate");
+    assert_eq!(error.kind(), relay_ir::OpErrorKind::Shape);
+    assert!(issue.to_string().contains("`concatenate`: "), "{issue}");
+}

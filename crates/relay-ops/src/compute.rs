@@ -5,14 +5,15 @@
 //! the type relation computed it; these helpers turn the output type into a shape and dtype (or
 //! an error for `?` dimensions) and map an output index to the index of a broadcast input.
 
+use relay_ir::OpError;
 use relay_ir::te::{BinaryOp, CmpOp, TExpr, TExprKind, TeValue, Tensor, UnaryOp};
 use relay_ir::{DType, DTypeCode, Dim, Type, TypeKind};
 
 /// What a compute definition returns.
-pub(crate) type ComputeResult = Result<TeValue, String>;
+pub(crate) type ComputeResult = Result<TeValue, OpError>;
 
 /// The static shape and dtype of a tensor type, or why it has none.
-pub fn static_tensor(ty: &Type) -> Result<(Vec<i64>, DType), String> {
+pub fn static_tensor(ty: &Type) -> Result<(Vec<i64>, DType), OpError> {
     match ty.kind() {
         TypeKind::Tensor { shape, dtype } => {
             let dims: Option<Vec<i64>> = shape
@@ -24,25 +25,36 @@ pub fn static_tensor(ty: &Type) -> Result<(Vec<i64>, DType), String> {
                 .collect();
             match dims {
                 Some(dims) if dtype.lanes == 1 => Ok((dims, *dtype)),
-                Some(_) => Err(format!("vector dtype in `{ty}` is not supported")),
-                None => Err(format!("dynamic shape `{ty}` is not supported")),
+                Some(_) => Err(OpError::unsupported(format!(
+                    "vector dtype in `{ty}` is not supported"
+                ))),
+                None => Err(OpError::unsupported(format!(
+                    "dynamic shape `{ty}` is not supported"
+                ))),
             }
         }
-        _ => Err(format!("expected a tensor type, got `{ty}`")),
+        _ => Err(OpError::type_error(format!(
+            "expected a tensor type, got `{ty}`"
+        ))),
     }
 }
 
 /// The `i`-th input, which must be a tensor.
-pub(crate) fn input(inputs: &[TeValue], i: usize) -> Result<&Tensor, String> {
+pub(crate) fn input(inputs: &[TeValue], i: usize) -> Result<&Tensor, OpError> {
     match inputs.get(i) {
         Some(TeValue::Tensor(t)) => Ok(t),
-        Some(TeValue::Tuple(_)) => Err(format!("input {i} must be a tensor, got a tuple")),
-        None => Err(format!("expects input {i}, got {} inputs", inputs.len())),
+        Some(TeValue::Tuple(_)) => Err(OpError::type_error(format!(
+            "input {i} must be a tensor, got a tuple"
+        ))),
+        None => Err(OpError::type_error(format!(
+            "expects input {i}, got {} inputs",
+            inputs.len()
+        ))),
     }
 }
 
 /// Checks that a tensor of shape `from` broadcasts (numpy rules) to exactly `to`.
-pub(crate) fn check_broadcast(from: &[i64], to: &[i64]) -> Result<(), String> {
+pub(crate) fn check_broadcast(from: &[i64], to: &[i64]) -> Result<(), OpError> {
     let ok = from.len() <= to.len()
         && from
             .iter()
@@ -52,20 +64,22 @@ pub(crate) fn check_broadcast(from: &[i64], to: &[i64]) -> Result<(), String> {
     if ok {
         Ok(())
     } else {
-        Err(format!("cannot broadcast shape {from:?} to shape {to:?}"))
+        Err(OpError::shape(format!(
+            "cannot broadcast shape {from:?} to shape {to:?}"
+        )))
     }
 }
 
 /// The element of `t` that numpy broadcasting maps to the output element at `index`: leading
 /// output dimensions `t` lacks are dropped and its size-1 dimensions are read at 0.
-pub(crate) fn broadcast_read(t: &Tensor, index: &[TExpr]) -> Result<TExpr, String> {
+pub(crate) fn broadcast_read(t: &Tensor, index: &[TExpr]) -> Result<TExpr, OpError> {
     let out: Vec<i64> = index.iter().map(index_extent).collect();
     if t.shape.len() > index.len() {
-        return Err(format!(
+        return Err(OpError::shape(format!(
             "cannot broadcast shape {:?} to an index of rank {}",
             t.shape,
             index.len()
-        ));
+        )));
     }
     let offset = index.len() - t.shape.len();
     let mut at = Vec::with_capacity(t.shape.len());
@@ -76,10 +90,10 @@ pub(crate) fn broadcast_read(t: &Tensor, index: &[TExpr]) -> Result<TExpr, Strin
         } else if n == o || o < 0 {
             at.push(index[offset + d].clone());
         } else {
-            return Err(format!(
+            return Err(OpError::shape(format!(
                 "cannot broadcast dimension {d} of shape {:?} (extent {n}) to extent {o}",
                 t.shape
-            ));
+            )));
         }
     }
     Ok(t.at(&at))
@@ -99,14 +113,14 @@ pub(crate) fn broadcast_compute(
     name: &str,
     shape: &[i64],
     inputs: &[&Tensor],
-    body: impl FnOnce(Vec<TExpr>) -> Result<TExpr, String>,
+    body: impl FnOnce(Vec<TExpr>) -> Result<TExpr, OpError>,
 ) -> ComputeResult {
     for t in inputs {
         check_broadcast(&t.shape, shape)?;
     }
     let mut err = None;
     let tensor = Tensor::compute(name, shape, |index| {
-        let reads: Result<Vec<TExpr>, String> =
+        let reads: Result<Vec<TExpr>, OpError> =
             inputs.iter().map(|t| broadcast_read(t, index)).collect();
         match reads.and_then(body) {
             Ok(e) => e,
@@ -1287,7 +1301,7 @@ pub(crate) mod op_tests {
         let p = TeValue::Tensor(Tensor::placeholder("p", vec![2, 3], DType::F32, 0));
         let err = (op.compute.unwrap())(&[p.clone(), p], &attrs("add", &[]), &dynamic);
         assert_eq!(
-            err.err().as_deref(),
+            err.err().map(|e| e.to_string()).as_deref(),
             Some("dynamic shape `Tensor[(?, 3), float32]` is not supported")
         );
     }

@@ -7,6 +7,7 @@
 //! their width. Integer division and remainder truncate toward zero unless the operator is a
 //! `floor_` one, and dividing an integer by zero is an error.
 
+use relay_ir::OpError;
 use std::cmp::Ordering::{self, Equal, Greater, Less};
 use std::f64::consts::{FRAC_2_SQRT_PI, PI};
 use std::sync::Arc;
@@ -24,12 +25,13 @@ use crate::support::{
     unravel, value,
 };
 use crate::{dtype, field, op, plain, required, required_nullable};
+use relay_ir::{ScalarBinary, ScalarOp, ScalarUnary};
 
 /// What a type relation returns.
-type RelResult = Result<Type, String>;
+type RelResult = Result<Type, OpError>;
 
 /// What a reference evaluation returns.
-type EvalResult = Result<Value, String>;
+type EvalResult = Result<Value, OpError>;
 
 /// The inputs of every broadcasting binary operator.
 const BINARY: &[&str] = &["lhs", "rhs"];
@@ -62,37 +64,46 @@ pub(crate) static OPS: &[OpSchema] = &[
     binary("add", arith_rel, |a, _| {
         arith(a, |x, y| x + y, i128::wrapping_add)
     })
-    .with_compute(|i, _, o| binary_te(i, o, "add", Arith::Add)),
+    .with_compute(|i, _, o| binary_te(i, o, "add", Arith::Add))
+    .with_scalar(ScalarOp::Binary(ScalarBinary::Add)),
     binary("subtract", arith_rel, |a, _| {
         arith(a, |x, y| x - y, i128::wrapping_sub)
     })
-    .with_compute(|i, _, o| binary_te(i, o, "subtract", Arith::Sub)),
+    .with_compute(|i, _, o| binary_te(i, o, "subtract", Arith::Sub))
+    .with_scalar(ScalarOp::Binary(ScalarBinary::Sub)),
     binary("multiply", arith_rel, |a, _| {
         arith(a, |x, y| x * y, i128::wrapping_mul)
     })
-    .with_compute(|i, _, o| binary_te(i, o, "multiply", Arith::Mul)),
+    .with_compute(|i, _, o| binary_te(i, o, "multiply", Arith::Mul))
+    .with_scalar(ScalarOp::Binary(ScalarBinary::Mul)),
     binary("divide", arith_rel, |a, _| {
         checked(a, |x, y| x / y, |x, y| Ok(div(x, y)?.0))
     })
-    .with_compute(|i, _, o| binary_te(i, o, "divide", Arith::Div)),
+    .with_compute(|i, _, o| binary_te(i, o, "divide", Arith::Div))
+    .with_scalar(ScalarOp::Binary(ScalarBinary::Div)),
     binary("power", arith_rel, |a, _| checked(a, f64::powf, int_power))
         .with_compute(|i, _, o| binary_te(i, o, "power", Arith::Pow)),
     binary("maximum", arith_rel, |a, _| arith(a, nan_max, i128::max))
-        .with_compute(|i, _, o| binary_te(i, o, "maximum", Arith::Max)),
+        .with_compute(|i, _, o| binary_te(i, o, "maximum", Arith::Max))
+        .with_scalar(ScalarOp::Binary(ScalarBinary::Max)),
     binary("minimum", arith_rel, |a, _| arith(a, nan_min, i128::min))
-        .with_compute(|i, _, o| binary_te(i, o, "minimum", Arith::Min)),
+        .with_compute(|i, _, o| binary_te(i, o, "minimum", Arith::Min))
+        .with_scalar(ScalarOp::Binary(ScalarBinary::Min)),
     binary("mod", arith_rel, |a, _| {
         checked(a, |x, y| x % y, |x, y| Ok(div(x, modulus(y)?)?.1))
     })
-    .with_compute(|i, _, o| binary_te(i, o, "mod", Arith::Mod)),
+    .with_compute(|i, _, o| binary_te(i, o, "mod", Arith::Mod))
+    .with_scalar(ScalarOp::Binary(ScalarBinary::Mod)),
     binary("floor_divide", arith_rel, |a, _| {
         checked(a, floor_div, |x, y| Ok(fdiv(x, y)?.0))
     })
-    .with_compute(|i, _, o| binary_te(i, o, "floor_divide", Arith::FloorDiv)),
+    .with_compute(|i, _, o| binary_te(i, o, "floor_divide", Arith::FloorDiv))
+    .with_scalar(ScalarOp::Binary(ScalarBinary::FloorDiv)),
     binary("floor_mod", arith_rel, |a, _| {
         checked(a, floor_mod, |x, y| Ok(fdiv(x, modulus(y)?)?.1))
     })
-    .with_compute(|i, _, o| binary_te(i, o, "floor_mod", Arith::FloorMod)),
+    .with_compute(|i, _, o| binary_te(i, o, "floor_mod", Arith::FloorMod))
+    .with_scalar(ScalarOp::Binary(ScalarBinary::FloorMod)),
     binary("trunc_divide", arith_rel, |a, _| {
         checked(a, |x, y| (x / y).trunc(), |x, y| Ok(div(x, y)?.0))
     })
@@ -103,9 +114,11 @@ pub(crate) static OPS: &[OpSchema] = &[
     .with_compute(|i, _, o| binary_te(i, o, "trunc_mod", Arith::Mod)),
     // Broadcasting binary logic (on booleans) and bitwise operators (on integers and booleans).
     binary("logical_and", logical_rel, |a, _| logical(a, |x, y| x && y))
-        .with_compute(|i, _, o| binary_te(i, o, "logical_and", Arith::LogicalAnd)),
+        .with_compute(|i, _, o| binary_te(i, o, "logical_and", Arith::LogicalAnd))
+        .with_scalar(ScalarOp::Binary(ScalarBinary::And)),
     binary("logical_or", logical_rel, |a, _| logical(a, |x, y| x || y))
-        .with_compute(|i, _, o| binary_te(i, o, "logical_or", Arith::LogicalOr)),
+        .with_compute(|i, _, o| binary_te(i, o, "logical_or", Arith::LogicalOr))
+        .with_scalar(ScalarOp::Binary(ScalarBinary::Or)),
     binary("logical_xor", logical_rel, |a, _| logical(a, |x, y| x != y))
         .with_compute(|i, _, o| binary_te(i, o, "logical_xor", Arith::LogicalXor)),
     binary("bitwise_and", bitwise_rel, |a, _| bitwise(a, |x, y| x & y))
@@ -122,30 +135,37 @@ pub(crate) static OPS: &[OpSchema] = &[
     binary("equal", compare_rel, |a, _| {
         compare(a, |o| o == Some(Equal))
     })
-    .with_compute(|i, _, o| compare_te(i, o, "equal", CmpOp::Eq)),
+    .with_compute(|i, _, o| compare_te(i, o, "equal", CmpOp::Eq))
+    .with_scalar(ScalarOp::Binary(ScalarBinary::Eq)),
     binary("not_equal", compare_rel, |a, _| {
         compare(a, |o| o != Some(Equal))
     })
-    .with_compute(|i, _, o| compare_te(i, o, "not_equal", CmpOp::Ne)),
+    .with_compute(|i, _, o| compare_te(i, o, "not_equal", CmpOp::Ne))
+    .with_scalar(ScalarOp::Binary(ScalarBinary::Ne)),
     binary("less", compare_rel, |a, _| compare(a, |o| o == Some(Less)))
-        .with_compute(|i, _, o| compare_te(i, o, "less", CmpOp::Lt)),
+        .with_compute(|i, _, o| compare_te(i, o, "less", CmpOp::Lt))
+        .with_scalar(ScalarOp::Binary(ScalarBinary::Lt)),
     binary("less_equal", compare_rel, |a, _| {
         compare(a, |o| matches!(o, Some(Less | Equal)))
     })
-    .with_compute(|i, _, o| compare_te(i, o, "less_equal", CmpOp::Le)),
+    .with_compute(|i, _, o| compare_te(i, o, "less_equal", CmpOp::Le))
+    .with_scalar(ScalarOp::Binary(ScalarBinary::Le)),
     binary("greater", compare_rel, |a, _| {
         compare(a, |o| o == Some(Greater))
     })
-    .with_compute(|i, _, o| compare_te(i, o, "greater", CmpOp::Gt)),
+    .with_compute(|i, _, o| compare_te(i, o, "greater", CmpOp::Gt))
+    .with_scalar(ScalarOp::Binary(ScalarBinary::Gt)),
     binary("greater_equal", compare_rel, |a, _| {
         compare(a, |o| matches!(o, Some(Greater | Equal)))
     })
-    .with_compute(|i, _, o| compare_te(i, o, "greater_equal", CmpOp::Ge)),
+    .with_compute(|i, _, o| compare_te(i, o, "greater_equal", CmpOp::Ge))
+    .with_scalar(ScalarOp::Binary(ScalarBinary::Ge)),
     // Unary arithmetic.
     unary("negative", numeric_rel, |a, _| {
         map(a, |x| -x, i128::wrapping_neg)
     })
-    .with_compute(|i, _, o| unary_te(i, o, "negative", Un::Neg)),
+    .with_compute(|i, _, o| unary_te(i, o, "negative", Un::Neg))
+    .with_scalar(ScalarOp::Unary(ScalarUnary::Neg)),
     unary("abs", numeric_rel, |a, _| map(a, f64::abs, i128::abs))
         .with_compute(|i, _, o| unary_te(i, o, "abs", Un::Abs)),
     unary("sign", numeric_rel, |a, _| map(a, sign, i128::signum))
@@ -220,7 +240,8 @@ pub(crate) static OPS: &[OpSchema] = &[
     .with_compute(|i, _, o| unary_te(i, o, "isfinite", Un::Predicate(UnaryOp::IsFinite))),
     // Logical and bitwise negation (`bitwise_not` of a boolean is its logical negation).
     unary("logical_not", bool_rel, |a, _| predicate(a, |x| x == 0.0))
-        .with_compute(|i, _, o| unary_te(i, o, "logical_not", Un::LogicalNot)),
+        .with_compute(|i, _, o| unary_te(i, o, "logical_not", Un::LogicalNot))
+        .with_scalar(ScalarOp::Unary(ScalarUnary::Not)),
     unary("bitwise_not", int_or_bool_rel, |a, _| bitwise_not(a))
         .with_compute(|i, _, o| unary_te(i, o, "bitwise_not", Un::BitwiseNot)),
     // Copies and constant-filled tensors shaped like the input.
@@ -364,7 +385,7 @@ enum Accepts {
 
 impl Accepts {
     /// An error naming the expected and the given dtype unless `dtype` is accepted.
-    fn check(self, dtype: DType) -> Result<(), String> {
+    fn check(self, dtype: DType) -> Result<(), OpError> {
         let is_bool = dtype.code == DTypeCode::Bool;
         let (ok, expected) = match self {
             Accepts::Any => (true, ""),
@@ -376,7 +397,9 @@ impl Accepts {
         if ok {
             Ok(())
         } else {
-            Err(format!("expected {expected} dtype, got {dtype}"))
+            Err(OpError::dtype(format!(
+                "expected {expected} dtype, got {dtype}"
+            )))
         }
     }
 }
@@ -445,8 +468,11 @@ fn where_rel(inputs: &[Type], _: &Attrs) -> RelResult {
     let [condition, x, y] = inputs_n(inputs)?;
     let (cond_shape, _) = tensor_type(condition, "the condition")?;
     let (shape, dtype) = broadcast_types(&[x.clone(), y.clone()])?;
-    let shape = broadcast_shapes(cond_shape, &shape)
-        .ok_or_else(|| format!("cannot broadcast condition `{condition}` with `{x}` and `{y}`"))?;
+    let shape = broadcast_shapes(cond_shape, &shape).ok_or_else(|| {
+        OpError::shape(format!(
+            "cannot broadcast condition `{condition}` with `{x}` and `{y}`"
+        ))
+    })?;
     Ok(tensor(shape, dtype))
 }
 
@@ -464,10 +490,12 @@ fn cast_like_rel(inputs: &[Type], _: &Attrs) -> RelResult {
 }
 
 /// The dtype of a `fill_value`, which must be a scalar.
-fn fill_dtype(fill: &Type) -> Result<DType, String> {
+fn fill_dtype(fill: &Type) -> Result<DType, OpError> {
     match tensor_type(fill, "the fill value")? {
         ([], dtype) => Ok(dtype),
-        _ => Err(format!("the fill value must be a scalar, got `{fill}`")),
+        _ => Err(OpError::shape(format!(
+            "the fill value must be a scalar, got `{fill}`"
+        ))),
     }
 }
 
@@ -506,10 +534,10 @@ fn broadcast_to_rel(inputs: &[Type], attrs: &Attrs) -> RelResult {
     let (shape, dtype) = tensor_type(data, "the input")?;
     let target: Vec<Dim> = attr_shape(attrs)?.into_iter().map(Dim::Known).collect();
     if !broadcasts_to(shape, &target) {
-        return Err(format!(
+        return Err(OpError::shape(format!(
             "cannot broadcast `{data}` to shape {}",
             shape_text(&target)
-        ));
+        )));
     }
     Ok(tensor(target, dtype))
 }
@@ -519,7 +547,9 @@ fn to_like_rel(inputs: &[Type], _: &Attrs) -> RelResult {
     let (shape, dtype) = tensor_type(data, "the data")?;
     let (target, _) = tensor_type(like, "the shape source")?;
     if !broadcasts_to(shape, target) {
-        return Err(format!("cannot broadcast `{data}` to `{like}`"));
+        return Err(OpError::shape(format!(
+            "cannot broadcast `{data}` to `{like}`"
+        )));
     }
     Ok(tensor(target.to_vec(), dtype))
 }
@@ -532,14 +562,14 @@ fn shape_of_rel(inputs: &[Type], attrs: &Attrs) -> RelResult {
 }
 
 /// `shape_of`: the input's (static) dimensions as constants, `out[i] = shape[i]`.
-fn shape_of_te(inputs: &[TeValue], _: &Attrs, out: &Type) -> Result<TeValue, String> {
+fn shape_of_te(inputs: &[TeValue], _: &Attrs, out: &Type) -> Result<TeValue, OpError> {
     let (shape, dtype) = compute::static_tensor(out)?;
     let x = compute::input(inputs, 0)?;
     if shape != [x.shape.len() as i64] {
-        return Err(format!(
+        return Err(OpError::shape(format!(
             "`shape_of` of a rank-{} tensor cannot have shape {shape:?}",
             x.shape.len()
-        ));
+        )));
     }
     let dims = x.shape.clone();
     compute::tensor_value(Tensor::compute("T_shape_of", &shape, |i| {
@@ -563,12 +593,17 @@ fn ndarray_size_rel(inputs: &[Type], attrs: &Attrs) -> RelResult {
 }
 
 /// The `shape` attribute of `InitOpAttrs`: known, non-negative dimensions.
-fn attr_shape(attrs: &Attrs) -> Result<Vec<i64>, String> {
-    let shape = attr_opt_ints(attrs, "shape")?
-        .ok_or("attribute `shape` must be a list of integers, got None")?;
+fn attr_shape(attrs: &Attrs) -> Result<Vec<i64>, OpError> {
+    let shape = attr_opt_ints(attrs, "shape")?.ok_or_else(|| {
+        OpError::attribute(
+            "shape",
+            "attribute `shape` must be a list of integers, got None",
+        )
+    })?;
     match shape.iter().find(|&&d| d < 0) {
-        Some(d) => Err(format!(
-            "`shape` must not have negative dimensions, got {d}"
+        Some(d) => Err(OpError::attribute(
+            "shape",
+            format!("`shape` must not have negative dimensions, got {d}"),
         )),
         None => Ok(shape),
     }
@@ -606,13 +641,13 @@ enum Arith {
 }
 
 /// The two tensor inputs of a binary operator, of one dtype.
-fn te_two<'a>(inputs: &'a [TeValue], name: &str) -> Result<(&'a Tensor, &'a Tensor), String> {
+fn te_two<'a>(inputs: &'a [TeValue], name: &str) -> Result<(&'a Tensor, &'a Tensor), OpError> {
     let (a, b) = (compute::input(inputs, 0)?, compute::input(inputs, 1)?);
     if a.dtype != b.dtype {
-        return Err(format!(
+        return Err(OpError::dtype(format!(
             "`{name}` input dtypes differ: {} and {}",
             a.dtype, b.dtype
-        ));
+        )));
     }
     Ok((a, b))
 }
@@ -626,10 +661,14 @@ fn binary_te(inputs: &[TeValue], out: &Type, name: &str, op: Arith) -> ComputeRe
 }
 
 /// `x op y` as the reference evaluation computes it, in the operands' dtype.
-fn arith_te(name: &str, op: Arith, x: &TExpr, y: &TExpr) -> Result<TExpr, String> {
+fn arith_te(name: &str, op: Arith, x: &TExpr, y: &TExpr) -> Result<TExpr, OpError> {
     use relay_ir::te::BinaryOp as B;
     let dtype = x.dtype();
-    let unsupported = || Err(format!("`{name}` does not support dtype {dtype}"));
+    let unsupported = || {
+        Err(OpError::unsupported(format!(
+            "`{name}` does not support dtype {dtype}"
+        )))
+    };
     if compute::is_bool(dtype) {
         return match op {
             Arith::LogicalAnd | Arith::BitAnd => Ok(bin(B::LogicalAnd, x, y)),
@@ -767,11 +806,15 @@ fn unary_te(inputs: &[TeValue], out: &Type, name: &str, op: Un) -> ComputeResult
 }
 
 /// `op(x)` as the reference evaluation computes it.
-fn unary_expr(name: &str, op: Un, x: &TExpr) -> Result<TExpr, String> {
+fn unary_expr(name: &str, op: Un, x: &TExpr) -> Result<TExpr, OpError> {
     let dtype = x.dtype();
     let float = dtype.is_float();
     let unsigned = matches!(dtype.code, DTypeCode::UInt | DTypeCode::Bool);
-    let unsupported = || Err(format!("`{name}` does not support dtype {dtype}"));
+    let unsupported = || {
+        Err(OpError::unsupported(format!(
+            "`{name}` does not support dtype {dtype}"
+        )))
+    };
     Ok(match op {
         Un::Neg => x.clone().unary(UnaryOp::Neg),
         Un::Abs if unsigned => x.clone(),
@@ -831,7 +874,9 @@ fn fill_te(inputs: &[TeValue], out: &Type, name: &str, fill: usize) -> ComputeRe
     let (shape, dtype) = compute::static_tensor(out)?;
     let f = compute::input(inputs, fill)?;
     if !f.shape.is_empty() {
-        return Err(format!("the fill value of `{name}` must be a scalar"));
+        return Err(OpError::shape(format!(
+            "the fill value of `{name}` must be a scalar"
+        )));
     }
     let value = f.at(&[]).cast(dtype);
     compute::tensor_value(Tensor::compute(format!("T_{name}"), &shape, |_| value))
@@ -923,7 +968,7 @@ impl Nums {
 }
 
 /// The numpy broadcast of concrete shapes.
-fn broadcast_concrete(shapes: &[&[i64]]) -> Result<Vec<i64>, String> {
+fn broadcast_concrete(shapes: &[&[i64]]) -> Result<Vec<i64>, OpError> {
     let rank = shapes.iter().map(|s| s.len()).max().unwrap_or(0);
     let mut out = vec![1i64; rank];
     for shape in shapes {
@@ -933,7 +978,10 @@ fn broadcast_concrete(shapes: &[&[i64]]) -> Result<Vec<i64>, String> {
                 *o = n;
             } else if n != 1 && n != *o {
                 let texts: Vec<String> = shapes.iter().map(|s| concrete_text(s)).collect();
-                return Err(format!("cannot broadcast shapes {}", texts.join(" and ")));
+                return Err(OpError::shape(format!(
+                    "cannot broadcast shapes {}",
+                    texts.join(" and ")
+                )));
             }
         }
     }
@@ -957,7 +1005,7 @@ fn index_map(shape: &[i64], out: &[i64]) -> Vec<usize> {
 }
 
 /// The broadcast shape of `arrays` and, per array, its [`index_map`].
-fn broadcast(arrays: &[&NDArray]) -> Result<(Vec<i64>, Vec<Vec<usize>>), String> {
+fn broadcast(arrays: &[&NDArray]) -> Result<(Vec<i64>, Vec<Vec<usize>>), OpError> {
     let shapes: Vec<&[i64]> = arrays.iter().map(|a| a.shape()).collect();
     let out = broadcast_concrete(&shapes)?;
     let maps = shapes.iter().map(|s| index_map(s, &out)).collect();
@@ -965,14 +1013,14 @@ fn broadcast(arrays: &[&NDArray]) -> Result<(Vec<i64>, Vec<Vec<usize>>), String>
 }
 
 /// The two arguments of a binary operator, with their common dtype.
-fn two(args: &[Value]) -> Result<(&NDArray, &NDArray, DType), String> {
+fn two(args: &[Value]) -> Result<(&NDArray, &NDArray, DType), OpError> {
     let (a, b) = (arg_tensor(args, 0)?, arg_tensor(args, 1)?);
     if a.dtype() != b.dtype() {
-        return Err(format!(
+        return Err(OpError::dtype(format!(
             "input dtypes differ: {} and {}",
             a.dtype(),
             b.dtype()
-        ));
+        )));
     }
     Ok((a, b, a.dtype()))
 }
@@ -982,7 +1030,7 @@ fn two(args: &[Value]) -> Result<(&NDArray, &NDArray, DType), String> {
 fn checked(
     args: &[Value],
     f: impl Fn(f64, f64) -> f64,
-    g: impl Fn(i128, i128) -> Result<i128, String>,
+    g: impl Fn(i128, i128) -> Result<i128, OpError>,
 ) -> EvalResult {
     let (a, b, dtype) = two(args)?;
     let (shape, maps) = broadcast(&[a, b])?;
@@ -998,7 +1046,9 @@ fn checked(
                 .collect::<Result<_, _>>()?;
             Nums::Int(out).into_value(dtype, &shape)
         }
-        _ => Err(format!("cannot compute on mixed dtypes of {dtype}")),
+        _ => Err(OpError::dtype(format!(
+            "cannot compute on mixed dtypes of {dtype}"
+        ))),
     }
 }
 
@@ -1024,7 +1074,7 @@ fn compare(args: &[Value], f: fn(Option<Ordering>) -> bool) -> EvalResult {
             pairs.map(|(&i, &j)| f(x[i].partial_cmp(&y[j]))).collect()
         }
         (Nums::Int(x), Nums::Int(y)) => pairs.map(|(&i, &j)| f(x[i].partial_cmp(&y[j]))).collect(),
-        _ => return Err("cannot compare mixed dtypes".into()),
+        _ => return Err(OpError::dtype("cannot compare mixed dtypes")),
     };
     value(NDArray::from_bool_slice(&shape, &out))
 }
@@ -1078,13 +1128,13 @@ fn bitwise_not(args: &[Value]) -> EvalResult {
 /// A tensor of `dtype` and `shape` with every element `fill` (converted as numpy's `astype`).
 fn filled(dtype: DType, shape: &[i64], fill: &NDArray) -> EvalResult {
     let n = NDArray::zeros(dtype, shape)
-        .map_err(|e| e.to_string())?
+        .map_err(OpError::from_runtime)?
         .num_elements();
     let one = match Nums::of(fill) {
         Nums::Float(v) => v.first().map(|&x| Nums::Float(vec![x; n])),
         Nums::Int(v) => v.first().map(|&x| Nums::Int(vec![x; n])),
     };
-    one.ok_or("the fill value must be a scalar, got an empty tensor")?
+    one.ok_or_else(|| OpError::shape("the fill value must be a scalar, got an empty tensor"))?
         .into_value(dtype, shape)
 }
 
@@ -1094,13 +1144,13 @@ fn like(args: &[Value], fill: i128) -> EvalResult {
     filled(
         t.dtype(),
         t.shape(),
-        &NDArray::scalar_i128(DType::I64, fill).map_err(|e| e.to_string())?,
+        &NDArray::scalar_i128(DType::I64, fill).map_err(OpError::from_runtime)?,
     )
 }
 
 /// A tensor with the shape and dtype of the attributes, every element `fill`.
 fn init(attrs: &Attrs, fill: i128) -> EvalResult {
-    let fill = NDArray::scalar_i128(DType::I64, fill).map_err(|e| e.to_string())?;
+    let fill = NDArray::scalar_i128(DType::I64, fill).map_err(OpError::from_runtime)?;
     filled(required_dtype(attrs)?, &attr_shape(attrs)?, &fill)
 }
 
@@ -1160,7 +1210,10 @@ fn where_eval(args: &[Value], _: &Attrs) -> EvalResult {
     );
     let dtype = x.dtype();
     if y.dtype() != dtype {
-        return Err(format!("input dtypes differ: {dtype} and {}", y.dtype()));
+        return Err(OpError::dtype(format!(
+            "input dtypes differ: {dtype} and {}",
+            y.dtype()
+        )));
     }
     let (shape, maps) = broadcast(&[condition, x, y])?;
     let cond = condition.to_bool_vec();
@@ -1189,7 +1242,11 @@ fn where_eval(args: &[Value], _: &Attrs) -> EvalResult {
                 })
                 .collect(),
         ),
-        _ => return Err(format!("cannot select between mixed dtypes of {dtype}")),
+        _ => {
+            return Err(OpError::dtype(format!(
+                "cannot select between mixed dtypes of {dtype}"
+            )));
+        }
     };
     out.into_value(dtype, &shape)
 }
@@ -1197,11 +1254,11 @@ fn where_eval(args: &[Value], _: &Attrs) -> EvalResult {
 /// `data` repeated along size-1 and missing leading dimensions to shape `target`.
 fn broadcast_value(data: &NDArray, target: &[i64]) -> EvalResult {
     if broadcast_concrete(&[data.shape(), target])? != target {
-        return Err(format!(
+        return Err(OpError::shape(format!(
             "cannot broadcast shape {} to shape {}",
             concrete_text(data.shape()),
             concrete_text(target)
-        ));
+        )));
     }
     Nums::of(data)
         .gather(&index_map(data.shape(), target))
@@ -1232,23 +1289,23 @@ fn ndarray_size_eval(args: &[Value], attrs: &Attrs) -> EvalResult {
 // ----- Scalar arithmetic -----
 
 /// Truncating integer division and its remainder (the sign of the dividend), as C and TVM.
-fn div(x: i128, y: i128) -> Result<(i128, i128), String> {
+fn div(x: i128, y: i128) -> Result<(i128, i128), OpError> {
     if y == 0 {
-        return Err("integer division by zero".into());
+        return Err(OpError::value("integer division by zero"));
     }
     Ok((x.wrapping_div(y), x.wrapping_rem(y)))
 }
 
 /// The divisor of an integer remainder, checked: modulo by zero is a run-time error.
-fn modulus(y: i128) -> Result<i128, String> {
+fn modulus(y: i128) -> Result<i128, OpError> {
     if y == 0 {
-        return Err("integer modulo by zero".into());
+        return Err(OpError::value("integer modulo by zero"));
     }
     Ok(y)
 }
 
 /// Flooring integer division and its remainder (the sign of the divisor), as numpy.
-fn fdiv(x: i128, y: i128) -> Result<(i128, i128), String> {
+fn fdiv(x: i128, y: i128) -> Result<(i128, i128), OpError> {
     let (q, r) = div(x, y)?;
     if r != 0 && (r < 0) != (y < 0) {
         Ok((q - 1, r + y))
@@ -1272,11 +1329,11 @@ fn floor_mod(x: f64, y: f64) -> f64 {
 }
 
 /// Integer power by squaring, wrapping; negative exponents are an error, as in numpy.
-fn int_power(base: i128, exp: i128) -> Result<i128, String> {
+fn int_power(base: i128, exp: i128) -> Result<i128, OpError> {
     if exp < 0 {
-        return Err(format!(
+        return Err(OpError::value(format!(
             "integers to negative integer powers are not allowed, got exponent {exp}"
-        ));
+        )));
     }
     let (mut result, mut base, mut exp) = (1i128, base, exp);
     while exp > 0 {
@@ -1406,7 +1463,9 @@ mod tests {
 
     fn rel_with(name: &str, inputs: &[Type], attrs: &Attrs) -> Result<String, String> {
         let op = crate::lookup(name).unwrap();
-        (op.relation.unwrap())(inputs, attrs).map(|t| t.to_string())
+        (op.relation.unwrap())(inputs, attrs)
+            .map(|t| t.to_string())
+            .map_err(|e| e.to_string())
     }
 
     fn rel(name: &str, inputs: &[Type]) -> Result<String, String> {
@@ -1427,7 +1486,9 @@ mod tests {
 
     fn run_with(name: &str, args: &[Value], attrs: &Attrs) -> Result<Arc<NDArray>, String> {
         let op = crate::lookup(name).unwrap();
-        (op.eval.unwrap())(args, attrs).map(|v| v.as_tensor().unwrap().clone())
+        (op.eval.unwrap())(args, attrs)
+            .map(|v| v.as_tensor().unwrap().clone())
+            .map_err(|e| e.to_string())
     }
 
     fn run(name: &str, args: &[Value]) -> Result<Arc<NDArray>, String> {

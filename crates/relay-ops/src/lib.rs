@@ -123,6 +123,7 @@ pub(crate) const fn op(
         relation: None,
         eval: None,
         compute: None,
+        scalar: None,
     }
 }
 
@@ -183,6 +184,46 @@ mod tests {
     use relay_ir::AttrValue;
 
     use super::*;
+
+    #[test]
+    fn scalar_forms_are_the_vm_s_unboxed_operators_with_their_arity() {
+        let forms: Vec<(&str, relay_ir::ScalarOp)> = all()
+            .filter_map(|op| op.scalar.map(|s| (op.name, s)))
+            .collect();
+        for (name, form) in &forms {
+            let arity = match form {
+                relay_ir::ScalarOp::Unary(_) => 1,
+                relay_ir::ScalarOp::Binary(_) => 2,
+            };
+            assert_eq!(lookup(name).unwrap().inputs.len(), arity, "{name}");
+        }
+        let mut names: Vec<&str> = forms.iter().map(|(n, _)| *n).collect();
+        names.sort_unstable();
+        assert_eq!(
+            names,
+            [
+                "add",
+                "divide",
+                "equal",
+                "floor_divide",
+                "floor_mod",
+                "greater",
+                "greater_equal",
+                "less",
+                "less_equal",
+                "logical_and",
+                "logical_not",
+                "logical_or",
+                "maximum",
+                "minimum",
+                "mod",
+                "multiply",
+                "negative",
+                "not_equal",
+                "subtract",
+            ]
+        );
+    }
 
     /// The Tier 1 operators of `SPEC.md` §4.
     const TIER1: &[&str] = &[
@@ -626,5 +667,69 @@ mod tests {
         assert_eq!(levenshtein("nn.rleu", "nn.relu"), 2);
         assert_eq!(levenshtein("ad", "add"), 1);
         assert_eq!(levenshtein("ünï", "uni"), 2);
+    }
+}
+
+#[cfg(test)]
+mod op_error_tests {
+    use relay_ir::{AttrValue, DType, NDArray, OpError, OpErrorKind, Type, Value};
+
+    use crate::testing::attrs;
+
+    fn relation(op: &str, inputs: &[Type], set: &[(&str, AttrValue)]) -> Result<Type, OpError> {
+        let f = crate::lookup(op).and_then(|s| s.relation).unwrap();
+        f(inputs, &attrs(op, set))
+    }
+
+    #[test]
+    fn a_relation_given_the_wrong_number_of_inputs_is_an_arity_error() {
+        let t = Type::tensor(&[2], DType::F32);
+        let e = relation("add", &[t], &[]).unwrap_err();
+        assert_eq!(
+            e,
+            OpError::Arity {
+                expected: "2".into(),
+                got: 1
+            }
+        );
+        assert_eq!(e.to_string(), "expects 2 inputs, got 1");
+    }
+
+    #[test]
+    fn a_bad_attribute_names_the_attribute() {
+        let t = Type::tensor(&[2], DType::F32);
+        let set = [
+            ("axis", AttrValue::Int(0)),
+            ("num_newaxis", AttrValue::Int(-1)),
+        ];
+        let e = relation("expand_dims", &[t], &set);
+        let e = e.unwrap_err();
+        assert!(
+            matches!(&e, OpError::Attribute { name, .. } if name == "num_newaxis"),
+            "{e:?}"
+        );
+    }
+
+    #[test]
+    fn kinds_of_relation_errors() {
+        let (a, b) = (
+            Type::tensor(&[2, 3], DType::F32),
+            Type::tensor(&[4, 3], DType::F32),
+        );
+        let e = relation("add", &[a.clone(), b], &[]).unwrap_err();
+        assert_eq!(e.kind(), OpErrorKind::Shape);
+        let i = Type::tensor(&[2, 3], DType::I32);
+        let e = relation("add", &[a.clone(), i], &[]).unwrap_err();
+        assert_eq!(e.kind(), OpErrorKind::DType);
+        let e = relation("nn.relu", &[Type::tuple(vec![])], &[]).unwrap_err();
+        assert_eq!(e.kind(), OpErrorKind::Type);
+    }
+
+    #[test]
+    fn an_integer_division_by_zero_is_a_value_error() {
+        let eval = crate::lookup("divide").and_then(|s| s.eval).unwrap();
+        let int = |v| Value::tensor(NDArray::scalar_i128(DType::I32, v).unwrap());
+        let e = eval(&[int(7), int(0)], &attrs("divide", &[])).unwrap_err();
+        assert_eq!(e, OpError::value("integer division by zero"));
     }
 }

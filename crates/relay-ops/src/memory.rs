@@ -8,6 +8,7 @@
 //! a function value) and `memory.kill` (which unbinds a variable) need the executor's machinery:
 //! they have no evaluation here and the interpreter runs them itself.
 
+use relay_ir::OpError;
 use std::sync::Arc;
 
 use relay_ir::OpPattern::Opaque;
@@ -22,10 +23,10 @@ use crate::support::{
 use crate::{field, nullable, op, plain, required};
 
 /// What a type relation returns.
-type RelResult = Result<Type, String>;
+type RelResult = Result<Type, OpError>;
 
 /// What a reference evaluation returns.
-type EvalResult = Result<Value, String>;
+type EvalResult = Result<Value, OpError>;
 
 /// The name of the storage type.
 pub const STORAGE_TYPE: &str = "Storage";
@@ -106,19 +107,23 @@ pub fn is_storage_type(t: &Type) -> bool {
 // ----- Type relations -----
 
 /// Checks that `t` is an `int64` scalar.
-fn int64_scalar(t: &Type, what: &str) -> Result<(), String> {
+fn int64_scalar(t: &Type, what: &str) -> Result<(), OpError> {
     match tensor_type(t, what)? {
         ([], DType::I64) => Ok(()),
-        _ => Err(format!("{what} must be an int64 scalar, got `{t}`")),
+        _ => Err(OpError::dtype(format!(
+            "{what} must be an int64 scalar, got `{t}`"
+        ))),
     }
 }
 
 /// The length of a rank-1 `int64` shape tensor (`None` when it is `?`).
-fn shape_tensor(t: &Type, what: &str) -> Result<Option<usize>, String> {
+fn shape_tensor(t: &Type, what: &str) -> Result<Option<usize>, OpError> {
     match tensor_type(t, what)? {
         ([Dim::Known(n)], DType::I64) => Ok(Some(*n as usize)),
         ([Dim::Any], DType::I64) => Ok(None),
-        _ => Err(format!("{what} must be a rank-1 int64 tensor, got `{t}`")),
+        _ => Err(OpError::dtype(format!(
+            "{what} must be a rank-1 int64 tensor, got `{t}`"
+        ))),
     }
 }
 
@@ -131,13 +136,17 @@ fn alloc_storage_rel(inputs: &[Type], attrs: &Attrs) -> RelResult {
 }
 
 /// The static shape of `memory.alloc_tensor`: its `assert_shape`.
-fn assert_shape(attrs: &Attrs) -> Result<Vec<i64>, String> {
+fn assert_shape(attrs: &Attrs) -> Result<Vec<i64>, OpError> {
     let shape = attr_opt_ints(attrs, "assert_shape")?.ok_or_else(|| {
-        "attribute `assert_shape` must be set: it gives the tensor's static shape".to_owned()
+        OpError::attribute(
+            "assert_shape",
+            "attribute `assert_shape` must be set: it gives the tensor's static shape",
+        )
     })?;
     if let Some(d) = shape.iter().find(|&&d| d < 0) {
-        return Err(format!(
-            "`assert_shape` must have non-negative dimensions, got {d}"
+        return Err(OpError::attribute(
+            "assert_shape",
+            format!("`assert_shape` must have non-negative dimensions, got {d}"),
         ));
     }
     Ok(shape)
@@ -146,9 +155,9 @@ fn assert_shape(attrs: &Attrs) -> Result<Vec<i64>, String> {
 fn alloc_tensor_rel(inputs: &[Type], attrs: &Attrs) -> RelResult {
     let [storage, offset, shape] = inputs_n(inputs)?;
     if !is_storage_type(storage) {
-        return Err(format!(
+        return Err(OpError::type_error(format!(
             "the storage must be of type `{STORAGE_TYPE}`, got `{storage}`"
-        ));
+        )));
     }
     int64_scalar(offset, "the offset")?;
     let rank = shape_tensor(shape, "the shape")?;
@@ -156,9 +165,12 @@ fn alloc_tensor_rel(inputs: &[Type], attrs: &Attrs) -> RelResult {
     if let Some(rank) = rank
         && rank != asserted.len()
     {
-        return Err(format!(
-            "`assert_shape` has {} dimensions, but the shape tensor `{shape}` has {rank}",
-            asserted.len()
+        return Err(OpError::attribute(
+            "assert_shape",
+            format!(
+                "`assert_shape` has {} dimensions, but the shape tensor `{shape}` has {rank}",
+                asserted.len()
+            ),
         ));
     }
     Ok(Type::tensor(&asserted, required_dtype(attrs)?))
@@ -180,46 +192,54 @@ fn results(ret: &Type) -> Vec<Type> {
 fn invoke_tvm_op_rel(inputs: &[Type], _: &Attrs) -> RelResult {
     let [func, args, outs] = inputs_n(inputs)?;
     let TypeKind::Func(f) = func.kind() else {
-        return Err(format!("the callee must be a function, got `{func}`"));
+        return Err(OpError::type_error(format!(
+            "the callee must be a function, got `{func}`"
+        )));
     };
     if !f.type_params.is_empty() {
-        return Err(format!("the callee must not be polymorphic, got `{func}`"));
+        return Err(OpError::type_error(format!(
+            "the callee must not be polymorphic, got `{func}`"
+        )));
     }
     let TypeKind::Tuple(args) = args.kind() else {
-        return Err(format!("the inputs must be a tuple, got `{args}`"));
+        return Err(OpError::type_error(format!(
+            "the inputs must be a tuple, got `{args}`"
+        )));
     };
     if args.len() != f.params.len() {
-        return Err(format!(
+        return Err(OpError::shape(format!(
             "the callee takes {} arguments, but the inputs tuple has {} fields",
             f.params.len(),
             args.len()
-        ));
+        )));
     }
     for (i, (arg, param)) in args.iter().zip(&f.params).enumerate() {
         if !relay_ir::type_eq(arg, param) {
-            return Err(format!(
+            return Err(OpError::type_error(format!(
                 "input {i} has type `{arg}`, but the callee's parameter {i} has type `{param}`"
-            ));
+            )));
         }
     }
     let TypeKind::Tuple(outs) = outs.kind() else {
-        return Err(format!("the outputs must be a tuple, got `{outs}`"));
+        return Err(OpError::type_error(format!(
+            "the outputs must be a tuple, got `{outs}`"
+        )));
     };
     let expected = results(&f.ret);
     if outs.len() != expected.len() {
-        return Err(format!(
+        return Err(OpError::shape(format!(
             "the callee returns `{}` ({} tensors), but the outputs tuple has {} fields",
             f.ret,
             expected.len(),
             outs.len()
-        ));
+        )));
     }
     for (i, (out, want)) in outs.iter().zip(&expected).enumerate() {
         tensor_type(want, &format!("result {i} of the callee"))?;
         if !relay_ir::type_eq(out, want) {
-            return Err(format!(
+            return Err(OpError::type_error(format!(
                 "output {i} has type `{out}`, but the callee's result {i} has type `{want}`"
-            ));
+            )));
         }
     }
     Ok(Type::tuple(Vec::new()))
@@ -233,14 +253,15 @@ fn shape_of_rel(inputs: &[Type], attrs: &Attrs) -> RelResult {
 }
 
 /// `newshape` of `vm.reshape_tensor` as dimensions: `-1` is `?`.
-fn new_shape(attrs: &Attrs) -> Result<Vec<Dim>, String> {
+fn new_shape(attrs: &Attrs) -> Result<Vec<Dim>, OpError> {
     attr_ints(attrs, "newshape")?
         .into_iter()
         .map(|d| match d {
             -1 => Ok(Dim::Any),
             d if d >= 0 => Ok(Dim::Known(d)),
-            d => Err(format!(
-                "`newshape` dimensions must be non-negative or -1, got {d}"
+            d => Err(OpError::attribute(
+                "newshape",
+                format!("`newshape` dimensions must be non-negative or -1, got {d}"),
             )),
         })
         .collect()
@@ -254,18 +275,21 @@ fn reshape_tensor_rel(inputs: &[Type], attrs: &Attrs) -> RelResult {
     if let Some(rank) = rank
         && rank != newshape.len()
     {
-        return Err(format!(
-            "`newshape` has {} dimensions, but the shape tensor `{shape}` has {rank}",
-            newshape.len()
+        return Err(OpError::attribute(
+            "newshape",
+            format!(
+                "`newshape` has {} dimensions, but the shape tensor `{shape}` has {rank}",
+                newshape.len()
+            ),
         ));
     }
     if let (Some(from), Some(to)) = (element_count(dims), element_count(&newshape))
         && from != to
     {
-        return Err(format!(
+        return Err(OpError::shape(format!(
             "cannot reshape `{data}` ({from} elements) to {} ({to} elements)",
             shape_text(&newshape)
-        ));
+        )));
     }
     Ok(tensor(newshape, dtype))
 }
@@ -273,45 +297,46 @@ fn reshape_tensor_rel(inputs: &[Type], attrs: &Attrs) -> RelResult {
 // ----- Evaluation -----
 
 /// Argument `i` as a tensor.
-fn arg_tensor(args: &[Value], i: usize, what: &str) -> Result<Arc<NDArray>, String> {
+fn arg_tensor(args: &[Value], i: usize, what: &str) -> Result<Arc<NDArray>, OpError> {
     match args.get(i) {
         Some(Value::Tensor(t)) => Ok(t.clone()),
-        Some(v) => Err(format!("{what} must be a tensor, got {}", v.kind_name())),
-        None => Err(format!("missing {what}")),
+        Some(v) => Err(OpError::type_error(format!(
+            "{what} must be a tensor, got {}",
+            v.kind_name()
+        ))),
+        None => Err(OpError::type_error(format!("missing {what}"))),
     }
 }
 
 /// Argument `i`, an integer scalar, as a non-negative `usize`.
-fn arg_usize(args: &[Value], i: usize, what: &str) -> Result<usize, String> {
+fn arg_usize(args: &[Value], i: usize, what: &str) -> Result<usize, OpError> {
     let t = arg_tensor(args, i, what)?;
     let values = t.to_i128_vec();
     match (t.is_scalar(), values.as_slice()) {
-        (true, &[v]) => {
-            usize::try_from(v).map_err(|_| format!("{what} must be non-negative, got {v}"))
-        }
-        _ => Err(format!(
+        (true, &[v]) => usize::try_from(v)
+            .map_err(|_| OpError::value(format!("{what} must be non-negative, got {v}"))),
+        _ => Err(OpError::shape(format!(
             "{what} must be a scalar, got shape {:?}",
             t.shape()
-        )),
+        ))),
     }
 }
 
 /// Argument `i`, a rank-1 integer tensor, as a shape.
-fn arg_shape(args: &[Value], i: usize, what: &str) -> Result<Vec<i64>, String> {
+fn arg_shape(args: &[Value], i: usize, what: &str) -> Result<Vec<i64>, OpError> {
     let t = arg_tensor(args, i, what)?;
     if t.ndim() != 1 {
-        return Err(format!(
+        return Err(OpError::shape(format!(
             "{what} must have rank 1, got shape {:?}",
             t.shape()
-        ));
+        )));
     }
     t.to_i128_vec()
         .into_iter()
         .map(|d| {
-            i64::try_from(d)
-                .ok()
-                .filter(|&d| d >= 0)
-                .ok_or_else(|| format!("{what} has a negative or too large dimension {d}"))
+            i64::try_from(d).ok().filter(|&d| d >= 0).ok_or_else(|| {
+                OpError::shape(format!("{what} has a negative or too large dimension {d}"))
+            })
         })
         .collect()
 }
@@ -319,28 +344,28 @@ fn arg_shape(args: &[Value], i: usize, what: &str) -> Result<Vec<i64>, String> {
 fn alloc_storage_eval(args: &[Value], _: &Attrs) -> EvalResult {
     let size = arg_usize(args, 0, "the size")?;
     let alignment = arg_usize(args, 1, "the alignment")?;
-    Value::storage(size, alignment).map_err(|e| e.to_string())
+    Value::storage(size, alignment).map_err(OpError::from_runtime)
 }
 
 fn alloc_tensor_eval(args: &[Value], attrs: &Attrs) -> EvalResult {
     let storage = match args.first() {
         Some(Value::Storage(s)) => s.clone(),
         Some(v) => {
-            return Err(format!(
+            return Err(OpError::type_error(format!(
                 "the storage must be a storage, got {}",
                 v.kind_name()
-            ));
+            )));
         }
-        None => return Err("missing the storage".into()),
+        None => return Err(OpError::type_error("missing the storage")),
     };
     let offset = arg_usize(args, 1, "the offset")?;
     let shape = arg_shape(args, 2, "the shape")?;
     if let Some(asserted) = attr_opt_ints(attrs, "assert_shape")?
         && asserted != shape
     {
-        return Err(format!(
+        return Err(OpError::shape(format!(
             "the shape {shape:?} differs from `assert_shape` {asserted:?}"
-        ));
+        )));
     }
     let dtype = required_dtype(attrs)?;
     // SAFETY: the aliasing contract of `NDArray::view`. The interpreter, which runs these
@@ -348,7 +373,7 @@ fn alloc_tensor_eval(args: &[Value], attrs: &Attrs) -> EvalResult {
     // the duration of the call, and the one writer, `vm.invoke_tvm_op`, writes its outputs
     // (with `write_view`) after the kernel has returned and released its inputs.
     let view = unsafe { NDArray::view(storage, offset, dtype, &shape) };
-    view.map(Value::tensor).map_err(|e| e.to_string())
+    view.map(Value::tensor).map_err(OpError::from_runtime)
 }
 
 fn shape_of_eval(args: &[Value], attrs: &Attrs) -> EvalResult {
@@ -357,7 +382,7 @@ fn shape_of_eval(args: &[Value], attrs: &Attrs) -> EvalResult {
     let dims: Vec<i128> = t.shape().iter().map(|&d| i128::from(d)).collect();
     NDArray::from_i128_slice(dtype, &[dims.len() as i64], &dims)
         .map(Value::tensor)
-        .map_err(|e| e.to_string())
+        .map_err(OpError::from_runtime)
 }
 
 fn reshape_tensor_eval(args: &[Value], attrs: &Attrs) -> EvalResult {
@@ -370,19 +395,19 @@ fn reshape_tensor_eval(args: &[Value], attrs: &Attrs) -> EvalResult {
             Dim::Any => true,
         });
     if !fits {
-        return Err(format!(
+        return Err(OpError::shape(format!(
             "the shape {shape:?} does not match `newshape` {}",
             shape_text(&newshape)
-        ));
+        )));
     }
     let count: Option<usize> = shape
         .iter()
         .try_fold(1usize, |n, &d| n.checked_mul(usize::try_from(d).ok()?));
     if count != Some(data.num_elements()) {
-        return Err(format!(
+        return Err(OpError::shape(format!(
             "cannot reshape a tensor of shape {:?} to {shape:?}",
             data.shape()
-        ));
+        )));
     }
     let array = match data.storage() {
         // A view stays a view of the same bytes, as the VM's reshape does.
@@ -392,7 +417,7 @@ fn reshape_tensor_eval(args: &[Value], attrs: &Attrs) -> EvalResult {
         },
         None => NDArray::from_bytes(data.dtype(), &shape, data.as_bytes()),
     };
-    array.map(Value::tensor).map_err(|e| e.to_string())
+    array.map(Value::tensor).map_err(OpError::from_runtime)
 }
 
 #[cfg(test)]
@@ -404,7 +429,9 @@ mod tests {
 
     fn rel(name: &str, inputs: &[Type], attrs: &Attrs) -> Result<String, String> {
         let op = crate::lookup(name).unwrap();
-        (op.relation.unwrap())(inputs, attrs).map(|t| t.to_string())
+        (op.relation.unwrap())(inputs, attrs)
+            .map(|t| t.to_string())
+            .map_err(|e| e.to_string())
     }
 
     fn eval(name: &str, args: &[Value], attrs: &Attrs) -> EvalResult {
@@ -465,7 +492,10 @@ mod tests {
             &a,
         )
         .unwrap_err();
-        assert!(err.contains("the size must be an int64 scalar"), "{err}");
+        assert!(
+            err.to_string().contains("the size must be an int64 scalar"),
+            "{err}"
+        );
 
         let shape = Type::tensor(&[2], DType::I64);
         let t = attrs(
@@ -486,21 +516,27 @@ mod tests {
             &attrs("memory.alloc_tensor", &[]),
         )
         .unwrap_err();
-        assert!(err.contains("`assert_shape` must be set"), "{err}");
+        assert!(
+            err.to_string().contains("`assert_shape` must be set"),
+            "{err}"
+        );
         let err = rel(
             "memory.alloc_tensor",
             &inputs,
             &attrs("memory.alloc_tensor", &[("assert_shape", ints(&[6]))]),
         )
         .unwrap_err();
-        assert!(err.contains("has 1 dimensions"), "{err}");
+        assert!(err.to_string().contains("has 1 dimensions"), "{err}");
         let err = rel(
             "memory.alloc_tensor",
             &[Type::scalar(DType::F32), i64s.clone(), shape],
             &t,
         )
         .unwrap_err();
-        assert!(err.contains("must be of type `Storage`"), "{err}");
+        assert!(
+            err.to_string().contains("must be of type `Storage`"),
+            "{err}"
+        );
     }
 
     #[test]
@@ -522,7 +558,8 @@ mod tests {
         )
         .unwrap_err();
         assert!(
-            err.contains("output 0 has type `Tensor[(3), float32]`"),
+            err.to_string()
+                .contains("output 0 has type `Tensor[(3), float32]`"),
             "{err}"
         );
         let err = rel(
@@ -535,7 +572,7 @@ mod tests {
             &none,
         )
         .unwrap_err();
-        assert!(err.contains("takes 2 arguments"), "{err}");
+        assert!(err.to_string().contains("takes 2 arguments"), "{err}");
         let err = rel(
             "vm.invoke_tvm_op",
             &[
@@ -546,7 +583,7 @@ mod tests {
             &none,
         )
         .unwrap_err();
-        assert!(err.contains("input 0 has type"), "{err}");
+        assert!(err.to_string().contains("input 0 has type"), "{err}");
         let pair = func(vec![], Type::tuple(vec![t3.clone(), t23.clone()]));
         assert_eq!(
             rel(
@@ -566,7 +603,10 @@ mod tests {
             &none,
         )
         .unwrap_err();
-        assert!(err.contains("the outputs tuple has 1 fields"), "{err}");
+        assert!(
+            err.to_string().contains("the outputs tuple has 1 fields"),
+            "{err}"
+        );
     }
 
     #[test]
@@ -628,7 +668,10 @@ mod tests {
         assert!(eval("memory.alloc_tensor", &far, &a).is_err());
         let wrong = [storage, i64s(&[], &[0]), i64s(&[2], &[3, 2])];
         let err = eval("memory.alloc_tensor", &wrong, &a).unwrap_err();
-        assert!(err.contains("differs from `assert_shape`"), "{err}");
+        assert!(
+            err.to_string().contains("differs from `assert_shape`"),
+            "{err}"
+        );
         assert!(
             eval(
                 "memory.alloc_storage",

@@ -14,6 +14,7 @@
 //! pieces in `int64` and divide the wide sum exactly ([`compute::wide_quotient`]). The max,
 //! min, argmax or argmin of an empty reduction (which always fails) has no compute definition.
 
+use relay_ir::OpError;
 use relay_ir::{
     AttrDefault as D, AttrField, AttrKind as K, Attrs, DType, Dim, EvalFn, NDArray, OpPattern as P,
     OpSchema, RelationFn, Type, Value,
@@ -107,14 +108,14 @@ pub(crate) static OPS: &[OpSchema] = &[
 /// The axes of `shape` that collapsing it to `target` sums (with `keepdims`): the leading
 /// axes `target` lacks, and those where `target` has 1 and `shape` does not. Every other
 /// dimension of `target` must be `shape`'s (or unknown).
-fn collapse_axes(shape: &[Dim], target: &[Dim]) -> Result<Vec<i64>, String> {
+fn collapse_axes(shape: &[Dim], target: &[Dim]) -> Result<Vec<i64>, OpError> {
     let fail = || {
-        format!(
+        OpError::shape(format!(
             "collapse_sum_like cannot sum {} down to {}: the second shape must broadcast to the \
              first",
             shape_text(shape),
             shape_text(target)
-        )
+        ))
     };
     let lead = shape.len().checked_sub(target.len()).ok_or_else(fail)?;
     let mut axes: Vec<i64> = (0..lead as i64).collect();
@@ -143,7 +144,7 @@ fn collapse_attrs(axes: &[i64]) -> Attrs {
 }
 
 /// `collapse_sum_like(data, like)`: `like`'s shape, `data`'s dtype.
-fn collapse_sum_like_rel(inputs: &[Type], _: &Attrs) -> Result<Type, String> {
+fn collapse_sum_like_rel(inputs: &[Type], _: &Attrs) -> Result<Type, OpError> {
     expect_inputs(inputs, 2)?;
     let (shape, dtype) = tensor_type(&inputs[0], "the data")?;
     let (target, _) = tensor_type(&inputs[1], "the shape to collapse to")?;
@@ -151,7 +152,7 @@ fn collapse_sum_like_rel(inputs: &[Type], _: &Attrs) -> Result<Type, String> {
     Ok(tensor(target.to_vec(), dtype))
 }
 
-fn collapse_sum_like_eval(args: &[Value], _: &Attrs) -> Result<Value, String> {
+fn collapse_sum_like_eval(args: &[Value], _: &Attrs) -> Result<Value, OpError> {
     let (x, like) = (arg_tensor(args, 0)?, arg_tensor(args, 1)?);
     let axes = collapse_axes(&dims(x.shape()), &dims(like.shape()))?;
     let summed = if axes.is_empty() {
@@ -159,7 +160,7 @@ fn collapse_sum_like_eval(args: &[Value], _: &Attrs) -> Result<Value, String> {
     } else {
         let v = sum_eval(&args[..1], &collapse_attrs(&axes))?;
         v.as_tensor()
-            .ok_or("internal error: a sum that is not a tensor")?
+            .ok_or_else(|| OpError::shape("internal error: a sum that is not a tensor"))?
             .clone()
     };
     value(NDArray::from_bytes(
@@ -182,7 +183,7 @@ fn collapse_sum_like_te(inputs: &[TeValue], _: &Attrs, out: &Type) -> ComputeRes
         let kept = tensor(dims(&kept), dtype);
         let v = fold_te(&inputs[..1], &collapse_attrs(&axes), &kept, Fold::Sum)?;
         v.as_tensor()
-            .ok_or("internal error: a sum that is not a tensor")?
+            .ok_or_else(|| OpError::shape("internal error: a sum that is not a tensor"))?
             .clone()
     };
     let t = Tensor::compute("T_collapse_sum", &target, |i| {
@@ -197,7 +198,7 @@ fn collapse_sum_like_te(inputs: &[TeValue], _: &Attrs, out: &Type) -> ComputeRes
 
 /// For each dimension of a tensor of `rank` dimensions, whether the reduction folds it
 /// (TVM's `GetReduceAxes`).
-fn reduced_mask(rank: usize, attrs: &Attrs) -> Result<Vec<bool>, String> {
+fn reduced_mask(rank: usize, attrs: &Attrs) -> Result<Vec<bool>, OpError> {
     let exclude = attr_bool(attrs, "exclude")?;
     let axes = attr_opt_ints(attrs, "axis")?.unwrap_or_default();
     if axes.is_empty() {
@@ -207,7 +208,10 @@ fn reduced_mask(rank: usize, attrs: &Attrs) -> Result<Vec<bool>, String> {
     for &axis in &axes {
         let d = axis_index(axis, rank)?;
         if listed[d] {
-            return Err(format!("`axis` lists dimension {d} twice"));
+            return Err(OpError::attribute(
+                "axis",
+                format!("`axis` lists dimension {d} twice"),
+            ));
         }
         listed[d] = true;
     }
@@ -231,13 +235,13 @@ fn reduced_shape<T: Copy>(shape: &[T], mask: &[bool], keepdims: bool, one: T) ->
 // ----- Type relations -----
 
 /// The single tensor input of a reduction.
-fn data_type(inputs: &[Type], count: usize) -> Result<(&[Dim], DType), String> {
+fn data_type(inputs: &[Type], count: usize) -> Result<(&[Dim], DType), OpError> {
     expect_inputs(inputs, count)?;
     tensor_type(&inputs[0], "the data")
 }
 
 /// The type of a reduction of `data` with the attributes' axes, in `dtype`.
-fn reduced_type(shape: &[Dim], dtype: DType, attrs: &Attrs) -> Result<Type, String> {
+fn reduced_type(shape: &[Dim], dtype: DType, attrs: &Attrs) -> Result<Type, OpError> {
     let mask = reduced_mask(shape.len(), attrs)?;
     let keepdims = attr_bool(attrs, "keepdims")?;
     Ok(tensor(
@@ -247,39 +251,39 @@ fn reduced_type(shape: &[Dim], dtype: DType, attrs: &Attrs) -> Result<Type, Stri
 }
 
 /// `sum`, `mean`, `max`, `min`, `prod`: the input dtype over the remaining axes.
-fn reduce_rel(inputs: &[Type], attrs: &Attrs) -> Result<Type, String> {
+fn reduce_rel(inputs: &[Type], attrs: &Attrs) -> Result<Type, OpError> {
     let (shape, dtype) = data_type(inputs, 1)?;
     reduced_type(shape, dtype, attrs)
 }
 
 /// `all`, `any`: a bool tensor reduced to bool.
-fn logical_reduce_rel(inputs: &[Type], attrs: &Attrs) -> Result<Type, String> {
+fn logical_reduce_rel(inputs: &[Type], attrs: &Attrs) -> Result<Type, OpError> {
     let (shape, dtype) = data_type(inputs, 1)?;
     if dtype != DType::BOOL {
-        return Err(format!(
+        return Err(OpError::dtype(format!(
             "the data must be a bool tensor, got `{}`",
             inputs[0]
-        ));
+        )));
     }
     reduced_type(shape, dtype, attrs)
 }
 
 /// `argmax`, `argmin`: `int32` positions over the remaining axes.
-fn arg_reduce_rel(inputs: &[Type], attrs: &Attrs) -> Result<Type, String> {
+fn arg_reduce_rel(inputs: &[Type], attrs: &Attrs) -> Result<Type, OpError> {
     let (shape, _) = data_type(inputs, 1)?;
     attr_bool(attrs, "select_last_index")?;
     reduced_type(shape, DType::I32, attrs)
 }
 
 /// `variance(data, mean)`: `mean` has the rank and dtype of `data` and broadcasts to it.
-fn variance_rel(inputs: &[Type], attrs: &Attrs) -> Result<Type, String> {
+fn variance_rel(inputs: &[Type], attrs: &Attrs) -> Result<Type, OpError> {
     let (shape, dtype) = data_type(inputs, 2)?;
     let (mean_shape, mean_dtype) = tensor_type(&inputs[1], "the mean")?;
     if mean_dtype != dtype {
-        return Err(format!(
+        return Err(OpError::dtype(format!(
             "the mean must have the data's dtype {dtype}, got `{}`",
             inputs[1]
-        ));
+        )));
     }
     let fits = mean_shape.len() == shape.len()
         && broadcast_shapes(shape, mean_shape).is_some_and(|b| {
@@ -289,11 +293,11 @@ fn variance_rel(inputs: &[Type], attrs: &Attrs) -> Result<Type, String> {
             })
         });
     if !fits {
-        return Err(format!(
+        return Err(OpError::shape(format!(
             "the mean of shape {} does not broadcast to the data's shape {}",
             shape_text(mean_shape),
             shape_text(shape)
-        ));
+        )));
     }
     attr_bool(attrs, "unbiased")?;
     reduced_type(shape, dtype, attrs)
@@ -356,7 +360,7 @@ impl Walk {
 }
 
 /// The input tensor, the fold mask, the output shape and the walk of a reduction call.
-fn prepare<'a>(args: &'a [Value], attrs: &Attrs) -> Result<(&'a NDArray, Vec<i64>, Walk), String> {
+fn prepare<'a>(args: &'a [Value], attrs: &Attrs) -> Result<(&'a NDArray, Vec<i64>, Walk), OpError> {
     let x = arg_tensor(args, 0)?;
     let mask = reduced_mask(x.ndim(), attrs)?;
     let keepdims = attr_bool(attrs, "keepdims")?;
@@ -447,15 +451,15 @@ impl Fold {
     }
 }
 
-fn fold_eval(args: &[Value], attrs: &Attrs, fold: Fold) -> Result<Value, String> {
+fn fold_eval(args: &[Value], attrs: &Attrs, fold: Fold) -> Result<Value, OpError> {
     let (x, out_shape, walk) = prepare(args, attrs)?;
     let dtype = x.dtype();
     if walk.inner_len == 0 && walk.out_len > 0 && matches!(fold, Fold::Max | Fold::Min) {
-        return Err(format!(
+        return Err(OpError::value(format!(
             "cannot take the {} of an empty reduction (input shape {:?})",
             fold.name(),
             x.shape()
-        ));
+        )));
     }
     if dtype.is_float() {
         let mut acc = vec![fold.start_f64(); walk.out_len];
@@ -476,7 +480,9 @@ fn fold_eval(args: &[Value], attrs: &Attrs, fold: Fold) -> Result<Value, String>
         }
         if fold == Fold::Mean && walk.out_len > 0 {
             if walk.inner_len == 0 {
-                return Err("integer division by zero: the mean of an empty reduction".into());
+                return Err(OpError::value(
+                    "integer division by zero: the mean of an empty reduction",
+                ));
             }
             let count = walk.inner_len as i128;
             acc.iter_mut().for_each(|a| *a /= count);
@@ -485,31 +491,31 @@ fn fold_eval(args: &[Value], attrs: &Attrs, fold: Fold) -> Result<Value, String>
     }
 }
 
-fn sum_eval(args: &[Value], attrs: &Attrs) -> Result<Value, String> {
+fn sum_eval(args: &[Value], attrs: &Attrs) -> Result<Value, OpError> {
     fold_eval(args, attrs, Fold::Sum)
 }
 
-fn mean_eval(args: &[Value], attrs: &Attrs) -> Result<Value, String> {
+fn mean_eval(args: &[Value], attrs: &Attrs) -> Result<Value, OpError> {
     fold_eval(args, attrs, Fold::Mean)
 }
 
-fn max_eval(args: &[Value], attrs: &Attrs) -> Result<Value, String> {
+fn max_eval(args: &[Value], attrs: &Attrs) -> Result<Value, OpError> {
     fold_eval(args, attrs, Fold::Max)
 }
 
-fn min_eval(args: &[Value], attrs: &Attrs) -> Result<Value, String> {
+fn min_eval(args: &[Value], attrs: &Attrs) -> Result<Value, OpError> {
     fold_eval(args, attrs, Fold::Min)
 }
 
-fn prod_eval(args: &[Value], attrs: &Attrs) -> Result<Value, String> {
+fn prod_eval(args: &[Value], attrs: &Attrs) -> Result<Value, OpError> {
     fold_eval(args, attrs, Fold::Prod)
 }
 
-fn all_eval(args: &[Value], attrs: &Attrs) -> Result<Value, String> {
+fn all_eval(args: &[Value], attrs: &Attrs) -> Result<Value, OpError> {
     fold_eval(args, attrs, Fold::All)
 }
 
-fn any_eval(args: &[Value], attrs: &Attrs) -> Result<Value, String> {
+fn any_eval(args: &[Value], attrs: &Attrs) -> Result<Value, OpError> {
     fold_eval(args, attrs, Fold::Any)
 }
 
@@ -558,15 +564,15 @@ fn arg_positions<T: PartialOrd + Copy>(
         .collect()
 }
 
-fn arg_eval(args: &[Value], attrs: &Attrs, max: bool) -> Result<Value, String> {
+fn arg_eval(args: &[Value], attrs: &Attrs, max: bool) -> Result<Value, OpError> {
     let (x, out_shape, walk) = prepare(args, attrs)?;
     let last = attr_bool(attrs, "select_last_index")?;
     if walk.inner_len == 0 && walk.out_len > 0 {
-        return Err(format!(
+        return Err(OpError::value(format!(
             "cannot take the {} of an empty reduction (input shape {:?})",
             if max { "argmax" } else { "argmin" },
             x.shape()
-        ));
+        )));
     }
     let positions = if x.dtype().is_float() {
         arg_positions(&x.to_f64_vec(), f64::is_nan, &walk, max, last)
@@ -576,17 +582,17 @@ fn arg_eval(args: &[Value], attrs: &Attrs, max: bool) -> Result<Value, String> {
     value(NDArray::from_i128_slice(DType::I32, &out_shape, &positions))
 }
 
-fn argmax_eval(args: &[Value], attrs: &Attrs) -> Result<Value, String> {
+fn argmax_eval(args: &[Value], attrs: &Attrs) -> Result<Value, OpError> {
     arg_eval(args, attrs, true)
 }
 
-fn argmin_eval(args: &[Value], attrs: &Attrs) -> Result<Value, String> {
+fn argmin_eval(args: &[Value], attrs: &Attrs) -> Result<Value, OpError> {
     arg_eval(args, attrs, false)
 }
 
 /// `variance(data, mean)`: the mean over the folded axes of `(data - mean)²`, dividing by
 /// `N - 1` instead of `N` when `unbiased` (TVM's `VarianceCompute`).
-fn variance_eval(args: &[Value], attrs: &Attrs) -> Result<Value, String> {
+fn variance_eval(args: &[Value], attrs: &Attrs) -> Result<Value, OpError> {
     let (x, out_shape, walk) = prepare(args, attrs)?;
     let mean = arg_tensor(args, 1)?;
     let unbiased = attr_bool(attrs, "unbiased")?;
@@ -597,9 +603,9 @@ fn variance_eval(args: &[Value], attrs: &Attrs) -> Result<Value, String> {
             .zip(shape)
             .all(|(&m, &d)| m == d || m == 1);
     if !fits {
-        return Err(format!(
+        return Err(OpError::shape(format!(
             "the mean of shape {mean_shape:?} does not broadcast to the data's shape {shape:?}"
-        ));
+        )));
     }
     // The flat position in `mean` of every data element, broadcasting size-1 dimensions.
     let rank = shape.len();
@@ -641,9 +647,9 @@ fn variance_eval(args: &[Value], attrs: &Attrs) -> Result<Value, String> {
         value(NDArray::from_f64_slice(dtype, &out_shape, &acc))
     } else {
         if count <= 0 && walk.out_len > 0 {
-            return Err(format!(
+            return Err(OpError::value(format!(
                 "integer division by zero: the variance divides by {count}"
-            ));
+            )));
         }
         let m = mean.to_i128_vec();
         let mut acc = vec![0i128; walk.out_len];
@@ -675,7 +681,7 @@ struct Folding {
 }
 
 impl Folding {
-    fn new(data: &Tensor, attrs: &Attrs, out: &Type) -> Result<Folding, String> {
+    fn new(data: &Tensor, attrs: &Attrs, out: &Type) -> Result<Folding, OpError> {
         let (out_shape, out_dtype) = compute::static_tensor(out)?;
         let mask = reduced_mask(data.shape.len(), attrs)?;
         let keepdims = attr_bool(attrs, "keepdims")?;
@@ -688,10 +694,10 @@ impl Folding {
             }
         }
         if reduced_shape(&data.shape, &mask, keepdims, 1) != out_shape {
-            return Err(format!(
+            return Err(OpError::shape(format!(
                 "the output shape {out_shape:?} is not the reduced shape of {:?}",
                 data.shape
-            ));
+            )));
         }
         Ok(Folding {
             mask,
@@ -768,11 +774,11 @@ fn fold_te(inputs: &[TeValue], attrs: &Attrs, out: &Type, fold: Fold) -> Compute
     let x = compute::input(inputs, 0)?;
     let f = Folding::new(x, attrs, out)?;
     if f.empty() && matches!(fold, Fold::Max | Fold::Min) {
-        return Err(format!(
+        return Err(OpError::value(format!(
             "cannot take the {} of an empty reduction (input shape {:?})",
             fold.name(),
             x.shape
-        ));
+        )));
     }
     let dtype = x.dtype;
     if fold == Fold::Mean && !dtype.is_float() && dtype.bits == 64 {
@@ -816,10 +822,10 @@ fn arg_te(inputs: &[TeValue], attrs: &Attrs, out: &Type, max: bool) -> ComputeRe
     let f = Folding::new(x, attrs, out)?;
     let name = if max { "argmax" } else { "argmin" };
     if f.empty() {
-        return Err(format!(
+        return Err(OpError::value(format!(
             "cannot take the {name} of an empty reduction (input shape {:?})",
             x.shape
-        ));
+        )));
     }
     let last = attr_bool(attrs, "select_last_index")?;
     let op = if max {
@@ -854,12 +860,12 @@ const HALVES_LIMIT: i64 = 1 << 30;
 const LIMBS_LIMIT: i64 = 1 << 29;
 
 /// Fails when each output of `f` folds more than `limit` elements.
-fn within(f: &Folding, limit: i64, what: &str, dtype: DType) -> Result<(), String> {
+fn within(f: &Folding, limit: i64, what: &str, dtype: DType) -> Result<(), OpError> {
     if f.inner_len > limit {
-        return Err(format!(
+        return Err(OpError::unsupported(format!(
             "the {what} of {} {dtype} values is not supported (at most {limit})",
             f.inner_len
-        ));
+        )));
     }
     Ok(())
 }
@@ -897,10 +903,10 @@ fn variance_te(inputs: &[TeValue], attrs: &Attrs, out: &Type) -> ComputeResult {
             .zip(&x.shape)
             .all(|(&m, &d)| m == d || m == 1);
     if !fits {
-        return Err(format!(
+        return Err(OpError::shape(format!(
             "the mean of shape {:?} does not broadcast to the data's shape {:?}",
             mean.shape, x.shape
-        ));
+        )));
     }
     // The data and the mean read at an output index, and the reduction axes.
     let reads = |i: &[TExpr]| {
@@ -1049,13 +1055,15 @@ mod tests {
     fn rel(op: &str, inputs: &[&Type], set: &[(&str, AttrValue)]) -> Result<String, String> {
         let f = crate::lookup(op).unwrap().relation.unwrap();
         let inputs: Vec<Type> = inputs.iter().map(|&t| t.clone()).collect();
-        f(&inputs, &attrs(op, set)).map(|t| t.to_string())
+        f(&inputs, &attrs(op, set))
+            .map(|t| t.to_string())
+            .map_err(|e| e.to_string())
     }
 
     fn eval(op: &str, args: &[&Value], set: &[(&str, AttrValue)]) -> Result<Value, String> {
         let f = crate::lookup(op).unwrap().eval.unwrap();
         let args: Vec<Value> = args.iter().map(|&v| v.clone()).collect();
-        f(&args, &attrs(op, set))
+        f(&args, &attrs(op, set)).map_err(|e| e.to_string())
     }
 
     fn f32s(shape: &[i64], v: &[f64]) -> Value {

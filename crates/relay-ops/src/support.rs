@@ -3,23 +3,28 @@
 //! index arithmetic. Messages follow the project's style (lowercase, no final period) and name
 //! what was expected and what was given.
 
+use relay_ir::OpError;
 use std::sync::Arc;
 
 use relay_ir::{AttrValue, Attrs, DType, Dim, NDArray, Type, TypeKind, Value};
 
 /// The shape and dtype of a tensor type, or an error naming what the input is instead.
-pub fn tensor_type<'t>(t: &'t Type, what: &str) -> Result<(&'t [Dim], DType), String> {
+pub fn tensor_type<'t>(t: &'t Type, what: &str) -> Result<(&'t [Dim], DType), OpError> {
     match t.kind() {
         TypeKind::Tensor { shape, dtype } => Ok((shape, *dtype)),
-        _ => Err(format!("{what} must be a tensor, got `{t}`")),
+        _ => Err(OpError::type_error(format!(
+            "{what} must be a tensor, got `{t}`"
+        ))),
     }
 }
 
 /// The tensor types inside a tuple type (for `concatenate`, `stack`).
-pub fn tuple_of_tensors<'t>(t: &'t Type, what: &str) -> Result<Vec<(&'t [Dim], DType)>, String> {
+pub fn tuple_of_tensors<'t>(t: &'t Type, what: &str) -> Result<Vec<(&'t [Dim], DType)>, OpError> {
     match t.kind() {
         TypeKind::Tuple(fields) => fields.iter().map(|f| tensor_type(f, what)).collect(),
-        _ => Err(format!("{what} must be a tuple of tensors, got `{t}`")),
+        _ => Err(OpError::type_error(format!(
+            "{what} must be a tuple of tensors, got `{t}`"
+        ))),
     }
 }
 
@@ -80,43 +85,41 @@ pub fn broadcast_shapes(a: &[Dim], b: &[Dim]) -> Option<Vec<Dim>> {
 }
 
 /// The two input types of a binary broadcasting operator with equal dtypes, broadcast.
-pub fn broadcast_types(inputs: &[Type]) -> Result<(Vec<Dim>, DType), String> {
+pub fn broadcast_types(inputs: &[Type]) -> Result<(Vec<Dim>, DType), OpError> {
     let [a, b] = inputs_n(inputs)?;
     let (sa, da) = tensor_type(a, "the first input")?;
     let (sb, db) = tensor_type(b, "the second input")?;
     if da != db {
-        return Err(format!("input dtypes differ: `{a}` and `{b}`"));
+        return Err(OpError::dtype(format!(
+            "input dtypes differ: `{a}` and `{b}`"
+        )));
     }
-    let shape =
-        broadcast_shapes(sa, sb).ok_or_else(|| format!("cannot broadcast `{a}` with `{b}`"))?;
+    let shape = broadcast_shapes(sa, sb)
+        .ok_or_else(|| OpError::shape(format!("cannot broadcast `{a}` with `{b}`")))?;
     Ok((shape, da))
 }
 
 // ----- Arity, axes and element counts -----
 
-/// The message for an operator given `got` inputs instead of `want`: "expects 2 inputs, got 1".
-fn arity_error(want: usize, got: usize) -> String {
-    let s = if want == 1 { "" } else { "s" };
-    format!("expects {want} input{s}, got {got}")
-}
-
 /// The input types of a relation, which must be exactly `N`.
-pub fn inputs_n<const N: usize>(inputs: &[Type]) -> Result<&[Type; N], String> {
-    inputs.try_into().map_err(|_| arity_error(N, inputs.len()))
+pub fn inputs_n<const N: usize>(inputs: &[Type]) -> Result<&[Type; N], OpError> {
+    inputs
+        .try_into()
+        .map_err(|_| OpError::arity(N, inputs.len()))
 }
 
 /// Checks that a relation has exactly `count` input types.
-pub fn expect_inputs(inputs: &[Type], count: usize) -> Result<(), String> {
+pub fn expect_inputs(inputs: &[Type], count: usize) -> Result<(), OpError> {
     if inputs.len() == count {
         Ok(())
     } else {
-        Err(arity_error(count, inputs.len()))
+        Err(OpError::arity(count, inputs.len()))
     }
 }
 
 /// A possibly negative axis of a tensor of `rank` dimensions, made non-negative (a rank-0
 /// tensor has no axis).
-pub fn axis_index(axis: i64, rank: usize) -> Result<usize, String> {
+pub fn axis_index(axis: i64, rank: usize) -> Result<usize, OpError> {
     let r = rank as i64;
     let a = if axis < 0 {
         axis.saturating_add(r)
@@ -124,9 +127,9 @@ pub fn axis_index(axis: i64, rank: usize) -> Result<usize, String> {
         axis
     };
     if a < 0 || a >= r {
-        return Err(format!(
+        return Err(OpError::shape(format!(
             "axis {axis} is out of range for a tensor of rank {rank}"
-        ));
+        )));
     }
     Ok(a as usize)
 }
@@ -134,7 +137,7 @@ pub fn axis_index(axis: i64, rank: usize) -> Result<usize, String> {
 /// A possibly negative axis made non-negative for a tensor of `rank` dimensions, as
 /// [`axis_index`] does, except that a rank-0 tensor accepts axis 0 (the operators that work
 /// along one axis treat a scalar as a single element).
-pub fn normalize_axis(axis: i64, rank: usize) -> Result<usize, String> {
+pub fn normalize_axis(axis: i64, rank: usize) -> Result<usize, OpError> {
     if rank == 0 && axis == 0 {
         return Ok(0);
     }
@@ -143,7 +146,7 @@ pub fn normalize_axis(axis: i64, rank: usize) -> Result<usize, String> {
 
 /// An insertion position for a new axis in a tensor of `rank` dimensions: `-rank - 1..=rank`,
 /// negative positions counting from the end of the result.
-pub fn insert_index(axis: i64, rank: usize) -> Result<usize, String> {
+pub fn insert_index(axis: i64, rank: usize) -> Result<usize, OpError> {
     let r = rank as i64;
     let a = if axis < 0 {
         axis.saturating_add(r + 1)
@@ -151,9 +154,9 @@ pub fn insert_index(axis: i64, rank: usize) -> Result<usize, String> {
         axis
     };
     if a < 0 || a > r {
-        return Err(format!(
+        return Err(OpError::shape(format!(
             "axis {axis} is out of range for inserting into a tensor of rank {rank}"
-        ));
+        )));
     }
     Ok(a as usize)
 }
@@ -168,71 +171,76 @@ pub fn element_count(shape: &[Dim]) -> Option<i128> {
 
 // ----- Attributes -----
 
-fn attr<'a>(attrs: &'a Attrs, name: &str) -> Result<&'a AttrValue, String> {
+fn attr<'a>(attrs: &'a Attrs, name: &str) -> Result<&'a AttrValue, OpError> {
     attrs
         .get(name)
-        .ok_or_else(|| format!("attribute `{name}` is missing"))
+        .ok_or_else(|| OpError::attribute(name, format!("attribute `{name}` is missing")))
 }
 
 /// An integer attribute.
-pub fn attr_int(attrs: &Attrs, name: &str) -> Result<i64, String> {
+pub fn attr_int(attrs: &Attrs, name: &str) -> Result<i64, OpError> {
     attr(attrs, name)?
         .as_int()
-        .ok_or_else(|| format!("attribute `{name}` must be an integer"))
+        .ok_or_else(|| OpError::attribute(name, format!("attribute `{name}` must be an integer")))
 }
 
 /// An integer attribute that may be `None`.
-pub fn attr_opt_int(attrs: &Attrs, name: &str) -> Result<Option<i64>, String> {
+pub fn attr_opt_int(attrs: &Attrs, name: &str) -> Result<Option<i64>, OpError> {
     match attrs.get(name) {
         None | Some(AttrValue::Null) => Ok(None),
-        Some(v) => v
-            .as_int()
-            .map(Some)
-            .ok_or_else(|| format!("attribute `{name}` must be an integer")),
+        Some(v) => v.as_int().map(Some).ok_or_else(|| {
+            OpError::attribute(name, format!("attribute `{name}` must be an integer"))
+        }),
     }
 }
 
 /// A float attribute (integers accepted).
-pub fn attr_float(attrs: &Attrs, name: &str) -> Result<f64, String> {
+pub fn attr_float(attrs: &Attrs, name: &str) -> Result<f64, OpError> {
     attr(attrs, name)?
         .as_float()
-        .ok_or_else(|| format!("attribute `{name}` must be a number"))
+        .ok_or_else(|| OpError::attribute(name, format!("attribute `{name}` must be a number")))
 }
 
 /// A boolean attribute.
-pub fn attr_bool(attrs: &Attrs, name: &str) -> Result<bool, String> {
-    attr(attrs, name)?
-        .as_bool()
-        .ok_or_else(|| format!("attribute `{name}` must be True or False"))
+pub fn attr_bool(attrs: &Attrs, name: &str) -> Result<bool, OpError> {
+    attr(attrs, name)?.as_bool().ok_or_else(|| {
+        OpError::attribute(name, format!("attribute `{name}` must be True or False"))
+    })
 }
 
 /// A string attribute.
-pub fn attr_str<'a>(attrs: &'a Attrs, name: &str) -> Result<&'a str, String> {
+pub fn attr_str<'a>(attrs: &'a Attrs, name: &str) -> Result<&'a str, OpError> {
     attr(attrs, name)?
         .as_str()
-        .ok_or_else(|| format!("attribute `{name}` must be a string"))
+        .ok_or_else(|| OpError::attribute(name, format!("attribute `{name}` must be a string")))
 }
 
 /// A list-of-integers attribute that may be `None`.
-pub fn attr_opt_ints(attrs: &Attrs, name: &str) -> Result<Option<Vec<i64>>, String> {
+pub fn attr_opt_ints(attrs: &Attrs, name: &str) -> Result<Option<Vec<i64>>, OpError> {
     match attrs.get(name) {
         None | Some(AttrValue::Null) => Ok(None),
-        Some(v) => v
-            .as_ints()
-            .map(Some)
-            .ok_or_else(|| format!("attribute `{name}` must be a list of integers")),
+        Some(v) => v.as_ints().map(Some).ok_or_else(|| {
+            OpError::attribute(
+                name,
+                format!("attribute `{name}` must be a list of integers"),
+            )
+        }),
     }
 }
 
 /// A list-of-integers attribute.
-pub fn attr_ints(attrs: &Attrs, name: &str) -> Result<Vec<i64>, String> {
-    attr_opt_ints(attrs, name)?
-        .ok_or_else(|| format!("attribute `{name}` must be a list of integers"))
+pub fn attr_ints(attrs: &Attrs, name: &str) -> Result<Vec<i64>, OpError> {
+    attr_opt_ints(attrs, name)?.ok_or_else(|| {
+        OpError::attribute(
+            name,
+            format!("attribute `{name}` must be a list of integers"),
+        )
+    })
 }
 
 /// A list-of-integers attribute that must have one of the given lengths, e.g. padding with
 /// 1, 2 or 4 values: "`padding` must have 1, 2 or 4 values, got 3".
-pub fn attr_ints_len(attrs: &Attrs, name: &str, lens: &[usize]) -> Result<Vec<i64>, String> {
+pub fn attr_ints_len(attrs: &Attrs, name: &str, lens: &[usize]) -> Result<Vec<i64>, OpError> {
     let v = attr_ints(attrs, name)?;
     if !lens.contains(&v.len()) {
         let allowed: Vec<String> = lens.iter().map(|l| l.to_string()).collect();
@@ -241,67 +249,71 @@ pub fn attr_ints_len(attrs: &Attrs, name: &str, lens: &[usize]) -> Result<Vec<i6
             [init @ .., last] => format!("{} or {last}", init.join(", ")),
             [] => "no".into(),
         };
-        return Err(format!(
-            "`{name}` must have {allowed} values, got {}",
-            v.len()
+        return Err(OpError::attribute(
+            name,
+            format!("`{name}` must have {allowed} values, got {}", v.len()),
         ));
     }
     Ok(v)
 }
 
 /// A dtype attribute; `None` when unset (`""`).
-pub fn attr_dtype(attrs: &Attrs, name: &str) -> Result<Option<DType>, String> {
+pub fn attr_dtype(attrs: &Attrs, name: &str) -> Result<Option<DType>, OpError> {
     match attrs.get(name) {
         None | Some(AttrValue::Null) => Ok(None),
         Some(AttrValue::Str(s)) if s.is_empty() => Ok(None),
         Some(AttrValue::Str(s)) => DType::parse(s)
             .map(Some)
-            .ok_or_else(|| format!("unknown dtype \"{s}\" in `{name}`")),
-        Some(_) => Err(format!("attribute `{name}` must be a dtype string")),
+            .ok_or_else(|| OpError::attribute(name, format!("unknown dtype \"{s}\" in `{name}`"))),
+        Some(_) => Err(OpError::attribute(
+            name,
+            format!("attribute `{name}` must be a dtype string"),
+        )),
     }
 }
 
 /// The `dtype` attribute, which must be set.
-pub fn required_dtype(attrs: &Attrs) -> Result<DType, String> {
-    attr_dtype(attrs, "dtype")?.ok_or_else(|| "attribute `dtype` must be set, got \"\"".into())
+pub fn required_dtype(attrs: &Attrs) -> Result<DType, OpError> {
+    attr_dtype(attrs, "dtype")?
+        .ok_or_else(|| OpError::attribute("dtype", "attribute `dtype` must be set, got \"\""))
 }
 
 // ----- Arguments -----
 
 /// Argument `i` as a tensor.
-pub fn arg_tensor(args: &[Value], i: usize) -> Result<&Arc<NDArray>, String> {
+pub fn arg_tensor(args: &[Value], i: usize) -> Result<&Arc<NDArray>, OpError> {
     match args.get(i) {
         Some(Value::Tensor(t)) => Ok(t),
-        Some(v) => Err(format!(
+        Some(v) => Err(OpError::type_error(format!(
             "argument {i} must be a tensor, got {}",
             v.kind_name()
-        )),
-        None => Err(format!("missing argument {i}")),
+        ))),
+        None => Err(OpError::type_error(format!("missing argument {i}"))),
     }
 }
 
 /// Argument `i` as a tuple of tensors.
-pub fn arg_tensors(args: &[Value], i: usize) -> Result<Vec<Arc<NDArray>>, String> {
+pub fn arg_tensors(args: &[Value], i: usize) -> Result<Vec<Arc<NDArray>>, OpError> {
     match args.get(i) {
         Some(Value::Tuple(fields)) => fields
             .iter()
             .map(|f| {
-                f.as_tensor()
-                    .cloned()
-                    .ok_or_else(|| format!("argument {i} must be a tuple of tensors"))
+                f.as_tensor().cloned().ok_or_else(|| {
+                    OpError::type_error(format!("argument {i} must be a tuple of tensors"))
+                })
             })
             .collect(),
-        Some(v) => Err(format!(
+        Some(v) => Err(OpError::type_error(format!(
             "argument {i} must be a tuple of tensors, got {}",
             v.kind_name()
-        )),
-        None => Err(format!("missing argument {i}")),
+        ))),
+        None => Err(OpError::type_error(format!("missing argument {i}"))),
     }
 }
 
 /// Wraps a freshly computed array as a value, turning a construction error into a message.
-pub fn value<E: std::fmt::Display>(array: Result<NDArray, E>) -> Result<Value, String> {
-    array.map(Value::tensor).map_err(|e| e.to_string())
+pub fn value<E: std::fmt::Display>(array: Result<NDArray, E>) -> Result<Value, OpError> {
+    array.map(Value::tensor).map_err(OpError::from_runtime)
 }
 
 // ----- Row-major indices -----
@@ -380,11 +392,14 @@ mod tests {
         assert_eq!(insert_index(-1, 2), Ok(2));
         assert!(insert_index(3, 2).is_err());
         assert_eq!(
-            inputs_n::<1>(&[]).err().as_deref(),
+            inputs_n::<1>(&[]).err().map(|e| e.to_string()).as_deref(),
             Some("expects 1 input, got 0")
         );
         assert_eq!(
-            expect_inputs(&[], 2).err().as_deref(),
+            expect_inputs(&[], 2)
+                .err()
+                .map(|e| e.to_string())
+                .as_deref(),
             Some("expects 2 inputs, got 0")
         );
     }

@@ -165,7 +165,10 @@ fn the_kernel_compiler_runs_one_way() {
         let files = if path.is_dir() {
             sources(&path)
         } else {
-            vec![(path.clone(), std::fs::read_to_string(&path).expect("a stage file"))]
+            vec![(
+                path.clone(),
+                std::fs::read_to_string(&path).expect("a stage file"),
+            )]
         };
         assert!(!files.is_empty(), "{stage} has no sources");
         for (file, text) in files {

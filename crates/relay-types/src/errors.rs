@@ -7,7 +7,7 @@ use std::fmt;
 use std::sync::Arc;
 
 use miette::{Diagnostic, LabeledSpan, NamedSource, SourceSpan};
-use relay_ir::{Module, Span};
+use relay_ir::{Module, OpError, Span};
 use thiserror::Error;
 
 /// The source span of `span`, or `None` for a synthesized node.
@@ -117,13 +117,13 @@ pub enum TypeError {
     },
 
     /// An operator's type relation rejected its inputs.
-    #[error("{message} in `{op}`")]
+    #[error("{error} in `{op}`")]
     #[diagnostic(code("relay::type::operator"))]
     Relation {
         /// The operator.
         op: &'static str,
-        /// What the relation said.
-        message: String,
+        /// What the relation said, by kind.
+        error: OpError,
         /// The call.
         #[label("in this call")]
         span: Option<SourceSpan>,

@@ -784,10 +784,10 @@ impl<'m> Checker<'m> {
                     format!("the result of `{}`", op.name)
                 });
             }
-            Err(message) => {
+            Err(error) => {
                 self.errors.push(TypeError::Relation {
                     op: op.name,
-                    message,
+                    error,
                     span: source_span(call.span()),
                 });
                 self.poison(result);

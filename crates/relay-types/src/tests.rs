@@ -431,11 +431,13 @@ def @main(%x: int32) { %x(1) }
 
 // ----- Hand-built programs around test operators -----
 
-fn same_rel(inputs: &[Type], _attrs: &Attrs) -> Result<Type, String> {
+fn same_rel(inputs: &[Type], _attrs: &Attrs) -> Result<Type, relay_ir::OpError> {
     match inputs {
         [a, b] if relay_ir::type_eq(a, b) => Ok(a.clone()),
-        [a, b] => Err(format!("cannot broadcast `{a}` with `{b}`")),
-        _ => Err(format!("expects 2 inputs, got {}", inputs.len())),
+        [a, b] => Err(relay_ir::OpError::shape(format!(
+            "cannot broadcast `{a}` with `{b}`"
+        ))),
+        _ => Err(relay_ir::OpError::arity(2, inputs.len())),
     }
 }
 
@@ -448,6 +450,7 @@ static TEST_ADD: OpSchema = OpSchema {
     relation: Some(same_rel),
     eval: None,
     compute: None,
+    scalar: None,
 };
 
 static TEST_NO_REL: OpSchema = OpSchema {
@@ -459,6 +462,7 @@ static TEST_NO_REL: OpSchema = OpSchema {
     relation: None,
     eval: None,
     compute: None,
+    scalar: None,
 };
 
 fn op_call(op: &'static OpSchema, args: Vec<Expr>) -> Expr {

@@ -1,13 +1,15 @@
 //! Unboxed scalar kernels: a primitive function whose parameters and result are rank-0
 //! tensors of integer, boolean, `float32` or `float64` type, computing with arithmetic,
-//! comparison and logical operators only (`%i + 1i64`, `%i == %n`), is evaluated by the VM
+//! comparison and logical operators only (`%i + 1i64`, `%i == %n`: the operators whose schema
+//! declares a form on scalars, `OpSchema::scalar`, in their own file), is evaluated by the VM
 //! directly on unboxed values instead of through a packed call on tensors in pooled storage.
 //! This is what makes scalar control flow (loop counters, `fib`) cost nanoseconds rather than a
 //! microsecond per operator. The results are exactly the kernels' (wrapping integer
 //! arithmetic in the dtype's width, truncating division, IEEE `float32` rounding per
 //! operation, an error for integer division by zero).
 
-use relay_ir::{DType, DTypeCode, Expr, ExprKind, Function, NDArray, TypeKind};
+use relay_ir::{DType, DTypeCode, Expr, ExprKind, Function, NDArray, ScalarOp, TypeKind};
+use relay_ir::{ScalarBinary as Bin, ScalarUnary as Un};
 
 /// An unboxed scalar of a dtype: integers and booleans as `i64` (sign- or zero-extended),
 /// floats as the bits of an `f64` (a `float32` holds a value exactly representable in `f32`).
@@ -100,35 +102,6 @@ fn supported(d: DType) -> bool {
             DTypeCode::Float => matches!(d.bits, 32 | 64),
             _ => false,
         }
-}
-
-/// A binary operator.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Bin {
-    Add,
-    Sub,
-    Mul,
-    Div,
-    Mod,
-    FloorDiv,
-    FloorMod,
-    Eq,
-    Ne,
-    Lt,
-    Le,
-    Gt,
-    Ge,
-    And,
-    Or,
-    Max,
-    Min,
-}
-
-/// A unary operator.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Un {
-    Neg,
-    Not,
 }
 
 /// One step of a [`ScalarKernel`], in postfix order.
@@ -291,40 +264,15 @@ fn compile(
                 return None;
             }
             let dtype = scalar_type(e.checked_type()?)?;
-            match (op.name, args.as_slice()) {
-                ("negative", [a]) | ("logical_not", [a]) => {
+            match (op.scalar, args.as_slice()) {
+                (Some(ScalarOp::Unary(u)), [a]) => {
                     compile(a, f, ops, depth, max_depth)?;
-                    let u = if op.name == "negative" {
-                        Un::Neg
-                    } else {
-                        Un::Not
-                    };
                     if u == Un::Not && dtype != DType::BOOL {
                         return None;
                     }
                     ops.push(Op::Unary(u, dtype));
                 }
-                (name, [a, b]) => {
-                    let bin = match name {
-                        "add" => Bin::Add,
-                        "subtract" => Bin::Sub,
-                        "multiply" => Bin::Mul,
-                        "divide" => Bin::Div,
-                        "mod" => Bin::Mod,
-                        "floor_divide" => Bin::FloorDiv,
-                        "floor_mod" => Bin::FloorMod,
-                        "equal" => Bin::Eq,
-                        "not_equal" => Bin::Ne,
-                        "less" => Bin::Lt,
-                        "less_equal" => Bin::Le,
-                        "greater" => Bin::Gt,
-                        "greater_equal" => Bin::Ge,
-                        "logical_and" => Bin::And,
-                        "logical_or" => Bin::Or,
-                        "maximum" => Bin::Max,
-                        "minimum" => Bin::Min,
-                        _ => return None,
-                    };
+                (Some(ScalarOp::Binary(bin)), [a, b]) => {
                     let operand = scalar_type(a.checked_type()?)?;
                     if scalar_type(b.checked_type()?)? != operand {
                         return None;

@@ -23,6 +23,7 @@ static CONV: OpSchema = OpSchema {
     relation: None,
     eval: None,
     compute: None,
+    scalar: None,
     attrs: &[
         AttrField {
             name: "strides",

@@ -3,6 +3,7 @@
 //! `Softsign`, `Celu`, `Mish`, `ThresholdedRelu`, `Shrink`, `Gelu`), so that each computes
 //! its definition exactly as written.
 
+use crate::error::ConvertError;
 use relay_runtime::DType;
 
 use crate::attrs::Attrs;
@@ -11,10 +12,14 @@ use crate::graph::Graph;
 use crate::proto::NodeProto;
 
 /// The activation `node` computes.
-pub(super) fn activation(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<Value, String> {
+pub(super) fn activation(
+    g: &mut Graph,
+    node: &NodeProto,
+    a: &Attrs<'_>,
+) -> Result<Value, ConvertError> {
     let x = g.input(node, 0)?;
     if !x.dtype.is_float() {
-        return Err(format!("{} of {}", node.op_type, x.dtype));
+        return Err(format!("{} of {}", node.op_type, x.dtype).into());
     }
     let dt = x.dtype;
     let attr_of = |name: &str, default: f32| a.float(name, default).map(f64::from);
@@ -68,7 +73,7 @@ pub(super) fn activation(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Resu
 }
 
 /// `where(cmp(x, 0), alpha · (exp(x) - 1), x)` (`Elu` with `less`, `Selu` with `less_equal`).
-fn elu(g: &mut Graph, x: &Value, cmp: &str, alpha: f64) -> Result<Value, String> {
+fn elu(g: &mut Graph, x: &Value, cmp: &str, alpha: f64) -> Result<Value, ConvertError> {
     let (zero, one, alpha) = (
         g.float(0.0, x.dtype)?,
         g.float(1.0, x.dtype)?,
@@ -82,7 +87,7 @@ fn elu(g: &mut Graph, x: &Value, cmp: &str, alpha: f64) -> Result<Value, String>
 }
 
 /// `max(x, 0) + min(0, alpha · (exp(x / alpha) - 1))`.
-fn celu(g: &mut Graph, x: &Value, alpha: f64) -> Result<Value, String> {
+fn celu(g: &mut Graph, x: &Value, alpha: f64) -> Result<Value, ConvertError> {
     let (zero, one, alpha) = (
         g.float(0.0, x.dtype)?,
         g.float(1.0, x.dtype)?,
@@ -98,7 +103,7 @@ fn celu(g: &mut Graph, x: &Value, alpha: f64) -> Result<Value, String> {
 }
 
 /// `log(1 + exp(x))`, which is `x` itself where exp would overflow (above 30).
-fn softplus(g: &mut Graph, x: &Value) -> Result<Value, String> {
+fn softplus(g: &mut Graph, x: &Value) -> Result<Value, ConvertError> {
     let (limit, one) = (g.float(30.0, x.dtype)?, g.float(1.0, x.dtype)?);
     let large = g.call("greater", &[x, &limit], &[])?;
     let e = g.call("exp", &[x], &[])?;
@@ -108,7 +113,7 @@ fn softplus(g: &mut Graph, x: &Value) -> Result<Value, String> {
 }
 
 /// `max(0, min(1, alpha·x + beta))`.
-fn hard_sigmoid(g: &mut Graph, x: &Value, alpha: f64, beta: f64) -> Result<Value, String> {
+fn hard_sigmoid(g: &mut Graph, x: &Value, alpha: f64, beta: f64) -> Result<Value, ConvertError> {
     let (alpha, beta) = (g.float(alpha, x.dtype)?, g.float(beta, x.dtype)?);
     let y = g.call("multiply", &[x, &alpha], &[])?;
     let y = g.call("add", &[&y, &beta], &[])?;
@@ -116,7 +121,7 @@ fn hard_sigmoid(g: &mut Graph, x: &Value, alpha: f64, beta: f64) -> Result<Value
 }
 
 /// `x + bias` below `-lambd`, `x - bias` above `lambd`, 0 between (hard and soft shrink).
-fn shrink(g: &mut Graph, x: &Value, lambd: f64, bias: f64) -> Result<Value, String> {
+fn shrink(g: &mut Graph, x: &Value, lambd: f64, bias: f64) -> Result<Value, ConvertError> {
     let dt = x.dtype;
     let (low, high) = (g.float(-lambd, dt)?, g.float(lambd, dt)?);
     let (bias, zero) = (g.float(bias, dt)?, g.float(0.0, dt)?);
@@ -130,7 +135,7 @@ fn shrink(g: &mut Graph, x: &Value, lambd: f64, bias: f64) -> Result<Value, Stri
 
 /// `Gelu` (opset 20), `0.5 · x · (1 + f)`: exact with `f = erf(x / √2)`, or the tanh
 /// approximation `f = tanh(√(2/π) · (x + 0.044715 · x³))`.
-fn gelu(g: &mut Graph, x: &Value, approximate: &str) -> Result<Value, String> {
+fn gelu(g: &mut Graph, x: &Value, approximate: &str) -> Result<Value, ConvertError> {
     let dt = x.dtype;
     let f = match approximate {
         "none" => {
@@ -147,7 +152,7 @@ fn gelu(g: &mut Graph, x: &Value, approximate: &str) -> Result<Value, String> {
             let y = g.call("multiply", &[&k, &y], &[])?;
             g.call("tanh", &[&y], &[])?
         }
-        other => return Err(format!("Gelu approximation `{other}`")),
+        other => return Err(format!("Gelu approximation `{other}`").into()),
     };
     let (half, one) = (g.float(0.5, dt)?, g.float(1.0, dt)?);
     let h = g.call("multiply", &[&half, x], &[])?;

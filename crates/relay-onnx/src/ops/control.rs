@@ -7,6 +7,7 @@
 //! and, when the iteration count is known at import (a `Scan`, a `Loop` with a constant trip
 //! count and no condition), reshaped to it at the end so that later nodes see static shapes.
 
+use crate::error::ConvertError;
 use relay_ir::{Attrs as IrAttrs, Binding, BindingKind, Expr, ExprKind, Function, Span, Var};
 use relay_runtime::DType;
 
@@ -17,20 +18,20 @@ use crate::proto::{GraphProto, NodeProto, attribute_type as at};
 use crate::symbolic;
 
 /// A graph attribute of `node`.
-fn graph_attr<'a>(node: &'a NodeProto, name: &str) -> Result<&'a GraphProto, String> {
+fn graph_attr<'a>(node: &'a NodeProto, name: &str) -> Result<&'a GraphProto, ConvertError> {
     node.attribute
         .iter()
         .find(|a| a.name == name && (a.r#type == at::GRAPH || a.r#type == 0))
         .and_then(|a| a.g.as_ref())
-        .ok_or_else(|| format!("attribute `{name}` (a graph) is missing"))
+        .ok_or_else(|| ConvertError::from(format!("attribute `{name}` (a graph) is missing")))
 }
 
 /// `v` as a scalar (a one-element tensor reshaped to `()`).
-fn scalar(g: &mut Graph, v: &Value, what: &str) -> Result<Value, String> {
+fn scalar(g: &mut Graph, v: &Value, what: &str) -> Result<Value, ConvertError> {
     match symbolic::product(&v.shape) {
         1 if v.shape.is_empty() => Ok(v.clone()),
         1 => g.call("reshape", &[v], &[("newshape", attr::ints(&[]))]),
-        _ => Err(format!("{what} of shape {:?} is not one element", v.shape)),
+        _ => Err(format!("{what} of shape {:?} is not one element", v.shape).into()),
     }
 }
 
@@ -38,8 +39,8 @@ fn scalar(g: &mut Graph, v: &Value, what: &str) -> Result<Value, String> {
 /// The block is closed whether `build` succeeds or not.
 fn in_block<T>(
     g: &mut Graph,
-    build: impl FnOnce(&mut Graph) -> Result<T, String>,
-) -> Result<(Vec<Binding>, T), String> {
+    build: impl FnOnce(&mut Graph) -> Result<T, ConvertError>,
+) -> Result<(Vec<Binding>, T), ConvertError> {
     g.open();
     let result = build(g);
     let bindings = g.close();
@@ -47,7 +48,11 @@ fn in_block<T>(
 }
 
 /// Imports `body` with `inputs` into the open block; its outputs.
-fn import(g: &mut Graph, body: &GraphProto, inputs: Vec<Value>) -> Result<Vec<Value>, String> {
+fn import(
+    g: &mut Graph,
+    body: &GraphProto,
+    inputs: Vec<Value>,
+) -> Result<Vec<Value>, ConvertError> {
     let (bindings, outputs) = g.subgraph(body, inputs)?;
     for b in bindings {
         g.push(b);
@@ -72,7 +77,7 @@ fn types_of<'a>(vs: impl IntoIterator<Item = &'a Value>) -> Vec<(Vec<i64>, DType
 
 /// `If`: the branch a constant condition takes, inline; otherwise `if` over both branches,
 /// whose outputs must agree in shape and type.
-pub(super) fn if_(g: &mut Graph, node: &NodeProto) -> Result<Vec<Value>, String> {
+pub(super) fn if_(g: &mut Graph, node: &NodeProto) -> Result<Vec<Value>, ConvertError> {
     let cond = g.input(node, 0)?;
     let (then_g, else_g) = (
         graph_attr(node, "then_branch")?,
@@ -80,7 +85,7 @@ pub(super) fn if_(g: &mut Graph, node: &NodeProto) -> Result<Vec<Value>, String>
     );
     if let Some(c) = floats_of(&cond) {
         let [c] = c.as_slice() else {
-            return Err(format!("the condition has {} elements, not 1", c.len()));
+            return Err(format!("the condition has {} elements, not 1", c.len()).into());
         };
         let taken = if *c != 0.0 { then_g } else { else_g };
         return import(g, taken, Vec::new());
@@ -93,7 +98,8 @@ pub(super) fn if_(g: &mut Graph, node: &NodeProto) -> Result<Vec<Value>, String>
             "the branches have {} and {} outputs",
             then_out.len(),
             else_out.len()
-        ));
+        )
+        .into());
     }
     for (i, (t, e)) in then_out.iter().zip(&else_out).enumerate() {
         if (&t.shape, t.dtype) != (&e.shape, e.dtype) {
@@ -101,7 +107,8 @@ pub(super) fn if_(g: &mut Graph, node: &NodeProto) -> Result<Vec<Value>, String>
                 "output {i} is {} in one branch and {} in the other",
                 type_text(&t.shape, t.dtype),
                 type_text(&e.shape, e.dtype)
-            ));
+            )
+            .into());
         }
     }
     let exprs = |vs: &[Value]| vs.iter().map(|v| v.expr.clone()).collect::<Vec<_>>();
@@ -158,20 +165,20 @@ impl Recursion {
     }
 
     /// The iteration counter, from 0, and (in the open block) its next value.
-    fn counter(&mut self, g: &mut Graph) -> Result<Value, String> {
+    fn counter(&mut self, g: &mut Graph) -> Result<Value, ConvertError> {
         let zero = g.int(0, DType::I64)?;
         Ok(self.param(g, "i", &[], DType::I64, zero))
     }
 
     /// The counter's next value `i + 1`, in the open block.
-    fn count(&self, g: &mut Graph) -> Result<Value, String> {
+    fn count(&self, g: &mut Graph) -> Result<Value, ConvertError> {
         let one = g.int(1, DType::I64)?;
         g.call("add", &[&self.params[0].1, &one], &[])
     }
 
     /// An accumulator of the per-iteration values `y` (`Tensor[(?, y...)]`), stacked along a
     /// new first axis; its next value is grown in the open block.
-    fn accumulate(&mut self, g: &mut Graph, y: &Value) -> Result<(), String> {
+    fn accumulate(&mut self, g: &mut Graph, y: &Value) -> Result<(), ConvertError> {
         let shape = [[symbolic::ANY].as_slice(), &y.shape].concat();
         let (var, acc) = g.local("acc", &shape, y.dtype);
         let row = g.call("expand_dims", &[y], &[("axis", attr::int(0))])?;
@@ -190,7 +197,7 @@ impl Recursion {
         g: &mut Graph,
         (guard_bindings, guard): (Vec<Binding>, Value),
         body: Vec<Binding>,
-    ) -> Result<(Vec<Value>, Vec<Value>), String> {
+    ) -> Result<(Vec<Value>, Vec<Value>), ConvertError> {
         let mut init = self.init;
         for (_, acc) in &self.params[self.params.len() - self.accumulators..] {
             let empty: Vec<i64> = [[0].as_slice(), &acc.shape[1..]].concat();
@@ -235,7 +242,7 @@ impl Recursion {
 }
 
 /// The carried values' checks: each body output keeps its input's shape and type.
-fn same_types(carried: &[Value], outputs: &[Value]) -> Result<(), String> {
+fn same_types(carried: &[Value], outputs: &[Value]) -> Result<(), ConvertError> {
     for (i, (c, o)) in carried.iter().zip(outputs).enumerate() {
         // A dynamic dimension may leave as another symbol: both are `?` to Relay.
         let dims_agree = c.shape.len() == o.shape.len()
@@ -248,7 +255,8 @@ fn same_types(carried: &[Value], outputs: &[Value]) -> Result<(), String> {
                 "loop-carried value {i} enters as {} and leaves the body as {}",
                 type_text(&c.shape, c.dtype),
                 type_text(&o.shape, o.dtype)
-            ));
+            )
+            .into());
         }
     }
     Ok(())
@@ -259,7 +267,7 @@ fn body_outputs<'a>(
     outputs: &'a [Value],
     skip: usize,
     carried: &[Value],
-) -> Result<(&'a [Value], &'a [Value]), String> {
+) -> Result<(&'a [Value], &'a [Value]), ConvertError> {
     let rest = outputs
         .get(skip..)
         .filter(|r| r.len() >= carried.len())
@@ -277,7 +285,7 @@ fn body_outputs<'a>(
 
 /// The final value of scan output `acc` after `count` iterations (when known): reshaped to
 /// its static length.
-fn stacked(g: &mut Graph, acc: Value, count: Option<i64>) -> Result<Value, String> {
+fn stacked(g: &mut Graph, acc: Value, count: Option<i64>) -> Result<Value, ConvertError> {
     match count {
         Some(n) => {
             let shape: Vec<i64> = [[n].as_slice(), &acc.shape[1..]].concat();
@@ -289,7 +297,7 @@ fn stacked(g: &mut Graph, acc: Value, count: Option<i64>) -> Result<Value, Strin
 
 /// `Loop(M, cond, v...)`: while `i < M` (when given) and the condition holds (when given),
 /// the body computes `(cond, v..., scan...)` from `(i, cond, v...)`.
-pub(super) fn loop_(g: &mut Graph, node: &NodeProto) -> Result<Vec<Value>, String> {
+pub(super) fn loop_(g: &mut Graph, node: &NodeProto) -> Result<Vec<Value>, ConvertError> {
     let body = graph_attr(node, "body")?;
     let max = g.optional_input(node, 0)?;
     let cond = g.optional_input(node, 1)?;
@@ -383,7 +391,7 @@ fn with_appended_last(
     outputs: Vec<Value>,
     appended: &[bool],
     positions: &[usize],
-) -> Result<Vec<Value>, String> {
+) -> Result<Vec<Value>, ConvertError> {
     let (mut kept, mut moved) = (Vec::new(), Vec::new());
     for (j, v) in outputs.into_iter().enumerate() {
         let carries = positions.contains(&(j + 1));
@@ -393,9 +401,10 @@ fn with_appended_last(
             (true, false) => {
                 return Err(format!(
                     "body output {j} is a sequence the loop carries but does not append to"
-                ));
+                )
+                .into());
             }
-            (false, true) => return Err(format!("body output {j} is a sequence")),
+            (false, true) => return Err(format!("body output {j} is a sequence").into()),
         }
     }
     kept.extend(moved);
@@ -406,7 +415,7 @@ fn with_appended_last(
 /// `scan_input_axes` of each scan input (backwards where `scan_input_directions` says 1);
 /// the `y_t` are stacked along `scan_output_axes` (reversed where `scan_output_directions`
 /// says 1).
-pub(super) fn scan(g: &mut Graph, node: &NodeProto, a: &Attrs) -> Result<Vec<Value>, String> {
+pub(super) fn scan(g: &mut Graph, node: &NodeProto, a: &Attrs) -> Result<Vec<Value>, ConvertError> {
     if g.opset < 9 {
         return Err("`Scan` before opset 9 (with a batch axis) is not supported".into());
     }
@@ -421,12 +430,12 @@ pub(super) fn scan(g: &mut Graph, node: &NodeProto, a: &Attrs) -> Result<Vec<Val
         .checked_sub(k)
         .ok_or("fewer inputs than `num_scan_inputs`")?;
     let (states, xs) = all.split_at(n);
-    let per = |name: &str, len: usize| -> Result<Vec<i64>, String> {
+    let per = |name: &str, len: usize| -> Result<Vec<i64>, ConvertError> {
         let v = a.ints(name)?.unwrap_or_else(|| vec![0; len]);
         if v.len() == len {
             Ok(v)
         } else {
-            Err(format!("`{name}` has {} entries, not {len}", v.len()))
+            Err(format!("`{name}` has {} entries, not {len}", v.len()).into())
         }
     };
     let (in_axes, in_dirs) = (per("scan_input_axes", k)?, per("scan_input_directions", k)?);
@@ -436,7 +445,7 @@ pub(super) fn scan(g: &mut Graph, node: &NodeProto, a: &Attrs) -> Result<Vec<Val
         let ax = axis(ax, x.shape.len())?;
         let len = x.shape[ax];
         if *length.get_or_insert(len) != len {
-            return Err(format!("scan inputs of lengths {length:?} and {len}"));
+            return Err(format!("scan inputs of lengths {length:?} and {len}").into());
         }
         axes.push(ax);
     }
@@ -494,7 +503,7 @@ fn slice_at(
     ax: usize,
     i: &Value,
     backwards: Option<i64>,
-) -> Result<Value, String> {
+) -> Result<Value, ConvertError> {
     let index = match backwards {
         Some(length) => {
             let last = g.int(length - 1, DType::I64)?;

@@ -20,6 +20,7 @@ use super::norm::{flipped, spread};
 use super::slice::window;
 use crate::attrs::Attrs;
 use crate::builder::{Value, attr};
+use crate::error::ConvertError;
 use crate::graph::Graph;
 use crate::proto::{AttributeProto, NodeProto};
 
@@ -27,23 +28,25 @@ use crate::proto::{AttributeProto, NodeProto};
 const MAX_DEPTH_TAPS: i64 = 1024;
 
 /// `Conv` of a rank-5 input.
-pub(super) fn conv3d(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<Value, String> {
+pub(super) fn conv3d(
+    g: &mut Graph,
+    node: &NodeProto,
+    a: &Attrs<'_>,
+) -> Result<Value, ConvertError> {
     let (x, w) = (g.input(node, 0)?, g.input(node, 1)?);
     let &[n, c, d, h, wd] = x.shape.as_slice() else {
-        return Err(format!("input of shape {:?}", x.shape));
+        return Err(format!("input of shape {:?}", x.shape).into());
     };
     let &[o, cg, kd, kh, kw] = w.shape.as_slice() else {
-        return Err(format!("weights of shape {:?} for a 3-D input", w.shape));
+        return Err(format!("weights of shape {:?} for a 3-D input", w.shape).into());
     };
-    let triple = |name: &str, default: i64| -> Result<[i64; 3], String> {
+    let triple = |name: &str, default: i64| -> Result<[i64; 3], ConvertError> {
         match a.ints(name)? {
             None => Ok([default; 3]),
             Some(v) if v.len() == 3 && v.iter().all(|&s| (1..1 << 31).contains(&s)) => {
                 Ok([v[0], v[1], v[2]])
             }
-            Some(v) => Err(format!(
-                "{name} {v:?} (3-D windows take three positive values)"
-            )),
+            Some(v) => Err(format!("{name} {v:?} (3-D windows take three positive values)").into()),
         }
     };
     let (strides, dilations) = (triple("strides", 1)?, triple("dilations", 1)?);
@@ -53,15 +56,16 @@ pub(super) fn conv3d(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<V
         return Err(format!(
             "weights of shape {:?}: a 3-D kernel takes 1 to {MAX_DEPTH_TAPS} depth taps",
             w.shape
-        ));
+        )
+        .into());
     }
     let extent = (kd - 1) * dd + 1;
     let (front, back, plane_pads) = depth_pads(a, d, sd, extent)?;
     let padded = d + front + back;
     if padded < extent {
-        return Err(format!(
-            "a depth window of {extent} does not fit the padded depth {padded}"
-        ));
+        return Err(
+            format!("a depth window of {extent} does not fit the padded depth {padded}").into(),
+        );
     }
     let od = (padded - extent) / sd + 1;
 
@@ -113,12 +117,12 @@ pub(super) fn conv3d(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<V
 }
 
 /// `reshape(x, newshape=shape)` to a static shape.
-fn reshape(g: &mut Graph, x: &Value, shape: &[i64]) -> Result<Value, String> {
+fn reshape(g: &mut Graph, x: &Value, shape: &[i64]) -> Result<Value, ConvertError> {
     g.call("reshape", &[x], &[("newshape", attr::ints(shape))])
 }
 
 /// `x` with axes 1 and 2 exchanged (depth and channels).
-fn transpose(g: &mut Graph, x: &Value) -> Result<Value, String> {
+fn transpose(g: &mut Graph, x: &Value) -> Result<Value, ConvertError> {
     g.call("transpose", &[x], &[("axes", attr::ints(&[0, 2, 1, 3, 4]))])
 }
 
@@ -129,7 +133,7 @@ fn depth_pads(
     d: i64,
     stride: i64,
     extent: i64,
-) -> Result<(i64, i64, Option<Vec<i64>>), String> {
+) -> Result<(i64, i64, Option<Vec<i64>>), ConvertError> {
     let auto = a.string("auto_pad", "NOTSET")?;
     Ok(match auto.as_str() {
         "NOTSET" => match a.ints("pads")? {
@@ -137,7 +141,7 @@ fn depth_pads(
             Some(p) if p.len() == 6 && p.iter().all(|v| (0..1 << 31).contains(v)) => {
                 (p[0], p[3], Some(vec![p[1], p[2], p[4], p[5]]))
             }
-            Some(p) => return Err(format!("pads {p:?} (3-D windows take six)")),
+            Some(p) => return Err(format!("pads {p:?} (3-D windows take six)").into()),
         },
         "VALID" => (0, 0, None),
         "SAME_UPPER" | "SAME_LOWER" => {
@@ -150,7 +154,7 @@ fn depth_pads(
                 (large, small, None)
             }
         }
-        other => return Err(format!("auto_pad `{other}`")),
+        other => return Err(format!("auto_pad `{other}`").into()),
     })
 }
 
@@ -181,19 +185,19 @@ pub(super) fn conv_transpose3d(
     g: &mut Graph,
     node: &NodeProto,
     a: &Attrs<'_>,
-) -> Result<Value, String> {
+) -> Result<Value, ConvertError> {
     let (x, w) = (g.input(node, 0)?, g.input(node, 1)?);
     let (&[n, c, dd, h, wd], &[wc, mg, kd, kh, kw]) = (x.shape.as_slice(), w.shape.as_slice())
     else {
-        return Err(format!("input {:?} and weights {:?}", x.shape, w.shape));
+        return Err(format!("input {:?} and weights {:?}", x.shape, w.shape).into());
     };
     let groups = super::norm::transpose_groups(a, c, wc, &w)?;
     const LIMIT: i64 = 1 << 20;
-    let triple = |name: &str, default: i64, low: i64| -> Result<[i64; 3], String> {
+    let triple = |name: &str, default: i64, low: i64| -> Result<[i64; 3], ConvertError> {
         match a.ints(name)?.as_deref() {
             None => Ok([default; 3]),
             Some(&[p, q, r]) if [p, q, r].iter().all(|v| (low..LIMIT).contains(v)) => Ok([p, q, r]),
-            Some(v) => Err(format!("{name} {v:?} (3-D windows take three)")),
+            Some(v) => Err(format!("{name} {v:?} (3-D windows take three)").into()),
         }
     };
     let (s, d, op) = (
@@ -211,7 +215,7 @@ pub(super) fn conv_transpose3d(
     let pads = transpose_pads(a, size, s, full)?;
     let out = [0, 1, 2].map(|i| full[i] - pads[i] - pads[i + 3]);
     if out.iter().any(|&v| v <= 0) {
-        return Err(format!("an output of {out:?}"));
+        return Err(format!("an output of {out:?}").into());
     }
     let xv = spread(g, &x, &s)?;
     let m = mg * groups;
@@ -266,7 +270,7 @@ fn transpose_pads(
     size: [i64; 3],
     s: [i64; 3],
     full: [i64; 3],
-) -> Result<[i64; 6], String> {
+) -> Result<[i64; 6], ConvertError> {
     let auto = a.string("auto_pad", "NOTSET")?;
     let output_shape = a.ints("output_shape")?;
     if output_shape.is_none() && !auto.starts_with("SAME") {
@@ -275,16 +279,16 @@ fn transpose_pads(
             Some(p) if p.len() == 6 && p.iter().all(|v| (0..1 << 20).contains(v)) => {
                 Ok([p[0], p[1], p[2], p[3], p[4], p[5]])
             }
-            Some(p) => Err(format!("pads {p:?} (3-D windows take six)")),
+            Some(p) => Err(format!("pads {p:?} (3-D windows take six)").into()),
         };
     }
     let target = match output_shape.as_deref() {
         Some(&[.., od, oh, ow]) => [od, oh, ow],
-        Some(v) => return Err(format!("output_shape {v:?}")),
+        Some(v) => return Err(format!("output_shape {v:?}").into()),
         None => [0, 1, 2].map(|i| size[i] * s[i]),
     };
     if target.iter().any(|v| !(1..1 << 20).contains(v)) {
-        return Err(format!("output_shape {target:?}"));
+        return Err(format!("output_shape {target:?}").into());
     }
     let mut pads = [0; 6];
     for i in 0..3 {

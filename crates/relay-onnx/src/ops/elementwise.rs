@@ -2,12 +2,13 @@
 
 use crate::attrs::Attrs;
 use crate::builder::{Value, attr, finite, floats_of};
+use crate::error::ConvertError;
 use crate::graph::Graph;
 use crate::proto::NodeProto;
 use relay_runtime::DType;
 
 /// The numpy broadcast of two shapes.
-pub(crate) fn broadcast(a: &[i64], b: &[i64]) -> Result<Vec<i64>, String> {
+pub(crate) fn broadcast(a: &[i64], b: &[i64]) -> Result<Vec<i64>, ConvertError> {
     let rank = a.len().max(b.len());
     let at = |s: &[i64], i: usize| {
         if i < rank - s.len() {
@@ -19,15 +20,18 @@ pub(crate) fn broadcast(a: &[i64], b: &[i64]) -> Result<Vec<i64>, String> {
     (0..rank)
         .map(|i| {
             let (x, y) = (at(a, i), at(b, i));
-            crate::symbolic::broadcast_dim(x, y)
-                .ok_or_else(|| format!("shapes {a:?} and {b:?} do not broadcast ({x} against {y})"))
+            crate::symbolic::broadcast_dim(x, y).ok_or_else(|| {
+                ConvertError::from(format!(
+                    "shapes {a:?} and {b:?} do not broadcast ({x} against {y})"
+                ))
+            })
         })
         .collect()
 }
 
 /// `Add`, `Sub`, `Mul`, `Div`, `Pow` (two inputs) and `Max`, `Min`, `Sum` (any number),
 /// folded left to right.
-pub(super) fn variadic(g: &mut Graph, node: &NodeProto) -> Result<Value, String> {
+pub(super) fn variadic(g: &mut Graph, node: &NodeProto) -> Result<Value, ConvertError> {
     let op = match node.op_type.as_str() {
         "Add" | "Sum" => "add",
         "Sub" => "subtract",
@@ -47,7 +51,7 @@ pub(super) fn variadic(g: &mut Graph, node: &NodeProto) -> Result<Value, String>
             // Pow's exponent may have another type: computed in the base's.
             g.call("cast", &[&x], &[("dtype", attr::str(acc.dtype))])?
         } else if x.dtype != acc.dtype {
-            return Err(format!("operands of {} and {}", acc.dtype, x.dtype));
+            return Err(format!("operands of {} and {}", acc.dtype, x.dtype).into());
         } else {
             x
         };
@@ -58,7 +62,7 @@ pub(super) fn variadic(g: &mut Graph, node: &NodeProto) -> Result<Value, String>
 }
 
 /// The one-input activations and math functions.
-pub(super) fn unary(g: &mut Graph, node: &NodeProto) -> Result<Value, String> {
+pub(super) fn unary(g: &mut Graph, node: &NodeProto) -> Result<Value, ConvertError> {
     let x = g.input(node, 0)?;
     let f = match node.op_type.as_str() {
         "Relu" => "nn.relu",
@@ -97,7 +101,7 @@ pub(super) fn unary(g: &mut Graph, node: &NodeProto) -> Result<Value, String> {
 }
 
 /// `Clip`: bounds from attributes (opset < 11) or constant inputs, either absent.
-pub(super) fn clip(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<Value, String> {
+pub(super) fn clip(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<Value, ConvertError> {
     let x = g.input(node, 0)?;
     let (lo, hi) = if g.opset < 11 {
         (
@@ -105,12 +109,12 @@ pub(super) fn clip(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<Val
             f64::from(a.float("max", f32::INFINITY)?),
         )
     } else {
-        let bound = |i: usize, default: f64| -> Result<f64, String> {
+        let bound = |i: usize, default: f64| -> Result<f64, ConvertError> {
             match g.optional_input(node, i)? {
                 None => Ok(default),
                 Some(v) => floats_of(&v)
                     .and_then(|f| f.first().copied())
-                    .ok_or_else(|| format!("bound {i} is not a constant")),
+                    .ok_or_else(|| ConvertError::from(format!("bound {i} is not a constant"))),
             }
         };
         (bound(1, f64::NEG_INFINITY)?, bound(2, f64::INFINITY)?)
@@ -132,22 +136,26 @@ pub(super) fn clip(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<Val
 }
 
 /// `x` clipped to `[lo, hi]` (an infinite bound is the dtype's largest finite value).
-pub(crate) fn clip_to(g: &mut Graph, x: &Value, lo: f64, hi: f64) -> Result<Value, String> {
+pub(crate) fn clip_to(g: &mut Graph, x: &Value, lo: f64, hi: f64) -> Result<Value, ConvertError> {
     let bound = |v: f64| attr::float(finite(v, x.dtype));
     g.call("clip", &[x], &[("a_min", bound(lo)), ("a_max", bound(hi))])
 }
 
 /// `Cast` to attribute `to`.
-pub(super) fn cast(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<Value, String> {
+pub(super) fn cast(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<Value, ConvertError> {
     let x = g.input(node, 0)?;
     let to = a.int("to", 0)?;
-    let dtype =
-        crate::tensor::dtype(to as i32).ok_or_else(|| format!("Cast to element type {to}"))?;
+    let dtype = crate::tensor::dtype(to as i32)
+        .ok_or_else(|| ConvertError::from(format!("Cast to element type {to}")))?;
     cast_to(g, &x, dtype, a)
 }
 
 /// `CastLike`: `Cast` to the element type of input 1.
-pub(super) fn cast_like(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<Value, String> {
+pub(super) fn cast_like(
+    g: &mut Graph,
+    node: &NodeProto,
+    a: &Attrs<'_>,
+) -> Result<Value, ConvertError> {
     let (x, like) = (g.input(node, 0)?, g.input(node, 1)?);
     cast_to(g, &x, like.dtype, a)
 }
@@ -155,7 +163,7 @@ pub(super) fn cast_like(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Resul
 /// `x` cast to `dtype`. To an 8-bit float, `saturate` (opset 19, default 1) clamps to the
 /// format's largest finite value first, infinities included, where Relay's `cast` (as
 /// `saturate = 0`) gives infinity or NaN; NaN stays NaN either way.
-fn cast_to(g: &mut Graph, x: &Value, dtype: DType, a: &Attrs<'_>) -> Result<Value, String> {
+fn cast_to(g: &mut Graph, x: &Value, dtype: DType, a: &Attrs<'_>) -> Result<Value, ConvertError> {
     let float8 = dtype.bits == 8 && dtype.minifloat().is_some();
     let mut y = x.clone();
     if float8 && a.int("saturate", 1)? != 0 && x.dtype.is_float() {
@@ -171,14 +179,14 @@ fn cast_to(g: &mut Graph, x: &Value, dtype: DType, a: &Attrs<'_>) -> Result<Valu
 
 /// The comparisons (`Equal`, `Less`, ...) and logic (`And`, `Or`, `Xor`, `Not`): `bool`
 /// results, numpy broadcasting.
-pub(super) fn predicate(g: &mut Graph, node: &NodeProto) -> Result<Value, String> {
+pub(super) fn predicate(g: &mut Graph, node: &NodeProto) -> Result<Value, ConvertError> {
     let x = g.input(node, 0)?;
     if node.op_type == "Not" {
         return g.call("logical_not", &[&x], &[]);
     }
     let y = g.input(node, 1)?;
     if x.dtype != y.dtype {
-        return Err(format!("operands of {} and {}", x.dtype, y.dtype));
+        return Err(format!("operands of {} and {}", x.dtype, y.dtype).into());
     }
     let op = match node.op_type.as_str() {
         "Equal" => "equal",
@@ -197,10 +205,14 @@ pub(super) fn predicate(g: &mut Graph, node: &NodeProto) -> Result<Value, String
 /// `IsNaN(x)`, and `IsInf(x)` of either sign or only the ones `detect_positive` and
 /// `detect_negative` keep: boolean tensors of `x`'s shape (PyTorch's exporters write
 /// `scaled_dot_product_attention`'s masked softmax as `Where(IsNaN(s), 0, s)`).
-pub(super) fn float_class(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<Value, String> {
+pub(super) fn float_class(
+    g: &mut Graph,
+    node: &NodeProto,
+    a: &Attrs<'_>,
+) -> Result<Value, ConvertError> {
     let x = g.input(node, 0)?;
     if !x.dtype.is_float() {
-        return Err(format!("{} of {}", node.op_type, x.dtype));
+        return Err(format!("{} of {}", node.op_type, x.dtype).into());
     }
     if node.op_type == "IsNaN" {
         return g.call("isnan", &[&x], &[]);
@@ -226,17 +238,21 @@ pub(super) fn float_class(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Res
 
 /// `BitwiseAnd`, `BitwiseOr`, `BitwiseXor` (broadcasting) and `BitwiseNot` of integers, and
 /// `BitShift` (`direction` LEFT or RIGHT; a right shift of unsigned integers is logical).
-pub(super) fn bitwise(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<Value, String> {
+pub(super) fn bitwise(
+    g: &mut Graph,
+    node: &NodeProto,
+    a: &Attrs<'_>,
+) -> Result<Value, ConvertError> {
     let x = g.input(node, 0)?;
     if !x.dtype.is_int() {
-        return Err(format!("{} of {}", node.op_type, x.dtype));
+        return Err(format!("{} of {}", node.op_type, x.dtype).into());
     }
     if node.op_type == "BitwiseNot" {
         return g.call("bitwise_not", &[&x], &[]);
     }
     let y = g.input(node, 1)?;
     if x.dtype != y.dtype {
-        return Err(format!("operands of {} and {}", x.dtype, y.dtype));
+        return Err(format!("operands of {} and {}", x.dtype, y.dtype).into());
     }
     let op = match node.op_type.as_str() {
         "BitwiseAnd" => "bitwise_and",
@@ -245,7 +261,7 @@ pub(super) fn bitwise(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<
         _ => match a.string("direction", "")?.as_str() {
             "LEFT" => "left_shift",
             "RIGHT" => "right_shift",
-            other => return Err(format!("BitShift direction `{other}` (LEFT or RIGHT)")),
+            other => return Err(format!("BitShift direction `{other}` (LEFT or RIGHT)").into()),
         },
     };
     broadcast(&x.shape, &y.shape)?;
@@ -253,17 +269,17 @@ pub(super) fn bitwise(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<
 }
 
 /// `Where(cond, x, y)`, broadcasting all three.
-pub(super) fn select(g: &mut Graph, node: &NodeProto) -> Result<Value, String> {
+pub(super) fn select(g: &mut Graph, node: &NodeProto) -> Result<Value, ConvertError> {
     let (c, x, y) = (g.input(node, 0)?, g.input(node, 1)?, g.input(node, 2)?);
     if c.dtype != relay_runtime::DType::BOOL || x.dtype != y.dtype {
-        return Err(format!("Where of {}, {} and {}", c.dtype, x.dtype, y.dtype));
+        return Err(format!("Where of {}, {} and {}", c.dtype, x.dtype, y.dtype).into());
     }
     broadcast(&broadcast(&c.shape, &x.shape)?, &y.shape)?;
     g.call("where", &[&c, &x, &y], &[])
 }
 
 /// `Mean` of any number of inputs: their sum divided by their count.
-pub(super) fn mean(g: &mut Graph, node: &NodeProto) -> Result<Value, String> {
+pub(super) fn mean(g: &mut Graph, node: &NodeProto) -> Result<Value, ConvertError> {
     let mut sum = NodeProto {
         op_type: "Sum".into(),
         ..node.clone()
@@ -271,7 +287,7 @@ pub(super) fn mean(g: &mut Graph, node: &NodeProto) -> Result<Value, String> {
     sum.output.clear();
     let total = variadic(g, &sum)?;
     if !total.dtype.is_float() {
-        return Err(format!("Mean of {}", total.dtype));
+        return Err(format!("Mean of {}", total.dtype).into());
     }
     let n = g.float(node.input.len() as f64, total.dtype)?;
     g.call("divide", &[&total, &n], &[])
@@ -279,7 +295,7 @@ pub(super) fn mean(g: &mut Graph, node: &NodeProto) -> Result<Value, String> {
 
 /// `Dropout` in inference (or training with a ratio of 0): the identity, and a mask of
 /// every element kept when it is asked for. Random dropping in training is not supported.
-pub(super) fn dropout(g: &mut Graph, node: &NodeProto) -> Result<Vec<Value>, String> {
+pub(super) fn dropout(g: &mut Graph, node: &NodeProto) -> Result<Vec<Value>, ConvertError> {
     let training = match g.optional_input(node, 2)? {
         None => false,
         Some(t) => floats_of(&t).is_none_or(|v| v.iter().any(|&b| b != 0.0)),

@@ -3,6 +3,7 @@
 //! `GatherND`, `TopK`, `ScatterElements` and `ScatterND`; and the masks `Trilu` and
 //! `EyeLike`.
 
+use crate::error::ConvertError;
 use relay_runtime::{DType, DTypeCode, NDArray};
 
 use crate::attrs::{Attrs, axis};
@@ -11,13 +12,13 @@ use crate::graph::Graph;
 use crate::proto::NodeProto;
 
 /// `x` cast to int64 (indices of any integer type).
-fn int64(g: &mut Graph, x: &Value) -> Result<Value, String> {
+fn int64(g: &mut Graph, x: &Value) -> Result<Value, ConvertError> {
     g.call("cast", &[x], &[("dtype", attr::str(DType::I64))])
 }
 
 /// Int64 indices `i` with the negative ones wrapped: `i + n` where `i < 0` (`n` the axis
 /// length, a scalar or a vector broadcast along the indices' last axis).
-fn wrapped(g: &mut Graph, i: &Value, n: &Value) -> Result<Value, String> {
+fn wrapped(g: &mut Graph, i: &Value, n: &Value) -> Result<Value, ConvertError> {
     let zero = g.int(0, DType::I64)?;
     let negative = g.call("less", &[i, &zero], &[])?;
     let shifted = g.call("add", &[i, n], &[])?;
@@ -25,23 +26,27 @@ fn wrapped(g: &mut Graph, i: &Value, n: &Value) -> Result<Value, String> {
 }
 
 /// `x` reshaped to the static shape `to`.
-fn reshaped(g: &mut Graph, x: &Value, to: &[i64]) -> Result<Value, String> {
+fn reshaped(g: &mut Graph, x: &Value, to: &[i64]) -> Result<Value, ConvertError> {
     g.call("reshape", &[x], &[("newshape", attr::ints(to))])
 }
 
 /// `x` transposed by `perm`.
-fn transposed(g: &mut Graph, x: &Value, perm: &[i64]) -> Result<Value, String> {
+fn transposed(g: &mut Graph, x: &Value, perm: &[i64]) -> Result<Value, ConvertError> {
     g.call("transpose", &[x], &[("axes", attr::ints(perm))])
 }
 
 /// Reduction `op` (`sum`, `prod`, `max`, `min`) of `x` over `axes`.
-fn reduced(g: &mut Graph, op: &str, x: &Value, axes: &[i64]) -> Result<Value, String> {
+fn reduced(g: &mut Graph, op: &str, x: &Value, axes: &[i64]) -> Result<Value, ConvertError> {
     g.call(op, &[x], &[("axis", attr::ints(axes))])
 }
 
 /// `OneHot(indices, depth, values)`: `values[1]` where the index (negative: from `depth`)
 /// equals the position along the new axis, else `values[0]`.
-pub(super) fn one_hot(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<Value, String> {
+pub(super) fn one_hot(
+    g: &mut Graph,
+    node: &NodeProto,
+    a: &Attrs<'_>,
+) -> Result<Value, ConvertError> {
     let (idx, depth, values) = (g.input(node, 0)?, g.input(node, 1)?, g.input(node, 2)?);
     let depth = match floats_of(&depth).as_deref() {
         // The positions are a constant of `depth` elements.
@@ -49,10 +54,7 @@ pub(super) fn one_hot(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<
         _ => return Err("depth is not a positive constant scalar".into()),
     };
     if values.shape.iter().product::<i64>() != 2 {
-        return Err(format!(
-            "values of shape {:?} (two are needed)",
-            values.shape
-        ));
+        return Err(format!("values of shape {:?} (two are needed)", values.shape).into());
     }
     let rank = idx.shape.len();
     let ax = axis(a.int("axis", -1)?, rank + 1)?;
@@ -73,7 +75,11 @@ pub(super) fn one_hot(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<
 /// `CumSum(x, axis)`: along a static axis of length `L`, the sum against an `L × L` mask of
 /// the positions each output adds (`j <= i`; `j < i` when `exclusive`; mirrored when
 /// `reverse`): a matrix product for floats, a masked sum otherwise.
-pub(super) fn cumsum(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<Value, String> {
+pub(super) fn cumsum(
+    g: &mut Graph,
+    node: &NodeProto,
+    a: &Attrs<'_>,
+) -> Result<Value, ConvertError> {
     let (x, ax) = (g.input(node, 0)?, g.input(node, 1)?);
     let rank = x.shape.len();
     let ax = match ints_of(&ax).as_deref() {
@@ -82,7 +88,7 @@ pub(super) fn cumsum(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<V
     };
     let len = x.shape[ax];
     if len > 4096 {
-        return Err(format!("an axis of {len} elements (at most 4096)"));
+        return Err(format!("an axis of {len} elements (at most 4096)").into());
     }
     let (exclusive, reverse) = (a.int("exclusive", 0)? != 0, a.int("reverse", 0)? != 0);
     let mut mask = Vec::with_capacity((len * len) as usize);
@@ -132,7 +138,12 @@ struct Term<'a> {
 
 /// `0, 1, ..., n - 1` as an int64 constant of shape `[n, 1, ...]` (`trailing` ones), which
 /// broadcasts along an axis followed by `trailing` others.
-fn axis_positions(g: &mut Graph, hint: &str, n: i64, trailing: usize) -> Result<Value, String> {
+fn axis_positions(
+    g: &mut Graph,
+    hint: &str,
+    n: i64,
+    trailing: usize,
+) -> Result<Value, ConvertError> {
     let shape: Vec<i64> = std::iter::once(n)
         .chain(std::iter::repeat_n(1, trailing))
         .collect();
@@ -145,7 +156,7 @@ fn diagonals(
     g: &mut Graph,
     mut v: Value,
     mut labels: Vec<char>,
-) -> Result<(Value, Vec<char>), String> {
+) -> Result<(Value, Vec<char>), ConvertError> {
     while let Some((i, j)) = (0..labels.len()).find_map(|j| {
         labels[..j]
             .iter()
@@ -155,13 +166,12 @@ fn diagonals(
         let n = v.shape[i];
         // The index vector has `n` entries: bounded, as no real diagonal is this long.
         if n > 1 << 16 {
-            return Err(format!("a diagonal of {n} elements"));
+            return Err(format!("a diagonal of {n} elements").into());
         }
         if v.shape[j] != n {
-            return Err(format!(
-                "label `{}` on axes of {} and {}",
-                labels[i], n, v.shape[j]
-            ));
+            return Err(
+                format!("label `{}` on axes of {} and {}", labels[i], n, v.shape[j]).into(),
+            );
         }
         let rest: Vec<usize> = (0..labels.len()).filter(|&k| k != i && k != j).collect();
         let perm: Vec<i64> = rest.iter().chain([&i, &j]).map(|&k| k as i64).collect();
@@ -184,7 +194,7 @@ fn expand_ellipsis(
     lhs: &str,
     rhs: Option<String>,
     ranks: &[usize],
-) -> Result<(Vec<String>, String), String> {
+) -> Result<(Vec<String>, String), ConvertError> {
     let subs: Vec<&str> = lhs.split(',').collect();
     // The number of dimensions each operand's ellipsis stands for.
     let mut spans = Vec::new();
@@ -192,8 +202,9 @@ fn expand_ellipsis(
         let rank = ranks.get(k).copied().unwrap_or(0);
         let explicit = s.replace("...", "").chars().count();
         spans.push(if s.contains("...") {
-            rank.checked_sub(explicit)
-                .ok_or_else(|| format!("subscripts `{s}` for a rank-{rank} operand"))?
+            rank.checked_sub(explicit).ok_or_else(|| {
+                ConvertError::from(format!("subscripts `{s}` for a rank-{rank} operand"))
+            })?
         } else {
             0
         });
@@ -205,7 +216,7 @@ fn expand_ellipsis(
         .take(widest)
         .collect();
     if fresh.len() < widest {
-        return Err(format!("an ellipsis of {widest} dimensions"));
+        return Err(format!("an ellipsis of {widest} dimensions").into());
     }
     let letters = |n: usize| -> String { fresh[widest - n..].iter().collect() };
     let out_subs = subs
@@ -235,7 +246,11 @@ fn expand_ellipsis(
 /// and the output free; labels in one input only are summed first. An ellipsis is written out
 /// as fresh labels ([`expand_ellipsis`]); a label repeated within one operand is its
 /// diagonal ([`diagonals`]).
-pub(super) fn einsum(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<Value, String> {
+pub(super) fn einsum(
+    g: &mut Graph,
+    node: &NodeProto,
+    a: &Attrs<'_>,
+) -> Result<Value, ConvertError> {
     let eq: String = a
         .string("equation", "")?
         .chars()
@@ -252,13 +267,13 @@ pub(super) fn einsum(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<V
     let (subs, rhs) = expand_ellipsis(&lhs, rhs, &ranks)?;
     let subs: Vec<&str> = subs.iter().map(String::as_str).collect();
     if subs.len() != inputs.len() || !(1..=2).contains(&inputs.len()) {
-        return Err(format!("equation `{eq}` for {} inputs", inputs.len()));
+        return Err(format!("equation `{eq}` for {} inputs", inputs.len()).into());
     }
     let mut operands = Vec::new();
     for (v, s) in inputs.iter().zip(&subs) {
         let labels: Vec<char> = s.chars().collect();
         if labels.len() != v.shape.len() || !labels.iter().all(char::is_ascii_alphabetic) {
-            return Err(format!("subscripts `{s}` for shape {:?}", v.shape));
+            return Err(format!("subscripts `{s}` for shape {:?}", v.shape).into());
         }
         operands.push(diagonals(g, v.clone(), labels)?);
     }
@@ -276,7 +291,7 @@ pub(super) fn einsum(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<V
             .find_map(|t| t.labels.iter().position(|&l| l == c).map(|p| t.v.shape[p]))
     };
     if let Some(c) = out.iter().find(|&&c| size(c).is_none()) {
-        return Err(format!("output label `{c}` is in no input"));
+        return Err(format!("output label `{c}` is in no input").into());
     }
     // Each operand with the labels only it has (and the output lacks) summed away.
     let mut ops = Vec::new();
@@ -306,7 +321,7 @@ pub(super) fn einsum(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<V
         .collect::<Option<_>>()
         .ok_or("an output label is summed away")?;
     if perm.len() != labels.len() {
-        return Err(format!("equation `{eq}`"));
+        return Err(format!("equation `{eq}`").into());
     }
     debug_assert_eq!(v.shape.len(), perm.len());
     let identity = perm.iter().enumerate().all(|(i, &p)| p == i as i64);
@@ -323,7 +338,7 @@ type Labeled = (Value, Vec<char>);
 /// The batched product of two operands: batch labels (in both and the output), then the
 /// left's free labels, then the right's; contracted labels (in both, not the output) summed.
 /// `nn.batch_matmul` of `[B, M, K]` by `[B, N, K]`.
-fn product(g: &mut Graph, l: Labeled, r: Labeled, out: &[char]) -> Result<Labeled, String> {
+fn product(g: &mut Graph, l: Labeled, r: Labeled, out: &[char]) -> Result<Labeled, ConvertError> {
     let in_r = |c: &char| r.1.contains(c);
     let batch: Vec<char> =
         l.1.iter()
@@ -345,7 +360,8 @@ fn product(g: &mut Graph, l: Labeled, r: Labeled, out: &[char]) -> Result<Labele
                 "label `{c}` has sizes {:?} and {:?}",
                 dim(&l, c),
                 dim(&r, c)
-            ));
+            )
+            .into());
         }
     }
     let extent =
@@ -394,7 +410,11 @@ fn product(g: &mut Graph, l: Labeled, r: Labeled, out: &[char]) -> Result<Labele
 /// `GatherND(data, indices)` with `batch_dims`: each index tuple (the indices' last axis, `M`
 /// long; negatives count from the end) made one position of the data's batch and indexed
 /// axes flattened together, then a `take` along that flattened axis.
-pub(super) fn gather_nd(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<Value, String> {
+pub(super) fn gather_nd(
+    g: &mut Graph,
+    node: &NodeProto,
+    a: &Attrs<'_>,
+) -> Result<Value, ConvertError> {
     let (x, idx) = (g.input(node, 0)?, g.input(node, 1)?);
     let (r, q) = (x.shape.len(), idx.shape.len());
     let b = usize::try_from(a.int("batch_dims", 0)?).map_err(|_| "negative batch_dims")?;
@@ -403,7 +423,8 @@ pub(super) fn gather_nd(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Resul
         return Err(format!(
             "indices {:?} for data {:?} with batch_dims {b}",
             idx.shape, x.shape
-        ));
+        )
+        .into());
     }
     let m = m as usize;
     let inner: i64 = x.shape[b..b + m].iter().product();
@@ -435,7 +456,7 @@ pub(super) fn gather_nd(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Resul
         // Each position's batch, as an offset of `inner` per batch element: a constant of
         // one element per batch element.
         if batch > 1 << 24 {
-            return Err(format!("{batch} batch elements (at most 2^24)"));
+            return Err(format!("{batch} batch elements (at most 2^24)").into());
         }
         let oshape: Vec<i64> = idx.shape[..b]
             .iter()
@@ -452,7 +473,11 @@ pub(super) fn gather_nd(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Resul
 /// `TopK` with a constant `k` (at most 256): `k` rounds of `argmax` (`argmin` when not
 /// `largest`) along the axis, each taking the value there and masking it out, so the values
 /// come sorted and ties go to the lower index, as ONNX specifies.
-pub(super) fn top_k(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<Vec<Value>, String> {
+pub(super) fn top_k(
+    g: &mut Graph,
+    node: &NodeProto,
+    a: &Attrs<'_>,
+) -> Result<Vec<Value>, ConvertError> {
     let x = g.input(node, 0)?;
     let k = match ints_of(&g.input(node, 1)?).as_deref() {
         Some(&[k]) => k,
@@ -462,9 +487,9 @@ pub(super) fn top_k(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<Ve
     let ax = axis(a.int("axis", -1)?, rank)?;
     let n = x.shape[ax];
     if !(1..=256.min(n)).contains(&k) || n > 1 << 24 {
-        return Err(format!(
-            "k = {k} for an axis of {n} (k from 1 to 256, axes up to 2^24)"
-        ));
+        return Err(
+            format!("k = {k} for an axis of {n} (k from 1 to 256, axes up to 2^24)").into(),
+        );
     }
     let largest = a.int("largest", 1)? != 0;
     let (pick, worst) = if largest {
@@ -500,7 +525,7 @@ pub(super) fn top_k(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<Ve
 }
 
 /// `v` as a scalar literal of `dtype` (an integer dtype: `v` truncated).
-fn literal(g: &mut Graph, dtype: DType, v: f64) -> Result<Value, String> {
+fn literal(g: &mut Graph, dtype: DType, v: f64) -> Result<Value, ConvertError> {
     if dtype.is_float() {
         g.float(v, dtype)
     } else {
@@ -517,7 +542,11 @@ const SCATTER_LIMIT: i64 = 1 << 26;
 /// with. Written as a one-hot scatter: the tuples become linear positions among the `M`
 /// slices, compared with `0..M`, and the updates summed (or multiplied, maxed, minned) into
 /// the slices they hit. PyTorch's exporters emit it for index assignment (`x[:, i] = v`).
-pub(super) fn scatter_nd(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<Value, String> {
+pub(super) fn scatter_nd(
+    g: &mut Graph,
+    node: &NodeProto,
+    a: &Attrs<'_>,
+) -> Result<Value, ConvertError> {
     let (x, idx, upd) = (g.input(node, 0)?, g.input(node, 1)?, g.input(node, 2)?);
     let r = x.shape.len();
     let q = idx.shape.last().copied().unwrap_or(0);
@@ -529,17 +558,17 @@ pub(super) fn scatter_nd(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Resu
         )
     };
     if !(1..=r as i64).contains(&q) || !idx.dtype.is_int() {
-        return Err(bad());
+        return Err(bad().into());
     }
     let q = q as usize;
     let rest = &x.shape[q..];
     if upd.shape != [lead, rest].concat() || upd.dtype != x.dtype || x.dtype == DType::BOOL {
-        return Err(bad());
+        return Err(bad().into());
     }
     let (u, m): (i64, i64) = (lead.iter().product(), x.shape[..q].iter().product());
     let tail: i64 = rest.iter().product();
     if u.saturating_mul(m).saturating_mul(tail) > SCATTER_LIMIT {
-        return Err(format!("{}: too large to scatter", bad()));
+        return Err(format!("{}: too large to scatter", bad()).into());
     }
     // Linear slice positions of the tuples, negative indices wrapped.
     let dims = g.int64_constant("scatter_dims", &[q as i64], x.shape[..q].iter().copied())?;
@@ -564,7 +593,7 @@ pub(super) fn scatter_nd(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Resu
         "mul" => ("prod", literal(g, dt, 1.0)?),
         "max" => ("max", extreme(g, dt, false)?),
         "min" => ("min", extreme(g, dt, true)?),
-        other => return Err(format!("reduction `{other}`")),
+        other => return Err(format!("reduction `{other}`").into()),
     };
     let landed = g.call("where", &[&mask, &updates, &neutral], &[])?;
     let combined = reduced(g, f, &landed, &[0])?;
@@ -576,7 +605,7 @@ pub(super) fn scatter_nd(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Resu
 }
 
 /// Where some update lands: `eq` (update × position matches) has a match along `axis`.
-fn hits(g: &mut Graph, eq: &Value, axis: i64) -> Result<Value, String> {
+fn hits(g: &mut Graph, eq: &Value, axis: i64) -> Result<Value, ConvertError> {
     let count = g.call("cast", &[eq], &[("dtype", attr::str(DType::I32))])?;
     let count = reduced(g, "sum", &count, &[axis])?;
     let zero = g.int(0, DType::I32)?;
@@ -593,7 +622,7 @@ fn combine(
     d: &Value,
     combined: &Value,
     everywhere: bool,
-) -> Result<Value, String> {
+) -> Result<Value, ConvertError> {
     let applied = match reduction {
         "none" => combined.clone(),
         "add" => g.call("add", &[d, combined], &[])?,
@@ -610,7 +639,7 @@ fn combine(
 /// `Trilu(x, k)`: the upper (`upper` = 1) or lower triangle of the last two axes, from
 /// diagonal `k` (a constant; above the main diagonal when positive), the rest zero. A mask
 /// constant of the two axes selects (`torch.triu`/`tril`, causal masks).
-pub(super) fn trilu(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<Value, String> {
+pub(super) fn trilu(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<Value, ConvertError> {
     let x = g.input(node, 0)?;
     let k = match g.optional_input(node, 1)? {
         None => 0,
@@ -620,13 +649,10 @@ pub(super) fn trilu(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<Va
         },
     };
     let &[.., n, m] = x.shape.as_slice() else {
-        return Err(format!(
-            "input of shape {:?}: rank 2 or more is needed",
-            x.shape
-        ));
+        return Err(format!("input of shape {:?}: rank 2 or more is needed", x.shape).into());
     };
     if n.saturating_mul(m) > 1 << 26 {
-        return Err(format!("a {n}×{m} triangle is too large"));
+        return Err(format!("a {n}×{m} triangle is too large").into());
     }
     let upper = a.int("upper", 1)? != 0;
     let keep: Vec<bool> = (0..n)
@@ -644,18 +670,22 @@ pub(super) fn trilu(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<Va
 
 /// `EyeLike(x)`: a constant of `x`'s 2-D shape, ones on diagonal `k`, zeros elsewhere, of
 /// `dtype` (an ONNX element type) or `x`'s.
-pub(super) fn eye_like(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<Value, String> {
+pub(super) fn eye_like(
+    g: &mut Graph,
+    node: &NodeProto,
+    a: &Attrs<'_>,
+) -> Result<Value, ConvertError> {
     let x = g.input(node, 0)?;
     let &[n, m] = x.shape.as_slice() else {
-        return Err(format!("input of shape {:?}: rank 2 is needed", x.shape));
+        return Err(format!("input of shape {:?}: rank 2 is needed", x.shape).into());
     };
     if n.saturating_mul(m) > 1 << 26 {
-        return Err(format!("a {n}×{m} identity is too large"));
+        return Err(format!("a {n}×{m} identity is too large").into());
     }
     let dtype = match a.int("dtype", -1)? {
         -1 => x.dtype,
         code => crate::tensor::dtype(code as i32)
-            .ok_or_else(|| format!("element type {code} is not supported"))?,
+            .ok_or_else(|| ConvertError::from(format!("element type {code} is not supported")))?,
     };
     let k = a.int("k", 0)?;
     let values: Vec<f64> = (0..n)
@@ -667,7 +697,7 @@ pub(super) fn eye_like(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result
 
 /// The lowest value of `dtype` (the one that never wins an `argmax`, the neutral of `max`), or
 /// the highest (`high`); a float's infinity is its largest finite value, as a literal is.
-fn extreme(g: &mut Graph, dtype: DType, high: bool) -> Result<Value, String> {
+fn extreme(g: &mut Graph, dtype: DType, high: bool) -> Result<Value, ConvertError> {
     if dtype.is_float() {
         let v = if high {
             f64::INFINITY
@@ -698,7 +728,7 @@ pub(super) fn scatter_elements(
     g: &mut Graph,
     node: &NodeProto,
     a: &Attrs<'_>,
-) -> Result<Value, String> {
+) -> Result<Value, ConvertError> {
     let (x, idx, upd) = (g.input(node, 0)?, g.input(node, 1)?, g.input(node, 2)?);
     let r = x.shape.len();
     let k = axis(a.int("axis", 0)?, r)?;
@@ -710,7 +740,8 @@ pub(super) fn scatter_elements(
         return Err(format!(
             "indices {:?} and updates {:?} for data {:?} along axis {k}",
             idx.shape, upd.shape, x.shape
-        ));
+        )
+        .into());
     }
     let reduction = a.string("reduction", "none")?;
     // The positions of the axis, lining up with the axis after the updates'.
@@ -729,7 +760,7 @@ pub(super) fn scatter_elements(
         "mul" => ("prod", literal(g, dt, 1.0)?),
         "max" => ("max", extreme(g, dt, false)?),
         "min" => ("min", extreme(g, dt, true)?),
-        other => return Err(format!("reduction `{other}`")),
+        other => return Err(format!("reduction `{other}`").into()),
     };
     let landed = g.call("where", &[&eq, &u, &neutral], &[])?;
     let combined = reduced(g, f, &landed, &[k as i64])?;

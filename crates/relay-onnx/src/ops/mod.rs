@@ -19,11 +19,12 @@ mod slice;
 
 use crate::attrs::Attrs;
 use crate::builder::{Value, attr};
+use crate::error::ConvertError;
 use crate::graph::Graph;
 use crate::proto::NodeProto;
 
 /// The values `node` computes (one per output, in order).
-pub(crate) fn convert(g: &mut Graph, node: &NodeProto) -> Result<Vec<Value>, String> {
+pub(crate) fn convert(g: &mut Graph, node: &NodeProto) -> Result<Vec<Value>, ConvertError> {
     let a = Attrs(&node.attribute);
     let one = |v: Value| Ok(vec![v]);
     match node.op_type.as_str() {
@@ -120,7 +121,7 @@ pub(crate) fn convert(g: &mut Graph, node: &NodeProto) -> Result<Vec<Value>, Str
         | "ReduceL2" | "ReduceSumSquare" | "ReduceLogSum" | "ReduceLogSumExp" => {
             one(shape::reduce(g, node, &a)?)
         }
-        other => Err(format!("operator `{other}` is not supported")),
+        other => Err(format!("operator `{other}` is not supported").into()),
     }
 }
 
@@ -132,7 +133,7 @@ fn rank_of(g: &Graph, node: &NodeProto) -> Option<usize> {
 /// A 1-D `Conv`, `ConvTranspose` or pool (`[N, C, L]`) as the 2-D one of height 1: the input (and weights)
 /// reshaped to `[N, C, 1, L]`, each window attribute given a leading 1 (pads a leading 0),
 /// and the result reshaped back.
-fn lifted(g: &mut Graph, node: &NodeProto) -> Result<Value, String> {
+fn lifted(g: &mut Graph, node: &NodeProto) -> Result<Value, ConvertError> {
     use crate::proto::AttributeProto;
     let mut lifted = node.clone();
     for (i, name) in node.input.iter().enumerate().take(2) {
@@ -142,7 +143,7 @@ fn lifted(g: &mut Graph, node: &NodeProto) -> Result<Value, String> {
         let v = g.input(node, i)?;
         let mut shape = v.shape.clone();
         if shape.len() != 3 {
-            return Err(format!("input {i} of shape {shape:?}"));
+            return Err(format!("input {i} of shape {shape:?}").into());
         }
         shape.insert(2, 1);
         let key = format!("\u{0}lift{i}:{name}");
@@ -183,16 +184,16 @@ fn lifted(g: &mut Graph, node: &NodeProto) -> Result<Value, String> {
 /// `[N, C·D, H, W]`, then over `D` on `[N, C, D, H'·W']` with a `k × 1` window. The max and
 /// the average both separate so (an average's divisor, with or without padding counted, is
 /// the product of the axes' counts).
-fn pool3d(g: &mut Graph, node: &NodeProto) -> Result<Value, String> {
+fn pool3d(g: &mut Graph, node: &NodeProto) -> Result<Value, ConvertError> {
     let x = g.input(node, 0)?;
     let &[n, c, d, h, w] = x.shape.as_slice() else {
-        return Err(format!("input of shape {:?}", x.shape));
+        return Err(format!("input of shape {:?}", x.shape).into());
     };
     if node.output.get(1).is_some_and(|o| !o.is_empty()) {
         return Err("MaxPool's indices output is not supported".into());
     }
     // Each step's attributes: per axis values picked from the three (`None`: 1, or 0 pads).
-    let step = |node: &NodeProto, axes: [Option<usize>; 2]| -> Result<NodeProto, String> {
+    let step = |node: &NodeProto, axes: [Option<usize>; 2]| -> Result<NodeProto, ConvertError> {
         let mut out = node.clone();
         for attr in &mut out.attribute {
             let pick = |v: &[i64], k: Option<usize>, default: i64| {

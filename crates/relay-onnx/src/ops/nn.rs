@@ -2,6 +2,7 @@
 //! matrix products (`MatMul` as `nn.dense` on constant weights, transposed once at import,
 //! `nn.matmul` or `nn.batch_matmul` otherwise; `Gemm`).
 
+use crate::error::ConvertError;
 use relay_ir::AttrValue;
 use relay_runtime::NDArray;
 
@@ -20,7 +21,7 @@ fn window(
     strides: [i64; 2],
     dilations: [i64; 2],
     ceil: bool,
-) -> Result<([i64; 4], [i64; 2]), String> {
+) -> Result<([i64; 4], [i64; 2]), ConvertError> {
     // Bounded, so that the arithmetic below cannot overflow: no real window is this large.
     const LIMIT: i64 = 1 << 31;
     let out_of_range = |v: &i64| !(0..=LIMIT).contains(v);
@@ -33,7 +34,8 @@ fn window(
     {
         return Err(format!(
             "window sizes {size:?}, {kernel:?}, {strides:?}, {dilations:?} out of range"
-        ));
+        )
+        .into());
     }
     let auto = a.string("auto_pad", "NOTSET")?;
     let extent = |d: usize| (kernel[d] - 1) * dilations[d] + 1;
@@ -41,7 +43,7 @@ fn window(
         "NOTSET" => match a.ints("pads")? {
             None => [0; 4],
             Some(p) if p.len() == 4 && !p.iter().any(out_of_range) => [p[0], p[1], p[2], p[3]],
-            Some(p) => return Err(format!("pads {p:?} (2-D windows take four)")),
+            Some(p) => return Err(format!("pads {p:?} (2-D windows take four)").into()),
         },
         "VALID" => [0; 4],
         "SAME_UPPER" | "SAME_LOWER" => {
@@ -60,15 +62,13 @@ fn window(
             }
             p
         }
-        other => return Err(format!("auto_pad `{other}`")),
+        other => return Err(format!("auto_pad `{other}`").into()),
     };
     let mut out = [0; 2];
     for d in 0..2 {
         let span = size[d] + pads[d] + pads[d + 2] - extent(d);
         if span < 0 {
-            return Err(format!(
-                "the window is larger than the padded input ({size:?})"
-            ));
+            return Err(format!("the window is larger than the padded input ({size:?})").into());
         }
         out[d] = if ceil {
             (span + strides[d] - 1) / strides[d]
@@ -93,7 +93,7 @@ fn relay_ceil(
     extent: [i64; 2],
     strides: [i64; 2],
     out: [i64; 2],
-) -> Result<bool, String> {
+) -> Result<bool, ConvertError> {
     let floor = [0, 1].map(|d| (size[d] + pads[d] + pads[d + 2] - extent[d]) / strides[d] + 1);
     if out == floor {
         Ok(false)
@@ -107,23 +107,19 @@ fn relay_ceil(
 }
 
 /// Two values of an `INTS` attribute, or `default`.
-fn pair(a: &Attrs<'_>, name: &str, default: i64) -> Result<[i64; 2], String> {
+fn pair(a: &Attrs<'_>, name: &str, default: i64) -> Result<[i64; 2], ConvertError> {
     match a.ints(name)? {
         None => Ok([default; 2]),
         Some(v) if v.len() == 2 && v.iter().all(|&x| x > 0) => Ok([v[0], v[1]]),
-        Some(v) => Err(format!(
-            "{name} {v:?} (2-D windows take two positive values)"
-        )),
+        Some(v) => Err(format!("{name} {v:?} (2-D windows take two positive values)").into()),
     }
 }
 
 /// The NCHW spatial size of `x` (rank 4 only).
-pub(super) fn spatial(x: &Value) -> Result<[i64; 2], String> {
+pub(super) fn spatial(x: &Value) -> Result<[i64; 2], ConvertError> {
     match x.shape.as_slice() {
         &[_, _, h, w] => Ok([h, w]),
-        s => Err(format!(
-            "only 2-D (NCHW) inputs are supported, not shape {s:?}"
-        )),
+        s => Err(format!("only 2-D (NCHW) inputs are supported, not shape {s:?}").into()),
     }
 }
 
@@ -136,7 +132,7 @@ fn led(
     attrs: &[(&str, AttrValue)],
     lead: &[i64],
     rank: usize,
-) -> Result<Value, String> {
+) -> Result<Value, ConvertError> {
     if !is_dynamic(lead) {
         return g.call(op, args, attrs);
     }
@@ -151,11 +147,11 @@ fn float_attr(v: f32, dtype: relay_runtime::DType) -> AttrValue {
 }
 
 /// `Conv`: `nn.conv2d`, plus `nn.bias_add` for a bias.
-pub(super) fn conv(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<Value, String> {
+pub(super) fn conv(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<Value, ConvertError> {
     let (x, w) = (g.input(node, 0)?, g.input(node, 1)?);
     let size = spatial(&x)?;
     let &[o, _, kh, kw] = w.shape.as_slice() else {
-        return Err(format!("weights of shape {:?}", w.shape));
+        return Err(format!("weights of shape {:?}", w.shape).into());
     };
     let (strides, dilations) = (pair(a, "strides", 1)?, pair(a, "dilations", 1)?);
     let groups = a.int("group", 1)?;
@@ -173,7 +169,7 @@ pub(super) fn conv(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<Val
 }
 
 /// `y` plus the channel bias of a convolution `node` (input 2), if it has one.
-pub(super) fn with_bias(g: &mut Graph, node: &NodeProto, y: Value) -> Result<Value, String> {
+pub(super) fn with_bias(g: &mut Graph, node: &NodeProto, y: Value) -> Result<Value, ConvertError> {
     match g.optional_input(node, 2)? {
         None => Ok(y),
         Some(b) => g.call_as(
@@ -197,10 +193,10 @@ pub(super) struct PoolWindow {
 }
 
 /// The window of pool `node` over an input of spatial `size`.
-pub(super) fn pool_window(a: &Attrs<'_>, size: [i64; 2]) -> Result<PoolWindow, String> {
+pub(super) fn pool_window(a: &Attrs<'_>, size: [i64; 2]) -> Result<PoolWindow, ConvertError> {
     let kernel = a.ints("kernel_shape")?.ok_or("kernel_shape is required")?;
     let &[kh, kw] = kernel.as_slice() else {
-        return Err(format!("kernel_shape {kernel:?}"));
+        return Err(format!("kernel_shape {kernel:?}").into());
     };
     let strides = pair(a, "strides", 1)?;
     let dilations = pair(a, "dilations", 1)?;
@@ -219,7 +215,7 @@ pub(super) fn pool_window(a: &Attrs<'_>, size: [i64; 2]) -> Result<PoolWindow, S
 }
 
 /// `MaxPool`, `AveragePool`: `nn.max_pool2d`, `nn.avg_pool2d`.
-pub(super) fn pool(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<Value, String> {
+pub(super) fn pool(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<Value, ConvertError> {
     let x = g.input(node, 0)?;
     if node.output.len() > 1 && node.output.get(1).is_some_and(|o| !o.is_empty()) {
         return Err("MaxPool's indices output is supported for 2-D pools only".into());
@@ -251,7 +247,7 @@ pub(super) fn pool(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<Val
 }
 
 /// `GlobalAveragePool`, `GlobalMaxPool`.
-pub(super) fn global_pool(g: &mut Graph, node: &NodeProto) -> Result<Value, String> {
+pub(super) fn global_pool(g: &mut Graph, node: &NodeProto) -> Result<Value, ConvertError> {
     let x = g.input(node, 0)?;
     spatial(&x)?;
     let op = if node.op_type == "GlobalAveragePool" {
@@ -264,7 +260,7 @@ pub(super) fn global_pool(g: &mut Graph, node: &NodeProto) -> Result<Value, Stri
 
 /// The normalized output of `nn.batch_norm` on `ins` (data, scale, bias, mean, variance)
 /// with `epsilon`: the data's shape, symbols included.
-fn batch_norm_call(g: &mut Graph, ins: &[&Value], epsilon: f32) -> Result<Value, String> {
+fn batch_norm_call(g: &mut Graph, ins: &[&Value], epsilon: f32) -> Result<Value, ConvertError> {
     let x = ins[0];
     let attrs = [
         ("axis", attr::int(1)),
@@ -278,7 +274,11 @@ fn batch_norm_call(g: &mut Graph, ins: &[&Value], epsilon: f32) -> Result<Value,
 }
 
 /// `BatchNormalization` in inference: `nn.batch_norm`'s first output.
-pub(super) fn batch_norm(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<Value, String> {
+pub(super) fn batch_norm(
+    g: &mut Graph,
+    node: &NodeProto,
+    a: &Attrs<'_>,
+) -> Result<Value, ConvertError> {
     if node.output.iter().skip(1).any(|o| !o.is_empty()) || a.int("training_mode", 0)? != 0 {
         return Err(
             "training-mode BatchNormalization is supported from opset 14 (`training_mode`)".into(),
@@ -298,14 +298,14 @@ pub(super) fn batch_norm_training(
     g: &mut Graph,
     node: &NodeProto,
     a: &Attrs<'_>,
-) -> Result<Vec<Value>, String> {
+) -> Result<Vec<Value>, ConvertError> {
     let ins = (0..5)
         .map(|i| g.input(node, i))
         .collect::<Result<Vec<_>, _>>()?;
     let x = &ins[0];
     let (dt, rank) = (x.dtype, x.shape.len());
     if rank < 2 {
-        return Err(format!("input of shape {:?}", x.shape));
+        return Err(format!("input of shape {:?}", x.shape).into());
     }
     let axes: Vec<i64> = (0..rank as i64).filter(|&k| k != 1).collect();
     let reduce = [("axis", attr::ints(&axes)), ("keepdims", attr::bool(false))];
@@ -320,7 +320,7 @@ pub(super) fn batch_norm_training(
     let y = batch_norm_call(g, &[x, &ins[1], &ins[2], &mean, &var], epsilon)?;
     let momentum = f64::from(a.float("momentum", 0.9)?);
     let (keep, take) = (g.float(momentum, dt)?, g.float(1.0 - momentum, dt)?);
-    let mut running = |old: &Value, current: &Value| -> Result<Value, String> {
+    let mut running = |old: &Value, current: &Value| -> Result<Value, ConvertError> {
         let old = g.call("multiply", &[old, &keep], &[])?;
         let current = g.call("multiply", &[current, &take], &[])?;
         g.call("add", &[&old, &current], &[])
@@ -337,7 +337,7 @@ pub(super) fn layer_norm(
     g: &mut Graph,
     node: &NodeProto,
     a: &Attrs<'_>,
-) -> Result<Vec<Value>, String> {
+) -> Result<Vec<Value>, ConvertError> {
     if node.output.iter().skip(1).any(|o| !o.is_empty()) {
         return layer_norm_stats(g, node, a);
     }
@@ -346,7 +346,11 @@ pub(super) fn layer_norm(
 
 /// [`layer_norm`] with its statistics: `mean`, `inv = 1 / sqrt(mean((x - mean)²) + ε)`,
 /// `y = (x - mean) · inv · scale + bias` (scale and bias broadcast numpy's way).
-fn layer_norm_stats(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<Vec<Value>, String> {
+fn layer_norm_stats(
+    g: &mut Graph,
+    node: &NodeProto,
+    a: &Attrs<'_>,
+) -> Result<Vec<Value>, ConvertError> {
     let (x, scale) = (g.input(node, 0)?, g.input(node, 1)?);
     let rank = x.shape.len();
     let k = axis(a.int("axis", -1)?, rank)?;
@@ -369,7 +373,7 @@ fn layer_norm_stats(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<Ve
 }
 
 /// [`layer_norm`] as `nn.layer_norm` over the normalized axes flattened into one.
-fn layer_norm_fused(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<Value, String> {
+fn layer_norm_fused(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<Value, ConvertError> {
     let (x, scale) = (g.input(node, 0)?, g.input(node, 1)?);
     let rank = x.shape.len();
     let k = axis(a.int("axis", -1)?, rank)?;
@@ -390,14 +394,12 @@ fn layer_norm_fused(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<Va
             "normalizing the dynamic axes {k}.. of {}: give the model's symbolic dimensions \
              with --input-shape",
             type_text(&x.shape, x.dtype)
-        ));
+        )
+        .into());
     }
-    let flat = |g: &mut Graph, v: &Value| -> Result<Value, String> {
+    let flat = |g: &mut Graph, v: &Value| -> Result<Value, ConvertError> {
         if product(&v.shape) != inner {
-            return Err(format!(
-                "a scale or bias of shape {:?} for axes {k}..",
-                v.shape
-            ));
+            return Err(format!("a scale or bias of shape {:?} for axes {k}..", v.shape).into());
         }
         g.reshape(v, vec![inner])
     };
@@ -420,7 +422,11 @@ fn layer_norm_fused(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<Va
 
 /// `Softmax`, `LogSoftmax`: along `axis` from opset 13; before, over the flattened trailing
 /// axes, which is the last axis alone when `axis` is the last.
-pub(super) fn softmax(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<Value, String> {
+pub(super) fn softmax(
+    g: &mut Graph,
+    node: &NodeProto,
+    a: &Attrs<'_>,
+) -> Result<Value, ConvertError> {
     let x = g.input(node, 0)?;
     let rank = x.shape.len();
     let default = if g.opset >= 13 { -1 } else { 1 };
@@ -429,7 +435,8 @@ pub(super) fn softmax(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<
         return Err(format!(
             "{} of opset {} over axes {k}.. is not supported",
             node.op_type, g.opset
-        ));
+        )
+        .into());
     }
     let f = if node.op_type == "Softmax" {
         "nn.softmax"
@@ -441,7 +448,7 @@ pub(super) fn softmax(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<
 
 /// `ArgMax`, `ArgMin` along `axis` (the first index of the extreme, or the last with
 /// `select_last_index`): `int64` indices.
-pub(super) fn arg(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<Value, String> {
+pub(super) fn arg(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<Value, ConvertError> {
     let x = g.input(node, 0)?;
     let k = axis(a.int("axis", 0)?, x.shape.len())?;
     // The last index of the extreme: the first one of the reversed axis, counted back.
@@ -450,7 +457,8 @@ pub(super) fn arg(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<Valu
         return Err(format!(
             "select_last_index along the dynamic axis {k}: give the model's symbolic \
              dimensions with --input-shape"
-        ));
+        )
+        .into());
     }
     let data = if last {
         g.call_as("reverse", &[&x], &[("axis", attr::int(k as i64))], &x.shape)?
@@ -495,7 +503,7 @@ fn transposed_weight(g: &mut Graph, w: &Value) -> Option<Value> {
 
 /// `a` (`… × k`) times `b` (`k × n`) as `nn.dense` on rows, `a` flattened to 2-D and the
 /// result shaped back.
-fn dense(g: &mut Graph, a: &Value, b: &Value) -> Result<Value, String> {
+fn dense(g: &mut Graph, a: &Value, b: &Value) -> Result<Value, ConvertError> {
     let (k, n) = (b.shape[0], b.shape[1]);
     let lead: Vec<i64> = a.shape[..a.shape.len() - 1].to_vec();
     // Dynamic leading axes stay: `nn.dense` and `nn.matmul` take them as they are.
@@ -532,7 +540,7 @@ fn dense(g: &mut Graph, a: &Value, b: &Value) -> Result<Value, String> {
 }
 
 /// `MatMul` (numpy's `matmul`): by a matrix, or batched with equal batch dimensions.
-pub(super) fn matmul(g: &mut Graph, node: &NodeProto) -> Result<Value, String> {
+pub(super) fn matmul(g: &mut Graph, node: &NodeProto) -> Result<Value, ConvertError> {
     let (a, b) = (g.input(node, 0)?, g.input(node, 1)?);
     if a.shape.is_empty() || b.shape.is_empty() {
         return Err("MatMul of scalars".into());
@@ -570,10 +578,10 @@ pub(super) fn matmul(g: &mut Graph, node: &NodeProto) -> Result<Value, String> {
 
 /// [`matmul`] of operands of rank 2 or more: `nn.dense`/`nn.matmul` when the right one is
 /// a matrix, else `nn.batch_matmul` over the batch axes broadcast numpy's way.
-fn matrices(g: &mut Graph, a: &Value, b: &Value) -> Result<Value, String> {
+fn matrices(g: &mut Graph, a: &Value, b: &Value) -> Result<Value, ConvertError> {
     let (ra, rb) = (a.shape.len(), b.shape.len());
     if a.shape[ra - 1] != b.shape[rb - 2] {
-        return Err(format!("MatMul of shapes {:?} and {:?}", a.shape, b.shape));
+        return Err(format!("MatMul of shapes {:?} and {:?}", a.shape, b.shape).into());
     }
     if rb == 2 {
         return dense(g, a, b);
@@ -587,9 +595,9 @@ fn matrices(g: &mut Graph, a: &Value, b: &Value) -> Result<Value, String> {
         .iter()
         .try_fold(1i64, |p, &d| p.checked_mul(d))
         .filter(|&n| n < 1 << 48)
-        .ok_or_else(|| format!("broadcast batch axes {lead:?}"))?;
+        .ok_or_else(|| ConvertError::from(format!("broadcast batch axes {lead:?}")))?;
     // Each operand broadcast to the common batch axes, then `[batch, rows, cols]`.
-    let batched = |g: &mut Graph, v: &Value, rows: i64, cols: i64| -> Result<Value, String> {
+    let batched = |g: &mut Graph, v: &Value, rows: i64, cols: i64| -> Result<Value, ConvertError> {
         let full: Vec<i64> = lead.iter().copied().chain([rows, cols]).collect();
         let x = if v.shape == full {
             v.clone()
@@ -619,7 +627,7 @@ fn batch_matmul_attrs() -> [(&'static str, AttrValue); 2] {
 /// time, and so does `nn.batch_matmul`): the batch axes merged into one by Relay's `-3`
 /// code, one pair at a time, `nn.batch_matmul`, and the result given `a`'s batch axes back
 /// by `reshape_like`.
-fn dynamic_batches(g: &mut Graph, a: &Value, b: &Value) -> Result<Value, String> {
+fn dynamic_batches(g: &mut Graph, a: &Value, b: &Value) -> Result<Value, ConvertError> {
     let (ra, rb) = (a.shape.len(), b.shape.len());
     let lead = a.shape[..ra - 2].to_vec();
     let equal = ra == rb
@@ -633,9 +641,10 @@ fn dynamic_batches(g: &mut Graph, a: &Value, b: &Value) -> Result<Value, String>
              dimensions with --input-shape",
             type_text(&a.shape, a.dtype),
             type_text(&b.shape, b.dtype)
-        ));
+        )
+        .into());
     }
-    let merged = |g: &mut Graph, v: &Value| -> Result<Value, String> {
+    let merged = |g: &mut Graph, v: &Value| -> Result<Value, ConvertError> {
         let mut v = v.clone();
         while v.shape.len() > 3 {
             let codes = [vec![-3], vec![0; v.shape.len() - 2]].concat();
@@ -667,13 +676,13 @@ fn dynamic_batches(g: &mut Graph, a: &Value, b: &Value) -> Result<Value, String>
 }
 
 /// `v` (a matrix) transposed, its dimensions' symbols swapped with it.
-fn transposed(g: &mut Graph, v: &Value) -> Result<Value, String> {
+fn transposed(g: &mut Graph, v: &Value) -> Result<Value, ConvertError> {
     let shape = [v.shape[1], v.shape[0]];
     g.call_as("transpose", &[v], &[("axes", attr::ints(&[1, 0]))], &shape)
 }
 
 /// `Gemm`: `alpha · A' · B' + beta · C`.
-pub(super) fn gemm(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<Value, String> {
+pub(super) fn gemm(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<Value, ConvertError> {
     let (mut x, mut w) = (g.input(node, 0)?, g.input(node, 1)?);
     if x.shape.len() != 2 || w.shape.len() != 2 {
         return Err("Gemm takes matrices".into());
@@ -702,7 +711,7 @@ fn gemm_rest(
     node: &NodeProto,
     a: &Attrs<'_>,
     mut y: Value,
-) -> Result<Value, String> {
+) -> Result<Value, ConvertError> {
     let (alpha, beta) = (a.float("alpha", 1.0)?, a.float("beta", 1.0)?);
     if alpha != 1.0 {
         let alpha = g.float(f64::from(alpha), y.dtype)?;

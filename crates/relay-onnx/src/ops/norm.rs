@@ -4,23 +4,24 @@
 
 use crate::attrs::Attrs;
 use crate::builder::{Value, attr};
+use crate::error::ConvertError;
 use crate::graph::Graph;
 use crate::proto::NodeProto;
 
 /// `[C]` reshaped to broadcast along axis 1 of a rank-`rank` tensor: `[C, 1, ...]`.
-fn per_channel(g: &mut Graph, v: &Value, rank: usize) -> Result<Value, String> {
+fn per_channel(g: &mut Graph, v: &Value, rank: usize) -> Result<Value, ConvertError> {
     let mut shape = v.shape.clone();
     shape.extend(std::iter::repeat_n(1, rank.saturating_sub(2)));
     reshape(g, v, &shape)
 }
 
 /// `reshape(x, newshape=shape)` to a static shape.
-fn reshape(g: &mut Graph, x: &Value, shape: &[i64]) -> Result<Value, String> {
+fn reshape(g: &mut Graph, x: &Value, shape: &[i64]) -> Result<Value, ConvertError> {
     g.call("reshape", &[x], &[("newshape", attr::ints(shape))])
 }
 
 /// The mean of `x` over axes 2.. kept as 1s (`x`'s batch symbol kept).
-fn plane_mean(g: &mut Graph, x: &Value) -> Result<Value, String> {
+fn plane_mean(g: &mut Graph, x: &Value) -> Result<Value, ConvertError> {
     let axes: Vec<i64> = (2..x.shape.len() as i64).collect();
     let mut shape = x.shape.clone();
     shape[2..].fill(1);
@@ -34,14 +35,15 @@ pub(super) fn instance_norm(
     g: &mut Graph,
     node: &NodeProto,
     a: &Attrs<'_>,
-) -> Result<Value, String> {
+) -> Result<Value, ConvertError> {
     let (x, scale, bias) = (g.input(node, 0)?, g.input(node, 1)?, g.input(node, 2)?);
     let rank = x.shape.len();
     if rank < 3 || scale.shape != [x.shape[1]] || bias.shape != [x.shape[1]] {
         return Err(format!(
             "input {:?} with scale {:?} and bias {:?}",
             x.shape, scale.shape, bias.shape
-        ));
+        )
+        .into());
     }
     let eps = g.float(f64::from(a.float("epsilon", 1e-5)?), x.dtype)?;
     let mean = plane_mean(g, &x)?;
@@ -59,12 +61,12 @@ pub(super) fn instance_norm(
 /// `LRN`: `x / (bias + alpha/size · Σ x²)^beta`, the sum over `size` channels around each
 /// one — an average pool of `x²` over a `size × 1` window along the channels (padding
 /// counted), times `size`.
-pub(super) fn lrn(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<Value, String> {
+pub(super) fn lrn(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<Value, ConvertError> {
     let x = g.input(node, 0)?;
     let size = a.int("size", 0)?;
     let rank = x.shape.len();
     if size <= 0 || rank < 3 || !x.dtype.is_float() {
-        return Err(format!("size {size} on {:?} {}", x.shape, x.dtype));
+        return Err(format!("size {size} on {:?} {}", x.shape, x.dtype).into());
     }
     let (n, c) = (x.shape[0], x.shape[1]);
     let rest: i64 = x.shape[2..].iter().product();
@@ -92,22 +94,24 @@ pub(super) fn lrn(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<Valu
 }
 
 /// A pair attribute of a 2-D window, or `default` twice.
-fn pair(a: &Attrs<'_>, name: &str, default: i64) -> Result<[i64; 2], String> {
+fn pair(a: &Attrs<'_>, name: &str, default: i64) -> Result<[i64; 2], ConvertError> {
     match a.ints(name)?.as_deref() {
         None => Ok([default; 2]),
         Some(&[x, y]) => Ok([x, y]),
-        Some(v) => Err(format!("`{name}` {v:?} (2-D windows take two)")),
+        Some(v) => Err(format!("`{name}` {v:?} (2-D windows take two)").into()),
     }
 }
 
 /// A `ConvTranspose`'s `group`, checked against its `c` input channels and the weights' `wc`.
-pub(super) fn transpose_groups(a: &Attrs<'_>, c: i64, wc: i64, w: &Value) -> Result<i64, String> {
+pub(super) fn transpose_groups(
+    a: &Attrs<'_>,
+    c: i64,
+    wc: i64,
+    w: &Value,
+) -> Result<i64, ConvertError> {
     let groups = a.int("group", 1)?;
     if groups <= 0 || wc != c || c % groups != 0 {
-        return Err(format!(
-            "{c} channels, weights {:?}, {groups} groups",
-            w.shape
-        ));
+        return Err(format!("{c} channels, weights {:?}, {groups} groups", w.shape).into());
     }
     Ok(groups)
 }
@@ -120,10 +124,10 @@ pub(super) fn conv_transpose(
     g: &mut Graph,
     node: &NodeProto,
     a: &Attrs<'_>,
-) -> Result<Value, String> {
+) -> Result<Value, ConvertError> {
     let (x, w) = (g.input(node, 0)?, g.input(node, 1)?);
     let (&[n, c, h, wd], &[wc, mg, kh, kw]) = (x.shape.as_slice(), w.shape.as_slice()) else {
-        return Err(format!("input {:?} and weights {:?}", x.shape, w.shape));
+        return Err(format!("input {:?} and weights {:?}", x.shape, w.shape).into());
     };
     let groups = transpose_groups(a, c, wc, &w)?;
     let (s, d) = (pair(a, "strides", 1)?, pair(a, "dilations", 1)?);
@@ -144,7 +148,7 @@ pub(super) fn conv_transpose(
     let pads: [i64; 4] = if output_shape.is_some() || auto.starts_with("SAME") {
         let target = o_or(&output_shape, size, s)
             .filter(|t| t.iter().all(|v| (1..LIMIT).contains(v)))
-            .ok_or_else(|| format!("output_shape {output_shape:?}"))?;
+            .ok_or_else(|| ConvertError::from(format!("output_shape {output_shape:?}")))?;
         // ONNX: SAME_UPPER puts the odd padding at the end, otherwise at the start. An
         // output larger than the full one (ONNX Runtime) is padded at the end: a negative
         // end padding.
@@ -164,19 +168,21 @@ pub(super) fn conv_transpose(
             Some(&[t, l, b, r]) if [t, l, b, r].iter().all(|v| (0..LIMIT).contains(v)) => {
                 [t, l, b, r]
             }
-            Some(p) => return Err(format!("pads {p:?}")),
+            Some(p) => return Err(format!("pads {p:?}").into()),
         }
     };
     let out = [full[0] - pads[0] - pads[2], full[1] - pads[1] - pads[3]];
     if out.iter().any(|&v| v <= 0) {
-        return Err(format!("an output of {out:?}"));
+        return Err(format!("an output of {out:?}").into());
     }
     // The input spread by the strides: [N, C, (H - 1)·sh + 1, (W - 1)·sw + 1].
     let xs = spread(g, &x, &s)?;
     let m = mg
         .checked_mul(groups)
         .filter(|&m| m < LIMIT)
-        .ok_or_else(|| format!("{mg} output channels in each of {groups} groups"))?;
+        .ok_or_else(|| {
+            ConvertError::from(format!("{mg} output channels in each of {groups} groups"))
+        })?;
     let wt = flipped(g, &w, groups)?;
     // Convolution padding: extent - 1 - pads (output_padding at the end); negative: cropped.
     let conv_pad = [
@@ -212,7 +218,7 @@ pub(super) fn conv_transpose(
 /// each spatial axis, `[N, C, (d - 1)·s + 1, ...]` (`x` itself for unit strides). Each axis
 /// gets an axis of `s` beside it (the element, then zeros), flattened into it, and the
 /// trailing zeros cut off.
-pub(super) fn spread(g: &mut Graph, x: &Value, s: &[i64]) -> Result<Value, String> {
+pub(super) fn spread(g: &mut Graph, x: &Value, s: &[i64]) -> Result<Value, ConvertError> {
     if s.iter().all(|&v| v == 1) {
         return Ok(x.clone());
     }
@@ -239,9 +245,9 @@ pub(super) fn spread(g: &mut Graph, x: &Value, s: &[i64]) -> Result<Value, Strin
 
 /// A transposed convolution's weights `[C, M/g, k...]` as an ordinary one's: `[M, C/g, k...]`
 /// (the channel axes exchanged per group), flipped along every spatial axis.
-pub(super) fn flipped(g: &mut Graph, w: &Value, groups: i64) -> Result<Value, String> {
+pub(super) fn flipped(g: &mut Graph, w: &Value, groups: i64) -> Result<Value, ConvertError> {
     let &[c, mg, ref kernel @ ..] = w.shape.as_slice() else {
-        return Err(format!("weights of shape {:?}", w.shape));
+        return Err(format!("weights of shape {:?}", w.shape).into());
     };
     let rank = w.shape.len() as i64;
     let grouped = [&[groups, c / groups, mg][..], kernel].concat();

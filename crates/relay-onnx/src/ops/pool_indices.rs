@@ -10,6 +10,7 @@
 //! number becomes the index through small constant vectors (the batch-channel plane offsets,
 //! each output row's and column's origin, each tap's offset), added by broadcasting.
 
+use crate::error::ConvertError;
 use relay_runtime::DType;
 
 use super::nn::{PoolWindow, pool, pool_window, spatial};
@@ -26,10 +27,10 @@ pub(super) fn max_pool_with_indices(
     g: &mut Graph,
     node: &NodeProto,
     a: &Attrs<'_>,
-) -> Result<Vec<Value>, String> {
+) -> Result<Vec<Value>, ConvertError> {
     let x = g.input(node, 0)?;
     if !x.dtype.is_float() {
-        return Err(format!("MaxPool's indices of {} elements", x.dtype));
+        return Err(format!("MaxPool's indices of {} elements", x.dtype).into());
     }
     let [h, w] = spatial(&x)?;
     let (n, c) = (x.shape[0], x.shape[1]);
@@ -44,9 +45,7 @@ pub(super) fn max_pool_with_indices(
     } = window;
     let taps = kernel[0] * kernel[1];
     if taps > MAX_TAPS {
-        return Err(format!(
-            "a window of {taps} taps for indices (at most {MAX_TAPS})"
-        ));
+        return Err(format!("a window of {taps} taps for indices (at most {MAX_TAPS})").into());
     }
     let mut values = node.clone();
     values.output.truncate(1);
@@ -113,7 +112,7 @@ fn tap_slice(
     k: i64,
     window: &PoolWindow,
     [n, c]: [i64; 2],
-) -> Result<Value, String> {
+) -> Result<Value, ConvertError> {
     let PoolWindow {
         kernel,
         strides,

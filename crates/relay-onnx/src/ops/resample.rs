@@ -10,6 +10,7 @@
 //! `Σ_t take(x, index_t, axis) · weight_t`: constant index and weight vectors, one `take` per
 //! tap; a whole-image `Resize` is one such step per axis that changes.
 
+use crate::error::ConvertError;
 use relay_runtime::NDArray;
 
 use crate::attrs::{Attrs, axis};
@@ -40,7 +41,14 @@ type Taps = (Vec<(i64, f64)>, f64);
 impl Mapping<'_> {
     /// The input coordinate of output position `o` of `out` along axis `ax` of `len` inputs,
     /// at `scale`.
-    fn source(&self, ax: usize, o: i64, len: i64, out: i64, scale: f64) -> Result<f64, String> {
+    fn source(
+        &self,
+        ax: usize,
+        o: i64,
+        len: i64,
+        out: i64,
+        scale: f64,
+    ) -> Result<f64, ConvertError> {
         // The output width as ONNX's reference reads it: `scale · len`, not rounded.
         let (o, n, m) = (o as f64, len as f64, scale * len as f64);
         Ok(match self.transform {
@@ -63,7 +71,7 @@ impl Mapping<'_> {
                     0.5 * (start + end) * (n - 1.0)
                 }
             }
-            other => return Err(format!("coordinate_transformation_mode `{other}`")),
+            other => return Err(format!("coordinate_transformation_mode `{other}`").into()),
         })
     }
 
@@ -75,7 +83,7 @@ impl Mapping<'_> {
         ratio: f64,
         scale: f64,
         integer: bool,
-    ) -> Result<(i64, Vec<f64>), String> {
+    ) -> Result<(i64, Vec<f64>), ConvertError> {
         let a = self.cubic_a;
         let cubic = |x: f64| {
             let x = x.abs();
@@ -110,18 +118,25 @@ impl Mapping<'_> {
                     "round_prefer_ceil" => ratio >= 0.5,
                     "floor" => false,
                     "ceil" => true,
-                    other => return Err(format!("nearest_mode `{other}`")),
+                    other => return Err(format!("nearest_mode `{other}`").into()),
                 };
                 (0, vec![f64::from(u8::from(!up)), f64::from(u8::from(up))])
             }
             "linear" => filter(1.0, &|x: f64| (1.0 - x.abs()).clamp(0.0, 1.0)),
             "cubic" => filter(2.0, &cubic),
-            other => return Err(format!("mode `{other}`")),
+            other => return Err(format!("mode `{other}`").into()),
         })
     }
 
     /// The taps of output position `o` along axis `ax`.
-    fn taps(&self, ax: usize, o: i64, len: i64, out: i64, scale: f64) -> Result<Taps, String> {
+    fn taps(
+        &self,
+        ax: usize,
+        o: i64,
+        len: i64,
+        out: i64,
+        scale: f64,
+    ) -> Result<Taps, ConvertError> {
         let x = self.source(ax, o, len, out, scale)?;
         if self.transform == "tf_crop_and_resize" && !(0.0..=(len - 1) as f64).contains(&x) {
             return Ok((vec![(0, 0.0)], self.extrapolation));
@@ -164,7 +179,7 @@ fn resize_axis(
     out: i64,
     scale: f64,
     m: &Mapping<'_>,
-) -> Result<Value, String> {
+) -> Result<Value, ConvertError> {
     let len = x.shape[ax];
     let mut per: Vec<Taps> = (0..out)
         .map(|o| m.taps(ax, o, len, out, scale))
@@ -189,7 +204,7 @@ fn resize_axis(
         .chain(std::iter::repeat_n(1, x.shape.len() - ax - 1))
         .collect();
     let dt = x.dtype;
-    let vector = |g: &mut Graph, hint: &str, v: Vec<f64>| -> Result<Value, String> {
+    let vector = |g: &mut Graph, hint: &str, v: Vec<f64>| -> Result<Value, ConvertError> {
         let a = NDArray::from_f64_slice(dt, &wshape, &v).map_err(|e| e.to_string())?;
         Ok(g.constant(hint, a))
     };
@@ -222,9 +237,9 @@ fn resample(
     sizes: &[i64],
     scales: &[f64],
     m: &Mapping<'_>,
-) -> Result<Value, String> {
+) -> Result<Value, ConvertError> {
     if (m.mode != "nearest" || m.transform == "tf_crop_and_resize") && !x.dtype.is_float() {
-        return Err(format!("{} resizing of {}", m.mode, x.dtype));
+        return Err(format!("{} resizing of {}", m.mode, x.dtype).into());
     }
     let mut y = x;
     for ax in 0..sizes.len() {
@@ -239,17 +254,15 @@ fn resample(
             || !scales[ax].is_finite()
             || scales[ax] <= 0.0
         {
-            return Err(format!(
-                "axis {ax} of {} resized to {}",
-                y.shape[ax], sizes[ax]
-            ));
+            return Err(format!("axis {ax} of {} resized to {}", y.shape[ax], sizes[ax]).into());
         }
         // An antialiasing filter spans 2·support/scale taps a position: at most 1024.
         if m.antialias && scales[ax] < 1.0 / 256.0 {
             return Err(format!(
                 "antialiasing a {}-fold reduction (at most 256-fold)",
                 1.0 / scales[ax]
-            ));
+            )
+            .into());
         }
         y = resize_axis(g, y, ax, sizes[ax], scales[ax], m)?;
     }
@@ -259,7 +272,11 @@ fn resample(
 /// `Resize` (opset 10 on): sizes or scales (constants), every mode, coordinate
 /// transformation (`tf_crop_and_resize` with a constant roi), antialiasing and aspect-ratio
 /// policy.
-pub(super) fn resize(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<Value, String> {
+pub(super) fn resize(
+    g: &mut Graph,
+    node: &NodeProto,
+    a: &Attrs<'_>,
+) -> Result<Value, ConvertError> {
     let x = g.input(node, 0)?;
     let rank = x.shape.len();
     let policy = a.string("keep_aspect_ratio_policy", "stretch")?;
@@ -285,7 +302,7 @@ pub(super) fn resize(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<V
         (Some(s), None) => {
             let s = floats_of(&s).ok_or("the scales are not a constant")?;
             if s.len() != axes.len() {
-                return Err(format!("{} scales for {} axes", s.len(), axes.len()));
+                return Err(format!("{} scales for {} axes", s.len(), axes.len()).into());
             }
             for (&ax, &f) in axes.iter().zip(&s) {
                 scale[ax] = f;
@@ -295,7 +312,7 @@ pub(super) fn resize(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<V
         (None, Some(n)) => {
             let n = ints_of(&n).ok_or("the sizes are not a constant")?;
             if n.len() != axes.len() {
-                return Err(format!("{} sizes for {} axes", n.len(), axes.len()));
+                return Err(format!("{} sizes for {} axes", n.len(), axes.len()).into());
             }
             let ratios = axes
                 .iter()
@@ -306,7 +323,7 @@ pub(super) fn resize(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<V
                 "stretch" => None,
                 "not_larger" => ratios.clone().reduce(f64::min),
                 "not_smaller" => ratios.clone().reduce(f64::max),
-                other => return Err(format!("keep_aspect_ratio_policy `{other}`")),
+                other => return Err(format!("keep_aspect_ratio_policy `{other}`").into()),
             };
             for ((&ax, &v), r) in axes.iter().zip(&n).zip(ratios) {
                 let r = common.unwrap_or(r);
@@ -336,11 +353,7 @@ pub(super) fn resize(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<V
             .ok_or("tf_crop_and_resize needs a roi")?;
         let r = floats_of(&r).ok_or("the roi is not a constant")?;
         if r.len() != 2 * axes.len() {
-            return Err(format!(
-                "a roi of {} values for {} axes",
-                r.len(),
-                axes.len()
-            ));
+            return Err(format!("a roi of {} values for {} axes", r.len(), axes.len()).into());
         }
         for (k, &ax) in axes.iter().enumerate() {
             roi[ax] = (r[k], r[axes.len() + k]);
@@ -365,7 +378,11 @@ pub(super) fn resize(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<V
 
 /// `Upsample` (opsets 7–9): `scales` from the attribute (7) or the second input (9), nearest
 /// (floor) or linear, asymmetric coordinates.
-pub(super) fn upsample(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<Value, String> {
+pub(super) fn upsample(
+    g: &mut Graph,
+    node: &NodeProto,
+    a: &Attrs<'_>,
+) -> Result<Value, ConvertError> {
     let x = g.input(node, 0)?;
     let scales = match g.optional_input(node, 1)? {
         Some(s) => floats_of(&s).ok_or("the scales are not a constant")?,
@@ -377,11 +394,7 @@ pub(super) fn upsample(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result
         }
     };
     if scales.len() != x.shape.len() {
-        return Err(format!(
-            "{} scales for rank {}",
-            scales.len(),
-            x.shape.len()
-        ));
+        return Err(format!("{} scales for rank {}", scales.len(), x.shape.len()).into());
     }
     let out: Vec<i64> = x
         .shape
@@ -409,19 +422,23 @@ pub(super) fn upsample(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result
 }
 
 /// `DepthToSpace` (DCR or CRD) and `SpaceToDepth` on NCHW data.
-pub(super) fn depth_space(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<Value, String> {
+pub(super) fn depth_space(
+    g: &mut Graph,
+    node: &NodeProto,
+    a: &Attrs<'_>,
+) -> Result<Value, ConvertError> {
     let x = g.input(node, 0)?;
     let b = a.int("blocksize", 0)?;
     let &[n, c, h, w] = x.shape.as_slice() else {
-        return Err(format!("input of shape {:?}", x.shape));
+        return Err(format!("input of shape {:?}", x.shape).into());
     };
     // Bounded, so that the products below cannot overflow.
     if !(1..=1 << 16).contains(&b) || [n, c, h, w].iter().any(|&d| d > 1 << 31) {
-        return Err(format!("blocksize {b} for shape {:?}", x.shape));
+        return Err(format!("blocksize {b} for shape {:?}", x.shape).into());
     }
     let (inner, perm, out) = if node.op_type == "DepthToSpace" {
         if c % (b * b) != 0 {
-            return Err(format!("{c} channels for blocksize {b}"));
+            return Err(format!("{c} channels for blocksize {b}").into());
         }
         let co = c / (b * b);
         let out = vec![n, co, h * b, w * b];
@@ -432,7 +449,7 @@ pub(super) fn depth_space(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Res
         }
     } else {
         if h % b != 0 || w % b != 0 {
-            return Err(format!("{h}×{w} for blocksize {b}"));
+            return Err(format!("{h}×{w} for blocksize {b}").into());
         }
         (
             vec![n, c, h / b, b, w / b, b],

@@ -20,6 +20,7 @@
 //! kept and its outputs are zero, which for a reverse direction makes it start at its own
 //! last step, as ONNX specifies.
 
+use crate::error::ConvertError;
 use relay_ir::AttrValue;
 use relay_runtime::DType;
 
@@ -33,7 +34,7 @@ use crate::proto::NodeProto;
 const MAX_STEPS: i64 = 10_000;
 
 /// Elements `[from, to)` of `v` along its first axis.
-fn rows(g: &mut Graph, v: &Value, from: i64, to: i64) -> Result<Value, String> {
+fn rows(g: &mut Graph, v: &Value, from: i64, to: i64) -> Result<Value, ConvertError> {
     g.call(
         "strided_slice",
         &[v],
@@ -47,12 +48,12 @@ fn rows(g: &mut Graph, v: &Value, from: i64, to: i64) -> Result<Value, String> {
 }
 
 /// `op(x, y)`.
-fn bin(g: &mut Graph, op: &str, x: &Value, y: &Value) -> Result<Value, String> {
+fn bin(g: &mut Graph, op: &str, x: &Value, y: &Value) -> Result<Value, ConvertError> {
     g.call(op, &[x, y], &[])
 }
 
 /// `op(x)`.
-fn un(g: &mut Graph, op: &str, x: &Value) -> Result<Value, String> {
+fn un(g: &mut Graph, op: &str, x: &Value) -> Result<Value, ConvertError> {
     g.call(op, &[x], &[])
 }
 
@@ -66,7 +67,7 @@ struct Act {
 
 impl Act {
     /// `f(x)` in `dt`.
-    fn apply(&self, g: &mut Graph, x: &Value, dt: DType) -> Result<Value, String> {
+    fn apply(&self, g: &mut Graph, x: &Value, dt: DType) -> Result<Value, ConvertError> {
         let (a, b) = (g.float(self.alpha, dt)?, g.float(self.beta, dt)?);
         let (zero, one) = (g.float(0.0, dt)?, g.float(1.0, dt)?);
         match self.name.to_ascii_lowercase().as_str() {
@@ -112,7 +113,7 @@ impl Act {
                 let s = bin(g, "add", &one, &e)?;
                 un(g, "log", &s)
             }
-            other => Err(format!("activation `{other}` is not supported")),
+            other => Err(format!("activation `{other}` is not supported").into()),
         }
     }
 }
@@ -120,7 +121,7 @@ impl Act {
 /// The activation functions of a cell with `per_dir` of them per direction: `activations`
 /// with their `activation_alpha`/`activation_beta` taken in order by the functions that have
 /// parameters (ONNX Runtime's reading), or `defaults` for each direction.
-fn activations(a: &Attrs<'_>, defaults: &[&str], dirs: usize) -> Result<Vec<Act>, String> {
+fn activations(a: &Attrs<'_>, defaults: &[&str], dirs: usize) -> Result<Vec<Act>, ConvertError> {
     let names: Vec<String> = match a.0.iter().find(|x| x.name == "activations") {
         Some(attr) => attr
             .strings
@@ -136,7 +137,8 @@ fn activations(a: &Attrs<'_>, defaults: &[&str], dirs: usize) -> Result<Vec<Act>
             "{} activations for {dirs} direction(s) of {} each",
             names.len(),
             defaults.len()
-        ));
+        )
+        .into());
     }
     let floats = |name: &str| {
         a.0.iter()
@@ -210,30 +212,31 @@ impl Cell {
         a: &Attrs<'_>,
         gates: i64,
         defaults: &[&str],
-    ) -> Result<Cell, String> {
+    ) -> Result<Cell, ConvertError> {
         let (x, w, r) = (g.input(node, 0)?, g.input(node, 1)?, g.input(node, 2)?);
         let hidden = a.int("hidden_size", 0)?;
         let direction = a.string("direction", "forward")?;
         let dirs = match direction.as_str() {
             "forward" | "reverse" => 1,
             "bidirectional" => 2,
-            other => return Err(format!("direction `{other}`")),
+            other => return Err(format!("direction `{other}`").into()),
         };
         let layout = a.int("layout", 0)?;
         let x = match (layout, x.shape.as_slice()) {
             (0, [_, _, _]) => x,
             (1, [_, _, _]) => g.call("transpose", &[&x], &[("axes", attr::ints(&[1, 0, 2]))])?,
-            _ => return Err(format!("X of shape {:?} with layout {layout}", x.shape)),
+            _ => return Err(format!("X of shape {:?} with layout {layout}", x.shape).into()),
         };
         let &[seq, batch, input] = x.shape.as_slice() else {
-            return Err(format!("X of shape {:?}", x.shape));
+            return Err(format!("X of shape {:?}", x.shape).into());
         };
         let rows = gates.checked_mul(hidden).filter(|_| hidden > 0);
         if rows.is_none_or(|n| w.shape != [dirs, n, input] || r.shape != [dirs, n, hidden]) {
             return Err(format!(
                 "W {:?} and R {:?} for hidden_size {hidden}",
                 w.shape, r.shape
-            ));
+            )
+            .into());
         }
         let clip =
             a.0.iter()
@@ -254,7 +257,8 @@ impl Cell {
             return Err(format!(
                 "a sequence of {seq} steps (unrolled: at most {MAX_STEPS}; a Loop or Scan \
                  around the cell runs longer ones)"
-            ));
+            )
+            .into());
         }
         let masks = match lens {
             Some(lens) => masks(g, &lens, seq, batch)?,
@@ -283,7 +287,7 @@ impl Cell {
     }
 
     /// Direction `d`'s slice of `v` (`[dirs, ...]`), reshaped to `shape`.
-    fn take(&self, g: &mut Graph, v: &Value, d: i64, shape: &[i64]) -> Result<Value, String> {
+    fn take(&self, g: &mut Graph, v: &Value, d: i64, shape: &[i64]) -> Result<Value, ConvertError> {
         let d = g.int(d, DType::I32)?;
         let slice = g.call("take", &[v, &d], &[("axis", attr::int(0))])?;
         g.call("reshape", &[&slice], &[("newshape", attr::ints(shape))])
@@ -305,12 +309,12 @@ impl Cell {
     }
 
     /// `rd` (`[rows, hidden]`) transposed, as the recurrence operators take it.
-    fn transposed(&self, g: &mut Graph, rd: &Value) -> Result<Value, String> {
+    fn transposed(&self, g: &mut Graph, rd: &Value) -> Result<Value, ConvertError> {
         g.call("transpose", &[rd], &[("axes", attr::ints(&[1, 0]))])
     }
 
     /// `n` zeros of the cell's dtype.
-    fn zeros(&self, g: &mut Graph, n: i64) -> Result<Value, String> {
+    fn zeros(&self, g: &mut Graph, n: i64) -> Result<Value, ConvertError> {
         g.call(
             "zeros",
             &[],
@@ -333,7 +337,12 @@ impl Cell {
     }
 
     /// `X · Wdᵀ + bias` for every step, as `[seq, batch, rows]`.
-    fn projection(&self, g: &mut Graph, wd: &Value, bias: Option<Value>) -> Result<Value, String> {
+    fn projection(
+        &self,
+        g: &mut Graph,
+        wd: &Value,
+        bias: Option<Value>,
+    ) -> Result<Value, ConvertError> {
         let rows = wd.shape[0];
         let mut p = g.call("nn.dense", &[&self.flat, wd], &[("units", attr::int(rows))])?;
         if let Some(b) = bias {
@@ -345,7 +354,7 @@ impl Cell {
 
     /// The initial state of direction `d`: `init`'s slice (`[dirs, batch, hidden]`, or
     /// `[batch, dirs, hidden]` in layout 1), or zeros.
-    fn state(&self, g: &mut Graph, init: &Option<Value>, d: i64) -> Result<Value, String> {
+    fn state(&self, g: &mut Graph, init: &Option<Value>, d: i64) -> Result<Value, ConvertError> {
         let shape = [self.batch, self.hidden];
         match init {
             Some(v) if self.layout == 1 => {
@@ -369,7 +378,7 @@ impl Cell {
         per_dir: usize,
         k: usize,
         x: &Value,
-    ) -> Result<Value, String> {
+    ) -> Result<Value, ConvertError> {
         let clipped;
         let x = match self.clip {
             Some(c) => {
@@ -382,13 +391,13 @@ impl Cell {
     }
 
     /// Row `t` of projection `p`: `[batch, rows]`.
-    fn step_input(&self, g: &mut Graph, p: &Value, t: i64) -> Result<Value, String> {
+    fn step_input(&self, g: &mut Graph, p: &Value, t: i64) -> Result<Value, ConvertError> {
         let t = g.int(t, DType::I32)?;
         g.call("take", &[p, &t], &[("axis", attr::int(0))])
     }
 
     /// `h · rdᵀ`: `[batch, rows]`.
-    fn recur(&self, g: &mut Graph, h: &Value, rd: &Value) -> Result<Value, String> {
+    fn recur(&self, g: &mut Graph, h: &Value, rd: &Value) -> Result<Value, ConvertError> {
         let rows = rd.shape[0];
         g.call("nn.dense", &[h, rd], &[("units", attr::int(rows))])
     }
@@ -399,7 +408,7 @@ impl Cell {
     }
 
     /// The state after step `t`: `new` inside the sequence, `old` past its end.
-    fn keep(&self, g: &mut Graph, t: i64, new: Value, old: &Value) -> Result<Value, String> {
+    fn keep(&self, g: &mut Graph, t: i64, new: Value, old: &Value) -> Result<Value, ConvertError> {
         match self.mask(t) {
             Some(m) => g.call("where", &[m, &new, old], &[]),
             None => Ok(new),
@@ -415,7 +424,7 @@ impl Cell {
         h_new: Value,
         h: &Value,
         outs: &mut Steps,
-    ) -> Result<Value, String> {
+    ) -> Result<Value, ConvertError> {
         outs[t as usize] = Some(match self.mask(t) {
             Some(m) => {
                 let zero = g.float(0.0, self.dt)?;
@@ -427,7 +436,7 @@ impl Cell {
     }
 
     /// A direction's `Y` (`[seq, batch, hidden]`) from its unrolled steps' states.
-    fn stacked(&self, g: &mut Graph, steps: &Steps) -> Result<Value, String> {
+    fn stacked(&self, g: &mut Graph, steps: &Steps) -> Result<Value, ConvertError> {
         let steps: Vec<&Value> = steps.iter().flatten().collect();
         g.call_tuple("stack", &steps, &[("axis", attr::int(0))])
     }
@@ -441,7 +450,7 @@ impl Cell {
         g: &mut Graph,
         ys: Vec<Value>,
         finals: Vec<Vec<Value>>,
-    ) -> Result<Vec<Value>, String> {
+    ) -> Result<Vec<Value>, ConvertError> {
         let per_dir: Vec<&Value> = ys.iter().collect();
         let mut y = g.call_tuple("stack", &per_dir, &[("axis", attr::int(1))])?;
         if self.layout == 1 {
@@ -466,7 +475,7 @@ impl Cell {
         gates: i64,
         (from, to): (i64, i64),
         recurrent: bool,
-    ) -> Result<Value, String> {
+    ) -> Result<Value, ConvertError> {
         let h = self.hidden;
         let bd = self.take(g, b, d, &[2 * gates * h])?;
         let wb = rows(g, &bd, from * h, to * h)?;
@@ -480,11 +489,16 @@ impl Cell {
 
 /// `sequence_lens` as `[batch, 1]` `int64`s when some sequence may be shorter than the input
 /// (`None` when it is absent or a constant of whole lengths).
-fn lengths(g: &mut Graph, node: &NodeProto, seq: i64, batch: i64) -> Result<Option<Value>, String> {
+fn lengths(
+    g: &mut Graph,
+    node: &NodeProto,
+    seq: i64,
+    batch: i64,
+) -> Result<Option<Value>, ConvertError> {
     let lens = match g.optional_input(node, 4)? {
         Some(l) if ints_of(&l).is_some_and(|v| v.iter().all(|&n| n == seq)) => return Ok(None),
         Some(l) if l.shape == [batch] => l,
-        Some(l) => return Err(format!("sequence_lens of shape {:?}", l.shape)),
+        Some(l) => return Err(format!("sequence_lens of shape {:?}", l.shape).into()),
         None => return Ok(None),
     };
     let lens = g.call("cast", &[&lens], &[("dtype", attr::str(DType::I64))])?;
@@ -498,7 +512,7 @@ fn lengths(g: &mut Graph, node: &NodeProto, seq: i64, batch: i64) -> Result<Opti
 
 /// Per time step, whether it lies inside each sequence of `lens` (`[batch, 1]`), computed
 /// once for every direction: masks keep a finished sequence's state and zero its outputs.
-fn masks(g: &mut Graph, lens: &Value, seq: i64, batch: i64) -> Result<Vec<Value>, String> {
+fn masks(g: &mut Graph, lens: &Value, seq: i64, batch: i64) -> Result<Vec<Value>, ConvertError> {
     debug_assert_eq!(lens.shape, [batch, 1]);
     (0..seq)
         .map(|t| {
@@ -509,13 +523,14 @@ fn masks(g: &mut Graph, lens: &Value, seq: i64, batch: i64) -> Result<Vec<Value>
 }
 
 /// The `N` fields of a recurrence operator's result.
-fn fields<const N: usize>(values: Vec<Value>) -> Result<[Value; N], String> {
+fn fields<const N: usize>(values: Vec<Value>) -> Result<[Value; N], ConvertError> {
     let n = values.len();
-    <[Value; N]>::try_from(values).map_err(|_| format!("a recurrence returned {n} fields, not {N}"))
+    <[Value; N]>::try_from(values)
+        .map_err(|_| ConvertError::from(format!("a recurrence returned {n} fields, not {N}")))
 }
 
 /// `split(x, sections, axis=1)`: the gates of a `[batch, sections·hidden]` value.
-fn gates(g: &mut Graph, x: &Value, sections: i64) -> Result<Vec<Value>, String> {
+fn gates(g: &mut Graph, x: &Value, sections: i64) -> Result<Vec<Value>, ConvertError> {
     g.call_fields(
         "split",
         &[x],
@@ -527,7 +542,11 @@ fn gates(g: &mut Graph, x: &Value, sections: i64) -> Result<Vec<Value>, String> 
 }
 
 /// `LSTM`'s outputs `Y`, `Y_h`, `Y_c`.
-pub(super) fn lstm(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<Vec<Value>, String> {
+pub(super) fn lstm(
+    g: &mut Graph,
+    node: &NodeProto,
+    a: &Attrs<'_>,
+) -> Result<Vec<Value>, ConvertError> {
     let cell = Cell::new(g, node, a, 4, &["Sigmoid", "Tanh", "Tanh"])?;
     let (w, r) = (g.input(node, 1)?, g.input(node, 2)?);
     let (b, h0, c0, p) = (
@@ -566,7 +585,7 @@ pub(super) fn lstm(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<Vec
         let peep = match &p {
             Some(p) => {
                 let pd = cell.take(g, p, d, &[3 * hs])?;
-                let peeps: Result<Vec<Value>, String> =
+                let peeps: Result<Vec<Value>, ConvertError> =
                     (0..3).map(|k| rows(g, &pd, k * hs, (k + 1) * hs)).collect();
                 Some(peeps?)
             }
@@ -615,7 +634,11 @@ pub(super) fn lstm(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<Vec
 }
 
 /// `GRU`'s outputs `Y`, `Y_h`.
-pub(super) fn gru(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<Vec<Value>, String> {
+pub(super) fn gru(
+    g: &mut Graph,
+    node: &NodeProto,
+    a: &Attrs<'_>,
+) -> Result<Vec<Value>, ConvertError> {
     let cell = Cell::new(g, node, a, 3, &["Sigmoid", "Tanh"])?;
     let (w, r) = (g.input(node, 1)?, g.input(node, 2)?);
     let (b, h0) = (g.optional_input(node, 3)?, g.optional_input(node, 5)?);
@@ -699,7 +722,11 @@ pub(super) fn gru(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<Vec<
 }
 
 /// `RNN`'s outputs `Y`, `Y_h`.
-pub(super) fn rnn(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<Vec<Value>, String> {
+pub(super) fn rnn(
+    g: &mut Graph,
+    node: &NodeProto,
+    a: &Attrs<'_>,
+) -> Result<Vec<Value>, ConvertError> {
     let cell = Cell::new(g, node, a, 1, &["Tanh"])?;
     let (w, r) = (g.input(node, 1)?, g.input(node, 2)?);
     let (b, h0) = (g.optional_input(node, 3)?, g.optional_input(node, 5)?);

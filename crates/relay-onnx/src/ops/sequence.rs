@@ -5,6 +5,7 @@
 //! appends to is one more scan output of the loop (`control.rs`), so the list never exists as
 //! a value of its own. An insert at a position, and the other sequence operators, are errors.
 
+use crate::error::ConvertError;
 use relay_runtime::DType;
 
 use crate::attrs::Attrs;
@@ -14,33 +15,33 @@ use crate::proto::NodeProto;
 use crate::tensor;
 
 /// The sequence input `i` of `node`.
-fn sequence(g: &Graph, node: &NodeProto, i: usize) -> Result<Sequence, String> {
+fn sequence(g: &Graph, node: &NodeProto, i: usize) -> Result<Sequence, ConvertError> {
     let name = node.input.get(i).map(String::as_str).unwrap_or_default();
     g.sequence(name)
         .cloned()
-        .ok_or_else(|| format!("input `{name}` is not a sequence"))
+        .ok_or_else(|| ConvertError::from(format!("input `{name}` is not a sequence")))
 }
 
 /// What stands for a sequence among the values: its stack, or for an empty one a `[0]`
 /// tensor of its dtype (which nothing reads).
-fn placeholder(g: &mut Graph, dtype: DType) -> Result<Value, String> {
+fn placeholder(g: &mut Graph, dtype: DType) -> Result<Value, ConvertError> {
     let attrs = [("shape", attr::ints(&[0])), ("dtype", attr::str(dtype))];
     g.call("zeros", &[], &attrs)
 }
 
 /// `SequenceEmpty`.
-pub(super) fn empty(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<Value, String> {
+pub(super) fn empty(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<Value, ConvertError> {
     let code = a.int("dtype", 1)?;
     let dtype = i32::try_from(code)
         .ok()
         .and_then(tensor::dtype)
-        .ok_or_else(|| format!("dtype {code}"))?;
+        .ok_or_else(|| ConvertError::from(format!("dtype {code}")))?;
     g.define_sequence(&node.output[0], Sequence::Empty);
     placeholder(g, dtype)
 }
 
 /// `SequenceInsert(s, t)` at the end.
-pub(super) fn insert(g: &mut Graph, node: &NodeProto) -> Result<Value, String> {
+pub(super) fn insert(g: &mut Graph, node: &NodeProto) -> Result<Value, ConvertError> {
     if node.input.get(2).is_some_and(|p| !p.is_empty()) {
         return Err("an insert at a position is not supported (only appending)".into());
     }
@@ -70,7 +71,11 @@ pub(super) fn insert(g: &mut Graph, node: &NodeProto) -> Result<Value, String> {
 
 /// `ConcatFromSequence(s, axis, new_axis)`: the elements stacked along a new axis `axis`, or
 /// concatenated along their axis `axis`.
-pub(super) fn concat(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<Value, String> {
+pub(super) fn concat(
+    g: &mut Graph,
+    node: &NodeProto,
+    a: &Attrs<'_>,
+) -> Result<Value, ConvertError> {
     let Sequence::Stacked(s) = sequence(g, node, 0)? else {
         return Err("the sequence is empty or still carried by a loop".into());
     };
@@ -80,7 +85,7 @@ pub(super) fn concat(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<V
     let out_rank = if new_axis { rank + 1 } else { rank };
     let k = if axis < 0 { axis + out_rank } else { axis };
     if !(0..out_rank).contains(&k) {
-        return Err(format!("axis {axis} for elements of rank {rank}"));
+        return Err(format!("axis {axis} for elements of rank {rank}").into());
     }
     let k = k as usize;
     // The stack's axis 0 moved to position `k` (stacking), or next to element axis `k`.

@@ -3,6 +3,7 @@
 //! constants (initializers, `Constant` nodes or `Shape` of a static value), which makes every
 //! reshape static.
 
+use crate::error::ConvertError;
 use relay_runtime::{DType, NDArray};
 
 use crate::attrs::{Attrs, axis};
@@ -14,7 +15,7 @@ use crate::symbolic::{is_dynamic, is_symbol, product, resolve};
 
 /// `Reshape` to a constant shape, or one computed from dynamic dimensions (`0`: the input's
 /// dimension, unless `allowzero`; `-1`: what is left).
-pub(super) fn reshape(g: &mut Graph, node: &NodeProto) -> Result<Value, String> {
+pub(super) fn reshape(g: &mut Graph, node: &NodeProto) -> Result<Value, ConvertError> {
     let x = g.input(node, 0)?;
     let spec = elems_of(&g.input(node, 1)?).ok_or("the shape is not a constant")?;
     let allow_zero = Attrs(&node.attribute).int("allowzero", 0)? != 0;
@@ -37,7 +38,7 @@ pub(super) fn reshape(g: &mut Graph, node: &NodeProto) -> Result<Value, String> 
     let checked = |dims: Vec<i64>| {
         dims.iter()
             .try_fold(1i64, |p, &d| p.checked_mul(d))
-            .ok_or_else(|| format!("shape {spec:?} overflows"))
+            .ok_or_else(|| ConvertError::from(format!("shape {spec:?} overflows")))
     };
     let known = checked(shape.iter().copied().filter(|&d| d != -1).collect())?;
     match shape.iter().filter(|&&d| d == -1).count() {
@@ -47,13 +48,14 @@ pub(super) fn reshape(g: &mut Graph, node: &NodeProto) -> Result<Value, String> 
                 *d = total / known;
             }
         }
-        _ => return Err(format!("shape {spec:?} for {} elements", total)),
+        _ => return Err(format!("shape {spec:?} for {} elements", total).into()),
     }
     if shape.iter().any(|&d| d < 0) || checked(shape.clone())? != total {
         return Err(format!(
             "shape {spec:?} does not hold the {total} elements of {:?}",
             x.shape
-        ));
+        )
+        .into());
     }
     if shape.contains(&0) {
         // An empty result (Relay's `reshape` reads a 0 as "keep the input's dimension").
@@ -67,7 +69,11 @@ pub(super) fn reshape(g: &mut Graph, node: &NodeProto) -> Result<Value, String> 
 }
 
 /// `Flatten` at `axis`: a 2-D reshape.
-pub(super) fn flatten(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<Value, String> {
+pub(super) fn flatten(
+    g: &mut Graph,
+    node: &NodeProto,
+    a: &Attrs<'_>,
+) -> Result<Value, ConvertError> {
     let x = g.input(node, 0)?;
     let rank = x.shape.len();
     let k = match a.int("axis", 1)? {
@@ -79,21 +85,25 @@ pub(super) fn flatten(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<
 }
 
 /// `Transpose` by `perm` (default: reversed).
-pub(super) fn transpose(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<Value, String> {
+pub(super) fn transpose(
+    g: &mut Graph,
+    node: &NodeProto,
+    a: &Attrs<'_>,
+) -> Result<Value, ConvertError> {
     let x = g.input(node, 0)?;
     let rank = x.shape.len();
     let perm = a
         .ints("perm")?
         .unwrap_or_else(|| (0..rank as i64).rev().collect());
     if perm.len() != rank {
-        return Err(format!("perm {perm:?} for rank {rank}"));
+        return Err(format!("perm {perm:?} for rank {rank}").into());
     }
     let mut seen = vec![false; rank];
     let mut at = Vec::with_capacity(rank);
     for &p in &perm {
         let p = axis(p, rank)?;
         if std::mem::replace(&mut seen[p], true) {
-            return Err(format!("perm {perm:?} repeats an axis"));
+            return Err(format!("perm {perm:?} repeats an axis").into());
         }
         at.push(p);
     }
@@ -104,7 +114,11 @@ pub(super) fn transpose(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Resul
 
 /// `Squeeze` and `Unsqueeze`: reshapes, the axes from the attribute (before opset 13) or a
 /// constant input.
-pub(super) fn squeeze(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<Value, String> {
+pub(super) fn squeeze(
+    g: &mut Graph,
+    node: &NodeProto,
+    a: &Attrs<'_>,
+) -> Result<Value, ConvertError> {
     let x = g.input(node, 0)?;
     let axes = if g.opset < 13 {
         a.ints("axes")?
@@ -142,7 +156,7 @@ pub(super) fn squeeze(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<
             None => (0..rank).filter(|&i| x.shape[i] == 1).collect(),
         };
         if at.iter().any(|&i| x.shape[i] != 1) {
-            return Err(format!("squeezing axes {at:?} of shape {:?}", x.shape));
+            return Err(format!("squeezing axes {at:?} of shape {:?}", x.shape).into());
         }
         (0..rank)
             .filter(|i| !at.contains(i))
@@ -153,7 +167,11 @@ pub(super) fn squeeze(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<
 }
 
 /// `Concat` along `axis`.
-pub(super) fn concat(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<Value, String> {
+pub(super) fn concat(
+    g: &mut Graph,
+    node: &NodeProto,
+    a: &Attrs<'_>,
+) -> Result<Value, ConvertError> {
     let xs = (0..node.input.len())
         .map(|i| g.input(node, i))
         .collect::<Result<Vec<_>, _>>()?;
@@ -169,7 +187,11 @@ pub(super) fn concat(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<V
 }
 
 /// `Gather` along `axis`: `take`.
-pub(super) fn gather(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<Value, String> {
+pub(super) fn gather(
+    g: &mut Graph,
+    node: &NodeProto,
+    a: &Attrs<'_>,
+) -> Result<Value, ConvertError> {
     let (x, i) = (g.input(node, 0)?, g.input(node, 1)?);
     let k = axis(a.int("axis", 0)?, x.shape.len())?;
     let mut shape = x.shape[..k].to_vec();
@@ -187,17 +209,17 @@ pub(super) fn gather_elements(
     g: &mut Graph,
     node: &NodeProto,
     a: &Attrs<'_>,
-) -> Result<Value, String> {
+) -> Result<Value, ConvertError> {
     let (x, i) = (g.input(node, 0)?, g.input(node, 1)?);
     let k = axis(a.int("axis", 0)?, x.shape.len())?;
     if i.shape.len() != x.shape.len() {
-        return Err(format!("indices {:?} for data {:?}", i.shape, x.shape));
+        return Err(format!("indices {:?} for data {:?}", i.shape, x.shape).into());
     }
     g.call("gather", &[&x, &i], &[("axis", attr::int(k as i64))])
 }
 
 /// `Expand` to a constant shape (numpy broadcasting): `broadcast_to`.
-pub(super) fn expand(g: &mut Graph, node: &NodeProto) -> Result<Value, String> {
+pub(super) fn expand(g: &mut Graph, node: &NodeProto) -> Result<Value, ConvertError> {
     let x = g.input(node, 0)?;
     let to = ints_of(&g.input(node, 1)?).ok_or("the shape is not a constant")?;
     let shape = super::elementwise::broadcast(&x.shape, &to)?;
@@ -205,7 +227,11 @@ pub(super) fn expand(g: &mut Graph, node: &NodeProto) -> Result<Value, String> {
 }
 
 /// `Constant` from its `value` (or `value_float(s)`, `value_int(s)`).
-pub(super) fn constant(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<Value, String> {
+pub(super) fn constant(
+    g: &mut Graph,
+    node: &NodeProto,
+    a: &Attrs<'_>,
+) -> Result<Value, ConvertError> {
     let name = node.output.first().ok_or("a Constant without an output")?;
     let array = if let Some(t) = a.tensor("value")? {
         crate::tensor::array(t, None).map_err(|e| e.to_string())?
@@ -230,7 +256,11 @@ pub(super) fn constant(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result
 
 /// `Shape`: a constant of a static value's, `shape_of` of a dynamic one's (whose elements
 /// the import keeps, symbols included: [`crate::symbolic::elements`]).
-pub(super) fn shape_of(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<Value, String> {
+pub(super) fn shape_of(
+    g: &mut Graph,
+    node: &NodeProto,
+    a: &Attrs<'_>,
+) -> Result<Value, ConvertError> {
     let x = g.input(node, 0)?;
     let name = node.output.first().ok_or("a Shape without an output")?;
     // `start` and `end` (opset 15) select a range of the dimensions, clamped.
@@ -257,7 +287,11 @@ pub(super) fn shape_of(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result
 
 /// `ReduceMean`, `ReduceSum`, `ReduceMax`, `ReduceMin` over attribute axes (or, from the
 /// opsets where they moved, a constant input), all axes when none.
-pub(super) fn reduce(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<Value, String> {
+pub(super) fn reduce(
+    g: &mut Graph,
+    node: &NodeProto,
+    a: &Attrs<'_>,
+) -> Result<Value, ConvertError> {
     let x = g.input(node, 0)?;
     let rank = x.shape.len();
     // The axes moved from an attribute to an input: ReduceSum at opset 13, the others at 18.

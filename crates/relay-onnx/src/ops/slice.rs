@@ -2,6 +2,7 @@
 //! `Split` (a tuple, one output each), `Pad` (constant, edge, reflect, wrap), `Tile`; and values known at
 //! import — `Range`, `ConstantOfShape`, `Size` — as constants.
 
+use crate::error::ConvertError;
 use relay_ir::AttrValue;
 use relay_runtime::{DType, NDArray};
 
@@ -18,7 +19,7 @@ fn ints_from(
     name: &str,
     input: usize,
     opset: i64,
-) -> Result<Option<Vec<i64>>, String> {
+) -> Result<Option<Vec<i64>>, ConvertError> {
     if g.opset < opset {
         return a.ints(name);
     }
@@ -26,12 +27,12 @@ fn ints_from(
         None => Ok(None),
         Some(v) => ints_of(&v)
             .map(Some)
-            .ok_or_else(|| format!("{name} are not a constant")),
+            .ok_or_else(|| ConvertError::from(format!("{name} are not a constant"))),
     }
 }
 
 /// `Slice`.
-pub(super) fn slice(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<Value, String> {
+pub(super) fn slice(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<Value, ConvertError> {
     let x = g.input(node, 0)?;
     let rank = x.shape.len();
     let starts = ints_from(g, node, a, "starts", 1, 10)?.ok_or("starts are required")?;
@@ -91,7 +92,7 @@ fn strided_slice(
     end: &[i64],
     strides: &[i64],
     axes: AttrValue,
-) -> Result<Value, String> {
+) -> Result<Value, ConvertError> {
     g.call(
         "strided_slice",
         &[x],
@@ -123,7 +124,7 @@ fn dynamic_slice(
     x: &Value,
     axes: &[usize],
     [starts, ends, steps]: [&[i64]; 3],
-) -> Result<Value, String> {
+) -> Result<Value, ConvertError> {
     let mut shape = x.shape.clone();
     for (((&k, &s), &e), &st) in axes.iter().zip(starts).zip(ends).zip(steps) {
         if st < 0 {
@@ -131,7 +132,8 @@ fn dynamic_slice(
                 "a backward Slice of {}: give the model's symbolic dimensions with \
                  --input-shape",
                 crate::graph::type_text(&x.shape, x.dtype)
-            ));
+            )
+            .into());
         }
         // A static axis's length is the relation's.
         let whole = s == 0 && e >= i64::from(i32::MAX) && st == 1;
@@ -150,13 +152,17 @@ pub(super) fn window(
     x: &Value,
     begin: &[i64],
     end: &[i64],
-) -> Result<Value, String> {
+) -> Result<Value, ConvertError> {
     let ones = vec![1; begin.len()];
     strided_slice(g, x, begin, end, &ones, attr::null())
 }
 
 /// `Split` along `axis`, by sizes (attribute before opset 13, else input) or evenly.
-pub(super) fn split(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<Vec<Value>, String> {
+pub(super) fn split(
+    g: &mut Graph,
+    node: &NodeProto,
+    a: &Attrs<'_>,
+) -> Result<Vec<Value>, ConvertError> {
     let x = g.input(node, 0)?;
     let k = axis(a.int("axis", 0)?, x.shape.len())?;
     let n = x.shape[k];
@@ -165,7 +171,8 @@ pub(super) fn split(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<Ve
             "splitting the dynamic axis {k} of {}: give the model's symbolic dimensions with \
              --input-shape",
             crate::graph::type_text(&x.shape, x.dtype)
-        ));
+        )
+        .into());
     }
     let parts = node.output.len().max(1) as i64;
     let sizes = match ints_from(g, node, a, "split", 1, 13)? {
@@ -178,7 +185,7 @@ pub(super) fn split(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<Ve
             sizes.push(n - chunk * (parts - 1));
             sizes
         }
-        None => return Err(format!("{n} does not split into {parts} equal parts")),
+        None => return Err(format!("{n} does not split into {parts} equal parts").into()),
     };
     if sizes.iter().sum::<i64>() != n
         || sizes.len() != node.output.len()
@@ -187,7 +194,8 @@ pub(super) fn split(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<Ve
         return Err(format!(
             "split sizes {sizes:?} for {n} elements into {} outputs",
             node.output.len()
-        ));
+        )
+        .into());
     }
     if sizes.is_empty() {
         return Err("Split into no outputs".into());
@@ -234,12 +242,12 @@ pub(super) fn split(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<Ve
 
 /// `Pad`: constant, edge or reflect mode (`wrap` is not supported), over every axis or
 /// `axes` (opset 18); a negative pad crops.
-pub(super) fn pad(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<Value, String> {
+pub(super) fn pad(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<Value, ConvertError> {
     let x = g.input(node, 0)?;
     let rank = x.shape.len();
     let mode = a.string("mode", "constant")?;
     if !["constant", "edge", "reflect", "wrap"].contains(&mode.as_str()) {
-        return Err(format!("Pad mode `{mode}` is not supported"));
+        return Err(format!("Pad mode `{mode}` is not supported").into());
     }
     let given = ints_from(g, node, a, "pads", 1, 11)?.ok_or("pads are required")?;
     // Pads of the axes given (opset 18's `axes` input), as pads of every axis.
@@ -252,7 +260,7 @@ pub(super) fn pad(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<Valu
             .collect::<Result<_, _>>()?,
     };
     if given.len() != 2 * axes.len() {
-        return Err(format!("pads {given:?} for {} axes", axes.len()));
+        return Err(format!("pads {given:?} for {} axes", axes.len()).into());
     }
     let mut pads = vec![0i64; 2 * rank];
     for (i, &ax) in axes.iter().enumerate() {
@@ -262,7 +270,7 @@ pub(super) fn pad(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<Valu
     if pads.iter().any(|p| p.unsigned_abs() > 1 << 31)
         || (0..rank).any(|d| x.shape[d] + pads[d].min(0) + pads[d + rank].min(0) < 0)
     {
-        return Err(format!("pads {pads:?} for shape {:?}", x.shape));
+        return Err(format!("pads {pads:?} for shape {:?}", x.shape).into());
     }
     // A negative pad crops: the positive ones pad, then a slice takes off the rest.
     let x = if pads.iter().any(|&p| p < 0) {
@@ -306,7 +314,7 @@ pub(super) fn pad(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<Valu
 
 /// `Pad` in `wrap` mode: along each axis, the last `before` elements, the data, then the
 /// first `after` (at most the axis's length each).
-fn wrap(g: &mut Graph, x: Value, pads: &[i64]) -> Result<Value, String> {
+fn wrap(g: &mut Graph, x: Value, pads: &[i64]) -> Result<Value, ConvertError> {
     let rank = x.shape.len();
     let mut y = x;
     for k in 0..rank {
@@ -315,9 +323,7 @@ fn wrap(g: &mut Graph, x: Value, pads: &[i64]) -> Result<Value, String> {
             continue;
         }
         if before > n || after > n {
-            return Err(format!(
-                "wrap pads of {before} and {after} around {n} elements"
-            ));
+            return Err(format!("wrap pads of {before} and {after} around {n} elements").into());
         }
         let part = |g: &mut Graph, from: i64, to: i64| {
             let (mut begin, mut end) = (vec![0; rank], y.shape.clone());
@@ -335,11 +341,11 @@ fn wrap(g: &mut Graph, x: Value, pads: &[i64]) -> Result<Value, String> {
 }
 
 /// `Tile` by constant repeats.
-pub(super) fn tile(g: &mut Graph, node: &NodeProto) -> Result<Value, String> {
+pub(super) fn tile(g: &mut Graph, node: &NodeProto) -> Result<Value, ConvertError> {
     let x = g.input(node, 0)?;
     let reps = ints_of(&g.input(node, 1)?).ok_or("the repeats are not a constant")?;
     if reps.len() != x.shape.len() || reps.iter().any(|&r| r < 0) {
-        return Err(format!("repeats {reps:?} for rank {}", x.shape.len()));
+        return Err(format!("repeats {reps:?} for rank {}", x.shape.len()).into());
     }
     // The result's element count must stay in range.
     x.shape
@@ -352,12 +358,12 @@ pub(super) fn tile(g: &mut Graph, node: &NodeProto) -> Result<Value, String> {
                 .try_fold(1i64, |p, &d| p.checked_mul(d))
                 .is_some_and(|n| n < 1 << 48)
         })
-        .ok_or_else(|| format!("repeats {reps:?} of shape {:?}", x.shape))?;
+        .ok_or_else(|| ConvertError::from(format!("repeats {reps:?} of shape {:?}", x.shape)))?;
     g.call("tile", &[&x], &[("reps", attr::ints(&reps))])
 }
 
 /// `Range`, `ConstantOfShape` and `Size` of constant or static operands: constants.
-pub(super) fn known(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<Value, String> {
+pub(super) fn known(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<Value, ConvertError> {
     let name = node.output.first().ok_or("no output")?.clone();
     let array = match node.op_type.as_str() {
         "Size" => {
@@ -396,7 +402,7 @@ pub(super) fn known(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<Va
             }
             let n = ((limit - start) / delta).ceil().max(0.0);
             if n.is_nan() || n > MAX_ELEMENTS as f64 {
-                return Err(format!("Range of {n} elements"));
+                return Err(format!("Range of {n} elements").into());
             }
             let n = n as usize;
             let values: Vec<f64> = (0..n).map(|i| start + i as f64 * delta).collect();

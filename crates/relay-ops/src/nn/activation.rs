@@ -2,6 +2,7 @@
 //! the softmax family, `nn.bias_add` and `nn.batch_flatten`, each with its type relation,
 //! reference evaluation and compute definition.
 
+use relay_ir::OpError;
 use relay_ir::te::{BinaryOp, CmpOp, IterVar, ReduceOp, TExpr, TeValue, Tensor, UnaryOp};
 use relay_ir::{
     AttrDefault as D, AttrField, AttrKind as K, Attrs, DType, Dim, NDArray, OpPattern as P,
@@ -84,7 +85,7 @@ pub(super) static OPS: &[OpSchema] = &[
 // ----- Type relations and reference evaluation -----
 
 /// The type of a numeric elementwise operator: its input's.
-fn numeric_unary_rel(types: &[Type], _: &Attrs) -> Result<Type, String> {
+fn numeric_unary_rel(types: &[Type], _: &Attrs) -> Result<Type, OpError> {
     let [data] = inputs_n::<1>(types)?;
     let (_, dtype) = tensor_type(data, "the input")?;
     require_numeric(data, dtype, "the input")?;
@@ -92,7 +93,7 @@ fn numeric_unary_rel(types: &[Type], _: &Attrs) -> Result<Type, String> {
 }
 
 /// Applies `f` to every element in the number type of the tensor's dtype.
-fn map_elements(x: &NDArray, f: fn(f64) -> f64, g: fn(i128) -> i128) -> Result<Value, String> {
+fn map_elements(x: &NDArray, f: fn(f64) -> f64, g: fn(i128) -> i128) -> Result<Value, OpError> {
     if x.dtype().is_float() {
         let out: Vec<f64> = x.to_f64_vec().into_iter().map(f).collect();
         f64::array(x.dtype(), x.shape(), &out)
@@ -102,7 +103,7 @@ fn map_elements(x: &NDArray, f: fn(f64) -> f64, g: fn(i128) -> i128) -> Result<V
     }
 }
 
-fn relu_eval(args: &[Value], attrs: &Attrs) -> Result<Value, String> {
+fn relu_eval(args: &[Value], attrs: &Attrs) -> Result<Value, OpError> {
     let (arrays, _) = checked(args, attrs, numeric_unary_rel)?;
     map_elements(
         arg(&arrays, 0)?,
@@ -111,7 +112,7 @@ fn relu_eval(args: &[Value], attrs: &Attrs) -> Result<Value, String> {
     )
 }
 
-fn leaky_relu_eval(args: &[Value], attrs: &Attrs) -> Result<Value, String> {
+fn leaky_relu_eval(args: &[Value], attrs: &Attrs) -> Result<Value, OpError> {
     let (arrays, _) = checked(args, attrs, numeric_unary_rel)?;
     let x = arg(&arrays, 0)?;
     let alpha = attr_float(attrs, "alpha")?;
@@ -135,7 +136,7 @@ fn leaky_relu_eval(args: &[Value], attrs: &Attrs) -> Result<Value, String> {
 
 /// The relation of `nn.bias_add` and `nn.prelu`: a numeric tensor and a vector as long as its
 /// `axis` dimension, of the same dtype.
-fn channel_vector_rel(types: &[Type], attrs: &Attrs, what: &str) -> Result<Type, String> {
+fn channel_vector_rel(types: &[Type], attrs: &Attrs, what: &str) -> Result<Type, OpError> {
     let [data, vector] = inputs_n::<2>(types)?;
     let (ds, dd) = tensor_type(data, "the data")?;
     require_numeric(data, dd, "the data")?;
@@ -145,11 +146,11 @@ fn channel_vector_rel(types: &[Type], attrs: &Attrs, what: &str) -> Result<Type,
     Ok(data.clone())
 }
 
-fn bias_add_rel(types: &[Type], attrs: &Attrs) -> Result<Type, String> {
+fn bias_add_rel(types: &[Type], attrs: &Attrs) -> Result<Type, OpError> {
     channel_vector_rel(types, attrs, "bias")
 }
 
-fn prelu_rel(types: &[Type], attrs: &Attrs) -> Result<Type, String> {
+fn prelu_rel(types: &[Type], attrs: &Attrs) -> Result<Type, OpError> {
     channel_vector_rel(types, attrs, "alpha")
 }
 
@@ -159,7 +160,7 @@ fn channel_map<T: Num>(
     v: &NDArray,
     axis: usize,
     f: impl Fn(T, T) -> T,
-) -> Result<Value, String> {
+) -> Result<Value, OpError> {
     let (_, extent, inner) = axis_split(x.shape(), axis);
     let vs = T::read(v);
     let out: Vec<T> = T::read(x)
@@ -170,7 +171,7 @@ fn channel_map<T: Num>(
     T::array(x.dtype(), x.shape(), &out)
 }
 
-fn bias_add_eval(args: &[Value], attrs: &Attrs) -> Result<Value, String> {
+fn bias_add_eval(args: &[Value], attrs: &Attrs) -> Result<Value, OpError> {
     let (arrays, _) = checked(args, attrs, bias_add_rel)?;
     let (x, b) = (arg(&arrays, 0)?, arg(&arrays, 1)?);
     let axis = normalize_axis(attr_int(attrs, "axis")?, x.ndim())?;
@@ -181,7 +182,7 @@ fn bias_add_eval(args: &[Value], attrs: &Attrs) -> Result<Value, String> {
     }
 }
 
-fn prelu_eval(args: &[Value], attrs: &Attrs) -> Result<Value, String> {
+fn prelu_eval(args: &[Value], attrs: &Attrs) -> Result<Value, OpError> {
     let (arrays, _) = checked(args, attrs, prelu_rel)?;
     let (x, alpha) = (arg(&arrays, 0)?, arg(&arrays, 1)?);
     let axis = normalize_axis(attr_int(attrs, "axis")?, x.ndim())?;
@@ -193,7 +194,7 @@ fn prelu_eval(args: &[Value], attrs: &Attrs) -> Result<Value, String> {
 }
 
 /// `nn.softmax` and `nn.log_softmax`: a float tensor, normalized along `axis`.
-fn softmax_rel(types: &[Type], attrs: &Attrs) -> Result<Type, String> {
+fn softmax_rel(types: &[Type], attrs: &Attrs) -> Result<Type, OpError> {
     let [data] = inputs_n::<1>(types)?;
     let (shape, dtype) = tensor_type(data, "softmax data")?;
     require_float(data, dtype, "softmax data")?;
@@ -203,7 +204,7 @@ fn softmax_rel(types: &[Type], attrs: &Attrs) -> Result<Type, String> {
 
 /// Softmax along `axis` (its logarithm when `log`), computed in `f64` with the maximum
 /// subtracted first.
-fn softmax_run(args: &[Value], attrs: &Attrs, log: bool) -> Result<Value, String> {
+fn softmax_run(args: &[Value], attrs: &Attrs, log: bool) -> Result<Value, OpError> {
     let (arrays, _) = checked(args, attrs, softmax_rel)?;
     let x = arg(&arrays, 0)?;
     let axis = normalize_axis(attr_int(attrs, "axis")?, x.ndim())?;
@@ -230,37 +231,36 @@ fn softmax_run(args: &[Value], attrs: &Attrs, log: bool) -> Result<Value, String
     f64::array(x.dtype(), x.shape(), &out)
 }
 
-fn softmax_eval(args: &[Value], attrs: &Attrs) -> Result<Value, String> {
+fn softmax_eval(args: &[Value], attrs: &Attrs) -> Result<Value, OpError> {
     softmax_run(args, attrs, false)
 }
 
-fn log_softmax_eval(args: &[Value], attrs: &Attrs) -> Result<Value, String> {
+fn log_softmax_eval(args: &[Value], attrs: &Attrs) -> Result<Value, OpError> {
     softmax_run(args, attrs, true)
 }
 
 /// `nn.batch_flatten`: `[n, d1, d2, ...]` to `[n, d1 * d2 * ...]`.
-fn batch_flatten_rel(types: &[Type], _: &Attrs) -> Result<Type, String> {
+fn batch_flatten_rel(types: &[Type], _: &Attrs) -> Result<Type, OpError> {
     let [data] = inputs_n::<1>(types)?;
     let (shape, dtype) = tensor_type(data, "batch_flatten data")?;
     let Some((&n, rest)) = shape.split_first() else {
-        return Err(format!(
+        return Err(OpError::shape(format!(
             "batch_flatten data must have rank at least 1, got `{data}`"
-        ));
+        )));
     };
     let mut flat = Some(1i64);
     for d in rest {
         flat = match (flat, d) {
-            (Some(f), Dim::Known(k)) => Some(
-                f.checked_mul(*k)
-                    .ok_or_else(|| format!("batch_flatten of `{data}` is too large"))?,
-            ),
+            (Some(f), Dim::Known(k)) => Some(f.checked_mul(*k).ok_or_else(|| {
+                OpError::shape(format!("batch_flatten of `{data}` is too large"))
+            })?),
             _ => None,
         };
     }
     Ok(tensor(vec![n, flat.map_or(Dim::Any, Dim::Known)], dtype))
 }
 
-fn batch_flatten_eval(args: &[Value], attrs: &Attrs) -> Result<Value, String> {
+fn batch_flatten_eval(args: &[Value], attrs: &Attrs) -> Result<Value, OpError> {
     let (arrays, result) = checked(args, attrs, batch_flatten_rel)?;
     let (shape, dtype) = concrete(&result, None)?;
     value(NDArray::from_bytes(
@@ -273,7 +273,7 @@ fn batch_flatten_eval(args: &[Value], attrs: &Attrs) -> Result<Value, String> {
 // ----- Compute definitions -----
 
 /// `nn.relu`: `x > 0 ? x : 0` (NaN gives 0, as `f64::max` does in the reference evaluation).
-fn relu_te(inputs: &[TeValue], _: &Attrs, out: &Type) -> Result<TeValue, String> {
+fn relu_te(inputs: &[TeValue], _: &Attrs, out: &Type) -> Result<TeValue, OpError> {
     let (shape, _) = compute::static_tensor(out)?;
     let a = compute::input(inputs, 0)?;
     compute::broadcast_compute("T_relu", &shape, &[a], |r| {
@@ -284,7 +284,7 @@ fn relu_te(inputs: &[TeValue], _: &Attrs, out: &Type) -> Result<TeValue, String>
 
 /// `nn.leaky_relu`: `x > 0 ? x : x * alpha`, with `alpha` truncated toward zero for integers
 /// (whose product wraps).
-fn leaky_relu_te(inputs: &[TeValue], attrs: &Attrs, out: &Type) -> Result<TeValue, String> {
+fn leaky_relu_te(inputs: &[TeValue], attrs: &Attrs, out: &Type) -> Result<TeValue, OpError> {
     let (shape, dtype) = compute::static_tensor(out)?;
     let a = compute::input(inputs, 0)?;
     let alpha = attr_float(attrs, "alpha")?;
@@ -316,15 +316,15 @@ fn channel_te(
     attrs: &Attrs,
     out: &Type,
     name: &str,
-) -> Result<TeValue, String> {
+) -> Result<TeValue, OpError> {
     let (shape, dtype) = compute::static_tensor(out)?;
     let (x, v) = (compute::input(inputs, 0)?, compute::input(inputs, 1)?);
     let axis = normalize_axis(attr_int(attrs, "axis")?, shape.len())?;
     let extent = shape.get(axis).copied().unwrap_or(1);
     if (v.shape != [extent] && v.shape != [1]) || v.dtype != dtype || x.shape != shape {
-        return Err(format!(
+        return Err(OpError::shape(format!(
             "`{name}` expects a vector of {extent} elements of {dtype} for axis {axis}"
-        ));
+        )));
     }
     let short = name.strip_prefix("nn.").unwrap_or(name);
     let tensor = Tensor::compute(format!("T_{short}"), &shape, |index| {
@@ -350,14 +350,19 @@ fn channel_te(
 /// is computed in `float32` (SPEC §4's reduction tolerance, as ONNX Runtime), so that the
 /// kernel's loops run on 32-bit vector lanes; `float64` and `float16` data in `float64` (a
 /// `float16` result is then the reference's, rounded once).
-fn softmax_te(inputs: &[TeValue], attrs: &Attrs, out: &Type, log: bool) -> Result<TeValue, String> {
+fn softmax_te(
+    inputs: &[TeValue],
+    attrs: &Attrs,
+    out: &Type,
+    log: bool,
+) -> Result<TeValue, OpError> {
     let (shape, dtype) = compute::static_tensor(out)?;
     let x = compute::input(inputs, 0)?;
     if x.shape != shape || !dtype.is_float() {
-        return Err(format!(
+        return Err(OpError::shape(format!(
             "softmax expects a float tensor of shape {shape:?}, got {:?} of {}",
             x.shape, x.dtype
-        ));
+        )));
     }
     let rank = shape.len();
     let axis = normalize_axis(attr_int(attrs, "axis")?, rank)?;
@@ -401,15 +406,15 @@ fn softmax_te(inputs: &[TeValue], attrs: &Attrs, out: &Type, log: bool) -> Resul
 }
 
 /// `nn.batch_flatten`: `out[n, j] = data[n, unravel(j)]`.
-fn batch_flatten_te(inputs: &[TeValue], _: &Attrs, out: &Type) -> Result<TeValue, String> {
+fn batch_flatten_te(inputs: &[TeValue], _: &Attrs, out: &Type) -> Result<TeValue, OpError> {
     let (shape, _) = compute::static_tensor(out)?;
     let x = compute::input(inputs, 0)?;
     let rest = x.shape.get(1..).unwrap_or_default();
     if shape.len() != 2 || x.shape.first() != shape.first() {
-        return Err(format!(
+        return Err(OpError::shape(format!(
             "nn.batch_flatten of {:?} cannot give {shape:?}",
             x.shape
-        ));
+        )));
     }
     compute::tensor_value(Tensor::compute("T_batch_flatten", &shape, |i| {
         let mut index = vec![i[0].clone()];

@@ -2,6 +2,7 @@
 //! relation, reference evaluation and compute definition of `nn.conv2d` (NCHW data, OIHW
 //! kernels, groups, strides, padding and dilation; other layouts through [`Relayout`]).
 
+use relay_ir::OpError;
 use relay_ir::te::{BinaryOp, IterVar, TeValue, Tensor};
 use relay_ir::{
     AttrDefault as D, AttrField, AttrKind as K, Attrs, DType, Dim, NDArray, OpPattern as P,
@@ -264,10 +265,13 @@ struct Conv2d {
 }
 
 impl Conv2d {
-    fn new(attrs: &Attrs) -> Result<Conv2d, String> {
+    fn new(attrs: &Attrs) -> Result<Conv2d, OpError> {
         let groups = attr_int(attrs, "groups")?;
         if groups < 1 {
-            return Err(format!("`groups` must be positive, got {groups}"));
+            return Err(OpError::attribute(
+                "groups",
+                format!("`groups` must be positive, got {groups}"),
+            ));
         }
         Ok(Conv2d {
             strides: positive_pair(attrs, "strides")?,
@@ -279,7 +283,7 @@ impl Conv2d {
 }
 
 /// `nn.conv2d(data[n, c, h, w], weight[o, c / groups, kh, kw]) -> [n, o, oh, ow]`.
-fn conv2d_rel(types: &[Type], attrs: &Attrs) -> Result<Type, String> {
+fn conv2d_rel(types: &[Type], attrs: &Attrs) -> Result<Type, OpError> {
     if let Some(r) = Relayout::of(attrs, "data_layout", Some("kernel_layout"))? {
         return r.relation(types, conv2d_rel);
     }
@@ -299,10 +303,13 @@ fn conv2d_rel(types: &[Type], attrs: &Attrs) -> Result<Type, String> {
     let mut out_channels = ws[0];
     if let Some(channels) = attr_opt_int(attrs, "channels")? {
         if differ(out_channels, Dim::Known(channels)) {
-            return Err(format!(
-                "conv2d `channels`={channels} does not match weight `{weight}` with {} output \
+            return Err(OpError::attribute(
+                "channels",
+                format!(
+                    "conv2d `channels`={channels} does not match weight `{weight}` with {} output \
                  channels",
-                dim_text(out_channels)
+                    dim_text(out_channels)
+                ),
             ));
         }
         out_channels = unify(out_channels, Dim::Known(channels));
@@ -310,17 +317,20 @@ fn conv2d_rel(types: &[Type], attrs: &Attrs) -> Result<Type, String> {
     let mut kernel = [ws[2], ws[3]];
     if let Some(size) = attr_opt_ints(attrs, "kernel_size")? {
         let &[kh, kw] = size.as_slice() else {
-            return Err(format!(
-                "`kernel_size` must have 2 values, got {}",
-                size.len()
+            return Err(OpError::attribute(
+                "kernel_size",
+                format!("`kernel_size` must have 2 values, got {}", size.len()),
             ));
         };
         if differ(kernel[0], Dim::Known(kh)) || differ(kernel[1], Dim::Known(kw)) {
-            return Err(format!(
-                "conv2d `kernel_size`=[{kh}, {kw}] does not match weight `{weight}` with kernel \
+            return Err(OpError::attribute(
+                "kernel_size",
+                format!(
+                    "conv2d `kernel_size`=[{kh}, {kw}] does not match weight `{weight}` with kernel \
                  ({}, {})",
-                dim_text(kernel[0]),
-                dim_text(kernel[1])
+                    dim_text(kernel[0]),
+                    dim_text(kernel[1])
+                ),
             ));
         }
         kernel = [
@@ -331,25 +341,25 @@ fn conv2d_rel(types: &[Type], attrs: &Attrs) -> Result<Type, String> {
     if let (Dim::Known(c), Dim::Known(per_group)) = (ds[1], ws[1])
         && i128::from(per_group) * i128::from(groups) != i128::from(c)
     {
-        return Err(format!(
+        return Err(OpError::shape(format!(
             "conv2d weight has {per_group} input channels per group but data has {c} channels \
              and groups={groups}"
-        ));
+        )));
     }
     if let Dim::Known(o) = out_channels
         && o % groups != 0
     {
-        return Err(format!(
+        return Err(OpError::shape(format!(
             "conv2d weight has {o} output channels, which groups={groups} does not divide"
-        ));
+        )));
     }
     let mut spatial = [Dim::Any; 2];
     for (i, axis) in ["height", "width"].into_iter().enumerate() {
         let window = match kernel[i] {
             Dim::Known(k) if k < 1 => {
-                return Err(format!(
+                return Err(OpError::shape(format!(
                     "conv2d weight must have a non-empty kernel, got `{weight}`"
-                ));
+                )));
             }
             Dim::Known(k) => Some(dilated(k, p.dilation[i])?),
             Dim::Any => None,
@@ -377,7 +387,7 @@ fn conv2d_run<T: Num>(
     p: &Conv2d,
     shape: &[i64],
     dtype: DType,
-) -> Result<Value, String> {
+) -> Result<Value, OpError> {
     let (xs, ws) = (x.shape(), w.shape());
     let (c, h, wd) = (xs[1], xs[2], xs[3]);
     let (o, per_group, kh, kw) = (ws[0], ws[1], ws[2], ws[3]);
@@ -420,7 +430,7 @@ fn conv2d_run<T: Num>(
     T::array(dtype, shape, &out)
 }
 
-fn conv2d_eval(args: &[Value], attrs: &Attrs) -> Result<Value, String> {
+fn conv2d_eval(args: &[Value], attrs: &Attrs) -> Result<Value, OpError> {
     if let Some(r) = Relayout::of(attrs, "data_layout", Some("kernel_layout"))? {
         return r.evaluate(args, conv2d_eval);
     }
@@ -441,7 +451,7 @@ fn conv2d_eval(args: &[Value], attrs: &Attrs) -> Result<Value, String> {
 /// data, per group: `col[n, g, c, kh, kw, y, x]` is the data element tap `(kh, kw)` of output
 /// `(y, x)` reads (0 in the padding), `wg[g, o, c, kh, kw]` the weight of output channel
 /// `g * Og + o`, and `conv[n, g, o, y, x] = Σ_{c, kh, kw} col · wg`.
-fn conv2d_te(inputs: &[TeValue], attrs: &Attrs, out: &Type) -> Result<TeValue, String> {
+fn conv2d_te(inputs: &[TeValue], attrs: &Attrs, out: &Type) -> Result<TeValue, OpError> {
     if let Some(r) = Relayout::of(attrs, "data_layout", Some("kernel_layout"))? {
         return r.compute(inputs, out, conv2d_te);
     }
@@ -452,18 +462,18 @@ fn conv2d_te(inputs: &[TeValue], attrs: &Attrs, out: &Type) -> Result<TeValue, S
     let (&[n, c, h, wd], &[o, cg, kh, kw], &[_, _, oh, ow]) =
         (x.shape.as_slice(), w.shape.as_slice(), shape.as_slice())
     else {
-        return Err(format!(
+        return Err(OpError::shape(format!(
             "nn.conv2d expects NCHW data, OIHW weights and an NCHW result, got {:?}, {:?} and \
              {shape:?}",
             x.shape, w.shape
-        ));
+        )));
     };
     let g = p.groups;
     if cg.checked_mul(g) != Some(c) || o % g != 0 || shape[1] != o {
-        return Err(format!(
+        return Err(OpError::shape(format!(
             "nn.conv2d with groups={g} cannot take data {:?} and weight {:?}",
             x.shape, w.shape
-        ));
+        )));
     }
     let og = o / g;
     let [sh, sw] = p.strides;

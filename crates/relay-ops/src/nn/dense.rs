@@ -2,6 +2,7 @@
 //! reference evaluation and compute definition each), and the table entries of the packed,
 //! bit-serial and sparse products and of `nn.fifo_buffer`.
 
+use relay_ir::OpError;
 use relay_ir::te::{IterVar, TeValue, Tensor};
 use relay_ir::{
     AttrDefault as D, AttrField, AttrKind as K, Attrs, DType, Dim, NDArray, OpPattern as P,
@@ -154,11 +155,14 @@ fn py_bool(b: bool) -> &'static str {
 }
 
 /// Checks `units` against the weight's output dimension and returns the output dimension.
-fn units_dim(attrs: &Attrs, n: Dim, weight: &Type, what: &str) -> Result<Dim, String> {
+fn units_dim(attrs: &Attrs, n: Dim, weight: &Type, what: &str) -> Result<Dim, OpError> {
     match attr_opt_int(attrs, "units")? {
-        Some(u) if differ(n, Dim::Known(u)) => Err(format!(
-            "`units`={u} does not match {what} `{weight}` with {} output units",
-            dim_text(n)
+        Some(u) if differ(n, Dim::Known(u)) => Err(OpError::attribute(
+            "units",
+            format!(
+                "`units`={u} does not match {what} `{weight}` with {} output units",
+                dim_text(n)
+            ),
         )),
         Some(u) => Ok(unify(n, Dim::Known(u))),
         None => Ok(n),
@@ -166,7 +170,7 @@ fn units_dim(attrs: &Attrs, n: Dim, weight: &Type, what: &str) -> Result<Dim, St
 }
 
 /// `nn.dense(data[..., k], weight[units, k]) -> [..., units]`: data times weight transposed.
-fn dense_rel(types: &[Type], attrs: &Attrs) -> Result<Type, String> {
+fn dense_rel(types: &[Type], attrs: &Attrs) -> Result<Type, OpError> {
     let [data, weight] = inputs_n::<2>(types)?;
     let (ds, dd) = tensor_type(data, "dense data")?;
     let (ws, wd) = tensor_type(weight, "dense weight")?;
@@ -176,21 +180,21 @@ fn dense_rel(types: &[Type], attrs: &Attrs) -> Result<Type, String> {
         (weight, wd, "dense weight"),
     )?;
     let Some(&k) = ds.last() else {
-        return Err(format!(
+        return Err(OpError::shape(format!(
             "dense data must have rank at least 1, got `{data}`"
-        ));
+        )));
     };
     let &[units, wk] = ws else {
-        return Err(format!(
+        return Err(OpError::shape(format!(
             "dense weight must have rank 2 (units, k), got `{weight}`"
-        ));
+        )));
     };
     if differ(wk, k) {
-        return Err(format!(
+        return Err(OpError::shape(format!(
             "dense weight `{weight}` does not match data `{data}`: reduction dims {} and {} differ",
             dim_text(wk),
             dim_text(k)
-        ));
+        )));
     }
     let mut shape = ds.to_vec();
     let last = shape.len() - 1;
@@ -237,7 +241,7 @@ fn contract_to(
     (a, la): (&NDArray, Operand),
     (b, lb): (&NDArray, Operand),
     sizes: [usize; 4],
-) -> Result<Value, String> {
+) -> Result<Value, OpError> {
     if dtype.is_float() {
         let out = contract::<f64>((&f64::read(a), la), (&f64::read(b), lb), sizes);
         f64::array(dtype, shape, &out)
@@ -247,7 +251,7 @@ fn contract_to(
     }
 }
 
-fn dense_eval(args: &[Value], attrs: &Attrs) -> Result<Value, String> {
+fn dense_eval(args: &[Value], attrs: &Attrs) -> Result<Value, OpError> {
     let (arrays, result) = checked(args, attrs, dense_rel)?;
     let (shape, dtype) = concrete(&result, None)?;
     let (x, w) = (arg(&arrays, 0)?, arg(&arrays, 1)?);
@@ -264,7 +268,7 @@ fn dense_eval(args: &[Value], attrs: &Attrs) -> Result<Value, String> {
 
 /// `nn.matmul(a, b)`: `a` is `[..., m, k]` (`[..., k, m]` with `transpose_a`) and `b` is
 /// `[k, n]` (`[n, k]` with `transpose_b`); the result is `[..., m, n]`.
-fn matmul_rel(types: &[Type], attrs: &Attrs) -> Result<Type, String> {
+fn matmul_rel(types: &[Type], attrs: &Attrs) -> Result<Type, OpError> {
     let [a, b] = inputs_n::<2>(types)?;
     let (sa, da) = tensor_type(a, "matmul tensor_a")?;
     let (sb, db) = tensor_type(b, "matmul tensor_b")?;
@@ -279,12 +283,14 @@ fn matmul_rel(types: &[Type], attrs: &Attrs) -> Result<Type, String> {
     );
     let min_rank = if ta { 2 } else { 1 };
     if sa.len() < min_rank {
-        return Err(format!(
+        return Err(OpError::shape(format!(
             "matmul tensor_a must have rank at least {min_rank}, got `{a}`"
-        ));
+        )));
     }
     let &[b0, b1] = sb else {
-        return Err(format!("matmul tensor_b must have rank 2, got `{b}`"));
+        return Err(OpError::shape(format!(
+            "matmul tensor_b must have rank 2, got `{b}`"
+        )));
     };
     let r = sa.len();
     let mut shape = sa.to_vec();
@@ -296,20 +302,20 @@ fn matmul_rel(types: &[Type], attrs: &Attrs) -> Result<Type, String> {
     };
     let (kb, n) = if tb { (b1, b0) } else { (b0, b1) };
     if differ(ka, kb) {
-        return Err(format!(
+        return Err(OpError::shape(format!(
             "matmul reduction dims {} and {} differ: tensor_a `{a}`, tensor_b `{b}`, \
              transpose_a={}, transpose_b={}",
             dim_text(ka),
             dim_text(kb),
             py_bool(ta),
             py_bool(tb)
-        ));
+        )));
     }
     shape[r - 1] = units_dim(attrs, n, b, "matmul tensor_b")?;
     Ok(tensor(shape, dtype))
 }
 
-fn matmul_eval(args: &[Value], attrs: &Attrs) -> Result<Value, String> {
+fn matmul_eval(args: &[Value], attrs: &Attrs) -> Result<Value, OpError> {
     let (arrays, result) = checked(args, attrs, matmul_rel)?;
     let (shape, dtype) = concrete(&result, None)?;
     let (a, b) = (arg(&arrays, 0)?, arg(&arrays, 1)?);
@@ -370,7 +376,7 @@ fn matmul_eval(args: &[Value], attrs: &Attrs) -> Result<Value, String> {
 
 /// `nn.batch_matmul(a[b, m, k], b[b, k, n])`, with `transpose_a` reading `a` as `[b, k, m]` and
 /// `transpose_b` reading `b` as `[b, n, k]`; a batch dimension of 1 broadcasts.
-fn batch_matmul_rel(types: &[Type], attrs: &Attrs) -> Result<Type, String> {
+fn batch_matmul_rel(types: &[Type], attrs: &Attrs) -> Result<Type, OpError> {
     let [a, b] = inputs_n::<2>(types)?;
     let (sa, da) = tensor_type(a, "batch_matmul tensor_a")?;
     let (sb, db) = tensor_type(b, "batch_matmul tensor_b")?;
@@ -384,37 +390,41 @@ fn batch_matmul_rel(types: &[Type], attrs: &Attrs) -> Result<Type, String> {
         attr_bool(attrs, "transpose_b")?,
     );
     let &[a0, a1, a2] = sa else {
-        return Err(format!("batch_matmul tensor_a must have rank 3, got `{a}`"));
+        return Err(OpError::shape(format!(
+            "batch_matmul tensor_a must have rank 3, got `{a}`"
+        )));
     };
     let &[b0, b1, b2] = sb else {
-        return Err(format!("batch_matmul tensor_b must have rank 3, got `{b}`"));
+        return Err(OpError::shape(format!(
+            "batch_matmul tensor_b must have rank 3, got `{b}`"
+        )));
     };
     let (m, ka) = if ta { (a2, a1) } else { (a1, a2) };
     let (kb, n) = if tb { (b2, b1) } else { (b1, b2) };
     if differ(ka, kb) {
-        return Err(format!(
+        return Err(OpError::shape(format!(
             "batch_matmul reduction dims {} and {} differ: tensor_a `{a}`, tensor_b `{b}`, \
              transpose_a={}, transpose_b={}",
             dim_text(ka),
             dim_text(kb),
             py_bool(ta),
             py_bool(tb)
-        ));
+        )));
     }
     let batch = match broadcast_shapes(&[a0], &[b0]).as_deref() {
         Some(&[d]) => d,
         _ => {
-            return Err(format!(
+            return Err(OpError::shape(format!(
                 "batch_matmul batch dims {} and {} differ and neither is 1: `{a}` and `{b}`",
                 dim_text(a0),
                 dim_text(b0)
-            ));
+            )));
         }
     };
     Ok(tensor(vec![batch, m, n], dtype))
 }
 
-fn batch_matmul_eval(args: &[Value], attrs: &Attrs) -> Result<Value, String> {
+fn batch_matmul_eval(args: &[Value], attrs: &Attrs) -> Result<Value, OpError> {
     let (arrays, result) = checked(args, attrs, batch_matmul_rel)?;
     let (shape, dtype) = concrete(&result, None)?;
     let (a, b) = (arg(&arrays, 0)?, arg(&arrays, 1)?);
@@ -487,18 +497,18 @@ fn contraction_operand(t: &Tensor, dtype: DType) -> Tensor {
 }
 
 /// `nn.dense`: `out[..., u] = Σ_k data[..., k] · weight[u, k]`.
-fn dense_te(inputs: &[TeValue], _: &Attrs, out: &Type) -> Result<TeValue, String> {
+fn dense_te(inputs: &[TeValue], _: &Attrs, out: &Type) -> Result<TeValue, OpError> {
     let (shape, dtype) = compute::static_tensor(out)?;
     let (x, w) = (compute::input(inputs, 0)?, compute::input(inputs, 1)?);
     let k = x.shape.last().copied();
     let fits = matches!((k, w.shape.as_slice()), (Some(k), &[u, wk])
         if wk == k && shape.len() == x.shape.len() && shape.last() == Some(&u));
     let (true, Some(k)) = (fits, k) else {
-        return Err(format!(
+        return Err(OpError::shape(format!(
             "nn.dense expects data [..., k] and weight [units, k] giving {shape:?}, got {:?} \
              and {:?}",
             x.shape, w.shape
-        ));
+        )));
     };
     let (x, w) = (contraction_operand(x, dtype), contraction_operand(w, dtype));
     let r = IterVar::new(k);
@@ -512,7 +522,7 @@ fn dense_te(inputs: &[TeValue], _: &Attrs, out: &Type) -> Result<TeValue, String
 
 /// `nn.matmul`: `out[..., m, n] = Σ_k a[..., m, k] · b[k, n]`, with `transpose_a` reading `a`
 /// as `[..., k, m]` and `transpose_b` reading `b` as `[n, k]`; a vector `a` is one row.
-fn matmul_te(inputs: &[TeValue], attrs: &Attrs, out: &Type) -> Result<TeValue, String> {
+fn matmul_te(inputs: &[TeValue], attrs: &Attrs, out: &Type) -> Result<TeValue, OpError> {
     let (shape, dtype) = compute::static_tensor(out)?;
     let (a, b) = (compute::input(inputs, 0)?, compute::input(inputs, 1)?);
     let (ta, tb) = (
@@ -530,10 +540,10 @@ fn matmul_te(inputs: &[TeValue], attrs: &Attrs, out: &Type) -> Result<TeValue, S
         _ => -2,
     };
     if k != kb || shape.len() != r {
-        return Err(format!(
+        return Err(OpError::shape(format!(
             "nn.matmul cannot contract {:?} with {:?} (transpose_a={ta}, transpose_b={tb})",
             a.shape, b.shape
-        ));
+        )));
     }
     let (a, b) = (contraction_operand(a, dtype), contraction_operand(b, dtype));
     let red = IterVar::new(k);
@@ -555,7 +565,7 @@ fn matmul_te(inputs: &[TeValue], attrs: &Attrs, out: &Type) -> Result<TeValue, S
 
 /// `nn.batch_matmul`: `out[b, m, n] = Σ_k a[b, m, k] · b[b, k, n]` (transposes as
 /// `nn.matmul`), an operand with one batch broadcasting to every batch.
-fn batch_matmul_te(inputs: &[TeValue], attrs: &Attrs, out: &Type) -> Result<TeValue, String> {
+fn batch_matmul_te(inputs: &[TeValue], attrs: &Attrs, out: &Type) -> Result<TeValue, OpError> {
     let (shape, dtype) = compute::static_tensor(out)?;
     let (a, b) = (compute::input(inputs, 0)?, compute::input(inputs, 1)?);
     let (ta, tb) = (
@@ -565,19 +575,19 @@ fn batch_matmul_te(inputs: &[TeValue], attrs: &Attrs, out: &Type) -> Result<TeVa
     let (&[a0, a1, a2], &[b0, b1, b2], &[batch, _, _]) =
         (a.shape.as_slice(), b.shape.as_slice(), shape.as_slice())
     else {
-        return Err(format!(
+        return Err(OpError::shape(format!(
             "nn.batch_matmul expects rank-3 operands and result, got {:?}, {:?} and {shape:?}",
             a.shape, b.shape
-        ));
+        )));
     };
     let k = if ta { a1 } else { a2 };
     let kb = if tb { b2 } else { b1 };
     let batch_ok = |d: i64| d == batch || d == 1;
     if k != kb || !batch_ok(a0) || !batch_ok(b0) {
-        return Err(format!(
+        return Err(OpError::shape(format!(
             "nn.batch_matmul cannot contract {:?} with {:?} (transpose_a={ta}, transpose_b={tb})",
             a.shape, b.shape
-        ));
+        )));
     }
     let (a, b) = (contraction_operand(a, dtype), contraction_operand(b, dtype));
     let red = IterVar::new(k);

@@ -9,6 +9,7 @@
 //! the output's stores; weights that are constants are transposed once with them.
 //! Layouts with split axes (`NCHW8c`) go through `layout_transform` first.
 
+use relay_ir::OpError;
 use relay_ir::te::{TeValue, Tensor};
 use relay_ir::{AttrValue, Attrs, Dim, Type, TypeKind, Value};
 
@@ -36,7 +37,7 @@ impl Relayout {
         attrs: &Attrs,
         data: &str,
         kernel: Option<&str>,
-    ) -> Result<Option<Relayout>, String> {
+    ) -> Result<Option<Relayout>, OpError> {
         let data_layout = attr_str(attrs, data)?;
         let data_perm = permutation(data_layout, "NCHW", data)?;
         let mut inputs = vec![data_perm];
@@ -66,8 +67,8 @@ impl Relayout {
     pub(super) fn relation(
         &self,
         types: &[Type],
-        rel: impl FnOnce(&[Type], &Attrs) -> Result<Type, String>,
-    ) -> Result<Type, String> {
+        rel: impl FnOnce(&[Type], &Attrs) -> Result<Type, OpError>,
+    ) -> Result<Type, OpError> {
         let moved: Vec<Type> = types
             .iter()
             .enumerate()
@@ -87,8 +88,8 @@ impl Relayout {
     pub(super) fn evaluate(
         &self,
         args: &[Value],
-        eval: impl FnOnce(&[Value], &Attrs) -> Result<Value, String>,
-    ) -> Result<Value, String> {
+        eval: impl FnOnce(&[Value], &Attrs) -> Result<Value, OpError>,
+    ) -> Result<Value, OpError> {
         let mut moved = Vec::with_capacity(args.len());
         for (i, v) in args.iter().enumerate() {
             moved.push(match (self.input(i), v) {
@@ -111,8 +112,8 @@ impl Relayout {
         &self,
         inputs: &[TeValue],
         out: &Type,
-        te: impl FnOnce(&[TeValue], &Attrs, &Type) -> Result<TeValue, String>,
-    ) -> Result<TeValue, String> {
+        te: impl FnOnce(&[TeValue], &Attrs, &Type) -> Result<TeValue, OpError>,
+    ) -> Result<TeValue, OpError> {
         let moved: Vec<TeValue> = inputs
             .iter()
             .enumerate()
@@ -144,7 +145,7 @@ impl Relayout {
 
 /// Where each letter of `canonical` is in `layout`, or `None` when they are the same; an
 /// error unless `layout` orders the same four letters.
-fn permutation(layout: &str, canonical: &str, attr: &str) -> Result<Option<Perm>, String> {
+fn permutation(layout: &str, canonical: &str, attr: &str) -> Result<Option<Perm>, OpError> {
     if layout == canonical {
         return Ok(None);
     }
@@ -166,10 +167,13 @@ fn permutation(layout: &str, canonical: &str, attr: &str) -> Result<Option<Perm>
     if ok {
         Ok(Some(pos))
     } else {
-        Err(format!(
-            "{attr}=\"{layout}\" is not supported: expected an order of the letters {canonical} \
+        Err(OpError::attribute(
+            attr,
+            format!(
+                "{attr}=\"{layout}\" is not supported: expected an order of the letters {canonical} \
              (such as \"{canonical}\" or \"{}\"); transform other layouts with layout_transform",
-            if canonical == "NCHW" { "NHWC" } else { "HWIO" }
+                if canonical == "NCHW" { "NHWC" } else { "HWIO" }
+            ),
         ))
     }
 }
@@ -407,7 +411,8 @@ mod tests {
         for bad in ["NCHW8c", "NCH", "NHHC", "NCDW", ""] {
             let err = permutation(bad, "NCHW", "data_layout").unwrap_err();
             assert!(
-                err.contains("expected an order of the letters NCHW"),
+                err.to_string()
+                    .contains("expected an order of the letters NCHW"),
                 "{err}"
             );
         }

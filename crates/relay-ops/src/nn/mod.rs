@@ -19,6 +19,7 @@
 //! and pooling support the NCHW (and OIHW kernel) layouts only; the normalizations and dropout
 //! compute their inference-time results, as TVM's `simplify_inference` would rewrite them.
 
+use relay_ir::OpError;
 use std::sync::Arc;
 
 use relay_ir::te::{BinaryOp, CmpOp, IterVar, ReduceOp, TExpr, Tensor, UnaryOp};
@@ -115,7 +116,7 @@ trait Num: Copy + PartialOrd {
     /// Every element of `array` in this number type.
     fn read(array: &NDArray) -> Vec<Self>;
     /// A tensor of `dtype` holding `values`.
-    fn array(dtype: DType, shape: &[i64], values: &[Self]) -> Result<Value, String>;
+    fn array(dtype: DType, shape: &[i64], values: &[Self]) -> Result<Value, OpError>;
     /// A float constant (an attribute such as `alpha`); integers truncate it as TVM's
     /// `make_const` does.
     fn from_f64(v: f64) -> Self;
@@ -151,7 +152,7 @@ impl Num for f64 {
         array.to_f64_vec()
     }
 
-    fn array(dtype: DType, shape: &[i64], values: &[f64]) -> Result<Value, String> {
+    fn array(dtype: DType, shape: &[i64], values: &[f64]) -> Result<Value, OpError> {
         value(NDArray::from_f64_slice(dtype, shape, values))
     }
 
@@ -183,7 +184,7 @@ impl Num for i128 {
         array.to_i128_vec()
     }
 
-    fn array(dtype: DType, shape: &[i64], values: &[i128]) -> Result<Value, String> {
+    fn array(dtype: DType, shape: &[i64], values: &[i128]) -> Result<Value, OpError> {
         value(NDArray::from_i128_slice(dtype, shape, values))
     }
 
@@ -229,22 +230,24 @@ fn unify(a: Dim, b: Dim) -> Dim {
 }
 
 /// Checks that a tensor has an integer or float scalar dtype.
-fn require_numeric(t: &Type, dtype: DType, what: &str) -> Result<(), String> {
+fn require_numeric(t: &Type, dtype: DType, what: &str) -> Result<(), OpError> {
     if dtype.lanes == 1 && (dtype.is_float() || dtype.is_int()) {
         Ok(())
     } else {
-        Err(format!(
+        Err(OpError::dtype(format!(
             "{what} must have an integer or float dtype, got `{t}`"
-        ))
+        )))
     }
 }
 
 /// Checks that a tensor has a float scalar dtype.
-fn require_float(t: &Type, dtype: DType, what: &str) -> Result<(), String> {
+fn require_float(t: &Type, dtype: DType, what: &str) -> Result<(), OpError> {
     if dtype.lanes == 1 && dtype.is_float() {
         Ok(())
     } else {
-        Err(format!("{what} must have a float dtype, got `{t}`"))
+        Err(OpError::dtype(format!(
+            "{what} must have a float dtype, got `{t}`"
+        )))
     }
 }
 
@@ -255,19 +258,19 @@ fn require_rank(
     rank: usize,
     what: &str,
     layout: &str,
-) -> Result<(), String> {
+) -> Result<(), OpError> {
     if shape.len() == rank {
         Ok(())
     } else {
-        Err(format!(
+        Err(OpError::shape(format!(
             "{what} must have rank {rank} ({layout}), got `{t}`"
-        ))
+        )))
     }
 }
 
 /// Checks that the layout attributes describe NCHW data (and OIHW kernels when `kernel` names
 /// the kernel layout attribute): the only layouts the reference evaluation implements.
-fn require_nchw(attrs: &Attrs, data: &str, kernel: Option<&str>) -> Result<(), String> {
+fn require_nchw(attrs: &Attrs, data: &str, kernel: Option<&str>) -> Result<(), OpError> {
     let data_layout = attr_str(attrs, data)?;
     let out_layout = attr_str(attrs, "out_layout")?;
     let out_ok = out_layout.is_empty() || out_layout == "NCHW";
@@ -277,16 +280,16 @@ fn require_nchw(attrs: &Attrs, data: &str, kernel: Option<&str>) -> Result<(), S
             if data_layout == "NCHW" && kernel_layout == "OIHW" && out_ok {
                 return Ok(());
             }
-            Err(format!(
+            Err(OpError::unsupported(format!(
                 "only NCHW/OIHW layouts are supported, got {data}=\"{data_layout}\", \
                  {kernel}=\"{kernel_layout}\", out_layout=\"{out_layout}\""
-            ))
+            )))
         }
         None if data_layout == "NCHW" && out_ok => Ok(()),
-        None => Err(format!(
+        None => Err(OpError::unsupported(format!(
             "only the NCHW layout is supported, got {data}=\"{data_layout}\", \
              out_layout=\"{out_layout}\""
-        )),
+        ))),
     }
 }
 
@@ -295,49 +298,59 @@ fn require_nchw(attrs: &Attrs, data: &str, kernel: Option<&str>) -> Result<(), S
 const ATTR_LIMIT: i64 = i32::MAX as i64;
 
 /// Checks that no value of a window attribute exceeds [`ATTR_LIMIT`].
-fn within_limit(name: &str, values: &[i64]) -> Result<(), String> {
+fn within_limit(name: &str, values: &[i64]) -> Result<(), OpError> {
     if values.iter().any(|&v| v > ATTR_LIMIT) {
-        return Err(format!(
-            "`{name}` values must be at most {ATTR_LIMIT}, got {values:?}"
+        return Err(OpError::attribute(
+            name,
+            format!("`{name}` values must be at most {ATTR_LIMIT}, got {values:?}"),
         ));
     }
     Ok(())
 }
 
 /// A two-value attribute such as `strides` or `dilation`, each value at least 1.
-fn positive_pair(attrs: &Attrs, name: &str) -> Result<[i64; 2], String> {
+fn positive_pair(attrs: &Attrs, name: &str) -> Result<[i64; 2], OpError> {
     let v = attr_ints_len(attrs, name, &[2])?;
     within_limit(name, &v)?;
     match *v.as_slice() {
         [a, b] if a >= 1 && b >= 1 => Ok([a, b]),
-        _ => Err(format!("`{name}` must be positive, got {v:?}")),
+        _ => Err(OpError::attribute(
+            name,
+            format!("`{name}` must be positive, got {v:?}"),
+        )),
     }
 }
 
 /// `padding` as (top, left, bottom, right), as TVM's `get_pad_tuple2d` reads it: one value pads
 /// every side, two values are (top and bottom, left and right).
-fn padding4(attrs: &Attrs) -> Result<[i64; 4], String> {
+fn padding4(attrs: &Attrs) -> Result<[i64; 4], OpError> {
     let v = attr_ints_len(attrs, "padding", &[1, 2, 4])?;
     if v.iter().any(|&p| p < 0) {
-        return Err(format!("`padding` must not be negative, got {v:?}"));
+        return Err(OpError::attribute(
+            "padding",
+            format!("`padding` must not be negative, got {v:?}"),
+        ));
     }
     within_limit("padding", &v)?;
     match *v.as_slice() {
         [p] => Ok([p; 4]),
         [h, w] => Ok([h, w, h, w]),
         [t, l, b, r] => Ok([t, l, b, r]),
-        _ => Err(format!(
-            "`padding` must have 1, 2 or 4 values, got {}",
-            v.len()
+        _ => Err(OpError::attribute(
+            "padding",
+            format!("`padding` must have 1, 2 or 4 values, got {}", v.len()),
         )),
     }
 }
 
 /// The extent `(k - 1) * dilation + 1` of a dilated window.
-fn dilated(k: i64, dilation: i64) -> Result<i64, String> {
+fn dilated(k: i64, dilation: i64) -> Result<i64, OpError> {
     let extent = (i128::from(k) - 1) * i128::from(dilation) + 1;
-    i64::try_from(extent)
-        .map_err(|_| format!("dilated window {k} with dilation {dilation} is too large"))
+    i64::try_from(extent).map_err(|_| {
+        OpError::shape(format!(
+            "dilated window {k} with dilation {dilation} is too large"
+        ))
+    })
 }
 
 /// One spatial output extent, `(input + pad - window) / stride + 1` with the division rounded
@@ -350,15 +363,15 @@ fn window_dim(
     ceil_mode: bool,
     axis: &str,
     noun: &str,
-) -> Result<Dim, String> {
+) -> Result<Dim, OpError> {
     let (Dim::Known(n), Some(k)) = (input, window) else {
         return Ok(Dim::Any);
     };
     let span = i128::from(n) + i128::from(pad) - i128::from(k);
     if span < 0 {
-        return Err(format!(
+        return Err(OpError::shape(format!(
             "input {axis} {n} with padding {pad} is smaller than the {noun} {axis} {k}"
-        ));
+        )));
     }
     let stride = i128::from(stride.max(1));
     let steps = if ceil_mode {
@@ -368,7 +381,7 @@ fn window_dim(
     };
     i64::try_from(steps + 1)
         .map(Dim::Known)
-        .map_err(|_| format!("output {axis} {} is too large", steps + 1))
+        .map_err(|_| OpError::shape(format!("output {axis} {} is too large", steps + 1)))
 }
 
 /// The sizes before, at and after `axis` of a row-major shape: (outer, extent, inner).
@@ -392,7 +405,7 @@ fn checked(
     args: &[Value],
     attrs: &Attrs,
     relation: RelationFn,
-) -> Result<(Vec<Arc<NDArray>>, Type), String> {
+) -> Result<(Vec<Arc<NDArray>>, Type), OpError> {
     let arrays = (0..args.len())
         .map(|i| arg_tensor(args, i).cloned())
         .collect::<Result<Vec<_>, _>>()?;
@@ -405,26 +418,30 @@ fn checked(
 }
 
 /// The concrete shape and dtype of a result type (field `field` of a tuple type, if given).
-fn concrete(t: &Type, field: Option<usize>) -> Result<(Vec<i64>, DType), String> {
+fn concrete(t: &Type, field: Option<usize>) -> Result<(Vec<i64>, DType), OpError> {
     let t = match (t.kind(), field) {
         (TypeKind::Tuple(fields), Some(i)) => fields
             .get(i)
-            .ok_or_else(|| format!("the result `{t}` has no field {i}"))?,
+            .ok_or_else(|| OpError::type_error(format!("the result `{t}` has no field {i}")))?,
         _ => t,
     };
     let (shape, dtype) = tensor_type(t, "the result")?;
-    let shape = known(shape)
-        .ok_or_else(|| format!("the result shape {} is not fully known", shape_text(shape)))?;
-    NDArray::byte_len(dtype, &shape).map_err(|e| e.to_string())?;
+    let shape = known(shape).ok_or_else(|| {
+        OpError::unsupported(format!(
+            "the result shape {} is not fully known",
+            shape_text(shape)
+        ))
+    })?;
+    NDArray::byte_len(dtype, &shape).map_err(OpError::from_runtime)?;
     Ok((shape, dtype))
 }
 
 /// The argument at `i` (present once `checked` succeeded).
-fn arg(arrays: &[Arc<NDArray>], i: usize) -> Result<&NDArray, String> {
+fn arg(arrays: &[Arc<NDArray>], i: usize) -> Result<&NDArray, OpError> {
     arrays
         .get(i)
         .map(|a| &**a)
-        .ok_or_else(|| format!("missing argument {i}"))
+        .ok_or_else(|| OpError::type_error(format!("missing argument {i}")))
 }
 
 /// The result dtype of a contraction: `out_dtype` when set, else the inputs' common dtype.
@@ -432,18 +449,19 @@ fn contraction_dtype(
     attrs: &Attrs,
     (a, da, a_name): (&Type, DType, &str),
     (b, db, b_name): (&Type, DType, &str),
-) -> Result<DType, String> {
+) -> Result<DType, OpError> {
     require_numeric(a, da, a_name)?;
     require_numeric(b, db, b_name)?;
     match attr_dtype(attrs, "out_dtype")? {
         Some(d) if d.lanes == 1 && (d.is_float() || d.is_int()) => Ok(d),
-        Some(d) => Err(format!(
-            "`out_dtype` must be an integer or float dtype, got {d}"
+        Some(d) => Err(OpError::attribute(
+            "out_dtype",
+            format!("`out_dtype` must be an integer or float dtype, got {d}"),
         )),
         None if da == db => Ok(da),
-        None => Err(format!(
+        None => Err(OpError::dtype(format!(
             "{a_name} `{a}` and {b_name} `{b}` have different dtypes and no `out_dtype` is set"
-        )),
+        ))),
     }
 }
 
@@ -456,12 +474,12 @@ fn check_vector(
     dtype: DType,
     data: &Type,
     axis: usize,
-) -> Result<Dim, String> {
+) -> Result<Dim, OpError> {
     let mismatch = || {
-        format!(
+        OpError::shape(format!(
             "{what} must be `{}` to match axis {axis} of data `{data}`, got `{t}`",
             tensor(vec![dim], dtype)
-        )
+        ))
     };
     let (shape, d) = tensor_type(t, what)?;
     match shape {

@@ -3,6 +3,7 @@
 //! `nn.dropout` at inference time (`nn.batch_norm` returns a 3-tuple and `nn.dropout` a
 //! 2-tuple).
 
+use relay_ir::OpError;
 use relay_ir::te::{BinaryOp, IterVar, ReduceOp, TExpr, TeValue, Tensor, UnaryOp};
 use relay_ir::{
     AttrDefault as D, AttrField, AttrKind as K, Attrs, DType, Dim, OpPattern as P, OpSchema, Type,
@@ -101,7 +102,7 @@ fn norm_input<'t>(
     data: &'t Type,
     attrs: &Attrs,
     what: &str,
-) -> Result<(&'t [Dim], DType, usize), String> {
+) -> Result<(&'t [Dim], DType, usize), OpError> {
     let (shape, dtype) = tensor_type(data, what)?;
     require_float(data, dtype, what)?;
     let axis = normalize_axis(attr_int(attrs, "axis")?, shape.len())?;
@@ -111,7 +112,7 @@ fn norm_input<'t>(
 
 /// `nn.batch_norm(data, gamma, beta, moving_mean, moving_var)`: the tuple (normalized data,
 /// moving_mean, moving_var), the result TVM gives in inference.
-fn batch_norm_rel(types: &[Type], attrs: &Attrs) -> Result<Type, String> {
+fn batch_norm_rel(types: &[Type], attrs: &Attrs) -> Result<Type, OpError> {
     let [data, params @ ..] = inputs_n::<5>(types)?;
     let (shape, dtype, axis) = norm_input(data, attrs, "batch_norm data")?;
     let mut dim = shape.get(axis).copied().unwrap_or(Dim::Known(1));
@@ -126,7 +127,7 @@ fn batch_norm_rel(types: &[Type], attrs: &Attrs) -> Result<Type, String> {
 }
 
 /// `nn.layer_norm(data, gamma, beta)`: data normalized along `axis`.
-fn layer_norm_rel(types: &[Type], attrs: &Attrs) -> Result<Type, String> {
+fn layer_norm_rel(types: &[Type], attrs: &Attrs) -> Result<Type, OpError> {
     let [data, gamma, beta] = inputs_n::<3>(types)?;
     let (shape, dtype, axis) = norm_input(data, attrs, "layer_norm data")?;
     let dim = shape.get(axis).copied().unwrap_or(Dim::Known(1));
@@ -157,7 +158,7 @@ struct NormAttrs {
 }
 
 impl NormAttrs {
-    fn new(attrs: &Attrs, rank: usize) -> Result<NormAttrs, String> {
+    fn new(attrs: &Attrs, rank: usize) -> Result<NormAttrs, OpError> {
         Ok(NormAttrs {
             axis: normalize_axis(attr_int(attrs, "axis")?, rank)?,
             epsilon: attr_float(attrs, "epsilon")?,
@@ -167,13 +168,16 @@ impl NormAttrs {
     }
 }
 
-fn batch_norm_eval(args: &[Value], attrs: &Attrs) -> Result<Value, String> {
+fn batch_norm_eval(args: &[Value], attrs: &Attrs) -> Result<Value, OpError> {
     let (arrays, _) = checked(args, attrs, batch_norm_rel)?;
     let x = arg(&arrays, 0)?;
     let a = NormAttrs::new(attrs, x.ndim())?;
     let [gamma, beta, mean, var] = [1, 2, 3, 4].map(|i| arrays.get(i).map(|t| t.to_f64_vec()));
     let (Some(gamma), Some(beta), Some(mean), Some(var)) = (gamma, beta, mean, var) else {
-        return Err(format!("expects 5 arguments, got {}", arrays.len()));
+        return Err(OpError::type_error(format!(
+            "expects 5 arguments, got {}",
+            arrays.len()
+        )));
     };
     let (_, extent, inner) = axis_split(x.shape(), a.axis);
     let out: Vec<f64> = x
@@ -192,7 +196,7 @@ fn batch_norm_eval(args: &[Value], attrs: &Attrs) -> Result<Value, String> {
     ]))
 }
 
-fn layer_norm_eval(args: &[Value], attrs: &Attrs) -> Result<Value, String> {
+fn layer_norm_eval(args: &[Value], attrs: &Attrs) -> Result<Value, OpError> {
     let (arrays, _) = checked(args, attrs, layer_norm_rel)?;
     let x = arg(&arrays, 0)?;
     let a = NormAttrs::new(attrs, x.ndim())?;
@@ -215,7 +219,7 @@ fn layer_norm_eval(args: &[Value], attrs: &Attrs) -> Result<Value, String> {
 }
 
 /// `nn.dropout`: the tuple (output, mask), both of the input's type.
-fn dropout_rel(types: &[Type], attrs: &Attrs) -> Result<Type, String> {
+fn dropout_rel(types: &[Type], attrs: &Attrs) -> Result<Type, OpError> {
     let [data] = inputs_n::<1>(types)?;
     tensor_type(data, "dropout data")?;
     attr_float(attrs, "rate")?;
@@ -223,7 +227,7 @@ fn dropout_rel(types: &[Type], attrs: &Attrs) -> Result<Type, String> {
 }
 
 /// Inference dropout: the data unchanged and a mask of ones.
-fn dropout_eval(args: &[Value], attrs: &Attrs) -> Result<Value, String> {
+fn dropout_eval(args: &[Value], attrs: &Attrs) -> Result<Value, OpError> {
     let (arrays, _) = checked(args, attrs, dropout_rel)?;
     let x = arg(&arrays, 0)?;
     let ones = vec![1.0; x.num_elements()];
@@ -270,7 +274,7 @@ fn norm_operands<'t>(
     out: &Type,
     attrs: &Attrs,
     what: &str,
-) -> Result<(Vec<&'t Tensor>, NormAttrs, DType), String> {
+) -> Result<(Vec<&'t Tensor>, NormAttrs, DType), OpError> {
     let (shape, dtype) = compute::static_tensor(out)?;
     let tensors = (0..count)
         .map(|i| compute::input(inputs, i))
@@ -282,9 +286,9 @@ fn norm_operands<'t>(
             .iter()
             .all(|t| t.shape == [extent] && t.dtype == dtype);
     if !fits || !dtype.is_float() {
-        return Err(format!(
+        return Err(OpError::shape(format!(
             "{what} expects float data of shape {shape:?} and vectors of {extent} elements"
-        ));
+        )));
     }
     Ok((tensors, a, dtype))
 }
@@ -301,12 +305,14 @@ fn copy_of(t: &Tensor, name: &str) -> TeValue {
 
 /// `nn.batch_norm` in inference: the tuple (data normalized with the moving statistics,
 /// moving_mean, moving_var).
-fn batch_norm_te(inputs: &[TeValue], attrs: &Attrs, out: &Type) -> Result<TeValue, String> {
+fn batch_norm_te(inputs: &[TeValue], attrs: &Attrs, out: &Type) -> Result<TeValue, OpError> {
     let field = match out.kind() {
         TypeKind::Tuple(fields) => fields.first().cloned(),
         _ => None,
     }
-    .ok_or_else(|| format!("nn.batch_norm expects a tuple result, got `{out}`"))?;
+    .ok_or_else(|| {
+        OpError::type_error(format!("nn.batch_norm expects a tuple result, got `{out}`"))
+    })?;
     let (t, a, dtype) = norm_operands(inputs, 5, &field, attrs, "nn.batch_norm")?;
     let (x, gamma, beta, mean, var) = (t[0], t[1], t[2], t[3], t[4]);
     let normalized = Tensor::compute("T_batch_norm", &x.shape, |i| {
@@ -332,7 +338,7 @@ fn batch_norm_te(inputs: &[TeValue], attrs: &Attrs, out: &Type) -> Result<TeValu
 /// in `float64` — float16 data in `float32` (as ONNX Runtime and the contractions compute
 /// it: statistics over thousands of elements carry 13 bits beyond float16's, so the result
 /// is within one float16 ulp of the `float64` one), four lanes to a vector.
-fn layer_norm_te(inputs: &[TeValue], attrs: &Attrs, out: &Type) -> Result<TeValue, String> {
+fn layer_norm_te(inputs: &[TeValue], attrs: &Attrs, out: &Type) -> Result<TeValue, OpError> {
     let (t, a, dtype) = norm_operands(inputs, 3, out, attrs, "nn.layer_norm")?;
     let (x, gamma, beta) = (t[0], t[1], t[2]);
     let work = if dtype == DType::F16 {
@@ -377,7 +383,7 @@ fn layer_norm_te(inputs: &[TeValue], attrs: &Attrs, out: &Type) -> Result<TeValu
 }
 
 /// `nn.dropout` in inference: the tuple (data, a mask of ones).
-fn dropout_te(inputs: &[TeValue], _: &Attrs, out: &Type) -> Result<TeValue, String> {
+fn dropout_te(inputs: &[TeValue], _: &Attrs, out: &Type) -> Result<TeValue, OpError> {
     let x = compute::input(inputs, 0)?;
     let fits = match out.kind() {
         TypeKind::Tuple(fields) if fields.len() == 2 => fields
@@ -386,10 +392,10 @@ fn dropout_te(inputs: &[TeValue], _: &Attrs, out: &Type) -> Result<TeValue, Stri
         _ => false,
     };
     if !fits {
-        return Err(format!(
+        return Err(OpError::shape(format!(
             "nn.dropout expects a result of two tensors like its input {:?}, got `{out}`",
             x.shape
-        ));
+        )));
     }
     let one = compute::one(x.dtype);
     Ok(TeValue::Tuple(vec![

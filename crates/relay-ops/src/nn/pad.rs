@@ -2,6 +2,7 @@
 //! its type relation, reference evaluation and compute definition, and the table entry of
 //! `nn.mirror_pad`.
 
+use relay_ir::OpError;
 use relay_ir::te::{BinaryOp, TExpr, TeValue, Tensor};
 use relay_ir::{
     AttrDefault as D, AttrField, AttrKind as K, AttrValue, Attrs, DType, Dim, NDArray,
@@ -57,8 +58,13 @@ enum PadMode {
 }
 
 /// `pad_width` as one `[before, after]` pair per axis.
-fn pad_widths(attrs: &Attrs) -> Result<Vec<[i64; 2]>, String> {
-    let malformed = || "`pad_width` must be a list of [before, after] pairs".to_owned();
+fn pad_widths(attrs: &Attrs) -> Result<Vec<[i64; 2]>, OpError> {
+    let malformed = || {
+        OpError::attribute(
+            "pad_width",
+            "`pad_width` must be a list of [before, after] pairs",
+        )
+    };
     let items = attrs
         .get("pad_width")
         .and_then(AttrValue::as_array)
@@ -68,40 +74,49 @@ fn pad_widths(attrs: &Attrs) -> Result<Vec<[i64; 2]>, String> {
         .enumerate()
         .map(|(axis, item)| match item.as_ints().as_deref() {
             Some(&[before, after]) if before >= 0 && after >= 0 => Ok([before, after]),
-            Some(&[before, after]) => Err(format!(
-                "`pad_width` must not be negative, got [{before}, {after}] for axis {axis}"
+            Some(&[before, after]) => Err(OpError::attribute(
+                "pad_width",
+                format!(
+                    "`pad_width` must not be negative, got [{before}, {after}] for axis {axis}"
+                ),
             )),
             _ => Err(malformed()),
         })
         .collect()
 }
 
-fn pad_mode(attrs: &Attrs) -> Result<PadMode, String> {
+fn pad_mode(attrs: &Attrs) -> Result<PadMode, OpError> {
     match attr_str(attrs, "pad_mode")? {
         "constant" => Ok(PadMode::Constant),
         "edge" => Ok(PadMode::Edge),
         "reflect" => Ok(PadMode::Reflect),
-        other => Err(format!(
-            "`pad_mode` must be \"constant\", \"edge\" or \"reflect\", got \"{other}\""
+        other => Err(OpError::attribute(
+            "pad_mode",
+            format!("`pad_mode` must be \"constant\", \"edge\" or \"reflect\", got \"{other}\""),
         )),
     }
 }
 
 /// `nn.pad(data, pad_value)`: every axis grown by its `[before, after]` pair.
-fn pad_rel(types: &[Type], attrs: &Attrs) -> Result<Type, String> {
+fn pad_rel(types: &[Type], attrs: &Attrs) -> Result<Type, OpError> {
     let [data, pad_value] = inputs_n::<2>(types)?;
     let (shape, dtype) = tensor_type(data, "pad data")?;
     let (value_shape, _) = tensor_type(pad_value, "the pad value")?;
     if !value_shape.is_empty() {
-        return Err(format!("the pad value must be a scalar, got `{pad_value}`"));
+        return Err(OpError::shape(format!(
+            "the pad value must be a scalar, got `{pad_value}`"
+        )));
     }
     let widths = pad_widths(attrs)?;
     let mode = pad_mode(attrs)?;
     if widths.len() != shape.len() {
-        return Err(format!(
-            "`pad_width` has {} pairs but data `{data}` has rank {}",
-            widths.len(),
-            shape.len()
+        return Err(OpError::attribute(
+            "pad_width",
+            format!(
+                "`pad_width` has {} pairs but data `{data}` has rank {}",
+                widths.len(),
+                shape.len()
+            ),
         ));
     }
     let mut out = Vec::with_capacity(shape.len());
@@ -112,20 +127,24 @@ fn pad_rel(types: &[Type], attrs: &Attrs) -> Result<Type, String> {
         };
         let widest = before.max(after);
         if mode == PadMode::Reflect && widest >= n.max(1) && widest > 0 {
-            return Err(format!(
+            return Err(OpError::shape(format!(
                 "reflect padding of {widest} on axis {axis} needs that axis to be longer than \
                  {widest}, got {n}"
-            ));
+            )));
         }
         if mode == PadMode::Edge && n == 0 && widest > 0 {
-            return Err(format!(
+            return Err(OpError::shape(format!(
                 "edge padding needs axis {axis} to be non-empty, got `{data}`"
-            ));
+            )));
         }
         let grown = n
             .checked_add(before)
             .and_then(|m| m.checked_add(after))
-            .ok_or_else(|| format!("padding axis {axis} of `{data}` makes it too large"))?;
+            .ok_or_else(|| {
+                OpError::shape(format!(
+                    "padding axis {axis} of `{data}` makes it too large"
+                ))
+            })?;
         out.push(Dim::Known(grown));
     }
     Ok(tensor(out, dtype))
@@ -137,7 +156,7 @@ fn pad_run<T: Num>(
     widths: &[[i64; 2]],
     mode: PadMode,
     shape: &[i64],
-) -> Result<Value, String> {
+) -> Result<Value, OpError> {
     let xs = x.shape();
     let xstrides = strides(xs);
     let xv = T::read(x);
@@ -166,7 +185,7 @@ fn pad_run<T: Num>(
     T::array(x.dtype(), shape, &out)
 }
 
-fn pad_eval(args: &[Value], attrs: &Attrs) -> Result<Value, String> {
+fn pad_eval(args: &[Value], attrs: &Attrs) -> Result<Value, OpError> {
     let (arrays, result) = checked(args, attrs, pad_rel)?;
     let (shape, _) = concrete(&result, None)?;
     let (x, fill) = (arg(&arrays, 0)?, arg(&arrays, 1)?);
@@ -177,14 +196,14 @@ fn pad_eval(args: &[Value], attrs: &Attrs) -> Result<Value, String> {
             .to_f64_vec()
             .first()
             .copied()
-            .ok_or("the pad value is empty")?;
+            .ok_or_else(|| OpError::value("the pad value is empty"))?;
         pad_run::<f64>(x, fill, &widths, mode, &shape)
     } else {
         let fill = fill
             .to_i128_vec()
             .first()
             .copied()
-            .ok_or("the pad value is empty")?;
+            .ok_or_else(|| OpError::value("the pad value is empty"))?;
         pad_run::<i128>(x, fill, &widths, mode, &shape)
     }
 }
@@ -194,7 +213,7 @@ fn pad_eval(args: &[Value], attrs: &Attrs) -> Result<Value, String> {
 /// `nn.pad`: every axis grown by its `[before, after]` pair; the border is the pad value
 /// (converted to the data's dtype as the reference converts it), the edge element, or the
 /// mirror image without the edge.
-fn pad_te(inputs: &[TeValue], attrs: &Attrs, out: &Type) -> Result<TeValue, String> {
+fn pad_te(inputs: &[TeValue], attrs: &Attrs, out: &Type) -> Result<TeValue, OpError> {
     let (shape, dtype) = compute::static_tensor(out)?;
     let (x, value) = (compute::input(inputs, 0)?, compute::input(inputs, 1)?);
     let widths = pad_widths(attrs)?;
@@ -208,10 +227,10 @@ fn pad_te(inputs: &[TeValue], attrs: &Attrs, out: &Type) -> Result<TeValue, Stri
             .zip(&shape)
             .all(|((&n, &[b, a]), &o)| n.checked_add(b).and_then(|m| m.checked_add(a)) == Some(o));
     if !fits || shape.len() != x.shape.len() {
-        return Err(format!(
+        return Err(OpError::shape(format!(
             "nn.pad of {:?} with pad_width {widths:?} cannot give {shape:?}",
             x.shape
-        ));
+        )));
     }
     let fill = if dtype.is_float() {
         value.at(&[]).cast(DType::F64).cast(dtype)

@@ -2,6 +2,7 @@
 //! three dimensions, and the type relations, reference evaluations and compute definitions of
 //! the two-dimensional ones (NCHW).
 
+use relay_ir::OpError;
 use relay_ir::te::{BinaryOp, CmpOp, IterVar, ReduceOp, TExpr, TeValue, Tensor, UnaryOp};
 use relay_ir::{
     AttrDefault as D, AttrField, AttrKind as K, AttrValue, Attrs, DType, Dim, NDArray,
@@ -223,7 +224,7 @@ struct Pool2d {
 }
 
 impl Pool2d {
-    fn new(attrs: &Attrs) -> Result<Pool2d, String> {
+    fn new(attrs: &Attrs) -> Result<Pool2d, OpError> {
         let count_include_pad = match attrs.get("count_include_pad") {
             Some(_) => attr_bool(attrs, "count_include_pad")?,
             None => false,
@@ -244,7 +245,7 @@ fn pool_input<'t>(
     types: &'t [Type],
     attrs: &Attrs,
     layout: &str,
-) -> Result<(&'t Type, &'t [Dim], DType), String> {
+) -> Result<(&'t Type, &'t [Dim], DType), OpError> {
     let [data] = inputs_n::<1>(types)?;
     let (shape, dtype) = tensor_type(data, "pooling data")?;
     require_nchw(attrs, layout, None)?;
@@ -254,7 +255,7 @@ fn pool_input<'t>(
 }
 
 /// `nn.max_pool2d` and `nn.avg_pool2d` on NCHW data.
-fn pool2d_rel(types: &[Type], attrs: &Attrs) -> Result<Type, String> {
+fn pool2d_rel(types: &[Type], attrs: &Attrs) -> Result<Type, OpError> {
     if let Some(r) = Relayout::of(attrs, "layout", None)? {
         return r.relation(types, pool2d_rel);
     }
@@ -284,7 +285,7 @@ fn pool2d_rel(types: &[Type], attrs: &Attrs) -> Result<Type, String> {
 /// value; average pooling divides by the in-bounds taps, or with `count_include_pad` by the
 /// taps inside the padded input (TVM's rule, which leaves out what ceil mode adds past the
 /// bottom and right padding).
-fn pool2d_run<T: Num>(x: &NDArray, p: &Pool2d, shape: &[i64], max: bool) -> Result<Value, String> {
+fn pool2d_run<T: Num>(x: &NDArray, p: &Pool2d, shape: &[i64], max: bool) -> Result<Value, OpError> {
     let dtype = x.dtype();
     let (h, w) = (x.shape()[2], x.shape()[3]);
     let (oh, ow) = (shape[2], shape[3]);
@@ -333,7 +334,7 @@ fn pool2d_run<T: Num>(x: &NDArray, p: &Pool2d, shape: &[i64], max: bool) -> Resu
     T::array(dtype, shape, &out)
 }
 
-fn pool2d_eval(args: &[Value], attrs: &Attrs, max: bool) -> Result<Value, String> {
+fn pool2d_eval(args: &[Value], attrs: &Attrs, max: bool) -> Result<Value, OpError> {
     if let Some(r) = Relayout::of(attrs, "layout", None)? {
         return r.evaluate(args, |a, at| pool2d_eval(a, at, max));
     }
@@ -348,16 +349,16 @@ fn pool2d_eval(args: &[Value], attrs: &Attrs, max: bool) -> Result<Value, String
     }
 }
 
-fn max_pool2d_eval(args: &[Value], attrs: &Attrs) -> Result<Value, String> {
+fn max_pool2d_eval(args: &[Value], attrs: &Attrs) -> Result<Value, OpError> {
     pool2d_eval(args, attrs, true)
 }
 
-fn avg_pool2d_eval(args: &[Value], attrs: &Attrs) -> Result<Value, String> {
+fn avg_pool2d_eval(args: &[Value], attrs: &Attrs) -> Result<Value, OpError> {
     pool2d_eval(args, attrs, false)
 }
 
 /// `nn.global_avg_pool2d` and `nn.global_max_pool2d`: `[n, c, h, w]` to `[n, c, 1, 1]`.
-fn global_pool2d_rel(types: &[Type], attrs: &Attrs) -> Result<Type, String> {
+fn global_pool2d_rel(types: &[Type], attrs: &Attrs) -> Result<Type, OpError> {
     if let Some(r) = Relayout::of(attrs, "layout", None)? {
         return r.relation(types, global_pool2d_rel);
     }
@@ -369,35 +370,47 @@ fn global_pool2d_rel(types: &[Type], attrs: &Attrs) -> Result<Type, String> {
 }
 
 /// `output_size` of an adaptive pool: (height, width), `None` keeping the input's extent.
-fn adaptive_output_size(attrs: &Attrs) -> Result<[Option<i64>; 2], String> {
+fn adaptive_output_size(attrs: &Attrs) -> Result<[Option<i64>; 2], OpError> {
     let items: &[AttrValue] = match attrs.get("output_size") {
         None | Some(AttrValue::Null) => &[],
-        Some(v) => v
-            .as_array()
-            .ok_or("attribute `output_size` must be a list of integers")?,
+        Some(v) => v.as_array().ok_or_else(|| {
+            OpError::attribute(
+                "output_size",
+                "attribute `output_size` must be a list of integers",
+            )
+        })?,
     };
     let sizes = items
         .iter()
         .map(|item| match item {
             AttrValue::Null => Ok(None),
             AttrValue::Int(n) if *n >= 1 => Ok(Some(*n)),
-            AttrValue::Int(n) => Err(format!("`output_size` must be positive, got {n}")),
-            _ => Err("attribute `output_size` must be a list of integers".to_owned()),
+            AttrValue::Int(n) => Err(OpError::attribute(
+                "output_size",
+                format!("`output_size` must be positive, got {n}"),
+            )),
+            _ => Err(OpError::attribute(
+                "output_size",
+                "attribute `output_size` must be a list of integers",
+            )),
         })
         .collect::<Result<Vec<_>, _>>()?;
     match *sizes.as_slice() {
         [] => Ok([None, None]),
         [s] => Ok([s, s]),
         [h, w] => Ok([h, w]),
-        _ => Err(format!(
-            "`output_size` must have 0, 1 or 2 values, got {}",
-            sizes.len()
+        _ => Err(OpError::attribute(
+            "output_size",
+            format!(
+                "`output_size` must have 0, 1 or 2 values, got {}",
+                sizes.len()
+            ),
         )),
     }
 }
 
 /// `nn.adaptive_avg_pool2d`: NCHW data pooled to `output_size`.
-fn adaptive_pool2d_rel(types: &[Type], attrs: &Attrs) -> Result<Type, String> {
+fn adaptive_pool2d_rel(types: &[Type], attrs: &Attrs) -> Result<Type, OpError> {
     if let Some(r) = Relayout::of(attrs, "layout", None)? {
         return r.relation(types, adaptive_pool2d_rel);
     }
@@ -413,7 +426,7 @@ fn adaptive_pool2d_rel(types: &[Type], attrs: &Attrs) -> Result<Type, String> {
 /// Adaptive pooling as TVM computes it: output cell `(i, j)` averages (or takes the maximum of)
 /// input rows `floor(i * h / oh) .. ceil((i + 1) * h / oh)` and the columns found the same way.
 /// With a 1x1 output this is global pooling over the whole plane.
-fn plane_pool_run<T: Num>(x: &NDArray, shape: &[i64], max: bool) -> Result<Value, String> {
+fn plane_pool_run<T: Num>(x: &NDArray, shape: &[i64], max: bool) -> Result<Value, OpError> {
     let dtype = x.dtype();
     let (h, w) = (i128::from(x.shape()[2]), i128::from(x.shape()[3]));
     let (oh, ow) = (i128::from(shape[2]), i128::from(shape[3]));
@@ -447,7 +460,7 @@ fn plane_pool_eval(
     attrs: &Attrs,
     relation: RelationFn,
     max: bool,
-) -> Result<Value, String> {
+) -> Result<Value, OpError> {
     if let Some(r) = Relayout::of(attrs, "layout", None)? {
         return r.evaluate(args, |a, at| plane_pool_eval(a, at, relation, max));
     }
@@ -461,19 +474,19 @@ fn plane_pool_eval(
     }
 }
 
-fn global_avg_pool2d_eval(args: &[Value], attrs: &Attrs) -> Result<Value, String> {
+fn global_avg_pool2d_eval(args: &[Value], attrs: &Attrs) -> Result<Value, OpError> {
     plane_pool_eval(args, attrs, global_pool2d_rel, false)
 }
 
-fn global_max_pool2d_eval(args: &[Value], attrs: &Attrs) -> Result<Value, String> {
+fn global_max_pool2d_eval(args: &[Value], attrs: &Attrs) -> Result<Value, OpError> {
     plane_pool_eval(args, attrs, global_pool2d_rel, true)
 }
 
-fn adaptive_avg_pool2d_eval(args: &[Value], attrs: &Attrs) -> Result<Value, String> {
+fn adaptive_avg_pool2d_eval(args: &[Value], attrs: &Attrs) -> Result<Value, OpError> {
     plane_pool_eval(args, attrs, adaptive_pool2d_rel, false)
 }
 
-fn adaptive_max_pool2d_eval(args: &[Value], attrs: &Attrs) -> Result<Value, String> {
+fn adaptive_max_pool2d_eval(args: &[Value], attrs: &Attrs) -> Result<Value, OpError> {
     plane_pool_eval(args, attrs, adaptive_pool2d_rel, true)
 }
 
@@ -505,7 +518,7 @@ fn window_sum(
     dtype: DType,
     taps: [i64; 2],
     tap: impl Fn(&[TExpr], &[TExpr]) -> Tap,
-) -> Result<WindowSum, String> {
+) -> Result<WindowSum, OpError> {
     let sum = |suffix: &str, acc: DType, part: &dyn Fn(TExpr) -> TExpr| {
         let axes = taps.map(IterVar::new);
         Tensor::compute(format!("{name}_{suffix}"), shape, |i| {
@@ -531,11 +544,11 @@ fn window_sum(
         let lo = sum("sum_lo", DType::I64, &|v| compute::low_half(&v));
         Ok(WindowSum::Halves(hi, lo))
     } else {
-        Err(format!(
+        Err(OpError::unsupported(format!(
             "an average of {dtype} values over windows of {} taps is not supported (at most \
              {HALVES_LIMIT})",
             taps[0].saturating_mul(taps[1])
-        ))
+        )))
     }
 }
 
@@ -601,7 +614,7 @@ fn window_max(
     dtype: DType,
     taps: [i64; 2],
     tap: impl Fn(&[TExpr], &[TExpr]) -> Tap,
-) -> Result<TeValue, String> {
+) -> Result<TeValue, OpError> {
     if taps.contains(&0) {
         return compute::tensor_value(Tensor::compute(name, shape, |_| pool_lowest(dtype)));
     }
@@ -639,7 +652,7 @@ fn pool_shapes<'t>(
     attrs: &Attrs,
     out: &Type,
     what: &str,
-) -> Result<PoolTe<'t>, String> {
+) -> Result<PoolTe<'t>, OpError> {
     require_nchw(attrs, "layout", None)?;
     let (shape, dtype) = compute::static_tensor(out)?;
     let x = compute::input(inputs, 0)?;
@@ -653,10 +666,10 @@ fn pool_shapes<'t>(
                 dtype,
             })
         }
-        _ => Err(format!(
+        _ => Err(OpError::shape(format!(
             "{what} expects NCHW data and result, got {:?} and {shape:?}",
             x.shape
-        )),
+        ))),
     }
 }
 
@@ -664,7 +677,7 @@ fn pool_shapes<'t>(
 /// padding (reads clamped into the input). Max pooling ignores NaN as the reference does;
 /// average pooling divides by the in-bounds taps, or with `count_include_pad` by the taps
 /// inside the padded input (what ceil mode adds past the bottom and right padding left out).
-fn pool2d_te(inputs: &[TeValue], attrs: &Attrs, out: &Type, max: bool) -> Result<TeValue, String> {
+fn pool2d_te(inputs: &[TeValue], attrs: &Attrs, out: &Type, max: bool) -> Result<TeValue, OpError> {
     if let Some(r) = Relayout::of(attrs, "layout", None)? {
         return r.compute(inputs, out, |i, a, o| pool2d_te(i, a, o, max));
     }
@@ -742,7 +755,7 @@ fn global_pool2d_te(
     attrs: &Attrs,
     out: &Type,
     max: bool,
-) -> Result<TeValue, String> {
+) -> Result<TeValue, OpError> {
     if let Some(r) = Relayout::of(attrs, "layout", None)? {
         return r.compute(inputs, out, |i, a, o| global_pool2d_te(i, a, o, max));
     }
@@ -759,9 +772,9 @@ fn global_pool2d_te(
         dtype,
     } = pool_shapes(inputs, attrs, out, what)?;
     if shape[2..] != [1, 1] {
-        return Err(format!(
+        return Err(OpError::shape(format!(
             "{what} expects a [n, c, 1, 1] result, got {shape:?}"
-        ));
+        )));
     }
     let tap = |i: &[TExpr], r: &[TExpr]| -> Tap {
         let index = [i[0].clone(), i[1].clone(), r[0].clone(), r[1].clone()];
@@ -805,7 +818,7 @@ fn adaptive_pool2d_te(
     attrs: &Attrs,
     out: &Type,
     max: bool,
-) -> Result<TeValue, String> {
+) -> Result<TeValue, OpError> {
     if let Some(r) = Relayout::of(attrs, "layout", None)? {
         return r.compute(inputs, out, |i, a, o| adaptive_pool2d_te(i, a, o, max));
     }
@@ -1219,7 +1232,7 @@ mod tests {
         let op = schema("nn.avg_pool2d");
         let out = (op.relation.unwrap())(&[ty(&[1, 1, 1, 1], "int64")], &a).unwrap();
         let err = (op.compute.unwrap())(&[x], &a, &out).unwrap_err();
-        assert!(err.contains("not supported"), "{err}");
+        assert!(err.to_string().contains("not supported"), "{err}");
     }
 
     #[test]
@@ -1325,7 +1338,11 @@ mod tests {
             &[("output_size", ints(&[2, 2])), ("layout", s("NCHW4c"))],
         );
         let err = compute(&placeholders, &blocked, &out).unwrap_err();
-        assert!(err.contains("layout=\"NCHW4c\" is not supported"), "{err}");
+        assert!(
+            err.to_string()
+                .contains("layout=\"NCHW4c\" is not supported"),
+            "{err}"
+        );
     }
 
     #[test]

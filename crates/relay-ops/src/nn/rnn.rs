@@ -22,6 +22,7 @@
 //! after every step (`Y`, by time step), then the final states. float32 only (the importer
 //! unrolls the other dtypes into their steps).
 
+use relay_ir::OpError;
 use relay_ir::{
     AttrDefault as D, AttrField, AttrKind as K, Attrs, DType, Dim, NDArray, OpPattern as P,
     OpSchema, RelationFn, Type, Value,
@@ -72,21 +73,23 @@ struct RecurrenceShape {
 
 /// `xw: [seq, batch, gates·hidden]` and `r: [hidden, gates·hidden]`, float32: the sizes (a
 /// `?` dimension stays unknown, `None`).
-fn shape_of(types: &[Type], gates: i64, op: &str) -> Result<[Option<i64>; 3], String> {
+fn shape_of(types: &[Type], gates: i64, op: &str) -> Result<[Option<i64>; 3], OpError> {
     let (xw, xd) = tensor_type(&types[0], "xw")?;
     let (r, rd) = tensor_type(&types[1], "r")?;
     for (what, d) in [("xw", xd), ("r", rd)] {
         if d != DType::F32 {
-            return Err(format!("{op} computes float32, got {what} of {d}"));
+            return Err(OpError::dtype(format!(
+                "{op} computes float32, got {what} of {d}"
+            )));
         }
     }
     let (&[seq, batch, cols], &[hidden, rcols]) = (xw, r) else {
-        return Err(format!(
+        return Err(OpError::shape(format!(
             "xw must be [seq, batch, {gates}·hidden] and r [hidden, {gates}·hidden], got ranks {} \
              and {}",
             xw.len(),
             r.len()
-        ));
+        )));
     };
     let known = |d: Dim| match d {
         Dim::Known(n) => Some(n),
@@ -98,11 +101,11 @@ fn shape_of(types: &[Type], gates: i64, op: &str) -> Result<[Option<i64>; 3], St
         _ => true,
     };
     if !fits(cols) || !fits(rcols) || hidden == Some(0) {
-        return Err(format!(
+        return Err(OpError::shape(format!(
             "xw's last dimension and r's columns must be {gates} × r's rows (the hidden size), \
              got `{}` and `{}`",
             types[0], types[1]
-        ));
+        )));
     }
     Ok([known(seq), known(batch), hidden])
 }
@@ -113,12 +116,12 @@ fn check_state(
     batch: Option<i64>,
     hidden: Option<i64>,
     what: &str,
-) -> Result<(), String> {
+) -> Result<(), OpError> {
     check_shape(t, &[batch, hidden], what)
 }
 
 /// Checks that `t` is a float32 tensor of `shape` (`None`: any extent).
-fn check_shape(t: &Type, shape: &[Option<i64>], what: &str) -> Result<(), String> {
+fn check_shape(t: &Type, shape: &[Option<i64>], what: &str) -> Result<(), OpError> {
     let (dims, dtype) = tensor_type(t, what)?;
     let fits = dims.len() == shape.len()
         && dims.iter().zip(shape).all(|(d, want)| match (d, want) {
@@ -130,10 +133,10 @@ fn check_shape(t: &Type, shape: &[Option<i64>], what: &str) -> Result<(), String
             .iter()
             .map(|d| d.map_or("?".to_owned(), |n| n.to_string()))
             .collect();
-        return Err(format!(
+        return Err(OpError::dtype(format!(
             "{what} must be float32 [{}], got `{t}`",
             want.join(", ")
-        ));
+        )));
     }
     Ok(())
 }
@@ -154,18 +157,21 @@ fn results(sizes: [Option<i64>; 3], states: usize) -> Type {
 
 /// The `clip` bound of a recurrence's attributes, if set (positive); the kernel library
 /// reads it too (`relay_kernel::host_op`).
-pub fn recurrence_clip(attrs: &Attrs) -> Result<Option<f64>, String> {
+pub fn recurrence_clip(attrs: &Attrs) -> Result<Option<f64>, OpError> {
     match attrs.get("clip") {
         None => Ok(None),
         Some(v) if v.is_null() => Ok(None),
         Some(v) => match v.as_float() {
             Some(c) if c > 0.0 => Ok(Some(c)),
-            _ => Err(format!("`clip` must be a positive number, got {v:?}")),
+            _ => Err(OpError::attribute(
+                "clip",
+                format!("`clip` must be a positive number, got {v:?}"),
+            )),
         },
     }
 }
 
-fn lstm_rel(types: &[Type], attrs: &Attrs) -> Result<Type, String> {
+fn lstm_rel(types: &[Type], attrs: &Attrs) -> Result<Type, OpError> {
     let [.., h0, c0, p] = inputs_n::<5>(types)?;
     let sizes @ [_, batch, hidden] = shape_of(types, 4, "nn.lstm_recurrence")?;
     check_state(h0, batch, hidden, "h0")?;
@@ -177,7 +183,7 @@ fn lstm_rel(types: &[Type], attrs: &Attrs) -> Result<Type, String> {
     Ok(results(sizes, 2))
 }
 
-fn gru_rel(types: &[Type], attrs: &Attrs) -> Result<Type, String> {
+fn gru_rel(types: &[Type], attrs: &Attrs) -> Result<Type, OpError> {
     let [.., h0, rbh] = inputs_n::<4>(types)?;
     let sizes @ [_, batch, hidden] = shape_of(types, 3, "nn.gru_recurrence")?;
     check_state(h0, batch, hidden, "h0")?;
@@ -213,7 +219,7 @@ fn prepare(
     rel: RelationFn,
     inputs: usize,
     flag: &str,
-) -> Result<Run, String> {
+) -> Result<Run, OpError> {
     check(args, attrs, rel)?;
     let a = (0..inputs)
         .map(|i| arg_tensor(args, i).map(|t| t.to_f64_vec()))
@@ -237,12 +243,15 @@ fn prepare(
 }
 
 /// Checks the arguments' types with `rel`.
-fn check(args: &[Value], attrs: &Attrs, rel: RelationFn) -> Result<(), String> {
+fn check(args: &[Value], attrs: &Attrs, rel: RelationFn) -> Result<(), OpError> {
     let types = args
         .iter()
         .map(|a| match a {
             Value::Tensor(t) => Ok(Type::tensor(t.shape(), t.dtype())),
-            other => Err(format!("expected tensors, got {}", other.kind_name())),
+            other => Err(OpError::type_error(format!(
+                "expected tensors, got {}",
+                other.kind_name()
+            ))),
         })
         .collect::<Result<Vec<_>, _>>()?;
     rel(&types, attrs).map(|_| ())
@@ -271,7 +280,7 @@ fn f32r(x: f64) -> f64 {
 }
 
 /// The results: `Y` and the final states, as float32 tensors.
-fn outputs(shape: RecurrenceShape, y: &[f64], states: &[&[f64]]) -> Result<Value, String> {
+fn outputs(shape: RecurrenceShape, y: &[f64], states: &[&[f64]]) -> Result<Value, OpError> {
     let RecurrenceShape { seq, batch, hidden } = shape;
     let mut fields = vec![value(NDArray::from_f64_slice(
         DType::F32,
@@ -323,7 +332,7 @@ impl Run {
     }
 }
 
-fn lstm_eval(args: &[Value], attrs: &Attrs) -> Result<Value, String> {
+fn lstm_eval(args: &[Value], attrs: &Attrs) -> Result<Value, OpError> {
     let run = prepare(args, attrs, lstm_rel, 5, "input_forget")?;
     let (xw, r, p) = (&run.a[0], &run.a[1], &run.a[4]);
     let (batch, hs, coupled) = (run.batch, run.hs, run.flag);
@@ -351,7 +360,7 @@ fn lstm_eval(args: &[Value], attrs: &Attrs) -> Result<Value, String> {
     outputs(run.shape, &y, &[&states[0], &states[1]])
 }
 
-fn gru_eval(args: &[Value], attrs: &Attrs) -> Result<Value, String> {
+fn gru_eval(args: &[Value], attrs: &Attrs) -> Result<Value, OpError> {
     let run = prepare(args, attrs, gru_rel, 4, "linear_before_reset")?;
     let (xw, r, rbh) = (&run.a[0], &run.a[1], &run.a[3]);
     let (batch, hs, before_reset) = (run.batch, run.hs, run.flag);

@@ -34,7 +34,9 @@ pub(super) fn f32s(shape: &[i64]) -> Type {
 
 pub(super) fn rel(name: &str, types: &[Type], set: &[(&str, V)]) -> Result<String, String> {
     let relation = schema(name).relation.unwrap();
-    relation(types, &attrs(name, set)).map(|t| t.to_string())
+    relation(types, &attrs(name, set))
+        .map(|t| t.to_string())
+        .map_err(|e| e.to_string())
 }
 
 pub(super) fn ok(name: &str, types: &[Type], set: &[(&str, V)]) -> String {
@@ -63,7 +65,7 @@ pub(super) fn pattern(count: usize, mul: usize, modulo: usize, shift: f64, scale
 
 pub(super) fn eval(name: &str, args: &[Value], set: &[(&str, V)]) -> Result<Value, String> {
     let eval = schema(name).eval.unwrap();
-    eval(args, &attrs(name, set))
+    eval(args, &attrs(name, set)).map_err(|e| e.to_string())
 }
 
 pub(super) fn run(name: &str, args: &[Value], set: &[(&str, V)]) -> (Vec<i64>, Vec<f64>) {

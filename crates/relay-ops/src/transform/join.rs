@@ -1,6 +1,7 @@
 //! Joining and splitting: `concatenate` and `stack` (which take one tuple) and `split`, with
 //! their type relations, reference evaluations and compute definitions.
 
+use relay_ir::OpError;
 use relay_ir::te::{CmpOp, TExpr, TeValue, Tensor};
 use relay_ir::{
     AttrDefault as D, AttrKind as K, AttrValue, Attrs, DType, Dim, NDArray, OpPattern as P,
@@ -58,8 +59,8 @@ pub(super) static OPS: &[OpSchema] = &[
 /// The dimension several tensors must share: the known one (they must agree), or `?`.
 fn agree(
     dims: impl Iterator<Item = Dim>,
-    what: impl Fn(i64, i64) -> String,
-) -> Result<Dim, String> {
+    what: impl Fn(i64, i64) -> OpError,
+) -> Result<Dim, OpError> {
     let mut out = Dim::Any;
     for d in dims {
         match (out, d) {
@@ -72,33 +73,33 @@ fn agree(
 }
 
 /// The shapes and common dtype of a tuple of tensors, all of one rank.
-fn joined_inputs<'t>(inputs: &'t [Type], op: &str) -> Result<(Vec<&'t [Dim]>, DType), String> {
+fn joined_inputs<'t>(inputs: &'t [Type], op: &str) -> Result<(Vec<&'t [Dim]>, DType), OpError> {
     expect_inputs(inputs, 1)?;
     let fields = tuple_of_tensors(&inputs[0], "the input")?;
     let Some(&(first, dtype)) = fields.first() else {
-        return Err(format!(
+        return Err(OpError::type_error(format!(
             "{op} needs at least one tensor, got an empty tuple"
-        ));
+        )));
     };
     for (i, &(shape, d)) in fields.iter().enumerate() {
         if d != dtype {
-            return Err(format!(
+            return Err(OpError::dtype(format!(
                 "{op} needs tensors of one dtype: tensor 0 is {dtype}, tensor {i} is {d}"
-            ));
+            )));
         }
         if shape.len() != first.len() {
-            return Err(format!(
+            return Err(OpError::shape(format!(
                 "{op} needs tensors of one rank: tensor 0 has rank {}, tensor {i} rank {}",
                 first.len(),
                 shape.len()
-            ));
+            )));
         }
     }
     Ok((fields.iter().map(|&(s, _)| s).collect(), dtype))
 }
 
 /// `concatenate`'s result shape and its (non-negative) axis.
-fn concatenate_shape(shapes: &[&[Dim]], attrs: &Attrs) -> Result<(Vec<Dim>, usize), String> {
+fn concatenate_shape(shapes: &[&[Dim]], attrs: &Attrs) -> Result<(Vec<Dim>, usize), OpError> {
     let rank = shapes.first().map_or(0, |s| s.len());
     let axis = axis_index(attr_int(attrs, "axis")?, rank)?;
     let mut out = Vec::with_capacity(rank);
@@ -114,16 +115,16 @@ fn concatenate_shape(shapes: &[&[Dim]], attrs: &Attrs) -> Result<(Vec<Dim>, usiz
             out.push(total);
         } else {
             out.push(agree(shapes.iter().map(|s| s[d]), |a, b| {
-                format!(
+                OpError::shape(format!(
                     "concatenate needs equal dimensions off axis {axis}, got {a} and {b} on axis {d}"
-                )
+                ))
             })?);
         }
     }
     Ok((out, axis))
 }
 
-fn concatenate_rel(inputs: &[Type], attrs: &Attrs) -> Result<Type, String> {
+fn concatenate_rel(inputs: &[Type], attrs: &Attrs) -> Result<Type, OpError> {
     let (shapes, dtype) = joined_inputs(inputs, "concatenate")?;
     Ok(tensor(concatenate_shape(&shapes, attrs)?.0, dtype))
 }
@@ -134,9 +135,9 @@ fn interleave(
     parts: &[std::sync::Arc<NDArray>],
     axis: usize,
     out_shape: &[i64],
-) -> Result<Value, String> {
+) -> Result<Value, OpError> {
     let Some(first) = parts.first() else {
-        return Err("internal error: nothing to join".into());
+        return Err(OpError::shape("internal error: nothing to join"));
     };
     let dtype = first.dtype();
     let size = dtype.size_bytes();
@@ -152,10 +153,10 @@ fn interleave(
                 .as_bytes()
                 .get(o * block..(o + 1) * block)
                 .ok_or_else(|| {
-                    format!(
+                    OpError::shape(format!(
                         "internal error: block {o} is outside a part of shape {:?}",
                         p.shape()
-                    )
+                    ))
                 })?;
             bytes.extend_from_slice(from);
         }
@@ -163,55 +164,59 @@ fn interleave(
     value(NDArray::from_bytes(dtype, out_shape, &bytes))
 }
 
-fn concatenate_eval(args: &[Value], attrs: &Attrs) -> Result<Value, String> {
+fn concatenate_eval(args: &[Value], attrs: &Attrs) -> Result<Value, OpError> {
     let parts = arg_tensors(args, 0)?;
     check_dtypes(&parts)?;
     let shapes: Vec<Vec<Dim>> = parts.iter().map(|p| dims(p.shape())).collect();
     let refs: Vec<&[Dim]> = shapes.iter().map(Vec::as_slice).collect();
     if refs.iter().any(|s| s.len() != refs[0].len()) {
-        return Err("concatenate needs tensors of one rank".into());
+        return Err(OpError::shape("concatenate needs tensors of one rank"));
     }
     let (out, axis) = concatenate_shape(&refs, attrs)?;
     interleave(&parts, axis, &concrete(&out)?)
 }
 
 /// Run-time check that the joined tensors share a dtype (the byte copy relies on it).
-fn check_dtypes(parts: &[std::sync::Arc<NDArray>]) -> Result<(), String> {
+fn check_dtypes(parts: &[std::sync::Arc<NDArray>]) -> Result<(), OpError> {
     match parts.first() {
-        None => Err("needs at least one tensor, got an empty tuple".into()),
+        None => Err(OpError::type_error(
+            "needs at least one tensor, got an empty tuple",
+        )),
         Some(first) if parts.iter().any(|p| p.dtype() != first.dtype()) => {
-            Err("needs tensors of one dtype".into())
+            Err(OpError::dtype("needs tensors of one dtype"))
         }
         Some(_) => Ok(()),
     }
 }
 
 /// `stack`'s result shape and its insertion axis.
-fn stack_shape(shapes: &[&[Dim]], attrs: &Attrs) -> Result<(Vec<Dim>, usize), String> {
+fn stack_shape(shapes: &[&[Dim]], attrs: &Attrs) -> Result<(Vec<Dim>, usize), OpError> {
     let rank = shapes.first().map_or(0, |s| s.len());
     let axis = insert_index(attr_int(attrs, "axis")?, rank)?;
     let mut out = Vec::with_capacity(rank + 1);
     for d in 0..rank {
         out.push(agree(shapes.iter().map(|s| s[d]), |a, b| {
-            format!("stack needs tensors of one shape, got {a} and {b} on axis {d}")
+            OpError::shape(format!(
+                "stack needs tensors of one shape, got {a} and {b} on axis {d}"
+            ))
         })?);
     }
     out.insert(axis, Dim::Known(shapes.len() as i64));
     Ok((out, axis))
 }
 
-fn stack_rel(inputs: &[Type], attrs: &Attrs) -> Result<Type, String> {
+fn stack_rel(inputs: &[Type], attrs: &Attrs) -> Result<Type, OpError> {
     let (shapes, dtype) = joined_inputs(inputs, "stack")?;
     Ok(tensor(stack_shape(&shapes, attrs)?.0, dtype))
 }
 
-fn stack_eval(args: &[Value], attrs: &Attrs) -> Result<Value, String> {
+fn stack_eval(args: &[Value], attrs: &Attrs) -> Result<Value, OpError> {
     let parts = arg_tensors(args, 0)?;
     check_dtypes(&parts)?;
     let shapes: Vec<Vec<Dim>> = parts.iter().map(|p| dims(p.shape())).collect();
     let refs: Vec<&[Dim]> = shapes.iter().map(Vec::as_slice).collect();
     if refs.iter().any(|s| s.len() != refs[0].len()) {
-        return Err("stack needs tensors of one rank".into());
+        return Err(OpError::shape("stack needs tensors of one rank"));
     }
     let (out, axis) = stack_shape(&refs, attrs)?;
     interleave(&parts, axis, &concrete(&out)?)
@@ -220,22 +225,29 @@ fn stack_eval(args: &[Value], attrs: &Attrs) -> Result<Value, String> {
 /// `split`'s axis and the length of every piece along it: `indices_or_sections` is either a
 /// number of equal sections or the ascending split points (TVM requires each piece to be
 /// non-empty).
-fn split_pieces(shape: &[Dim], attrs: &Attrs) -> Result<(usize, Vec<Dim>), String> {
+fn split_pieces(shape: &[Dim], attrs: &Attrs) -> Result<(usize, Vec<Dim>), OpError> {
     let axis = axis_index(attr_int(attrs, "axis")?, shape.len())?;
     let dim = shape[axis];
-    let how = attrs
-        .get("indices_or_sections")
-        .ok_or("attribute `indices_or_sections` is missing")?;
+    let how = attrs.get("indices_or_sections").ok_or_else(|| {
+        OpError::attribute(
+            "indices_or_sections",
+            "attribute `indices_or_sections` is missing",
+        )
+    })?;
     if let AttrValue::Int(sections) = *how {
         if !(1..=MAX_PIECES).contains(&sections) {
-            return Err(format!(
-                "`indices_or_sections` must be a number of sections between 1 and {MAX_PIECES}, got {sections}"
+            return Err(OpError::attribute(
+                "indices_or_sections",
+                format!(
+                    "`indices_or_sections` must be a number of sections between 1 and {MAX_PIECES}, got {sections}"
+                ),
             ));
         }
         let piece = match dim {
             Dim::Known(n) if n % sections != 0 => {
-                return Err(format!(
-                    "`indices_or_sections` {sections} does not divide dimension {n}"
+                return Err(OpError::attribute(
+                    "indices_or_sections",
+                    format!("`indices_or_sections` {sections} does not divide dimension {n}"),
                 ));
             }
             Dim::Known(n) => Dim::Known(n / sections),
@@ -243,16 +255,22 @@ fn split_pieces(shape: &[Dim], attrs: &Attrs) -> Result<(usize, Vec<Dim>), Strin
         };
         return Ok((axis, vec![piece; sections as usize]));
     }
-    let points = how
-        .as_ints()
-        .ok_or("attribute `indices_or_sections` must be an integer or a list of integers")?;
+    let points = how.as_ints().ok_or_else(|| {
+        OpError::attribute(
+            "indices_or_sections",
+            "attribute `indices_or_sections` must be an integer or a list of integers",
+        )
+    })?;
     let mut pieces = Vec::with_capacity(points.len() + 1);
     let mut begin = 0i64;
     for &p in &points {
         if p <= begin {
-            return Err(format!(
-                "`indices_or_sections` must be ascending split points above 0, got {}",
-                list_text(&points)
+            return Err(OpError::attribute(
+                "indices_or_sections",
+                format!(
+                    "`indices_or_sections` must be ascending split points above 0, got {}",
+                    list_text(&points)
+                ),
             ));
         }
         pieces.push(Dim::Known(p - begin));
@@ -260,9 +278,9 @@ fn split_pieces(shape: &[Dim], attrs: &Attrs) -> Result<(usize, Vec<Dim>), Strin
     }
     pieces.push(match dim {
         Dim::Known(n) if begin >= n && !points.is_empty() => {
-            return Err(format!(
+            return Err(OpError::shape(format!(
                 "split point {begin} is not inside dimension {n} of axis {axis}"
-            ));
+            )));
         }
         Dim::Known(n) => Dim::Known(n - begin),
         Dim::Any => Dim::Any,
@@ -270,7 +288,7 @@ fn split_pieces(shape: &[Dim], attrs: &Attrs) -> Result<(usize, Vec<Dim>), Strin
     Ok((axis, pieces))
 }
 
-fn split_rel(inputs: &[Type], attrs: &Attrs) -> Result<Type, String> {
+fn split_rel(inputs: &[Type], attrs: &Attrs) -> Result<Type, OpError> {
     let (shape, dtype) = data_type(inputs)?;
     let (axis, pieces) = split_pieces(shape, attrs)?;
     let fields = pieces
@@ -284,7 +302,7 @@ fn split_rel(inputs: &[Type], attrs: &Attrs) -> Result<Type, String> {
     Ok(Type::tuple(fields))
 }
 
-fn split_eval(args: &[Value], attrs: &Attrs) -> Result<Value, String> {
+fn split_eval(args: &[Value], attrs: &Attrs) -> Result<Value, OpError> {
     let x = arg_tensor(args, 0)?;
     let (axis, pieces) = split_pieces(&dims(x.shape()), attrs)?;
     let lens = concrete(&pieces)?;
@@ -303,17 +321,18 @@ fn split_eval(args: &[Value], attrs: &Attrs) -> Result<Value, String> {
 // ----- Compute definitions -----
 
 /// The tensor inputs of a tuple input (`concatenate`, `stack`).
-fn tuple_input(inputs: &[TeValue]) -> Result<Vec<&Tensor>, String> {
+fn tuple_input(inputs: &[TeValue]) -> Result<Vec<&Tensor>, OpError> {
     match inputs {
         [TeValue::Tuple(fields)] => fields
             .iter()
             .enumerate()
             .map(|(i, f)| {
-                f.as_tensor()
-                    .ok_or_else(|| format!("field {i} of the input must be a tensor"))
+                f.as_tensor().ok_or_else(|| {
+                    OpError::type_error(format!("field {i} of the input must be a tensor"))
+                })
             })
             .collect(),
-        _ => Err("expects one input, a tuple of tensors".into()),
+        _ => Err(OpError::type_error("expects one input, a tuple of tensors")),
     }
 }
 
@@ -326,7 +345,9 @@ fn concatenate_te(inputs: &[TeValue], attrs: &Attrs, out: &Type) -> ComputeResul
     let shapes: Vec<Vec<Dim>> = parts.iter().map(|p| dims(&p.shape)).collect();
     let refs: Vec<&[Dim]> = shapes.iter().map(Vec::as_slice).collect();
     if refs.iter().any(|s| s.len() != shape.len()) {
-        return Err("concatenate needs tensors of the output's rank".into());
+        return Err(OpError::shape(
+            "concatenate needs tensors of the output's rank",
+        ));
     }
     let (want, axis) = concatenate_shape(&refs, attrs)?;
     expect_shape("concatenate", &shape, &want)?;
@@ -373,7 +394,9 @@ fn stack_te(inputs: &[TeValue], attrs: &Attrs, out: &Type) -> ComputeResult {
     let shapes: Vec<Vec<Dim>> = parts.iter().map(|p| dims(&p.shape)).collect();
     let refs: Vec<&[Dim]> = shapes.iter().map(Vec::as_slice).collect();
     if refs.iter().any(|s| s.len() + 1 != shape.len()) {
-        return Err("stack needs tensors of one rank less than the output's".into());
+        return Err(OpError::shape(
+            "stack needs tensors of one rank less than the output's",
+        ));
     }
     let (want, axis) = stack_shape(&refs, attrs)?;
     expect_shape("stack", &shape, &want)?;
@@ -404,14 +427,16 @@ fn split_te(inputs: &[TeValue], attrs: &Attrs, out: &Type) -> ComputeResult {
     let (axis, pieces) = split_pieces(&dims(&x.shape), attrs)?;
     let lens = concrete(&pieces)?;
     let TypeKind::Tuple(fields) = out.kind() else {
-        return Err(format!("split's output must be a tuple, got `{out}`"));
+        return Err(OpError::type_error(format!(
+            "split's output must be a tuple, got `{out}`"
+        )));
     };
     if fields.len() != lens.len() {
-        return Err(format!(
+        return Err(OpError::shape(format!(
             "split makes {} pieces, its output type has {}",
             lens.len(),
             fields.len()
-        ));
+        )));
     }
     let mut begin = 0i64;
     let mut outs = Vec::with_capacity(lens.len());

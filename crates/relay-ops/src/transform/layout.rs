@@ -9,6 +9,7 @@
 //! primal coordinates are `outer * factor + inner` where split, the coordinate otherwise; the
 //! source element is where those coordinates are in the source layout.
 
+use relay_ir::OpError;
 use relay_ir::te::{BinaryOp, TExpr, TeValue, Tensor};
 use relay_ir::{Attrs, Dim, Type, Value};
 
@@ -30,8 +31,8 @@ struct Layout(Vec<Axis>);
 impl Layout {
     /// Parses `text` (`NCHW`, `NCHW8c`, `OIHW16i16o`), checking that every letter appears
     /// once as a primal axis and at most once as a sub-axis of a primal axis present.
-    fn parse(text: &str, attr: &str) -> Result<Layout, String> {
-        let bad = |why: &str| format!("{attr}=\"{text}\": {why}");
+    fn parse(text: &str, attr: &str) -> Result<Layout, OpError> {
+        let bad = |why: &str| OpError::attribute(attr, format!("{attr}=\"{text}\": {why}"));
         let mut axes = Vec::new();
         let mut digits = String::new();
         for c in text.chars() {
@@ -116,27 +117,27 @@ struct Transform {
 }
 
 impl Transform {
-    fn of(attrs: &Attrs) -> Result<Transform, String> {
+    fn of(attrs: &Attrs) -> Result<Transform, OpError> {
         let src = Layout::parse(attr_str(attrs, "src_layout")?, "src_layout")?;
         let dst = Layout::parse(attr_str(attrs, "dst_layout")?, "dst_layout")?;
         if src.primals() != dst.primals() {
-            return Err(format!(
+            return Err(OpError::shape(format!(
                 "src_layout and dst_layout must have the same primal axes, got {:?} and {:?}",
                 src.primals(),
                 dst.primals()
-            ));
+            )));
         }
         Ok(Transform { src, dst })
     }
 
     /// The extent of each primal axis of a tensor of `shape` in the source layout.
-    fn primal_extents(&self, shape: &[Dim]) -> Result<Vec<(char, Dim)>, String> {
+    fn primal_extents(&self, shape: &[Dim]) -> Result<Vec<(char, Dim)>, OpError> {
         if shape.len() != self.src.0.len() {
-            return Err(format!(
+            return Err(OpError::shape(format!(
                 "the data has {} dimensions, but src_layout has {} axes",
                 shape.len(),
                 self.src.0.len()
-            ));
+            )));
         }
         let mut out = Vec::new();
         for p in self.src.primals() {
@@ -149,14 +150,14 @@ impl Transform {
                 (Dim::Known(o), Some((Dim::Known(i), Some(f)))) if i == f => o
                     .checked_mul(f)
                     .map(Dim::Known)
-                    .ok_or("a dimension too large")?,
+                    .ok_or_else(|| OpError::shape("a dimension too large"))?,
                 (Dim::Any, Some((Dim::Known(i), Some(f)))) if i == f => Dim::Any,
                 (_, Some((d, f))) => {
-                    return Err(format!(
+                    return Err(OpError::shape(format!(
                         "the sub-axis of `{p}` has extent {}, but src_layout splits it by {}",
                         dim_text(d),
                         f.unwrap_or(0)
-                    ));
+                    )));
                 }
             };
             out.push((p, extent));
@@ -165,7 +166,7 @@ impl Transform {
     }
 
     /// The destination shape of a source tensor of `shape`.
-    fn dst_shape(&self, shape: &[Dim]) -> Result<Vec<Dim>, String> {
+    fn dst_shape(&self, shape: &[Dim]) -> Result<Vec<Dim>, OpError> {
         let extents = self.primal_extents(shape)?;
         let extent = |p: char| {
             extents
@@ -182,10 +183,10 @@ impl Transform {
                 (None, Dim::Known(n)) => match self.dst.factor(a.primal) {
                     None => Ok(Dim::Known(n)),
                     Some(f) if n % f == 0 => Ok(Dim::Known(n / f)),
-                    Some(f) => Err(format!(
+                    Some(f) => Err(OpError::shape(format!(
                         "dst_layout splits axis `{}` of extent {n} by {f}, which does not divide it",
                         a.primal
-                    )),
+                    ))),
                 },
             })
             .collect()
@@ -238,12 +239,12 @@ const SYMBOLIC: IndexOps<TExpr> = IndexOps {
     rem: |a, f| compute::bin(BinaryOp::Mod, &a, &TExpr::index(f)),
 };
 
-pub(super) fn layout_transform_rel(inputs: &[Type], attrs: &Attrs) -> Result<Type, String> {
+pub(super) fn layout_transform_rel(inputs: &[Type], attrs: &Attrs) -> Result<Type, OpError> {
     let (shape, dtype) = data_type(inputs)?;
     Ok(tensor(Transform::of(attrs)?.dst_shape(shape)?, dtype))
 }
 
-pub(super) fn layout_transform_eval(args: &[Value], attrs: &Attrs) -> Result<Value, String> {
+pub(super) fn layout_transform_eval(args: &[Value], attrs: &Attrs) -> Result<Value, OpError> {
     let x = arg_tensor(args, 0)?;
     let t = Transform::of(attrs)?;
     let out = concrete(&t.dst_shape(&dims(x.shape()))?)?;
@@ -286,6 +287,7 @@ mod tests {
     fn rel(shape: &[i64], src: &str, dst: &str) -> Result<String, String> {
         layout_transform_rel(&[Type::tensor(shape, DType::F32)], &set(src, dst))
             .map(|t| t.to_string())
+            .map_err(|e| e.to_string())
     }
 
     #[test]

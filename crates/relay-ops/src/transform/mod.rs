@@ -20,6 +20,7 @@
 //! of reading it). Output shapes at run time come from the same functions as the relations,
 //! applied to the concrete input shapes.
 
+use relay_ir::OpError;
 use relay_ir::te::{BinaryOp, TExpr, TeValue, Tensor};
 use relay_ir::{
     AttrDefault as D, AttrField, AttrKind as K, DType, Dim, NDArray, OpSchema, Type, Value,
@@ -200,28 +201,28 @@ static LAYOUT_AND_SORTING_OPS: &[OpSchema] = &[
 // ----- Shared helpers -----
 
 /// The single tensor input.
-fn data_type(inputs: &[Type]) -> Result<(&[Dim], DType), String> {
+fn data_type(inputs: &[Type]) -> Result<(&[Dim], DType), OpError> {
     expect_inputs(inputs, 1)?;
     tensor_type(&inputs[0], "the data")
 }
 
 /// A shape computed from known dimensions, as numbers.
-fn concrete(shape: &[Dim]) -> Result<Vec<i64>, String> {
+fn concrete(shape: &[Dim]) -> Result<Vec<i64>, OpError> {
     known(shape).ok_or_else(|| {
-        format!(
+        OpError::shape(format!(
             "internal error: shape {} is not known at run time",
             shape_text(shape)
-        )
+        ))
     })
 }
 
 /// The product of two dimensions.
-fn dim_mul(a: Dim, b: Dim) -> Result<Dim, String> {
+fn dim_mul(a: Dim, b: Dim) -> Result<Dim, OpError> {
     match (a, b) {
         (Dim::Known(x), Dim::Known(y)) => x
             .checked_mul(y)
             .map(Dim::Known)
-            .ok_or_else(|| format!("dimension {x} * {y} overflows")),
+            .ok_or_else(|| OpError::shape(format!("dimension {x} * {y} overflows"))),
         _ => Ok(Dim::Any),
     }
 }
@@ -250,10 +251,10 @@ fn next_index(idx: &mut [i64], shape: &[i64]) {
 fn gather(
     src: &NDArray,
     out_shape: &[i64],
-    mut source: impl FnMut(&[i64]) -> Result<i64, String>,
-) -> Result<NDArray, String> {
+    mut source: impl FnMut(&[i64]) -> Result<i64, OpError>,
+) -> Result<NDArray, OpError> {
     let size = src.dtype().size_bytes();
-    let mut out = NDArray::zeros(src.dtype(), out_shape).map_err(|e| e.to_string())?;
+    let mut out = NDArray::zeros(src.dtype(), out_shape).map_err(OpError::from_runtime)?;
     let n = out.num_elements();
     let from = src.as_bytes();
     let to = out.as_bytes_mut();
@@ -264,10 +265,10 @@ fn gather(
             .ok()
             .and_then(|s| from.get(s * size..(s + 1) * size))
             .ok_or_else(|| {
-                format!(
+                OpError::shape(format!(
                     "internal error: element {s} is outside an input of shape {:?}",
                     src.shape()
-                )
+                ))
             })?;
         to[i * size..(i + 1) * size].copy_from_slice(bytes);
         next_index(&mut idx, out_shape);
@@ -276,7 +277,7 @@ fn gather(
 }
 
 /// The elements of `src` in a new shape of the same size.
-fn reshaped(src: &NDArray, shape: &[Dim]) -> Result<Value, String> {
+fn reshaped(src: &NDArray, shape: &[Dim]) -> Result<Value, OpError> {
     let shape = concrete(shape)?;
     value(NDArray::from_bytes(src.dtype(), &shape, src.as_bytes()))
 }
@@ -288,7 +289,7 @@ fn strided(
     begin: &[i64],
     step: &[i64],
     out_shape: &[i64],
-) -> Result<NDArray, String> {
+) -> Result<NDArray, OpError> {
     let st = strides(src.shape());
     gather(src, out_shape, |idx| {
         Ok(idx
@@ -396,14 +397,14 @@ fn unflatten(flat: TExpr, shape: &[i64]) -> Vec<TExpr> {
 
 /// Checks that the output type's shape is the one the operator's shape function gives for
 /// the inputs (the compute definitions index by both).
-fn expect_shape(op: &str, shape: &[i64], want: &[Dim]) -> Result<(), String> {
+fn expect_shape(op: &str, shape: &[i64], want: &[Dim]) -> Result<(), OpError> {
     if known(want).as_deref() == Some(shape) {
         Ok(())
     } else {
-        Err(format!(
+        Err(OpError::shape(format!(
             "internal error: {op}'s output shape is {shape:?}, its inputs give {}",
             shape_text(want)
-        ))
+        )))
     }
 }
 

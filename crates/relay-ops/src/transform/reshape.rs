@@ -1,6 +1,7 @@
 //! Reshaping: `reshape` (TVM's `newshape` codes), `contrib_reverse_reshape` and `reshape_like`,
 //! with their type relations, reference evaluations and compute definitions.
 
+use relay_ir::OpError;
 use relay_ir::te::{TExpr, TeValue, Tensor};
 use relay_ir::{
     AttrDefault as D, AttrField, AttrKind as K, Attrs, Dim, OpPattern as P, OpSchema, Type, Value,
@@ -59,13 +60,13 @@ pub(super) static OPS: &[OpSchema] = &[
 /// (copy the rest), `-3` (merge two dimensions) and `-4` (split one dimension in two, the next
 /// two values, one of which may be `-1`). Unlike TVM, `-1` after `-2`, `-3` or `-4` fills its
 /// own output position. The element counts must agree when every dimension is known.
-fn infer_reshape(ishape: &[Dim], newshape: &[i64], allowzero: bool) -> Result<Vec<Dim>, String> {
+fn infer_reshape(ishape: &[Dim], newshape: &[i64], allowzero: bool) -> Result<Vec<Dim>, OpError> {
     let fail = |why: String| {
-        format!(
+        OpError::shape(format!(
             "reshape cannot turn {} into {}: {why}",
             shape_text(ishape),
             list_text(newshape)
-        )
+        ))
     };
     let mut codes = read_codes(ishape, newshape, allowzero, &fail)?;
     if let Some(k) = codes.infer {
@@ -98,8 +99,8 @@ fn read_codes(
     ishape: &[Dim],
     newshape: &[i64],
     allowzero: bool,
-    fail: &impl Fn(String) -> String,
-) -> Result<Codes, String> {
+    fail: &impl Fn(String) -> OpError,
+) -> Result<Codes, OpError> {
     let rank = ishape.len();
     let mut codes = Codes {
         out: Vec::with_capacity(newshape.len()),
@@ -183,8 +184,8 @@ fn split_code(
     newshape: &[i64],
     i: usize,
     src: usize,
-    fail: &impl Fn(String) -> String,
-) -> Result<(Dim, Dim), String> {
+    fail: &impl Fn(String) -> OpError,
+) -> Result<(Dim, Dim), OpError> {
     let (Some(&a), Some(&b)) = (newshape.get(i + 1), newshape.get(i + 2)) else {
         return Err(fail(format!(
             "`-4` at position {i} must be followed by two values"
@@ -200,7 +201,7 @@ fn split_code(
             "`-4` must be followed by two sizes, at most one of them -1, got {a} and {b}"
         )));
     }
-    let split = |d0: Dim, by: i64| -> Result<Dim, String> {
+    let split = |d0: Dim, by: i64| -> Result<Dim, OpError> {
         match d0 {
             Dim::Known(n) if by == 0 || n % by != 0 => Err(fail(format!(
                 "dimension {n} does not split into ({a}, {b})"
@@ -223,8 +224,8 @@ fn infer_dim(
     ishape: &[Dim],
     codes: &Codes,
     k: usize,
-    fail: &impl Fn(String) -> String,
-) -> Result<Dim, String> {
+    fail: &impl Fn(String) -> OpError,
+) -> Result<Dim, OpError> {
     let others: Vec<Dim> = codes
         .out
         .iter()
@@ -260,7 +261,7 @@ fn infer_dim(
 
 /// The new shape of a `reshape` (or, `reverse`, of a `contrib_reverse_reshape`, which reads
 /// both shapes from the right).
-fn reshape_shape(shape: &[Dim], attrs: &Attrs, reverse: bool) -> Result<Vec<Dim>, String> {
+fn reshape_shape(shape: &[Dim], attrs: &Attrs, reverse: bool) -> Result<Vec<Dim>, OpError> {
     let newshape = attr_ints(attrs, "newshape")?;
     let allowzero = attr_bool(attrs, "allowzero")?;
     if !reverse {
@@ -273,38 +274,38 @@ fn reshape_shape(shape: &[Dim], attrs: &Attrs, reverse: bool) -> Result<Vec<Dim>
     Ok(out)
 }
 
-fn reshape_rel(inputs: &[Type], attrs: &Attrs) -> Result<Type, String> {
+fn reshape_rel(inputs: &[Type], attrs: &Attrs) -> Result<Type, OpError> {
     let (shape, dtype) = data_type(inputs)?;
     Ok(tensor(reshape_shape(shape, attrs, false)?, dtype))
 }
 
-fn reshape_eval(args: &[Value], attrs: &Attrs) -> Result<Value, String> {
+fn reshape_eval(args: &[Value], attrs: &Attrs) -> Result<Value, OpError> {
     let x = arg_tensor(args, 0)?;
     reshaped(x, &reshape_shape(&dims(x.shape()), attrs, false)?)
 }
 
-fn reverse_reshape_rel(inputs: &[Type], attrs: &Attrs) -> Result<Type, String> {
+fn reverse_reshape_rel(inputs: &[Type], attrs: &Attrs) -> Result<Type, OpError> {
     let (shape, dtype) = data_type(inputs)?;
     Ok(tensor(reshape_shape(shape, attrs, true)?, dtype))
 }
 
-fn reverse_reshape_eval(args: &[Value], attrs: &Attrs) -> Result<Value, String> {
+fn reverse_reshape_eval(args: &[Value], attrs: &Attrs) -> Result<Value, OpError> {
     let x = arg_tensor(args, 0)?;
     reshaped(x, &reshape_shape(&dims(x.shape()), attrs, true)?)
 }
 
 /// `reshape_like`: `data`'s dimensions `lhs_begin..lhs_end` replaced by `shape_like`'s
 /// `rhs_begin..rhs_end` (ends default to the rank; negative values count from the end).
-fn reshape_like_shape(lhs: &[Dim], rhs: &[Dim], attrs: &Attrs) -> Result<Vec<Dim>, String> {
-    let range = |side: &str, rank: usize| -> Result<(usize, usize), String> {
+fn reshape_like_shape(lhs: &[Dim], rhs: &[Dim], attrs: &Attrs) -> Result<Vec<Dim>, OpError> {
+    let range = |side: &str, rank: usize| -> Result<(usize, usize), OpError> {
         let r = rank as i64;
         let norm = |v: i64| if v < 0 { v + r } else { v };
         let begin = norm(attr_int(attrs, &format!("{side}_begin"))?);
         let end = norm(attr_opt_int(attrs, &format!("{side}_end"))?.unwrap_or(r));
         if !(0 <= begin && begin <= end && end <= r) {
-            return Err(format!(
+            return Err(OpError::shape(format!(
                 "`{side}_begin` and `{side}_end` select dimensions {begin}..{end}, outside a tensor of rank {rank}"
-            ));
+            )));
         }
         Ok((begin as usize, end as usize))
     };
@@ -319,23 +320,23 @@ fn reshape_like_shape(lhs: &[Dim], rhs: &[Dim], attrs: &Attrs) -> Result<Vec<Dim
     if let (Some(a), Some(b)) = (element_count(lhs), element_count(&out))
         && a != b
     {
-        return Err(format!(
+        return Err(OpError::shape(format!(
             "reshape_like cannot turn {} into {}: {a} elements, not {b}",
             shape_text(lhs),
             shape_text(&out)
-        ));
+        )));
     }
     Ok(out)
 }
 
-fn reshape_like_rel(inputs: &[Type], attrs: &Attrs) -> Result<Type, String> {
+fn reshape_like_rel(inputs: &[Type], attrs: &Attrs) -> Result<Type, OpError> {
     expect_inputs(inputs, 2)?;
     let (lhs, dtype) = tensor_type(&inputs[0], "the data")?;
     let (rhs, _) = tensor_type(&inputs[1], "`shape_like`")?;
     Ok(tensor(reshape_like_shape(lhs, rhs, attrs)?, dtype))
 }
 
-fn reshape_like_eval(args: &[Value], attrs: &Attrs) -> Result<Value, String> {
+fn reshape_like_eval(args: &[Value], attrs: &Attrs) -> Result<Value, OpError> {
     let x = arg_tensor(args, 0)?;
     let like = arg_tensor(args, 1)?;
     reshaped(
@@ -380,10 +381,10 @@ pub(super) fn reshape_te(name: &str, inputs: &[TeValue], out: &Type) -> ComputeR
     let (shape, dtype) = compute::static_tensor(out)?;
     let x = compute::input(inputs, 0)?;
     if num_elements(&x.shape) != num_elements(&shape) {
-        return Err(format!(
+        return Err(OpError::shape(format!(
             "{name} cannot turn shape {:?} into {shape:?}",
             x.shape
-        ));
+        )));
     }
     if num_elements(&shape) == 0 {
         return Ok(empty_output(name, &shape, dtype));

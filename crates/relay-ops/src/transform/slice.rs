@@ -2,6 +2,7 @@
 //! its type relation, reference evaluation and compute definition, and the table entries of
 //! `strided_set` and `slice_like`.
 
+use relay_ir::OpError;
 use relay_ir::te::{TExpr, TeValue, Tensor};
 use relay_ir::{
     AttrDefault as D, AttrField, AttrKind as K, Attrs, Dim, OpPattern as P, OpSchema, Type, Value,
@@ -76,7 +77,7 @@ struct SliceDim {
 /// `StridedSliceRel` and `StridedSliceOutputShape`). With `axes=None`, `begin`, `end` and
 /// `strides` cover the leading dimensions and the rest are taken whole; with
 /// `slice_mode="size"`, `end` holds sizes (negative: to the end) and `strides` is ignored.
-fn slice_dims(shape: &[Dim], attrs: &Attrs) -> Result<Vec<SliceDim>, String> {
+fn slice_dims(shape: &[Dim], attrs: &Attrs) -> Result<Vec<SliceDim>, OpError> {
     const MAX: i64 = i64::MAX;
     let rank = shape.len();
     let mut begin = attr_ints(attrs, "begin")?;
@@ -86,20 +87,24 @@ fn slice_dims(shape: &[Dim], attrs: &Attrs) -> Result<Vec<SliceDim>, String> {
         "end" => false,
         "size" => true,
         other => {
-            return Err(format!(
-                "`slice_mode` must be \"end\" or \"size\", got \"{other}\""
+            return Err(OpError::attribute(
+                "slice_mode",
+                format!("`slice_mode` must be \"end\" or \"size\", got \"{other}\""),
             ));
         }
     };
     let axes: Vec<usize> = match attr_opt_ints(attrs, "axes")? {
         Some(axes) => {
             if begin.len() != axes.len() || end.len() != axes.len() || steps.len() > axes.len() {
-                return Err(format!(
-                    "`begin`, `end` and `strides` must have one value per axis in `axes` ({}), got {}, {} and {}",
-                    axes.len(),
-                    begin.len(),
-                    end.len(),
-                    steps.len()
+                return Err(OpError::attribute(
+                    "begin",
+                    format!(
+                        "`begin`, `end` and `strides` must have one value per axis in `axes` ({}), got {}, {} and {}",
+                        axes.len(),
+                        begin.len(),
+                        end.len(),
+                        steps.len()
+                    ),
                 ));
             }
             steps.resize(axes.len(), 1);
@@ -108,7 +113,10 @@ fn slice_dims(shape: &[Dim], attrs: &Attrs) -> Result<Vec<SliceDim>, String> {
             for &a in &axes {
                 let d = axis_index(a, rank)?;
                 if seen[d] {
-                    return Err(format!("`axes` lists dimension {d} twice"));
+                    return Err(OpError::attribute(
+                        "axes",
+                        format!("`axes` lists dimension {d} twice"),
+                    ));
                 }
                 seen[d] = true;
                 out.push(d);
@@ -122,8 +130,9 @@ fn slice_dims(shape: &[Dim], attrs: &Attrs) -> Result<Vec<SliceDim>, String> {
                 ("strides", steps.len()),
             ] {
                 if len > rank {
-                    return Err(format!(
-                        "`{name}` has {len} values for a tensor of rank {rank}"
+                    return Err(OpError::attribute(
+                        name,
+                        format!("`{name}` has {len} values for a tensor of rank {rank}"),
                     ));
                 }
             }
@@ -145,9 +154,9 @@ fn slice_dims(shape: &[Dim], attrs: &Attrs) -> Result<Vec<SliceDim>, String> {
             *e = if *e < 0 { MAX } else { b.saturating_add(*e) };
         }
     } else if steps.contains(&0) {
-        return Err(format!(
-            "`strides` must not contain 0, got {}",
-            list_text(&steps)
+        return Err(OpError::attribute(
+            "strides",
+            format!("`strides` must not contain 0, got {}", list_text(&steps)),
         ));
     }
     let mut out: Vec<SliceDim> = shape
@@ -165,9 +174,9 @@ fn slice_dims(shape: &[Dim], attrs: &Attrs) -> Result<Vec<SliceDim>, String> {
                 let cb = canonical_index(b, n, s);
                 let ce = canonical_index(e, n, s);
                 if (s < 0 && ce > cb) || (s > 0 && cb > ce) {
-                    return Err(format!(
+                    return Err(OpError::shape(format!(
                         "strided_slice `begin` {b} and `end` {e} are in the wrong order for stride {s} on axis {ax}"
-                    ));
+                    )));
                 }
                 // In `i128`, so that a stride of `i64::MIN` cannot overflow.
                 let step = i128::from(s).abs();
@@ -188,13 +197,13 @@ fn slice_dims(shape: &[Dim], attrs: &Attrs) -> Result<Vec<SliceDim>, String> {
     Ok(out)
 }
 
-fn strided_slice_rel(inputs: &[Type], attrs: &Attrs) -> Result<Type, String> {
+fn strided_slice_rel(inputs: &[Type], attrs: &Attrs) -> Result<Type, OpError> {
     let (shape, dtype) = data_type(inputs)?;
     let plan = slice_dims(shape, attrs)?;
     Ok(tensor(plan.iter().map(|p| p.len).collect(), dtype))
 }
 
-fn strided_slice_eval(args: &[Value], attrs: &Attrs) -> Result<Value, String> {
+fn strided_slice_eval(args: &[Value], attrs: &Attrs) -> Result<Value, OpError> {
     let x = arg_tensor(args, 0)?;
     let plan = slice_dims(&dims(x.shape()), attrs)?;
     let lens: Vec<Dim> = plan.iter().map(|p| p.len).collect();
@@ -212,9 +221,9 @@ fn strided_slice_te(inputs: &[TeValue], attrs: &Attrs, out: &Type) -> ComputeRes
     let plan = slice_dims(&dims(&x.shape), attrs)?;
     let lens = concrete(&plan.iter().map(|p| p.len).collect::<Vec<_>>())?;
     if lens != shape {
-        return Err(format!(
+        return Err(OpError::shape(format!(
             "strided_slice makes shape {lens:?}, its output type is `{out}`"
-        ));
+        )));
     }
     if num_elements(&shape) == 0 {
         return Ok(empty_output("T_strided_slice", &shape, dtype));

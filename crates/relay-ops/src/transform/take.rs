@@ -3,6 +3,7 @@
 //! evaluations and compute definitions, and the table entries of `gather_nd` and
 //! `adv_index`.
 
+use relay_ir::OpError;
 use relay_ir::te::{BinaryOp, TExpr, TeValue, Tensor};
 use relay_ir::{
     AttrDefault as D, AttrKind as K, Attrs, DType, Dim, OpPattern as P, OpSchema, Type, Value,
@@ -61,13 +62,14 @@ enum TakeMode {
     Fast,
 }
 
-fn take_mode(attrs: &Attrs) -> Result<TakeMode, String> {
+fn take_mode(attrs: &Attrs) -> Result<TakeMode, OpError> {
     match attr_str(attrs, "mode")? {
         "clip" => Ok(TakeMode::Clip),
         "wrap" => Ok(TakeMode::Wrap),
         "fast" => Ok(TakeMode::Fast),
-        other => Err(format!(
-            "`mode` must be \"clip\", \"wrap\" or \"fast\", got \"{other}\""
+        other => Err(OpError::attribute(
+            "mode",
+            format!("`mode` must be \"clip\", \"wrap\" or \"fast\", got \"{other}\""),
         )),
     }
 }
@@ -77,7 +79,7 @@ fn take_axes(
     data_rank: usize,
     indices_rank: usize,
     attrs: &Attrs,
-) -> Result<Option<(usize, usize)>, String> {
+) -> Result<Option<(usize, usize)>, OpError> {
     let Some(axis) = attr_opt_int(attrs, "axis")? else {
         return Ok(None);
     };
@@ -89,8 +91,11 @@ fn take_axes(
         given
     };
     if batch < 0 || batch > indices_rank as i64 || batch > axis as i64 {
-        return Err(format!(
-            "`batch_dims` {given} must be within the indices' rank {indices_rank} and at most the axis {axis}"
+        return Err(OpError::attribute(
+            "batch_dims",
+            format!(
+                "`batch_dims` {given} must be within the indices' rank {indices_rank} and at most the axis {axis}"
+            ),
         ));
     }
     Ok(Some((axis, batch as usize)))
@@ -98,7 +103,7 @@ fn take_axes(
 
 /// The result shape of `take`: the indices' shape without an axis (the data is flattened),
 /// else `data[..axis] ++ indices[batch_dims..] ++ data[axis + 1..]`.
-fn take_shape(data: &[Dim], indices: &[Dim], attrs: &Attrs) -> Result<Vec<Dim>, String> {
+fn take_shape(data: &[Dim], indices: &[Dim], attrs: &Attrs) -> Result<Vec<Dim>, OpError> {
     take_mode(attrs)?;
     let Some((axis, batch)) = take_axes(data.len(), indices.len(), attrs)? else {
         return Ok(indices.to_vec());
@@ -107,9 +112,9 @@ fn take_shape(data: &[Dim], indices: &[Dim], attrs: &Attrs) -> Result<Vec<Dim>, 
         if let (Dim::Known(a), Dim::Known(b)) = (data[d], indices[d])
             && a != b
         {
-            return Err(format!(
+            return Err(OpError::shape(format!(
                 "batch dimension {d} differs: {a} in the data, {b} in the indices"
-            ));
+            )));
         }
     }
     Ok(data[..axis]
@@ -120,40 +125,40 @@ fn take_shape(data: &[Dim], indices: &[Dim], attrs: &Attrs) -> Result<Vec<Dim>, 
         .collect())
 }
 
-fn take_rel(inputs: &[Type], attrs: &Attrs) -> Result<Type, String> {
+fn take_rel(inputs: &[Type], attrs: &Attrs) -> Result<Type, OpError> {
     expect_inputs(inputs, 2)?;
     let (data, dtype) = tensor_type(&inputs[0], "the data")?;
     let (indices, index_dtype) = tensor_type(&inputs[1], "the indices")?;
     if !index_dtype.is_int() {
-        return Err(format!(
+        return Err(OpError::dtype(format!(
             "the indices must be an integer tensor, got `{}`",
             inputs[1]
-        ));
+        )));
     }
     Ok(tensor(take_shape(data, indices, attrs)?, dtype))
 }
 
 /// The position an index selects along a dimension of `n` elements.
-fn resolve(index: i128, n: i64, mode: TakeMode) -> Result<i64, String> {
+fn resolve(index: i128, n: i64, mode: TakeMode) -> Result<i64, OpError> {
     let n128 = i128::from(n);
     if n <= 0 {
-        return Err(format!(
+        return Err(OpError::value(format!(
             "take index {index} is out of bounds for an empty axis"
-        ));
+        )));
     }
     Ok(match mode {
         TakeMode::Clip => index.clamp(0, n128 - 1) as i64,
         TakeMode::Wrap => index.rem_euclid(n128) as i64,
         TakeMode::Fast if (0..n128).contains(&index) => index as i64,
         TakeMode::Fast => {
-            return Err(format!(
+            return Err(OpError::value(format!(
                 "take index {index} is out of bounds for an axis of {n} elements (mode \"fast\")"
-            ));
+            )));
         }
     })
 }
 
-fn take_eval(args: &[Value], attrs: &Attrs) -> Result<Value, String> {
+fn take_eval(args: &[Value], attrs: &Attrs) -> Result<Value, OpError> {
     let x = arg_tensor(args, 0)?;
     let ind = arg_tensor(args, 1)?;
     let mode = take_mode(attrs)?;
@@ -166,11 +171,11 @@ fn take_eval(args: &[Value], attrs: &Attrs) -> Result<Value, String> {
             .map(|(i, s)| i * s)
             .sum::<i64>() as usize
     };
-    let index_at = |pos: usize| -> Result<i128, String> {
+    let index_at = |pos: usize| -> Result<i128, OpError> {
         indices
             .get(pos)
             .copied()
-            .ok_or_else(|| "internal error: index position out of range".to_owned())
+            .ok_or_else(|| OpError::shape("internal error: index position out of range"))
     };
     let Some((axis, batch)) = take_axes(x.ndim(), ind.ndim(), attrs)? else {
         let n = x.num_elements() as i64;
@@ -201,24 +206,25 @@ fn take_eval(args: &[Value], attrs: &Attrs) -> Result<Value, String> {
 
 /// `gather`'s axis and the checks of its operands: the same rank, and along every other
 /// axis no more indices than data.
-fn gather_axis(data: &[Dim], indices: &[Dim], attrs: &Attrs) -> Result<usize, String> {
-    let axis = attr_opt_int(attrs, "axis")?.ok_or("gather needs an `axis`")?;
+fn gather_axis(data: &[Dim], indices: &[Dim], attrs: &Attrs) -> Result<usize, OpError> {
+    let axis =
+        attr_opt_int(attrs, "axis")?.ok_or_else(|| OpError::shape("gather needs an `axis`"))?;
     let axis = axis_index(axis, data.len())?;
     if data.len() != indices.len() {
-        return Err(format!(
+        return Err(OpError::shape(format!(
             "the indices' rank {} differs from the data's {}",
             indices.len(),
             data.len()
-        ));
+        )));
     }
     for (d, (&a, &b)) in data.iter().zip(indices).enumerate() {
         if let (Dim::Known(a), Dim::Known(b)) = (a, b)
             && d != axis
             && b > a
         {
-            return Err(format!(
+            return Err(OpError::shape(format!(
                 "dimension {d} has {b} indices for {a} data elements"
-            ));
+            )));
         }
     }
     Ok(axis)
@@ -227,15 +233,15 @@ fn gather_axis(data: &[Dim], indices: &[Dim], attrs: &Attrs) -> Result<usize, St
 /// `gather(data, indices, axis)`: `out[i] = data[i with axis replaced by indices[i]]`, of the
 /// indices' shape; a negative index counts from the end, and indices are clamped to the axis
 /// (never read out of bounds).
-fn gather_rel(inputs: &[Type], attrs: &Attrs) -> Result<Type, String> {
+fn gather_rel(inputs: &[Type], attrs: &Attrs) -> Result<Type, OpError> {
     expect_inputs(inputs, 2)?;
     let (data, dtype) = tensor_type(&inputs[0], "the data")?;
     let (indices, index_dtype) = tensor_type(&inputs[1], "the indices")?;
     if !index_dtype.is_int() {
-        return Err(format!(
+        return Err(OpError::dtype(format!(
             "the indices must be an integer tensor, got `{}`",
             inputs[1]
-        ));
+        )));
     }
     gather_axis(data, indices, attrs)?;
     Ok(tensor(indices.to_vec(), dtype))
@@ -248,13 +254,13 @@ fn gather_position(index: i128, n: i64) -> i64 {
     i.clamp(0, n - 1) as i64
 }
 
-fn gather_eval(args: &[Value], attrs: &Attrs) -> Result<Value, String> {
+fn gather_eval(args: &[Value], attrs: &Attrs) -> Result<Value, OpError> {
     let x = arg_tensor(args, 0)?;
     let ind = arg_tensor(args, 1)?;
     let axis = gather_axis(&dims(x.shape()), &dims(ind.shape()), attrs)?;
     let out_shape = ind.shape().to_vec();
     if x.shape()[axis] == 0 && ind.num_elements() > 0 {
-        return Err("gather selects from an empty axis".into());
+        return Err(OpError::value("gather selects from an empty axis"));
     }
     let indices = ind.to_i128_vec();
     let (st, ist) = (strides(x.shape()), strides(ind.shape()));
@@ -264,7 +270,7 @@ fn gather_eval(args: &[Value], attrs: &Attrs) -> Result<Value, String> {
         let index = indices
             .get(at as usize)
             .copied()
-            .ok_or("internal error: index position out of range")?;
+            .ok_or_else(|| OpError::shape("internal error: index position out of range"))?;
         Ok(idx
             .iter()
             .enumerate()
@@ -287,7 +293,7 @@ fn gather_te(inputs: &[TeValue], attrs: &Attrs, out: &Type) -> ComputeResult {
     }
     let n = x.shape[axis];
     if n == 0 {
-        return Err("gather selects from an empty axis".into());
+        return Err(OpError::value("gather selects from an empty axis"));
     }
     let t = Tensor::compute("T_gather", &shape, |i| {
         let index = ind.at(i);
@@ -338,10 +344,10 @@ fn take_te(inputs: &[TeValue], attrs: &Attrs, out: &Type) -> ComputeResult {
     let ind = compute::input(inputs, 1)?;
     let mode = take_mode(attrs)?;
     if !ind.dtype.is_int() {
-        return Err(format!(
+        return Err(OpError::dtype(format!(
             "take's indices must be integers, got {}",
             ind.dtype
-        ));
+        )));
     }
     expect_shape(
         "take",
@@ -357,7 +363,9 @@ fn take_te(inputs: &[TeValue], attrs: &Attrs, out: &Type) -> ComputeResult {
         None => num_elements(&x.shape),
     };
     if n == 0 {
-        return Err("take selects from an empty axis: every index is out of bounds".into());
+        return Err(OpError::value(
+            "take selects from an empty axis: every index is out of bounds",
+        ));
     }
     let t = Tensor::compute("T_take", &shape, |i| match axes {
         None => {

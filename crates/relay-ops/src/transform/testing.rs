@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use relay_ir::te::BinaryOp::{Add, Div, FloorDiv, FloorMod, Max, Min, Mod, Mul, Sub};
 use relay_ir::te::{TExpr, TExprKind, TeValue, Tensor, TensorOp};
-use relay_ir::{AttrValue, Attrs, DType, Dim, NDArray, Type, Value};
+use relay_ir::{AttrValue, Attrs, DType, Dim, NDArray, OpError, Type, Value};
 
 use crate::compute::interp::Interp;
 use crate::compute::op_tests::{DTYPES, Rng, agree_within, check, random};
@@ -46,13 +46,15 @@ pub(super) fn any_ty(shape: &[i64]) -> Type {
 pub(super) fn rel(op: &str, inputs: &[&Type], set: &[(&str, AttrValue)]) -> Result<String, String> {
     let f = crate::lookup(op).unwrap().relation.unwrap();
     let inputs: Vec<Type> = inputs.iter().map(|&t| t.clone()).collect();
-    f(&inputs, &attrs(op, set)).map(|t| t.to_string())
+    f(&inputs, &attrs(op, set))
+        .map(|t| t.to_string())
+        .map_err(|e| e.to_string())
 }
 
 pub(super) fn eval(op: &str, args: &[&Value], set: &[(&str, AttrValue)]) -> Result<Value, String> {
     let f = crate::lookup(op).unwrap().eval.unwrap();
     let args: Vec<Value> = args.iter().map(|&v| v.clone()).collect();
-    f(&args, &attrs(op, set))
+    f(&args, &attrs(op, set)).map_err(|e| e.to_string())
 }
 
 pub(super) fn typed(dtype: DType, shape: &[i64], v: &[i128]) -> Value {
@@ -125,7 +127,7 @@ pub(super) fn te_leaves(v: &TeValue, out: &mut Vec<Tensor>) {
 }
 
 /// The input types, the compute definition's result and the reference evaluation's.
-pub(super) type Compiled = (Vec<Type>, Result<TeValue, String>, Result<Value, String>);
+pub(super) type Compiled = (Vec<Type>, Result<TeValue, OpError>, Result<Value, OpError>);
 
 /// The input types, the compute definition's result of `name` on placeholders for
 /// `parts` (one tuple of them when `tuple_in`), and the reference evaluation's result;

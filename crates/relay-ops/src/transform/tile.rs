@@ -1,6 +1,7 @@
 //! Repetition and reversal: `tile`, `repeat` and `reverse`, with their type relations,
 //! reference evaluations and compute definitions, and the table entry of `reverse_sequence`.
 
+use relay_ir::OpError;
 use relay_ir::te::{BinaryOp, TExpr, TeValue, Tensor};
 use relay_ir::{
     AttrDefault as D, AttrKind as K, Attrs, Dim, OpPattern as P, OpSchema, Type, Value,
@@ -59,12 +60,12 @@ pub(super) static OPS: &[OpSchema] = &[
 
 /// `tile`: the shape and the `reps` both padded with leading 1s to the longer rank, then
 /// multiplied. Every repetition count must be positive (TVM).
-fn tile_shape(shape: &[Dim], attrs: &Attrs) -> Result<Vec<Dim>, String> {
+fn tile_shape(shape: &[Dim], attrs: &Attrs) -> Result<Vec<Dim>, OpError> {
     let reps = attr_ints(attrs, "reps")?;
     if let Some(&r) = reps.iter().find(|&&r| r <= 0) {
-        return Err(format!(
-            "`reps` must be positive, got {r} in {}",
-            list_text(&reps)
+        return Err(OpError::attribute(
+            "reps",
+            format!("`reps` must be positive, got {r} in {}", list_text(&reps)),
         ));
     }
     let rank = shape.len().max(reps.len());
@@ -85,12 +86,12 @@ fn tile_shape(shape: &[Dim], attrs: &Attrs) -> Result<Vec<Dim>, String> {
     Ok(out)
 }
 
-fn tile_rel(inputs: &[Type], attrs: &Attrs) -> Result<Type, String> {
+fn tile_rel(inputs: &[Type], attrs: &Attrs) -> Result<Type, OpError> {
     let (shape, dtype) = data_type(inputs)?;
     Ok(tensor(tile_shape(shape, attrs)?, dtype))
 }
 
-fn tile_eval(args: &[Value], attrs: &Attrs) -> Result<Value, String> {
+fn tile_eval(args: &[Value], attrs: &Attrs) -> Result<Value, OpError> {
     let x = arg_tensor(args, 0)?;
     let out_shape = concrete(&tile_shape(&dims(x.shape()), attrs)?)?;
     let xs = x.shape().to_vec();
@@ -106,10 +107,13 @@ fn tile_eval(args: &[Value], attrs: &Attrs) -> Result<Value, String> {
 }
 
 /// `repeat`'s axis (`None`: the data is flattened first, as numpy does) and count.
-fn repeat_args(rank: usize, attrs: &Attrs) -> Result<(Option<usize>, i64), String> {
+fn repeat_args(rank: usize, attrs: &Attrs) -> Result<(Option<usize>, i64), OpError> {
     let repeats = attr_int(attrs, "repeats")?;
     if repeats < 1 {
-        return Err(format!("`repeats` must be at least 1, got {repeats}"));
+        return Err(OpError::attribute(
+            "repeats",
+            format!("`repeats` must be at least 1, got {repeats}"),
+        ));
     }
     let axis = match attr_opt_int(attrs, "axis")? {
         Some(a) => Some(axis_index(a, rank)?),
@@ -118,7 +122,7 @@ fn repeat_args(rank: usize, attrs: &Attrs) -> Result<(Option<usize>, i64), Strin
     Ok((axis, repeats))
 }
 
-fn repeat_shape(shape: &[Dim], attrs: &Attrs) -> Result<Vec<Dim>, String> {
+fn repeat_shape(shape: &[Dim], attrs: &Attrs) -> Result<Vec<Dim>, OpError> {
     let (axis, repeats) = repeat_args(shape.len(), attrs)?;
     Ok(match axis {
         Some(a) => {
@@ -133,12 +137,12 @@ fn repeat_shape(shape: &[Dim], attrs: &Attrs) -> Result<Vec<Dim>, String> {
     })
 }
 
-fn repeat_rel(inputs: &[Type], attrs: &Attrs) -> Result<Type, String> {
+fn repeat_rel(inputs: &[Type], attrs: &Attrs) -> Result<Type, OpError> {
     let (shape, dtype) = data_type(inputs)?;
     Ok(tensor(repeat_shape(shape, attrs)?, dtype))
 }
 
-fn repeat_eval(args: &[Value], attrs: &Attrs) -> Result<Value, String> {
+fn repeat_eval(args: &[Value], attrs: &Attrs) -> Result<Value, OpError> {
     let x = arg_tensor(args, 0)?;
     let (axis, repeats) = repeat_args(x.ndim(), attrs)?;
     let out_shape = concrete(&repeat_shape(&dims(x.shape()), attrs)?)?;
@@ -156,7 +160,7 @@ fn repeat_eval(args: &[Value], attrs: &Attrs) -> Result<Value, String> {
 }
 
 /// The dimensions `reverse` flips: `axis`, or every one when `None`.
-fn reversed_axes(rank: usize, attrs: &Attrs) -> Result<Vec<bool>, String> {
+fn reversed_axes(rank: usize, attrs: &Attrs) -> Result<Vec<bool>, OpError> {
     match attr_opt_int(attrs, "axis")? {
         Some(a) => {
             let d = axis_index(a, rank)?;
@@ -166,13 +170,13 @@ fn reversed_axes(rank: usize, attrs: &Attrs) -> Result<Vec<bool>, String> {
     }
 }
 
-fn reverse_rel(inputs: &[Type], attrs: &Attrs) -> Result<Type, String> {
+fn reverse_rel(inputs: &[Type], attrs: &Attrs) -> Result<Type, OpError> {
     let (shape, dtype) = data_type(inputs)?;
     reversed_axes(shape.len(), attrs)?;
     Ok(tensor(shape.to_vec(), dtype))
 }
 
-fn reverse_eval(args: &[Value], attrs: &Attrs) -> Result<Value, String> {
+fn reverse_eval(args: &[Value], attrs: &Attrs) -> Result<Value, OpError> {
     let x = arg_tensor(args, 0)?;
     let flip = reversed_axes(x.ndim(), attrs)?;
     let xs = x.shape().to_vec();
@@ -196,7 +200,7 @@ fn tile_te(inputs: &[TeValue], attrs: &Attrs, out: &Type) -> ComputeResult {
     let offset = shape
         .len()
         .checked_sub(x.shape.len())
-        .ok_or("tile's output has a lower rank than its input")?;
+        .ok_or_else(|| OpError::shape("tile's output has a lower rank than its input"))?;
     if num_elements(&shape) == 0 {
         return Ok(empty_output("T_tile", &shape, dtype));
     }

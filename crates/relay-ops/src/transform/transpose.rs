@@ -2,6 +2,7 @@
 //! relations, reference evaluations and compute definitions (`expand_dims` and `squeeze` keep
 //! the element order, so they compute as reshapes).
 
+use relay_ir::OpError;
 use relay_ir::te::{TExpr, TeValue, Tensor};
 use relay_ir::{
     AttrDefault as D, AttrField, AttrKind as K, Attrs, Dim, NDArray, OpPattern as P, OpSchema,
@@ -52,15 +53,18 @@ pub(super) static OPS: &[OpSchema] = &[
 // ----- Type relations and reference evaluation -----
 
 /// The permutation `transpose` applies: `axes`, or the reversed axes when `None` or empty.
-fn permutation(rank: usize, attrs: &Attrs) -> Result<Vec<usize>, String> {
+fn permutation(rank: usize, attrs: &Attrs) -> Result<Vec<usize>, OpError> {
     let axes = attr_opt_ints(attrs, "axes")?.unwrap_or_default();
     if axes.is_empty() {
         return Ok((0..rank).rev().collect());
     }
     if axes.len() != rank {
-        return Err(format!(
-            "`axes` must have {rank} values for a tensor of rank {rank}, got {}",
-            axes.len()
+        return Err(OpError::attribute(
+            "axes",
+            format!(
+                "`axes` must have {rank} values for a tensor of rank {rank}, got {}",
+                axes.len()
+            ),
         ));
     }
     let mut seen = vec![false; rank];
@@ -68,7 +72,10 @@ fn permutation(rank: usize, attrs: &Attrs) -> Result<Vec<usize>, String> {
     for &a in &axes {
         let d = axis_index(a, rank)?;
         if seen[d] {
-            return Err(format!("`axes` lists dimension {d} twice"));
+            return Err(OpError::attribute(
+                "axes",
+                format!("`axes` lists dimension {d} twice"),
+            ));
         }
         seen[d] = true;
         perm.push(d);
@@ -76,22 +83,22 @@ fn permutation(rank: usize, attrs: &Attrs) -> Result<Vec<usize>, String> {
     Ok(perm)
 }
 
-fn transpose_rel(inputs: &[Type], attrs: &Attrs) -> Result<Type, String> {
+fn transpose_rel(inputs: &[Type], attrs: &Attrs) -> Result<Type, OpError> {
     let (shape, dtype) = data_type(inputs)?;
     let perm = permutation(shape.len(), attrs)?;
     Ok(tensor(perm.iter().map(|&p| shape[p]).collect(), dtype))
 }
 
-fn transpose_eval(args: &[Value], attrs: &Attrs) -> Result<Value, String> {
+fn transpose_eval(args: &[Value], attrs: &Attrs) -> Result<Value, OpError> {
     let x = arg_tensor(args, 0)?;
     let perm = permutation(x.ndim(), attrs)?;
     value(transposed(x, &perm))
 }
 
 /// `x` with its axes permuted: axis `k` of the result is axis `perm[k]` of `x`.
-pub(crate) fn transposed(x: &NDArray, perm: &[usize]) -> Result<NDArray, String> {
+pub(crate) fn transposed(x: &NDArray, perm: &[usize]) -> Result<NDArray, OpError> {
     if perm == [1, 0] {
-        return x.transposed_2d().map_err(|e| e.to_string());
+        return x.transposed_2d().map_err(OpError::from_runtime);
     }
     let out_shape: Vec<i64> = perm.iter().map(|&p| x.shape()[p]).collect();
     let st = strides(x.shape());
@@ -100,12 +107,13 @@ pub(crate) fn transposed(x: &NDArray, perm: &[usize]) -> Result<NDArray, String>
     })
 }
 
-fn expand_dims_shape(shape: &[Dim], attrs: &Attrs) -> Result<Vec<Dim>, String> {
+fn expand_dims_shape(shape: &[Dim], attrs: &Attrs) -> Result<Vec<Dim>, OpError> {
     let axis = attr_int(attrs, "axis")?;
     let count = attr_int(attrs, "num_newaxis")?;
     if !(0..=MAX_RANK).contains(&count) {
-        return Err(format!(
-            "`num_newaxis` must be between 0 and {MAX_RANK}, got {count}"
+        return Err(OpError::attribute(
+            "num_newaxis",
+            format!("`num_newaxis` must be between 0 and {MAX_RANK}, got {count}"),
         ));
     }
     let at = insert_index(axis, shape.len())?;
@@ -115,19 +123,19 @@ fn expand_dims_shape(shape: &[Dim], attrs: &Attrs) -> Result<Vec<Dim>, String> {
     Ok(out)
 }
 
-fn expand_dims_rel(inputs: &[Type], attrs: &Attrs) -> Result<Type, String> {
+fn expand_dims_rel(inputs: &[Type], attrs: &Attrs) -> Result<Type, OpError> {
     let (shape, dtype) = data_type(inputs)?;
     Ok(tensor(expand_dims_shape(shape, attrs)?, dtype))
 }
 
-fn expand_dims_eval(args: &[Value], attrs: &Attrs) -> Result<Value, String> {
+fn expand_dims_eval(args: &[Value], attrs: &Attrs) -> Result<Value, OpError> {
     let x = arg_tensor(args, 0)?;
     reshaped(x, &expand_dims_shape(&dims(x.shape()), attrs)?)
 }
 
 /// `squeeze`: the listed dimensions removed (each must be 1), or with `axis=None` every
 /// dimension known to be 1.
-fn squeeze_shape(shape: &[Dim], attrs: &Attrs) -> Result<Vec<Dim>, String> {
+fn squeeze_shape(shape: &[Dim], attrs: &Attrs) -> Result<Vec<Dim>, OpError> {
     let Some(axes) = attr_opt_ints(attrs, "axis")? else {
         return Ok(shape
             .iter()
@@ -141,9 +149,9 @@ fn squeeze_shape(shape: &[Dim], attrs: &Attrs) -> Result<Vec<Dim>, String> {
         if let Dim::Known(n) = shape[d]
             && n != 1
         {
-            return Err(format!(
+            return Err(OpError::shape(format!(
                 "cannot squeeze axis {a}: its dimension is {n}, not 1"
-            ));
+            )));
         }
         drop[d] = true;
     }
@@ -155,12 +163,12 @@ fn squeeze_shape(shape: &[Dim], attrs: &Attrs) -> Result<Vec<Dim>, String> {
         .collect())
 }
 
-fn squeeze_rel(inputs: &[Type], attrs: &Attrs) -> Result<Type, String> {
+fn squeeze_rel(inputs: &[Type], attrs: &Attrs) -> Result<Type, OpError> {
     let (shape, dtype) = data_type(inputs)?;
     Ok(tensor(squeeze_shape(shape, attrs)?, dtype))
 }
 
-fn squeeze_eval(args: &[Value], attrs: &Attrs) -> Result<Value, String> {
+fn squeeze_eval(args: &[Value], attrs: &Attrs) -> Result<Value, OpError> {
     let x = arg_tensor(args, 0)?;
     reshaped(x, &squeeze_shape(&dims(x.shape()), attrs)?)
 }
