@@ -135,8 +135,9 @@ fn main() -> ExitCode {
 
 /// What `relayc --version` prints after `relayc`: the version, the host triple, the Cranelift
 /// ISA features the JIT compiles kernels with (detected on this CPU), the instruction set of the
-/// host kernels (the GEMM microkernels: `Avx512`, `Avx2` or `Portable`) and the architectures
-/// `build --target` compiles for. (`relayc -V` prints the version alone.)
+/// host kernels (GEMM, dot products, depthwise convolutions, recurrences: `avx512`, `avx2` or
+/// `portable`, and `RELAYC_ISA` when it picks another than the CPU's best) and the
+/// architectures `build --target` compiles for. (`relayc -V` prints the version alone.)
 fn long_version() -> &'static str {
     static TEXT: OnceLock<String> = OnceLock::new();
     TEXT.get_or_init(|| {
@@ -145,14 +146,26 @@ fn long_version() -> &'static str {
             Err(error) => format!("none ({error})"),
         };
         format!(
-            "{}\nhost: {}\nkernel features (Cranelift): {features}\nhost kernels (GEMM): {:?}\n\
+            "{}\nhost: {}\nkernel features (Cranelift): {features}\nhost kernels: {}\n\
              build --target: {}",
             env!("CARGO_PKG_VERSION"),
             relay::listing::host_triple(),
-            relay::Isa::detected(),
+            host_kernels(),
             relay::listing::ARCHITECTURES.join(", ")
         )
     })
+}
+
+/// The host kernels' instruction set, and whether `RELAYC_ISA` chose it.
+fn host_kernels() -> String {
+    let detected = relay::Isa::detected();
+    match relay::Isa::from_env() {
+        Ok(Some(isa)) if isa != detected => {
+            format!("{isa} ({}; the CPU has {detected})", relay::ISA_VAR)
+        }
+        Ok(_) => detected.to_string(),
+        Err(error) => format!("{detected} ({}: {error})", relay::ISA_VAR),
+    }
 }
 
 /// `relayc check FILE...`: parses and type-checks every file, reporting each file's

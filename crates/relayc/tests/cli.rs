@@ -264,13 +264,27 @@ fn version_prints_the_host_and_the_kernel_features() {
         // Every x86-64 CPU of the last twenty years has SSE3.
         assert!(features.split(' ').any(|f| f == "has_sse3"), "{text}");
     }
-    let gemm = lines[3].strip_prefix("host kernels (GEMM): ");
+    let isa = lines[3].strip_prefix("host kernels: ");
     assert!(
-        matches!(gemm, Some("Avx512" | "Avx2" | "Portable")),
+        matches!(isa, Some("avx512" | "avx2" | "portable")),
         "{text}"
     );
     assert_eq!(lines[4], "build --target: x86_64, aarch64, riscv64, s390x");
     assert!(stderr(&out).is_empty(), "{}", stderr(&out));
+
+    // `RELAYC_ISA` picking another instruction set than the CPU's best is said.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_relayc"))
+        .arg("--version")
+        .env("RELAYC_ISA", "portable")
+        .output()
+        .unwrap();
+    let text = stdout(&out);
+    let line = text.lines().nth(3).unwrap_or_default();
+    assert!(
+        line == "host kernels: portable"
+            || line.starts_with("host kernels: portable (RELAYC_ISA; the CPU has "),
+        "{text}"
+    );
 
     // `-V` is the version alone.
     let out = relayc(&["-V"]);
