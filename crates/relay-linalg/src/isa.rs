@@ -64,16 +64,14 @@ impl Isa {
 
     /// Every ISA this CPU can run, portable first.
     pub fn available() -> Vec<Isa> {
-        match Isa::detected() {
-            Isa::Portable => vec![Isa::Portable],
-            Isa::Avx2 => vec![Isa::Portable, Isa::Avx2],
-            Isa::Avx512 => vec![Isa::Portable, Isa::Avx2, Isa::Avx512],
-        }
+        Isa::ALL.into_iter().filter(|isa| isa.runs_here()).collect()
     }
 
     /// Whether this CPU can run `self`.
     pub fn runs_here(self) -> bool {
-        Isa::available().contains(&self)
+        // Each ISA includes the ones before it in `ALL`.
+        let rank = |isa: Isa| Isa::ALL.iter().position(|&i| i == isa);
+        rank(self) <= rank(Isa::detected())
     }
 
     /// Its name as `RELAYC_ISA` and `--isa` spell it.

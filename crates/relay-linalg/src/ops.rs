@@ -48,9 +48,10 @@ impl Ops {
             .unwrap_or(&tables[0]))
     }
 
-    /// The table kernels use unless told otherwise ([`Isa::process_default`]).
+    /// The table kernels use unless told otherwise ([`Isa::process_default`]; found once).
     pub fn process_default() -> &'static Ops {
-        Ops::for_isa(Isa::process_default()).unwrap_or(&Ops::tables()[0])
+        static DEFAULT: OnceLock<&'static Ops> = OnceLock::new();
+        DEFAULT.get_or_init(|| Ops::for_isa(Isa::process_default()).unwrap_or(&Ops::tables()[0]))
     }
 
     /// The tables of every ISA this CPU runs, portable first (filled on first use).

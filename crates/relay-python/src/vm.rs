@@ -62,10 +62,15 @@ impl VM {
         isa: Option<&str>,
     ) -> PyResult<VM> {
         let py = exe.py();
-        let ops = isa
-            .map(|name| relay::Isa::select(name).and_then(relay::Ops::for_isa))
-            .transpose()
-            .map_err(|error| usage(py, Stage::Usage, format!("isa: {error}")))?;
+        let ops = match isa {
+            Some(name) => name.parse().and_then(relay::Ops::for_isa).map(Some),
+            // A bad `RELAYC_ISA` is an error here rather than silently ignored by the kernels.
+            None => relay::Isa::from_env().map(|_| None),
+        }
+        .map_err(|error| {
+            let what = if isa.is_some() { "isa" } else { relay::ISA_VAR };
+            usage(py, Stage::Usage, format!("{what}: {error}"))
+        })?;
         let pending = Arc::new(Mutex::new(None));
         let options = VmOptions {
             threads: threads.unwrap_or(exe.get().threads),

@@ -382,3 +382,12 @@ def test_every_isa_the_cpu_runs_gives_the_same_product_and_others_are_errors():
     assert "portable" in ran
     with pytest.raises(relayc.Error, match="unknown instruction set `sse2`"):
         relayc.VM(exe, isa="sse2")
+
+
+def test_a_bad_relayc_isa_in_the_environment_is_an_error(monkeypatch):
+    exe = relayc.compile(WIDE_DENSE)
+    monkeypatch.setenv("RELAYC_ISA", "mmx")
+    with pytest.raises(relayc.Error, match="RELAYC_ISA: unknown instruction set `mmx`"):
+        relayc.VM(exe)
+    monkeypatch.setenv("RELAYC_ISA", "portable")
+    relayc.VM(exe)

@@ -103,8 +103,13 @@ pub struct RunArgs {
     /// The host kernels' instruction set: portable, avx2 or avx512, one this CPU runs (VM
     /// only), to test and benchmark every path on one machine [default: $RELAYC_ISA, else the
     /// best the CPU has].
-    #[arg(long, value_name = "ISA")]
-    isa: Option<relay::Isa>,
+    #[arg(long, value_name = "ISA", value_parser = host_kernels)]
+    isa: Option<&'static relay::Ops>,
+}
+
+/// The host kernels of the instruction set `--isa` names, if this CPU runs it.
+fn host_kernels(name: &str) -> Result<&'static relay::Ops, relay::IsaError> {
+    name.parse().and_then(relay::Ops::for_isa)
 }
 
 impl RunArgs {
@@ -184,10 +189,6 @@ pub fn run(args: &RunArgs) -> Exit {
                 return Exit::Usage;
             }
         }
-    }
-    if let Some(Err(error)) = args.isa.map(relay::Ops::for_isa) {
-        report_error(format_args!("--isa: {error}"));
-        return Exit::Usage;
     }
     let output_kind = match &args.output {
         None => None,
@@ -420,8 +421,7 @@ fn execute(
         threads: args.threads.map_or(0, usize::from),
         profile: args.profiling(),
         trace: args.profile_format == Some(ProfileFormat::Chrome),
-        // Checked by `run`.
-        ops: args.isa.and_then(|isa| relay::Ops::for_isa(isa).ok()),
+        ops: args.isa,
         ..VmOptions::default()
     };
     let mut vm = Vm::with_options(exe, options);

@@ -175,8 +175,8 @@ impl<'a> Inliner<'a> {
         inliner.reductions.is_empty().then_some((inliner, v))
     }
 
-    /// An inliner of one tensor of shape `shape`, outside any kernel's lowering (reading the
-    /// kernel's `inputs` and materialized `buffers`).
+    /// An inliner of one tensor of shape `shape` reading the kernel's `inputs` and materialized
+    /// `buffers`, with no reduction and no limits yet.
     pub(crate) fn standalone(
         inputs: &'a [Tensor],
         buffers: &'a HashMap<usize, usize>,

@@ -91,20 +91,7 @@ impl Nest<'_> {
         if total == 0 {
             return Ok(Stmt::Seq(Vec::new()));
         }
-        let mut inliner = Inliner {
-            inputs: self.inputs,
-            buffers: self.buffers,
-            out_shape: shape.clone(),
-            want: None,
-            limit: None,
-            nodes: 0,
-            all32: true,
-            rank: shape.len(),
-            red_extents: Vec::new(),
-            reductions: Vec::new(),
-            red_cache: HashMap::new(),
-            in_reduce: false,
-        };
+        let mut inliner = Inliner::standalone(self.inputs, self.buffers, &shape);
         let env: Vec<Ix> = shape
             .iter()
             .enumerate()

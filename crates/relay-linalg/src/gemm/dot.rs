@@ -13,13 +13,17 @@ use crate::isa::Isa;
 /// was chosen for.
 pub type DotFn<T> = unsafe fn(x: *const T, y: *const T, n: usize) -> T;
 
-/// The `float32` dot product of `isa` (one this CPU runs).
+/// The `float32` dot product of `isa` (the portable one if the CPU lacks it).
 pub fn sdot_for(isa: Isa) -> DotFn<f32> {
     match isa {
         #[cfg(target_arch = "x86_64")]
-        Isa::Avx512 => dot_f32_avx512,
+        // SAFETY: the CPU has AVX-512F (checked); the pointers are the caller's contract.
+        Isa::Avx512 if Isa::detected() == Isa::Avx512 => {
+            |x, y, n| unsafe { dot_f32_avx512(x, y, n) }
+        }
         #[cfg(target_arch = "x86_64")]
-        Isa::Avx2 => dot_f32_avx2,
+        // SAFETY: the CPU has AVX2 and FMA (checked); the pointers are the caller's contract.
+        Isa::Avx2 if Isa::detected() != Isa::Portable => |x, y, n| unsafe { dot_f32_avx2(x, y, n) },
         _ => dot_scalar::<f32>,
     }
 }
@@ -28,28 +32,6 @@ pub fn sdot_for(isa: Isa) -> DotFn<f32> {
 /// the baseline instruction set, for every ISA.
 pub fn ddot_for(_isa: Isa) -> DotFn<f64> {
     dot_scalar::<f64>
-}
-
-/// [`dot_f32_avx2_impl`] behind the [`DotFn`] signature.
-///
-/// # Safety
-///
-/// As [`DotFn`], for AVX2 and FMA.
-#[cfg(target_arch = "x86_64")]
-unsafe fn dot_f32_avx2(x: *const f32, y: *const f32, n: usize) -> f32 {
-    // SAFETY: forwarded: the table picks this function only on a CPU with AVX2 and FMA.
-    unsafe { dot_f32_avx2_impl(x, y, n) }
-}
-
-/// [`dot_f32_avx512_impl`] behind the [`DotFn`] signature.
-///
-/// # Safety
-///
-/// As [`DotFn`], for AVX-512F.
-#[cfg(target_arch = "x86_64")]
-unsafe fn dot_f32_avx512(x: *const f32, y: *const f32, n: usize) -> f32 {
-    // SAFETY: forwarded: the table picks this function only on a CPU with AVX-512F.
-    unsafe { dot_f32_avx512_impl(x, y, n) }
 }
 
 /// A dot product with eight independent partial sums (which the compiler vectorizes).
@@ -84,7 +66,7 @@ where
 /// The CPU has AVX2 and FMA; `x` and `y` are valid for `n` elements.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
-unsafe fn dot_f32_avx2_impl(x: *const f32, y: *const f32, n: usize) -> f32 {
+unsafe fn dot_f32_avx2(x: *const f32, y: *const f32, n: usize) -> f32 {
     use std::arch::x86_64::*;
     let mut acc = [_mm256_setzero_ps(); 4];
     let whole = n / 32 * 32;
@@ -120,7 +102,7 @@ unsafe fn dot_f32_avx2_impl(x: *const f32, y: *const f32, n: usize) -> f32 {
 /// The CPU has AVX-512F; `x` and `y` are valid for `n` elements.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f")]
-unsafe fn dot_f32_avx512_impl(x: *const f32, y: *const f32, n: usize) -> f32 {
+unsafe fn dot_f32_avx512(x: *const f32, y: *const f32, n: usize) -> f32 {
     use std::arch::x86_64::*;
     let mut acc = [_mm512_setzero_ps(); 4];
     let whole = n / 64 * 64;
