@@ -33,6 +33,11 @@ pub struct OpSchema {
     /// The operation it is on unboxed scalars, which the VM evaluates without a kernel (loop
     /// counters, comparisons); `None` for every other operator.
     pub scalar: Option<ScalarOp>,
+    /// How it reads its arguments, for fusion, when that differs from [`OpSchema::pattern`]
+    /// (TVM's edge patterns): `nn.softmax` is `OutEWiseFusable` for what follows it, but reads
+    /// its input as a reduction does (`CommReduce`), so elementwise producers (an attention
+    /// score's scaling) fuse into it. `None`: its own pattern.
+    pub input_edge: Option<OpPattern>,
 }
 
 /// An operator's form on rank-0 integers, booleans and floats, which the VM evaluates on
@@ -226,6 +231,14 @@ impl OpSchema {
     pub const fn with_scalar(self, scalar: ScalarOp) -> OpSchema {
         OpSchema {
             scalar: Some(scalar),
+            ..self
+        }
+    }
+
+    /// The schema with its arguments read as `edge` for fusion ([`OpSchema::input_edge`]).
+    pub const fn with_input_edge(self, edge: OpPattern) -> OpSchema {
+        OpSchema {
+            input_edge: Some(edge),
             ..self
         }
     }

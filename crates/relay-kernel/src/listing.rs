@@ -33,8 +33,8 @@ pub const DYNAMIC_NOTE: &str = "dynamic shapes; compiled when called, for the ar
                                 (relay_kernel::compile_primitive_for)";
 
 /// What a listing says of a kernel the kernel library computes whole (`crate::host_op`: the
-/// LSTM and GRU recurrences), which has no loop nest.
-pub const HOST_NOTE: &str = "computed by the kernel library (a recurrence: no loop nest)";
+/// recurrences, softmax), which has no loop nest.
+pub const HOST_NOTE: &str = "computed by the kernel library (no loop nest)";
 
 /// The listing of `kernels` (as [`crate::primitive_functions`] lists a module's), in their
 /// order: for each, a `// kernel NAME` line and its text, or a `// kernel NAME: ` line with

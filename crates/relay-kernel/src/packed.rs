@@ -431,7 +431,7 @@ impl PackedFunc {
             }
         }
         // SAFETY: by this function's contract.
-        match unsafe { crate::host_op::call(op, ctx.ops(), &self.spec, &tensors) } {
+        match unsafe { crate::host_op::call(op, ctx, &self.spec, &tensors) } {
             Ok(()) => 0,
             Err(message) => {
                 ctx.error = Some(format!("kernel {}: {message}", self.name));

@@ -6,6 +6,7 @@
 //!   convolution windows and the packed forms of constant operands ([`gemm::prepacked`]);
 //! - [`depthwise`]: depthwise and grouped convolutions with fused epilogues;
 //! - [`rnn`]: the LSTM and GRU recurrences with fused gates;
+//! - [`softmax`]: softmax and log-softmax over rows, one memory pass, with a fused scaling;
 //! - [`isa`] and [`ops`]: the instruction sets the kernels have code for and the table of
 //!   kernels per instruction set, chosen once at start-up (or by `RELAYC_ISA`, for testing and
 //!   benchmarking every path on one machine);
@@ -20,6 +21,7 @@ pub mod math;
 pub mod ops;
 pub mod pool;
 pub mod rnn;
+pub mod softmax;
 
 pub use context::{DATA_ALIGNMENT, KernelContext};
 pub use isa::{Isa, IsaError};

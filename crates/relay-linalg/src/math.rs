@@ -1,6 +1,7 @@
 //! Float constants the host kernels' vector math shares with the kernel compiler's inline
 //! math (relay-kernel's `codegen/vmath.rs`, which documents the method), so that a fused
-//! recurrence and a compiled kernel compute the same `exp`, `sigmoid` and `tanh` values.
+//! recurrence, a softmax and a compiled kernel compute the same `exp`, `sigmoid` and `tanh`
+//! values; and the scalar `exp` the host kernels write in loops that vectorize.
 
 /// `1.5 * 2^23`: adding it to a float below `2^22` in magnitude rounds it to an integer `k`
 /// held in the low mantissa bits (`bits(k + MAGIC) = bits(MAGIC) + k`).
@@ -32,3 +33,46 @@ pub const TANH_P: [f32; 5] = [
 pub const TANH_SPLIT: f32 = 0.625;
 /// The largest `2|x|` whose exponential `tanh` computes: `tanh` is 1 in `float32` from 9.01.
 pub const TANH_CAP: f32 = 40.0;
+
+/// `a · b + c`, fused when `FMA`.
+#[inline(always)]
+pub(crate) fn madd<const FMA: bool>(a: f32, b: f32, c: f32) -> f32 {
+    if FMA { a.mul_add(b, c) } else { a * b + c }
+}
+
+/// `Σ c[i] x^i` by Horner's rule.
+#[inline(always)]
+pub(crate) fn poly<const FMA: bool>(x: f32, c: &[f32]) -> f32 {
+    c.iter().rev().fold(0.0, |acc, &k| madd::<FMA>(acc, x, k))
+}
+
+/// `2^n` for `n` in the normal exponent range.
+#[inline(always)]
+fn pow2(n: i32) -> f32 {
+    f32::from_bits(((n + 127) as u32) << 23)
+}
+
+/// `e^x` for `x` in `[-104, 89]` (or NaN): `x = k ln2 + r`, `e^r = 1 + r + r² P(r)`, scaled
+/// by `2^k` in two factors when `split` (results that are subnormal or near overflow).
+#[inline(always)]
+pub(crate) fn exp_clamped<const FMA: bool>(x: f32, split: bool) -> f32 {
+    let km = x * LOG2E + MAGIC;
+    let k = km - MAGIC;
+    let n = km.to_bits() as i32 - MAGIC.to_bits() as i32;
+    let r = madd::<FMA>(k, -LN2_HI, x);
+    let r = madd::<FMA>(k, -LN2_LO, r);
+    let y = madd::<FMA>(poly::<FMA>(r, &EXP_P), r * r, r) + 1.0;
+    if split {
+        let half = n >> 1;
+        y * pow2(half) * pow2(n - half)
+    } else {
+        y * pow2(n)
+    }
+}
+
+/// `x` clamped to `[lo, hi]`, NaN kept.
+#[inline(always)]
+pub(crate) fn clamp(x: f32, lo: f32, hi: f32) -> f32 {
+    let x = if x < lo { lo } else { x };
+    if x > hi { hi } else { x }
+}

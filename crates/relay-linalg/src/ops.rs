@@ -9,6 +9,7 @@ use crate::gemm::Kernel;
 use crate::gemm::dot::{self, DotFn};
 use crate::isa::{Isa, IsaError};
 use crate::rnn::{self, GruFn, LstmFn};
+use crate::softmax::{self, SoftmaxFn};
 
 /// The host kernels of one instruction set.
 pub struct Ops {
@@ -27,6 +28,8 @@ pub struct Ops {
     pub lstm: LstmFn,
     /// The GRU recurrence.
     pub gru: GruFn,
+    /// Softmax and log-softmax of rows.
+    pub softmax: SoftmaxFn,
 }
 
 impl std::fmt::Debug for Ops {
@@ -70,6 +73,7 @@ impl Ops {
             ddot: dot::ddot_for(isa),
             lstm: rnn::lstm_for(isa),
             gru: rnn::gru_for(isa),
+            softmax: softmax::softmax_for(isa),
         }
     }
 }

@@ -124,6 +124,7 @@ pub(crate) const fn op(
         eval: None,
         compute: None,
         scalar: None,
+        input_edge: None,
     }
 }
 

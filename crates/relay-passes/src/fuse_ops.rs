@@ -149,7 +149,7 @@ fn is_graph_node(e: &Expr) -> bool {
 }
 
 /// The pattern of `callee` if it is an operator the pass fuses (not a dialect operator).
-fn fusable_op(callee: &Expr) -> Option<OpPattern> {
+fn fusable_op(callee: &Expr) -> Option<(OpPattern, Option<OpPattern>)> {
     let ExprKind::Op(op) = callee.kind() else {
         return None;
     };
@@ -157,7 +157,7 @@ fn fusable_op(callee: &Expr) -> Option<OpPattern> {
         || op.name.starts_with("vm.")
         || op.name == "on_device"
         || op.name == "device_copy";
-    (!dialect).then_some(op.pattern)
+    (!dialect).then_some((op.pattern, op.input_edge))
 }
 
 fn is_tensor(ty: Option<&Type>) -> bool {
@@ -390,11 +390,12 @@ impl Chain {
             let out_ty = e.checked_type();
             let (pattern, children): (OpPattern, Vec<(Child, Option<OpPattern>)>) = match e.kind() {
                 ExprKind::Call { callee, args, .. } => {
-                    let op = fusable_op(callee).unwrap_or(OpPattern::Opaque);
+                    let (op, input_edge) = fusable_op(callee).unwrap_or((OpPattern::Opaque, None));
                     let children = args
                         .iter()
                         .map(|a| {
-                            let edge = edge_pattern(op, a.checked_type(), out_ty);
+                            let edge = input_edge
+                                .unwrap_or_else(|| edge_pattern(op, a.checked_type(), out_ty));
                             (self.child(a), Some(edge))
                         })
                         .collect();

@@ -451,6 +451,7 @@ static TEST_ADD: OpSchema = OpSchema {
     eval: None,
     compute: None,
     scalar: None,
+    input_edge: None,
 };
 
 static TEST_NO_REL: OpSchema = OpSchema {
@@ -463,6 +464,7 @@ static TEST_NO_REL: OpSchema = OpSchema {
     eval: None,
     compute: None,
     scalar: None,
+    input_edge: None,
 };
 
 fn op_call(op: &'static OpSchema, args: Vec<Expr>) -> Expr {

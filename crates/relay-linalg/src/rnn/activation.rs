@@ -3,50 +3,8 @@
 //! (`codegen/vmath.rs`, within 2 ulp), evaluated with Horner's rule. `FMA` fuses the
 //! multiply-adds (the AVX2 and AVX-512 paths) or rounds each product (the portable one).
 
-use crate::math::{EXP_P, LN2_HI, LN2_LO, LOG2E, MAGIC, TANH_CAP, TANH_P, TANH_SPLIT};
-
-/// `a · b + c`, fused when `FMA`.
-#[inline(always)]
-pub(super) fn madd<const FMA: bool>(a: f32, b: f32, c: f32) -> f32 {
-    if FMA { a.mul_add(b, c) } else { a * b + c }
-}
-
-/// `Σ c[i] x^i` by Horner's rule.
-#[inline(always)]
-fn poly<const FMA: bool>(x: f32, c: &[f32]) -> f32 {
-    c.iter().rev().fold(0.0, |acc, &k| madd::<FMA>(acc, x, k))
-}
-
-/// `2^n` for `n` in the normal exponent range.
-#[inline(always)]
-fn pow2(n: i32) -> f32 {
-    f32::from_bits(((n + 127) as u32) << 23)
-}
-
-/// `e^x` for `x` in `[-104, 89]` (or NaN): `x = k ln2 + r`, `e^r = 1 + r + r² P(r)`, scaled
-/// by `2^k` in two factors when `split` (results that are subnormal or near overflow).
-#[inline(always)]
-fn exp_clamped<const FMA: bool>(x: f32, split: bool) -> f32 {
-    let km = x * LOG2E + MAGIC;
-    let k = km - MAGIC;
-    let n = km.to_bits() as i32 - MAGIC.to_bits() as i32;
-    let r = madd::<FMA>(k, -LN2_HI, x);
-    let r = madd::<FMA>(k, -LN2_LO, r);
-    let y = madd::<FMA>(poly::<FMA>(r, &EXP_P), r * r, r) + 1.0;
-    if split {
-        let half = n >> 1;
-        y * pow2(half) * pow2(n - half)
-    } else {
-        y * pow2(n)
-    }
-}
-
-/// `x` clamped to `[lo, hi]`, NaN kept.
-#[inline(always)]
-fn clamp(x: f32, lo: f32, hi: f32) -> f32 {
-    let x = if x < lo { lo } else { x };
-    if x > hi { hi } else { x }
-}
+pub(super) use crate::math::madd;
+use crate::math::{TANH_CAP, TANH_P, TANH_SPLIT, clamp, exp_clamped, poly};
 
 /// The logistic function `1 / (1 + e^-x)`: `e = e^-|x|`, then `1 / (1 + e)` for `x >= 0`
 /// and `e / (1 + e)` below.

@@ -53,6 +53,7 @@ pub(super) static OPS: &[OpSchema] = &[
         SOFTMAX_ATTRS,
     )
     .with(P::OutEWiseFusable, softmax_rel, softmax_eval)
+    .with_input_edge(P::CommReduce)
     .with_compute(|i, a, o| softmax_te(i, a, o, false)),
     op(
         "nn.fast_softmax",
@@ -68,6 +69,7 @@ pub(super) static OPS: &[OpSchema] = &[
         SOFTMAX_ATTRS,
     )
     .with(P::OutEWiseFusable, softmax_rel, log_softmax_eval)
+    .with_input_edge(P::CommReduce)
     .with_compute(|i, a, o| softmax_te(i, a, o, true)),
     op(
         "nn.bias_add",

@@ -1,0 +1,282 @@
+//! `nn.softmax` and `nn.log_softmax` over the last axis of a contiguous `float32` tensor, as
+//! MLAS's `MlasComputeSoftmax` computes them: each row read from memory once, three passes over
+//! it in the cache — `v = prologue(x)` written to the output with the maximum, then each `v`
+//! replaced by `e = exp(v - max)` with their sum, then the scaling by `1 / sum` (softmax) or
+//! `v - max - ln(sum)` (log-softmax) — so the tensor costs one read and one write of memory.
+//! The optional [`Prologue`] is an attention score's scaling, fused in, applied once per
+//! element.
+//!
+//! The rows are split across the kernel context's threads. The `exp` is the host kernels'
+//! scalar one ([`crate::math::exp_clamped`], within 2 ulp), written in loops of `W` lanes that
+//! the compiler vectorizes for the instruction set of the table ([`crate::Ops::softmax`]).
+
+#[cfg(test)]
+mod tests;
+
+use crate::context::KernelContext;
+use crate::isa::Isa;
+use crate::math::{clamp, exp_clamped};
+
+/// What is applied to each input element before the softmax.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Prologue {
+    /// Nothing.
+    None,
+    /// `x · s`.
+    Mul(f32),
+    /// `x / s`.
+    Div(f32),
+}
+
+impl Prologue {
+    /// `x / k` when `divide`, else `x · k`.
+    pub fn scale(k: f32, divide: bool) -> Prologue {
+        if divide {
+            Prologue::Div(k)
+        } else {
+            Prologue::Mul(k)
+        }
+    }
+}
+
+/// The shape and kind of a softmax: `rows` rows of `cols` elements.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Softmax {
+    /// Rows (the product of every axis but the last).
+    pub rows: usize,
+    /// Elements per row (the last axis).
+    pub cols: usize,
+    /// Applied to each input element first.
+    pub prologue: Prologue,
+    /// `log_softmax` instead of `softmax`.
+    pub log: bool,
+}
+
+/// The softmax of whole rows on one instruction set's path: `x` and `y` hold the same number
+/// of rows of `s.cols` elements (`s.rows` is not read). [`Ops::softmax`](crate::Ops::softmax)
+/// is the one of a table.
+pub type SoftmaxFn = fn(s: &Softmax, x: &[f32], y: &mut [f32]);
+
+/// Rows per chunk of work handed to a thread: enough elements to pay for the hand-off.
+const CHUNK_ELEMENTS: usize = 16 * 1024;
+
+/// Computes softmax `s` of `x` into `y` (each `s.rows · s.cols` elements) with the kernels and
+/// threads of `ctx`; an error if the lengths do not fit the shape.
+pub fn softmax(ctx: &KernelContext, s: &Softmax, x: &[f32], y: &mut [f32]) -> Result<(), String> {
+    let len = s.rows.checked_mul(s.cols);
+    if len != Some(x.len()) || len != Some(y.len()) {
+        return Err(format!(
+            "softmax of {} rows of {}: got {} input and {} output elements",
+            s.rows,
+            s.cols,
+            x.len(),
+            y.len()
+        ));
+    }
+    if x.is_empty() {
+        return Ok(());
+    }
+    let f = ctx.ops().softmax;
+    let per_chunk = (CHUNK_ELEMENTS / s.cols).max(1);
+    let chunks = s.rows.div_ceil(per_chunk);
+    if chunks <= 1 || ctx.threads() == 1 {
+        f(s, x, y);
+        return Ok(());
+    }
+    let out = SharedRows(y.as_mut_ptr());
+    ctx.parallel(chunks as i64, &|c| {
+        let first = c as usize * per_chunk;
+        let rows = per_chunk.min(s.rows - first);
+        let span = first * s.cols..(first + rows) * s.cols;
+        // SAFETY: chunk `c` writes rows `first..first + rows` of `y` only, disjoint from every
+        // other chunk's, and `y` outlives the parallel call.
+        let y = unsafe { std::slice::from_raw_parts_mut(out.at(span.start), span.len()) };
+        f(s, &x[span], y);
+        0
+    });
+    Ok(())
+}
+
+/// The output's base pointer, shared by the chunks (each writes its own rows).
+struct SharedRows(*mut f32);
+
+// SAFETY: the chunks write disjoint rows.
+unsafe impl Sync for SharedRows {}
+
+impl SharedRows {
+    fn at(&self, offset: usize) -> *mut f32 {
+        self.0.wrapping_add(offset)
+    }
+}
+
+/// The softmax of `isa` (the portable one if the CPU lacks it).
+pub(crate) fn softmax_for(isa: Isa) -> SoftmaxFn {
+    match isa {
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: the CPU has AVX-512F, AVX2 and FMA (checked).
+        Isa::Avx512 if Isa::detected() == Isa::Avx512 => |s, x, y| unsafe { rows_avx512(s, x, y) },
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: the CPU has AVX2 and FMA (checked).
+        Isa::Avx2 if Isa::detected() != Isa::Portable => |s, x, y| unsafe { rows_avx2(s, x, y) },
+        _ => rows::<false, 8>,
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx2,fma")]
+unsafe fn rows_avx512(s: &Softmax, x: &[f32], y: &mut [f32]) {
+    rows::<true, 16>(s, x, y);
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn rows_avx2(s: &Softmax, x: &[f32], y: &mut [f32]) {
+    rows::<true, 8>(s, x, y);
+}
+
+/// Every row of `x` into `y`, the prologue chosen once.
+#[inline(always)]
+fn rows<const FMA: bool, const W: usize>(s: &Softmax, x: &[f32], y: &mut [f32]) {
+    match s.prologue {
+        Prologue::None => rows_with::<FMA, W>(s, x, y, |v| v),
+        Prologue::Mul(k) => rows_with::<FMA, W>(s, x, y, |v| v * k),
+        Prologue::Div(k) => rows_with::<FMA, W>(s, x, y, |v| v / k),
+    }
+}
+
+#[inline(always)]
+fn rows_with<const FMA: bool, const W: usize>(
+    s: &Softmax,
+    x: &[f32],
+    y: &mut [f32],
+    pro: impl Fn(f32) -> f32 + Copy,
+) {
+    let rows = x.chunks_exact(s.cols).zip(y.chunks_exact_mut(s.cols));
+    for (r, (x_row, y)) in rows.enumerate() {
+        let next = x
+            .get((r + 1) * s.cols..(r + 2) * s.cols)
+            .unwrap_or_default();
+        let max = prologue_max::<W>(x_row, y, pro);
+        prefetch(next);
+        let sum = exp_row::<FMA, W>(y, max, !s.log);
+        if s.log {
+            let shift = max + sum.ln();
+            y.iter_mut().for_each(|y| *y -= shift);
+        } else {
+            let r = 1.0 / sum;
+            y.iter_mut().for_each(|y| *y *= r);
+        }
+    }
+}
+
+/// Writes `v = pro(x)` to `y` and returns the largest (NaN elements are skipped here and
+/// make the row NaN in [`exp_row`]).
+#[inline(always)]
+fn prologue_max<const W: usize>(x: &[f32], y: &mut [f32], pro: impl Fn(f32) -> f32) -> f32 {
+    let max = |a: f32, b: f32| if b > a { b } else { a };
+    let mut m = [[f32::NEG_INFINITY; W]; UNROLL];
+    let (xb, yb, xt, yt) = blocks::<W>(x, y);
+    for (c, d) in xb
+        .chunks_exact(W * UNROLL)
+        .zip(yb.chunks_exact_mut(W * UNROLL))
+    {
+        for u in 0..UNROLL {
+            for l in 0..W {
+                let v = pro(c[u * W + l]);
+                d[u * W + l] = v;
+                m[u][l] = max(m[u][l], v);
+            }
+        }
+    }
+    let vectors = xt.len() / W * W;
+    for (c, d) in xt[..vectors]
+        .chunks_exact(W)
+        .zip(yt[..vectors].chunks_exact_mut(W))
+    {
+        for l in 0..W {
+            let v = pro(c[l]);
+            d[l] = v;
+            m[0][l] = max(m[0][l], v);
+        }
+    }
+    let mut top = f32::NEG_INFINITY;
+    for (&x, d) in xt[vectors..].iter().zip(&mut yt[vectors..]) {
+        let v = pro(x);
+        *d = v;
+        top = max(top, v);
+    }
+    m.iter().flatten().fold(top, |a, &b| max(a, b))
+}
+
+/// `Σ exp(v - max)` over the row `y` of values `v`, replacing each by its term when `store`
+/// (softmax's numerators; log-softmax keeps `v`).
+#[inline(always)]
+fn exp_row<const FMA: bool, const W: usize>(y: &mut [f32], max: f32, store: bool) -> f32 {
+    let e = |v: f32| exp_clamped::<FMA>(clamp(v - max, -104.0, 0.0), true);
+    let mut acc = [[0f32; W]; UNROLL];
+    let split = y.len() / (W * UNROLL) * (W * UNROLL);
+    let (yb, yt) = y.split_at_mut(split);
+    for d in yb.chunks_exact_mut(W * UNROLL) {
+        for u in 0..UNROLL {
+            for l in 0..W {
+                let t = e(d[u * W + l]);
+                if store {
+                    d[u * W + l] = t;
+                }
+                acc[u][l] += t;
+            }
+        }
+    }
+    let vectors = yt.len() / W * W;
+    let (yv, yt) = yt.split_at_mut(vectors);
+    for d in yv.chunks_exact_mut(W) {
+        for l in 0..W {
+            let t = e(d[l]);
+            if store {
+                d[l] = t;
+            }
+            acc[0][l] += t;
+        }
+    }
+    let mut sum = 0.0;
+    for d in yt {
+        let t = e(*d);
+        if store {
+            *d = t;
+        }
+        sum += t;
+    }
+    acc.iter().flatten().sum::<f32>() + sum
+}
+
+/// Asks the cache for the lines of `x` (the next row, read while this one's exponentials are
+/// computed, so that memory and arithmetic overlap).
+#[inline(always)]
+fn prefetch(x: &[f32]) {
+    #[cfg(target_arch = "x86_64")]
+    for line in x.chunks(16) {
+        // SAFETY: a prefetch of a valid address has no effect but on the caches.
+        unsafe {
+            std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
+                line.as_ptr().cast(),
+            )
+        };
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = x;
+}
+
+/// Independent accumulators per lane, so that a sum or maximum is not one chain of latencies.
+const UNROLL: usize = 4;
+
+/// `x` and `y` split into their whole blocks of `UNROLL` vectors of `W` lanes and the rest.
+#[inline(always)]
+fn blocks<'a, 'b, const W: usize>(
+    x: &'a [f32],
+    y: &'b mut [f32],
+) -> (&'a [f32], &'b mut [f32], &'a [f32], &'b mut [f32]) {
+    let split = x.len() / (W * UNROLL) * (W * UNROLL);
+    let (xb, xt) = x.split_at(split);
+    let (yb, yt) = y.split_at_mut(split);
+    (xb, yb, xt, yt)
+}
