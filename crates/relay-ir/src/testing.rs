@@ -18,6 +18,7 @@ pub static ADD: OpSchema = OpSchema {
     eval: None,
     compute: None,
     scalar: None,
+    input_edge: None,
 };
 
 /// `subtract`.
@@ -31,6 +32,7 @@ pub static SUB: OpSchema = OpSchema {
     eval: None,
     compute: None,
     scalar: None,
+    input_edge: None,
 };
 
 pub fn sym(s: &str) -> Symbol {

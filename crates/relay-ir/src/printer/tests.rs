@@ -24,6 +24,7 @@ static CONV: OpSchema = OpSchema {
     eval: None,
     compute: None,
     scalar: None,
+    input_edge: None,
     attrs: &[
         AttrField {
             name: "strides",
