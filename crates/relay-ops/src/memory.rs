@@ -385,9 +385,60 @@ fn shape_of_eval(args: &[Value], attrs: &Attrs) -> EvalResult {
         .map_err(OpError::from_runtime)
 }
 
+/// The shape of `vm.reshape_tensor` for `count` elements: argument `i`, a rank-1 integer
+/// tensor, whose one `-1`, if any, is inferred from the element count (numpy's rule).
+fn view_shape(args: &[Value], i: usize, count: usize) -> Result<Vec<i64>, OpError> {
+    let t = arg_tensor(args, i, "the shape")?;
+    if t.ndim() != 1 {
+        return Err(OpError::shape(format!(
+            "the shape must have rank 1, got shape {:?}",
+            t.shape()
+        )));
+    }
+    let values = t.to_i128_vec();
+    let mut shape = Vec::with_capacity(values.len());
+    let mut inferred = None;
+    for (k, &d) in values.iter().enumerate() {
+        match i64::try_from(d) {
+            Ok(-1) if inferred.is_none() => {
+                inferred = Some(k);
+                shape.push(1);
+            }
+            Ok(-1) => {
+                return Err(OpError::shape(format!(
+                    "the shape {values:?} has more than one -1"
+                )));
+            }
+            Ok(d) if d >= 0 => shape.push(d),
+            _ => {
+                return Err(OpError::shape(format!(
+                    "the shape has a negative or too large dimension {d}"
+                )));
+            }
+        }
+    }
+    if let Some(k) = inferred {
+        let known = shape
+            .iter()
+            .try_fold(1usize, |n, &d| n.checked_mul(usize::try_from(d).ok()?));
+        match known {
+            Some(known) if known > 0 && count.is_multiple_of(known) => {
+                shape[k] = i64::try_from(count / known)
+                    .map_err(|_| OpError::shape("the inferred dimension is too large"))?;
+            }
+            _ => {
+                return Err(OpError::shape(format!(
+                    "cannot reshape {count} elements to {values:?}"
+                )));
+            }
+        }
+    }
+    Ok(shape)
+}
+
 fn reshape_tensor_eval(args: &[Value], attrs: &Attrs) -> EvalResult {
     let data = arg_tensor(args, 0, "the data")?;
-    let shape = arg_shape(args, 1, "the shape")?;
+    let shape = view_shape(args, 1, data.num_elements())?;
     let newshape = new_shape(attrs)?;
     let fits = shape.len() == newshape.len()
         && shape.iter().zip(&newshape).all(|(&d, n)| match n {
@@ -662,6 +713,26 @@ mod tests {
         let r = r.as_tensor().unwrap();
         assert!(r.is_view() && r.shape() == [3, 2]);
         assert_eq!(r.as_bytes(), &bytes[..]);
+        // A `-1` is inferred from the element count.
+        let minus = |shape: &[i128], newshape: &[i64]| {
+            eval(
+                "vm.reshape_tensor",
+                &[Value::Tensor(y.clone()), i64s(&[shape.len() as i64], shape)],
+                &attrs("vm.reshape_tensor", &[("newshape", ints(newshape))]),
+            )
+        };
+        let inferred = minus(&[-1, 2], &[-1, 2]).unwrap();
+        assert_eq!(inferred.as_tensor().unwrap().shape(), [3, 2]);
+        for (shape, newshape, why) in [
+            (&[-1, -1][..], &[-1, -1][..], "more than one -1"),
+            (&[-1, 4], &[-1, 4], "cannot reshape 6 elements"),
+            (&[-1, 0], &[-1, 0], "cannot reshape 6 elements"),
+            (&[-2, 3], &[-1, 3], "negative"),
+            (&[-1, 3], &[3, 2], "does not match"),
+        ] {
+            let err = minus(shape, newshape).unwrap_err();
+            assert!(err.to_string().contains(why), "{shape:?}: {err}");
+        }
 
         // Out of bounds, a wrong shape and a bad alignment are errors.
         let far = [storage.clone(), i64s(&[], &[4]), i64s(&[2], &[2, 3])];

@@ -19,19 +19,33 @@
 //! elsewhere the call becomes `let … ; %tensor`. Calls with a dynamic (`?`) or otherwise
 //! non-tensor result type are left alone, and nothing inside a primitive function changes. The
 //! pass adds `extern type Storage` to the module when it allocates anything and the module
-//! does not declare it yet. Running it twice changes nothing the second time: after it, the
-//! primitive functions it handled are only `vm.invoke_tvm_op` arguments, never called directly.
+//! does not declare it yet.
+//!
+//! A call of a reshape-only primitive ([`crate::util::reshape_only`]: `reshape`, `squeeze`,
+//! `expand_dims`, ... of one parameter) whose result is a tensor with at most one `?`
+//! dimension allocates nothing and runs no kernel: it is a view of its argument's bytes, TVM's
+//! `vm.reshape_tensor`, with the result's shape as an `int64` constant and as `newshape` (a
+//! `?` written `-1`, which the VM infers from the element count):
+//!
+//! ```text
+//! let %y = vm.reshape_tensor(%x, meta[relay.Constant][0], newshape=[1, 4, 40, 40]);
+//! ```
+//!
+//! The other arguments (a `reshape_like`'s shape source) are dropped; those that are not atoms
+//! are bound first, in order, so what they do still happens. Running the pass twice changes
+//! nothing the second time: after it, the primitive functions it handled are only
+//! `vm.invoke_tvm_op` arguments, never called directly.
 
-use std::collections::HashSet;
+use std::collections::HashMap;
 
-use relay_ir::visit::{is_primitive, map_children};
+use relay_ir::visit::{is_atom, is_primitive, map_children};
 use relay_ir::{
-    AttrValue, Attrs, Binding, BindingKind, DType, Dim, Expr, ExprKind, Module, NDArray, OpRef,
-    Span, Symbol, Type, TypeDef, TypeKind, VarId,
+    AttrValue, Attrs, Binding, BindingKind, DType, Dim, Expr, ExprKind, Function, Module, NDArray,
+    OpRef, Span, Symbol, Type, TypeDef, TypeKind, VarId,
 };
 use relay_ops::memory::{STORAGE_TYPE, storage_type};
 
-use crate::util::fresh_var;
+use crate::util::{fresh_var, reshape_only, view_shape};
 use crate::{Invariants, Pass, PassContext, PassError};
 
 /// The alignment of every storage the pass allocates, in bytes (TVM's `kAllocAlignment`).
@@ -84,6 +98,7 @@ impl Pass for ManifestAlloc {
             declare_storage(&mut module)?;
         }
         cx.stat("kernel calls made explicit", rw.invocations);
+        cx.stat("reshapes made views", rw.views);
         cx.stat("tensors allocated", rw.tensors);
         cx.stat("storage bytes", rw.bytes);
         Ok(module)
@@ -122,17 +137,20 @@ struct Ops {
     alloc_storage: OpRef,
     alloc_tensor: OpRef,
     invoke: OpRef,
+    reshape_tensor: OpRef,
 }
 
 /// The rewriting walk over one global function at a time.
 struct Rewriter {
     ops: Ops,
-    /// Variables bound to primitive function literals (or to such variables) in this global.
-    prim_vars: HashSet<VarId>,
+    /// Variables bound to primitive function literals (or to such variables) in this global,
+    /// with the literal.
+    prim_vars: HashMap<VarId, Expr>,
     /// The first error met; the walk finishes without changes after it.
     error: Option<PassError>,
     /// Statistics.
     invocations: i64,
+    views: i64,
     tensors: i64,
     bytes: i64,
 }
@@ -157,6 +175,20 @@ struct Outputs {
     tensors: Vec<Output>,
 }
 
+/// How a primitive call is made explicit.
+enum Lowering {
+    /// Allocate the outputs and invoke the kernel into them.
+    Invoke(Outputs),
+    /// A reshape-only call: a view of one argument.
+    View(View),
+}
+
+/// A `vm.reshape_tensor` view of argument `data` with `newshape` (`-1` for a `?`).
+struct View {
+    data: usize,
+    newshape: Vec<i64>,
+}
+
 impl Rewriter {
     fn new() -> Result<Rewriter, PassError> {
         let op = |name: &str| {
@@ -173,34 +205,44 @@ impl Rewriter {
                 alloc_storage: op("memory.alloc_storage")?,
                 alloc_tensor: op("memory.alloc_tensor")?,
                 invoke: op("vm.invoke_tvm_op")?,
+                reshape_tensor: op("vm.reshape_tensor")?,
             },
-            prim_vars: HashSet::new(),
+            prim_vars: HashMap::new(),
             error: None,
             invocations: 0,
+            views: 0,
             tensors: 0,
             bytes: 0,
         })
     }
 
-    /// Whether `callee` is a primitive function: a literal, or a variable bound to one.
-    fn is_primitive_callee(&self, callee: &Expr) -> bool {
-        match callee.kind() {
-            ExprKind::Function(f) => is_primitive(f),
-            ExprKind::Var(v) => self.prim_vars.contains(&v.id()),
-            _ => false,
+    /// The primitive function `callee` is: a literal, or a variable bound to one.
+    fn primitive_callee<'a>(&'a self, callee: &'a Expr) -> Option<&'a Function> {
+        let literal = match callee.kind() {
+            ExprKind::Var(v) => self.prim_vars.get(&v.id())?,
+            _ => callee,
+        };
+        match literal.kind() {
+            ExprKind::Function(f) if is_primitive(f) => Some(f),
+            _ => None,
         }
     }
 
-    /// The callee, arguments and output tensors of `e` if it is a primitive call to expand.
-    fn kernel_call<'e>(&self, e: &'e Expr) -> Option<(&'e Expr, &'e [Expr], Outputs)> {
+    /// The callee, arguments and lowering of `e` if it is a primitive call to expand.
+    fn kernel_call<'e>(&self, e: &'e Expr) -> Option<(&'e Expr, &'e [Expr], Lowering)> {
         let ExprKind::Call { callee, args, .. } = e.kind() else {
             return None;
         };
-        if !self.is_primitive_callee(callee) {
-            return None;
+        let f = self.primitive_callee(callee)?;
+        let ty = e.checked_type()?;
+        if let Some(data) = reshape_only(f)
+            && data < args.len()
+            && let Some(newshape) = view_shape(ty)
+        {
+            return Some((callee, args, Lowering::View(View { data, newshape })));
         }
-        let outputs = static_outputs(e.checked_type()?)?;
-        Some((callee, args, outputs))
+        let outputs = static_outputs(ty)?;
+        Some((callee, args, Lowering::Invoke(outputs)))
     }
 
     /// Rewrites `e` (never the inside of a primitive function).
@@ -212,11 +254,11 @@ impl Rewriter {
             ExprKind::Function(f) if is_primitive(f) => e.clone(),
             ExprKind::Let { bindings, body } => self.let_chain(e, bindings, body),
             _ => {
-                if let Some((callee, args, outputs)) = self.kernel_call(e) {
+                if let Some((callee, args, lowering)) = self.kernel_call(e) {
                     // A kernel call outside a binding: bind it, then return the result.
                     let var = fresh_var("tensor", e.checked_type().cloned());
                     let mut out = Vec::new();
-                    self.expand(&var, BindingKind::Let, callee, args, outputs, &mut out);
+                    self.expand(&var, BindingKind::Let, callee, args, lowering, &mut out);
                     return Expr::new(
                         ExprKind::Let {
                             bindings: out,
@@ -236,15 +278,17 @@ impl Rewriter {
         for b in bindings {
             match b.value.kind() {
                 ExprKind::Function(f) if is_primitive(f) => {
-                    self.prim_vars.insert(b.var.id());
+                    self.prim_vars.insert(b.var.id(), b.value.clone());
                 }
-                ExprKind::Var(v) if self.prim_vars.contains(&v.id()) => {
-                    self.prim_vars.insert(b.var.id());
+                ExprKind::Var(v) => {
+                    if let Some(literal) = self.prim_vars.get(&v.id()).cloned() {
+                        self.prim_vars.insert(b.var.id(), literal);
+                    }
                 }
                 _ => {}
             }
-            if let Some((callee, args, outputs)) = self.kernel_call(&b.value) {
-                self.expand(&b.var, b.kind, callee, args, outputs, &mut out);
+            if let Some((callee, args, lowering)) = self.kernel_call(&b.value) {
+                self.expand(&b.var, b.kind, callee, args, lowering, &mut out);
             } else {
                 out.push(Binding {
                     value: self.expr(&b.value),
@@ -253,9 +297,9 @@ impl Rewriter {
             }
         }
         let body = match self.kernel_call(body) {
-            Some((callee, args, outputs)) => {
+            Some((callee, args, lowering)) => {
                 let var = fresh_var("tensor", body.checked_type().cloned());
-                self.expand(&var, BindingKind::Let, callee, args, outputs, &mut out);
+                self.expand(&var, BindingKind::Let, callee, args, lowering, &mut out);
                 Expr::var(&var)
             }
             None => self.expr(body),
@@ -269,18 +313,82 @@ impl Rewriter {
         )
     }
 
-    /// Appends the bindings that allocate the outputs of `callee(args)` and invoke it into
-    /// them, binding `var` (of kind `kind`) to the output tensor or the tuple of them.
+    /// Appends the bindings that make `callee(args)` explicit as `lowering` says, binding
+    /// `var` (of kind `kind`) to its result.
     fn expand(
         &mut self,
         var: &relay_ir::Var,
         kind: BindingKind,
         callee: &Expr,
         args: &[Expr],
-        outputs: Outputs,
+        lowering: Lowering,
         out: &mut Vec<Binding>,
     ) {
         let args: Vec<Expr> = args.iter().map(|a| self.expr(a)).collect();
+        match lowering {
+            Lowering::Invoke(outputs) => self.invoke(var, kind, callee, args, outputs, out),
+            Lowering::View(view) => self.view(var, kind, callee, args, view, out),
+        }
+    }
+
+    /// Appends `let var = vm.reshape_tensor(args[data], shape, newshape=…)`, after bindings of
+    /// the other arguments that are not atoms (evaluated in order, their results unused).
+    fn view(
+        &mut self,
+        var: &relay_ir::Var,
+        kind: BindingKind,
+        callee: &Expr,
+        mut args: Vec<Expr>,
+        View { data, newshape }: View,
+        out: &mut Vec<Binding>,
+    ) {
+        if args
+            .iter()
+            .enumerate()
+            .any(|(i, a)| i != data && !is_atom(a))
+        {
+            for a in args.iter_mut().filter(|a| !is_atom(a)) {
+                let v = fresh_var("arg", a.checked_type().cloned());
+                out.push(let_binding(&v, a.clone()));
+                *a = Expr::var(&v);
+            }
+        }
+        let dims: Vec<i128> = newshape.iter().map(|&d| i128::from(d)).collect();
+        let Ok(shape) = NDArray::from_i128_slice(DType::I64, &[dims.len() as i64], &dims) else {
+            self.error = Some(PassError::new(
+                NAME,
+                format!("cannot build the shape constant {newshape:?}"),
+                callee.span(),
+            ));
+            return;
+        };
+        let reshape = call(
+            self.ops.reshape_tensor,
+            vec![args.swap_remove(data), Expr::constant(shape)],
+            &[(
+                "newshape",
+                AttrValue::Array(newshape.iter().map(|&d| AttrValue::Int(d)).collect()),
+            )],
+        );
+        out.push(Binding {
+            var: var.clone(),
+            value: reshape,
+            kind,
+        });
+        self.views += 1;
+    }
+
+    /// Appends the bindings that allocate `outputs` and invoke `callee` on `args` into them,
+    /// binding `var` (of kind `kind`) to the output tensor or the tuple of them.
+    fn invoke(
+        &mut self,
+        var: &relay_ir::Var,
+        kind: BindingKind,
+        callee: &Expr,
+        args: Vec<Expr>,
+        outputs: Outputs,
+        out: &mut Vec<Binding>,
+    ) {
         let single = outputs.kind == ResultKind::Tensor;
         let outputs = outputs.tensors;
         let mut tensors = Vec::with_capacity(outputs.len());

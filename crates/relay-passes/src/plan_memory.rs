@@ -5,11 +5,12 @@
 //! Each let-chain is planned on its own (nested chains separately, never across a call): a
 //! forward walk finds the chain's `memory.alloc_storage` bindings with constant size and
 //! alignment, the `memory.alloc_tensor` views placed in them, and for each view its last use
-//! (through aliases, tuples and projections; a use inside a nested `if`, `match` or function
-//! counts at the binding that holds it) or whether it escapes. A view escapes when its value can
-//! outlive the chain or be reached through something the walk does not follow: returned,
-//! captured by a closure, passed to a call other than as a `vm.invoke_tvm_op` input or output,
-//! matched, or stored in a reference. A storage is free once every view in it is dead; a
+//! (through aliases, tuples, projections and `vm.reshape_tensor` views of it, which share its
+//! bytes; a use inside a nested `if`, `match` or function counts at the binding that holds it)
+//! or whether it escapes. A view escapes when its value can outlive the chain or be reached
+//! through something the walk does not follow: returned, captured by a closure, passed to a
+//! call other than as a `vm.invoke_tvm_op` input or output or a `vm.reshape_tensor` in the
+//! chain, matched, or stored in a reference. A storage is free once every view in it is dead; a
 //! storage with an escaping view is never freed, and one whose variable is used other than as
 //! the first argument of `memory.alloc_tensor` is never freed nor replaced. Then a linear scan over the bindings
 //! hands each later storage the best-fitting free one with the same alignment and device (the
@@ -371,6 +372,21 @@ fn analyze(bindings: &[Binding], values: &[Expr], body: &Expr) -> Analysis {
                 escapes: false,
             });
             a.refs.insert(b.var.id(), vec![t]);
+            continue;
+        }
+        // `vm.reshape_tensor` is a view of the same bytes: an alias, whose uses keep the
+        // storage (a use inside a nested scope escapes, as any other).
+        if let Some(args) = op_call(value, "vm.reshape_tensor")
+            && let Some(ExprKind::Var(y)) = args.first().map(Expr::kind)
+        {
+            a.use_at(y, i);
+            for arg in &args[1..] {
+                a.scan(arg, i);
+            }
+            let r = a.refs_of(y);
+            if !r.is_empty() {
+                a.refs.insert(b.var.id(), r);
+            }
             continue;
         }
         match value.kind() {

@@ -1,6 +1,9 @@
 //! Small helpers the passes share (the generic walks live in `relay_ir::visit`).
 
-use relay_ir::{Span, Symbol, Type, Var};
+use std::collections::HashMap;
+
+use relay_ir::visit::is_primitive;
+use relay_ir::{Dim, Expr, ExprKind, Function, Span, Symbol, Type, TypeKind, Var, VarId};
 
 /// A fresh variable named `name` with annotation `ty` (passes annotate the variables they
 /// create with the checked type, so the output type-checks without the input's inference).
@@ -10,4 +13,214 @@ pub fn fresh_var(name: &str, ty: Option<Type>) -> Var {
         var.set_checked_type(ty);
     }
     var
+}
+
+/// The operators that give their first argument's elements, in row-major order, a new shape:
+/// on a compact tensor each is a view of the same bytes. `reshape_like` reads only the shape
+/// of its second argument.
+const RESHAPE_LIKE: &[&str] = &[
+    "reshape",
+    "contrib_reverse_reshape",
+    "reshape_like",
+    "squeeze",
+    "expand_dims",
+    "nn.batch_flatten",
+];
+
+/// The index of the parameter a primitive function only reshapes (TVM's `reshape_only`
+/// functions), or `None`: the body is a chain of one or more reshape-like calls (`reshape`,
+/// `contrib_reverse_reshape`, `reshape_like`, `squeeze`, `expand_dims`, `nn.batch_flatten`),
+/// written nested or as a let-chain binding each link once, ending at a tensor parameter;
+/// `reshape_like`'s shape source is a parameter. The parameter and the result are tensors of
+/// the same dtype, with the same element count when both are static. `manifest_alloc` makes a
+/// call of such a function a `vm.reshape_tensor` view of that argument.
+pub fn reshape_only(f: &Function) -> Option<usize> {
+    if !is_primitive(f) {
+        return None;
+    }
+    let param = |v: &Var| f.params.iter().position(|p| p == v);
+    let (bindings, mut e) = match f.body.kind() {
+        ExprKind::Let { bindings, body } => (bindings.as_slice(), body),
+        _ => (&[][..], &f.body),
+    };
+    let bound: HashMap<VarId, &Expr> = bindings.iter().map(|b| (b.var.id(), &b.value)).collect();
+    let (mut calls, mut links) = (0usize, 0usize);
+    let data = loop {
+        match e.kind() {
+            ExprKind::Var(v) => match param(v) {
+                Some(i) => break i,
+                None => {
+                    e = bound.get(&v.id())?;
+                    links += 1;
+                }
+            },
+            ExprKind::Call { callee, args, .. } => {
+                let ExprKind::Op(op) = callee.kind() else {
+                    return None;
+                };
+                if !RESHAPE_LIKE.contains(&op.name) {
+                    return None;
+                }
+                e = match (op.name, args.as_slice()) {
+                    ("reshape_like", [data, like]) => {
+                        match like.kind() {
+                            ExprKind::Var(v) if param(v).is_some() => {}
+                            _ => return None,
+                        }
+                        data
+                    }
+                    ("reshape_like", _) => return None,
+                    (_, [data]) => data,
+                    _ => return None,
+                };
+                calls += 1;
+            }
+            _ => return None,
+        }
+    };
+    // Every binding is a link of the chain (no computation on the side), and there is at
+    // least one reshape.
+    if calls == 0 || links != bindings.len() {
+        return None;
+    }
+    let p = &f.params[data];
+    let input = tensor_dims(p.checked_type().or(p.ty())?)?;
+    let output = tensor_dims(f.body.checked_type().or(f.ret_type.as_ref())?)?;
+    if input.1 != output.1 {
+        return None;
+    }
+    match (static_count(input.0), static_count(output.0)) {
+        (Some(a), Some(b)) if a != b => None,
+        _ => Some(data),
+    }
+}
+
+/// The `newshape` of a `vm.reshape_tensor` giving a view of type `ty`: its dimensions, a `?`
+/// written `-1` (inferred from the element count at run time, numpy's rule). `None` when `ty`
+/// is not a tensor type, has two or more `?`, or has a `?` beside a zero dimension (the
+/// element count could not tell it).
+pub fn view_shape(ty: &Type) -> Option<Vec<i64>> {
+    let (dims, _) = tensor_dims(ty)?;
+    let unknown = dims.iter().filter(|d| matches!(d, Dim::Any)).count();
+    let zero = dims.iter().any(|d| matches!(d, Dim::Known(0)));
+    if unknown > 1 || (unknown == 1 && zero) {
+        return None;
+    }
+    Some(
+        dims.iter()
+            .map(|d| match d {
+                Dim::Known(n) => *n,
+                Dim::Any => -1,
+            })
+            .collect(),
+    )
+}
+
+/// The dimensions and dtype of a tensor type.
+fn tensor_dims(ty: &Type) -> Option<(&[Dim], relay_ir::DType)> {
+    match ty.kind() {
+        TypeKind::Tensor { shape, dtype } => Some((shape.as_slice(), *dtype)),
+        _ => None,
+    }
+}
+
+/// The element count of a static shape (`None` with a `?` or on overflow).
+fn static_count(dims: &[Dim]) -> Option<i64> {
+    dims.iter().try_fold(1i64, |n, d| match d {
+        Dim::Known(k) => n.checked_mul(*k),
+        Dim::Any => None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The primitive function `text` (a whole module whose `@main` returns it) and whether
+    /// it is reshape-only.
+    fn reshapes(function: &str) -> Option<usize> {
+        let text = format!("#[version = \"0.0.5\"]\ndef @main() {{\n{function}\n}}\n");
+        let m = crate::testing::parse_checked(&text);
+        let main = m.function(Symbol::intern("main")).expect("@main");
+        let ExprKind::Function(f) = main.func.body.kind() else {
+            panic!("@main returns a function literal");
+        };
+        reshape_only(f)
+    }
+
+    #[test]
+    fn reshape_chains_are_reshape_only() {
+        assert_eq!(
+            reshapes(
+                "fn (%p0: Tensor[(4, 40, 40), float32], Primitive=1) { \
+                 reshape(%p0, newshape=[1, 4, 40, 40]) }"
+            ),
+            Some(0)
+        );
+        assert_eq!(
+            reshapes(
+                "fn (%p0: Tensor[(2, 3), float32], %p1: Tensor[(1, 2, 3), int8], Primitive=1) { \
+                 nn.batch_flatten(expand_dims(squeeze(reshape_like(%p0, %p1), axis=[0]), axis=0)) }"
+            ),
+            Some(0)
+        );
+        assert_eq!(
+            reshapes(
+                "fn (%p0: Tensor[(6), float32], %p1: Tensor[(1, 6), float32], Primitive=1) { \
+                 let %a = contrib_reverse_reshape(%p1, newshape=[3, 2]); \
+                 let %b = reshape(%a, newshape=[-1]); %b }"
+            ),
+            Some(1)
+        );
+        assert_eq!(
+            reshapes(
+                "fn (%p0: Tensor[(?, 4), float32], Primitive=1) { reshape(%p0, newshape=[-1]) }"
+            ),
+            Some(0)
+        );
+    }
+
+    #[test]
+    fn anything_else_is_not() {
+        for f in [
+            // A computation.
+            "fn (%p0: Tensor[(2, 3), float32], Primitive=1) { reshape(exp(%p0), newshape=[6]) }",
+            // No reshape at all.
+            "fn (%p0: Tensor[(2, 3), float32], Primitive=1) { %p0 }",
+            // A transpose moves elements.
+            "fn (%p0: Tensor[(2, 3), float32], Primitive=1) { transpose(%p0, axes=None) }",
+            // A shape source that is computed.
+            "fn (%p0: Tensor[(2, 3), float32], %p1: Tensor[(3, 2), float32], Primitive=1) { \
+             reshape_like(%p0, exp(%p1)) }",
+            // A binding off the chain.
+            "fn (%p0: Tensor[(2, 3), float32], Primitive=1) { \
+             let %x = exp(%p0); reshape(%p0, newshape=[6]) }",
+            // A tuple result.
+            "fn (%p0: Tensor[(2, 3), float32], Primitive=1) { (reshape(%p0, newshape=[6]),) }",
+        ] {
+            assert_eq!(reshapes(f), None, "{f}");
+        }
+        let not_primitive = "fn (%p0: Tensor[(2, 3), float32]) { reshape(%p0, newshape=[6]) }";
+        assert_eq!(reshapes(not_primitive), None);
+    }
+
+    #[test]
+    fn view_shapes() {
+        let t = |dims: &[i64]| {
+            Type::from_kind(TypeKind::Tensor {
+                shape: dims
+                    .iter()
+                    .map(|&d| if d < 0 { Dim::Any } else { Dim::Known(d) })
+                    .collect(),
+                dtype: relay_ir::DType::F32,
+            })
+        };
+        assert_eq!(view_shape(&t(&[1, 4, 40, 40])), Some(vec![1, 4, 40, 40]));
+        assert_eq!(view_shape(&t(&[])), Some(vec![]));
+        assert_eq!(view_shape(&t(&[-1, 4])), Some(vec![-1, 4]));
+        assert_eq!(view_shape(&t(&[-1, -1])), None);
+        assert_eq!(view_shape(&t(&[-1, 0])), None);
+        assert_eq!(view_shape(&t(&[0, 3])), Some(vec![0, 3]));
+        assert_eq!(view_shape(&Type::tuple(vec![t(&[2])])), None);
+    }
 }

@@ -21,6 +21,8 @@ use relay_ir::{
     Type, TypeKind, Value, Var, VarId, ensure_sufficient_stack, print_expr,
 };
 
+use crate::util::{reshape_only, view_shape};
+
 /// What the verifier checks beyond well-formedness; each flag is set once the pass that
 /// establishes it has run (see [`crate::Pass::establishes`]).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -35,7 +37,9 @@ pub struct Invariants {
     /// argument, never let-bound (`inline_primitives`).
     pub primitives_inlined: bool,
     /// Every primitive call with a static result type is a `vm.invoke_tvm_op` into explicitly
-    /// allocated tensors (`manifest_alloc`).
+    /// allocated tensors, or, for a reshape-only primitive ([`crate::util::reshape_only`]), a
+    /// `vm.reshape_tensor` view; so is a reshape-only call whose result has one `?` dimension
+    /// ([`crate::util::view_shape`]) (`manifest_alloc`).
     pub manifested: bool,
     /// No operator call or kernel reads only constants when its result is no larger than
     /// they are: such calls were evaluated at compile time (`fold_constant`,
@@ -514,7 +518,13 @@ impl Verifier<'_> {
                     && self.invariants.manifested
                 {
                     let result = e.checked_type().or(prim.ret_type.as_ref());
-                    if result.is_some_and(is_static_result) {
+                    if reshape_only(prim).is_some() && result.and_then(view_shape).is_some() {
+                        self.error_at(
+                            "a reshape-only primitive function is called directly instead of \
+                             through `vm.reshape_tensor`",
+                            e,
+                        );
+                    } else if result.is_some_and(is_static_result) {
                         self.error_at(
                             "a primitive function with a static result type is called directly \
                              instead of through `vm.invoke_tvm_op`",
@@ -1511,6 +1521,23 @@ def @main(%x: Tensor[(2, 3), float32]) {
              (fn (%p0: Tensor[(?), float32], Primitive=1) { nn.relu(%p0) })(%x)\n}\n",
         );
         assert_eq!(messages(&dynamic, manifested), Vec::<String>::new());
+        // A reshape-only call is a view: with a static result or one `?`, a direct call is a
+        // violation; with two `?` it stays a (specialized) kernel call.
+        let reshape = parse(
+            "#[version = \"0.0.5\"]\ndef @main(%x: Tensor[(?, 6), float32]) {\n\
+             (fn (%p0: Tensor[(?, 6), float32], Primitive=1) { reshape(%p0, newshape=[-1, 3]) })(%x)\n}\n",
+        );
+        assert_one(
+            &reshape,
+            manifested,
+            "a reshape-only primitive function is called directly instead of through \
+             `vm.reshape_tensor`",
+        );
+        let two = parse(
+            "#[version = \"0.0.5\"]\ndef @main(%x: Tensor[(?, ?), float32]) {\n\
+             (fn (%p0: Tensor[(?, ?), float32], Primitive=1) { expand_dims(%p0, axis=0) })(%x)\n}\n",
+        );
+        assert_eq!(messages(&two, manifested), Vec::<String>::new());
     }
 
     #[test]

@@ -843,9 +843,12 @@ impl<'e> Vm<'e> {
                 self.advance();
             }
             Instruction::ReshapeTensor { tensor, shape, dst } => {
-                let dims = shape_of_tensor(self.tensor(base, *shape)?)?;
-                let t = self.tensor(base, *tensor)?.clone();
-                let reshaped = reshape(&t, &dims)?;
+                // An unboxed scalar (a scalar kernel's result) is boxed first.
+                let Value::Tensor(t) = self.value(base, *tensor)? else {
+                    return Err(bad(format!("register {tensor} holds no tensor to reshape")));
+                };
+                let dims = view_shape(self.tensor(base, *shape)?, t.num_elements())?;
+                let reshaped = reshape(&self.allocator, &t, &dims)?;
                 self.set(base, *dst, Slot::Value(Value::Tensor(Arc::new(reshaped))))?;
                 self.advance();
             }
@@ -1328,16 +1331,81 @@ fn shape_of_tensor(t: &NDArray) -> Result<Vec<i64>> {
         .collect()
 }
 
-/// `t` with the shape `dims` (same element count): a view of the same storage, or a copy
-/// of an owned array.
-fn reshape(t: &NDArray, dims: &[i64]) -> Result<NDArray> {
+/// The shape a `reshape_tensor` of `count` elements gives: the dimensions in the 1-D integer
+/// tensor `t`, one of which may be `-1`, inferred from the element count (numpy's rule). A
+/// shape that does not fit, like a reshape kernel's bad argument, is a `Kernel` error.
+fn view_shape(t: &NDArray, count: usize) -> Result<Vec<i64>> {
+    if t.ndim() != 1 || !t.dtype().is_int() {
+        return Err(bad(format!(
+            "a shape must be a 1-D integer tensor, got a {:?} {} tensor",
+            t.shape(),
+            t.dtype()
+        )));
+    }
+    let values = t.to_i128_vec();
+    let cannot = |why: &str| {
+        VmError::new(
+            VmErrorKind::Kernel,
+            format!("cannot reshape {count} elements to {values:?}{why}"),
+        )
+    };
+    let mut inferred = None;
+    let mut dims = Vec::with_capacity(values.len());
+    for (i, &d) in values.iter().enumerate() {
+        match i64::try_from(d) {
+            Ok(-1) if inferred.is_none() => {
+                inferred = Some(i);
+                dims.push(1);
+            }
+            Ok(-1) => return Err(cannot(": more than one -1")),
+            Ok(d) if d >= 0 => dims.push(d),
+            _ => return Err(cannot(&format!(": {d} is not a valid extent"))),
+        }
+    }
+    if let Some(i) = inferred {
+        let known = dims
+            .iter()
+            .try_fold(1usize, |n, &d| n.checked_mul(usize::try_from(d).ok()?))
+            .filter(|&known| known > 0 && count.is_multiple_of(known))
+            .ok_or_else(|| cannot(""))?;
+        dims[i] = i64::try_from(count / known).map_err(|_| cannot(""))?;
+    }
+    Ok(dims)
+}
+
+/// `t` with the shape `dims` (the same element count, else an error): a view of the same
+/// storage, or, for an array the VM does not own (an argument, a constant), a copy in storage
+/// from `allocator`.
+fn reshape(allocator: &PooledAllocator, t: &NDArray, dims: &[i64]) -> Result<NDArray> {
+    let count = dims
+        .iter()
+        .try_fold(1usize, |n, &d| n.checked_mul(usize::try_from(d).ok()?));
+    if count != Some(t.num_elements()) {
+        return Err(VmError::new(
+            VmErrorKind::Kernel,
+            format!(
+                "cannot reshape {:?} ({} elements) to {dims:?}",
+                t.shape(),
+                t.num_elements()
+            ),
+        ));
+    }
     let result = match t.storage() {
         // SAFETY: the new view covers exactly the bytes of `t`, which is immutable from here
         // on like every tensor the VM has finished writing.
         Some((storage, offset)) => unsafe {
             NDArray::view(storage.clone(), offset, t.dtype(), dims)
         },
-        None => NDArray::from_bytes(t.dtype(), dims, t.as_bytes()),
+        None => {
+            let storage = allocator
+                .alloc(t.as_bytes().len(), relay_runtime::ALIGNMENT)
+                .map_err(|e| VmError::new(VmErrorKind::Alloc, e.to_string()))?;
+            // SAFETY: a fresh storage, only this view uses it; `t`'s bytes are not in it.
+            unsafe {
+                NDArray::view(storage, 0, t.dtype(), dims)
+                    .and_then(|view| view.write_view(t.as_bytes()).map(|()| view))
+            }
+        }
     };
     result.map_err(|e| {
         VmError::new(
@@ -1345,4 +1413,74 @@ fn reshape(t: &NDArray, dims: &[i64]) -> Result<NDArray> {
             format!("cannot reshape {:?} to {dims:?}: {e}", t.shape()),
         )
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use relay_ir::DType;
+
+    fn shape(dims: &[i128]) -> NDArray {
+        NDArray::from_i128_slice(DType::I64, &[dims.len() as i64], dims).expect("a shape")
+    }
+
+    #[test]
+    fn a_single_minus_one_is_inferred_from_the_element_count() {
+        assert_eq!(
+            view_shape(&shape(&[-1, 2, 3]), 24).ok(),
+            Some(vec![4, 2, 3])
+        );
+        assert_eq!(view_shape(&shape(&[1, -1]), 0).ok(), Some(vec![1, 0]));
+        assert_eq!(view_shape(&shape(&[-1]), 7).ok(), Some(vec![7]));
+        assert_eq!(view_shape(&shape(&[2, 3]), 6).ok(), Some(vec![2, 3]));
+        assert_eq!(view_shape(&shape(&[]), 1).ok(), Some(vec![]));
+    }
+
+    #[test]
+    fn bad_shapes_are_typed_errors() {
+        let kind = |dims: &[i128], count: usize| {
+            let err = view_shape(&shape(dims), count).expect_err("rejected");
+            (err.kind, err.to_string())
+        };
+        let (k, text) = kind(&[-1, -1], 6);
+        assert_eq!(k, VmErrorKind::Kernel, "{text}");
+        assert!(text.contains("more than one -1"), "{text}");
+        let (k, text) = kind(&[-1, 4], 6);
+        assert_eq!(k, VmErrorKind::Kernel, "{text}");
+        assert!(text.contains("cannot reshape 6 elements"), "{text}");
+        // A zero beside the -1 leaves it undetermined.
+        assert_eq!(kind(&[-1, 0], 0).0, VmErrorKind::Kernel);
+        let (k, text) = kind(&[-2, 3], 6);
+        assert_eq!(k, VmErrorKind::Kernel, "{text}");
+        assert!(text.contains("-2 is not a valid extent"), "{text}");
+        let floats = NDArray::from_f64_slice(DType::F32, &[2], &[2.0, 3.0]).expect("a tensor");
+        assert_eq!(
+            view_shape(&floats, 6).expect_err("rejected").kind,
+            VmErrorKind::BadValue
+        );
+    }
+
+    #[test]
+    fn a_reshape_keeps_the_element_count() {
+        let t = NDArray::from_f64_slice(DType::F32, &[2, 3], &[1.0, 2.0, 3.0, 4.0, 5.0, 6.0])
+            .expect("a tensor");
+        let pool = PooledAllocator::new(1 << 20);
+        // An owned array is copied into pooled storage.
+        let r = reshape(&pool, &t, &[3, 2]).expect("reshaped");
+        assert_eq!(r.shape(), [3, 2]);
+        assert_eq!(r.to_f64_vec(), t.to_f64_vec());
+        assert!(r.is_view());
+        assert_eq!(pool.stats().requests, 1);
+        let err = reshape(&pool, &t, &[2, 2]).expect_err("4 elements are not 6");
+        assert_eq!(err.kind, VmErrorKind::Kernel, "{err}");
+        // A view of pooled storage stays a view of the same bytes.
+        let storage = Arc::new(relay_runtime::Storage::new(24, 64).expect("a storage"));
+        // SAFETY: nothing writes the storage while the views live.
+        let view = unsafe { NDArray::view(storage.clone(), 0, DType::F32, &[6]) }.expect("a view");
+        let r = reshape(&pool, &view, &[1, 6]).expect("reshaped");
+        assert!(r.is_view());
+        assert!(r.storage().is_some_and(|(s, _)| Arc::ptr_eq(s, &storage)));
+        assert_eq!(pool.stats().requests, 1, "a view allocates nothing");
+        assert!(reshape(&pool, &view, &[7]).is_err());
+    }
 }
