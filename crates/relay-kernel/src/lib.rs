@@ -48,7 +48,7 @@ pub mod target;
 
 pub use cache::{KernelCache, KernelKey};
 pub use error::KernelError;
-pub use listing::{DYNAMIC_NOTE, KernelText, print_kernels, print_kernels_for};
+pub use listing::{DYNAMIC_NOTE, GENERIC_NOTE, KernelText, print_kernels, print_kernels_for};
 pub use packed::PackedFunc;
 pub use target::{Target, TargetError};
 
@@ -76,6 +76,20 @@ pub fn compile_primitive_for(
 ) -> Result<PackedFunc, KernelError> {
     let specialized = specialize::specialize_named(func, args, name)?;
     compile_primitive(&specialized, name)
+}
+
+/// The one kernel of a primitive function with `?` dimensions that serves arguments of every
+/// shape, when the kernel library computes it whole ([`host_op`]: a softmax, a matrix
+/// product), its outputs shaped by [`PackedFunc::output_shapes`]; `None` for a static function
+/// and for one that is specialized per shape ([`compile_primitive_for`]).
+pub fn compile_generic(func: &Function, name: &str) -> Option<Result<PackedFunc, KernelError>> {
+    if !is_dynamic(func) {
+        return None;
+    }
+    Some(match host_op::host_op(func)? {
+        Ok(op) => host_op::compile(func, name, op),
+        Err(e) => Err(e),
+    })
 }
 
 /// Whether a primitive function has a `?` dimension in a parameter type or its result type:

@@ -36,6 +36,11 @@ pub const DYNAMIC_NOTE: &str = "dynamic shapes; compiled when called, for the ar
 /// recurrences, softmax), which has no loop nest.
 pub const HOST_NOTE: &str = "computed by the kernel library (no loop nest)";
 
+/// What a listing says of a kernel with `?` dimensions the kernel library computes whole: one
+/// kernel for every shape (`crate::compile_generic`).
+pub const GENERIC_NOTE: &str =
+    "computed by the kernel library at every shape (no loop nest, no specialization)";
+
 /// The listing of `kernels` (as [`crate::primitive_functions`] lists a module's), in their
 /// order: for each, a `// kernel NAME` line and its text, or a `// kernel NAME: ` line with
 /// [`DYNAMIC_NOTE`] for a kernel with dynamic shapes; kernels are separated by one blank line.
@@ -59,23 +64,28 @@ pub fn print_kernels_for(
     let mut listing = String::new();
     let mut failures = Vec::new();
     for (index, (name, func)) in kernels.iter().enumerate() {
-        if is_dynamic(func) {
-            if !listing.is_empty() {
-                listing.push('\n');
-            }
-            let _ = writeln!(listing, "// kernel {name}: {DYNAMIC_NOTE}");
-            continue;
-        }
         if let Some(op) = crate::host_op::host_op(func) {
             match op {
                 Ok(_) => {
                     if !listing.is_empty() {
                         listing.push('\n');
                     }
-                    let _ = writeln!(listing, "// kernel {name}: {HOST_NOTE}");
+                    let note = if is_dynamic(func) {
+                        GENERIC_NOTE
+                    } else {
+                        HOST_NOTE
+                    };
+                    let _ = writeln!(listing, "// kernel {name}: {note}");
                 }
                 Err(error) => failures.push((index, error)),
             }
+            continue;
+        }
+        if is_dynamic(func) {
+            if !listing.is_empty() {
+                listing.push('\n');
+            }
+            let _ = writeln!(listing, "// kernel {name}: {DYNAMIC_NOTE}");
             continue;
         }
         let printed = lower_primitive(func, name).and_then(|loops| match text {

@@ -149,6 +149,29 @@ impl PackedFunc {
         &self.name
     }
 
+    /// Whether it serves arguments of any extent where its spec says `-1` (a host operator
+    /// compiled from a primitive with `?` dimensions): its outputs' shapes come from
+    /// [`Self::output_shapes`].
+    pub fn is_generic(&self) -> bool {
+        self.spec
+            .args
+            .iter()
+            .any(|a| a.shape.iter().any(|&d| d < 0))
+    }
+
+    /// The shapes of its outputs for inputs of shapes `inputs` (TVM's shape function): the
+    /// spec's for a static kernel, the operator's shape function for a generic one; an error
+    /// when the inputs do not fit.
+    pub fn output_shapes(&self, inputs: &[&[i64]]) -> Result<Vec<Vec<i64>>, KernelError> {
+        let outputs = &self.spec.args[self.num_inputs.min(self.spec.args.len())..];
+        match self.entry {
+            Entry::Host(op) if self.is_generic() => op
+                .output_shapes(&self.spec, inputs)
+                .map_err(|m| self.call_error(m)),
+            _ => Ok(outputs.iter().map(|a| a.shape.clone()).collect()),
+        }
+    }
+
     /// What the kernel expects of its arguments.
     pub fn spec(&self) -> &KernelSpec {
         &self.spec
@@ -431,7 +454,7 @@ impl PackedFunc {
             }
         }
         // SAFETY: by this function's contract.
-        match unsafe { crate::host_op::call(op, ctx, &self.spec, &tensors) } {
+        match unsafe { crate::host_op::call(op, ctx, &self.spec, self.num_inputs, &tensors) } {
             Ok(()) => 0,
             Err(message) => {
                 ctx.error = Some(format!("kernel {}: {message}", self.name));

@@ -33,6 +33,9 @@ pub struct KernelEntry {
     /// A dynamic primitive's kernels by argument shapes, kept at the call site so that a
     /// call with already seen shapes finds its kernel without the kernel cache.
     pub specialized: Specializations,
+    /// A dynamic primitive's one kernel for every shape, when the kernel library computes it
+    /// ([`relay_kernel::compile_generic`]; made on first call): nothing is specialized then.
+    pub generic: OnceLock<Option<Arc<PackedFunc>>>,
 }
 
 impl KernelEntry {
@@ -49,6 +52,7 @@ impl KernelEntry {
             compiled: OnceLock::new(),
             scalar,
             specialized: Specializations::default(),
+            generic: OnceLock::new(),
         }
     }
 
@@ -97,6 +101,9 @@ impl KernelEntry {
         if !self.dynamic {
             return self.get().cloned();
         }
+        if let Some(k) = self.generic() {
+            return Ok(k);
+        }
         if let Some(k) = self.specialized.find(inputs) {
             return Ok(k);
         }
@@ -107,6 +114,21 @@ impl KernelEntry {
         let kernel = cache.get_or_compile_for(&self.func, &types, &self.name)?;
         self.specialized.insert(inputs, kernel.clone());
         Ok(kernel)
+    }
+}
+
+impl KernelEntry {
+    /// The generic kernel of a dynamic primitive, if the kernel library computes it (a
+    /// primitive it cannot compile that way is specialized instead, which reports the error).
+    fn generic(&self) -> Option<Arc<PackedFunc>> {
+        self.generic
+            .get_or_init(|| {
+                let func = self.function()?;
+                relay_kernel::compile_generic(func, &self.name)?
+                    .ok()
+                    .map(Arc::new)
+            })
+            .clone()
     }
 }
 

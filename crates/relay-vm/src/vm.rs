@@ -1097,17 +1097,22 @@ impl<'e> Vm<'e> {
         self.flatten_inputs(base, inputs, &mut tensors)?;
         let num_inputs = tensors.len();
         let func = self.kernel(kernel, &tensors)?;
-        for out in &func.spec().args[func.num_inputs().min(func.spec().args.len())..] {
+        let shapes: Vec<&[i64]> = tensors.iter().map(|t| t.shape()).collect();
+        let out_shapes = func
+            .output_shapes(&shapes)
+            .map_err(|e| VmError::new(VmErrorKind::Kernel, e.to_string()))?;
+        let outputs = &func.spec().args[func.num_inputs().min(func.spec().args.len())..];
+        for (out, shape) in outputs.iter().zip(&out_shapes) {
             let dtype = relay_ir::DType::parse(&relay_kernel::abi::dtype_name(out.dtype))
                 .ok_or_else(|| bad(format!("kernel output of unknown dtype {}", out.name)))?;
-            let size = NDArray::byte_len(dtype, &out.shape)
+            let size = NDArray::byte_len(dtype, shape)
                 .map_err(|e| VmError::new(VmErrorKind::Alloc, e.to_string()))?;
             let storage = self
                 .allocator
                 .alloc(size, relay_runtime::ALIGNMENT)
                 .map_err(|e| VmError::new(VmErrorKind::Alloc, e.to_string()))?;
             // SAFETY: a fresh storage, only this view uses it.
-            let t = unsafe { NDArray::view(storage, 0, dtype, &out.shape) }
+            let t = unsafe { NDArray::view(storage, 0, dtype, shape) }
                 .map_err(|e| VmError::new(VmErrorKind::Alloc, e.to_string()))?;
             tensors.push(Arc::new(t));
         }

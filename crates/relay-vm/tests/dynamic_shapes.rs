@@ -1,6 +1,7 @@
 //! Dynamic kernels are specialized once per distinct argument shapes: repeated calls with
 //! shapes already seen compile nothing (the call site keeps its specializations), new shapes
-//! compile once each, and every result equals the interpreter's.
+//! compile once each, and every result equals the interpreter's. Those the kernel library
+//! computes whole (matrix products, softmax) are one generic kernel for every shape.
 
 mod common;
 
@@ -73,8 +74,82 @@ fn seen_shapes_compile_nothing_new_shapes_compile_once() {
     // Three distinct shapes (3, 300 and 1 rows), 160 calls: each shape compiled exactly once.
     assert_eq!(exe.cache.compiled(), 3 * per_shape);
     for k in exe.kernels.iter().filter(|k| k.dynamic) {
-        assert_eq!(k.specialized.len(), 3, "kernel {}", k.name);
+        let want = if is_generic(k) { 0 } else { 3 };
+        assert_eq!(k.specialized.len(), want, "kernel {}", k.name);
     }
+    assert!(
+        exe.kernels.iter().any(is_generic),
+        "the dense layer is generic"
+    );
+}
+
+/// Whether a kernel entry serves every shape with one generic kernel.
+fn is_generic(k: &relay_vm::KernelEntry) -> bool {
+    matches!(k.generic.get(), Some(Some(_)))
+}
+
+/// Matrix products and a scaled softmax over dynamic dimensions (attention's core), each the
+/// kernel library's.
+const ATTENTION: &str = r#"#[version = "0.0.5"]
+def @main(%q: Tensor[(?, ?, 8), float32], %k: Tensor[(?, ?, 8), float32], %v: Tensor[(?, ?, 8), float32], %w: Tensor[(?, 8), float32]) {
+  %0 = nn.batch_matmul(%q, %k, transpose_b=True);
+  %1 = nn.softmax(multiply(%0, 0.35f), axis=-1);
+  %2 = nn.batch_matmul(%1, %v, transpose_b=False);
+  nn.dense(%2, %w, units=None)
+}
+"#;
+
+#[test]
+fn generic_kernels_run_at_fifty_random_shapes_and_compile_nothing() {
+    let module = common::typed(ATTENTION, "attention.relay").expect("the program type-checks");
+    let tol = common::tolerance(ATTENTION);
+    let exe = common::build(ATTENTION, "attention.relay");
+    let mut vm = Vm::with_options(
+        &exe,
+        VmOptions {
+            threads: 2,
+            ..VmOptions::default()
+        },
+    );
+    let mut rng = relay_interp::SplitMix64::new(31);
+    let mut pick = |lo: u64, hi: u64| (lo + rng.next_u64() % (hi - lo + 1)) as i64;
+    for case in 0..50 {
+        let (batch, seq, units) = (pick(1, 4), pick(0, 70), pick(1, 40));
+        let values = |n: i64, k: i64| -> Vec<f64> {
+            (0..n)
+                .map(|i| (((i * 7 + k * 13 + case) % 23) as f64 - 11.0) / 8.0)
+                .collect()
+        };
+        let t = |shape: &[i64], k| {
+            common::tensor(DType::F32, shape, &values(shape.iter().product(), k))
+        };
+        let args = vec![
+            t(&[batch, seq, 8], 1),
+            t(&[batch, seq, 8], 2),
+            t(&[batch, seq, 8], 3),
+            t(&[units, 8], 4),
+        ];
+        let got = vm
+            .invoke("main", &args)
+            .unwrap_or_else(|e| panic!("case {case} ({batch}, {seq}, {units}): {e}"));
+        let expected = relay_interp::run(&module, "main", args, &InterpOptions::default())
+            .unwrap_or_else(|e| panic!("the interpreter fails: {e}"));
+        relay_interp::compare_values(&got, &expected, tol.0, tol.1)
+            .unwrap_or_else(|why| panic!("case {case}: differs from the interpreter: {why}"));
+    }
+    assert_eq!(exe.cache.compiled(), 0, "no kernel was compiled per shape");
+    for k in exe.kernels.iter().filter(|k| k.dynamic) {
+        assert!(is_generic(k), "kernel {} is generic", k.name);
+    }
+    // Operands that do not fit each other are an error, not a crash.
+    let bad = vec![
+        common::tensor(DType::F32, &[2, 3, 8], &[0.0; 48]),
+        common::tensor(DType::F32, &[3, 3, 8], &[0.0; 72]),
+        common::tensor(DType::F32, &[3, 3, 8], &[0.0; 72]),
+        common::tensor(DType::F32, &[1, 8], &[0.0; 8]),
+    ];
+    let e = vm.invoke("main", &bad).unwrap_err();
+    assert!(e.to_string().contains("batch_matmul"), "{e}");
 }
 
 #[test]
@@ -92,7 +167,7 @@ fn a_call_site_keeps_a_bounded_number_of_specializations() {
         vm.invoke("main", &inputs(rows, 0))
             .unwrap_or_else(|e| panic!("rows {rows}: {e}"));
     }
-    for k in exe.kernels.iter().filter(|k| k.dynamic) {
+    for k in exe.kernels.iter().filter(|k| k.dynamic && !is_generic(k)) {
         assert_eq!(k.specialized.len(), limit as usize, "kernel {}", k.name);
     }
     // The oldest shapes were forgotten: calling with them again compiles anew, and is right.

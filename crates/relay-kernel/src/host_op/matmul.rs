@@ -1,0 +1,251 @@
+//! Matrix products of `float32` tensors with `?` dimensions — `nn.dense` and `nn.batch_matmul`
+//! on their primitive's parameters in order, alone or scaled by a scalar constant (`multiply`
+//! or `divide`: an attention score's scaling, which fusion puts after the product) — computed
+//! by the host GEMM with the sizes of the call's arguments, so one kernel serves every shape.
+//! A static product is lowered as ever (a GEMM stage with its epilogue fused and constant
+//! operands packed once).
+
+use relay_ir::{Attrs, Binding, DType, Expr, ExprKind, Function};
+use relay_linalg::KernelContext;
+use relay_ops::support::attr_bool;
+
+/// A matrix product the kernel library computes at any shape, and the scaling of its result.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct MatmulOp {
+    /// The product.
+    pub product: Product,
+    /// `c · k` (`false`) or `c / k` (`true`) applied to each element of the result.
+    pub scale: Option<(f32, bool)>,
+}
+
+/// The operator of a [`MatmulOp`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Product {
+    /// `nn.dense(x [..., K], w [N, K])`: `[..., N]`.
+    Dense,
+    /// `nn.batch_matmul(a, b)`: `a` `[B, M, K]` (`[B, K, M]` transposed), `b` `[B, K, N]`
+    /// (`[B, N, K]` transposed), either batch 1 broadcast: `[B, M, N]`.
+    Batch {
+        transpose_a: bool,
+        transpose_b: bool,
+    },
+}
+
+/// The product `func` computes when its body (after `bindings`) is one on its two parameters
+/// in order, or one scaled by a one-element `float32` constant, `float32` throughout, and some
+/// dimension is `?`.
+pub(super) fn recognize(func: &Function, bindings: &[Binding], body: &Expr) -> Option<MatmulOp> {
+    if !crate::is_dynamic(func) || func.params.len() != 2 || bindings.len() > 1 {
+        return None;
+    }
+    let (call, scale) = match call_of(body)? {
+        ("multiply" | "divide", [x, k], _) => {
+            let value = scalar_constant(k)?;
+            let x = match (x.kind(), bindings) {
+                (ExprKind::Var(v), [b]) if b.var.id() == v.id() => &b.value,
+                _ if bindings.is_empty() => x,
+                _ => return None,
+            };
+            (x, Some((value, call_of(body)?.0 == "divide")))
+        }
+        _ if bindings.is_empty() => (body, None),
+        _ => return None,
+    };
+    let (name, args, attrs) = call_of(call)?;
+    let product = match name {
+        "nn.dense" => Product::Dense,
+        "nn.batch_matmul" => Product::Batch {
+            transpose_a: attr_bool(attrs, "transpose_a").ok()?,
+            transpose_b: attr_bool(attrs, "transpose_b").ok()?,
+        },
+        _ => return None,
+    };
+    let out_dtype = attrs.get("out_dtype").and_then(|v| v.as_str());
+    if out_dtype.is_some_and(|d| !d.is_empty() && d != "float32") {
+        return None;
+    }
+    let in_order = args.len() == 2
+        && args.iter().zip(&func.params).all(|(a, p)| match a.kind() {
+            ExprKind::Var(v) => v.id() == p.id(),
+            _ => false,
+        });
+    let f32_tensors = func.params.iter().all(|p| {
+        p.checked_type().is_some_and(|t| {
+            matches!(t.kind(), relay_ir::TypeKind::Tensor { dtype, .. } if *dtype == DType::F32)
+        })
+    });
+    (in_order && f32_tensors).then_some(MatmulOp { product, scale })
+}
+
+/// The operator name, arguments and attributes of a call of an operator.
+fn call_of(e: &Expr) -> Option<(&'static str, &[Expr], &Attrs)> {
+    match e.kind() {
+        ExprKind::Call {
+            callee,
+            args,
+            attrs,
+        } => match callee.kind() {
+            ExprKind::Op(op) => Some((op.name, args.as_slice(), attrs)),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
+/// The value of a one-element `float32` constant.
+fn scalar_constant(e: &Expr) -> Option<f32> {
+    match e.kind() {
+        ExprKind::Constant(c)
+            if c.dtype() == DType::F32 && c.shape().iter().product::<i64>() == 1 =>
+        {
+            c.to_f64_vec().first().map(|&v| v as f32)
+        }
+        _ => None,
+    }
+}
+
+/// The sizes of one product and how the batches step through the operands.
+struct Sizes {
+    batch: usize,
+    m: usize,
+    k: usize,
+    n: usize,
+    /// Elements between batches of `a` and `b` (0: broadcast).
+    step_a: usize,
+    step_b: usize,
+}
+
+impl MatmulOp {
+    /// The result's shape for operands of shapes `inputs`, checked against each other.
+    pub(super) fn output_shapes(&self, inputs: &[&[i64]]) -> Result<Vec<Vec<i64>>, String> {
+        self.sizes(inputs).map(|(_, out)| vec![out])
+    }
+
+    fn sizes(&self, inputs: &[&[i64]]) -> Result<(Sizes, Vec<i64>), String> {
+        let bad = || format!("{:?} of operands {inputs:?}", self.product);
+        let &[a, b] = inputs else { return Err(bad()) };
+        let u = |d: i64| usize::try_from(d).map_err(|_| bad());
+        match self.product {
+            Product::Dense => {
+                let (&k, lead) = a.split_last().ok_or_else(bad)?;
+                let &[n, kw] = b else { return Err(bad()) };
+                if k != kw {
+                    return Err(bad());
+                }
+                let m = lead
+                    .iter()
+                    .try_fold(1i64, |p, &d| p.checked_mul(d))
+                    .ok_or_else(bad)?;
+                let mut out = lead.to_vec();
+                out.push(n);
+                let s = Sizes {
+                    batch: 1,
+                    m: u(m)?,
+                    k: u(k)?,
+                    n: u(n)?,
+                    step_a: 0,
+                    step_b: 0,
+                };
+                Ok((s, out))
+            }
+            Product::Batch {
+                transpose_a,
+                transpose_b,
+            } => {
+                let (&[ba, a1, a2], &[bb, b1, b2]) = (a, b) else {
+                    return Err(bad());
+                };
+                let (m, k) = if transpose_a { (a2, a1) } else { (a1, a2) };
+                let (kb, n) = if transpose_b { (b2, b1) } else { (b1, b2) };
+                let batch = match (ba, bb) {
+                    _ if ba == bb => ba,
+                    (1, _) => bb,
+                    (_, 1) => ba,
+                    _ => return Err(bad()),
+                };
+                if k != kb {
+                    return Err(bad());
+                }
+                let s = Sizes {
+                    batch: u(batch)?,
+                    m: u(m)?,
+                    k: u(k)?,
+                    n: u(n)?,
+                    step_a: if ba == 1 { 0 } else { u(a1 * a2)? },
+                    step_b: if bb == 1 { 0 } else { u(b1 * b2)? },
+                };
+                Ok((s, vec![batch, m, n]))
+            }
+        }
+    }
+
+    /// Runs the product on `args` (`a`, `b`, then the result) of shapes `inputs`.
+    pub(super) fn run(
+        &self,
+        ctx: &KernelContext,
+        args: &mut [&mut [f32]],
+        inputs: &[&[i64]],
+    ) -> Result<(), String> {
+        let (s, _) = self.sizes(inputs)?;
+        let [a, b, c] = args else {
+            return Err("a matrix product takes 3 arguments".into());
+        };
+        let (ta, tb) = match self.product {
+            Product::Dense => (false, true),
+            Product::Batch {
+                transpose_a,
+                transpose_b,
+            } => (transpose_a, transpose_b),
+        };
+        let (m, k, n) = (s.m as i64, s.k as i64, s.n as i64);
+        // Row and column strides of `a` (m × k) and `b` (k × n) as stored.
+        let (rsa, csa) = if ta { (1, m) } else { (k, 1) };
+        let (rsb, csb) = if tb { (1, k) } else { (n, 1) };
+        let need = |len: usize, step: usize, one: usize| {
+            step.checked_mul(s.batch.saturating_sub(1))
+                .and_then(|v| v.checked_add(one))
+                .is_some_and(|end| end <= len)
+        };
+        if !need(a.len(), s.step_a, s.m * s.k)
+            || !need(b.len(), s.step_b, s.k * s.n)
+            || c.len() != s.batch * s.m * s.n
+        {
+            return Err(format!("{self:?}: operands too short for {inputs:?}"));
+        }
+        let handle = std::ptr::from_ref(ctx)
+            .cast_mut()
+            .cast::<std::ffi::c_void>();
+        for i in 0..s.batch {
+            // SAFETY: each batch's matrices lie within the operands (checked above), the
+            // result does not overlap them (a kernel's output), and `handle` is a live context
+            // that the GEMM only reads.
+            let rc = unsafe {
+                crate::host::relay_kernel_sgemm(
+                    handle,
+                    m,
+                    k,
+                    n,
+                    a.as_ptr().add(i * s.step_a),
+                    rsa,
+                    csa,
+                    b.as_ptr().add(i * s.step_b),
+                    rsb,
+                    csb,
+                    c.as_mut_ptr().add(i * s.m * s.n),
+                    n,
+                    1,
+                    std::ptr::null(),
+                )
+            };
+            if rc != 0 {
+                return Err(format!("{self:?}: the GEMM failed ({rc})"));
+            }
+        }
+        match self.scale {
+            Some((k, false)) => c.iter_mut().for_each(|v| *v *= k),
+            Some((k, true)) => c.iter_mut().for_each(|v| *v /= k),
+            None => {}
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,317 @@
+//! Operators the kernel library computes whole, with no loop nest (TVM's extern tensors):
+//! the recurrences ([`recurrence`]), `float32` softmax over the last axis ([`softmax`]), and
+//! matrix products with `?` dimensions ([`matmul`]).
+//!
+//! Such a primitive compiles to a [`PackedFunc`] whose entry is the library function
+//! ([`compile`]) instead of JIT code. A `?` dimension of a parameter or the result stays `-1` in
+//! its [`KernelSpec`]: the kernel takes any extent there, its output shapes given by the
+//! operator's shape function ([`HostOp::output_shapes`], TVM's `shape_func`) before the call,
+//! so one kernel serves every shape and nothing is compiled per shape. Its arguments are
+//! checked against the spec and the shape function as a JIT'd entry checks them.
+
+mod matmul;
+mod recurrence;
+mod softmax;
+
+use relay_ir::{Dim, ExprKind, Function, Type, TypeKind};
+use relay_linalg::KernelContext;
+
+use crate::KernelError;
+use crate::abi::{ArgSpec, DLDataType, DLTensor, KernelSpec, dtype_name};
+use crate::packed::PackedFunc;
+
+pub use matmul::{MatmulOp, Product};
+pub use recurrence::Recurrence;
+pub use softmax::{Scale, SoftmaxOp};
+
+/// A host operator with its attributes.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum HostOp {
+    /// `nn.lstm_recurrence` or `nn.gru_recurrence`.
+    Recurrence(Recurrence),
+    /// `nn.softmax` or `nn.log_softmax`, with the scaling in front of it.
+    Softmax(SoftmaxOp),
+    /// `nn.dense` or `nn.batch_matmul` with `?` dimensions.
+    Matmul(MatmulOp),
+}
+
+/// The host operator primitive function `func` computes, when it is one (see each kind's
+/// module for the forms); `None` for every other function (compiled to JIT code), and an error
+/// for a recurrence whose call is malformed.
+pub fn host_op(func: &Function) -> Option<Result<HostOp, KernelError>> {
+    let (bindings, body) = match func.body.kind() {
+        ExprKind::Let { bindings, body } => (bindings.as_slice(), body),
+        _ => (&[][..], &func.body),
+    };
+    let ExprKind::Call {
+        callee,
+        args,
+        attrs,
+    } = body.kind()
+    else {
+        return None;
+    };
+    let ExprKind::Op(op) = callee.kind() else {
+        return None;
+    };
+    if let Some(s) = softmax::recognize(func, bindings, op.name, args, attrs) {
+        return Some(Ok(HostOp::Softmax(s)));
+    }
+    let in_order = bindings.is_empty()
+        && args.len() == func.params.len()
+        && args.iter().zip(&func.params).all(|(a, p)| match a.kind() {
+            ExprKind::Var(v) => v.id() == p.id(),
+            _ => false,
+        });
+    if let Some(m) = matmul::recognize(func, bindings, body) {
+        return Some(Ok(HostOp::Matmul(m)));
+    }
+    let parsed = recurrence::recognize(op.name, attrs)?;
+    if !in_order {
+        return Some(Err(KernelError::Lower {
+            message: format!(
+                "`{}` is computed by the kernel library: its kernel must call it on the \
+                 kernel's parameters in order",
+                op.name
+            ),
+        }));
+    }
+    Some(
+        parsed
+            .map(HostOp::Recurrence)
+            .map_err(|message| KernelError::Lower {
+                message: format!("`{}`: {message}", op.name),
+            }),
+    )
+}
+
+impl HostOp {
+    /// The shapes of the outputs for inputs of shapes `inputs` (the operator's shape
+    /// function), checked against each other and against `spec`'s static output shapes.
+    pub fn output_shapes(
+        &self,
+        spec: &KernelSpec,
+        inputs: &[&[i64]],
+    ) -> Result<Vec<Vec<i64>>, String> {
+        let declared = &spec.args[inputs.len().min(spec.args.len())..];
+        let out = match self {
+            HostOp::Recurrence(r) => r.output_shapes(inputs)?,
+            HostOp::Softmax(s) => {
+                let fixed = declared
+                    .first()
+                    .map(|a| a.shape.as_slice())
+                    .filter(|s| s.iter().all(|&d| d >= 0));
+                s.output_shapes(inputs, fixed)?
+            }
+            HostOp::Matmul(m) => m.output_shapes(inputs)?,
+        };
+        let fits =
+            out.len() == declared.len() && out.iter().zip(declared).all(|(o, d)| fits(o, &d.shape));
+        if !fits {
+            return Err(format!(
+                "outputs of shapes {out:?} for inputs {inputs:?}, declared {:?}",
+                declared.iter().map(|a| &a.shape).collect::<Vec<_>>()
+            ));
+        }
+        Ok(out)
+    }
+}
+
+/// Whether `shape` fits the spec shape `declared` (`-1` takes any extent).
+fn fits(shape: &[i64], declared: &[i64]) -> bool {
+    shape.len() == declared.len()
+        && shape
+            .iter()
+            .zip(declared)
+            .all(|(&s, &d)| s >= 0 && (d < 0 || s == d))
+}
+
+/// The packed function of host operator `op`, the body of primitive `func` named `name`: its
+/// arguments are the parameters, then the fields of the result.
+pub fn compile(func: &Function, name: &str, op: HostOp) -> Result<PackedFunc, KernelError> {
+    let malformed = |message: String| KernelError::Malformed {
+        kernel: name.to_owned(),
+        message,
+    };
+    let mut args = Vec::new();
+    for (i, p) in func.params.iter().enumerate() {
+        let ty = p
+            .checked_type()
+            .or(p.ty())
+            .ok_or_else(|| malformed(format!("parameter {i} has no type")))?;
+        args.push(arg_spec(format!("p{i}"), ty).map_err(malformed)?);
+    }
+    let inputs = args.len();
+    let result = func
+        .body
+        .checked_type()
+        .or(func.ret_type.as_ref())
+        .ok_or_else(|| malformed("the call has no type".into()))?;
+    let fields = match (result.kind(), op) {
+        (TypeKind::Tuple(fields), HostOp::Recurrence(_)) => fields.as_slice(),
+        (TypeKind::Tensor { .. }, HostOp::Softmax(_) | HostOp::Matmul(_)) => {
+            std::slice::from_ref(result)
+        }
+        _ => return Err(malformed(format!("an unexpected result type `{result}`"))),
+    };
+    for (i, f) in fields.iter().enumerate() {
+        args.push(arg_spec(format!("T_out{i}"), f).map_err(malformed)?);
+    }
+    let spec = KernelSpec {
+        name: name.to_owned(),
+        args,
+        scratch: Vec::new(),
+    };
+    let shapes: Vec<&[i64]> = spec.args[..inputs]
+        .iter()
+        .map(|a| a.shape.as_slice())
+        .collect();
+    if shapes.iter().all(|s| s.iter().all(|&d| d >= 0)) {
+        op.output_shapes(&spec, &shapes).map_err(malformed)?;
+    }
+    Ok(PackedFunc::host(name.to_owned(), spec, inputs, op))
+}
+
+/// The argument spec of a float32 tensor type, `-1` for each `?` dimension.
+fn arg_spec(name: String, ty: &Type) -> Result<ArgSpec, String> {
+    let TypeKind::Tensor { dtype, shape } = ty.kind() else {
+        return Err(format!("{name}: a tensor, got `{ty}`"));
+    };
+    if *dtype != relay_ir::DType::F32 {
+        return Err(format!("{name}: float32, got `{ty}`"));
+    }
+    let shape = shape
+        .iter()
+        .map(|d| match d {
+            Dim::Known(n) => *n,
+            Dim::Any => -1,
+        })
+        .collect();
+    Ok(ArgSpec {
+        name,
+        dtype: DLDataType {
+            code: relay_ir::DType::F32.code as u8,
+            bits: 32,
+            lanes: 1,
+        },
+        shape,
+    })
+}
+
+/// Checks `t` against `a` (dtype, rank, shape — `-1` any extent — and data) and returns its
+/// shape.
+///
+/// # Safety
+///
+/// `t`'s shape is valid for `ndim` elements.
+unsafe fn check<'t>(t: &'t DLTensor, a: &ArgSpec) -> Result<&'t [i64], String> {
+    let same_dtype =
+        (t.dtype.code, t.dtype.bits, t.dtype.lanes) == (a.dtype.code, a.dtype.bits, a.dtype.lanes);
+    if !same_dtype {
+        return Err(format!(
+            "argument {}: expected {}, got {}",
+            a.name,
+            dtype_name(a.dtype),
+            dtype_name(t.dtype)
+        ));
+    }
+    let ndim = usize::try_from(t.ndim).unwrap_or(usize::MAX);
+    // SAFETY: by this function's contract.
+    let shape = match ndim == a.shape.len() && !t.shape.is_null() {
+        true => unsafe { std::slice::from_raw_parts(t.shape, ndim) },
+        false => &[],
+    };
+    if !fits(shape, &a.shape) {
+        return Err(format!(
+            "argument {}: expected shape {:?}, got rank {} {shape:?}",
+            a.name, a.shape, t.ndim
+        ));
+    }
+    let n = count(shape).ok_or_else(|| format!("argument {}: too large", a.name))?;
+    if n > 0 && t.data.is_null() {
+        return Err(format!("argument {}: null data", a.name));
+    }
+    Ok(shape)
+}
+
+/// The elements of a tensor of `shape`, if they can be addressed.
+fn count(shape: &[i64]) -> Option<usize> {
+    shape
+        .iter()
+        .try_fold(1usize, |n, &d| n.checked_mul(usize::try_from(d).ok()?))
+}
+
+/// Runs host operator `op` with the kernels and threads of `ctx` on `tensors` (the arguments
+/// of `spec`, inputs first, the outputs last), the outputs checked to have the shapes
+/// [`HostOp::output_shapes`] gives.
+///
+/// # Safety
+///
+/// Each tensor that passes the checks against `spec` has data valid for reads (inputs) or
+/// writes (outputs) of its whole size, with no overlap between outputs and other arguments.
+pub(crate) unsafe fn call(
+    op: HostOp,
+    ctx: &KernelContext,
+    spec: &KernelSpec,
+    inputs: usize,
+    tensors: &[&DLTensor],
+) -> Result<(), String> {
+    if tensors.len() != spec.args.len() || inputs > tensors.len() {
+        return Err(format!(
+            "expected {} arguments, got {}",
+            spec.args.len(),
+            tensors.len()
+        ));
+    }
+    let mut shapes = Vec::with_capacity(tensors.len());
+    for (t, a) in tensors.iter().zip(&spec.args) {
+        // SAFETY: the caller passes DLTensors whose shapes are valid for `ndim` elements.
+        shapes.push(unsafe { check(t, a) }?);
+    }
+    let want = op.output_shapes(spec, &shapes[..inputs])?;
+    if want
+        .iter()
+        .zip(&shapes[inputs..])
+        .any(|(w, s)| w.as_slice() != *s)
+    {
+        return Err(format!(
+            "outputs of shapes {:?}, want {want:?}",
+            &shapes[inputs..]
+        ));
+    }
+    let mut args: Vec<&mut [f32]> = Vec::with_capacity(tensors.len());
+    for (t, s) in tensors.iter().zip(&shapes) {
+        let n = count(s).unwrap_or(0);
+        // SAFETY: checked, each argument has its shape and float32 data, valid for its length
+        // by the caller's contract; inputs are only read and the outputs are disjoint from
+        // every other argument.
+        args.push(unsafe { slice(t, n) });
+    }
+    match op {
+        HostOp::Recurrence(r) => r.run(ctx, &mut args, &shapes),
+        HostOp::Softmax(s) => s.run(ctx, &mut args, &want[0]),
+        HostOp::Matmul(m) => m.run(ctx, &mut args, &shapes[..inputs]),
+    }
+}
+
+/// The `n` float32 elements of `t`.
+///
+/// # Safety
+///
+/// `t`'s data plus its byte offset is valid for `n` float32 elements for as long as the slice
+/// lives, with no other access meanwhile if it is written.
+unsafe fn slice<'a>(t: &DLTensor, n: usize) -> &'a mut [f32] {
+    let data = t
+        .data
+        .cast::<u8>()
+        .wrapping_add(t.byte_offset as usize)
+        .cast::<f32>();
+    if n == 0 {
+        return &mut [];
+    }
+    // SAFETY: by this function's contract.
+    unsafe { std::slice::from_raw_parts_mut(data, n) }
+}
+
+#[cfg(test)]
+mod tests;

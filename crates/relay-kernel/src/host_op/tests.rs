@@ -1,0 +1,291 @@
+use relay_ir::{DType, NDArray};
+
+use super::*;
+use crate::compose::tests::primitive;
+
+/// A GRU recurrence of 3 steps, batch 2, hidden 4 as a primitive function.
+const GRU: &str = r#"#[version = "0.0.5"]
+def @main(%x: Tensor[(3, 2, 12), float32], %r: Tensor[(4, 12), float32], %h: Tensor[(2, 4), float32], %b: Tensor[(4), float32]) {
+  %0 = fn (%p0: Tensor[(3, 2, 12), float32], %p1: Tensor[(4, 12), float32], %p2: Tensor[(2, 4), float32], %p3: Tensor[(4), float32], Primitive=1) {
+nn.gru_recurrence(%p0, %p1, %p2, %p3, reverse=True, linear_before_reset=True)
+  };
+  %0(%x, %r, %h, %b)
+}"#;
+
+fn zeros(shape: &[i64]) -> NDArray {
+    NDArray::zeros(DType::F32, shape).unwrap()
+}
+
+#[test]
+fn a_recurrence_primitive_runs_on_the_library_and_checks_its_arguments() {
+    let f = primitive(GRU);
+    let k = crate::compile_primitive(&f, "fused_nn_gru_recurrence").unwrap();
+    assert!(k.entry().is_none());
+    let (x, r, h, b) = (
+        zeros(&[3, 2, 12]),
+        zeros(&[4, 12]),
+        zeros(&[2, 4]),
+        zeros(&[4]),
+    );
+    let (mut y, mut hn) = (zeros(&[3, 2, 4]), zeros(&[2, 4]));
+    // Zero inputs: z = r = 1/2, the candidate 0, so every state halves from h0 = 1.
+    let mut h = h;
+    h.as_bytes_mut()
+        .chunks_exact_mut(4)
+        .for_each(|c| c.copy_from_slice(&1f32.to_le_bytes()));
+    k.call(&[&x, &r, &h, &b], &mut [&mut y, &mut hn]).unwrap();
+    let last = f32::from_le_bytes(hn.as_bytes()[..4].try_into().unwrap());
+    assert_eq!(last, 0.125);
+    // reverse: step 0 is the last computed.
+    let first = f32::from_le_bytes(y.as_bytes()[..4].try_into().unwrap());
+    assert_eq!(first, 0.125);
+    // An argument of another shape is an error naming it, nothing is written.
+    let bad = zeros(&[2, 12]);
+    let e = k
+        .call(&[&x, &bad, &h, &b], &mut [&mut y, &mut hn])
+        .unwrap_err();
+    assert!(e.to_string().contains("p1"), "{e}");
+    assert!(crate::verify_primitive(&f, "k").is_ok());
+    let listing = crate::print_kernels(&[("k".into(), f)], crate::KernelText::LoopNest).unwrap();
+    assert!(listing.contains(crate::listing::HOST_NOTE), "{listing}");
+}
+
+/// A module whose one primitive has body `body` over parameters `params`.
+fn softmax_primitive(params: &str, body: &str) -> relay_ir::Function {
+    primitive(&format!(
+        "#[version = \"0.0.5\"]\ndef @main() {{\n  fn ({params}, Primitive=1) {{ {body} }}\n}}"
+    ))
+}
+
+fn floats(shape: &[i64], f: impl Fn(usize) -> f32) -> NDArray {
+    let n = shape.iter().product::<i64>() as usize;
+    let v: Vec<f64> = (0..n).map(|i| f64::from(f(i))).collect();
+    NDArray::from_f64_slice(DType::F32, shape, &v).unwrap()
+}
+
+#[test]
+fn softmax_primitives_the_library_computes_and_those_it_leaves_to_loops() {
+    let x = "%p0: Tensor[(2, 3, 5), float32]";
+    let host = |params: &str, body: &str| match host_op(&softmax_primitive(params, body)) {
+        Some(Ok(op)) => Some(op),
+        Some(Err(e)) => panic!("{body}: {e}"),
+        None => None,
+    };
+    let softmax = |log, scale| HostOp::Softmax(SoftmaxOp { log, scale });
+    assert_eq!(
+        host(x, "nn.softmax(%p0, axis=-1)"),
+        Some(softmax(false, Scale::None))
+    );
+    let scaled = Scale::Constant {
+        value: 4.0,
+        divide: true,
+    };
+    let body = "%0 = divide(%p0, 4f); nn.log_softmax(%0, axis=2)";
+    assert_eq!(host(x, body), Some(softmax(true, scaled)));
+    let op = host(
+        &format!("{x}, %p1: float32"),
+        "nn.softmax(reshape(multiply(%p1, %p0), newshape=[6, 5]), axis=1)",
+    );
+    assert_eq!(op, Some(softmax(false, Scale::Parameter { divide: false })));
+    // With `?` dimensions: generic when no reshape is in the way.
+    let dynamic = "%p0: Tensor[(?, 3, ?), float32]";
+    assert!(host(dynamic, "nn.softmax(multiply(%p0, 0.5f), axis=-1)").is_some());
+    let reshaped = "nn.softmax(reshape(%p0, newshape=[-1, 3]), axis=-1)";
+    assert!(host("%p0: Tensor[(?, 3), float32]", reshaped).is_none());
+    for (params, body) in [
+        (x, "nn.softmax(%p0, axis=1)"),
+        (x, "nn.softmax(exp(%p0), axis=-1)"),
+        (x, "nn.softmax(multiply(multiply(%p0, 2f), 2f), axis=-1)"),
+        (x, "nn.softmax(add(%p0, 2f), axis=-1)"),
+        ("%p0: Tensor[(2, 5), float64]", "nn.softmax(%p0, axis=-1)"),
+        (
+            &format!("{x}, %p1: Tensor[(5), float32]"),
+            "nn.softmax(multiply(%p0, %p1), axis=-1)",
+        ),
+        (
+            &format!("{x}, %p1: float32"),
+            "nn.softmax(divide(%p1, %p0), axis=-1)",
+        ),
+    ] {
+        assert!(host(params, body).is_none(), "{body}");
+    }
+}
+
+#[test]
+fn a_scaled_softmax_runs_on_the_library_with_its_factor_as_an_argument() {
+    let f = softmax_primitive(
+        "%p0: Tensor[(3, 4), float32], %p1: float32",
+        "nn.softmax(divide(%p0, %p1), axis=-1)",
+    );
+    let k = crate::compile_primitive(&f, "fused_divide_nn_softmax").unwrap();
+    assert!(k.entry().is_none());
+    let x = floats(&[3, 4], |i| i as f32);
+    let scale = floats(&[], |_| 2.0);
+    let mut y = zeros(&[3, 4]);
+    k.call(&[&x, &scale], &mut [&mut y]).unwrap();
+    let y = y.to_f64_vec();
+    for row in 0..3 {
+        let e: Vec<f64> = (0..4).map(|j| (f64::from(j as u8) / 2.0).exp()).collect();
+        let sum: f64 = e.iter().sum();
+        for j in 0..4 {
+            let got = y[row * 4 + j];
+            assert!((got - e[j] / sum).abs() < 1e-6, "{row} {j}: {got}");
+        }
+    }
+    let mut wrong = zeros(&[4, 3]);
+    assert!(k.call(&[&x, &scale], &mut [&mut wrong]).is_err());
+}
+
+/// `a · b` of `[batch, m, k]` and `[batch, k, n]` row-major operands (batch 1 broadcast).
+fn matmul_reference(
+    a: &[f64],
+    b: &[f64],
+    (ba, bb): (usize, usize),
+    m: usize,
+    k: usize,
+    n: usize,
+) -> Vec<f64> {
+    let batch = ba.max(bb);
+    let mut c = vec![0.0; batch * m * n];
+    for t in 0..batch {
+        let (a0, b0) = ((t % ba) * m * k, (t % bb) * k * n);
+        for i in 0..m {
+            for j in 0..n {
+                c[(t * m + i) * n + j] =
+                    (0..k).map(|l| a[a0 + i * k + l] * b[b0 + l * n + j]).sum();
+            }
+        }
+    }
+    c
+}
+
+fn close(got: &NDArray, want: &[f64]) {
+    let got = got.to_f64_vec();
+    assert_eq!(got.len(), want.len());
+    for (i, (g, w)) in got.iter().zip(want).enumerate() {
+        assert!(
+            (g - w).abs() <= 1e-4 * w.abs().max(1.0),
+            "element {i}: {g} want {w}"
+        );
+    }
+}
+
+/// Runs generic kernel `k` on `inputs`, its outputs shaped by its shape function.
+fn run_generic(k: &PackedFunc, inputs: &[&NDArray]) -> Result<Vec<NDArray>, KernelError> {
+    let shapes: Vec<&[i64]> = inputs.iter().map(|t| t.shape()).collect();
+    let mut outs: Vec<NDArray> = k.output_shapes(&shapes)?.iter().map(|s| zeros(s)).collect();
+    let mut refs: Vec<&mut NDArray> = outs.iter_mut().collect();
+    k.call(inputs, &mut refs)?;
+    Ok(outs)
+}
+
+#[test]
+fn products_with_dynamic_dimensions_compile_once_and_run_at_every_shape() {
+    let dense = softmax_primitive(
+        "%p0: Tensor[(?, ?), float32], %p1: Tensor[(?, ?), float32]",
+        "nn.dense(%p0, %p1, units=None)",
+    );
+    let k = crate::compile_primitive(&dense, "fused_nn_dense").unwrap();
+    assert!(k.is_generic() && k.entry().is_none());
+    for (m, kk, n) in [
+        (1, 64, 64),
+        (7, 64, 300),
+        (0, 5, 3),
+        (3, 0, 2),
+        (300, 17, 1),
+        (33, 129, 65),
+    ] {
+        let x = floats(&[m, kk], |i| (i % 13) as f32 * 0.1 - 0.6);
+        let w = floats(&[n, kk], |i| (i % 7) as f32 * 0.2 - 0.5);
+        let (xv, wv) = (x.to_f64_vec(), w.to_f64_vec());
+        // w is [n, k]: its transpose is the right operand.
+        let wt: Vec<f64> = (0..(kk * n) as usize)
+            .map(|i| wv[(i % n as usize) * kk as usize + i / n as usize])
+            .collect();
+        let out = run_generic(&k, &[&x, &w]).unwrap();
+        assert_eq!(out[0].shape(), &[m, n]);
+        close(
+            &out[0],
+            &matmul_reference(&xv, &wt, (1, 1), m as usize, kk as usize, n as usize),
+        );
+    }
+    // Operands that do not fit are an error naming the kernel, before anything runs.
+    let (x, w) = (floats(&[2, 3], |_| 1.0), floats(&[4, 5], |_| 1.0));
+    let e = run_generic(&k, &[&x, &w]).unwrap_err();
+    assert!(e.to_string().contains("fused_nn_dense"), "{e}");
+    let batch = softmax_primitive(
+        "%p0: Tensor[(?, ?, 8), float32], %p1: Tensor[(?, ?, 8), float32]",
+        "nn.batch_matmul(%p0, %p1, transpose_b=True)",
+    );
+    let k = crate::compile_primitive(&batch, "fused_nn_batch_matmul").unwrap();
+    for (ba, bb, m, n) in [(4, 4, 5, 6), (1, 3, 2, 9), (2, 1, 17, 1)] {
+        let a = floats(&[ba, m, 8], |i| (i % 11) as f32 * 0.1);
+        let b = floats(&[bb, n, 8], |i| (i % 5) as f32 * 0.3 - 0.4);
+        let bv = b.to_f64_vec();
+        let (nu, bu) = (n as usize, bb as usize);
+        let bt: Vec<f64> = (0..bu * 8 * nu)
+            .map(|i| {
+                let (t, r) = (i / (8 * nu), i % (8 * nu));
+                bv[t * 8 * nu + (r % nu) * 8 + r / nu]
+            })
+            .collect();
+        let out = run_generic(&k, &[&a, &b]).unwrap();
+        let want = matmul_reference(&a.to_f64_vec(), &bt, (ba as usize, bu), m as usize, 8, nu);
+        close(&out[0], &want);
+    }
+    let (a, b) = (floats(&[2, 3, 8], |_| 1.0), floats(&[3, 3, 8], |_| 1.0));
+    assert!(run_generic(&k, &[&a, &b]).is_err());
+    // A product scaled by a constant is one too; another epilogue is not.
+    let params = "%p0: Tensor[(?, 4, 8), float32], %p1: Tensor[(?, 4, 8), float32]";
+    let scaled = "%0 = nn.batch_matmul(%p0, %p1, transpose_b=True); divide(%0, 2f)";
+    let op = host_op(&softmax_primitive(params, scaled)).and_then(Result::ok);
+    assert!(matches!(
+        op,
+        Some(HostOp::Matmul(MatmulOp {
+            scale: Some((2.0, true)),
+            ..
+        }))
+    ));
+    let added = "%0 = nn.batch_matmul(%p0, %p1, transpose_b=True); add(%0, 2f)";
+    assert!(host_op(&softmax_primitive(params, added)).is_none());
+    let k = crate::compile_primitive(&softmax_primitive(params, scaled), "scaled").unwrap();
+    let (a, b) = (
+        floats(&[2, 4, 8], |i| i as f32 * 0.01),
+        floats(&[2, 4, 8], |_| 1.0),
+    );
+    let out = run_generic(&k, &[&a, &b]).unwrap();
+    let av = a.to_f64_vec();
+    let want: Vec<f64> = (0..32)
+        .map(|i| (0..8).map(|l| av[(i / 4) * 8 + l]).sum::<f64>() / 2.0)
+        .collect();
+    close(&out[0], &want);
+    // A static product stays a loop nest with its GEMM stage.
+    let fixed = softmax_primitive(
+        "%p0: Tensor[(2, 3), float32], %p1: Tensor[(4, 3), float32]",
+        "nn.dense(%p0, %p1, units=None)",
+    );
+    assert!(host_op(&fixed).is_none());
+}
+
+#[test]
+fn a_dynamic_softmax_serves_every_row_length() {
+    let f = softmax_primitive(
+        "%p0: Tensor[(?, ?), float32]",
+        "nn.softmax(divide(%p0, 2f), axis=-1)",
+    );
+    let k = crate::compile_primitive(&f, "fused_divide_nn_softmax").unwrap();
+    assert!(k.is_generic());
+    for (rows, cols) in [(1, 1), (3, 7), (0, 4), (5, 0), (2, 400)] {
+        let x = floats(&[rows, cols], |i| (i % 9) as f32 - 4.0);
+        let out = run_generic(&k, &[&x]).unwrap();
+        let xv = x.to_f64_vec();
+        let mut want = Vec::new();
+        for r in xv.chunks(cols.max(1) as usize).take(rows as usize) {
+            let max = r.iter().map(|v| v / 2.0).fold(f64::NEG_INFINITY, f64::max);
+            let sum: f64 = r.iter().map(|v| (v / 2.0 - max).exp()).sum();
+            want.extend(r.iter().map(|v| (v / 2.0 - max).exp() / sum));
+        }
+        close(&out[0], &want);
+    }
+    assert!(run_generic(&k, &[&floats(&[2, 2, 2], |_| 0.0)]).is_err());
+}
