@@ -149,6 +149,16 @@ impl PackedFunc {
         &self.name
     }
 
+    /// The argument whose bytes its output is, reshaped (a reshape-only primitive with `?`
+    /// dimensions): a caller owning that argument's storage makes the output a view of it at
+    /// the shape [`Self::output_shapes`] gives instead of calling the kernel, which copies.
+    pub fn view_source(&self) -> Option<usize> {
+        match &self.entry {
+            Entry::Host(crate::host_op::HostOp::View(v)) => Some(v.chain.data),
+            _ => None,
+        }
+    }
+
     /// Whether it serves arguments of any extent where its spec says `-1` (a host operator
     /// compiled from a primitive with `?` dimensions): its outputs' shapes come from
     /// [`Self::output_shapes`].
@@ -165,7 +175,7 @@ impl PackedFunc {
     pub fn output_shapes(&self, inputs: &[&[i64]]) -> Result<Vec<Vec<i64>>, KernelError> {
         let outputs = &self.spec.args[self.num_inputs.min(self.spec.args.len())..];
         match self.entry {
-            Entry::Host(op) if self.is_generic() => op
+            Entry::Host(ref op) if self.is_generic() => op
                 .output_shapes(&self.spec, inputs)
                 .map_err(|m| self.call_error(m)),
             _ => Ok(outputs.iter().map(|a| a.shape.clone()).collect()),
@@ -396,7 +406,7 @@ impl PackedFunc {
             Entry::Jit { entry, .. } => *entry,
             // SAFETY: by this function's contract.
             Entry::Host(op) => {
-                return unsafe { self.call_host(*op, args, type_codes, num_args, ctx) };
+                return unsafe { self.call_host(op, args, type_codes, num_args, ctx) };
             }
         };
         let mut ret = TVMValue { v_int64: 0 };
@@ -423,7 +433,7 @@ impl PackedFunc {
     /// As [`Self::call_raw`].
     unsafe fn call_host(
         &self,
-        op: crate::host_op::HostOp,
+        op: &crate::host_op::HostOp,
         args: *const TVMValue,
         type_codes: *const i32,
         num_args: i32,

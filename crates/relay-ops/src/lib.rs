@@ -37,6 +37,7 @@ pub mod support;
 #[cfg(test)]
 mod testing;
 mod transform;
+pub mod views;
 
 /// The family tables in their stable order.
 fn families() -> impl Iterator<Item = &'static [OpSchema]> {

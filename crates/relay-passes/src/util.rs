@@ -1,9 +1,6 @@
 //! Small helpers the passes share (the generic walks live in `relay_ir::visit`).
 
-use std::collections::HashMap;
-
-use relay_ir::visit::is_primitive;
-use relay_ir::{Dim, Expr, ExprKind, Function, Span, Symbol, Type, TypeKind, Var, VarId};
+use relay_ir::{Dim, Function, Span, Symbol, Type, TypeKind, Var};
 
 /// A fresh variable named `name` with annotation `ty` (passes annotate the variables they
 /// create with the checked type, so the output type-checks without the input's inference).
@@ -15,84 +12,11 @@ pub fn fresh_var(name: &str, ty: Option<Type>) -> Var {
     var
 }
 
-/// The operators that give their first argument's elements, in row-major order, a new shape:
-/// on a compact tensor each is a view of the same bytes. `reshape_like` reads only the shape
-/// of its second argument.
-const RESHAPE_LIKE: &[&str] = &[
-    "reshape",
-    "contrib_reverse_reshape",
-    "reshape_like",
-    "squeeze",
-    "expand_dims",
-    "nn.batch_flatten",
-];
-
 /// The index of the parameter a primitive function only reshapes (TVM's `reshape_only`
-/// functions), or `None`: the body is a chain of one or more reshape-like calls (`reshape`,
-/// `contrib_reverse_reshape`, `reshape_like`, `squeeze`, `expand_dims`, `nn.batch_flatten`),
-/// written nested or as a let-chain binding each link once, ending at a tensor parameter;
-/// `reshape_like`'s shape source is a parameter. The parameter and the result are tensors of
-/// the same dtype, with the same element count when both are static. `manifest_alloc` makes a
-/// call of such a function a `vm.reshape_tensor` view of that argument.
+/// functions; [`relay_ops::views::reshape_chain`]), or `None`. `manifest_alloc` makes a call of
+/// such a function a `vm.reshape_tensor` view of that argument.
 pub fn reshape_only(f: &Function) -> Option<usize> {
-    if !is_primitive(f) {
-        return None;
-    }
-    let param = |v: &Var| f.params.iter().position(|p| p == v);
-    let (bindings, mut e) = match f.body.kind() {
-        ExprKind::Let { bindings, body } => (bindings.as_slice(), body),
-        _ => (&[][..], &f.body),
-    };
-    let bound: HashMap<VarId, &Expr> = bindings.iter().map(|b| (b.var.id(), &b.value)).collect();
-    let (mut calls, mut links) = (0usize, 0usize);
-    let data = loop {
-        match e.kind() {
-            ExprKind::Var(v) => match param(v) {
-                Some(i) => break i,
-                None => {
-                    e = bound.get(&v.id())?;
-                    links += 1;
-                }
-            },
-            ExprKind::Call { callee, args, .. } => {
-                let ExprKind::Op(op) = callee.kind() else {
-                    return None;
-                };
-                if !RESHAPE_LIKE.contains(&op.name) {
-                    return None;
-                }
-                e = match (op.name, args.as_slice()) {
-                    ("reshape_like", [data, like]) => {
-                        match like.kind() {
-                            ExprKind::Var(v) if param(v).is_some() => {}
-                            _ => return None,
-                        }
-                        data
-                    }
-                    ("reshape_like", _) => return None,
-                    (_, [data]) => data,
-                    _ => return None,
-                };
-                calls += 1;
-            }
-            _ => return None,
-        }
-    };
-    // Every binding is a link of the chain (no computation on the side), and there is at
-    // least one reshape.
-    if calls == 0 || links != bindings.len() {
-        return None;
-    }
-    let p = &f.params[data];
-    let input = tensor_dims(p.checked_type().or(p.ty())?)?;
-    let output = tensor_dims(f.body.checked_type().or(f.ret_type.as_ref())?)?;
-    if input.1 != output.1 {
-        return None;
-    }
-    match (static_count(input.0), static_count(output.0)) {
-        (Some(a), Some(b)) if a != b => None,
-        _ => Some(data),
-    }
+    relay_ops::views::reshape_chain(f).map(|chain| chain.data)
 }
 
 /// The `newshape` of a `vm.reshape_tensor` giving a view of type `ty`: its dimensions, a `?`
@@ -124,17 +48,10 @@ fn tensor_dims(ty: &Type) -> Option<(&[Dim], relay_ir::DType)> {
     }
 }
 
-/// The element count of a static shape (`None` with a `?` or on overflow).
-fn static_count(dims: &[Dim]) -> Option<i64> {
-    dims.iter().try_fold(1i64, |n, d| match d {
-        Dim::Known(k) => n.checked_mul(*k),
-        Dim::Any => None,
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use relay_ir::ExprKind;
 
     /// The primitive function `text` (a whole module whose `@main` returns it) and whether
     /// it is reshape-only.

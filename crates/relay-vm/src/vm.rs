@@ -1101,6 +1101,16 @@ impl<'e> Vm<'e> {
         let out_shapes = func
             .output_shapes(&shapes)
             .map_err(|e| VmError::new(VmErrorKind::Kernel, e.to_string()))?;
+        if let (Some(source), [shape]) = (func.view_source(), out_shapes.as_slice()) {
+            let data = tensors
+                .get(source)
+                .ok_or_else(|| bad(format!("kernel {kernel}: no argument {source} to view")))?;
+            return Ok(Value::Tensor(Arc::new(reshape(
+                &self.allocator,
+                data,
+                shape,
+            )?)));
+        }
         let outputs = &func.spec().args[func.num_inputs().min(func.spec().args.len())..];
         for (out, shape) in outputs.iter().zip(&out_shapes) {
             let dtype = relay_ir::DType::parse(&relay_kernel::abi::dtype_name(out.dtype))

@@ -1,6 +1,7 @@
 //! Operators the kernel library computes whole, with no loop nest (TVM's extern tensors):
-//! the recurrences ([`recurrence`]), `float32` softmax over the last axis ([`softmax`]), and
-//! matrix products with `?` dimensions ([`matmul`]).
+//! the recurrences ([`recurrence`]), `float32` softmax over the last axis ([`softmax`]),
+//! matrix products with `?` dimensions ([`matmul`]), and reshapes with `?` dimensions, which
+//! the VM makes views ([`view`]).
 //!
 //! Such a primitive compiles to a [`PackedFunc`] whose entry is the library function
 //! ([`compile`]) instead of JIT code. A `?` dimension of a parameter or the result stays `-1` in
@@ -12,6 +13,7 @@
 mod matmul;
 mod recurrence;
 mod softmax;
+mod view;
 
 use relay_ir::{Dim, ExprKind, Function, Type, TypeKind};
 use relay_linalg::KernelContext;
@@ -23,9 +25,10 @@ use crate::packed::PackedFunc;
 pub use matmul::{MatmulOp, Product};
 pub use recurrence::Recurrence;
 pub use softmax::{Scale, SoftmaxOp};
+pub use view::ViewOp;
 
 /// A host operator with its attributes.
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Debug)]
 pub enum HostOp {
     /// `nn.lstm_recurrence` or `nn.gru_recurrence`.
     Recurrence(Recurrence),
@@ -33,6 +36,8 @@ pub enum HostOp {
     Softmax(SoftmaxOp),
     /// `nn.dense` or `nn.batch_matmul` with `?` dimensions.
     Matmul(MatmulOp),
+    /// A reshape-only primitive with `?` dimensions: a view.
+    View(ViewOp),
 }
 
 /// The host operator primitive function `func` computes, when it is one (see each kind's
@@ -54,6 +59,9 @@ pub fn host_op(func: &Function) -> Option<Result<HostOp, KernelError>> {
     let ExprKind::Op(op) = callee.kind() else {
         return None;
     };
+    if let Some(v) = view::recognize(func) {
+        return Some(Ok(HostOp::View(v)));
+    }
     if let Some(s) = softmax::recognize(func, bindings, op.name, args, attrs) {
         return Some(Ok(HostOp::Softmax(s)));
     }
@@ -104,6 +112,7 @@ impl HostOp {
                 s.output_shapes(inputs, fixed)?
             }
             HostOp::Matmul(m) => m.output_shapes(inputs)?,
+            HostOp::View(v) => v.output_shapes(inputs)?,
         };
         let fits =
             out.len() == declared.len() && out.iter().zip(declared).all(|(o, d)| fits(o, &d.shape));
@@ -133,13 +142,14 @@ pub fn compile(func: &Function, name: &str, op: HostOp) -> Result<PackedFunc, Ke
         kernel: name.to_owned(),
         message,
     };
+    let any_dtype = matches!(op, HostOp::View(_));
     let mut args = Vec::new();
     for (i, p) in func.params.iter().enumerate() {
         let ty = p
             .checked_type()
             .or(p.ty())
             .ok_or_else(|| malformed(format!("parameter {i} has no type")))?;
-        args.push(arg_spec(format!("p{i}"), ty).map_err(malformed)?);
+        args.push(arg_spec(format!("p{i}"), ty, any_dtype).map_err(malformed)?);
     }
     let inputs = args.len();
     let result = func
@@ -147,15 +157,15 @@ pub fn compile(func: &Function, name: &str, op: HostOp) -> Result<PackedFunc, Ke
         .checked_type()
         .or(func.ret_type.as_ref())
         .ok_or_else(|| malformed("the call has no type".into()))?;
-    let fields = match (result.kind(), op) {
+    let fields = match (result.kind(), &op) {
         (TypeKind::Tuple(fields), HostOp::Recurrence(_)) => fields.as_slice(),
-        (TypeKind::Tensor { .. }, HostOp::Softmax(_) | HostOp::Matmul(_)) => {
+        (TypeKind::Tensor { .. }, HostOp::Softmax(_) | HostOp::Matmul(_) | HostOp::View(_)) => {
             std::slice::from_ref(result)
         }
         _ => return Err(malformed(format!("an unexpected result type `{result}`"))),
     };
     for (i, f) in fields.iter().enumerate() {
-        args.push(arg_spec(format!("T_out{i}"), f).map_err(malformed)?);
+        args.push(arg_spec(format!("T_out{i}"), f, any_dtype).map_err(malformed)?);
     }
     let spec = KernelSpec {
         name: name.to_owned(),
@@ -172,12 +182,13 @@ pub fn compile(func: &Function, name: &str, op: HostOp) -> Result<PackedFunc, Ke
     Ok(PackedFunc::host(name.to_owned(), spec, inputs, op))
 }
 
-/// The argument spec of a float32 tensor type, `-1` for each `?` dimension.
-fn arg_spec(name: String, ty: &Type) -> Result<ArgSpec, String> {
+/// The argument spec of a tensor type, `-1` for each `?` dimension: `float32` unless
+/// `any_dtype`.
+fn arg_spec(name: String, ty: &Type, any_dtype: bool) -> Result<ArgSpec, String> {
     let TypeKind::Tensor { dtype, shape } = ty.kind() else {
         return Err(format!("{name}: a tensor, got `{ty}`"));
     };
-    if *dtype != relay_ir::DType::F32 {
+    if *dtype != relay_ir::DType::F32 && !any_dtype {
         return Err(format!("{name}: float32, got `{ty}`"));
     }
     let shape = shape
@@ -190,9 +201,9 @@ fn arg_spec(name: String, ty: &Type) -> Result<ArgSpec, String> {
     Ok(ArgSpec {
         name,
         dtype: DLDataType {
-            code: relay_ir::DType::F32.code as u8,
-            bits: 32,
-            lanes: 1,
+            code: dtype.code as u8,
+            bits: dtype.bits,
+            lanes: dtype.lanes,
         },
         shape,
     })
@@ -250,7 +261,7 @@ fn count(shape: &[i64]) -> Option<usize> {
 /// Each tensor that passes the checks against `spec` has data valid for reads (inputs) or
 /// writes (outputs) of its whole size, with no overlap between outputs and other arguments.
 pub(crate) unsafe fn call(
-    op: HostOp,
+    op: &HostOp,
     ctx: &KernelContext,
     spec: &KernelSpec,
     inputs: usize,
@@ -279,6 +290,15 @@ pub(crate) unsafe fn call(
             &shapes[inputs..]
         ));
     }
+    if let HostOp::View(v) = op {
+        let mut bytes: Vec<&mut [u8]> = Vec::with_capacity(tensors.len());
+        for (t, (s, a)) in tensors.iter().zip(shapes.iter().zip(&spec.args)) {
+            let n = count(s).and_then(|n| n.checked_mul(usize::from(a.dtype.bits).div_ceil(8)));
+            // SAFETY: as below, for bytes.
+            bytes.push(unsafe { slice(t, n.unwrap_or(0)) });
+        }
+        return v.run(&mut bytes);
+    }
     let mut args: Vec<&mut [f32]> = Vec::with_capacity(tensors.len());
     for (t, s) in tensors.iter().zip(&shapes) {
         let n = count(s).unwrap_or(0);
@@ -291,21 +311,22 @@ pub(crate) unsafe fn call(
         HostOp::Recurrence(r) => r.run(ctx, &mut args, &shapes),
         HostOp::Softmax(s) => s.run(ctx, &mut args, &want[0]),
         HostOp::Matmul(m) => m.run(ctx, &mut args, &shapes[..inputs]),
+        HostOp::View(_) => Ok(()),
     }
 }
 
-/// The `n` float32 elements of `t`.
+/// The `n` elements of type `T` of `t`.
 ///
 /// # Safety
 ///
-/// `t`'s data plus its byte offset is valid for `n` float32 elements for as long as the slice
+/// `t`'s data plus its byte offset is valid for `n` elements of `T` for as long as the slice
 /// lives, with no other access meanwhile if it is written.
-unsafe fn slice<'a>(t: &DLTensor, n: usize) -> &'a mut [f32] {
+unsafe fn slice<'a, T>(t: &DLTensor, n: usize) -> &'a mut [T] {
     let data = t
         .data
         .cast::<u8>()
         .wrapping_add(t.byte_offset as usize)
-        .cast::<f32>();
+        .cast::<T>();
     if n == 0 {
         return &mut [];
     }

@@ -71,7 +71,12 @@ fn softmax_primitives_the_library_computes_and_those_it_leaves_to_loops() {
         Some(Err(e)) => panic!("{body}: {e}"),
         None => None,
     };
-    let softmax = |log, scale| HostOp::Softmax(SoftmaxOp { log, scale });
+    let softmax = |log, scale| SoftmaxOp { log, scale };
+    let host = |params: &str, body: &str| match host(params, body) {
+        Some(HostOp::Softmax(s)) => Some(s),
+        Some(other) => panic!("{body}: {other:?}"),
+        None => None,
+    };
     assert_eq!(
         host(x, "nn.softmax(%p0, axis=-1)"),
         Some(softmax(false, Scale::None))
@@ -288,4 +293,29 @@ fn a_dynamic_softmax_serves_every_row_length() {
         close(&out[0], &want);
     }
     assert!(run_generic(&k, &[&floats(&[2, 2, 2], |_| 0.0)]).is_err());
+}
+
+#[test]
+fn a_dynamic_reshape_is_a_view_shaped_by_its_relations() {
+    let f = softmax_primitive(
+        "%p0: Tensor[(?, ?, ?), int32], %p1: Tensor[(?, ?, 2), float32]",
+        "%0 = reshape(%p0, newshape=[-3, 0]); reshape_like(%0, %p1, lhs_end=1, rhs_end=2)",
+    );
+    let k = crate::compile_primitive(&f, "fused_reshape_reshape_like").unwrap();
+    assert_eq!(k.view_source(), Some(0));
+    assert!(k.is_generic());
+    let shapes = k.output_shapes(&[&[2, 3, 4], &[3, 2, 2]]).unwrap();
+    assert_eq!(shapes, vec![vec![3, 2, 4]]);
+    // The element count must hold, whatever the shape source says.
+    assert!(k.output_shapes(&[&[2, 3, 4], &[5, 2, 2]]).is_err());
+    // Called directly, it copies.
+    let x =
+        NDArray::from_i128_slice(DType::I32, &[2, 3, 4], &(0..24).collect::<Vec<i128>>()).unwrap();
+    let like = zeros(&[3, 2, 2]);
+    let mut y = NDArray::zeros(DType::I32, &[3, 2, 4]).unwrap();
+    k.call(&[&x, &like], &mut [&mut y]).unwrap();
+    assert_eq!(y.as_bytes(), x.as_bytes());
+    // A static reshape stays a loop nest (manifest_alloc makes it a view before it is called).
+    let fixed = softmax_primitive("%p0: Tensor[(2, 3), float32]", "reshape(%p0, newshape=[6])");
+    assert!(host_op(&fixed).is_none());
 }
