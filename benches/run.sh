@@ -28,6 +28,12 @@
 #   select networks (mnist lstm mobilenetv2 resnet50_b1 resnet50_b8 resnet50_b1_f16 bert_b1
 #   bert_b8 bert_b1_f16 gpt2).
 #
+# - dynamic (issue 31; not part of `all`): shapes that vary, through the relayc Python package
+#   (built in release into the venv with maturin): the attention model with a dynamic batch and
+#   sequence called at lengths it has not seen (first and warm calls against ONNX Runtime's),
+#   resident memory over 10^4 calls at 10^3 lengths, and the growing loop against numpy
+#   (benches/dynamic/bench.py; its arguments pass through, e.g. --lengths 1:512 --threads 2).
+#
 # - exported (issue 29; not part of `all`): the exported zoo of benches/exported/ — torchvision
 #   and Hugging Face architectures, nn.LSTM/nn.GRU and Loop/Scan/If models exported by both of
 #   PyTorch's exporters (TorchScript at opset 17, dynamo at opset 20) from configs with seeded
@@ -41,6 +47,7 @@
 #        ROUNDS=1 benches/run.sh vm for a quicker run of the VM table only)
 #        benches/run.sh models [--profile] [NAME...]   (ROUNDS default 1 here)
 #        benches/run.sh exported [NAME...]             (ROUNDS default 3 here)
+#        benches/run.sh dynamic [--lengths LO:HI] [--threads N] ...
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -50,10 +57,10 @@ rounds="${ROUNDS:-2}"
 mode="${1:-all}"
 case "$mode" in
     all) parts=(kernels vm) ;;
-    kernels | vm | models | exported) parts=("$mode") ;;
+    kernels | vm | models | exported | dynamic) parts=("$mode") ;;
     *)
         echo "usage: benches/run.sh [all|kernels|vm] | benches/run.sh models [--profile] [NAME...]" \
-            "| benches/run.sh exported [NAME...]" >&2
+            "| benches/run.sh exported [NAME...] | benches/run.sh dynamic [ARGS...]" >&2
         exit 2
         ;;
 esac
@@ -99,6 +106,16 @@ if [ "$mode" = exported ]; then
     "$venv/bin/python" "$here/exported/export.py" "$@" >&2
     exec "$venv/bin/python" "$here/exported/run.py" --relayc "$target_dir/release/relayc" \
         --rounds "${ROUNDS:-3}" "$@"
+fi
+
+if [ "$mode" = dynamic ]; then
+    shift
+    setup_venv
+    echo "== building the relayc Python package (release) into $venv" >&2
+    "$venv/bin/pip" install --quiet 'maturin>=1.7,<2' psutil >&2
+    (cd "$root/crates/relay-python" && VIRTUAL_ENV="$venv" PATH="$venv/bin:$PATH" \
+        maturin develop --release >&2)
+    exec "$venv/bin/python" "$here/dynamic/bench.py" "$@"
 fi
 
 if [ "$mode" = models ]; then

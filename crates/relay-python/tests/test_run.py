@@ -391,3 +391,43 @@ def test_a_bad_relayc_isa_in_the_environment_is_an_error(monkeypatch):
         relayc.VM(exe)
     monkeypatch.setenv("RELAYC_ISA", "portable")
     relayc.VM(exe)
+
+
+# --- shapes that vary ----------------------------------------------------------------------
+
+GROWING_LOOP = """#[version = "0.0.5"]
+def @step(%i: int32, %n: int32, %kv: Tensor[(?, 16), float32], %w: Tensor[(16, 16), float32]) -> Tensor[(?, 16), float32] {
+  if (greater_equal(%i, %n)) {
+    %kv
+  } else {
+    let %h = nn.dense(%kv, %w, units=None);
+    let %att = nn.softmax(multiply(nn.dense(%h, %kv, units=None), 0.25f), axis=-1);
+    let %ctx = nn.batch_matmul(expand_dims(%att, axis=0), expand_dims(%kv, axis=0), transpose_b=False);
+    let %row = mean(squeeze(%ctx, axis=[0]), axis=[0], keepdims=True);
+    @step(add(%i, 1), %n, concatenate((%kv, tanh(%row)), axis=0), %w)
+  }
+}
+def @main(%x: Tensor[(1, 16), float32], %w: Tensor[(16, 16), float32], %n: int32) -> Tensor[(?, 16), float32] {
+  @step(0, %n, %x, %w)
+}
+"""
+
+
+def growing_loop_reference(x, w, n):
+    kv = x
+    for _ in range(n):
+        s = (kv @ w.T) @ kv.T * np.float32(0.25)
+        e = np.exp(s - s.max(axis=-1, keepdims=True))
+        ctx = (e / e.sum(axis=-1, keepdims=True)) @ kv
+        kv = np.concatenate((kv, np.tanh(ctx.mean(axis=0, keepdims=True))), axis=0)
+    return kv
+
+
+def test_a_tensor_that_grows_in_a_loop_runs_at_every_length():
+    rng = np.random.default_rng(7)
+    x, w = 0.3 * seeded(rng, (1, 16)), 0.3 * seeded(rng, (16, 16))
+    vm = relayc.VM(relayc.compile(GROWING_LOOP), threads=1)
+    for n in (0, 1, 5, 40):
+        out = vm(x, w, np.int32(n))
+        assert out.shape == (n + 1, 16)
+        np.testing.assert_allclose(out, growing_loop_reference(x, w, n), rtol=1e-4, atol=1e-5)

@@ -756,3 +756,24 @@ fn target_without_emit_clif_or_asm_is_a_usage_error() {
         assert!(!exe.path().exists());
     }
 }
+
+#[test]
+fn dynamic_kernels_the_library_computes_serve_every_shape() {
+    let program = "#[version = \"0.0.5\"]\n\
+        def @main(%x: Tensor[(?, 16), float32], %w: Tensor[(8, 16), float32]) {\n\
+          (nn.dense(%x, %w, units=None), exp(%x))\n\
+        }\n";
+    let file = TempFile::new("generic.relay", program);
+    let out = build_ok(&[file.arg()]);
+    let err = stderr(&out);
+    let line = |kernel: &str| {
+        err.lines()
+            .find(|l| l.starts_with(&format!("kernel {kernel}")))
+            .unwrap_or_else(|| panic!("no line for {kernel}: {err}"))
+            .to_owned()
+    };
+    assert!(line("fused_nn_dense").contains("at every shape"), "{err}");
+    assert!(line("fused_exp").contains("compiled when called"), "{err}");
+    let out = build_ok(&[file.arg(), "--emit", "kernels"]);
+    assert!(stdout(&out).contains("at every shape"), "{}", stdout(&out));
+}

@@ -1,0 +1,168 @@
+"""Shapes that vary (issue 31): what a program with `?` dimensions costs when its shapes change
+from call to call, in one process, through the `relayc` Python package (a release build in
+benches/.venv, which `benches/run.sh dynamic` makes), against ONNX Runtime and numpy.
+
+Workloads, each printed as a row with its target:
+- first: the repository's attention model with a dynamic batch and sequence
+  (crates/relay-onnx/tests/data/dynamic/), compiled once, called at sequence lengths it has not
+  seen: each length's first call, then its warm call (median of --warm calls), relayc and ONNX
+  Runtime (one session, the same lengths in the same order). Targets: the first call within
+  1.5x the warm call + 100 us, and at most ONNX Runtime's first call.
+- warm: the warm calls of `first` at lengths 16, 128 and 512 against ONNX Runtime's.
+- memory: 10^4 calls at 10^3 distinct lengths (each length ten times, in rounds); resident
+  memory after the first 10^3 calls and at the end (target: within 10%).
+- loop: the growing loop of issue 31 (a `Tensor[(?, 64)]` gaining a row per iteration by
+  `concatenate`, tail-recursive), 300 iterations, against the same loop in numpy with a Python
+  `for` (targets: >= 1.0x, then >= 2x).
+
+    benches/run.sh dynamic [--lengths 1:512] [--threads 1]
+"""
+
+import argparse
+import os
+import pathlib
+import statistics
+import time
+
+import numpy as np
+import onnxruntime as ort
+import psutil
+import relayc
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+ATTENTION = ROOT / "crates/relay-onnx/tests/data/dynamic/attention_dynamic_batch_and_sequence/model.onnx"
+LOOP = pathlib.Path(__file__).resolve().parent / "growing_loop.relay"
+
+
+def rss_mib():
+    return psutil.Process(os.getpid()).memory_info().rss / 2**20
+
+
+def timed(f):
+    t = time.perf_counter()
+    out = f()
+    return time.perf_counter() - t, out
+
+
+def lengths_of(spec):
+    lo, hi = (int(v) for v in spec.split(":"))
+    return list(range(lo, hi + 1))
+
+
+def attention_inputs(length, rng):
+    return (0.5 * rng.standard_normal((1, length, 32))).astype(np.float32)
+
+
+def first_calls(vm, sess, lengths, warm):
+    """Per length: relayc's first and warm call, ONNX Runtime's first and warm call (seconds)."""
+    rng = np.random.default_rng(0)
+    rows = []
+    for n in lengths:
+        x = attention_inputs(n, rng)
+        r_first, got = timed(lambda: vm(x))
+        r_warm = statistics.median(timed(lambda: vm(x))[0] for _ in range(warm))
+        o_first, want = timed(lambda: sess.run(None, {"x": x}))
+        o_warm = statistics.median(timed(lambda: sess.run(None, {"x": x}))[0] for _ in range(warm))
+        diff = float(np.max(np.abs(np.asarray(got[0]) - want[0])))
+        if diff > 1e-3:
+            raise SystemExit(f"length {n}: relayc differs from ONNX Runtime by {diff}")
+        rows.append((n, r_first, r_warm, o_first, o_warm))
+    return rows
+
+
+def memory(vm, distinct, repeats):
+    rng = np.random.default_rng(1)
+    inputs = [attention_inputs(n, rng) for n in range(1, distinct + 1)]
+    after_first = None
+    for r in range(repeats):
+        for x in inputs:
+            vm(x)
+        if r == 0:
+            after_first = rss_mib()
+    return after_first, rss_mib()
+
+
+def numpy_loop(x, w, n):
+    kv = x
+    for _ in range(n):
+        h = kv @ w.T
+        s = h @ kv.T
+        s = np.exp(s - s.max(axis=-1, keepdims=True))
+        att = s / s.sum(axis=-1, keepdims=True)
+        ctx = att @ kv
+        row = ctx.mean(axis=0, keepdims=True)
+        kv = np.concatenate((kv, np.tanh(row)), axis=0)
+    return kv
+
+
+def growing_loop(threads, iterations):
+    rng = np.random.default_rng(0)
+    x = (0.1 * rng.standard_normal((1, 64))).astype(np.float32)
+    w = (0.1 * rng.standard_normal((64, 64))).astype(np.float32)
+    exe = relayc.compile(LOOP.read_text())
+    vm = relayc.VM(exe, threads=threads)
+    ours, got = timed(lambda: vm(x, w, np.int32(iterations)))
+    theirs, want = timed(lambda: numpy_loop(x, w, iterations))
+    diff = float(np.max(np.abs(np.asarray(got) - want)))
+    if diff > 1e-3:
+        raise SystemExit(f"growing loop: relayc differs from numpy by {diff}")
+    return ours, theirs
+
+
+def ratio(peer, ours):
+    return f"{peer / ours:.2f}×"
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--lengths", default="1:512", help="first-call lengths, LO:HI")
+    p.add_argument("--warm", type=int, default=5, help="warm calls per length")
+    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--distinct", type=int, default=1000, help="memory: distinct lengths")
+    p.add_argument("--repeats", type=int, default=10, help="memory: calls per length")
+    p.add_argument("--iterations", type=int, default=300, help="growing loop iterations")
+    p.add_argument("--skip", nargs="*", default=[], choices=["first", "memory", "loop"])
+    args = p.parse_args()
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = args.threads
+    print(f"relayc {relayc.__version__ if hasattr(relayc, '__version__') else ''}, "
+          f"onnxruntime {ort.__version__}, {args.threads} thread(s)")
+
+    if "first" not in args.skip:
+        rss0 = rss_mib()
+        t, exe = timed(lambda: relayc.compile(str(ATTENTION)))
+        vm = relayc.VM(exe, threads=args.threads)
+        sess = ort.InferenceSession(str(ATTENTION), opts, providers=["CPUExecutionProvider"])
+        print(f"attention: compiled in {t * 1e3:.1f} ms, resident {rss_mib():.0f} MiB "
+              f"(+{rss_mib() - rss0:.0f})")
+        rows = first_calls(vm, sess, lengths_of(args.lengths), args.warm)
+        met = sum(r[1] <= 1.5 * r[2] + 100e-6 for r in rows)
+        beat = sum(r[1] <= r[3] for r in rows)
+        med = lambda i: statistics.median(r[i] for r in rows) * 1e3
+        print(f"first call at an unseen length ({len(rows)} lengths): relayc median "
+              f"{med(1):.2f} ms (max {max(r[1] for r in rows) * 1e3:.2f}), warm {med(2):.3f} ms; "
+              f"ONNX Runtime first {med(3):.3f} ms, warm {med(4):.3f} ms")
+        print(f"  within 1.5x warm + 100 us: {met}/{len(rows)}; at most ONNX Runtime's first "
+              f"call: {beat}/{len(rows)}; resident after: {rss_mib():.0f} MiB")
+        for n in (16, 128, 512):
+            if n > rows[-1][0]:
+                continue
+            r = next(r for r in rows if r[0] == n)
+            print(f"  warm at {n}: relayc {r[2] * 1e3:.3f} ms, ONNX Runtime {r[4] * 1e3:.3f} ms, "
+                  f"{ratio(r[4], r[2])} (target >= 1.0x)")
+
+    if "memory" not in args.skip:
+        vm = relayc.VM(relayc.compile(str(ATTENTION)), threads=args.threads)
+        first, end = memory(vm, args.distinct, args.repeats)
+        print(f"memory: {args.distinct * args.repeats} calls at {args.distinct} lengths: "
+              f"{first:.0f} MiB after the first {args.distinct}, {end:.0f} MiB at the end "
+              f"({(end / first - 1) * 100:+.1f}%, target within 10%)")
+
+    if "loop" not in args.skip:
+        ours, theirs = growing_loop(args.threads, args.iterations)
+        print(f"growing loop, {args.iterations} iterations: relayc {ours * 1e3:.0f} ms, numpy "
+              f"{theirs * 1e3:.0f} ms, {ratio(theirs, ours)} (targets >= 1.0x, then >= 2x)")
+
+
+if __name__ == "__main__":
+    main()
