@@ -40,7 +40,7 @@ pub(super) fn recognize(func: &Function, bindings: &[Binding], body: &Expr) -> O
     }
     let (call, scale) = match call_of(body)? {
         ("multiply" | "divide", [x, k], _) => {
-            let value = scalar_constant(k)?;
+            let value = super::scalar_constant(k)?;
             let x = match (x.kind(), bindings) {
                 (ExprKind::Var(v), [b]) if b.var.id() == v.id() => &b.value,
                 _ if bindings.is_empty() => x,
@@ -88,18 +88,6 @@ fn call_of(e: &Expr) -> Option<(&'static str, &[Expr], &Attrs)> {
             ExprKind::Op(op) => Some((op.name, args.as_slice(), attrs)),
             _ => None,
         },
-        _ => None,
-    }
-}
-
-/// The value of a one-element `float32` constant.
-fn scalar_constant(e: &Expr) -> Option<f32> {
-    match e.kind() {
-        ExprKind::Constant(c)
-            if c.dtype() == DType::F32 && c.shape().iter().product::<i64>() == 1 =>
-        {
-            c.to_f64_vec().first().map(|&v| v as f32)
-        }
         _ => None,
     }
 }

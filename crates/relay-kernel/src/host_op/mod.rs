@@ -126,6 +126,18 @@ impl HostOp {
     }
 }
 
+/// The value of a one-element `float32` constant (a scaling's factor).
+fn scalar_constant(e: &relay_ir::Expr) -> Option<f32> {
+    match e.kind() {
+        ExprKind::Constant(c)
+            if c.dtype() == relay_ir::DType::F32 && c.shape().iter().product::<i64>() == 1 =>
+        {
+            c.to_f64_vec().first().map(|&v| v as f32)
+        }
+        _ => None,
+    }
+}
+
 /// Whether `shape` fits the spec shape `declared` (`-1` takes any extent).
 fn fits(shape: &[i64], declared: &[i64]) -> bool {
     shape.len() == declared.len()
@@ -309,7 +321,7 @@ pub(crate) unsafe fn call(
     }
     match op {
         HostOp::Recurrence(r) => r.run(ctx, &mut args, &shapes),
-        HostOp::Softmax(s) => s.run(ctx, &mut args, &want[0]),
+        HostOp::Softmax(s) => s.run(ctx, &mut args, want.first().ok_or("no output")?),
         HostOp::Matmul(m) => m.run(ctx, &mut args, &shapes[..inputs]),
         HostOp::View(_) => Ok(()),
     }

@@ -66,7 +66,7 @@ pub(super) fn recognize(
         && types.get(1).is_none_or(|t| t.iter().all(|d| *d == Some(1)));
     // With `?` dimensions, the result is the data's shape: no reshape between them.
     let dynamic = types.iter().flatten().chain(&result).any(Option::is_none);
-    let shaped = !dynamic || !path.reshaped && types[0] == result;
+    let shaped = !dynamic || !path.reshaped && types.first() == Some(&result);
     (fits && shaped).then_some(SoftmaxOp {
         log,
         scale: path.scale,
@@ -148,12 +148,10 @@ enum Factor {
 
 /// `e` as a [`Factor`], if it is one.
 fn factor(e: &Expr) -> Option<Factor> {
+    if let Some(value) = super::scalar_constant(e) {
+        return Some(Factor::Constant(value));
+    }
     match e.kind() {
-        ExprKind::Constant(c)
-            if c.dtype() == DType::F32 && c.shape().iter().product::<i64>() == 1 =>
-        {
-            Some(Factor::Constant(*c.to_f64_vec().first()? as f32))
-        }
         ExprKind::Var(v) => {
             let dims = f32_dims(e.checked_type().or(v.ty())?)?;
             dims.iter()
