@@ -265,6 +265,22 @@ impl Expr {
         &self.0.kind
     }
 
+    /// The operator, arguments and attributes of a call of an operator; `None` for anything
+    /// else.
+    pub fn op_call(&self) -> Option<(OpRef, &[Expr], &Attrs)> {
+        match self.kind() {
+            ExprKind::Call {
+                callee,
+                args,
+                attrs,
+            } => match callee.kind() {
+                ExprKind::Op(op) => Some((*op, args.as_slice(), attrs)),
+                _ => None,
+            },
+            _ => None,
+        }
+    }
+
     /// Where it was written.
     pub fn span(&self) -> Span {
         self.0.span

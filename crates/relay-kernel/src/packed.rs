@@ -26,6 +26,8 @@ pub struct PackedFunc {
     spec: Arc<KernelSpec>,
     /// How many of the arguments are inputs (they come first).
     num_inputs: usize,
+    /// Whether some extent of the spec is `-1` (any): see [`PackedFunc::is_generic`].
+    generic: bool,
 }
 
 /// What a [`PackedFunc`] runs.
@@ -97,6 +99,7 @@ pub fn compile_all(funcs: &[LoopFunc]) -> Result<Vec<PackedFunc>, KernelError> {
             name: f.name.clone(),
             spec: d.spec,
             num_inputs,
+            generic: false,
         })
         .collect())
 }
@@ -163,10 +166,7 @@ impl PackedFunc {
     /// compiled from a primitive with `?` dimensions): its outputs' shapes come from
     /// [`Self::output_shapes`].
     pub fn is_generic(&self) -> bool {
-        self.spec
-            .args
-            .iter()
-            .any(|a| a.shape.iter().any(|&d| d < 0))
+        self.generic
     }
 
     /// The shapes of its outputs for inputs of shapes `inputs` (TVM's shape function): the
@@ -175,7 +175,7 @@ impl PackedFunc {
     pub fn output_shapes(&self, inputs: &[&[i64]]) -> Result<Vec<Vec<i64>>, KernelError> {
         let outputs = &self.spec.args[self.num_inputs.min(self.spec.args.len())..];
         match self.entry {
-            Entry::Host(ref op) if self.is_generic() => op
+            Entry::Host(ref op) if self.generic => op
                 .output_shapes(&self.spec, inputs)
                 .map_err(|m| self.call_error(m)),
             _ => Ok(outputs.iter().map(|a| a.shape.clone()).collect()),
@@ -203,11 +203,13 @@ impl PackedFunc {
         inputs: usize,
         op: crate::host_op::HostOp,
     ) -> PackedFunc {
+        let generic = spec.args.iter().any(|a| a.shape.iter().any(|&d| d < 0));
         PackedFunc {
             entry: Entry::Host(op),
             name,
             spec: Arc::new(spec),
             num_inputs: inputs,
+            generic,
         }
     }
 

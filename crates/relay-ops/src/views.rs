@@ -72,18 +72,12 @@ pub fn reshape_chain(f: &Function) -> Option<ReshapeChain> {
                     followed += 1;
                 }
             },
-            ExprKind::Call {
-                callee,
-                args,
-                attrs,
-            } => {
-                let ExprKind::Op(op) = callee.kind() else {
-                    return None;
-                };
+            ExprKind::Call { .. } => {
+                let (op, args, attrs) = e.op_call()?;
                 if !RESHAPE_LIKE.contains(&op.name) {
                     return None;
                 }
-                let (next, like) = match (op.name, args.as_slice()) {
+                let (next, like) = match (op.name, args) {
                     ("reshape_like", [data, like]) => match like.kind() {
                         ExprKind::Var(v) => (data, Some(param(v)?)),
                         _ => return None,

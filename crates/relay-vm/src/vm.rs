@@ -1097,11 +1097,17 @@ impl<'e> Vm<'e> {
         self.flatten_inputs(base, inputs, &mut tensors)?;
         let num_inputs = tensors.len();
         let func = self.kernel(kernel, &tensors)?;
-        let shapes: Vec<&[i64]> = tensors.iter().map(|t| t.shape()).collect();
-        let out_shapes = func
-            .output_shapes(&shapes)
-            .map_err(|e| VmError::new(VmErrorKind::Kernel, e.to_string()))?;
-        if let (Some(source), [shape]) = (func.view_source(), out_shapes.as_slice()) {
+        // A generic kernel's outputs are shaped by its shape function; a specialized or static
+        // one's are its spec's (nothing to allocate for them here).
+        let shaped = match func.is_generic() {
+            true => {
+                let shapes: Vec<&[i64]> = tensors.iter().map(|t| t.shape()).collect();
+                let out = func.output_shapes(&shapes);
+                Some(out.map_err(|e| VmError::new(VmErrorKind::Kernel, e.to_string()))?)
+            }
+            false => None,
+        };
+        if let (Some(source), Some([shape])) = (func.view_source(), shaped.as_deref()) {
             let data = tensors
                 .get(source)
                 .ok_or_else(|| bad(format!("kernel {kernel}: no argument {source} to view")))?;
@@ -1112,7 +1118,13 @@ impl<'e> Vm<'e> {
             )?)));
         }
         let outputs = &func.spec().args[func.num_inputs().min(func.spec().args.len())..];
-        for (out, shape) in outputs.iter().zip(&out_shapes) {
+        for (i, out) in outputs.iter().enumerate() {
+            let shape = match &shaped {
+                Some(shapes) => shapes
+                    .get(i)
+                    .ok_or_else(|| bad(format!("kernel {kernel}: no shape for output {i}")))?,
+                None => &out.shape,
+            };
             let dtype = relay_ir::DType::parse(&relay_kernel::abi::dtype_name(out.dtype))
                 .ok_or_else(|| bad(format!("kernel output of unknown dtype {}", out.name)))?;
             let size = NDArray::byte_len(dtype, shape)

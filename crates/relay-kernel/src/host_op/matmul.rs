@@ -5,7 +5,7 @@
 //! A static product is lowered as ever (a GEMM stage with its epilogue fused and constant
 //! operands packed once).
 
-use relay_ir::{Attrs, Binding, DType, Expr, ExprKind, Function};
+use relay_ir::{Binding, DType, Expr, ExprKind, Function};
 use relay_linalg::KernelContext;
 use relay_ops::support::attr_bool;
 
@@ -38,21 +38,22 @@ pub(super) fn recognize(func: &Function, bindings: &[Binding], body: &Expr) -> O
     if !crate::is_dynamic(func) || func.params.len() != 2 || bindings.len() > 1 {
         return None;
     }
-    let (call, scale) = match call_of(body)? {
-        ("multiply" | "divide", [x, k], _) => {
+    let (scaling, scaled, _) = body.op_call()?;
+    let (call, scale) = match (scaling.name, scaled) {
+        ("multiply" | "divide", [x, k]) => {
             let value = super::scalar_constant(k)?;
             let x = match (x.kind(), bindings) {
                 (ExprKind::Var(v), [b]) if b.var.id() == v.id() => &b.value,
                 _ if bindings.is_empty() => x,
                 _ => return None,
             };
-            (x, Some((value, call_of(body)?.0 == "divide")))
+            (x, Some((value, scaling.name == "divide")))
         }
         _ if bindings.is_empty() => (body, None),
         _ => return None,
     };
-    let (name, args, attrs) = call_of(call)?;
-    let product = match name {
+    let (op, args, attrs) = call.op_call()?;
+    let product = match op.name {
         "nn.dense" => Product::Dense,
         "nn.batch_matmul" => Product::Batch {
             transpose_a: attr_bool(attrs, "transpose_a").ok()?,
@@ -75,21 +76,6 @@ pub(super) fn recognize(func: &Function, bindings: &[Binding], body: &Expr) -> O
         })
     });
     (in_order && f32_tensors).then_some(MatmulOp { product, scale })
-}
-
-/// The operator name, arguments and attributes of a call of an operator.
-fn call_of(e: &Expr) -> Option<(&'static str, &[Expr], &Attrs)> {
-    match e.kind() {
-        ExprKind::Call {
-            callee,
-            args,
-            attrs,
-        } => match callee.kind() {
-            ExprKind::Op(op) => Some((op.name, args.as_slice(), attrs)),
-            _ => None,
-        },
-        _ => None,
-    }
 }
 
 /// The sizes of one product and how the batches step through the operands.

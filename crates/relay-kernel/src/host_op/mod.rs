@@ -48,17 +48,7 @@ pub fn host_op(func: &Function) -> Option<Result<HostOp, KernelError>> {
         ExprKind::Let { bindings, body } => (bindings.as_slice(), body),
         _ => (&[][..], &func.body),
     };
-    let ExprKind::Call {
-        callee,
-        args,
-        attrs,
-    } = body.kind()
-    else {
-        return None;
-    };
-    let ExprKind::Op(op) = callee.kind() else {
-        return None;
-    };
+    let (op, args, attrs) = body.op_call()?;
     if let Some(v) = view::recognize(func) {
         return Some(Ok(HostOp::View(v)));
     }

@@ -108,12 +108,10 @@ fn scaled_parameter(e: &Expr, bindings: &[Binding]) -> Option<Path> {
                 }
                 None => return None,
             },
-            ExprKind::Call { callee, args, .. } => {
-                let ExprKind::Op(op) = callee.kind() else {
-                    return None;
-                };
+            ExprKind::Call { .. } => {
+                let (op, args, _) = e.op_call()?;
                 f32_dims(e.checked_type()?)?;
-                match (op.name, args.as_slice()) {
+                match (op.name, args) {
                     ("reshape" | "squeeze" | "expand_dims" | "nn.batch_flatten", [a])
                     | ("reshape_like", [a, _]) => {
                         reshaped = true;
