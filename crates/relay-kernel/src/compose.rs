@@ -300,6 +300,31 @@ pub(crate) mod tests {
         find_primitive(&main.body).expect("a primitive function")
     }
 
+    /// The reference interpreter's outputs (tensor leaves) of primitive `func` on `values`.
+    pub(crate) fn interpret(
+        func: &Function,
+        values: Vec<relay_ir::Value>,
+    ) -> Vec<std::sync::Arc<relay_ir::NDArray>> {
+        let module = Module {
+            functions: vec![relay_ir::GlobalFunc {
+                name: Symbol::intern("main"),
+                func: func.clone(),
+                span: relay_ir::Span::DUMMY,
+            }],
+            types: Vec::new(),
+            kind: relay_ir::ModuleKind::Definitions,
+            source: None,
+        };
+        relay_interp::run(
+            &module,
+            "main",
+            values,
+            &relay_interp::InterpOptions::default(),
+        )
+        .unwrap_or_else(|e| panic!("{e:?}"))
+        .tensor_leaves()
+    }
+
     fn find_primitive(e: &Expr) -> Option<Function> {
         match e.kind() {
             ExprKind::Function(f) if relay_ir::visit::is_primitive(f) => Some(f.clone()),

@@ -296,7 +296,7 @@ impl Copier {
 
 #[cfg(test)]
 mod tests {
-    use relay_interp::{InterpOptions, SplitMix64, compare_tensors, random_tensor};
+    use relay_interp::{SplitMix64, compare_tensors, random_tensor};
     use relay_ir::{DType, NDArray, Value};
 
     use super::*;
@@ -349,19 +349,7 @@ mod tests {
             .iter()
             .map(|p| value_of(p.checked_type().unwrap(), &mut leaves))
             .collect();
-        let module = Module {
-            functions: vec![GlobalFunc {
-                name: Symbol::intern("main"),
-                func: func.clone(),
-                span: Span::DUMMY,
-            }],
-            types: Vec::new(),
-            kind: ModuleKind::Definitions,
-            source: None,
-        };
-        let expected = relay_interp::run(&module, "main", values, &InterpOptions::default())
-            .unwrap_or_else(|e| panic!("{e:?}"))
-            .tensor_leaves();
+        let expected = crate::compose::tests::interpret(func, values);
         let specialized = specialize(func, args).unwrap();
         let mut outputs = crate::output_arrays(&specialized).unwrap();
         let refs: Vec<&NDArray> = inputs.iter().collect();

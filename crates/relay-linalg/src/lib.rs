@@ -7,6 +7,9 @@
 //! - [`depthwise`]: depthwise and grouped convolutions with fused epilogues;
 //! - [`rnn`]: the LSTM and GRU recurrences with fused gates;
 //! - [`softmax`]: softmax and log-softmax over rows, one memory pass, with a fused scaling;
+//! - [`reduce`]: sums, means, products and extremes over a run of axes at run-time sizes;
+//! - [`copy`]: strided copies between views (transposes, slices, concatenations at run-time
+//!   shapes);
 //! - [`isa`] and [`ops`]: the instruction sets the kernels have code for and the table of
 //!   kernels per instruction set, chosen once at start-up (or by `RELAYC_ISA`, for testing and
 //!   benchmarking every path on one machine);
@@ -14,12 +17,14 @@
 //!   threads, its workspace, its instruction set, the packed constants of the executable).
 
 pub mod context;
+pub mod copy;
 pub mod depthwise;
 pub mod gemm;
 pub mod isa;
 pub mod math;
 pub mod ops;
 pub mod pool;
+pub mod reduce;
 pub mod rnn;
 pub mod softmax;
 

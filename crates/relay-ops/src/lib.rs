@@ -31,6 +31,7 @@ mod elementwise;
 pub mod memory;
 mod nn;
 pub use nn::recurrence_clip;
+pub use reduce::reduced_mask;
 mod other;
 mod reduce;
 pub mod support;

@@ -198,7 +198,7 @@ fn collapse_sum_like_te(inputs: &[TeValue], _: &Attrs, out: &Type) -> ComputeRes
 
 /// For each dimension of a tensor of `rank` dimensions, whether the reduction folds it
 /// (TVM's `GetReduceAxes`).
-fn reduced_mask(rank: usize, attrs: &Attrs) -> Result<Vec<bool>, OpError> {
+pub fn reduced_mask(rank: usize, attrs: &Attrs) -> Result<Vec<bool>, OpError> {
     let exclude = attr_bool(attrs, "exclude")?;
     let axes = attr_opt_ints(attrs, "axis")?.unwrap_or_default();
     if axes.is_empty() {

@@ -160,6 +160,18 @@ fn fusable_op(callee: &Expr) -> Option<(OpPattern, Option<OpPattern>)> {
     (!dialect).then_some((op.pattern, op.input_edge))
 }
 
+/// Whether `callee` is `concatenate` with a `?` dimension in its result `ty`: such a call is a
+/// primitive of its own, which the kernel library copies at every shape
+/// (`relay_kernel::host_op`), instead of a loop nest with its producers compiled per shape.
+fn is_dynamic_concatenate(callee: &Expr, ty: Option<&Type>) -> bool {
+    let concatenate = matches!(callee.kind(), ExprKind::Op(op) if op.name == "concatenate");
+    concatenate
+        && ty.is_some_and(|t| match t.kind() {
+            TypeKind::Tensor { shape, .. } => shape.contains(&relay_ir::Dim::Any),
+            _ => false,
+        })
+}
+
 fn is_tensor(ty: Option<&Type>) -> bool {
     ty.is_some_and(|t| matches!(t.kind(), TypeKind::Tensor { .. }))
 }
@@ -391,6 +403,11 @@ impl Chain {
             let (pattern, children): (OpPattern, Vec<(Child, Option<OpPattern>)>) = match e.kind() {
                 ExprKind::Call { callee, args, .. } => {
                     let (op, input_edge) = fusable_op(callee).unwrap_or((OpPattern::Opaque, None));
+                    let op = if is_dynamic_concatenate(callee, out_ty) {
+                        OpPattern::Opaque
+                    } else {
+                        op
+                    };
                     let children = args
                         .iter()
                         .map(|a| {

@@ -1,7 +1,8 @@
 //! Dynamic kernels are specialized once per distinct argument shapes: repeated calls with
 //! shapes already seen compile nothing (the call site keeps its specializations), new shapes
 //! compile once each, and every result equals the interpreter's. Those the kernel library
-//! computes whole (matrix products, softmax) are one generic kernel for every shape.
+//! computes whole (matrix products, softmax, transposes, slices, takes, concatenations and
+//! reductions over adjacent axes) are one generic kernel for every shape.
 
 mod common;
 
@@ -181,4 +182,94 @@ fn a_call_site_keeps_a_bounded_number_of_specializations() {
     let before = exe.cache.compiled();
     vm.invoke("main", &inputs(1, 0)).expect("rows 1 again");
     assert!(exe.cache.compiled() > before);
+}
+
+/// The loop whose tensor grows a row per iteration (a tail-recursive `@step` over a
+/// `Tensor[(?, 64)]`): its products, softmax, transpose, mean and concatenation are generic.
+const GROWING: &str = r#"#[version = "0.0.5"]
+def @step(%i: int32, %n: int32, %kv: Tensor[(?, 64), float32], %w: Tensor[(64, 64), float32]) -> Tensor[(?, 64), float32] {
+  if (greater_equal(%i, %n)) {
+    %kv
+  } else {
+    let %h = nn.dense(%kv, %w, units=None);
+    let %att = nn.softmax(nn.dense(%h, %kv, units=None), axis=-1);
+    let %ctx = nn.dense(%att, transpose(%kv, axes=[1, 0]), units=None);
+    let %row = mean(%ctx, axis=[0], keepdims=True);
+    @step(add(%i, 1), %n, concatenate((%kv, tanh(%row)), axis=0), %w)
+  }
+}
+def @main(%x: Tensor[(1, 64), float32], %w: Tensor[(64, 64), float32], %n: int32) -> Tensor[(?, 64), float32] {
+  @step(0, %n, %x, %w)
+}
+"#;
+
+/// Attention heads split and merged by reshapes and transposes, a token picked by a run-time
+/// index, the others sliced off, a mean over the last axis, and a concatenation: each a
+/// strided copy or reduction of the kernel library at every shape.
+const LAYOUT: &str = r#"#[version = "0.0.5"]
+def @main(%x: Tensor[(?, ?, 32), float32], %i: int64) {
+  %0 = transpose(reshape(%x, newshape=[0, 0, 4, 8]), axes=[0, 2, 1, 3]);
+  %1 = reshape(transpose(%0, axes=[0, 2, 1, 3]), newshape=[0, 0, 32]);
+  %2 = take(%1, %i, axis=1, mode="wrap");
+  %3 = strided_slice(%1, begin=[1], end=[9223372036854775807], strides=[1], axes=[1]);
+  %4 = mean(%3, axis=[-1], keepdims=True);
+  (%2, concatenate((%3, %3), axis=1), %4, %0)
+}
+"#;
+
+/// Runs `text`'s `@main` at each of `args` on the VM against the interpreter, and checks that
+/// every dynamic kernel is generic and nothing was compiled per shape.
+fn generic_everywhere(text: &str, args: impl Iterator<Item = Vec<Value>>) {
+    let module = common::typed(text, "generic.relay").expect("the program type-checks");
+    let tol = common::tolerance(text);
+    let exe = common::build(text, "generic.relay");
+    let mut vm = Vm::with_options(&exe, VmOptions::default());
+    for (case, args) in args.enumerate() {
+        let got = vm
+            .invoke("main", &args)
+            .unwrap_or_else(|e| panic!("case {case}: {e}"));
+        let expected = relay_interp::run(&module, "main", args, &InterpOptions::default())
+            .unwrap_or_else(|e| panic!("the interpreter fails: {e}"));
+        relay_interp::compare_values(&got, &expected, tol.0, tol.1)
+            .unwrap_or_else(|why| panic!("case {case}: differs from the interpreter: {why}"));
+    }
+    assert_eq!(exe.cache.compiled(), 0, "no kernel was compiled per shape");
+    for k in exe.kernels.iter().filter(|k| k.dynamic) {
+        assert!(is_generic(k), "kernel {} is generic", k.name);
+    }
+}
+
+#[test]
+fn a_growing_loop_compiles_nothing_per_iteration() {
+    let mut rng = relay_interp::SplitMix64::new(7);
+    let cases = (0..12).map(|case| {
+        let n = (rng.next_u64() % 40) as i64;
+        let values = |len: i64, k: i64| -> Vec<f64> {
+            (0..len)
+                .map(|i| (((i * 7 + k * 13 + case) % 23) as f64 - 11.0) / 80.0)
+                .collect()
+        };
+        vec![
+            common::tensor(DType::F32, &[1, 64], &values(64, 1)),
+            common::tensor(DType::F32, &[64, 64], &values(64 * 64, 2)),
+            common::tensor(DType::I32, &[], &[n as f64]),
+        ]
+    });
+    generic_everywhere(GROWING, cases);
+}
+
+#[test]
+fn layout_kernels_run_at_fifty_random_shapes_and_compile_nothing() {
+    let mut rng = relay_interp::SplitMix64::new(11);
+    let cases = (0..50).map(|case| {
+        let (batch, seq) = (1 + rng.next_u64() % 3, 1 + rng.next_u64() % 40);
+        let index = (rng.next_u64() % 100) as f64 - 50.0;
+        let n = (batch * seq * 32) as i64;
+        let values: Vec<f64> = (0..n).map(|i| ((i * 5 + case) % 19) as f64 - 9.0).collect();
+        vec![
+            common::tensor(DType::F32, &[batch as i64, seq as i64, 32], &values),
+            common::tensor(DType::I64, &[], &[index]),
+        ]
+    });
+    generic_everywhere(LAYOUT, cases);
 }

@@ -1,7 +1,8 @@
 //! Operators the kernel library computes whole, with no loop nest (TVM's extern tensors):
 //! the recurrences ([`recurrence`]), `float32` softmax over the last axis ([`softmax`]),
-//! matrix products with `?` dimensions ([`matmul`]), and reshapes with `?` dimensions, which
-//! the VM makes views ([`view`]).
+//! matrix products with `?` dimensions ([`matmul`]), reshapes with `?` dimensions, which
+//! the VM makes views ([`view`]), and transposes, slices and concatenations with `?`
+//! dimensions, strided copies ([`copy`]).
 //!
 //! Such a primitive compiles to a [`PackedFunc`] whose entry is the library function
 //! ([`compile`]) instead of JIT code. A `?` dimension of a parameter or the result stays `-1` in
@@ -10,8 +11,10 @@
 //! so one kernel serves every shape and nothing is compiled per shape. Its arguments are
 //! checked against the spec and the shape function as a JIT'd entry checks them.
 
+mod copy;
 mod matmul;
 mod recurrence;
+mod reduce;
 mod softmax;
 mod view;
 
@@ -22,8 +25,10 @@ use crate::KernelError;
 use crate::abi::{ArgSpec, DLDataType, DLTensor, KernelSpec, dtype_name};
 use crate::packed::PackedFunc;
 
+pub use copy::CopyOp;
 pub use matmul::{MatmulOp, Product};
 pub use recurrence::Recurrence;
+pub use reduce::ReduceOp;
 pub use softmax::{Scale, SoftmaxOp};
 pub use view::ViewOp;
 
@@ -38,6 +43,10 @@ pub enum HostOp {
     Matmul(MatmulOp),
     /// A reshape-only primitive with `?` dimensions: a view.
     View(ViewOp),
+    /// A primitive with `?` dimensions that only moves elements: strided copies.
+    Copy(CopyOp),
+    /// A float reduction over adjacent axes with `?` dimensions.
+    Reduce(ReduceOp),
 }
 
 /// The host operator primitive function `func` computes, when it is one (see each kind's
@@ -51,6 +60,12 @@ pub fn host_op(func: &Function) -> Option<Result<HostOp, KernelError>> {
     let (op, args, attrs) = body.op_call()?;
     if let Some(v) = view::recognize(func) {
         return Some(Ok(HostOp::View(v)));
+    }
+    if let Some(c) = copy::recognize(func) {
+        return Some(Ok(HostOp::Copy(c)));
+    }
+    if let Some(r) = reduce::recognize(func) {
+        return Some(Ok(HostOp::Reduce(r)));
     }
     if let Some(s) = softmax::recognize(func, bindings, op.name, args, attrs) {
         return Some(Ok(HostOp::Softmax(s)));
@@ -103,6 +118,8 @@ impl HostOp {
             }
             HostOp::Matmul(m) => m.output_shapes(inputs)?,
             HostOp::View(v) => v.output_shapes(inputs)?,
+            HostOp::Copy(c) => c.output_shapes(inputs)?,
+            HostOp::Reduce(r) => r.output_shapes(inputs)?,
         };
         let fits =
             out.len() == declared.len() && out.iter().zip(declared).all(|(o, d)| fits(o, &d.shape));
@@ -144,14 +161,22 @@ pub fn compile(func: &Function, name: &str, op: HostOp) -> Result<PackedFunc, Ke
         kernel: name.to_owned(),
         message,
     };
-    let any_dtype = matches!(op, HostOp::View(_));
+    let any_dtype = matches!(op, HostOp::View(_) | HostOp::Copy(_) | HostOp::Reduce(_));
     let mut args = Vec::new();
     for (i, p) in func.params.iter().enumerate() {
         let ty = p
             .checked_type()
             .or(p.ty())
             .ok_or_else(|| malformed(format!("parameter {i} has no type")))?;
-        args.push(arg_spec(format!("p{i}"), ty, any_dtype).map_err(malformed)?);
+        // A tuple parameter is passed as its fields (as to a loop-nest kernel).
+        let fields = match ty.kind() {
+            TypeKind::Tuple(fields) => fields.as_slice(),
+            _ => std::slice::from_ref(ty),
+        };
+        for f in fields {
+            let name = format!("p{}", args.len());
+            args.push(arg_spec(name, f, any_dtype).map_err(malformed)?);
+        }
     }
     let inputs = args.len();
     let result = func
@@ -161,9 +186,14 @@ pub fn compile(func: &Function, name: &str, op: HostOp) -> Result<PackedFunc, Ke
         .ok_or_else(|| malformed("the call has no type".into()))?;
     let fields = match (result.kind(), &op) {
         (TypeKind::Tuple(fields), HostOp::Recurrence(_)) => fields.as_slice(),
-        (TypeKind::Tensor { .. }, HostOp::Softmax(_) | HostOp::Matmul(_) | HostOp::View(_)) => {
-            std::slice::from_ref(result)
-        }
+        (
+            TypeKind::Tensor { .. },
+            HostOp::Softmax(_)
+            | HostOp::Matmul(_)
+            | HostOp::View(_)
+            | HostOp::Copy(_)
+            | HostOp::Reduce(_),
+        ) => std::slice::from_ref(result),
         _ => return Err(malformed(format!("an unexpected result type `{result}`"))),
     };
     for (i, f) in fields.iter().enumerate() {
@@ -301,6 +331,21 @@ pub(crate) unsafe fn call(
         }
         return v.run(&mut bytes);
     }
+    if let HostOp::Copy(c) = op {
+        // SAFETY: as below, for elements of the arguments' width.
+        return unsafe { copy_elements(c, spec, tensors, &shapes) };
+    }
+    if let HostOp::Reduce(r) = op {
+        let data = shapes.first().copied().unwrap_or_default();
+        // SAFETY: as below, for floats of the arguments' width (the recognizer took
+        // float32 or float64 only).
+        return unsafe {
+            match spec.args.first().map(|a| a.dtype.bits) {
+                Some(64) => r.run(&mut typed_args::<f64>(spec, tensors, &shapes)?, data),
+                _ => r.run(&mut typed_args::<f32>(spec, tensors, &shapes)?, data),
+            }
+        };
+    }
     let mut args: Vec<&mut [f32]> = Vec::with_capacity(tensors.len());
     for (t, s) in tensors.iter().zip(&shapes) {
         let n = count(s).unwrap_or(0);
@@ -313,8 +358,117 @@ pub(crate) unsafe fn call(
         HostOp::Recurrence(r) => r.run(ctx, &mut args, &shapes),
         HostOp::Softmax(s) => s.run(ctx, &mut args, want.first().ok_or("no output")?),
         HostOp::Matmul(m) => m.run(ctx, &mut args, &shapes[..inputs]),
-        HostOp::View(_) => Ok(()),
+        HostOp::View(_) | HostOp::Copy(_) | HostOp::Reduce(_) => Ok(()),
     }
+}
+
+/// Runs copy `c` on `tensors` (checked against `spec`, of shapes `shapes`) as elements of
+/// their width.
+///
+/// # Safety
+///
+/// As [`call`]'s.
+unsafe fn copy_elements(
+    c: &CopyOp,
+    spec: &KernelSpec,
+    tensors: &[&DLTensor],
+    shapes: &[&[i64]],
+) -> Result<(), String> {
+    let bits = spec.args.last().map_or(0, |a| a.dtype.bits);
+    // SAFETY: by this function's contract.
+    unsafe {
+        match bits {
+            8 => copy_as::<u8>(c, spec, tensors, shapes),
+            16 => copy_as::<u16>(c, spec, tensors, shapes),
+            32 => copy_as::<u32>(c, spec, tensors, shapes),
+            64 => copy_as::<u64>(c, spec, tensors, shapes),
+            _ => Err(format!("a copy of {bits}-bit elements")),
+        }
+    }
+}
+
+/// [`copy_elements`] for elements of type `T`.
+///
+/// # Safety
+///
+/// As [`call`]'s.
+unsafe fn copy_as<T: Copy>(
+    c: &CopyOp,
+    spec: &KernelSpec,
+    tensors: &[&DLTensor],
+    shapes: &[&[i64]],
+) -> Result<(), String> {
+    let scalars: Vec<Option<i128>> = tensors
+        .iter()
+        .zip(&spec.args)
+        // SAFETY: checked against the spec; valid by the contract.
+        .map(|(t, a)| unsafe { scalar_int(t, a) })
+        .collect();
+    // SAFETY: by this function's contract.
+    let mut args = unsafe { typed_args::<T>(spec, tensors, shapes) }?;
+    c.run(&mut args, shapes, &scalars)
+}
+
+/// The arguments (checked against `spec`, of shapes `shapes`) as slices of elements of type
+/// `T`; one of another width (a `reshape_like`'s shape source, a `take`'s index, which are
+/// not read as elements) is passed empty.
+///
+/// # Safety
+///
+/// As [`call`]'s.
+unsafe fn typed_args<'a, T>(
+    spec: &KernelSpec,
+    tensors: &[&DLTensor],
+    shapes: &[&[i64]],
+) -> Result<Vec<&'a mut [T]>, String> {
+    let mut args: Vec<&mut [T]> = Vec::with_capacity(tensors.len());
+    for ((t, s), a) in tensors.iter().zip(shapes).zip(&spec.args) {
+        if usize::from(a.dtype.bits) != 8 * std::mem::size_of::<T>() {
+            args.push(&mut []);
+            continue;
+        }
+        let n = count(s).unwrap_or(0);
+        let data = (t.data as usize).wrapping_add(t.byte_offset as usize);
+        if n > 0 && !data.is_multiple_of(std::mem::align_of::<T>()) {
+            return Err("a tensor whose data is not aligned to its elements".into());
+        }
+        // SAFETY: checked against the spec, aligned, valid for its length by the contract.
+        args.push(unsafe { slice(t, n) });
+    }
+    Ok(args)
+}
+
+/// The value of `t` when `a` is an integer scalar (`int8` to `uint64`).
+///
+/// # Safety
+///
+/// `t` was checked against `a`, its data valid for reads of its size.
+unsafe fn scalar_int(t: &DLTensor, a: &ArgSpec) -> Option<i128> {
+    use relay_ir::DTypeCode;
+    let signed = match a.dtype.code {
+        c if c == DTypeCode::Int as u8 => true,
+        c if c == DTypeCode::UInt as u8 => false,
+        _ => return None,
+    };
+    if !a.shape.is_empty() || t.data.is_null() {
+        return None;
+    }
+    let p = (t.data as *const u8).wrapping_add(t.byte_offset as usize);
+    // SAFETY: a scalar of `a`'s width, by the contract; read unaligned.
+    let v = unsafe {
+        match (a.dtype.bits, signed) {
+            (8, true) => i128::from(p.cast::<i8>().read_unaligned()),
+            (8, false) => i128::from(p.read_unaligned()),
+            (16, true) => i128::from(p.cast::<i16>().read_unaligned()),
+            (16, false) => i128::from(p.cast::<u16>().read_unaligned()),
+            (32, true) => i128::from(p.cast::<i32>().read_unaligned()),
+            (32, false) => i128::from(p.cast::<u32>().read_unaligned()),
+            (64, true) => i128::from(p.cast::<i64>().read_unaligned()),
+            (64, false) => i128::from(p.cast::<u64>().read_unaligned()),
+            _ => return None,
+        }
+    };
+    Some(v)
 }
 
 /// The `n` elements of type `T` of `t`.

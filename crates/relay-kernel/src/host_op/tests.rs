@@ -319,3 +319,190 @@ fn a_dynamic_reshape_is_a_view_shaped_by_its_relations() {
     let fixed = softmax_primitive("%p0: Tensor[(2, 3), float32]", "reshape(%p0, newshape=[6])");
     assert!(host_op(&fixed).is_none());
 }
+
+/// Runs generic kernel `k` of primitive `f` on random arguments of shapes `shapes` (the
+/// parameters' dtypes; tuples flattened) and compares with the interpreter's run of `f`.
+fn check_generic(f: &relay_ir::Function, k: &PackedFunc, shapes: &[&[i64]], seed: u64) {
+    use relay_interp::{SplitMix64, compare_tensors, random_tensor};
+    let mut rng = SplitMix64::new(seed);
+    let mut dtypes = Vec::new();
+    let types = f.params.iter().map(|p| p.checked_type().unwrap());
+    for ty in types.chain(f.body.checked_type()) {
+        match ty.kind() {
+            TypeKind::Tuple(fields) => dtypes.extend(fields.iter().map(tensor_dtype)),
+            _ => dtypes.push(tensor_dtype(ty)),
+        }
+    }
+    let inputs: Vec<NDArray> = shapes
+        .iter()
+        .zip(&dtypes)
+        .map(|(s, &d)| random_tensor(Some(&relay_ir::Type::tensor(s, d)), &mut rng).unwrap())
+        .collect();
+    let mut leaves = inputs.iter();
+    let values: Vec<relay_ir::Value> = f
+        .params
+        .iter()
+        .map(|p| match p.checked_type().unwrap().kind() {
+            TypeKind::Tuple(fields) => relay_ir::Value::tuple(
+                fields
+                    .iter()
+                    .map(|_| relay_ir::Value::tensor(leaves.next().unwrap().clone()))
+                    .collect(),
+            ),
+            _ => relay_ir::Value::tensor(leaves.next().unwrap().clone()),
+        })
+        .collect();
+    let want = crate::compose::tests::interpret(f, values);
+    let out_shapes = k.output_shapes(shapes).unwrap();
+    let mut outs: Vec<NDArray> = out_shapes
+        .iter()
+        .zip(&dtypes[shapes.len()..])
+        .map(|(s, &d)| NDArray::zeros(d, s).unwrap())
+        .collect();
+    let refs: Vec<&NDArray> = inputs.iter().collect();
+    let mut out_refs: Vec<&mut NDArray> = outs.iter_mut().collect();
+    k.call(&refs, &mut out_refs)
+        .unwrap_or_else(|e| panic!("at {shapes:?}: {e}"));
+    for (got, want) in outs.iter().zip(&want) {
+        if let Some(why) = compare_tensors(got, want, 1e-5, 1e-6) {
+            panic!("at {shapes:?}: {why}");
+        }
+    }
+}
+
+fn tensor_dtype(ty: &relay_ir::Type) -> DType {
+    match ty.kind() {
+        TypeKind::Tensor { dtype, .. } => *dtype,
+        _ => panic!("not a tensor: {ty}"),
+    }
+}
+
+/// Compiles `body` over `params` and checks it is a generic host kernel that agrees with the
+/// interpreter at each of `cases` (argument shapes).
+fn generic_cases(params: &str, body: &str, cases: &[&[&[i64]]]) {
+    let f = softmax_primitive(params, body);
+    let k = crate::compile_primitive(&f, "k").unwrap_or_else(|e| panic!("{body}: {e}"));
+    assert!(k.is_generic() && k.entry().is_none(), "{body}");
+    for (i, shapes) in cases.iter().enumerate() {
+        check_generic(&f, &k, shapes, i as u64);
+    }
+}
+
+#[test]
+fn layout_chains_are_strided_copies_at_every_shape() {
+    generic_cases(
+        "%p0: Tensor[(?, 64), float32]",
+        "transpose(%p0, axes=[1, 0])",
+        &[&[&[1, 64]], &[&[0, 64]], &[&[301, 64]], &[&[7, 64]]],
+    );
+    // The attention heads: reshape, transpose, and back.
+    generic_cases(
+        "%p0: Tensor[(?, ?, 32), float32]",
+        "%0 = reshape(%p0, newshape=[0, 0, 4, 8]); transpose(%0, axes=[0, 2, 1, 3])",
+        &[
+            &[&[1, 1, 32]],
+            &[&[2, 7, 32]],
+            &[&[3, 0, 32]],
+            &[&[1, 129, 32]],
+        ],
+    );
+    generic_cases(
+        "%p0: Tensor[(?, 4, ?, 8), float32], %p1: Tensor[(?, ?, 32), float32]",
+        "%0 = reshape(%p0, newshape=[-3, 0, 0]); %1 = reshape_like(%0, %p0, lhs_end=1, rhs_end=2); \
+         %2 = transpose(%1, axes=[0, 2, 1, 3]); reshape_like(%2, %p1)",
+        &[&[&[2, 4, 5, 8], &[2, 5, 32]], &[&[1, 4, 1, 8], &[1, 1, 32]]],
+    );
+    // Reversed and stepped slices of bytes; a slice of a transpose.
+    generic_cases(
+        "%p0: Tensor[(?, ?), int8]",
+        "strided_slice(%p0, begin=[-1, 1], end=[-9223372036854775807, 9223372036854775807], \
+         strides=[-2, 3], axes=None)",
+        &[&[&[5, 10]], &[&[1, 1]], &[&[4, 0]], &[&[9, 17]]],
+    );
+    generic_cases(
+        "%p0: Tensor[(?, 3, ?), float64]",
+        "%0 = transpose(%p0, axes=[2, 1, 0]); strided_slice(%0, begin=[1], end=[-1], strides=None, axes=[0])",
+        &[&[&[4, 3, 6]], &[&[2, 3, 2]], &[&[3, 3, 3]]],
+    );
+    // A take by a run-time index (ONNX's Gather of a scalar), and one by a constant around
+    // inserted and dropped unit dimensions.
+    generic_cases(
+        "%p0: Tensor[(?, ?, 3), float32], %p1: int64",
+        "take(%p0, %p1, axis=1, mode=\"wrap\")",
+        &[&[&[2, 5, 3], &[]], &[&[1, 1, 3], &[]], &[&[0, 4, 3], &[]]],
+    );
+    generic_cases(
+        "%p0: Tensor[(?, 5, ?), float16]",
+        "%0 = transpose(%p0, axes=[2, 1, 0]); %1 = expand_dims(%0, axis=1); \
+         %2 = take(%1, -2, axis=2, mode=\"clip\"); squeeze(%2, axis=[1])",
+        &[&[&[3, 5, 2]], &[&[1, 5, 1]], &[&[6, 5, 0]]],
+    );
+}
+
+#[test]
+fn concatenations_and_reductions_run_at_every_shape() {
+    generic_cases(
+        "%p0: (Tensor[(?, 64), float32], Tensor[(1, 64), float32])",
+        "concatenate(%p0)",
+        &[
+            &[&[0, 64], &[1, 64]],
+            &[&[1, 64], &[1, 64]],
+            &[&[300, 64], &[1, 64]],
+        ],
+    );
+    generic_cases(
+        "%p0: Tensor[(?, ?), bool], %p1: Tensor[(?, 3), bool], %p2: Tensor[(?, ?), bool]",
+        "concatenate((%p2, %p0, %p1, %p0), axis=-1)",
+        &[&[&[2, 5], &[2, 3], &[2, 0]], &[&[0, 1], &[0, 3], &[0, 4]]],
+    );
+    generic_cases(
+        "%p0: Tensor[(?, 64), float32]",
+        "mean(%p0, axis=[0], keepdims=True)",
+        &[&[&[1, 64]], &[&[300, 64]], &[&[0, 64]]],
+    );
+    generic_cases(
+        "%p0: Tensor[(?, ?, 32), float64]",
+        "sum(%p0, axis=[-1])",
+        &[&[&[2, 3, 32]], &[&[1, 1, 32]]],
+    );
+    generic_cases(
+        "%p0: Tensor[(?, ?, ?), float32]",
+        "max(%p0, axis=[0], exclude=True, keepdims=True)",
+        &[&[&[2, 3, 5]], &[&[4, 1, 9]], &[&[0, 3, 2]]],
+    );
+    generic_cases(
+        "%p0: Tensor[(?, 7), float32]",
+        "min(%p0)",
+        &[&[&[3, 7]], &[&[1, 7]]],
+    );
+    // Folded axes that are not adjacent, and integer sums, stay loop nests.
+    for (params, body) in [
+        ("%p0: Tensor[(?, 3, 4), float32]", "sum(%p0, axis=[0, 2])"),
+        ("%p0: Tensor[(?, 3), int32]", "sum(%p0, axis=[0])"),
+    ] {
+        assert!(
+            host_op(&softmax_primitive(params, body)).is_none(),
+            "{body}"
+        );
+    }
+}
+
+#[test]
+fn generic_copies_reject_bad_arguments_with_errors() {
+    let f = softmax_primitive(
+        "%p0: Tensor[(?, ?, 3), float32], %p1: int64",
+        "take(%p0, %p1, axis=1, mode=\"fast\")",
+    );
+    let k = crate::compile_primitive(&f, "k").unwrap();
+    let x = floats(&[2, 4, 3], |i| i as f32);
+    let at = |i: i128| NDArray::from_i128_slice(DType::I64, &[], &[i]).unwrap();
+    let mut y = zeros(&[2, 3]);
+    k.call(&[&x, &at(3)], &mut [&mut y]).unwrap();
+    let e = k.call(&[&x, &at(4)], &mut [&mut y]).unwrap_err();
+    assert!(e.to_string().contains("out of bounds"), "{e}");
+    // An output of the wrong shape, an argument of the wrong rank.
+    let mut wrong = zeros(&[2, 4]);
+    assert!(k.call(&[&x, &at(0)], &mut [&mut wrong]).is_err());
+    let flat = floats(&[24], |i| i as f32);
+    assert!(k.call(&[&flat, &at(0)], &mut [&mut y]).is_err());
+}

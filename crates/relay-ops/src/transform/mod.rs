@@ -40,7 +40,9 @@ mod testing;
 mod tile;
 mod transpose;
 
-pub(crate) use transpose::transposed;
+pub(crate) use slice::slice_steps;
+pub(crate) use take::take_view;
+pub(crate) use transpose::{permutation, transposed};
 
 pub(crate) use slice::STRIDED_SLICE_ATTRS;
 pub(crate) use transpose::SQUEEZE_ATTRS;

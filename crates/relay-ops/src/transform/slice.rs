@@ -197,6 +197,20 @@ fn slice_dims(shape: &[Dim], attrs: &Attrs) -> Result<Vec<SliceDim>, OpError> {
     Ok(out)
 }
 
+/// What `strided_slice` with `attrs` takes from each dimension of a tensor of the static
+/// `shape`: `(first index, step, length)` (the layout chains' view of a slice,
+/// [`crate::views::LayoutChain`]).
+pub(crate) fn slice_steps(shape: &[i64], attrs: &Attrs) -> Result<Vec<(i64, i64, i64)>, OpError> {
+    let known: Vec<Dim> = shape.iter().map(|&n| Dim::Known(n)).collect();
+    slice_dims(&known, attrs)?
+        .into_iter()
+        .map(|d| match d.len {
+            Dim::Known(len) => Ok((d.begin, d.step, len)),
+            Dim::Any => Err(OpError::shape("a slice of a dynamic dimension")),
+        })
+        .collect()
+}
+
 fn strided_slice_rel(inputs: &[Type], attrs: &Attrs) -> Result<Type, OpError> {
     let (shape, dtype) = data_type(inputs)?;
     let plan = slice_dims(shape, attrs)?;

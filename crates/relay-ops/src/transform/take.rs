@@ -138,6 +138,19 @@ fn take_rel(inputs: &[Type], attrs: &Attrs) -> Result<Type, OpError> {
     Ok(tensor(take_shape(data, indices, attrs)?, dtype))
 }
 
+/// The axis and position a `take` with `attrs` of the scalar `index` selects from data of the
+/// static `shape` (the layout chains' view of it, [`crate::views::LayoutChain`]).
+pub(crate) fn take_view(
+    shape: &[i64],
+    index: i128,
+    attrs: &Attrs,
+) -> Result<(usize, i64), OpError> {
+    let mode = take_mode(attrs)?;
+    let (axis, _) = take_axes(shape.len(), 0, attrs)?
+        .ok_or_else(|| OpError::unsupported("a `take` without an axis is not a view"))?;
+    Ok((axis, resolve(index, shape[axis], mode)?))
+}
+
 /// The position an index selects along a dimension of `n` elements.
 fn resolve(index: i128, n: i64, mode: TakeMode) -> Result<i64, OpError> {
     let n128 = i128::from(n);

@@ -53,7 +53,7 @@ pub(super) static OPS: &[OpSchema] = &[
 // ----- Type relations and reference evaluation -----
 
 /// The permutation `transpose` applies: `axes`, or the reversed axes when `None` or empty.
-fn permutation(rank: usize, attrs: &Attrs) -> Result<Vec<usize>, OpError> {
+pub(crate) fn permutation(rank: usize, attrs: &Attrs) -> Result<Vec<usize>, OpError> {
     let axes = attr_opt_ints(attrs, "axes")?.unwrap_or_default();
     if axes.is_empty() {
         return Ok((0..rank).rev().collect());

@@ -7,6 +7,9 @@
 
 use std::collections::HashMap;
 
+mod layout;
+
+pub use layout::{LayoutChain, View, layout_chain};
 use relay_ir::visit::is_primitive;
 use relay_ir::{
     Attrs, DType, Dim, Expr, ExprKind, Function, OpError, OpRef, Type, TypeKind, Var, VarId,
@@ -43,6 +46,17 @@ pub struct Link {
     pub attrs: Attrs,
     /// `reshape_like`'s shape source: a parameter.
     pub like: Option<usize>,
+    /// `take`'s index.
+    pub index: Option<TakeIndex>,
+}
+
+/// The scalar index of a `take` in a chain.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TakeIndex {
+    /// A constant.
+    Constant(i128),
+    /// A parameter of the function (an integer scalar), read at run time.
+    Param(usize),
 }
 
 /// The chain of primitive function `f` if it only reshapes a parameter: the body is a chain of
@@ -52,6 +66,25 @@ pub struct Link {
 /// parameter. The parameter and the result are tensors of the same dtype, with the same
 /// element count when both are static.
 pub fn reshape_chain(f: &Function) -> Option<ReshapeChain> {
+    let (data, links) = chain(f, &|name| RESHAPE_LIKE.contains(&name))?;
+    let p = &f.params[data];
+    let (input, dtype) = tensor_dims(p.checked_type().or(p.ty())?)?;
+    let (output, out_dtype) = tensor_dims(f.body.checked_type().or(f.ret_type.as_ref())?)?;
+    if dtype != out_dtype {
+        return None;
+    }
+    match (static_count(input), static_count(output)) {
+        (Some(a), Some(b)) if a != b => None,
+        _ => Some(ReshapeChain { data, links, dtype }),
+    }
+}
+
+/// The links of primitive function `f` when its body is a chain of one or more calls of
+/// operators `accept` takes, each on the previous one's result, ending at a tensor
+/// parameter (the first of the pair), written nested or as a let-chain binding each link
+/// once; `reshape_like`'s shape source is a parameter and `take`'s indices a constant or a
+/// parameter. The links are in the order they apply.
+fn chain(f: &Function, accept: &dyn Fn(&str) -> bool) -> Option<(usize, Vec<Link>)> {
     if !is_primitive(f) {
         return None;
     }
@@ -74,43 +107,56 @@ pub fn reshape_chain(f: &Function) -> Option<ReshapeChain> {
             },
             ExprKind::Call { .. } => {
                 let (op, args, attrs) = e.op_call()?;
-                if !RESHAPE_LIKE.contains(&op.name) {
+                if !accept(op.name) {
                     return None;
                 }
-                let (next, like) = match (op.name, args) {
-                    ("reshape_like", [data, like]) => match like.kind() {
-                        ExprKind::Var(v) => (data, Some(param(v)?)),
-                        _ => return None,
-                    },
-                    ("reshape_like", _) => return None,
-                    (_, [data]) => (data, None),
-                    _ => return None,
-                };
-                links.push(Link {
+                let mut link = Link {
                     op,
                     attrs: attrs.clone(),
-                    like,
-                });
+                    like: None,
+                    index: None,
+                };
+                let next = match (op.name, args) {
+                    ("reshape_like", [data, like]) => match like.kind() {
+                        ExprKind::Var(v) => {
+                            link.like = Some(param(v)?);
+                            data
+                        }
+                        _ => return None,
+                    },
+                    ("take", [data, index]) => {
+                        link.index = Some(match index.kind() {
+                            ExprKind::Var(v) => TakeIndex::Param(param(v)?),
+                            _ => TakeIndex::Constant(scalar_index(index)?),
+                        });
+                        data
+                    }
+                    ("reshape_like" | "take", _) => return None,
+                    (_, [data]) => data,
+                    _ => return None,
+                };
+                links.push(link);
                 e = next;
             }
             _ => return None,
         }
     };
     // Every binding is a link of the chain (no computation on the side), and there is at
-    // least one reshape.
+    // least one link.
     if links.is_empty() || followed != bindings.len() {
         return None;
     }
     links.reverse();
-    let p = &f.params[data];
-    let (input, dtype) = tensor_dims(p.checked_type().or(p.ty())?)?;
-    let (output, out_dtype) = tensor_dims(f.body.checked_type().or(f.ret_type.as_ref())?)?;
-    if dtype != out_dtype {
-        return None;
-    }
-    match (static_count(input), static_count(output)) {
-        (Some(a), Some(b)) if a != b => None,
-        _ => Some(ReshapeChain { data, links, dtype }),
+    Some((data, links))
+}
+
+/// The value of a constant integer scalar.
+fn scalar_index(e: &Expr) -> Option<i128> {
+    match e.kind() {
+        ExprKind::Constant(c) if c.dtype().is_int() && c.shape().is_empty() => {
+            c.to_i128_vec().first().copied()
+        }
+        _ => None,
     }
 }
 
@@ -118,36 +164,58 @@ impl ReshapeChain {
     /// The result's shape for arguments of shapes `inputs` (the function's parameters in
     /// order): each link's type relation applied to the concrete types (TVM's shape function).
     pub fn output_shape(&self, inputs: &[&[i64]]) -> Result<Vec<i64>, OpError> {
-        let ty = |shape: &[i64]| Type::tensor(shape, self.dtype);
-        let arg = |i: usize| {
-            inputs
-                .get(i)
-                .ok_or_else(|| OpError::arity(i + 1, inputs.len()))
-        };
-        let mut current = ty(arg(self.data)?);
+        let mut shape = input_shape(inputs, self.data)?.to_vec();
         for link in &self.links {
-            let relation = link.op.relation.ok_or_else(|| {
-                OpError::unsupported(format!("`{}` has no relation", link.op.name))
-            })?;
-            let mut types = vec![current];
-            if let Some(like) = link.like {
-                types.push(ty(arg(like)?));
-            }
-            current = relation(&types, &link.attrs)?;
+            shape = link.output_shape(&shape, inputs, self.dtype)?;
         }
-        match tensor_dims(&current) {
+        Ok(shape)
+    }
+}
+
+impl Link {
+    /// The shape of this link's result for data of shape `data` (its type relation applied
+    /// to the concrete types; `inputs` are the function's arguments' shapes, for
+    /// `reshape_like`'s shape source).
+    pub fn output_shape(
+        &self,
+        data: &[i64],
+        inputs: &[&[i64]],
+        dtype: DType,
+    ) -> Result<Vec<i64>, OpError> {
+        let relation = self
+            .op
+            .relation
+            .ok_or_else(|| OpError::unsupported(format!("`{}` has no relation", self.op.name)))?;
+        let mut types = vec![Type::tensor(data, dtype)];
+        if let Some(like) = self.like {
+            types.push(Type::tensor(input_shape(inputs, like)?, dtype));
+        }
+        if self.index.is_some() {
+            types.push(Type::tensor(&[], DType::I64));
+        }
+        let ty = relation(&types, &self.attrs)?;
+        match tensor_dims(&ty) {
             Some((dims, _)) => dims
                 .iter()
                 .map(|d| match d {
                     Dim::Known(n) => Ok(*n),
                     Dim::Any => Err(OpError::shape(format!(
-                        "the reshape to `{current}` is not static"
+                        "`{}` to `{ty}` is not static",
+                        self.op.name
                     ))),
                 })
                 .collect(),
-            None => Err(OpError::shape(format!("a reshape to `{current}`"))),
+            None => Err(OpError::shape(format!("`{}` to `{ty}`", self.op.name))),
         }
     }
+}
+
+/// The shape of argument `i` of `inputs`.
+fn input_shape<'a>(inputs: &[&'a [i64]], i: usize) -> Result<&'a [i64], OpError> {
+    inputs
+        .get(i)
+        .copied()
+        .ok_or_else(|| OpError::arity(i + 1, inputs.len()))
 }
 
 /// The dimensions and dtype of a tensor type.
