@@ -42,13 +42,16 @@ pub mod loops;
 pub mod lower;
 pub mod math;
 pub mod packed;
+mod rows;
 pub mod schedule;
 pub mod specialize;
 pub mod target;
 
 pub use cache::{KernelCache, KernelKey};
 pub use error::KernelError;
-pub use listing::{DYNAMIC_NOTE, GENERIC_NOTE, KernelText, print_kernels, print_kernels_for};
+pub use listing::{
+    DYNAMIC_NOTE, GENERIC_NOTE, KernelText, ROWS_NOTE, print_kernels, print_kernels_for,
+};
 pub use packed::PackedFunc;
 pub use target::{Target, TargetError};
 
@@ -79,17 +82,20 @@ pub fn compile_primitive_for(
 }
 
 /// The one kernel of a primitive function with `?` dimensions that serves arguments of every
-/// shape, when the kernel library computes it whole ([`host_op`]: a softmax, a matrix
-/// product), its outputs shaped by [`PackedFunc::output_shapes`]; `None` for a static function
-/// and for one that is specialized per shape ([`compile_primitive_for`]).
+/// shape, its outputs shaped by [`PackedFunc::output_shapes`]: when the kernel library
+/// computes it whole ([`host_op`]: a softmax, a matrix product, a copy, a reduction), or when
+/// its `?` dimensions are rows it computes independently (`rows`: loop nests compiled once
+/// for chunks of rows); `None` for a static function and for one that is specialized per
+/// shape ([`compile_primitive_for`]).
 pub fn compile_generic(func: &Function, name: &str) -> Option<Result<PackedFunc, KernelError>> {
     if !is_dynamic(func) {
         return None;
     }
-    Some(match host_op::host_op(func)? {
-        Ok(op) => host_op::compile(func, name, op),
-        Err(e) => Err(e),
-    })
+    match host_op::host_op(func) {
+        Some(Ok(op)) => Some(host_op::compile(func, name, op)),
+        Some(Err(e)) => Some(Err(e)),
+        None => rows::compile(func, name),
+    }
 }
 
 /// Whether a primitive function has a `?` dimension in a parameter type or its result type:

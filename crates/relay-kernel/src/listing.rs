@@ -41,6 +41,11 @@ pub const HOST_NOTE: &str = "computed by the kernel library (no loop nest)";
 pub const GENERIC_NOTE: &str =
     "computed by the kernel library at every shape (no loop nest, no specialization)";
 
+/// What a listing says of a kernel with `?` dimensions that are rows it computes
+/// independently: loop nests compiled once for chunks of rows (`crate::rows`).
+pub const ROWS_NOTE: &str = "rows of any number: loop nests compiled once for chunks of rows \
+                             (no specialization per shape)";
+
 /// The listing of `kernels` (as [`crate::primitive_functions`] lists a module's), in their
 /// order: for each, a `// kernel NAME` line and its text, or a `// kernel NAME: ` line with
 /// [`DYNAMIC_NOTE`] for a kernel with dynamic shapes; kernels are separated by one blank line.
@@ -85,7 +90,11 @@ pub fn print_kernels_for(
             if !listing.is_empty() {
                 listing.push('\n');
             }
-            let _ = writeln!(listing, "// kernel {name}: {DYNAMIC_NOTE}");
+            let note = match crate::rows::is_row_function(func) {
+                true => ROWS_NOTE,
+                false => DYNAMIC_NOTE,
+            };
+            let _ = writeln!(listing, "// kernel {name}: {note}");
             continue;
         }
         let printed = lower_primitive(func, name).and_then(|loops| match text {

@@ -40,6 +40,8 @@ enum Entry {
     },
     /// An operator of the kernel library ([`crate::host_op`]).
     Host(crate::host_op::HostOp),
+    /// Loop nests for chunks of rows, walked over the arguments' rows (`crate::rows`).
+    Rows(Box<crate::rows::Rows>),
 }
 
 impl std::fmt::Debug for PackedFunc {
@@ -178,6 +180,9 @@ impl PackedFunc {
             Entry::Host(ref op) if self.generic => op
                 .output_shapes(&self.spec, inputs)
                 .map_err(|m| self.call_error(m)),
+            Entry::Rows(ref rows) => rows
+                .output_shapes(inputs, self.num_inputs)
+                .map_err(|m| self.call_error(m)),
             _ => Ok(outputs.iter().map(|a| a.shape.clone()).collect()),
         }
     }
@@ -192,7 +197,7 @@ impl PackedFunc {
     pub fn entry(&self) -> Option<PackedCFunc> {
         match self.entry {
             Entry::Jit { entry, .. } => Some(entry),
-            Entry::Host(_) => None,
+            Entry::Host(_) | Entry::Rows(_) => None,
         }
     }
 
@@ -210,6 +215,42 @@ impl PackedFunc {
             spec: Arc::new(spec),
             num_inputs: inputs,
             generic,
+        }
+    }
+
+    /// The row kernel `rows` with arguments `spec` (`inputs` of them inputs).
+    pub(crate) fn rows(
+        name: String,
+        spec: KernelSpec,
+        inputs: usize,
+        rows: crate::rows::Rows,
+    ) -> PackedFunc {
+        PackedFunc {
+            entry: Entry::Rows(Box::new(rows)),
+            name,
+            spec: Arc::new(spec),
+            num_inputs: inputs,
+            generic: true,
+        }
+    }
+
+    /// Whether it computes inputs of shapes `inputs`: always, but for a row kernel whose
+    /// batched inputs do not share their rows (a `?` that broadcasts at run time), which a
+    /// caller specializes instead.
+    pub fn serves(&self, inputs: &[&[i64]]) -> bool {
+        match &self.entry {
+            Entry::Rows(rows) => rows.serves(inputs),
+            _ => true,
+        }
+    }
+
+    /// What a listing or `relayc build` says of a generic kernel
+    /// ([`crate::listing::GENERIC_NOTE`] or [`crate::listing::ROWS_NOTE`]).
+    pub fn generic_note(&self) -> Option<&'static str> {
+        match (&self.entry, self.generic) {
+            (Entry::Rows(_), _) => Some(crate::listing::ROWS_NOTE),
+            (Entry::Host(_), true) => Some(crate::listing::GENERIC_NOTE),
+            _ => None,
         }
     }
 
@@ -408,7 +449,11 @@ impl PackedFunc {
             Entry::Jit { entry, .. } => *entry,
             // SAFETY: by this function's contract.
             Entry::Host(op) => {
-                return unsafe { self.call_host(op, args, type_codes, num_args, ctx) };
+                return unsafe { self.call_host(Some(op), args, type_codes, num_args, ctx) };
+            }
+            // SAFETY: by this function's contract.
+            Entry::Rows(_) => {
+                return unsafe { self.call_host(None, args, type_codes, num_args, ctx) };
             }
         };
         let mut ret = TVMValue { v_int64: 0 };
@@ -427,15 +472,16 @@ impl PackedFunc {
         }
     }
 
-    /// [`Self::call_raw`] of a host operator: the arguments checked to be tensors of the spec,
-    /// then the library function run; a failure's message goes to `ctx.error`.
+    /// [`Self::call_raw`] of a host operator (`op`) or a row kernel (`None`): the arguments
+    /// checked to be tensors of the spec, then the library function or the chunks run; a
+    /// failure's message goes to `ctx.error`.
     ///
     /// # Safety
     ///
     /// As [`Self::call_raw`].
     unsafe fn call_host(
         &self,
-        op: &crate::host_op::HostOp,
+        op: Option<&crate::host_op::HostOp>,
         args: *const TVMValue,
         type_codes: *const i32,
         num_args: i32,
@@ -466,7 +512,17 @@ impl PackedFunc {
             }
         }
         // SAFETY: by this function's contract.
-        match unsafe { crate::host_op::call(op, ctx, &self.spec, self.num_inputs, &tensors) } {
+        let result = match (op, &self.entry) {
+            (Some(op), _) => unsafe {
+                crate::host_op::call(op, ctx, &self.spec, self.num_inputs, &tensors)
+            },
+            // SAFETY: by this function's contract.
+            (None, Entry::Rows(rows)) => unsafe {
+                crate::rows::call(rows, ctx, self.num_inputs, &tensors)
+            },
+            (None, _) => Err("not a kernel of the library".into()),
+        };
+        match result {
             Ok(()) => 0,
             Err(message) => {
                 ctx.error = Some(format!("kernel {}: {message}", self.name));

@@ -207,7 +207,28 @@ fn prologue_max<const W: usize>(x: &[f32], y: &mut [f32], pro: impl Fn(f32) -> f
         *d = v;
         top = max(top, v);
     }
-    m.iter().flatten().fold(top, |a, &b| max(a, b))
+    max(top, fold_lanes(&m, max))
+}
+
+/// The fold of `acc`'s accumulators by `f`: lane by lane across the blocks, then a tree
+/// across the lanes (inline, in the caller's instruction set; an iterator's fold here was a
+/// call per row and most of a short row's time).
+#[inline(always)]
+fn fold_lanes<const W: usize>(acc: &[[f32; W]; UNROLL], f: impl Fn(f32, f32) -> f32) -> f32 {
+    let mut v = acc[0];
+    for block in &acc[1..] {
+        for l in 0..W {
+            v[l] = f(v[l], block[l]);
+        }
+    }
+    let mut width = W / 2;
+    while width > 0 {
+        for l in 0..width {
+            v[l] = f(v[l], v[l + width]);
+        }
+        width /= 2;
+    }
+    v[0]
 }
 
 /// `Σ exp(v - max)` over the row `y` of values `v`, replacing each by its term when `store`
@@ -248,7 +269,7 @@ fn exp_row<const FMA: bool, const W: usize>(y: &mut [f32], max: f32, store: bool
         }
         sum += t;
     }
-    acc.iter().flatten().sum::<f32>() + sum
+    fold_lanes(&acc, |a, b| a + b) + sum
 }
 
 /// Asks the cache for the lines of `x` (the next row, read while this one's exponentials are

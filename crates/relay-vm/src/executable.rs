@@ -33,8 +33,9 @@ pub struct KernelEntry {
     /// A dynamic primitive's kernels by argument shapes, kept at the call site so that a
     /// call with already seen shapes finds its kernel without the kernel cache.
     pub specialized: Specializations,
-    /// A dynamic primitive's one kernel for every shape, when the kernel library computes it
-    /// ([`relay_kernel::compile_generic`]; made on first call): nothing is specialized then.
+    /// A dynamic primitive's one kernel for every shape, when it has one
+    /// ([`relay_kernel::compile_generic`]; made when the executable is compiled or loaded,
+    /// [`KernelEntry::generic_kernel`]): nothing is specialized then.
     pub generic: OnceLock<Option<Arc<PackedFunc>>>,
 }
 
@@ -101,8 +102,11 @@ impl KernelEntry {
         if !self.dynamic {
             return self.get().cloned();
         }
-        if let Some(k) = self.generic() {
-            return Ok(k);
+        if let Some(k) = self.generic_kernel() {
+            let shapes: Vec<&[i64]> = inputs.iter().map(|t| t.shape()).collect();
+            if k.serves(&shapes) {
+                return Ok(k);
+            }
         }
         if let Some(k) = self.specialized.find(inputs) {
             return Ok(k);
@@ -118,9 +122,10 @@ impl KernelEntry {
 }
 
 impl KernelEntry {
-    /// The generic kernel of a dynamic primitive, if the kernel library computes it (a
-    /// primitive it cannot compile that way is specialized instead, which reports the error).
-    fn generic(&self) -> Option<Arc<PackedFunc>> {
+    /// The generic kernel of a dynamic primitive, compiled on first use, if it has one (a
+    /// primitive that cannot compile that way is specialized instead, which reports the
+    /// error).
+    pub fn generic_kernel(&self) -> Option<Arc<PackedFunc>> {
         self.generic
             .get_or_init(|| {
                 let func = self.function()?;
@@ -232,10 +237,13 @@ impl Executable {
         Ok(())
     }
 
-    /// JIT-compiles every static kernel now (a dynamic one is compiled per argument shapes
-    /// when called), so the first run pays no compile time. Every failure is reported: the
-    /// errors of all kernels that do not compile.
+    /// JIT-compiles every static kernel and every dynamic one's generic kernel now (a dynamic
+    /// one without is compiled per argument shapes when called), so the first run pays no
+    /// compile time. Every failure is reported: the errors of all kernels that do not compile.
     pub fn jit(&self) -> Result<(), Vec<KernelError>> {
+        for k in self.kernels.iter().filter(|k| k.dynamic) {
+            k.generic_kernel();
+        }
         let errors: Vec<KernelError> = self
             .kernels
             .iter()

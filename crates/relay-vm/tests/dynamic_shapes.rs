@@ -10,11 +10,13 @@ use relay_interp::InterpOptions;
 use relay_ir::{DType, Value};
 use relay_vm::{Vm, VmOptions};
 
-/// A fused elementwise chain and a dense layer over a `?` batch dimension.
+/// A fused elementwise chain (a row kernel) and a dense layer over a `?` batch dimension, and
+/// an elementwise function of a transpose, whose `?` is not a row: a loop nest specialized
+/// per shape.
 const PROGRAM: &str = r#"#[version = "0.0.5"]
 def @main(%x: Tensor[(?, 64), float32], %y: Tensor[(?, 64), float32], %w: Tensor[(32, 64), float32]) {
   %0 = add(multiply(%x, 0.5f), %y);
-  (%0, nn.dense(%0, %w, units=32))
+  (%0, nn.dense(%0, %w, units=32), exp(transpose(%x, axes=[1, 0])))
 }
 "#;
 
@@ -272,4 +274,76 @@ fn layout_kernels_run_at_fifty_random_shapes_and_compile_nothing() {
         ]
     });
     generic_everywhere(LAYOUT, cases);
+}
+
+/// The repository's ONNX attention block with a dynamic batch and sequence
+/// (`relay-onnx/tests/data/dynamic/`) as the importer writes it: layer norm, three
+/// projections split into heads, scaled attention, the heads merged, a projection with a
+/// residual and GELU, a token taken and the rest sliced. Every kernel is generic.
+const BLOCK: &str = r#"#[version = "0.0.5"]
+def @main(%x: Tensor[(?, ?, 32), float32], %ln_s: Tensor[(32), float32], %ln_b: Tensor[(32), float32], %scale: float32, %sqrt2: float32, %one: float32, %half: float32, %zero: int64, %weight_t: Tensor[(32, 32), float32], %weight_t_1: Tensor[(32, 32), float32], %weight_t_2: Tensor[(32, 32), float32], %weight_t_3: Tensor[(32, 32), float32]) {
+  %0 = nn.layer_norm(%x, %ln_s, %ln_b, epsilon=9.999999747378752e-6f);
+  %1 = nn.dense(%0, %weight_t, units=32);
+  %2 = reshape(%1, newshape=[0, 0, 4, 8]);
+  %3 = transpose(%2, axes=[0, 2, 1, 3]);
+  %4 = nn.dense(%0, %weight_t_1, units=32);
+  %5 = reshape(%4, newshape=[0, 0, 4, 8]);
+  %6 = transpose(%5, axes=[0, 2, 3, 1]);
+  %7 = nn.dense(%0, %weight_t_2, units=32);
+  %8 = reshape(%7, newshape=[0, 0, 4, 8]);
+  %9 = transpose(%8, axes=[0, 2, 1, 3]);
+  %10 = reshape(%3, newshape=[-3, 0, 0]);
+  %11 = reshape(%6, newshape=[-3, 0, 0]);
+  %12 = nn.batch_matmul(%10, %11);
+  %13 = reshape_like(%12, %3, lhs_end=1, rhs_end=2);
+  %14 = divide(%13, %scale);
+  %15 = nn.softmax(%14, axis=3);
+  %16 = reshape(%15, newshape=[-3, 0, 0]);
+  %17 = reshape(%9, newshape=[-3, 0, 0]);
+  %18 = nn.batch_matmul(%16, %17);
+  %19 = reshape_like(%18, %15, lhs_end=1, rhs_end=2);
+  %20 = transpose(%19, axes=[0, 2, 1, 3]);
+  %21 = reshape(%20, newshape=[0, 0, 32]);
+  %22 = nn.dense(%21, %weight_t_3, units=32);
+  %23 = add(%22, %x);
+  %24 = divide(%23, %sqrt2);
+  %25 = erf(%24);
+  %26 = add(%25, %one);
+  %27 = multiply(%23, %26);
+  %28 = multiply(%27, %half);
+  %29 = take(%28, %zero, axis=1, mode="wrap");
+  %30 = strided_slice(%28, begin=[1], end=[9223372036854775807], strides=[1], axes=[1]);
+  (%28, %29, %30)
+}
+"#;
+
+#[test]
+fn an_attention_block_runs_at_thirty_random_shapes_and_compiles_nothing() {
+    let mut rng = relay_interp::SplitMix64::new(5);
+    let cases = (0..30).map(|case| {
+        let (batch, seq) = (1 + rng.next_u64() % 3, 1 + rng.next_u64() % 80);
+        let values = |n: i64, k: i64| -> Vec<f64> {
+            (0..n)
+                .map(|i| (((i * 7 + k * 13 + case) % 23) as f64 - 11.0) / 16.0)
+                .collect()
+        };
+        let t = |shape: &[i64], k| {
+            common::tensor(DType::F32, shape, &values(shape.iter().product(), k))
+        };
+        let mut args = vec![
+            t(&[batch as i64, seq as i64, 32], 1),
+            t(&[32], 2),
+            t(&[32], 3),
+        ];
+        // The scale, sqrt(2), one and a half.
+        for v in [0.35, 1.41, 1.0, 0.5] {
+            args.push(common::tensor(DType::F32, &[], &[v]));
+        }
+        args.push(common::tensor(DType::I64, &[], &[0.0]));
+        for k in 8..12 {
+            args.push(t(&[32, 32], k));
+        }
+        args
+    });
+    generic_everywhere(BLOCK, cases);
 }

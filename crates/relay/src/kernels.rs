@@ -9,9 +9,10 @@ use relay_ir::{Function, Source};
 use relay_kernel::KernelError;
 use relay_vm::Executable;
 
-/// JIT-compiles every static kernel of `exe` now (a dynamic one is compiled per argument shapes
-/// when called; as [`Executable::jit`]), trying each one before failing. Returns the compile
-/// time of each kernel, in kernel-table order (`None` for a dynamic one), or a failure for
+/// JIT-compiles every static kernel of `exe` now, and every dynamic one's generic kernel (a
+/// dynamic one without is compiled per argument shapes when called; as [`Executable::jit`]),
+/// trying each one before failing. Returns the compile time of each static kernel, in
+/// kernel-table order (`None` for a dynamic one), or a failure for
 /// every kernel that cannot be compiled, labelled in `source` (the program's text) when known.
 pub(crate) fn jit(
     exe: &Executable,
@@ -21,6 +22,7 @@ pub(crate) fn jit(
     let mut failures = Vec::new();
     for kernel in &exe.kernels {
         if kernel.dynamic {
+            kernel.generic_kernel();
             times.push(None);
             continue;
         }

@@ -236,10 +236,11 @@ fn kernel_summary(exe: &Executable, times: &CompileTimes) -> String {
     for (kernel, time) in exe.kernels.iter().zip(&times.each_kernel) {
         let name = &kernel.name;
         let Some(time) = time else {
-            let generic = kernel.function().is_some_and(|f| {
-                relay::listing::compile_generic(f, name).is_some_and(|k| k.is_ok())
-            });
-            let note = if generic { GENERIC } else { DYNAMIC };
+            let note = kernel
+                .function()
+                .and_then(|f| relay::listing::compile_generic(f, name)?.ok())
+                .and_then(|k| k.generic_note())
+                .unwrap_or(DYNAMIC);
             let _ = writeln!(text, "kernel {name}: {note}");
             continue;
         };
@@ -328,9 +329,6 @@ fn parse_target(text: &str) -> Result<Target, String> {
 
 /// What `build` says of a kernel with dynamic (`?`) dimensions specialized per shape.
 const DYNAMIC: &str = relay::listing::DYNAMIC_NOTE;
-
-/// What `build` says of a kernel with dynamic dimensions that serves every shape.
-const GENERIC: &str = relay::listing::GENERIC_NOTE;
 
 /// `"s"` unless `n` is 1.
 fn plural(n: usize) -> &'static str {

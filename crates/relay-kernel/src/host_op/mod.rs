@@ -162,48 +162,16 @@ pub fn compile(func: &Function, name: &str, op: HostOp) -> Result<PackedFunc, Ke
         message,
     };
     let any_dtype = matches!(op, HostOp::View(_) | HostOp::Copy(_) | HostOp::Reduce(_));
-    let mut args = Vec::new();
-    for (i, p) in func.params.iter().enumerate() {
-        let ty = p
-            .checked_type()
-            .or(p.ty())
-            .ok_or_else(|| malformed(format!("parameter {i} has no type")))?;
-        // A tuple parameter is passed as its fields (as to a loop-nest kernel).
-        let fields = match ty.kind() {
-            TypeKind::Tuple(fields) => fields.as_slice(),
-            _ => std::slice::from_ref(ty),
-        };
-        for f in fields {
-            let name = format!("p{}", args.len());
-            args.push(arg_spec(name, f, any_dtype).map_err(malformed)?);
-        }
+    let spec = kernel_spec(func, name, any_dtype)?;
+    let inputs = func
+        .params
+        .iter()
+        .map(|p| leaves(p.checked_type().or(p.ty())))
+        .sum();
+    let outputs = spec.args.len() - inputs;
+    if outputs != 1 && !matches!(op, HostOp::Recurrence(_)) {
+        return Err(malformed(format!("{outputs} results, expected one tensor")));
     }
-    let inputs = args.len();
-    let result = func
-        .body
-        .checked_type()
-        .or(func.ret_type.as_ref())
-        .ok_or_else(|| malformed("the call has no type".into()))?;
-    let fields = match (result.kind(), &op) {
-        (TypeKind::Tuple(fields), HostOp::Recurrence(_)) => fields.as_slice(),
-        (
-            TypeKind::Tensor { .. },
-            HostOp::Softmax(_)
-            | HostOp::Matmul(_)
-            | HostOp::View(_)
-            | HostOp::Copy(_)
-            | HostOp::Reduce(_),
-        ) => std::slice::from_ref(result),
-        _ => return Err(malformed(format!("an unexpected result type `{result}`"))),
-    };
-    for (i, f) in fields.iter().enumerate() {
-        args.push(arg_spec(format!("T_out{i}"), f, any_dtype).map_err(malformed)?);
-    }
-    let spec = KernelSpec {
-        name: name.to_owned(),
-        args,
-        scratch: Vec::new(),
-    };
     let shapes: Vec<&[i64]> = spec.args[..inputs]
         .iter()
         .map(|a| a.shape.as_slice())
@@ -212,6 +180,56 @@ pub fn compile(func: &Function, name: &str, op: HostOp) -> Result<PackedFunc, Ke
         op.output_shapes(&spec, &shapes).map_err(malformed)?;
     }
     Ok(PackedFunc::host(name.to_owned(), spec, inputs, op))
+}
+
+/// The tensors of a type: 1, or a tuple's fields.
+fn leaves(ty: Option<&Type>) -> usize {
+    match ty.map(|t| t.kind()) {
+        Some(TypeKind::Tuple(fields)) => fields.len(),
+        _ => 1,
+    }
+}
+
+/// The spec of a kernel for primitive `func` named `name` that is not a loop nest: its
+/// parameters' tensors (a tuple parameter's fields in order), then its result's (a tuple's
+/// fields), `-1` for each `?` dimension; `float32` only unless `any_dtype`.
+pub(crate) fn kernel_spec(
+    func: &Function,
+    name: &str,
+    any_dtype: bool,
+) -> Result<KernelSpec, KernelError> {
+    let malformed = |message: String| KernelError::Malformed {
+        kernel: name.to_owned(),
+        message,
+    };
+    let mut args = Vec::new();
+    let result = func
+        .body
+        .checked_type()
+        .or(func.ret_type.as_ref())
+        .ok_or_else(|| malformed("the call has no type".into()))?;
+    let params = func.params.iter().map(|p| p.checked_type().or(p.ty()));
+    for (i, ty) in params.chain([Some(result)]).enumerate() {
+        let ty = ty.ok_or_else(|| malformed(format!("parameter {i} has no type")))?;
+        let is_result = i == func.params.len();
+        // A tuple is passed as its fields (as to a loop-nest kernel).
+        let fields = match ty.kind() {
+            TypeKind::Tuple(fields) => fields.as_slice(),
+            _ => std::slice::from_ref(ty),
+        };
+        for (k, f) in fields.iter().enumerate() {
+            let name = match is_result {
+                true => format!("T_out{k}"),
+                false => format!("p{}", args.len()),
+            };
+            args.push(arg_spec(name, f, any_dtype).map_err(malformed)?);
+        }
+    }
+    Ok(KernelSpec {
+        name: name.to_owned(),
+        args,
+        scratch: Vec::new(),
+    })
 }
 
 /// The argument spec of a tensor type, `-1` for each `?` dimension: `float32` unless
@@ -491,4 +509,4 @@ unsafe fn slice<'a, T>(t: &DLTensor, n: usize) -> &'a mut [T] {
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

@@ -51,7 +51,7 @@ fn a_recurrence_primitive_runs_on_the_library_and_checks_its_arguments() {
 }
 
 /// A module whose one primitive has body `body` over parameters `params`.
-fn softmax_primitive(params: &str, body: &str) -> relay_ir::Function {
+pub(crate) fn softmax_primitive(params: &str, body: &str) -> relay_ir::Function {
     primitive(&format!(
         "#[version = \"0.0.5\"]\ndef @main() {{\n  fn ({params}, Primitive=1) {{ {body} }}\n}}"
     ))
@@ -322,7 +322,7 @@ fn a_dynamic_reshape_is_a_view_shaped_by_its_relations() {
 
 /// Runs generic kernel `k` of primitive `f` on random arguments of shapes `shapes` (the
 /// parameters' dtypes; tuples flattened) and compares with the interpreter's run of `f`.
-fn check_generic(f: &relay_ir::Function, k: &PackedFunc, shapes: &[&[i64]], seed: u64) {
+pub(crate) fn check_generic(f: &relay_ir::Function, k: &PackedFunc, shapes: &[&[i64]], seed: u64) {
     use relay_interp::{SplitMix64, compare_tensors, random_tensor};
     let mut rng = SplitMix64::new(seed);
     let mut dtypes = Vec::new();

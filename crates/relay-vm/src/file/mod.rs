@@ -207,11 +207,13 @@ impl Executable {
 
     /// The executable in `bytes` (an executable file's contents), validated
     /// ([`Executable::decode`]), with every static kernel JIT-compiled through the shared
-    /// kernel cache: a kernel that does not compile is an error now, not when it is called.
+    /// kernel cache (a kernel that does not compile is an error now, not when it is called),
+    /// and every dynamic kernel's generic kernel, if it has one.
     pub fn from_bytes(bytes: &[u8]) -> Result<Executable, ExeFileError> {
         let (exe, offsets) = read::read(bytes, shared_cache())?;
         for (kernel, offset) in exe.kernels.iter().zip(offsets) {
             if kernel.dynamic {
+                kernel.generic_kernel();
                 continue;
             }
             kernel

@@ -1,0 +1,154 @@
+use super::*;
+use crate::host_op::tests::{check_generic, softmax_primitive as primitive};
+
+/// Compiles `body` over `params`, checks it is a row kernel, and runs it against the
+/// interpreter at each of `cases` (argument shapes).
+fn row_cases(params: &str, body: &str, cases: &[&[&[i64]]]) {
+    let f = primitive(params, body);
+    let k = crate::compile_generic(&f, "k")
+        .unwrap_or_else(|| panic!("{body}: not generic"))
+        .unwrap_or_else(|e| panic!("{body}: {e}"));
+    assert_eq!(k.generic_note(), Some(crate::listing::ROWS_NOTE), "{body}");
+    for (i, shapes) in cases.iter().enumerate() {
+        check_generic(&f, &k, shapes, i as u64);
+    }
+}
+
+#[test]
+fn chunks_are_multiples_of_the_aligned_row_count() {
+    assert_eq!(chunk_rows(32, 1), vec![512, 8, 1]);
+    assert_eq!(chunk_rows(32, 16), vec![512, 128, 16]);
+    assert_eq!(chunk_rows(768, 1), vec![21, 8, 1]);
+    assert_eq!(chunk_rows(1 << 20, 16), vec![16]);
+    assert_eq!(chunk_rows(1, 1), vec![1024, 8, 1]);
+}
+
+#[test]
+fn layer_norm_pieces_run_at_every_row_count() {
+    // The mean is a reduction of the library; the variance and the normalization are rows
+    // of 32 and of 1 floats (aligned every 16 rows: a count not a multiple is padded).
+    let counts: &[&[i64]] = &[
+        &[1, 1],
+        &[2, 7],
+        &[1, 16],
+        &[3, 17],
+        &[1, 129],
+        &[0, 5],
+        &[4, 300],
+    ];
+    let cases: Vec<Vec<Vec<i64>>> = counts
+        .iter()
+        .map(|c| vec![vec![c[0], c[1], 32], vec![c[0], c[1], 1]])
+        .collect();
+    let refs: Vec<Vec<&[i64]>> = cases
+        .iter()
+        .map(|c| c.iter().map(|s| s.as_slice()).collect())
+        .collect();
+    let refs: Vec<&[&[i64]]> = refs.iter().map(|c| c.as_slice()).collect();
+    row_cases(
+        "%p0: Tensor[(?, ?, 32), float32], %p1: Tensor[(?, ?, 1), float32]",
+        "variance(%p0, %p1, axis=[-1], keepdims=True)",
+        &refs,
+    );
+    let with_affine: Vec<Vec<Vec<i64>>> = cases
+        .iter()
+        .map(|c| vec![c[0].clone(), c[1].clone(), c[1].clone(), vec![32], vec![32]])
+        .collect();
+    let refs: Vec<Vec<&[i64]>> = with_affine
+        .iter()
+        .map(|c| c.iter().map(|s| s.as_slice()).collect())
+        .collect();
+    let refs: Vec<&[&[i64]]> = refs.iter().map(|c| c.as_slice()).collect();
+    row_cases(
+        "%p0: Tensor[(?, ?, 32), float32], %p1: Tensor[(?, ?, 1), float32], \
+         %p2: Tensor[(?, ?, 1), float32], %p3: Tensor[(32), float32], %p4: Tensor[(32), float32]",
+        "%0 = subtract(%p0, %p1); %1 = add(%p2, 1e-5f); %2 = divide(%0, sqrt(%1)); \
+         %3 = multiply(%2, %p3); add(%3, %p4)",
+        &refs,
+    );
+}
+
+#[test]
+fn dense_layers_with_epilogues_and_other_dtypes_run_in_chunks() {
+    // A dense layer with a bias, a residual and GELU: chunks of rows are GEMMs of that many
+    // rows.
+    row_cases(
+        "%p0: Tensor[(?, ?, 48), float32], %p1: Tensor[(40, 48), float32], \
+         %p2: Tensor[(40), float32], %p3: Tensor[(?, ?, 40), float32]",
+        "%0 = nn.dense(%p0, %p1, units=40); %1 = add(add(%0, %p2), %p3); \
+         multiply(%1, add(erf(multiply(%1, 0.7f)), 1f))",
+        &[
+            &[&[1, 1, 48], &[40, 48], &[40], &[1, 1, 40]],
+            &[&[2, 333, 48], &[40, 48], &[40], &[2, 333, 40]],
+            &[&[3, 0, 48], &[40, 48], &[40], &[3, 0, 40]],
+        ],
+    );
+    // Rows of 3 bytes (aligned every 64 rows) with integer division: the padded rows repeat
+    // a real one, so they divide by what it divides by.
+    row_cases(
+        "%p0: Tensor[(?, 3), int8], %p1: Tensor[(?, 3), int8]",
+        "floor_divide(%p0, maximum(%p1, 1i8))",
+        &[
+            &[&[1, 3], &[1, 3]],
+            &[&[65, 3], &[65, 3]],
+            &[&[200, 3], &[200, 3]],
+        ],
+    );
+    // A softmax over the last axis of float64 rows, with a broadcast row.
+    row_cases(
+        "%p0: Tensor[(?, 5), float64], %p1: Tensor[(1, 5), float64]",
+        "nn.log_softmax(add(%p0, %p1), axis=1)",
+        &[&[&[1, 5], &[1, 5]], &[&[37, 5], &[1, 5]]],
+    );
+}
+
+#[test]
+fn functions_that_mix_rows_are_not_row_kernels() {
+    for (params, body) in [
+        (
+            "%p0: Tensor[(?, 4), float32]",
+            "exp(transpose(%p0, axes=[1, 0]))",
+        ),
+        ("%p0: Tensor[(?, 4), float32]", "exp(sum(%p0, axis=[0]))"),
+        (
+            "%p0: Tensor[(?, 4), float32]",
+            "nn.softmax(exp(%p0), axis=0)",
+        ),
+        (
+            "%p0: Tensor[(?, ?), float32], %p1: Tensor[(5), float32]",
+            "nn.bias_add(%p0, %p1, axis=0)",
+        ),
+        ("%p0: Tensor[(4, ?), float32]", "exp(%p0)"),
+        (
+            "%p0: Tensor[(?, 4), float32], %p1: Tensor[(3, 4), float32]",
+            "add(%p0, %p1)",
+        ),
+        (
+            "%p0: Tensor[(?, 4), float32]",
+            "exp(reshape(%p0, newshape=[-1, 2]))",
+        ),
+    ] {
+        assert!(!is_row_function(&primitive(params, body)), "{body}");
+    }
+}
+
+#[test]
+fn rows_that_do_not_match_are_errors_and_not_served() {
+    let f = primitive(
+        "%p0: Tensor[(?, 4), float32], %p1: Tensor[(?, 4), float32]",
+        "add(%p0, %p1)",
+    );
+    let k = crate::compile_generic(&f, "k").unwrap().unwrap();
+    // A `?` that broadcasts at run time is not a row kernel's: the caller specializes.
+    assert!(!k.serves(&[&[3, 4], &[1, 4]]));
+    assert!(k.serves(&[&[3, 4], &[3, 4]]));
+    let x = relay_ir::NDArray::zeros(relay_ir::DType::F32, &[3, 4]).unwrap();
+    let one = relay_ir::NDArray::zeros(relay_ir::DType::F32, &[1, 4]).unwrap();
+    let mut y = relay_ir::NDArray::zeros(relay_ir::DType::F32, &[3, 4]).unwrap();
+    assert!(k.call(&[&x, &one], &mut [&mut y]).is_err());
+    let mut wrong = relay_ir::NDArray::zeros(relay_ir::DType::F32, &[2, 4]).unwrap();
+    assert!(k.call(&[&x, &x], &mut [&mut wrong]).is_err());
+    let bad = relay_ir::NDArray::zeros(relay_ir::DType::F32, &[3, 5]).unwrap();
+    assert!(k.call(&[&x, &bad], &mut [&mut y]).is_err());
+    k.call(&[&x, &x], &mut [&mut y]).unwrap();
+}
