@@ -9,6 +9,9 @@ Workloads, each printed as a row with its target:
   Runtime (one session, the same lengths in the same order). Targets: the first call within
   1.5x the warm call + 100 us, and at most ONNX Runtime's first call.
 - warm: the warm calls of `first` at lengths 16, 128 and 512 against ONNX Runtime's.
+- bert: one BERT-base encoder layer with a dynamic batch and sequence (`bert_layer.py`, written
+  as PyTorch exports Hugging Face's BertLayer; hidden 768, 12 heads, FFN 3072), compiled once,
+  its first and warm calls at lengths 1...512 it has not seen, against ONNX Runtime.
 - memory: 10^4 calls at 10^3 distinct lengths (each length ten times, in rounds); resident
   memory after the first 10^3 calls and at the end (target: within 10%).
 - loop: the growing loop of issue 31 (a `Tensor[(?, 64)]` gaining a row per iteration by
@@ -28,6 +31,8 @@ import numpy as np
 import onnxruntime as ort
 import psutil
 import relayc
+
+import bert_layer
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 ATTENTION = ROOT / "crates/relay-onnx/tests/data/dynamic/attention_dynamic_batch_and_sequence/model.onnx"
@@ -68,6 +73,35 @@ def first_calls(vm, sess, lengths, warm):
             raise SystemExit(f"length {n}: relayc differs from ONNX Runtime by {diff}")
         rows.append((n, r_first, r_warm, o_first, o_warm))
     return rows
+
+
+BERT_LENGTHS = [1, 7, 16, 31, 64, 100, 128, 200, 256, 384, 512]
+
+
+def bert(threads, warm):
+    """The BERT layer's first and warm calls per length, relayc and ONNX Runtime (seconds)."""
+    path = pathlib.Path(__file__).resolve().parent / "out" / "bert_layer_dynamic.onnx"
+    path.parent.mkdir(exist_ok=True)
+    bert_layer.save(bert_layer.build(), str(path))
+    t, exe = timed(lambda: relayc.compile(str(path)))
+    vm = relayc.VM(exe, threads=threads)
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = threads
+    sess = ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
+    rng = np.random.default_rng(2)
+    rows = []
+    for n in BERT_LENGTHS:
+        x = rng.standard_normal((1, n, bert_layer.HIDDEN)).astype(np.float32)
+        r_first, got = timed(lambda: vm(x))
+        r_warm = statistics.median(timed(lambda: vm(x))[0] for _ in range(warm))
+        o_first, want = timed(lambda: sess.run(None, {"hidden": x}))
+        o_warm = statistics.median(timed(lambda: sess.run(None, {"hidden": x}))[0]
+                                   for _ in range(warm))
+        diff = float(np.max(np.abs(np.asarray(got) - want[0])))
+        if diff > 1e-3:
+            raise SystemExit(f"bert layer, length {n}: relayc differs from ONNX Runtime by {diff}")
+        rows.append((n, r_first, r_warm, o_first, o_warm))
+    return t, rows
 
 
 def memory(vm, distinct, repeats):
@@ -121,7 +155,8 @@ def main():
     p.add_argument("--distinct", type=int, default=1000, help="memory: distinct lengths")
     p.add_argument("--repeats", type=int, default=10, help="memory: calls per length")
     p.add_argument("--iterations", type=int, default=300, help="growing loop iterations")
-    p.add_argument("--skip", nargs="*", default=[], choices=["first", "memory", "loop"])
+    p.add_argument("--skip", nargs="*", default=[],
+                   choices=["first", "bert", "memory", "loop"])
     args = p.parse_args()
     opts = ort.SessionOptions()
     opts.intra_op_num_threads = args.threads
@@ -150,6 +185,14 @@ def main():
             r = next(r for r in rows if r[0] == n)
             print(f"  warm at {n}: relayc {r[2] * 1e3:.3f} ms, ONNX Runtime {r[4] * 1e3:.3f} ms, "
                   f"{ratio(r[4], r[2])} (target >= 1.0x)")
+
+    if "bert" not in args.skip:
+        t, rows = bert(args.threads, 3)
+        print(f"bert layer: compiled in {t * 1e3:.0f} ms; per length: relayc first / warm, "
+              f"ONNX Runtime first / warm (ms), warm ratio")
+        for n, r_first, r_warm, o_first, o_warm in rows:
+            print(f"  {n:4d}: {r_first * 1e3:7.2f} / {r_warm * 1e3:7.2f}   "
+                  f"{o_first * 1e3:7.2f} / {o_warm * 1e3:7.2f}   {ratio(o_warm, r_warm)}")
 
     if "memory" not in args.skip:
         vm = relayc.VM(relayc.compile(str(ATTENTION)), threads=args.threads)

@@ -160,12 +160,32 @@ fn fusable_op(callee: &Expr) -> Option<(OpPattern, Option<OpPattern>)> {
     (!dialect).then_some((op.pattern, op.input_edge))
 }
 
-/// Whether `callee` is `concatenate` with a `?` dimension in its result `ty`: such a call is a
-/// primitive of its own, which the kernel library copies at every shape
-/// (`relay_kernel::host_op`), instead of a loop nest with its producers compiled per shape.
-fn is_dynamic_concatenate(callee: &Expr, ty: Option<&Type>) -> bool {
-    let concatenate = matches!(callee.kind(), ExprKind::Op(op) if op.name == "concatenate");
-    concatenate
+/// The operators a call of which, with a `?` dimension in its result, is a primitive of its
+/// own: the kernel library computes it at every shape (`relay_kernel::host_op`) — a
+/// concatenation, transpose, slice or take as copies, a reshape as a view, a product as one
+/// GEMM of all its rows — where fused with its producers or its epilogue it would be a loop
+/// nest compiled per shape, or a GEMM per chunk of rows. The elementwise work around them
+/// becomes kernels of its own, over the rows (`relay_kernel` row kernels).
+const ALONE_WHEN_DYNAMIC: &[&str] = &[
+    "concatenate",
+    "nn.dense",
+    "nn.batch_matmul",
+    "nn.matmul",
+    "transpose",
+    "strided_slice",
+    "take",
+    "reshape",
+    "reshape_like",
+    "contrib_reverse_reshape",
+    "squeeze",
+    "expand_dims",
+    "nn.batch_flatten",
+];
+
+/// Whether `callee` is one of [`ALONE_WHEN_DYNAMIC`] with a `?` dimension in its result `ty`.
+fn kept_alone(callee: &Expr, ty: Option<&Type>) -> bool {
+    let listed = matches!(callee.kind(), ExprKind::Op(op) if ALONE_WHEN_DYNAMIC.contains(&op.name));
+    listed
         && ty.is_some_and(|t| match t.kind() {
             TypeKind::Tensor { shape, .. } => shape.contains(&relay_ir::Dim::Any),
             _ => false,
@@ -403,7 +423,7 @@ impl Chain {
             let (pattern, children): (OpPattern, Vec<(Child, Option<OpPattern>)>) = match e.kind() {
                 ExprKind::Call { callee, args, .. } => {
                     let (op, input_edge) = fusable_op(callee).unwrap_or((OpPattern::Opaque, None));
-                    let op = if is_dynamic_concatenate(callee, out_ty) {
+                    let op = if kept_alone(callee, out_ty) {
                         OpPattern::Opaque
                     } else {
                         op

@@ -11,8 +11,8 @@ use relay_ir::{DType, Value};
 use relay_vm::{Vm, VmOptions};
 
 /// A fused elementwise chain (a row kernel) and a dense layer over a `?` batch dimension, and
-/// an elementwise function of a transpose, whose `?` is not a row: a loop nest specialized
-/// per shape.
+/// an elementwise function of a transpose (`[64, ?]`), whose `?` is not a leading row: a loop
+/// nest specialized per shape.
 const PROGRAM: &str = r#"#[version = "0.0.5"]
 def @main(%x: Tensor[(?, 64), float32], %y: Tensor[(?, 64), float32], %w: Tensor[(32, 64), float32]) {
   %0 = add(multiply(%x, 0.5f), %y);

@@ -787,3 +787,43 @@ fn recurrences_match_the_interpreter() {
         check_against_interp(RECURRENCES, &random_args(&module, seed));
     }
 }
+
+/// A dense layer over a `?` batch, its weights bound as constants (as an imported model's
+/// initializers are).
+const DYNAMIC_DENSE: &str = r#"
+#[version = "0.0.5"]
+def @main(%x: Tensor[(?, 64), float32], %w: Tensor[(48, 64), float32], %b: Tensor[(48), float32]) {
+  %0 = nn.dense(%x, %w, units=48);
+  nn.relu(nn.bias_add(%0, %b, axis=-1))
+}
+"#;
+
+#[test]
+fn a_dynamic_dense_layer_with_bound_weights_compiles_nothing_per_shape() {
+    let module = parse(DYNAMIC_DENSE);
+    let mut weights = random_args(&parse(&DYNAMIC_DENSE.replace('?', "2")), 5).into_iter();
+    weights.next();
+    let w = Tensor::try_from(weights.next().unwrap()).unwrap();
+    let b = Tensor::try_from(weights.next().unwrap()).unwrap();
+    let exe = Compiler::new()
+        .params([("w".to_string(), w.clone()), ("b".to_string(), b.clone())])
+        .compile(&module)
+        .unwrap();
+    let mut vm = Vm::new(&exe);
+    let mut rng = relay_interp::SplitMix64::new(9);
+    for rows in [1i64, 5, 64, 0, 300, 7] {
+        let ty = relay_ir::Type::tensor(&[rows, 64], relay_ir::DType::F32);
+        let x = Value::tensor(relay_interp::random_tensor(Some(&ty), &mut rng).unwrap());
+        let x = Tensor::try_from(x).unwrap();
+        let args = vec![x.clone().into(), w.clone().into(), b.clone().into()];
+        let expected = relay_interp::run(&module, "main", args, &InterpOptions::default()).unwrap();
+        let got = vm.invoke("main", std::slice::from_ref(&x)).unwrap();
+        compare_values(&got, &expected, 1e-5, 1e-6)
+            .unwrap_or_else(|why| panic!("{rows} rows: {why}"));
+    }
+    assert_eq!(exe.cache.compiled(), 0, "nothing was specialized");
+    assert!(exe.kernels.iter().filter(|k| k.dynamic).count() >= 2);
+    for k in exe.kernels.iter().filter(|k| k.dynamic) {
+        assert!(k.generic_kernel().is_some(), "kernel {} is generic", k.name);
+    }
+}

@@ -1,21 +1,38 @@
 //! Matrix products of `float32` tensors with `?` dimensions — `nn.dense` and `nn.batch_matmul`
-//! on their primitive's parameters in order, alone or scaled by a scalar constant (`multiply`
-//! or `divide`: an attention score's scaling, which fusion puts after the product) — computed
-//! by the host GEMM with the sizes of the call's arguments, so one kernel serves every shape.
+//! on their primitive's parameters in order (or `nn.dense` of its one parameter by a constant
+//! weight, an imported model's initializer), alone or scaled by a scalar constant (`multiply`
+//! or `divide`: an attention score's scaling) — computed by the host GEMM with the sizes of
+//! the call's arguments, all rows in one product, so one kernel serves every shape. A
+//! constant weight is read in place, where the GEMM finds it packed once when it is one of the
+//! executable's constants (`relay_linalg::gemm::prepacked`).
 //! A static product is lowered as ever (a GEMM stage with its epilogue fused and constant
 //! operands packed once).
 
-use relay_ir::{Binding, DType, Expr, ExprKind, Function};
+use std::sync::Arc;
+
+use relay_ir::{Binding, DType, Expr, ExprKind, Function, NDArray};
 use relay_linalg::KernelContext;
 use relay_ops::support::attr_bool;
 
 /// A matrix product the kernel library computes at any shape, and the scaling of its result.
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct MatmulOp {
     /// The product.
     pub product: Product,
     /// `c · k` (`false`) or `c / k` (`true`) applied to each element of the result.
     pub scale: Option<(f32, bool)>,
+    /// A dense layer's constant weight (`[N, K]` `float32`), when it is not a parameter.
+    pub weight: Option<Weight>,
+}
+
+/// A constant weight, compared by identity.
+#[derive(Clone, Debug)]
+pub struct Weight(pub Arc<NDArray>);
+
+impl PartialEq for Weight {
+    fn eq(&self, other: &Weight) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
 }
 
 /// The operator of a [`MatmulOp`].
@@ -32,10 +49,10 @@ pub enum Product {
 }
 
 /// The product `func` computes when its body (after `bindings`) is one on its two parameters
-/// in order, or one scaled by a one-element `float32` constant, `float32` throughout, and some
-/// dimension is `?`.
+/// in order (or a dense layer of its one parameter by a constant `[N, K]` weight), or one
+/// scaled by a one-element `float32` constant, `float32` throughout, and some dimension is `?`.
 pub(super) fn recognize(func: &Function, bindings: &[Binding], body: &Expr) -> Option<MatmulOp> {
-    if !crate::is_dynamic(func) || func.params.len() != 2 || bindings.len() > 1 {
+    if !crate::is_dynamic(func) || !(1..=2).contains(&func.params.len()) || bindings.len() > 1 {
         return None;
     }
     let (scaling, scaled, _) = body.op_call()?;
@@ -65,6 +82,15 @@ pub(super) fn recognize(func: &Function, bindings: &[Binding], body: &Expr) -> O
     if out_dtype.is_some_and(|d| !d.is_empty() && d != "float32") {
         return None;
     }
+    let weight = match (product, func.params.len(), args.get(1).map(|w| w.kind())) {
+        (Product::Dense, 1, Some(ExprKind::Constant(w)))
+            if w.dtype() == DType::F32 && w.shape().len() == 2 =>
+        {
+            Some(Weight(w.clone()))
+        }
+        (_, 2, _) => None,
+        _ => return None,
+    };
     let in_order = args.len() == 2
         && args.iter().zip(&func.params).all(|(a, p)| match a.kind() {
             ExprKind::Var(v) => v.id() == p.id(),
@@ -75,7 +101,19 @@ pub(super) fn recognize(func: &Function, bindings: &[Binding], body: &Expr) -> O
             matches!(t.kind(), relay_ir::TypeKind::Tensor { dtype, .. } if *dtype == DType::F32)
         })
     });
-    (in_order && f32_tensors).then_some(MatmulOp { product, scale })
+    (in_order && f32_tensors).then_some(MatmulOp {
+        product,
+        scale,
+        weight,
+    })
+}
+
+/// The elements of a `float32` array.
+fn floats(a: &NDArray) -> Option<&[f32]> {
+    // SAFETY: every bit pattern is an `f32`; `align_to` gives the aligned middle part, which
+    // is the whole array when its data is aligned (an array's always is).
+    let (head, floats, tail) = unsafe { a.as_bytes().align_to::<f32>() };
+    (head.is_empty() && tail.is_empty() && a.dtype() == DType::F32).then_some(floats)
 }
 
 /// The sizes of one product and how the batches step through the operands.
@@ -92,7 +130,16 @@ struct Sizes {
 impl MatmulOp {
     /// The result's shape for operands of shapes `inputs`, checked against each other.
     pub(super) fn output_shapes(&self, inputs: &[&[i64]]) -> Result<Vec<Vec<i64>>, String> {
-        self.sizes(inputs).map(|(_, out)| vec![out])
+        self.sizes(&self.operands(inputs)).map(|(_, out)| vec![out])
+    }
+
+    /// The operands' shapes: the arguments', and the constant weight's after them.
+    fn operands<'a>(&'a self, inputs: &[&'a [i64]]) -> Vec<&'a [i64]> {
+        let mut shapes = inputs.to_vec();
+        if let Some(w) = &self.weight {
+            shapes.push(w.0.shape());
+        }
+        shapes
     }
 
     fn sizes(&self, inputs: &[&[i64]]) -> Result<(Sizes, Vec<i64>), String> {
@@ -160,9 +207,11 @@ impl MatmulOp {
         args: &mut [&mut [f32]],
         inputs: &[&[i64]],
     ) -> Result<(), String> {
-        let (s, _) = self.sizes(inputs)?;
-        let [a, b, c] = args else {
-            return Err("a matrix product takes 3 arguments".into());
+        let (s, _) = self.sizes(&self.operands(inputs))?;
+        let (a, b, c): (&[f32], &[f32], &mut [f32]) = match (args, &self.weight) {
+            ([a, b, c], None) => (a, b, c),
+            ([a, c], Some(w)) => (a, floats(&w.0).ok_or("an unaligned weight")?, c),
+            _ => return Err("a matrix product takes 3 arguments".into()),
         };
         let (ta, tb) = match self.product {
             Product::Dense => (false, true),

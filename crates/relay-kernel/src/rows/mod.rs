@@ -2,8 +2,9 @@
 //! same count, `L`, in every tensor that has one — and whose every operator computes each
 //! leading index (a **row**) from the same row of its operands alone: elementwise and
 //! broadcasting operators whose other operands broadcast over the rows, reductions and
-//! softmaxes over trailing axes, `nn.dense` of the rows by a static weight. Layer norm's
-//! pieces, a dense layer with its activation, a bias and a residual are such functions.
+//! softmaxes over trailing axes. Layer norm's pieces and a dense layer's epilogue (its bias,
+//! activation and residual: fusion keeps a dynamic product alone, one GEMM of all its rows)
+//! are such functions.
 //!
 //! Such a function compiles once into loop nests for a few fixed row counts (**chunks**: the
 //! function specialized with its leading dimensions `[1, ..., 1, rows]`), and one
@@ -181,9 +182,6 @@ fn row_wise_call(e: &Expr, lead: usize) -> bool {
             rows(data) && !folds_rows && rest.iter().all(|s| broadcast(s))
         }
         _ => match (op.name, shapes.as_slice()) {
-            ("nn.dense", [data, weight]) => {
-                rows(data) && data.len() > lead && !weight.contains(&Dim::Any)
-            }
             ("nn.softmax" | "nn.log_softmax", [data]) => rows(data) && axis_off_rows(),
             _ => false,
         },
