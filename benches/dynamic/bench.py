@@ -82,7 +82,7 @@ def bert(threads, warm):
     """The BERT layer's first and warm calls per length, relayc and ONNX Runtime (seconds)."""
     path = pathlib.Path(__file__).resolve().parent / "out" / "bert_layer_dynamic.onnx"
     path.parent.mkdir(exist_ok=True)
-    bert_layer.save(bert_layer.build(), str(path))
+    bert_layer.write(path)
     t, exe = timed(lambda: relayc.compile(str(path)))
     vm = relayc.VM(exe, threads=threads)
     opts = ort.SessionOptions()

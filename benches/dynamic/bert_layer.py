@@ -11,7 +11,7 @@ no attention mask. Weights are seeded (numpy's default_rng), so the file is the 
 import sys
 
 import numpy as np
-from onnx import TensorProto, helper, numpy_helper, save  # noqa: F401 (save is re-exported)
+from onnx import TensorProto, helper, numpy_helper, save
 
 HIDDEN, HEADS, FFN = 768, 12, 3072
 
@@ -83,5 +83,10 @@ def build():
     return model
 
 
+def write(path):
+    """Writes the model to `path`."""
+    save(build(), str(path))
+
+
 if __name__ == "__main__":
-    save(build(), sys.argv[1])
+    write(sys.argv[1])
