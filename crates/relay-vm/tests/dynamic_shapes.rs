@@ -222,10 +222,19 @@ def @main(%x: Tensor[(?, ?, 32), float32], %i: int64) {
 /// Runs `text`'s `@main` at each of `args` on the VM against the interpreter, and checks that
 /// every dynamic kernel is generic and nothing was compiled per shape.
 fn generic_everywhere(text: &str, args: impl Iterator<Item = Vec<Value>>) {
+    let exe = common::build(text, "generic.relay");
+    generic_everywhere_in(&exe, text, args);
+}
+
+/// [`generic_everywhere`] on the executable `exe` of `text`.
+fn generic_everywhere_in(
+    exe: &relay_vm::Executable,
+    text: &str,
+    args: impl Iterator<Item = Vec<Value>>,
+) {
     let module = common::typed(text, "generic.relay").expect("the program type-checks");
     let tol = common::tolerance(text);
-    let exe = common::build(text, "generic.relay");
-    let mut vm = Vm::with_options(&exe, VmOptions::default());
+    let mut vm = Vm::with_options(exe, VmOptions::default());
     for (case, args) in args.enumerate() {
         let got = vm
             .invoke("main", &args)
@@ -319,8 +328,18 @@ def @main(%x: Tensor[(?, ?, 32), float32], %ln_s: Tensor[(32), float32], %ln_b: 
 
 #[test]
 fn an_attention_block_runs_at_thirty_random_shapes_and_compiles_nothing() {
-    let mut rng = relay_interp::SplitMix64::new(5);
-    let cases = (0..30).map(|case| {
+    let exe = common::build(BLOCK, "generic.relay");
+    generic_everywhere_in(&exe, BLOCK, block_inputs(5, 30));
+    // Saved and loaded, its generic kernels serve every shape as well.
+    let bytes = exe.to_bytes().expect("the executable saves");
+    let loaded = relay_vm::Executable::from_bytes(&bytes).expect("the executable loads");
+    generic_everywhere_in(&loaded, BLOCK, block_inputs(6, 10));
+}
+
+/// `count` random inputs of the attention block, of random batch and sequence from `seed`.
+fn block_inputs(seed: u64, count: i64) -> impl Iterator<Item = Vec<Value>> {
+    let mut rng = relay_interp::SplitMix64::new(seed);
+    (0..count).map(move |case| {
         let (batch, seq) = (1 + rng.next_u64() % 3, 1 + rng.next_u64() % 80);
         let values = |n: i64, k: i64| -> Vec<f64> {
             (0..n)
@@ -344,6 +363,5 @@ fn an_attention_block_runs_at_thirty_random_shapes_and_compiles_nothing() {
             args.push(t(&[32, 32], k));
         }
         args
-    });
-    generic_everywhere(BLOCK, cases);
+    })
 }
