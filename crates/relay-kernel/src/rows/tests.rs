@@ -40,32 +40,31 @@ fn layer_norm_pieces_run_at_every_row_count() {
         .iter()
         .map(|c| vec![vec![c[0], c[1], 32], vec![c[0], c[1], 1]])
         .collect();
-    let refs: Vec<Vec<&[i64]>> = cases
-        .iter()
-        .map(|c| c.iter().map(|s| s.as_slice()).collect())
-        .collect();
-    let refs: Vec<&[&[i64]]> = refs.iter().map(|c| c.as_slice()).collect();
     row_cases(
         "%p0: Tensor[(?, ?, 32), float32], %p1: Tensor[(?, ?, 1), float32]",
         "variance(%p0, %p1, axis=[-1], keepdims=True)",
-        &refs,
+        &borrowed(&cases),
     );
     let with_affine: Vec<Vec<Vec<i64>>> = cases
         .iter()
         .map(|c| vec![c[0].clone(), c[1].clone(), c[1].clone(), vec![32], vec![32]])
         .collect();
-    let refs: Vec<Vec<&[i64]>> = with_affine
-        .iter()
-        .map(|c| c.iter().map(|s| s.as_slice()).collect())
-        .collect();
-    let refs: Vec<&[&[i64]]> = refs.iter().map(|c| c.as_slice()).collect();
     row_cases(
         "%p0: Tensor[(?, ?, 32), float32], %p1: Tensor[(?, ?, 1), float32], \
          %p2: Tensor[(?, ?, 1), float32], %p3: Tensor[(32), float32], %p4: Tensor[(32), float32]",
         "%0 = subtract(%p0, %p1); %1 = add(%p2, 1e-5f); %2 = divide(%0, sqrt(%1)); \
          %3 = multiply(%2, %p3); add(%3, %p4)",
-        &refs,
+        &borrowed(&with_affine),
     );
+}
+
+/// Cases of owned shapes as [`row_cases`] takes them.
+fn borrowed(cases: &[Vec<Vec<i64>>]) -> Vec<&[&[i64]]> {
+    let leaked: Vec<Vec<&[i64]>> = cases
+        .iter()
+        .map(|c| c.iter().map(|s| s.as_slice()).collect())
+        .collect();
+    leaked.into_iter().map(|c| &*Vec::leak(c)).collect()
 }
 
 #[test]

@@ -8,7 +8,9 @@
 
 use relay_ir::{DType, Function, OpError};
 
-use super::{Link, RESHAPE_LIKE, TakeIndex, chain, input_shape, static_count, tensor_dims};
+use super::{
+    Link, RESHAPE_LIKE, TakeIndex, chain, chain_shape, input_shape, static_count, tensor_dims,
+};
 use crate::transform::{permutation, slice_steps, take_view};
 
 /// The operators that pick a strided view of their data.
@@ -84,11 +86,7 @@ impl LayoutChain {
     /// The result's shape for arguments of shapes `inputs` (each link's type relation applied
     /// to the concrete types).
     pub fn output_shape(&self, inputs: &[&[i64]]) -> Result<Vec<i64>, OpError> {
-        let mut shape = input_shape(inputs, self.data)?.to_vec();
-        for link in &self.links {
-            shape = link.output_shape(&shape, inputs, self.dtype)?;
-        }
-        Ok(shape)
+        chain_shape(self.data, &self.links, inputs, self.dtype)
     }
 
     /// The view of the data whose elements, in row-major order, are the result's, for

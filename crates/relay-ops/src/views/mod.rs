@@ -164,12 +164,22 @@ impl ReshapeChain {
     /// The result's shape for arguments of shapes `inputs` (the function's parameters in
     /// order): each link's type relation applied to the concrete types (TVM's shape function).
     pub fn output_shape(&self, inputs: &[&[i64]]) -> Result<Vec<i64>, OpError> {
-        let mut shape = input_shape(inputs, self.data)?.to_vec();
-        for link in &self.links {
-            shape = link.output_shape(&shape, inputs, self.dtype)?;
-        }
-        Ok(shape)
+        chain_shape(self.data, &self.links, inputs, self.dtype)
     }
+}
+
+/// The shape after `links` of argument `data`, for arguments of shapes `inputs`.
+fn chain_shape(
+    data: usize,
+    links: &[Link],
+    inputs: &[&[i64]],
+    dtype: DType,
+) -> Result<Vec<i64>, OpError> {
+    let mut shape = input_shape(inputs, data)?.to_vec();
+    for link in links {
+        shape = link.output_shape(&shape, inputs, dtype)?;
+    }
+    Ok(shape)
 }
 
 impl Link {
