@@ -30,9 +30,11 @@
 #
 # - dynamic (issue 31; not part of `all`): shapes that vary, through the relayc Python package
 #   (built in release into the venv with maturin): the attention model with a dynamic batch and
-#   sequence called at lengths it has not seen (first and warm calls against ONNX Runtime's),
-#   resident memory over 10^4 calls at 10^3 lengths, and the growing loop against numpy
-#   (benches/dynamic/bench.py; its arguments pass through, e.g. --lengths 1:512 --threads 2).
+#   sequence and a BERT-base encoder layer with a dynamic batch and sequence
+#   (benches/dynamic/bert_layer.py), each called at lengths it has not seen (first and warm
+#   calls against ONNX Runtime's), resident memory over 10^4 calls at 10^3 lengths, and the
+#   growing loop against numpy (benches/dynamic/bench.py; its arguments pass through, e.g.
+#   --lengths 1:512 --threads 2 --skip bert).
 #
 # - exported (issue 29; not part of `all`): the exported zoo of benches/exported/ — torchvision
 #   and Hugging Face architectures, nn.LSTM/nn.GRU and Loop/Scan/If models exported by both of
