@@ -46,13 +46,19 @@ pub(crate) unsafe fn call(
             &shapes[inputs..]
         ));
     }
-    rows.rows(&shapes)?;
-    let count = |s: &[i64]| s[..rows.lead].iter().product::<i64>();
-    let total = shapes
+    let lead = rows.rows(&shapes)?;
+    // The rows, and the bytes of every batched argument, must be addressable.
+    let total = lead
         .iter()
-        .zip(&rows.args)
-        .find(|(_, a)| a.batched)
-        .map_or(0, |(s, _)| count(s));
+        .try_fold(1i64, |n, &d| n.checked_mul(d))
+        .filter(|&n| {
+            let n = usize::try_from(n).unwrap_or(usize::MAX);
+            rows.args.iter().all(|a| {
+                n.checked_mul(a.row_bytes)
+                    .is_some_and(|b| b <= isize::MAX as usize)
+            })
+        })
+        .ok_or_else(|| format!("rows {lead:?} are too many"))?;
     let mut done = 0i64;
     for (chunk, kernel) in &rows.chunks {
         while total - done >= *chunk {

@@ -149,3 +149,46 @@ fn rows_that_do_not_match_are_errors_and_not_served() {
     assert!(k.call(&[&x, &bad], &mut [&mut y]).is_err());
     k.call(&[&x, &x], &mut [&mut y]).unwrap();
 }
+
+#[test]
+fn rows_too_many_to_address_are_an_error() {
+    use crate::abi::{
+        DEVICE_CPU, DLDataType, DLDevice, DLTensor, TVMValue, TYPE_CODE_DLTENSOR_HANDLE,
+    };
+    let f = primitive("%p0: Tensor[(?, ?, 4), float32]", "exp(%p0)");
+    let k = crate::compile_generic(&f, "k").unwrap().unwrap();
+    let mut data = [0f32; 16];
+    let mut shapes = [[1i64 << 40, 1 << 40, 4], [1 << 40, 1 << 40, 4]];
+    let mut tensors: Vec<DLTensor> = shapes
+        .iter_mut()
+        .map(|s| DLTensor {
+            data: data.as_mut_ptr().cast(),
+            device: DLDevice {
+                device_type: DEVICE_CPU,
+                device_id: 0,
+            },
+            ndim: 3,
+            dtype: DLDataType {
+                code: 2,
+                bits: 32,
+                lanes: 1,
+            },
+            shape: s.as_mut_ptr(),
+            strides: std::ptr::null_mut(),
+            byte_offset: 0,
+        })
+        .collect();
+    let values: Vec<TVMValue> = tensors
+        .iter_mut()
+        .map(|t| TVMValue {
+            v_handle: (t as *mut DLTensor).cast(),
+        })
+        .collect();
+    let codes = [TYPE_CODE_DLTENSOR_HANDLE; 2];
+    let mut ctx = relay_linalg::KernelContext::default();
+    // SAFETY: the shapes are too large, which the kernel reports before touching any data.
+    let rc = unsafe { k.call_raw(values.as_ptr(), codes.as_ptr(), 2, &mut ctx) };
+    assert_ne!(rc, 0);
+    let message = ctx.error.unwrap_or_default();
+    assert!(message.contains("too many"), "{message}");
+}
