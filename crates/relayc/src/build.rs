@@ -236,9 +236,9 @@ fn kernel_summary(exe: &Executable, times: &CompileTimes) -> String {
     for (kernel, time) in exe.kernels.iter().zip(&times.each_kernel) {
         let name = &kernel.name;
         let Some(time) = time else {
+            // Compiled with the executable (`Executable::jit`): not compiled again here.
             let note = kernel
-                .function()
-                .and_then(|f| relay::listing::compile_generic(f, name)?.ok())
+                .generic_kernel()
                 .and_then(|k| k.generic_note())
                 .unwrap_or(DYNAMIC);
             let _ = writeln!(text, "kernel {name}: {note}");

@@ -162,12 +162,7 @@ pub fn compile(func: &Function, name: &str, op: HostOp) -> Result<PackedFunc, Ke
         message,
     };
     let any_dtype = matches!(op, HostOp::View(_) | HostOp::Copy(_) | HostOp::Reduce(_));
-    let spec = kernel_spec(func, name, any_dtype)?;
-    let inputs = func
-        .params
-        .iter()
-        .map(|p| leaves(p.checked_type().or(p.ty())))
-        .sum();
+    let (spec, inputs) = kernel_spec(func, name, any_dtype)?;
     let outputs = spec.args.len() - inputs;
     if outputs != 1 && !matches!(op, HostOp::Recurrence(_)) {
         return Err(malformed(format!("{outputs} results, expected one tensor")));
@@ -182,22 +177,15 @@ pub fn compile(func: &Function, name: &str, op: HostOp) -> Result<PackedFunc, Ke
     Ok(PackedFunc::host(name.to_owned(), spec, inputs, op))
 }
 
-/// The tensors of a type: 1, or a tuple's fields.
-fn leaves(ty: Option<&Type>) -> usize {
-    match ty.map(|t| t.kind()) {
-        Some(TypeKind::Tuple(fields)) => fields.len(),
-        _ => 1,
-    }
-}
-
 /// The spec of a kernel for primitive `func` named `name` that is not a loop nest: its
 /// parameters' tensors (a tuple parameter's fields in order), then its result's (a tuple's
-/// fields), `-1` for each `?` dimension; `float32` only unless `any_dtype`.
+/// fields), `-1` for each `?` dimension; `float32` only unless `any_dtype`. With it, the
+/// number of inputs (the arguments before the result's).
 pub(crate) fn kernel_spec(
     func: &Function,
     name: &str,
     any_dtype: bool,
-) -> Result<KernelSpec, KernelError> {
+) -> Result<(KernelSpec, usize), KernelError> {
     let malformed = |message: String| KernelError::Malformed {
         kernel: name.to_owned(),
         message,
@@ -209,9 +197,13 @@ pub(crate) fn kernel_spec(
         .or(func.ret_type.as_ref())
         .ok_or_else(|| malformed("the call has no type".into()))?;
     let params = func.params.iter().map(|p| p.checked_type().or(p.ty()));
+    let mut inputs = 0;
     for (i, ty) in params.chain([Some(result)]).enumerate() {
         let ty = ty.ok_or_else(|| malformed(format!("parameter {i} has no type")))?;
         let is_result = i == func.params.len();
+        if is_result {
+            inputs = args.len();
+        }
         // A tuple is passed as its fields (as to a loop-nest kernel).
         let fields = match ty.kind() {
             TypeKind::Tuple(fields) => fields.as_slice(),
@@ -225,11 +217,12 @@ pub(crate) fn kernel_spec(
             args.push(arg_spec(name, f, any_dtype).map_err(malformed)?);
         }
     }
-    Ok(KernelSpec {
+    let spec = KernelSpec {
         name: name.to_owned(),
         args,
         scratch: Vec::new(),
-    })
+    };
+    Ok((spec, inputs))
 }
 
 /// The argument spec of a tensor type, `-1` for each `?` dimension: `float32` unless

@@ -39,13 +39,7 @@ pub(crate) unsafe fn call(
         // SAFETY: by this function's contract.
         shapes.push(unsafe { compact_shape(t) }.map_err(|e| format!("argument {i}: {e}"))?);
     }
-    let want = rows.output_shapes(&shapes[..inputs], inputs)?;
-    if want.iter().zip(&shapes[inputs..]).any(|(w, s)| w != s) {
-        return Err(format!(
-            "outputs of shapes {:?}, want {want:?}",
-            &shapes[inputs..]
-        ));
-    }
+    // Every output is batched: this checks the outputs' shapes too.
     let lead = rows.rows(&shapes)?;
     // The rows, and the bytes of every batched argument, must be addressable.
     let total = lead
@@ -59,26 +53,140 @@ pub(crate) unsafe fn call(
             })
         })
         .ok_or_else(|| format!("rows {lead:?} are too many"))?;
+    let mut args = Chunks::new(rows, tensors);
     let mut done = 0i64;
     for (chunk, kernel) in &rows.chunks {
         while total - done >= *chunk {
+            args.at_rows(rows, done, *chunk);
             // SAFETY: rows `done..done + chunk` are within every batched argument.
-            unsafe { run_chunk(rows, ctx, kernel, tensors, done, *chunk, None) }?;
+            unsafe { args.run(kernel, ctx) }?;
             done += chunk;
         }
     }
     if done < total {
         let (chunk, kernel) = rows.chunks.last().ok_or("a row kernel without chunks")?;
-        // SAFETY: as above, for the rows left, padded in scratch.
         let padded = Padded {
             inputs,
             first: done,
             n: total - done,
             chunk: *chunk,
         };
-        unsafe { run_padded(rows, ctx, kernel, tensors, padded) }?;
+        // SAFETY: as above, for the rows left, padded in scratch.
+        unsafe { run_padded(rows, ctx, kernel, tensors, &mut args, padded) }?;
     }
     Ok(())
+}
+
+/// The arguments of one chunk call, made once per call and pointed at each chunk in turn:
+/// the batched arguments' `DLTensor`s with their chunk shapes, the others as given.
+struct Chunks {
+    /// Each argument's shape in a chunk (empty for one passed as given).
+    shapes: Vec<Vec<i64>>,
+    /// The arguments; a batched one's shape points into `shapes`.
+    views: Vec<DLTensor>,
+    /// Each argument's byte offset as given.
+    offsets: Vec<u64>,
+}
+
+impl Chunks {
+    fn new(rows: &Rows, tensors: &[&DLTensor]) -> Chunks {
+        let mut shapes: Vec<Vec<i64>> = rows
+            .args
+            .iter()
+            .map(|a| match a.batched {
+                true => chunk_shape(rows.lead, 1, &a.trailing),
+                false => Vec::new(),
+            })
+            .collect();
+        let mut views = Vec::with_capacity(tensors.len());
+        for (t, (a, shape)) in tensors.iter().zip(rows.args.iter().zip(&mut shapes)) {
+            let mut view = **t;
+            if a.batched {
+                view.shape = shape.as_mut_ptr();
+                view.strides = std::ptr::null_mut();
+            }
+            views.push(view);
+        }
+        let offsets = tensors.iter().map(|t| t.byte_offset).collect();
+        Chunks {
+            shapes,
+            views,
+            offsets,
+        }
+    }
+
+    /// Points the batched arguments at rows `first..first + n` of the arguments as given.
+    fn at_rows(&mut self, rows: &Rows, first: i64, n: i64) {
+        for (i, a) in rows.args.iter().enumerate() {
+            if a.batched {
+                self.set_rows(rows.lead, i, n);
+                self.views[i].byte_offset = self.offsets[i] + first as u64 * a.row_bytes as u64;
+            }
+        }
+    }
+
+    /// Points the batched arguments at the `n` rows of `scratch`.
+    fn at_scratch(&mut self, rows: &Rows, n: i64, scratch: &mut [Scratch]) {
+        for (i, a) in rows.args.iter().enumerate() {
+            if a.batched {
+                self.set_rows(rows.lead, i, n);
+                self.views[i].data = scratch[i].aligned().cast::<c_void>();
+                self.views[i].byte_offset = 0;
+            }
+        }
+    }
+
+    /// Sets the row count of argument `i`'s chunk shape.
+    fn set_rows(&mut self, lead: usize, i: usize, n: i64) {
+        if let Some(d) = lead.checked_sub(1).and_then(|k| self.shapes[i].get_mut(k)) {
+            *d = n;
+        }
+    }
+
+    /// Calls `kernel` on the arguments as they point now.
+    ///
+    /// # Safety
+    ///
+    /// Each argument's rows are within its data, valid as [`call`] says.
+    unsafe fn run(&mut self, kernel: &PackedFunc, ctx: &mut KernelContext) -> Result<(), String> {
+        const ARGS: usize = 16;
+        let null = TVMValue { v_int64: 0 };
+        let n = self.views.len();
+        let (mut on_stack, mut on_heap) = ([null; ARGS], Vec::new());
+        let values: &mut [TVMValue] = match n <= ARGS {
+            true => &mut on_stack[..n],
+            false => {
+                on_heap.resize(n, null);
+                &mut on_heap
+            }
+        };
+        for (v, t) in values.iter_mut().zip(self.views.iter_mut()) {
+            *v = TVMValue {
+                v_handle: (t as *mut DLTensor).cast(),
+            };
+        }
+        let codes_on_stack = [TYPE_CODE_DLTENSOR_HANDLE; ARGS];
+        let codes_on_heap;
+        let codes: &[i32] = match n <= ARGS {
+            true => &codes_on_stack[..n],
+            false => {
+                codes_on_heap = vec![TYPE_CODE_DLTENSOR_HANDLE; n];
+                &codes_on_heap
+            }
+        };
+        let num = i32::try_from(n).map_err(|_| "too many arguments")?;
+        ctx.error = None;
+        // SAFETY: the views are in bounds by this function's contract, and live (with their
+        // shapes) through the call.
+        let rc = unsafe { kernel.call_raw(values.as_ptr(), codes.as_ptr(), num, ctx) };
+        match rc {
+            0 => Ok(()),
+            _ => Err(ctx
+                .error
+                .take()
+                .unwrap_or_else(|| format!("a chunk failed with code {rc}"))),
+        }
+    }
 }
 
 /// The shape of `t`, checked to be compact row-major with data where it has elements.
@@ -116,68 +224,6 @@ unsafe fn compact_shape(t: &DLTensor) -> Result<&[i64], String> {
     Ok(shape)
 }
 
-/// Calls `kernel` on rows `first..first + n` of the batched arguments (`n` is the kernel's
-/// chunk), or on the `scratch` buffers standing for them.
-///
-/// # Safety
-///
-/// The rows are within every batched argument of `tensors` (or `scratch` holds `n` rows of
-/// each), valid as [`call`] says.
-unsafe fn run_chunk(
-    rows: &Rows,
-    ctx: &mut KernelContext,
-    kernel: &PackedFunc,
-    tensors: &[&DLTensor],
-    first: i64,
-    n: i64,
-    scratch: Option<&mut [Scratch]>,
-) -> Result<(), String> {
-    let mut shapes: Vec<Vec<i64>> = rows
-        .args
-        .iter()
-        .map(|a| match a.batched {
-            true => chunk_shape(rows.lead, n, &a.trailing),
-            false => Vec::new(),
-        })
-        .collect();
-    let mut views = Vec::with_capacity(tensors.len());
-    let mut scratch = scratch;
-    for (i, (t, a)) in tensors.iter().zip(&rows.args).enumerate() {
-        let mut view = **t;
-        if a.batched {
-            view.shape = shapes[i].as_mut_ptr();
-            view.strides = std::ptr::null_mut();
-            match scratch.as_deref_mut() {
-                Some(s) => {
-                    view.data = s[i].aligned().cast::<c_void>();
-                    view.byte_offset = 0;
-                }
-                None => view.byte_offset += first as u64 * a.row_bytes as u64,
-            }
-        }
-        views.push(view);
-    }
-    let values: Vec<TVMValue> = views
-        .iter_mut()
-        .map(|v| TVMValue {
-            v_handle: (v as *mut DLTensor).cast(),
-        })
-        .collect();
-    let codes = vec![TYPE_CODE_DLTENSOR_HANDLE; values.len()];
-    let num = i32::try_from(values.len()).map_err(|_| "too many arguments")?;
-    ctx.error = None;
-    // SAFETY: the views are in bounds by this function's contract, and live (with their
-    // shapes) through the call.
-    let rc = unsafe { kernel.call_raw(values.as_ptr(), codes.as_ptr(), num, ctx) };
-    match rc {
-        0 => Ok(()),
-        _ => Err(ctx
-            .error
-            .take()
-            .unwrap_or_else(|| format!("a chunk failed with code {rc}"))),
-    }
-}
-
 /// An aligned buffer of one chunk of one argument's rows.
 struct Scratch {
     bytes: Vec<u8>,
@@ -213,12 +259,13 @@ struct Padded {
 ///
 /// # Safety
 ///
-/// As [`run_chunk`], the rows `p.first..p.first + p.n` within every batched argument.
+/// As [`call`]'s, the rows `p.first..p.first + p.n` within every batched argument.
 unsafe fn run_padded(
     rows: &Rows,
     ctx: &mut KernelContext,
     kernel: &PackedFunc,
     tensors: &[&DLTensor],
+    args: &mut Chunks,
     p: Padded,
 ) -> Result<(), String> {
     let Padded {
@@ -253,8 +300,9 @@ unsafe fn run_padded(
             }
         }
     }
+    args.at_scratch(rows, chunk, &mut scratch);
     // SAFETY: every batched argument is in scratch, `chunk` rows each.
-    unsafe { run_chunk(rows, ctx, kernel, tensors, 0, chunk, Some(&mut scratch)) }?;
+    unsafe { args.run(kernel, ctx) }?;
     for (i, (t, a)) in tensors.iter().zip(&rows.args).enumerate().skip(inputs) {
         if a.batched {
             let src = scratch[i].aligned();

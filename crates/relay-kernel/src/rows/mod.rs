@@ -220,8 +220,7 @@ fn compile_rows(
         kernel: name.to_owned(),
         message,
     };
-    let spec = crate::host_op::kernel_spec(func, name, true)?;
-    let inputs = func.params.len();
+    let (spec, inputs) = crate::host_op::kernel_spec(func, name, true)?;
     let mut args = Vec::with_capacity(spec.args.len());
     for (i, a) in spec.args.iter().enumerate() {
         let is_batched = batched.get(i).copied().unwrap_or(true);
