@@ -2,9 +2,10 @@
 //! same count, `L`, in every tensor that has one — and whose every operator computes each
 //! leading index (a **row**) from the same row of its operands alone: elementwise and
 //! broadcasting operators whose other operands broadcast over the rows, reductions and
-//! softmaxes over trailing axes. Layer norm's pieces and a dense layer's epilogue (its bias,
-//! activation and residual: fusion keeps a dynamic product alone, one GEMM of all its rows)
-//! are such functions.
+//! softmaxes over trailing axes, and — when the one row dimension is a batch-first layout's
+//! batch — convolutions by static weights and pools. Layer norm's pieces, a dense layer's
+//! epilogue (its bias, activation and residual: fusion keeps a dynamic product alone, one
+//! GEMM of all its rows) and a CNN's layers with a dynamic batch are such functions.
 //!
 //! Such a function compiles once into loop nests for a few fixed row counts (**chunks**: the
 //! function specialized with its leading dimensions `[1, ..., 1, rows]`), and one
@@ -25,6 +26,27 @@ use crate::abi::{ArgSpec, DATA_ALIGNMENT};
 use crate::packed::PackedFunc;
 
 pub(crate) use call::call;
+
+/// Convolutions and pools, which compute each sample of a batch-first layout alone.
+const PER_SAMPLE: &[&str] = &[
+    "nn.conv1d",
+    "nn.conv2d",
+    "nn.conv3d",
+    "nn.max_pool1d",
+    "nn.max_pool2d",
+    "nn.max_pool3d",
+    "nn.avg_pool1d",
+    "nn.avg_pool2d",
+    "nn.avg_pool3d",
+    "nn.global_max_pool2d",
+    "nn.global_avg_pool2d",
+    "nn.adaptive_max_pool1d",
+    "nn.adaptive_avg_pool1d",
+    "nn.adaptive_max_pool2d",
+    "nn.adaptive_avg_pool2d",
+    "nn.adaptive_max_pool3d",
+    "nn.adaptive_avg_pool3d",
+];
 
 /// The elements a chunk aims at (rows times the widest row): large enough that a call's
 /// overhead is small beside it, small enough to stay in the cache.
@@ -128,6 +150,7 @@ fn row_wise(e: &Expr, lead: usize) -> bool {
             bindings.iter().all(|b| row_wise(&b.value, lead)) && row_wise(body, lead)
         }
         ExprKind::Tuple(fields) => fields.iter().all(|f| row_wise(f, lead)),
+        ExprKind::Proj { tuple, .. } => row_wise(tuple, lead),
         ExprKind::Call { args, .. } => {
             args.iter().all(|a| row_wise(a, lead)) && row_wise_call(e, lead)
         }
@@ -180,6 +203,21 @@ fn row_wise_call(e: &Expr, lead: usize) -> bool {
             let folds_rows = relay_ops::reduced_mask(data.len(), attrs)
                 .map_or(true, |mask| mask[..lead.min(mask.len())].contains(&true));
             rows(data) && !folds_rows && rest.iter().all(|s| broadcast(s))
+        }
+        _ if PER_SAMPLE.contains(&op.name) => {
+            // A convolution or pool of a batch-first layout computes each sample alone: the
+            // batch is the one row dimension, the weights static.
+            let layout_ok = |name: &str| {
+                relay_ops::support::attr_str(attrs, name)
+                    .map_or(true, |l| l.is_empty() || l.starts_with('N'))
+            };
+            let first = shapes.first().copied().unwrap_or_default();
+            lead == 1
+                && rows(first)
+                && shapes.iter().skip(1).all(|s| !s.contains(&Dim::Any))
+                && ["data_layout", "layout", "out_layout"]
+                    .iter()
+                    .all(|n| layout_ok(n))
         }
         _ => match (op.name, shapes.as_slice()) {
             ("nn.softmax" | "nn.log_softmax", [data]) => rows(data) && axis_off_rows(),

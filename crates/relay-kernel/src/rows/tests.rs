@@ -192,3 +192,37 @@ fn rows_too_many_to_address_are_an_error() {
     let message = ctx.error.unwrap_or_default();
     assert!(message.contains("too many"), "{message}");
 }
+
+#[test]
+fn convolutions_and_pools_of_a_dynamic_batch_run_a_sample_at_a_time() {
+    row_cases(
+        "%p0: Tensor[(?, 3, 9, 9), float32], %p1: Tensor[(8, 3, 3, 3), float32], \
+         %p2: Tensor[(8, 1, 1), float32]",
+        "%0 = nn.conv2d(%p0, %p1, padding=[1, 1, 1, 1], channels=8, kernel_size=[3, 3]); \
+         nn.relu(add(%0, %p2))",
+        &[
+            &[&[1, 3, 9, 9], &[8, 3, 3, 3], &[8, 1, 1]],
+            &[&[5, 3, 9, 9], &[8, 3, 3, 3], &[8, 1, 1]],
+            &[&[0, 3, 9, 9], &[8, 3, 3, 3], &[8, 1, 1]],
+        ],
+    );
+    row_cases(
+        "%p0: Tensor[(?, 4, 6, 6), float32]",
+        "nn.global_avg_pool2d(nn.max_pool2d(%p0, pool_size=[2, 2], strides=[2, 2], \
+         padding=[0, 0, 0, 0]))",
+        &[&[&[1, 4, 6, 6]], &[&[19, 4, 6, 6]]],
+    );
+    // Another layout's batch is not first, and a second `?` is not the batch.
+    for (params, body) in [
+        (
+            "%p0: Tensor[(3, ?, 9, 9), float32], %p1: Tensor[(8, 3, 3, 3), float32]",
+            "nn.conv2d(%p0, %p1, channels=8, kernel_size=[3, 3], data_layout=\"CNHW\")",
+        ),
+        (
+            "%p0: Tensor[(?, ?, 6, 6), float32]",
+            "nn.max_pool2d(%p0, pool_size=[2, 2], strides=[2, 2], padding=[0, 0, 0, 0])",
+        ),
+    ] {
+        assert!(!is_row_function(&primitive(params, body)), "{body}");
+    }
+}
