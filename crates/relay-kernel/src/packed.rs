@@ -160,6 +160,7 @@ impl PackedFunc {
     pub fn view_source(&self) -> Option<usize> {
         match &self.entry {
             Entry::Host(crate::host_op::HostOp::View(v)) => Some(v.chain.data),
+            Entry::Host(crate::host_op::HostOp::Dynamic(d)) => d.view_source(),
             _ => None,
         }
     }
@@ -171,14 +172,25 @@ impl PackedFunc {
         self.generic
     }
 
-    /// The shapes of its outputs for inputs of shapes `inputs` (TVM's shape function): the
-    /// spec's for a static kernel, the operator's shape function for a generic one; an error
-    /// when the inputs do not fit.
-    pub fn output_shapes(&self, inputs: &[&[i64]]) -> Result<Vec<Vec<i64>>, KernelError> {
+    /// Whether [`Self::output_shapes`] reads the inputs' bytes (an operator whose output
+    /// shape depends on values, TVM's data-dependent shape function).
+    pub fn reads_values(&self) -> bool {
+        matches!(&self.entry, Entry::Host(op) if op.reads_values())
+    }
+
+    /// The shapes of its outputs for inputs of shapes `inputs` and, when it
+    /// [reads values](Self::reads_values), bytes `bytes` (TVM's shape function): the spec's
+    /// for a static kernel, the operator's shape function for a generic one; an error when
+    /// the inputs do not fit.
+    pub fn output_shapes(
+        &self,
+        inputs: &[&[i64]],
+        bytes: &[&[u8]],
+    ) -> Result<Vec<Vec<i64>>, KernelError> {
         let outputs = &self.spec.args[self.num_inputs.min(self.spec.args.len())..];
         match self.entry {
             Entry::Host(ref op) if self.generic => op
-                .output_shapes(&self.spec, inputs)
+                .output_shapes(&self.spec, inputs, bytes)
                 .map_err(|m| self.call_error(m)),
             Entry::Rows(ref rows) => rows
                 .output_shapes(inputs, self.num_inputs)

@@ -203,7 +203,8 @@ fn symbolic_outputs(
     let Some(elems) = shape_vectors::elements(g, node, &Attrs(&node.attribute)) else {
         return Ok(outputs);
     };
-    if elems.len() as i64 != symbolic::product(&first.shape) || !first.dtype.is_int() {
+    let integers = first.dtype.is_int() || first.dtype == DType::BOOL;
+    if elems.len() as i64 != symbolic::product(&first.shape) || !integers {
         return Ok(outputs);
     }
     if elems.iter().any(|&e| symbolic::is_symbol(e)) {

@@ -58,6 +58,34 @@ pub(crate) fn elements(g: &Graph, node: &NodeProto, a: &Attrs<'_>) -> Option<Vec
             let (b, e) = (fix(*start.first()?), fix(*end.first()?));
             (step == 1 && start.len() == 1).then(|| data[b as usize..e.max(b) as usize].to_vec())
         }
+        "Equal" => {
+            let (x, y) = (elems(0)?, elems(1)?);
+            let n = x.len().max(y.len());
+            let at = |v: &[i64], i: usize| v.get(if v.len() == 1 { 0 } else { i }).copied();
+            (0..n).map(|i| equal(at(&x, i)?, at(&y, i)?)).collect()
+        }
+        "Where" => {
+            // The condition is a boolean constant or a vector of 0s and 1s.
+            let flags = |v: Value| match v.konst {
+                Some(k) if k.dtype() == relay_runtime::DType::BOOL => Some(
+                    k.to_bool_vec()
+                        .into_iter()
+                        .map(i64::from)
+                        .collect::<Vec<_>>(),
+                ),
+                _ => elems_of(&v),
+            };
+            let (c, x, y) = (flags(input(0)?)?, elems(1)?, elems(2)?);
+            let n = c.len().max(x.len()).max(y.len());
+            let at = |v: &[i64], i: usize| v.get(if v.len() == 1 { 0 } else { i }).copied();
+            (0..n)
+                .map(|i| match at(&c, i)? {
+                    0 => at(&y, i),
+                    c if !is_symbol(c) => at(&x, i),
+                    _ => None,
+                })
+                .collect()
+        }
         "Mul" | "Div" | "Add" | "Sub" => {
             let (x, y) = (elems(0)?, elems(1)?);
             let n = x.len().max(y.len());
@@ -87,6 +115,18 @@ fn arithmetic(op: &str, x: i64, y: i64) -> Option<i64> {
         ("Add", _) if x == 0 => y,
         _ => ANY,
     })
+}
+
+/// `x == y` of two shape-vector elements as 1 or 0: numbers compared, a symbol equal to
+/// itself and to no negative number (a dimension is never negative); `None` when unknown.
+fn equal(x: i64, y: i64) -> Option<i64> {
+    match (is_symbol(x), is_symbol(y)) {
+        (false, false) => Some(i64::from(x == y)),
+        _ if x == y && x != ANY => Some(1),
+        (true, false) if y < 0 => Some(0),
+        (false, true) if x < 0 => Some(0),
+        _ => None,
+    }
 }
 
 /// The elements of small integer vector or scalar `v`: symbolic ones, or a constant's.

@@ -147,7 +147,8 @@ pub(crate) fn accepts_dynamic(node: &NodeProto, rank: usize) -> Option<bool> {
         | "ReduceLogSumExp" | "IsNaN" | "IsInf" | "Asin" | "Acos" | "Atan" | "Sinh" | "Cosh"
         | "Asinh" | "Acosh" | "Atanh" | "BitwiseAnd" | "BitwiseOr" | "BitwiseXor"
         | "BitwiseNot" | "BitShift" | "Celu" | "Mish" | "ThresholdedRelu" | "Shrink"
-        | "SequenceInsert" | "ConcatFromSequence" => Some(true),
+        | "SequenceInsert" | "ConcatFromSequence" | "Range" | "ConstantOfShape" | "Expand"
+        | "Tile" | "NonZero" | "GatherND" => Some(true),
         "Dropout" if !second_output => Some(true),
         "Conv" | "MaxPool" | "AveragePool" | "BatchNormalization" if rank == 5 || second_output => {
             None

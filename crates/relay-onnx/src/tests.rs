@@ -1880,3 +1880,96 @@ fn operator_errors_are_typed() {
     assert_eq!(error.kind(), relay_ir::OpErrorKind::Shape);
     assert!(issue.to_string().contains("`concatenate`: "), "{issue}");
 }
+
+/// A scalar int64 initializer.
+fn int64_scalar(name: &str, v: i64) -> TensorProto {
+    TensorProto {
+        dims: vec![],
+        ..int64s(name, &[v])
+    }
+}
+
+/// Shape inputs computed from a symbolic batch (`Shape` → `Gather`), or from data: `Range`,
+/// `ConstantOfShape`, `Expand`, `Tile`, `Reshape`, `Slice` and `NonZero` import as the
+/// value-shaped operators and run at any batch.
+#[test]
+fn shapes_computed_at_run_time_import_as_value_shaped_operators() {
+    let x = symbolic(info("x", &[0, 3]), 0, "batch");
+    let d = info_of("d", &[2], data_type::INT64);
+    let nodes = vec![
+        node("Shape", &["x"], &["s"], vec![]),
+        node("Gather", &["s", "zero"], &["b"], vec![int("axis", 0)]),
+        node("Unsqueeze", &["b", "axis0"], &["bv"], vec![]),
+        node("Range", &["zero", "b", "one"], &["r"], vec![]),
+        node("Concat", &["bv", "two"], &["cs"], vec![int("axis", 0)]),
+        node("ConstantOfShape", &["cs"], &["c"], vec![]),
+        node("Unsqueeze", &["r", "axis1"], &["ru"], vec![]),
+        node("Concat", &["bv", "three"], &["es"], vec![int("axis", 0)]),
+        node("Expand", &["ru", "es"], &["e"], vec![]),
+        node("Concat", &["onev", "bv"], &["reps"], vec![int("axis", 0)]),
+        node("Tile", &["x", "reps"], &["t"], vec![]),
+        node("Reshape", &["x", "d"], &["y"], vec![]),
+        node("Sub", &["bv", "onev"], &["end"], vec![]),
+        node("Slice", &["x", "zerov", "end", "axis0"], &["sl"], vec![]),
+        node("Greater", &["x", "half"], &["g"], vec![]),
+        node("NonZero", &["g"], &["nz"], vec![]),
+    ];
+    let outputs = ["r", "c", "e", "t", "y", "sl", "nz"]
+        .iter()
+        .map(|n| info(n, &[]))
+        .collect();
+    let init = vec![
+        int64_scalar("zero", 0),
+        int64_scalar("one", 1),
+        int64s("axis0", &[0]),
+        int64s("axis1", &[1]),
+        int64s("two", &[2]),
+        int64s("three", &[3]),
+        int64s("onev", &[1]),
+        int64s("zerov", &[0]),
+        floats("half", &[], &[0.5]),
+    ];
+    let bytes = model(17, nodes, vec![x, d], outputs, init);
+    let m = import(&bytes, &ImportOptions::default()).unwrap_or_else(|e| panic!("{e}"));
+    let text = m.text();
+    for op in [
+        "arange(",
+        "dyn.full(",
+        "dyn.broadcast_to(",
+        "dyn.tile(",
+        "dyn.reshape(",
+        "dyn.strided_slice(",
+        "argwhere(",
+    ] {
+        assert!(text.contains(op), "no `{op}` in\n{text}");
+    }
+    for batch in [1i64, 4] {
+        let xs: Vec<f32> = (0..batch * 3).map(|i| i as f32 / 4.0).collect();
+        let args: Vec<Value> = [
+            f32s(&[batch, 3], &xs),
+            NDArray::from_i128_slice(DType::I64, &[2], &[3, -1]).unwrap(),
+        ]
+        .into_iter()
+        .chain(m.params.iter().map(|(_, a)| a.clone()))
+        .map(Value::tensor)
+        .collect();
+        let got = relay_interp::run(&m.module, "main", args, &Default::default()).expect("runs");
+        let Value::Tuple(fields) = got else {
+            panic!("{got:?}")
+        };
+        let field = |i: usize| match &fields[i] {
+            Value::Tensor(t) => (t.shape().to_vec(), t.to_f64_vec()),
+            other => panic!("{other:?}"),
+        };
+        let b = batch as usize;
+        assert_eq!(field(0), (vec![batch], (0..b).map(|i| i as f64).collect()));
+        assert_eq!(field(1), (vec![batch, 2], vec![0.0; 2 * b]));
+        let expanded: Vec<f64> = (0..b).flat_map(|i| [i as f64; 3]).collect();
+        assert_eq!(field(2), (vec![batch, 3], expanded));
+        assert_eq!(field(3).0, vec![batch, 3 * batch]);
+        assert_eq!(field(4).0, vec![3, batch]);
+        assert_eq!(field(5).0, vec![batch - 1, 3]);
+        let positive = xs.iter().filter(|&&v| v > 0.5).count() as i64;
+        assert_eq!(field(6).0, vec![2, positive]);
+    }
+}

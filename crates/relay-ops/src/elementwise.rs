@@ -270,7 +270,6 @@ pub(crate) static OPS: &[OpSchema] = &[
     plain("broadcast_to_like", &["data", "like"])
         .with(Broadcast, to_like_rel, to_like_eval)
         .with_compute(|i, _, o| broadcast_to_te(i, o, "broadcast_to_like")),
-    plain("argwhere", &["condition"]),
     // Casting and clipping.
     op("cast", UNARY, "relay.attrs.CastAttrs", CAST_ATTRS)
         .with(ElemWise, cast_rel, cast_eval)
@@ -323,19 +322,6 @@ pub(crate) static OPS: &[OpSchema] = &[
     )
     .with(Broadcast, broadcast_to_rel, broadcast_to_eval)
     .with_compute(|i, _, o| broadcast_to_te(i, o, "broadcast_to")),
-    // `arange` duplicates its inputs as `Expr`-valued attributes, which TVM prints as meta
-    // references.
-    op(
-        "arange",
-        &["start", "stop", "step"],
-        "relay.attrs.ArangeAttrs",
-        &[
-            required("start", K::Any),
-            required("stop", K::Any),
-            required("step", K::Any),
-            required("dtype", K::DType),
-        ],
-    ),
     op(
         "one_hot",
         &["indices", "on_value", "off_value"],

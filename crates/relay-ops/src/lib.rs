@@ -27,6 +27,7 @@ use std::sync::OnceLock;
 use relay_ir::{AttrDefault, AttrField, AttrKind, OpPattern, OpRef, OpSchema};
 
 pub mod compute;
+pub mod dynamic;
 mod elementwise;
 pub mod memory;
 mod nn;
@@ -46,7 +47,7 @@ fn families() -> impl Iterator<Item = &'static [OpSchema]> {
         .into_iter()
         .chain(transform::tables())
         .chain(nn::tables())
-        .chain([other::OPS, memory::OPS])
+        .chain([dynamic::OPS, other::OPS, memory::OPS])
 }
 
 /// Every operator, in a stable order (family by family, in table order).

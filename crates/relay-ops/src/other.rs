@@ -4,12 +4,12 @@
 
 use relay_ir::{AttrDefault as D, AttrField, AttrKind as K, OpSchema};
 
-use crate::elementwise::{INIT_OP_ATTRS, ONE_HOT_ATTRS};
+use crate::elementwise::ONE_HOT_ATTRS;
 use crate::nn::{
     AVG_POOL2D_ATTRS, BATCH_MATMUL_ATTRS, CONV2D_ATTRS, CONV2D_TRANSPOSE_ATTRS, DENSE_ATTRS,
     LEAKY_RELU_ATTRS, SOFTMAX_ATTRS,
 };
-use crate::transform::{SQUEEZE_ATTRS, STRIDED_SLICE_ATTRS, TOPK_ATTRS};
+use crate::transform::TOPK_ATTRS;
 use crate::{dtype, field, nullable, op, plain, required, required_nullable};
 
 const DATA: &[&str] = &["data"];
@@ -265,65 +265,7 @@ pub(crate) static OPS: &[OpSchema] = &[
         "relay.attrs.YoloReorgAttrs",
         &[field("stride", K::Int, D::Int(1))],
     ),
-    // Dynamic-shape twins: the shape-like attribute of the static operator becomes an input,
-    // and the attrs keep the static operator's struct with that field left `None`.
-    op(
-        "dyn.reshape",
-        &["data", "newshape"],
-        "relay.attrs.ReshapeAttrs",
-        &[
-            required_nullable("newshape", K::IntArray),
-            field("allowzero", K::Bool, D::Bool(false)),
-        ],
-    ),
-    op(
-        "dyn.broadcast_to",
-        &["data", "broadcast_shape"],
-        "relay.attrs.InitOpAttrs",
-        INIT_OP_ATTRS,
-    ),
-    op(
-        "dyn.zeros",
-        &["shape"],
-        "relay.attrs.InitOpAttrs",
-        INIT_OP_ATTRS,
-    ),
-    op(
-        "dyn.ones",
-        &["shape"],
-        "relay.attrs.InitOpAttrs",
-        INIT_OP_ATTRS,
-    ),
-    op(
-        "dyn.full",
-        &["fill_value", "shape"],
-        "relay.attrs.InitOpAttrs",
-        INIT_OP_ATTRS,
-    ),
-    op(
-        "dyn.expand_dims",
-        &["data", "axis"],
-        "relay.attrs.DynExpandDimsAttrs",
-        &[field("num_newaxis", K::Int, D::Int(1))],
-    ),
-    op(
-        "dyn.squeeze",
-        &["data", "axis"],
-        "relay.attrs.SqueezeAttrs",
-        SQUEEZE_ATTRS,
-    ),
-    op(
-        "dyn.strided_slice",
-        &["data", "begin", "end", "strides"],
-        "relay.attrs.StridedSliceAttrs",
-        STRIDED_SLICE_ATTRS,
-    ),
-    op(
-        "dyn.tile",
-        &["data", "reps"],
-        "relay.attrs.TileAttrs",
-        &[required_nullable("reps", K::IntArray)],
-    ),
+    // Dynamic-shape twins without an evaluation (the others are in `crate::dynamic`).
     op(
         "dyn.topk",
         &["data", "k"],

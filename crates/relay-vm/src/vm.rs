@@ -1102,7 +1102,11 @@ impl<'e> Vm<'e> {
         let shaped = match func.is_generic() {
             true => {
                 let shapes: Vec<&[i64]> = tensors.iter().map(|t| t.shape()).collect();
-                let out = func.output_shapes(&shapes);
+                let bytes: Vec<&[u8]> = match func.reads_values() {
+                    true => tensors.iter().map(|t| t.as_bytes()).collect(),
+                    false => Vec::new(),
+                };
+                let out = func.output_shapes(&shapes, &bytes);
                 Some(out.map_err(|e| VmError::new(VmErrorKind::Kernel, e.to_string()))?)
             }
             false => None,

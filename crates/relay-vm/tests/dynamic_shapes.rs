@@ -365,3 +365,43 @@ fn block_inputs(seed: u64, count: i64) -> impl Iterator<Item = Vec<Value>> {
         args
     })
 }
+
+/// The operators whose result shape depends on values (`dyn.*`, `arange`, `argwhere`), their
+/// shapes computed from the input's shape and a run-time integer: each a generic kernel whose
+/// shape function reads the values.
+const VALUE_SHAPED: &str = r#"#[version = "0.0.5"]
+def @main(%x: Tensor[(?, ?, 4), float32], %k: int64) {
+  %0 = shape_of(%x, dtype="int64");
+  %1 = take(%0, 0);
+  %2 = take(%0, 1);
+  %3 = arange(0i64, %2, 1i64, dtype="int64");
+  %4 = dyn.broadcast_to(expand_dims(%3, axis=0), stack((%1, %2)));
+  %5 = dyn.reshape(%x, stack((%2, multiply(%1, 4i64))), allowzero=True);
+  %6 = dyn.tile(%x, stack((1i64, add(%k, 1i64), 1i64)));
+  %7 = dyn.strided_slice(%x, stack((0i64, %k)), stack((%1, %2)), stack((1i64, 2i64)));
+  %8 = dyn.full(1.5f, stack((%2, 3i64)), dtype="float16");
+  %9 = argwhere(greater(%x, 0.5f));
+  %10 = dyn.zeros(stack((%1, 2i64)), dtype="int8");
+  %11 = dyn.ones(%0, dtype="bool");
+  %12 = dyn.expand_dims(%x, 1i64, num_newaxis=2);
+  %13 = dyn.squeeze(%12, stack((1i64, 2i64)));
+  %14 = arange(0.5f, cast(%2, dtype="float32"), 0.25f, dtype="float32");
+  (%3, %4, %5, %6, %7, %8, %9, %10, %11, %13, %14, dyn.broadcast_to(%x, stack((%k, %1, %2, 4i64))))
+}
+"#;
+
+#[test]
+fn value_shaped_operators_run_at_fifty_random_shapes_and_compile_nothing() {
+    let mut rng = relay_interp::SplitMix64::new(13);
+    let cases = (0..50).map(|case| {
+        let (batch, seq) = (rng.next_u64() % 4, rng.next_u64() % 12);
+        let k = (rng.next_u64() % 4) as f64;
+        let n = (batch * seq * 4) as i64;
+        let values: Vec<f64> = (0..n).map(|i| ((i * 5 + case) % 7) as f64 / 6.0).collect();
+        vec![
+            common::tensor(DType::F32, &[batch as i64, seq as i64, 4], &values),
+            common::tensor(DType::I64, &[], &[k]),
+        ]
+    });
+    generic_everywhere(VALUE_SHAPED, cases);
+}

@@ -12,6 +12,7 @@
 //! checked against the spec and the shape function as a JIT'd entry checks them.
 
 mod copy;
+mod dynamic;
 mod matmul;
 mod recurrence;
 mod reduce;
@@ -26,6 +27,7 @@ use crate::abi::{ArgSpec, DLDataType, DLTensor, KernelSpec, dtype_name};
 use crate::packed::PackedFunc;
 
 pub use copy::CopyOp;
+pub use dynamic::{DynamicOp, Inputs};
 pub use matmul::{MatmulOp, Product};
 pub use recurrence::Recurrence;
 pub use reduce::ReduceOp;
@@ -47,6 +49,9 @@ pub enum HostOp {
     Copy(CopyOp),
     /// A float reduction over adjacent axes with `?` dimensions.
     Reduce(ReduceOp),
+    /// An operator whose result shape depends on its inputs' values (`dyn.*`, `arange`,
+    /// `argwhere`).
+    Dynamic(DynamicOp),
 }
 
 /// The host operator primitive function `func` computes, when it is one (see each kind's
@@ -58,6 +63,9 @@ pub fn host_op(func: &Function) -> Option<Result<HostOp, KernelError>> {
         _ => (&[][..], &func.body),
     };
     let (op, args, attrs) = body.op_call()?;
+    if let Some(d) = dynamic::recognize(func) {
+        return Some(Ok(HostOp::Dynamic(d)));
+    }
     if let Some(v) = view::recognize(func) {
         return Some(Ok(HostOp::View(v)));
     }
@@ -99,12 +107,20 @@ pub fn host_op(func: &Function) -> Option<Result<HostOp, KernelError>> {
 }
 
 impl HostOp {
-    /// The shapes of the outputs for inputs of shapes `inputs` (the operator's shape
-    /// function), checked against each other and against `spec`'s static output shapes.
+    /// Whether its output shapes depend on its inputs' values, not only their shapes: its
+    /// shape function needs their bytes.
+    pub fn reads_values(&self) -> bool {
+        matches!(self, HostOp::Dynamic(d) if d.reads_values())
+    }
+
+    /// The shapes of the outputs for inputs of shapes `inputs` and, for an operator that
+    /// [reads values](Self::reads_values), bytes `bytes` (the operator's shape function),
+    /// checked against each other and against `spec`'s static output shapes.
     pub fn output_shapes(
         &self,
         spec: &KernelSpec,
         inputs: &[&[i64]],
+        bytes: &[&[u8]],
     ) -> Result<Vec<Vec<i64>>, String> {
         let declared = &spec.args[inputs.len().min(spec.args.len())..];
         let out = match self {
@@ -120,6 +136,15 @@ impl HostOp {
             HostOp::View(v) => v.output_shapes(inputs)?,
             HostOp::Copy(c) => c.output_shapes(inputs)?,
             HostOp::Reduce(r) => r.output_shapes(inputs)?,
+            HostOp::Dynamic(d) => {
+                let dtypes = input_dtypes(spec, inputs.len())?;
+                let inputs = Inputs {
+                    dtypes: &dtypes,
+                    shapes: inputs,
+                    bytes,
+                };
+                vec![d.output_shape(&inputs)?]
+            }
         };
         let fits =
             out.len() == declared.len() && out.iter().zip(declared).all(|(o, d)| fits(o, &d.shape));
@@ -145,6 +170,26 @@ fn scalar_constant(e: &relay_ir::Expr) -> Option<f32> {
     }
 }
 
+/// The element types of the first `n` arguments of `spec`.
+fn input_dtypes(spec: &KernelSpec, n: usize) -> Result<Vec<relay_ir::DType>, String> {
+    spec.args
+        .iter()
+        .take(n)
+        .map(|a| {
+            dtype_of(a.dtype).ok_or_else(|| format!("argument {} of an unknown dtype", a.name))
+        })
+        .collect()
+}
+
+/// The Relay dtype of a DLPack one.
+fn dtype_of(d: DLDataType) -> Option<relay_ir::DType> {
+    Some(relay_ir::DType {
+        code: relay_ir::DTypeCode::from_u8(d.code)?,
+        bits: d.bits,
+        lanes: d.lanes,
+    })
+}
+
 /// Whether `shape` fits the spec shape `declared` (`-1` takes any extent).
 fn fits(shape: &[i64], declared: &[i64]) -> bool {
     shape.len() == declared.len()
@@ -161,7 +206,10 @@ pub fn compile(func: &Function, name: &str, op: HostOp) -> Result<PackedFunc, Ke
         kernel: name.to_owned(),
         message,
     };
-    let any_dtype = matches!(op, HostOp::View(_) | HostOp::Copy(_) | HostOp::Reduce(_));
+    let any_dtype = matches!(
+        op,
+        HostOp::View(_) | HostOp::Copy(_) | HostOp::Reduce(_) | HostOp::Dynamic(_)
+    );
     let (spec, inputs) = kernel_spec(func, name, any_dtype)?;
     let outputs = spec.args.len() - inputs;
     if outputs != 1 && !matches!(op, HostOp::Recurrence(_)) {
@@ -171,8 +219,8 @@ pub fn compile(func: &Function, name: &str, op: HostOp) -> Result<PackedFunc, Ke
         .iter()
         .map(|a| a.shape.as_slice())
         .collect();
-    if shapes.iter().all(|s| s.iter().all(|&d| d >= 0)) {
-        op.output_shapes(&spec, &shapes).map_err(malformed)?;
+    if shapes.iter().all(|s| s.iter().all(|&d| d >= 0)) && !op.reads_values() {
+        op.output_shapes(&spec, &shapes, &[]).map_err(malformed)?;
     }
     Ok(PackedFunc::host(name.to_owned(), spec, inputs, op))
 }
@@ -322,7 +370,20 @@ pub(crate) unsafe fn call(
         // SAFETY: the caller passes DLTensors whose shapes are valid for `ndim` elements.
         shapes.push(unsafe { check(t, a) }?);
     }
-    let want = op.output_shapes(spec, &shapes[..inputs])?;
+    let mut bytes: Vec<&[u8]> = Vec::new();
+    if op.reads_values() {
+        for (t, (s, a)) in tensors
+            .iter()
+            .zip(shapes.iter().zip(&spec.args))
+            .take(inputs)
+        {
+            let n = count(s).and_then(|n| n.checked_mul(usize::from(a.dtype.bits).div_ceil(8)));
+            // SAFETY: checked against the spec, valid for reads of its size by the contract;
+            // only read while the outputs (disjoint from it) are written.
+            bytes.push(unsafe { slice::<u8>(t, n.unwrap_or(0)) });
+        }
+    }
+    let want = op.output_shapes(spec, &shapes[..inputs], &bytes)?;
     if want
         .iter()
         .zip(&shapes[inputs..])
@@ -341,6 +402,25 @@ pub(crate) unsafe fn call(
             bytes.push(unsafe { slice(t, n.unwrap_or(0)) });
         }
         return v.run(&mut bytes);
+    }
+    if let HostOp::Dynamic(d) = op {
+        let (out, shape) = (
+            tensors.last().ok_or("no output")?,
+            want.first().ok_or("no output")?,
+        );
+        let a = spec.args.last().ok_or("no output")?;
+        let dtype = dtype_of(a.dtype).ok_or("an output of an unknown dtype")?;
+        let n = count(shape).and_then(|n| n.checked_mul(usize::from(a.dtype.bits).div_ceil(8)));
+        // SAFETY: the output, checked against `want`, valid for writes of its size and
+        // disjoint from the inputs by the contract.
+        let out_bytes = unsafe { slice::<u8>(out, n.ok_or("an output too large")?) };
+        let dtypes = input_dtypes(spec, inputs)?;
+        let inputs = Inputs {
+            dtypes: &dtypes,
+            shapes: &shapes[..inputs],
+            bytes: &bytes,
+        };
+        return d.run(&inputs, out_bytes, shape, dtype);
     }
     if let HostOp::Copy(c) = op {
         // SAFETY: as below, for elements of the arguments' width.
@@ -369,7 +449,7 @@ pub(crate) unsafe fn call(
         HostOp::Recurrence(r) => r.run(ctx, &mut args, &shapes),
         HostOp::Softmax(s) => s.run(ctx, &mut args, want.first().ok_or("no output")?),
         HostOp::Matmul(m) => m.run(ctx, &mut args, &shapes[..inputs]),
-        HostOp::View(_) | HostOp::Copy(_) | HostOp::Reduce(_) => Ok(()),
+        HostOp::View(_) | HostOp::Copy(_) | HostOp::Reduce(_) | HostOp::Dynamic(_) => Ok(()),
     }
 }
 

@@ -178,7 +178,11 @@ fn close(got: &NDArray, want: &[f64]) {
 /// Runs generic kernel `k` on `inputs`, its outputs shaped by its shape function.
 fn run_generic(k: &PackedFunc, inputs: &[&NDArray]) -> Result<Vec<NDArray>, KernelError> {
     let shapes: Vec<&[i64]> = inputs.iter().map(|t| t.shape()).collect();
-    let mut outs: Vec<NDArray> = k.output_shapes(&shapes)?.iter().map(|s| zeros(s)).collect();
+    let mut outs: Vec<NDArray> = k
+        .output_shapes(&shapes, &[])?
+        .iter()
+        .map(|s| zeros(s))
+        .collect();
     let mut refs: Vec<&mut NDArray> = outs.iter_mut().collect();
     k.call(inputs, &mut refs)?;
     Ok(outs)
@@ -304,10 +308,10 @@ fn a_dynamic_reshape_is_a_view_shaped_by_its_relations() {
     let k = crate::compile_primitive(&f, "fused_reshape_reshape_like").unwrap();
     assert_eq!(k.view_source(), Some(0));
     assert!(k.is_generic());
-    let shapes = k.output_shapes(&[&[2, 3, 4], &[3, 2, 2]]).unwrap();
+    let shapes = k.output_shapes(&[&[2, 3, 4], &[3, 2, 2]], &[]).unwrap();
     assert_eq!(shapes, vec![vec![3, 2, 4]]);
     // The element count must hold, whatever the shape source says.
-    assert!(k.output_shapes(&[&[2, 3, 4], &[5, 2, 2]]).is_err());
+    assert!(k.output_shapes(&[&[2, 3, 4], &[5, 2, 2]], &[]).is_err());
     // Called directly, it copies.
     let x =
         NDArray::from_i128_slice(DType::I32, &[2, 3, 4], &(0..24).collect::<Vec<i128>>()).unwrap();
@@ -353,7 +357,7 @@ pub(crate) fn check_generic(f: &relay_ir::Function, k: &PackedFunc, shapes: &[&[
         })
         .collect();
     let want = crate::compose::tests::interpret(f, values);
-    let out_shapes = k.output_shapes(shapes).unwrap();
+    let out_shapes = k.output_shapes(shapes, &[]).unwrap();
     let mut outs: Vec<NDArray> = out_shapes
         .iter()
         .zip(&dtypes[shapes.len()..])

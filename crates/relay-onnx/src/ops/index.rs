@@ -427,22 +427,42 @@ pub(super) fn gather_nd(
         .into());
     }
     let m = m as usize;
-    let inner: i64 = x.shape[b..b + m].iter().product();
+    // A dynamic extent is read at run time; the strides and the batch must be static.
+    let dynamic = |dims: &[i64]| crate::symbolic::is_dynamic(dims);
+    if dynamic(&x.shape[b + 1..b + m]) || b > 0 && dynamic(&x.shape[..b + m]) {
+        return Err(format!(
+            "GatherND of data {} with batch_dims {b}: only the first indexed axis may be dynamic",
+            crate::graph::type_text(&x.shape, x.dtype)
+        )
+        .into());
+    }
+    let inner = crate::symbolic::product(&x.shape[b..b + m]);
     let rest = &x.shape[b + m..];
     let batch: i64 = x.shape[..b].iter().product();
-    let flat_shape: Vec<i64> = std::iter::once(batch * inner)
+    let flat_shape: Vec<i64> = std::iter::once(if inner < 0 { inner } else { batch * inner })
         .chain(rest.iter().copied())
         .collect();
-    let data = reshaped(g, &x, &flat_shape)?;
+    let data = match dynamic(&x.shape) {
+        true => g.reshape(&x, flat_shape)?,
+        false => reshaped(g, &x, &flat_shape)?,
+    };
+    let dims = match dynamic(&x.shape) {
+        true => Some(g.call("shape_of", &[&x], &[("dtype", attr::str(DType::I64))])?),
+        false => None,
+    };
     // Σ_k index_k · stride_k over the indexed axes, each index wrapped if negative.
     let i = int64(g, &idx)?;
     let mut flat: Option<Value> = None;
     for k in 0..m {
         let n = x.shape[b + k];
         let stride: i64 = x.shape[b + k + 1..b + m].iter().product();
+        let axis = g.int((b + k) as i64, DType::I64)?;
         let k = g.int(k as i64, DType::I64)?;
         let c = g.call("take", &[&i, &k], &[("axis", attr::int(-1))])?;
-        let n = g.int(n, DType::I64)?;
+        let n = match (&dims, n < 0) {
+            (Some(dims), true) => g.call("take", &[dims, &axis], &[("axis", attr::int(0))])?,
+            _ => g.int(n, DType::I64)?,
+        };
         let c = wrapped(g, &c, &n)?;
         let stride = g.int(stride, DType::I64)?;
         let term = g.call("multiply", &[&c, &stride], &[])?;

@@ -6,6 +6,7 @@
 mod activation;
 mod control;
 mod conv3d;
+mod dynamic;
 mod elementwise;
 mod index;
 mod nn;
@@ -22,6 +23,19 @@ use crate::builder::{Value, attr};
 use crate::error::ConvertError;
 use crate::graph::Graph;
 use crate::proto::NodeProto;
+
+/// Whether inputs `inputs` of `node` are known at import (constants).
+fn known(g: &Graph, node: &NodeProto, inputs: &[usize]) -> bool {
+    inputs
+        .iter()
+        .all(|&i| g.input(node, i).is_ok_and(|v| v.konst.is_some()))
+}
+
+/// Whether `node`'s data (its first input) has a dynamic dimension.
+fn dynamic_data(g: &Graph, node: &NodeProto) -> bool {
+    g.input(node, 0)
+        .is_ok_and(|v| crate::symbolic::is_dynamic(&v.shape))
+}
 
 /// The values `node` computes (one per output, in order).
 pub(crate) fn convert(g: &mut Graph, node: &NodeProto) -> Result<Vec<Value>, ConvertError> {
@@ -73,8 +87,12 @@ pub(crate) fn convert(g: &mut Graph, node: &NodeProto) -> Result<Vec<Value>, Con
         "Loop" => control::loop_(g, node),
         "Scan" => control::scan(g, node, &a),
         "Pad" => one(slice::pad(g, node, &a)?),
-        "Tile" => one(slice::tile(g, node)?),
+        "Tile" if known(g, node, &[1]) && !dynamic_data(g, node) => one(slice::tile(g, node)?),
+        "Tile" => one(dynamic::tile(g, node)?),
+        "Range" if !known(g, node, &[0, 1, 2]) => one(dynamic::range(g, node)?),
+        "ConstantOfShape" if !known(g, node, &[0]) => one(dynamic::constant_of_shape(g, node, &a)?),
         "Range" | "ConstantOfShape" | "Size" => one(slice::known(g, node, &a)?),
+        "NonZero" => one(dynamic::non_zero(g, node)?),
         "ArgMax" | "ArgMin" => one(nn::arg(g, node, &a)?),
         "Clip" => one(elementwise::clip(g, node, &a)?),
         "Cast" => one(elementwise::cast(g, node, &a)?),
@@ -114,7 +132,8 @@ pub(crate) fn convert(g: &mut Graph, node: &NodeProto) -> Result<Vec<Value>, Con
         "GatherND" => one(index::gather_nd(g, node, &a)?),
         "TopK" => index::top_k(g, node, &a),
         "ScatterElements" | "Scatter" => one(index::scatter_elements(g, node, &a)?),
-        "Expand" => one(shape::expand(g, node)?),
+        "Expand" if known(g, node, &[1]) && !dynamic_data(g, node) => one(shape::expand(g, node)?),
+        "Expand" => one(dynamic::expand(g, node)?),
         "Constant" => one(shape::constant(g, node, &a)?),
         "Shape" => one(shape::shape_of(g, node, &a)?),
         "ReduceMean" | "ReduceSum" | "ReduceMax" | "ReduceMin" | "ReduceProd" | "ReduceL1"

@@ -17,11 +17,17 @@ use crate::symbolic::{is_dynamic, is_symbol, product, resolve};
 /// dimension, unless `allowzero`; `-1`: what is left).
 pub(super) fn reshape(g: &mut Graph, node: &NodeProto) -> Result<Value, ConvertError> {
     let x = g.input(node, 0)?;
-    let spec = elems_of(&g.input(node, 1)?).ok_or("the shape is not a constant")?;
+    let Some(spec) = elems_of(&g.input(node, 1)?) else {
+        return super::dynamic::reshape(g, node, None);
+    };
     let allow_zero = Attrs(&node.attribute).int("allowzero", 0)? != 0;
     if is_dynamic(&x.shape) || spec.iter().any(|&d| is_symbol(d)) {
         let to = resolve(&x.shape, &spec, allow_zero)?;
-        return g.reshape(&x, to);
+        // A static `reshape` names at most one dynamic dimension that is not the input's.
+        return match g.reshape(&x, to.clone()) {
+            Ok(y) => Ok(y),
+            Err(_) => super::dynamic::reshape(g, node, Some(to)),
+        };
     }
     let total: i64 = x.shape.iter().product();
     let mut shape: Vec<i64> = spec

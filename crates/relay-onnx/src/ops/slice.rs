@@ -35,16 +35,30 @@ fn ints_from(
 pub(super) fn slice(g: &mut Graph, node: &NodeProto, a: &Attrs<'_>) -> Result<Value, ConvertError> {
     let x = g.input(node, 0)?;
     let rank = x.shape.len();
-    let starts = ints_from(g, node, a, "starts", 1, 10)?.ok_or("starts are required")?;
-    let ends = ints_from(g, node, a, "ends", 2, 10)?.ok_or("ends are required")?;
     let axes = match ints_from(g, node, a, "axes", 3, 10)? {
-        Some(axes) => axes
-            .iter()
-            .map(|&k| axis(k, rank))
-            .collect::<Result<Vec<_>, _>>()?,
-        None => (0..starts.len()).collect(),
+        Some(axes) => Some(
+            axes.iter()
+                .map(|&k| axis(k, rank))
+                .collect::<Result<Vec<_>, _>>()?,
+        ),
+        None => None,
     };
-    let steps = ints_from(g, node, a, "steps", 4, 10)?.unwrap_or_else(|| vec![1; starts.len()]);
+    let starts = ints_from(g, node, a, "starts", 1, 10);
+    let ends = ints_from(g, node, a, "ends", 2, 10);
+    let steps = ints_from(g, node, a, "steps", 4, 10);
+    let (starts, ends, steps) = match (starts, ends, steps) {
+        (Ok(starts), Ok(ends), Ok(steps)) => (starts, ends, steps),
+        // Indices computed at run time (opset 10 on, where they are inputs).
+        _ => {
+            let n = g.input(node, 1)?.shape.first().copied().unwrap_or(0).max(0) as usize;
+            let axes = axes.unwrap_or_else(|| (0..n).collect());
+            return super::dynamic::slice(g, node, &axes);
+        }
+    };
+    let starts = starts.ok_or("starts are required")?;
+    let ends = ends.ok_or("ends are required")?;
+    let axes = axes.unwrap_or_else(|| (0..starts.len()).collect());
+    let steps = steps.unwrap_or_else(|| vec![1; starts.len()]);
     if [ends.len(), axes.len(), steps.len()]
         .iter()
         .any(|&n| n != starts.len())

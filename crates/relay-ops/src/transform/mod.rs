@@ -44,7 +44,6 @@ pub(crate) use slice::slice_steps;
 pub(crate) use take::take_view;
 pub(crate) use transpose::{permutation, transposed};
 
-pub(crate) use slice::STRIDED_SLICE_ATTRS;
 pub(crate) use transpose::SQUEEZE_ATTRS;
 
 /// The family tables in their stable order, the order in which [`crate::all`] lists them.

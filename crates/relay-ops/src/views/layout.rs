@@ -6,7 +6,7 @@
 //! ([`LayoutChain::view`]) and the result's shape ([`LayoutChain::output_shape`], its shape
 //! function), so one kernel serves every shape.
 
-use relay_ir::{DType, Function, OpError};
+use relay_ir::{Attrs, DType, Function, OpError};
 
 use super::{
     Link, RESHAPE_LIKE, TakeIndex, chain, chain_shape, input_shape, static_count, tensor_dims,
@@ -163,16 +163,7 @@ impl View {
                 self.shape = perm.iter().map(|&p| self.shape[p]).collect();
                 self.strides = perm.iter().map(|&p| self.strides[p]).collect();
             }
-            "strided_slice" => {
-                let steps = slice_steps(&self.shape, &link.attrs)?;
-                for (d, (begin, step, len)) in steps.into_iter().enumerate() {
-                    if len > 0 {
-                        self.offset += begin * self.strides[d];
-                    }
-                    self.strides[d] *= step;
-                    self.shape[d] = len;
-                }
-            }
+            "strided_slice" => return self.sliced(&link.attrs),
             "take" => {
                 let index = match link.index {
                     Some(TakeIndex::Constant(i)) => i,
@@ -188,6 +179,75 @@ impl View {
             other => return Err(OpError::unsupported(format!("`{other}` is not a view"))),
         }
         Ok(self)
+    }
+
+    /// The view `strided_slice` with attributes `attrs` takes of this one.
+    pub fn sliced(mut self, attrs: &Attrs) -> Result<View, OpError> {
+        let steps = slice_steps(&self.shape, attrs)?;
+        for (d, (begin, step, len)) in steps.into_iter().enumerate() {
+            if len > 0 {
+                self.offset += begin * self.strides[d];
+            }
+            self.strides[d] *= step;
+            self.shape[d] = len;
+        }
+        Ok(self)
+    }
+
+    /// This view broadcast to `shape` (numpy's rules, right-aligned): a dimension of 1
+    /// repeats with step 0.
+    pub fn broadcast(self, shape: &[i64]) -> Result<View, OpError> {
+        let lead = shape.len().checked_sub(self.shape.len()).ok_or_else(|| {
+            OpError::shape(format!("cannot broadcast {:?} to {shape:?}", self.shape))
+        })?;
+        let mut strides = vec![0i64; lead];
+        for (i, (&d, &s)) in self.shape.iter().zip(&self.strides).enumerate() {
+            let to = shape[lead + i];
+            match d {
+                _ if d == to => strides.push(s),
+                1 => strides.push(0),
+                _ => {
+                    return Err(OpError::shape(format!(
+                        "cannot broadcast {:?} to {shape:?}",
+                        self.shape
+                    )));
+                }
+            }
+        }
+        Ok(View {
+            shape: shape.to_vec(),
+            strides,
+            offset: self.offset,
+        })
+    }
+
+    /// The view whose row-major elements are `tile`'s result for repeats `reps` (TVM's
+    /// rule: the shorter of the data's shape and `reps` is padded with 1s in front): the
+    /// dimensions `[r0, d0, r1, d1, ...]`, each repeat of step 0.
+    pub fn tiled(self, reps: &[i64]) -> Result<View, OpError> {
+        if let Some(r) = reps.iter().find(|&&r| r < 0) {
+            return Err(OpError::value(format!("a negative repeat {r}")));
+        }
+        let rank = reps.len().max(self.shape.len());
+        let pad = |n: usize| rank - n;
+        let mut view = View {
+            shape: Vec::with_capacity(2 * rank),
+            strides: Vec::with_capacity(2 * rank),
+            offset: self.offset,
+        };
+        for i in 0..rank {
+            let rep = match i.checked_sub(pad(reps.len())) {
+                Some(k) => reps[k],
+                None => 1,
+            };
+            let (d, s) = match i.checked_sub(pad(self.shape.len())) {
+                Some(k) => (self.shape[k], self.strides[k]),
+                None => (1, 0),
+            };
+            view.shape.extend([rep, d]);
+            view.strides.extend([0, s]);
+        }
+        Ok(view)
     }
 
     /// The view with the dimensions of extent 1 of `shape` inserted or dropped (the
