@@ -227,11 +227,19 @@ impl Folder {
         }
         let (relation, eval) = (op.relation?, op.eval?);
         let types: Vec<Type> = args.iter().map(constant_type).collect();
-        let result_type = relation(&types, attrs).ok()?;
+        let values: Vec<Value> = args.iter().filter_map(constant_value).collect();
+        let mut result_type = relation(&types, attrs).ok()?;
+        if relay_ops::dynamic::is_value_shaped(op) {
+            // Its relation leaves `?` that the constants decide: the shape, before evaluating.
+            let shape = relay_ops::dynamic::result_shape(op.name, attrs, &values).ok()?;
+            let TypeKind::Tensor { dtype, .. } = result_type.kind() else {
+                return None;
+            };
+            result_type = Type::tensor(&shape, *dtype);
+        }
         if elements(&result_type)? > self.max_elements && !within_constants(&result_type, &types) {
             return None;
         }
-        let values: Vec<Value> = args.iter().filter_map(constant_value).collect();
         let result = eval(&values, attrs).ok()?;
         // The result replaces a call of type `result_type`; anything else would not type-check.
         if !has_type(&result, &result_type) {

@@ -17,6 +17,7 @@ pub mod util;
 pub mod verify;
 
 pub mod const_pool_layout;
+pub mod dynamic_to_static;
 pub mod eliminate_dead_code;
 pub mod eta_expand;
 pub mod fold_constant;
@@ -229,6 +230,7 @@ pub fn all_passes() -> &'static [&'static dyn Pass] {
         &simplify_inference::SimplifyInference,
         &eta_expand::EtaExpand,
         &fold_constant::FoldConstant,
+        &dynamic_to_static::DynamicToStatic,
         &eliminate_dead_code::EliminateDeadCode,
         &hoist_loop_invariants::HoistLoopInvariants,
         &fuse_ops::FuseOps,
