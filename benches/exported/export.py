@@ -414,6 +414,13 @@ def control_net(kind, size="zoo"):
     return build
 
 
+# Token inputs whose batch and sequence are both dynamic (BERT's three, a decoder's two).
+BATCH_AND_SEQUENCE_3 = {name: {0: "batch", 1: "sequence"}
+                        for name in ("input_ids", "attention_mask", "token_type_ids")}
+BATCH_AND_SEQUENCE_2 = {name: {0: "batch", 1: "sequence"}
+                        for name in ("input_ids", "attention_mask")}
+
+
 def specs():
     out = [Spec(f"tv_{a}", torchvision_net(a)) for a in TORCHVISION]
     out += [Spec(f"hf_{k}", hf_net(k)) for k in HF]
@@ -424,6 +431,10 @@ def specs():
     out.append(Spec("hf_gpt2_dynbatch", hf_net("gpt2", batch=2),
                     dynamic={"input_ids": {0: "batch"}},
                     note="GPT-2 with a dynamic batch (exported at batch 2)"))
+    out.append(Spec("hf_bert_dynseq", hf_net("bert", batch=2), dynamic=BATCH_AND_SEQUENCE_3,
+                    note="BERT with a dynamic batch and sequence (exported at 2 x 128)"))
+    out.append(Spec("hf_gpt2_dynseq", hf_net("gpt2", batch=2), dynamic=BATCH_AND_SEQUENCE_2,
+                    note="GPT-2 with a dynamic batch and sequence (exported at 2 x 64)"))
     out += [Spec("rnn_lstm", rnn_net("lstm")), Spec("rnn_gru", rnn_net("gru")),
             Spec("rnn_bilstm", rnn_net("lstm", bidirectional=True))]
     out += [Spec("cf_loop", control_net("loop"), script=True),
@@ -444,6 +455,10 @@ def test_specs():
              dynamic={"input_ids": {0: "batch"}, "attention_mask": {0: "batch"},
                       "token_type_ids": {0: "batch"}},
              note="dynamic batch through the attention mask"),
+        Spec("bert_dynseq", hf_net("bert", size="tiny", batch=2), dynamic=BATCH_AND_SEQUENCE_3,
+             note="dynamic batch and sequence: the mask and the position ids from both"),
+        Spec("gpt2_dynseq", hf_net("gpt2", size="tiny", batch=2), dynamic=BATCH_AND_SEQUENCE_2,
+             note="dynamic batch and sequence: the causal mask from the sequence"),
         Spec("lstm", rnn_net("lstm", size="tiny")),
         Spec("gru", rnn_net("gru", size="tiny")),
         Spec("loop", control_net("loop", size="tiny"), script=True),
@@ -541,8 +556,10 @@ def export_one(spec, exporter, directory):
                     dynamic_axes = None
                     if spec.dynamic:
                         dynamic_axes = {k: v for k, v in spec.dynamic.items() if k in names}
+                        # The outputs' leading axes are the first input's.
+                        first = next(iter(spec.dynamic.values()))
                         for o in output_names:
-                            dynamic_axes[o] = {0: "batch"}
+                            dynamic_axes[o] = dict(first)
                     torch.onnx.export(module, args, str(path), dynamo=False,
                                       opset_version=TS_OPSET, input_names=names,
                                       output_names=output_names, dynamic_axes=dynamic_axes,

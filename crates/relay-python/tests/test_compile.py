@@ -302,6 +302,22 @@ def test_import_onnx_input_shapes_fix_dynamic_dimensions():
         relayc.VM(relayc.compile(fixed, params=params))(inputs0["x"])
 
 
+def test_import_onnx_of_a_dynamic_sequence_runs_at_any_batch_and_length():
+    # GPT-2 exported with a dynamic batch and sequence: its causal mask is built from the
+    # sequence (Range, GatherND, Expand), so the import keeps both dimensions symbolic.
+    model = ONNX_DATA / "exported" / "gpt2_dynseq_dynamo"
+    module, params = relayc.import_onnx(model / "model.onnx")
+    assert "%input_ids: Tensor[(?, ?), int64]" in module.astext()
+    vm = relayc.VM(relayc.compile(module, params=params))
+    ids, mask = np.load(model / "input_input_ids.npy"), np.load(model / "input_attention_mask.npy")
+    want = np.load(model / "output_0.npy")
+    np.testing.assert_allclose(vm(ids, mask), want, rtol=1e-4, atol=1e-4)
+    # A causal model's logits for a prefix of one row are the first positions of that row's.
+    for length in (1, 5):
+        got = vm(ids[:1, :length], mask[:1, :length])
+        np.testing.assert_allclose(got, want[:1, :length], rtol=1e-4, atol=1e-4)
+
+
 def test_import_onnx_of_garbage_is_an_error():
     with pytest.raises(relayc.Error):
         relayc.import_onnx(b"this is not an onnx model")

@@ -427,11 +427,12 @@ pub(super) fn gather_nd(
         .into());
     }
     let m = m as usize;
-    // A dynamic extent is read at run time; the strides and the batch must be static.
+    // A dynamic extent or stride is read at run time (`shape_of`); with batch dimensions,
+    // the indexed axes and the batch must be static.
     let dynamic = |dims: &[i64]| crate::symbolic::is_dynamic(dims);
-    if dynamic(&x.shape[b + 1..b + m]) || b > 0 && dynamic(&x.shape[..b + m]) {
+    if b > 0 && dynamic(&x.shape[..b + m]) {
         return Err(format!(
-            "GatherND of data {} with batch_dims {b}: only the first indexed axis may be dynamic",
+            "GatherND of data {} with batch_dims {b}: the batch and indexed axes must be static",
             crate::graph::type_text(&x.shape, x.dtype)
         )
         .into());
@@ -450,21 +451,29 @@ pub(super) fn gather_nd(
         true => Some(g.call("shape_of", &[&x], &[("dtype", attr::str(DType::I64))])?),
         false => None,
     };
+    // Extent `j` of the data: a constant, or read from its shape at run time.
+    let extent = |g: &mut Graph, j: usize| -> Result<Value, ConvertError> {
+        match (&dims, x.shape[j] < 0) {
+            (Some(dims), true) => {
+                let axis = g.int(j as i64, DType::I64)?;
+                g.call("take", &[dims, &axis], &[("axis", attr::int(0))])
+            }
+            _ => g.int(x.shape[j], DType::I64),
+        }
+    };
     // Σ_k index_k · stride_k over the indexed axes, each index wrapped if negative.
     let i = int64(g, &idx)?;
     let mut flat: Option<Value> = None;
     for k in 0..m {
-        let n = x.shape[b + k];
-        let stride: i64 = x.shape[b + k + 1..b + m].iter().product();
-        let axis = g.int((b + k) as i64, DType::I64)?;
+        let n = extent(g, b + k)?;
+        let mut stride = g.int(1, DType::I64)?;
+        for j in b + k + 1..b + m {
+            let d = extent(g, j)?;
+            stride = g.call("multiply", &[&stride, &d], &[])?;
+        }
         let k = g.int(k as i64, DType::I64)?;
         let c = g.call("take", &[&i, &k], &[("axis", attr::int(-1))])?;
-        let n = match (&dims, n < 0) {
-            (Some(dims), true) => g.call("take", &[dims, &axis], &[("axis", attr::int(0))])?,
-            _ => g.int(n, DType::I64)?,
-        };
         let c = wrapped(g, &c, &n)?;
-        let stride = g.int(stride, DType::I64)?;
         let term = g.call("multiply", &[&c, &stride], &[])?;
         flat = Some(match flat {
             None => term,
@@ -487,7 +496,9 @@ pub(super) fn gather_nd(
             g.int64_constant("gather_nd_offsets", &oshape, (0..batch).map(|p| p * inner))?;
         flat = g.call("add", &[&flat, &offsets], &[])?;
     }
-    g.call("take", &[&data, &flat], &[("axis", attr::int(0))])
+    // The result: one row of `rest` per index tuple (the symbols of both kept).
+    let shape: Vec<i64> = idx.shape[..q - 1].iter().chain(rest).copied().collect();
+    g.call_as("take", &[&data, &flat], &[("axis", attr::int(0))], &shape)
 }
 
 /// `TopK` with a constant `k` (at most 256): `k` rounds of `argmax` (`argmin` when not

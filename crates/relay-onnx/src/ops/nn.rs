@@ -580,7 +580,9 @@ pub(super) fn matmul(g: &mut Graph, node: &NodeProto) -> Result<Value, ConvertEr
 /// a matrix, else `nn.batch_matmul` over the batch axes broadcast numpy's way.
 fn matrices(g: &mut Graph, a: &Value, b: &Value) -> Result<Value, ConvertError> {
     let (ra, rb) = (a.shape.len(), b.shape.len());
-    if a.shape[ra - 1] != b.shape[rb - 2] {
+    let (ka, kb) = (a.shape[ra - 1], b.shape[rb - 2]);
+    // A dynamic side is checked at run time (by the product's kernel).
+    if ka != kb && ka >= 0 && kb >= 0 {
         return Err(format!("MatMul of shapes {:?} and {:?}", a.shape, b.shape).into());
     }
     if rb == 2 {
