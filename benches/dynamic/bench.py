@@ -12,6 +12,11 @@ Workloads, each printed as a row with its target:
 - bert: one BERT-base encoder layer with a dynamic batch and sequence (`bert_layer.py`, written
   as PyTorch exports Hugging Face's BertLayer; hidden 768, 12 heads, FFN 3072), compiled once,
   its first and warm calls at lengths 1...512 it has not seen, against ONNX Runtime.
+- gpt2: the exported zoo's Hugging Face GPT-2 LM (benches/exported/export.py's
+  `hf_gpt2_dynseq`, TorchScript exporter: hidden 256, 4 layers, vocabulary 50257, a dynamic
+  batch and sequence, its causal mask built from the sequence), imported without
+  `--input-shape`, its first and warm calls at lengths 1...512 it has not seen, against ONNX
+  Runtime. Exported when missing (needs torch and transformers in the venv; skipped without).
 - memory: 10^4 calls at 10^3 distinct lengths (each length ten times, in rounds); resident
   memory after the first 10^3 calls and at the end (target: within 10%).
 - loop: the growing loop of issue 31 (a `Tensor[(?, 64)]` gaining a row per iteration by
@@ -25,6 +30,8 @@ import argparse
 import os
 import pathlib
 import statistics
+import subprocess
+import sys
 import time
 
 import numpy as np
@@ -78,30 +85,79 @@ def first_calls(vm, sess, lengths, warm):
 BERT_LENGTHS = [1, 7, 16, 31, 64, 100, 128, 200, 256, 384, 512]
 
 
+def per_length(name, vm, sess, make, warm):
+    """Per length of BERT_LENGTHS: relayc's first and warm call and ONNX Runtime's, on the
+    arguments `make(n)` gives (positional for relayc, a feed dict for ONNX Runtime), the first
+    output compared; seconds."""
+    rows = []
+    for n in BERT_LENGTHS:
+        args, feeds = make(n)
+        r_first, got = timed(lambda: vm(*args))
+        r_warm = statistics.median(timed(lambda: vm(*args))[0] for _ in range(warm))
+        o_first, want = timed(lambda: sess.run(None, feeds))
+        o_warm = statistics.median(timed(lambda: sess.run(None, feeds))[0] for _ in range(warm))
+        diff = float(np.max(np.abs(np.asarray(got) - want[0])))
+        if diff > 1e-3 * max(1.0, float(np.max(np.abs(want[0])))):
+            raise SystemExit(f"{name}, length {n}: relayc differs from ONNX Runtime by {diff}")
+        rows.append((n, r_first, r_warm, o_first, o_warm))
+    return rows
+
+
+def session(path, threads):
+    """relayc's VM (with its compile time) and ONNX Runtime's session for model `path`."""
+    t, exe = timed(lambda: relayc.compile(str(path)))
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = threads
+    sess = ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
+    return t, relayc.VM(exe, threads=threads), sess
+
+
 def bert(threads, warm):
     """The BERT layer's first and warm calls per length, relayc and ONNX Runtime (seconds)."""
     path = pathlib.Path(__file__).resolve().parent / "out" / "bert_layer_dynamic.onnx"
     path.parent.mkdir(exist_ok=True)
     bert_layer.write(path)
-    t, exe = timed(lambda: relayc.compile(str(path)))
-    vm = relayc.VM(exe, threads=threads)
-    opts = ort.SessionOptions()
-    opts.intra_op_num_threads = threads
-    sess = ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
+    t, vm, sess = session(path, threads)
     rng = np.random.default_rng(2)
-    rows = []
-    for n in BERT_LENGTHS:
+
+    def make(n):
         x = rng.standard_normal((1, n, bert_layer.HIDDEN)).astype(np.float32)
-        r_first, got = timed(lambda: vm(x))
-        r_warm = statistics.median(timed(lambda: vm(x))[0] for _ in range(warm))
-        o_first, want = timed(lambda: sess.run(None, {"hidden": x}))
-        o_warm = statistics.median(timed(lambda: sess.run(None, {"hidden": x}))[0]
-                                   for _ in range(warm))
-        diff = float(np.max(np.abs(np.asarray(got) - want[0])))
-        if diff > 1e-3:
-            raise SystemExit(f"bert layer, length {n}: relayc differs from ONNX Runtime by {diff}")
-        rows.append((n, r_first, r_warm, o_first, o_warm))
-    return t, rows
+        return (x,), {"hidden": x}
+
+    return t, per_length("bert layer", vm, sess, make, warm)
+
+
+GPT2 = ROOT / "benches/exported/out/hf_gpt2_dynseq_ts/model.onnx"
+
+
+def gpt2(threads, warm):
+    """The exported GPT-2's first and warm calls per length, relayc and ONNX Runtime
+    (seconds); `None` when it cannot be exported here."""
+    if not GPT2.exists():
+        export = ROOT / "benches/exported/export.py"
+        done = subprocess.run([sys.executable, str(export), "hf_gpt2_dynseq", "--exporter", "ts"],
+                              capture_output=True, text=True)
+        if not GPT2.exists():
+            print(f"gpt2: not exported ({done.stderr.strip().splitlines()[-1:]})")
+            return None
+    t, vm, sess = session(GPT2, threads)
+    rng = np.random.default_rng(3)
+
+    def make(n):
+        ids = rng.integers(0, 50257, (1, n)).astype(np.int64)
+        mask = np.ones((1, n), np.int64)
+        return (ids, mask), {"input_ids": ids, "attention_mask": mask}
+
+    return t, per_length("gpt2", vm, sess, make, warm)
+
+
+def print_lengths(name, t, rows):
+    """The per-length table of a model's first and warm calls."""
+    print(f"{name}: compiled in {t * 1e3:.0f} ms; per length: relayc first / warm, "
+          f"ONNX Runtime first / warm (ms), warm ratio")
+    for n, r_first, r_warm, o_first, o_warm in rows:
+        print(f"  {n:4d}: {r_first * 1e3:7.2f} / {r_warm * 1e3:7.2f}   "
+              f"{o_first * 1e3:7.2f} / {o_warm * 1e3:7.2f}   {ratio(o_warm, r_warm)}")
 
 
 def memory(vm, distinct, repeats):
@@ -156,7 +212,7 @@ def main():
     p.add_argument("--repeats", type=int, default=10, help="memory: calls per length")
     p.add_argument("--iterations", type=int, default=300, help="growing loop iterations")
     p.add_argument("--skip", nargs="*", default=[],
-                   choices=["first", "bert", "memory", "loop"])
+                   choices=["first", "bert", "gpt2", "memory", "loop"])
     args = p.parse_args()
     opts = ort.SessionOptions()
     opts.intra_op_num_threads = args.threads
@@ -187,12 +243,12 @@ def main():
                   f"{ratio(r[4], r[2])} (target >= 1.0x)")
 
     if "bert" not in args.skip:
-        t, rows = bert(args.threads, 3)
-        print(f"bert layer: compiled in {t * 1e3:.0f} ms; per length: relayc first / warm, "
-              f"ONNX Runtime first / warm (ms), warm ratio")
-        for n, r_first, r_warm, o_first, o_warm in rows:
-            print(f"  {n:4d}: {r_first * 1e3:7.2f} / {r_warm * 1e3:7.2f}   "
-                  f"{o_first * 1e3:7.2f} / {o_warm * 1e3:7.2f}   {ratio(o_warm, r_warm)}")
+        print_lengths("bert layer", *bert(args.threads, 3))
+
+    if "gpt2" not in args.skip:
+        result = gpt2(args.threads, 3)
+        if result is not None:
+            print_lengths("gpt2 (exported, dynamic batch and sequence)", *result)
 
     if "memory" not in args.skip:
         vm = relayc.VM(relayc.compile(str(ATTENTION)), threads=args.threads)
