@@ -54,10 +54,87 @@ pub struct Softmax {
     pub log: bool,
 }
 
+/// What a masked attention's softmax adds (an ONNX export of PyTorch's
+/// `scaled_dot_product_attention`: `where(isnan(y), 0, y)` of `softmax(x + mask_bias)`): a bias
+/// added to each row after the prologue, and a value for the NaN results (a row masked whole).
+#[derive(Clone, Debug, Default)]
+pub struct Extras<'a> {
+    /// Added to each element of a row.
+    pub bias: Option<Bias<'a>>,
+    /// Replaces every NaN of the result.
+    pub nan_to: Option<f32>,
+}
+
+/// A bias added to the rows of a softmax, broadcast over some of its row dimensions.
+#[derive(Clone, Debug)]
+pub struct Bias<'a> {
+    /// The bias rows, each `cols` long.
+    pub values: BiasValues<'a>,
+    /// The extents of the softmax's row dimensions (every dimension but the last).
+    pub dims: Vec<usize>,
+    /// Per row dimension, the step in bias rows (0 where the bias broadcasts).
+    pub strides: Vec<usize>,
+}
+
+/// The elements of a [`Bias`].
+#[derive(Clone, Copy, Debug)]
+pub enum BiasValues<'a> {
+    /// Floats added as they are.
+    Add(&'a [f32]),
+    /// A boolean mask (a byte per element): `keep` where non-zero, else `drop`.
+    Mask {
+        /// The mask.
+        mask: &'a [u8],
+        /// Added where the mask is set.
+        keep: f32,
+        /// Added where it is not (`-inf` masks the element out).
+        drop: f32,
+    },
+}
+
+impl Bias<'_> {
+    /// The bias row of softmax row `r`, as floats into `row`; an error when it lies outside
+    /// the bias.
+    fn row(&self, r: usize, row: &mut [f32]) -> Result<(), String> {
+        let mut rest = r;
+        let mut at = 0usize;
+        for (&d, &s) in self.dims.iter().zip(&self.strides).rev() {
+            at += (rest % d.max(1)) * s;
+            rest /= d.max(1);
+        }
+        let n = row.len();
+        let span = at.checked_mul(n).map(|a| a..a + n);
+        match self.values {
+            BiasValues::Add(v) => {
+                let src = span
+                    .and_then(|s| v.get(s))
+                    .ok_or("a bias row out of range")?;
+                row.copy_from_slice(src);
+            }
+            BiasValues::Mask { mask, keep, drop } => {
+                let src = span
+                    .and_then(|s| mask.get(s))
+                    .ok_or("a mask row out of range")?;
+                for (o, &m) in row.iter_mut().zip(src) {
+                    *o = if m != 0 { keep } else { drop };
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
 /// The softmax of whole rows on one instruction set's path: `x` and `y` hold the same number
-/// of rows of `s.cols` elements (`s.rows` is not read). [`Ops::softmax`](crate::Ops::softmax)
-/// is the one of a table.
-pub type SoftmaxFn = fn(s: &Softmax, x: &[f32], y: &mut [f32]);
+/// of rows of `s.cols` elements (`s.rows` is not read), the first being row `first` of the
+/// whole (for the bias of `extras`). [`Ops::softmax`](crate::Ops::softmax) is the one of a
+/// table.
+pub type SoftmaxFn = fn(
+    s: &Softmax,
+    extras: &Extras<'_>,
+    first: usize,
+    x: &[f32],
+    y: &mut [f32],
+) -> Result<(), String>;
 
 /// Rows per chunk of work handed to a thread: enough elements to pay for the hand-off.
 const CHUNK_ELEMENTS: usize = 16 * 1024;
@@ -65,6 +142,17 @@ const CHUNK_ELEMENTS: usize = 16 * 1024;
 /// Computes softmax `s` of `x` into `y` (each `s.rows · s.cols` elements) with the kernels and
 /// threads of `ctx`; an error if the lengths do not fit the shape.
 pub fn softmax(ctx: &KernelContext, s: &Softmax, x: &[f32], y: &mut [f32]) -> Result<(), String> {
+    softmax_with(ctx, s, &Extras::default(), x, y)
+}
+
+/// [`softmax`] with a masked attention's [`Extras`].
+pub fn softmax_with(
+    ctx: &KernelContext,
+    s: &Softmax,
+    extras: &Extras<'_>,
+    x: &[f32],
+    y: &mut [f32],
+) -> Result<(), String> {
     let len = s.rows.checked_mul(s.cols);
     if len != Some(x.len()) || len != Some(y.len()) {
         return Err(format!(
@@ -82,10 +170,10 @@ pub fn softmax(ctx: &KernelContext, s: &Softmax, x: &[f32], y: &mut [f32]) -> Re
     let per_chunk = (CHUNK_ELEMENTS / s.cols).max(1);
     let chunks = s.rows.div_ceil(per_chunk);
     if chunks <= 1 || ctx.threads() == 1 {
-        f(s, x, y);
-        return Ok(());
+        return f(s, extras, 0, x, y);
     }
     let out = SharedRows(y.as_mut_ptr());
+    let failed = std::sync::Mutex::new(None);
     ctx.parallel(chunks as i64, &|c| {
         let first = c as usize * per_chunk;
         let rows = per_chunk.min(s.rows - first);
@@ -93,10 +181,18 @@ pub fn softmax(ctx: &KernelContext, s: &Softmax, x: &[f32], y: &mut [f32]) -> Re
         // SAFETY: chunk `c` writes rows `first..first + rows` of `y` only, disjoint from every
         // other chunk's, and `y` outlives the parallel call.
         let y = unsafe { std::slice::from_raw_parts_mut(out.at(span.start), span.len()) };
-        f(s, &x[span], y);
-        0
+        match f(s, extras, first, &x[span], y) {
+            Ok(()) => 0,
+            Err(e) => {
+                *failed.lock().unwrap_or_else(|p| p.into_inner()) = Some(e);
+                1
+            }
+        }
     });
-    Ok(())
+    match failed.into_inner().unwrap_or_else(|p| p.into_inner()) {
+        Some(e) => Err(e),
+        None => Ok(()),
+    }
 }
 
 /// The output's base pointer, shared by the chunks (each writes its own rows).
@@ -116,49 +212,81 @@ pub(crate) fn softmax_for(isa: Isa) -> SoftmaxFn {
     match isa {
         #[cfg(target_arch = "x86_64")]
         // SAFETY: the CPU has AVX-512F, AVX2 and FMA (checked).
-        Isa::Avx512 if Isa::detected() == Isa::Avx512 => |s, x, y| unsafe { rows_avx512(s, x, y) },
+        Isa::Avx512 if Isa::detected() == Isa::Avx512 => {
+            |s, e, first, x, y| unsafe { rows_avx512(s, e, first, x, y) }
+        }
         #[cfg(target_arch = "x86_64")]
         // SAFETY: the CPU has AVX2 and FMA (checked).
-        Isa::Avx2 if Isa::detected() != Isa::Portable => |s, x, y| unsafe { rows_avx2(s, x, y) },
+        Isa::Avx2 if Isa::detected() != Isa::Portable => {
+            |s, e, first, x, y| unsafe { rows_avx2(s, e, first, x, y) }
+        }
         _ => rows::<false, 16>,
     }
 }
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx2,fma")]
-unsafe fn rows_avx512(s: &Softmax, x: &[f32], y: &mut [f32]) {
-    rows::<true, 16>(s, x, y);
+unsafe fn rows_avx512(
+    s: &Softmax,
+    e: &Extras<'_>,
+    first: usize,
+    x: &[f32],
+    y: &mut [f32],
+) -> Result<(), String> {
+    rows::<true, 16>(s, e, first, x, y)
 }
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
-unsafe fn rows_avx2(s: &Softmax, x: &[f32], y: &mut [f32]) {
-    rows::<true, 16>(s, x, y);
+unsafe fn rows_avx2(
+    s: &Softmax,
+    e: &Extras<'_>,
+    first: usize,
+    x: &[f32],
+    y: &mut [f32],
+) -> Result<(), String> {
+    rows::<true, 16>(s, e, first, x, y)
 }
 
 /// Every row of `x` into `y`, the prologue chosen once.
 #[inline(always)]
-fn rows<const FMA: bool, const W: usize>(s: &Softmax, x: &[f32], y: &mut [f32]) {
+fn rows<const FMA: bool, const W: usize>(
+    s: &Softmax,
+    e: &Extras<'_>,
+    first: usize,
+    x: &[f32],
+    y: &mut [f32],
+) -> Result<(), String> {
     match s.prologue {
-        Prologue::None => rows_with::<FMA, W>(s, x, y, |v| v),
-        Prologue::Mul(k) => rows_with::<FMA, W>(s, x, y, |v| v * k),
-        Prologue::Div(k) => rows_with::<FMA, W>(s, x, y, |v| v / k),
+        Prologue::None => rows_with::<FMA, W>(s, e, first, x, y, |v| v),
+        Prologue::Mul(k) => rows_with::<FMA, W>(s, e, first, x, y, |v| v * k),
+        Prologue::Div(k) => rows_with::<FMA, W>(s, e, first, x, y, |v| v / k),
     }
 }
 
 #[inline(always)]
 fn rows_with<const FMA: bool, const W: usize>(
     s: &Softmax,
+    e: &Extras<'_>,
+    first: usize,
     x: &[f32],
     y: &mut [f32],
     pro: impl Fn(f32) -> f32 + Copy,
-) {
+) -> Result<(), String> {
+    // The row's bias, as floats (a mask's selected once per row).
+    let mut bias = vec![0f32; if e.bias.is_some() { s.cols } else { 0 }];
     let rows = x.chunks_exact(s.cols).zip(y.chunks_exact_mut(s.cols));
     for (r, (x_row, y)) in rows.enumerate() {
         let next = x
             .get((r + 1) * s.cols..(r + 2) * s.cols)
             .unwrap_or_default();
-        let max = prologue_max::<W>(x_row, y, pro);
+        let max = match &e.bias {
+            Some(b) => {
+                b.row(first + r, &mut bias)?;
+                prologue_max::<W, true>(x_row, y, pro, &bias)
+            }
+            None => prologue_max::<W, false>(x_row, y, pro, &[]),
+        };
         prefetch(next);
         let sum = exp_row::<FMA, W>(y, max, !s.log);
         if s.log {
@@ -168,42 +296,60 @@ fn rows_with<const FMA: bool, const W: usize>(
             let r = 1.0 / sum;
             y.iter_mut().for_each(|y| *y *= r);
         }
+        if let Some(c) = e.nan_to {
+            y.iter_mut()
+                .for_each(|y| *y = if y.is_nan() { c } else { *y });
+        }
     }
+    Ok(())
 }
 
-/// Writes `v = pro(x)` to `y` and returns the largest (NaN elements are skipped here and
-/// make the row NaN in [`exp_row`]).
+/// Writes `v = pro(x)` to `y` (plus the row's `bias` when `BIAS`, which then has the row's
+/// length) and returns the largest (NaN elements are skipped here and make the row NaN in
+/// [`exp_row`]).
 #[inline(always)]
-fn prologue_max<const W: usize>(x: &[f32], y: &mut [f32], pro: impl Fn(f32) -> f32) -> f32 {
+fn prologue_max<const W: usize, const BIAS: bool>(
+    x: &[f32],
+    y: &mut [f32],
+    pro: impl Fn(f32) -> f32,
+    bias: &[f32],
+) -> f32 {
     let max = |a: f32, b: f32| if b > a { b } else { a };
+    let value = |c: f32, b: f32| if BIAS { pro(c) + b } else { pro(c) };
+    // Without a bias, `x` stands in for it (never read as one).
+    let bias = if BIAS { bias } else { x };
     let mut m = [[f32::NEG_INFINITY; W]; UNROLL];
     let (xb, yb, xt, yt) = blocks::<W>(x, y);
-    for (c, d) in xb
+    let (bb, bt) = bias.split_at(xb.len().min(bias.len()));
+    for ((c, d), b) in xb
         .chunks_exact(W * UNROLL)
         .zip(yb.chunks_exact_mut(W * UNROLL))
+        .zip(bb.chunks_exact(W * UNROLL))
     {
         for u in 0..UNROLL {
             for l in 0..W {
-                let v = pro(c[u * W + l]);
+                let v = value(c[u * W + l], b[u * W + l]);
                 d[u * W + l] = v;
                 m[u][l] = max(m[u][l], v);
             }
         }
     }
     let vectors = xt.len() / W * W;
-    for (c, d) in xt[..vectors]
+    for ((c, d), b) in xt[..vectors]
         .chunks_exact(W)
         .zip(yt[..vectors].chunks_exact_mut(W))
+        .zip(bt.chunks_exact(W))
     {
         for l in 0..W {
-            let v = pro(c[l]);
+            let v = value(c[l], b[l]);
             d[l] = v;
             m[0][l] = max(m[0][l], v);
         }
     }
     let mut top = f32::NEG_INFINITY;
-    for (&x, d) in xt[vectors..].iter().zip(&mut yt[vectors..]) {
-        let v = pro(x);
+    let tail = bt.get(vectors..).unwrap_or_default();
+    for ((&x, d), &b) in xt[vectors..].iter().zip(&mut yt[vectors..]).zip(tail) {
+        let v = value(x, b);
         *d = v;
         top = max(top, v);
     }

@@ -13,6 +13,7 @@
 
 mod copy;
 mod dynamic;
+mod masked_softmax;
 mod matmul;
 mod recurrence;
 mod reduce;
@@ -28,6 +29,7 @@ use crate::packed::PackedFunc;
 
 pub use copy::CopyOp;
 pub use dynamic::{DynamicOp, Inputs};
+pub use masked_softmax::MaskedSoftmax;
 pub use matmul::{MatmulOp, Product};
 pub use recurrence::Recurrence;
 pub use reduce::ReduceOp;
@@ -52,6 +54,8 @@ pub enum HostOp {
     /// An operator whose result shape depends on its inputs' values (`dyn.*`, `arange`,
     /// `argwhere`).
     Dynamic(DynamicOp),
+    /// An attention's masked softmax as PyTorch exports it.
+    MaskedSoftmax(MaskedSoftmax),
 }
 
 /// The host operator primitive function `func` computes, when it is one (see each kind's
@@ -77,6 +81,9 @@ pub fn host_op(func: &Function) -> Option<Result<HostOp, KernelError>> {
     }
     if let Some(s) = softmax::recognize(func, bindings, op.name, args, attrs) {
         return Some(Ok(HostOp::Softmax(s)));
+    }
+    if let Some(m) = masked_softmax::recognize(func, bindings, body) {
+        return Some(Ok(HostOp::MaskedSoftmax(m)));
     }
     let in_order = bindings.is_empty()
         && args.len() == func.params.len()
@@ -136,6 +143,7 @@ impl HostOp {
             HostOp::View(v) => v.output_shapes(inputs)?,
             HostOp::Copy(c) => c.output_shapes(inputs)?,
             HostOp::Reduce(r) => r.output_shapes(inputs)?,
+            HostOp::MaskedSoftmax(m) => m.output_shapes(inputs)?,
             HostOp::Dynamic(d) => {
                 let dtypes = input_dtypes(spec, inputs.len())?;
                 let inputs = Inputs {
@@ -208,7 +216,11 @@ pub fn compile(func: &Function, name: &str, op: HostOp) -> Result<PackedFunc, Ke
     };
     let any_dtype = matches!(
         op,
-        HostOp::View(_) | HostOp::Copy(_) | HostOp::Reduce(_) | HostOp::Dynamic(_)
+        HostOp::View(_)
+            | HostOp::Copy(_)
+            | HostOp::Reduce(_)
+            | HostOp::Dynamic(_)
+            | HostOp::MaskedSoftmax(_)
     );
     let (spec, inputs) = kernel_spec(func, name, any_dtype)?;
     let outputs = spec.args.len() - inputs;
@@ -422,6 +434,24 @@ pub(crate) unsafe fn call(
         };
         return d.run(&inputs, out_bytes, shape, dtype);
     }
+    if let HostOp::MaskedSoftmax(m) = op {
+        let mask = match m.has_mask() {
+            true => {
+                let i = m.bias_arg();
+                let (t, s) = (
+                    tensors.get(i).ok_or("no mask")?,
+                    shapes.get(i).ok_or("no mask")?,
+                );
+                // SAFETY: checked against the spec (a boolean: a byte per element), valid for
+                // reads of its size by the contract, and only read.
+                Some(unsafe { slice::<u8>(t, count(s).unwrap_or(0)) })
+            }
+            false => None,
+        };
+        // SAFETY: as below; the mask (8-bit) is passed empty.
+        let mut args = unsafe { typed_args::<f32>(spec, tensors, &shapes) }?;
+        return m.run(ctx, &mut args, mask.as_deref(), &shapes);
+    }
     if let HostOp::Copy(c) = op {
         // SAFETY: as below, for elements of the arguments' width.
         return unsafe { copy_elements(c, spec, tensors, &shapes) };
@@ -449,7 +479,11 @@ pub(crate) unsafe fn call(
         HostOp::Recurrence(r) => r.run(ctx, &mut args, &shapes),
         HostOp::Softmax(s) => s.run(ctx, &mut args, want.first().ok_or("no output")?),
         HostOp::Matmul(m) => m.run(ctx, &mut args, &shapes[..inputs]),
-        HostOp::View(_) | HostOp::Copy(_) | HostOp::Reduce(_) | HostOp::Dynamic(_) => Ok(()),
+        HostOp::View(_)
+        | HostOp::Copy(_)
+        | HostOp::Reduce(_)
+        | HostOp::Dynamic(_)
+        | HostOp::MaskedSoftmax(_) => Ok(()),
     }
 }
 

@@ -510,3 +510,60 @@ fn generic_copies_reject_bad_arguments_with_errors() {
     let flat = floats(&[24], |i| i as f32);
     assert!(k.call(&[&flat, &at(0)], &mut [&mut y]).is_err());
 }
+
+/// PyTorch's exported `scaled_dot_product_attention` softmax: scaled scores plus a boolean
+/// mask's bias (broadcast over heads and queries, or a float bias), the NaN of a row masked
+/// whole replaced; the operands constants or parameters. One generic kernel, against the
+/// interpreter at shapes it was not first called with.
+#[test]
+fn masked_attention_softmaxes_are_one_library_call_at_every_shape() {
+    let masked = "%0 = where(%p1, 0f, -inff); %1 = add(multiply(%p0, 0.125f), %0); \
+                  %2 = nn.softmax(%1, axis=-1); %3 = isnan(%2); where(%3, 0f, %2)";
+    let params = "%p0: Tensor[(?, 4, ?, ?), float32], %p1: Tensor[(?, 1, ?, ?), bool]";
+    generic_cases(
+        params,
+        masked,
+        &[
+            &[&[1, 4, 3, 5], &[1, 1, 3, 5]],
+            &[&[2, 4, 7, 33], &[2, 1, 7, 33]],
+            &[&[1, 4, 1, 16], &[1, 1, 1, 16]],
+            &[&[2, 4, 0, 9], &[2, 1, 0, 9]],
+        ],
+    );
+    // The padding mask of an encoder: one row of keys per batch element, broadcast over heads
+    // and queries; its values parameters.
+    let params = "%p0: Tensor[(?, 2, ?, ?), float32], %p1: Tensor[(?, 1, 1, ?), bool], \
+                  %p2: Tensor[(1), float32], %p3: Tensor[(1), float32], %p4: Tensor[(1), float32]";
+    let body = "%0 = where(%p1, %p2, %p3); %1 = add(%p0, %0); %2 = nn.softmax(%1, axis=3); \
+                %3 = isnan(%2); where(%3, %p4, %2)";
+    generic_cases(
+        params,
+        body,
+        &[
+            &[&[1, 2, 4, 4], &[1, 1, 1, 4], &[1], &[1], &[1]],
+            &[&[3, 2, 9, 9], &[3, 1, 1, 9], &[1], &[1], &[1]],
+        ],
+    );
+    // A float bias, no guard.
+    generic_cases(
+        "%p0: Tensor[(?, 8), float32], %p1: Tensor[(8), float32]",
+        "nn.softmax(add(%p1, %p0), axis=-1)",
+        &[&[&[1, 8], &[8]], &[&[5, 8], &[8]]],
+    );
+    // A mask of the wrong length for the rows is an error, not a read out of bounds.
+    let f = softmax_primitive(
+        "%p0: Tensor[(?, 8), float32], %p1: Tensor[(?), float32]",
+        "nn.softmax(add(%p0, %p1), axis=-1)",
+    );
+    let k = crate::compile_primitive(&f, "k").unwrap();
+    assert!(k.output_shapes(&[&[2, 8], &[5]], &[]).is_err());
+    // Another operator in the way is not this kernel.
+    let other = softmax_primitive(
+        "%p0: Tensor[(?, 8), float32], %p1: Tensor[(8), float32]",
+        "nn.softmax(add(exp(%p0), %p1), axis=-1)",
+    );
+    assert!(!matches!(
+        host_op(&other),
+        Some(Ok(HostOp::MaskedSoftmax(_)))
+    ));
+}

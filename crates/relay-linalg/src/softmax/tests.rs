@@ -146,3 +146,88 @@ fn empty_tensors_and_wrong_lengths() {
     };
     assert!(softmax(&ctx, &huge, &[0.0; 6], &mut [0.0; 6]).is_err());
 }
+
+/// A masked attention's softmax: rows `[batch 2, heads 3, queries 4]` of 37 keys, a boolean
+/// mask `[2, 1, 4, 37]` broadcast over the heads (`-inf` where unset, one query masked whole)
+/// or the same bias as floats, scaled first, NaN results replaced by 0, on every path and
+/// split over threads: as the reference of `x · k + bias`.
+#[test]
+fn a_broadcast_mask_or_bias_is_added_and_masked_rows_give_the_nan_value() {
+    let (b, h, q, cols) = (2usize, 3usize, 4usize, 37usize);
+    let s = Softmax {
+        rows: b * h * q,
+        cols,
+        prologue: Prologue::Mul(0.5),
+        log: false,
+    };
+    let mut mask = vec![1u8; b * q * cols];
+    for (i, m) in mask.iter_mut().enumerate() {
+        *m = u8::from((i * 7) % 5 != 0);
+    }
+    mask[cols..2 * cols].fill(0);
+    let floats: Vec<f32> = mask
+        .iter()
+        .map(|&m| if m != 0 { 0.0 } else { f32::NEG_INFINITY })
+        .collect();
+    let x = data(s.rows * cols, 11, 6.0);
+    // The reference: the bias row of score row (i, j, k) is mask row (i, 0, k).
+    let mut biased = Vec::with_capacity(x.len());
+    for (r, row) in x.chunks_exact(cols).enumerate() {
+        let (i, k) = (r / (h * q), r % q);
+        let bias = &floats[(i * q + k) * cols..][..cols];
+        biased.extend(row.iter().zip(bias).map(|(&v, &m)| v * 0.5 + m));
+    }
+    let plain = Softmax {
+        prologue: Prologue::None,
+        ..s
+    };
+    let want: Vec<f64> = reference(&plain, &biased)
+        .into_iter()
+        .map(|v| if v.is_nan() { 0.0 } else { v })
+        .collect();
+    let dims = vec![b, h, q];
+    let strides = vec![q, 0, 1];
+    let values = [
+        BiasValues::Mask {
+            mask: &mask,
+            keep: 0.0,
+            drop: f32::NEG_INFINITY,
+        },
+        BiasValues::Add(&floats),
+    ];
+    for isa in Isa::available() {
+        for threads in [1, 2] {
+            let ctx = KernelContext::with_threads(threads).with_isa(isa).unwrap();
+            for v in values {
+                let extras = Extras {
+                    bias: Some(Bias {
+                        values: v,
+                        dims: dims.clone(),
+                        strides: strides.clone(),
+                    }),
+                    nan_to: Some(0.0),
+                };
+                let mut y = vec![f32::NAN; x.len()];
+                softmax_with(&ctx, &s, &extras, &x, &mut y).unwrap();
+                for (k, (&g, &w)) in y.iter().zip(&want).enumerate() {
+                    assert!(
+                        (f64::from(g) - w).abs() <= 1e-5 * w.abs().max(1.0) + 1e-7,
+                        "{isa:?} {threads} threads {v:?} element {k}: {g} want {w}"
+                    );
+                }
+            }
+        }
+    }
+    // A bias too short for the rows is an error, not a read out of bounds.
+    let extras = Extras {
+        bias: Some(Bias {
+            values: BiasValues::Add(&floats[..cols]),
+            dims,
+            strides,
+        }),
+        nan_to: None,
+    };
+    let mut y = vec![0.0; x.len()];
+    let ctx = KernelContext::with_threads(1);
+    assert!(softmax_with(&ctx, &s, &extras, &x, &mut y).is_err());
+}
