@@ -154,6 +154,15 @@ fn arange_bounds(call: &Expr, args: &[Expr], attrs: &relay_ir::Attrs) -> Option<
     let ExprKind::Call { callee, args, .. } = call.kind() else {
         return None;
     };
+    // A length the relation refuses (a range too long) stays the run-time error it is.
+    let ExprKind::Op(op) = callee.kind() else {
+        return None;
+    };
+    let types: Vec<relay_ir::Type> = args
+        .iter()
+        .map(crate::fold_constant::constant_type)
+        .collect();
+    (op.relation?)(&types, &attrs).ok()?;
     Some(Expr::new(
         ExprKind::Call {
             callee: callee.clone(),
