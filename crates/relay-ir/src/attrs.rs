@@ -129,10 +129,10 @@ impl Attrs {
 
     /// The value of `name`.
     pub fn get(&self, name: &str) -> Option<&AttrValue> {
-        self.0
-            .iter()
-            .find(|(k, _)| k.as_str() == name)
-            .map(|(_, v)| v)
+        // One interner lookup, then integer comparisons (a shape function reads attributes
+        // on every call).
+        let name = Symbol::existing(name)?;
+        self.0.iter().find(|(k, _)| *k == name).map(|(_, v)| v)
     }
 
     /// The entries in order.

@@ -67,6 +67,12 @@ impl Symbol {
         Symbol(id)
     }
 
+    /// The symbol of `s` if it has been interned (one lookup, nothing interned).
+    pub fn existing(s: &str) -> Option<Symbol> {
+        let guard = interner().read().unwrap_or_else(|e| e.into_inner());
+        guard.map.get(s).map(|&id| Symbol(id))
+    }
+
     /// The interned text.
     pub fn as_str(self) -> &'static str {
         interner().read().unwrap_or_else(|e| e.into_inner()).strings[self.0 as usize]

@@ -28,6 +28,8 @@ pub struct PackedFunc {
     num_inputs: usize,
     /// Whether some extent of the spec is `-1` (any): see [`PackedFunc::is_generic`].
     generic: bool,
+    /// A host operator's recent output shapes.
+    memo: crate::host_op::ShapeMemo,
 }
 
 /// What a [`PackedFunc`] runs.
@@ -102,6 +104,7 @@ pub fn compile_all(funcs: &[LoopFunc]) -> Result<Vec<PackedFunc>, KernelError> {
             spec: d.spec,
             num_inputs,
             generic: false,
+            memo: Default::default(),
         })
         .collect())
 }
@@ -189,8 +192,9 @@ impl PackedFunc {
     ) -> Result<Vec<Vec<i64>>, KernelError> {
         let outputs = &self.spec.args[self.num_inputs.min(self.spec.args.len())..];
         match self.entry {
-            Entry::Host(ref op) if self.generic => op
-                .output_shapes(&self.spec, inputs, bytes)
+            Entry::Host(ref op) if self.generic => self
+                .memo
+                .output_shapes(op, &self.spec, inputs, bytes)
                 .map_err(|m| self.call_error(m)),
             Entry::Rows(ref rows) => rows
                 .output_shapes(inputs, self.num_inputs)
@@ -227,6 +231,7 @@ impl PackedFunc {
             spec: Arc::new(spec),
             num_inputs: inputs,
             generic,
+            memo: Default::default(),
         }
     }
 
@@ -243,6 +248,7 @@ impl PackedFunc {
             spec: Arc::new(spec),
             num_inputs: inputs,
             generic: true,
+            memo: Default::default(),
         }
     }
 
@@ -526,7 +532,7 @@ impl PackedFunc {
         // SAFETY: by this function's contract.
         let result = match (op, &self.entry) {
             (Some(op), _) => unsafe {
-                crate::host_op::call(op, ctx, &self.spec, self.num_inputs, &tensors)
+                crate::host_op::call(op, &self.memo, ctx, &self.spec, self.num_inputs, &tensors)
             },
             // SAFETY: by this function's contract.
             (None, Entry::Rows(rows)) => unsafe {

@@ -15,6 +15,7 @@ mod copy;
 mod dynamic;
 mod masked_softmax;
 mod matmul;
+mod memo;
 mod recurrence;
 mod reduce;
 mod softmax;
@@ -31,6 +32,7 @@ pub use copy::CopyOp;
 pub use dynamic::{DynamicOp, Inputs};
 pub use masked_softmax::MaskedSoftmax;
 pub use matmul::{MatmulOp, Product};
+pub(crate) use memo::ShapeMemo;
 pub use recurrence::Recurrence;
 pub use reduce::ReduceOp;
 pub use softmax::{Scale, SoftmaxOp};
@@ -365,6 +367,7 @@ fn count(shape: &[i64]) -> Option<usize> {
 /// writes (outputs) of its whole size, with no overlap between outputs and other arguments.
 pub(crate) unsafe fn call(
     op: &HostOp,
+    memo: &ShapeMemo,
     ctx: &KernelContext,
     spec: &KernelSpec,
     inputs: usize,
@@ -395,7 +398,7 @@ pub(crate) unsafe fn call(
             bytes.push(unsafe { slice::<u8>(t, n.unwrap_or(0)) });
         }
     }
-    let want = op.output_shapes(spec, &shapes[..inputs], &bytes)?;
+    let want = memo.output_shapes(op, spec, &shapes[..inputs], &bytes)?;
     if want
         .iter()
         .zip(&shapes[inputs..])

@@ -567,3 +567,21 @@ fn masked_attention_softmaxes_are_one_library_call_at_every_shape() {
         Some(Ok(HostOp::MaskedSoftmax(_)))
     ));
 }
+
+/// The shape memo answers a shape seen lately and recomputes the others: a transpose's output
+/// shapes stay right over more distinct shapes than the memo keeps, cycled twice.
+#[test]
+fn the_shape_memo_answers_only_the_shapes_it_saw() {
+    let f = softmax_primitive(
+        "%p0: Tensor[(?, ?), float32]",
+        "transpose(%p0, axes=[1, 0])",
+    );
+    let k = crate::compile_primitive(&f, "k").unwrap();
+    for _ in 0..2 {
+        for (r, c) in [(1, 2), (2, 1), (3, 4), (4, 3), (0, 5), (5, 0), (2, 1)] {
+            assert_eq!(k.output_shapes(&[&[r, c]], &[]).unwrap(), vec![vec![c, r]]);
+        }
+    }
+    // A rank the memo holds a prefix of is not a hit.
+    assert!(k.output_shapes(&[&[2]], &[]).is_err());
+}
