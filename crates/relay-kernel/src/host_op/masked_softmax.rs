@@ -16,10 +16,12 @@
 
 use std::collections::HashSet;
 
-use relay_ir::{Binding, DType, Expr, ExprKind, Function, TypeKind, VarId};
+use relay_ir::{Binding, DType, Expr, ExprKind, Function, VarId};
 use relay_linalg::KernelContext;
 use relay_linalg::softmax::{Bias, BiasValues, Extras, Prologue, Softmax};
 use relay_ops::support::attr_int;
+
+use super::softmax::tensor_dims as tensor;
 
 /// A masked softmax the kernel library computes (see the module's documentation).
 #[derive(Clone, Debug, PartialEq)]
@@ -96,23 +98,6 @@ impl<'a> Body<'a> {
     fn call(&mut self, e: &'a Expr, op: &str) -> Option<&'a [Expr]> {
         let (o, args, _) = self.resolve(e).op_call()?;
         (o.name == op).then_some(args)
-    }
-}
-
-/// The dtype and dimensions (`None` for `?`) of a tensor type.
-fn tensor(ty: &relay_ir::Type) -> Option<(DType, Vec<Option<i64>>)> {
-    match ty.kind() {
-        TypeKind::Tensor { dtype, shape } => Some((
-            *dtype,
-            shape
-                .iter()
-                .map(|d| match d {
-                    relay_ir::Dim::Known(n) => Some(*n),
-                    relay_ir::Dim::Any => None,
-                })
-                .collect(),
-        )),
-        _ => None,
     }
 }
 

@@ -162,8 +162,14 @@ fn factor(e: &Expr) -> Option<Factor> {
 
 /// The dimensions (`None` for `?`) of a `float32` tensor type.
 fn f32_dims(ty: &Type) -> Option<Vec<Option<i64>>> {
+    tensor_dims(ty).and_then(|(dtype, dims)| (dtype == DType::F32).then_some(dims))
+}
+
+/// The dtype and dimensions (`None` for `?`) of a tensor type.
+pub(super) fn tensor_dims(ty: &Type) -> Option<(DType, Vec<Option<i64>>)> {
     match ty.kind() {
-        TypeKind::Tensor { dtype, shape } if *dtype == DType::F32 => Some(
+        TypeKind::Tensor { dtype, shape } => Some((
+            *dtype,
             shape
                 .iter()
                 .map(|d| match d {
@@ -171,7 +177,7 @@ fn f32_dims(ty: &Type) -> Option<Vec<Option<i64>>> {
                     relay_ir::Dim::Any => None,
                 })
                 .collect(),
-        ),
+        )),
         _ => None,
     }
 }
