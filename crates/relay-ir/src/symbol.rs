@@ -48,13 +48,8 @@ fn interner() -> &'static RwLock<Interner> {
 impl Symbol {
     /// Interns `s`. Interned strings live for the rest of the process.
     pub fn intern(s: &str) -> Symbol {
-        if let Some(&id) = interner()
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .map
-            .get(s)
-        {
-            return Symbol(id);
+        if let Some(sym) = Symbol::existing(s) {
+            return sym;
         }
         let mut guard = interner().write().unwrap_or_else(|e| e.into_inner());
         if let Some(&id) = guard.map.get(s) {

@@ -145,7 +145,7 @@ impl DynamicOp {
             "shape_of" => Ok(vec![inputs.shape(self.arg(0)?)?.len() as i64]),
             "arange" => {
                 let [a, b, s] = [0, 1, 2].map(|i| self.array(inputs, i));
-                dynamic::arange_length(&a?, &b?, &s?)
+                dynamic::arange_length(&*a?, &*b?, &*s?)
                     .map(|n| vec![n])
                     .map_err(|e| e.to_string())
             }
@@ -202,7 +202,7 @@ impl DynamicOp {
         let name = self.op.name;
         if name == "arange" {
             let [a, b, s] = [0, 1, 2].map(|i| self.array(inputs, i));
-            return dynamic::arange(&a?, &b?, &s?)
+            return dynamic::arange(&*a?, &*b?, &*s?)
                 .map(Plan::Values)
                 .map_err(|e| e.to_string());
         }
@@ -260,7 +260,7 @@ impl DynamicOp {
         let args = r
             .data
             .iter()
-            .map(|&k| self.array(inputs, k).map(relay_ir::Value::tensor))
+            .map(|&k| self.array(inputs, k).map(relay_ir::Value::Tensor))
             .collect::<Result<Vec<_>, _>>()?;
         let attrs = r
             .attrs
@@ -307,13 +307,15 @@ impl DynamicOp {
         }
     }
 
-    /// Input `k` of the call as an array (a small one: a shape, a scalar).
-    fn array(&self, inputs: &Inputs<'_>, k: usize) -> Result<NDArray, String> {
+    /// Input `k` of the call as an array (a small one: a shape, a scalar); a constant is
+    /// shared, not copied.
+    fn array(&self, inputs: &Inputs<'_>, k: usize) -> Result<Arc<NDArray>, String> {
         match self.operands.get(k) {
-            Some(Operand::Constant(c)) => Ok((**c).clone()),
+            Some(Operand::Constant(c)) => Ok(c.clone()),
             Some(Operand::Arg(i)) => {
                 let (dtype, shape) = (inputs.dtype(*i)?, inputs.shape(*i)?);
                 NDArray::from_bytes(dtype, shape, input_bytes(inputs, *i)?)
+                    .map(Arc::new)
                     .map_err(|e| e.to_string())
             }
             None => Err(format!("no input {k}")),

@@ -16,8 +16,8 @@ use crate::proto::NodeProto;
 use crate::shape_vectors::elems_of;
 use crate::symbolic::{ANY, broadcast_dim, is_symbol};
 
-/// `v` as an `int64` tensor.
-fn int64(g: &mut Graph, v: &Value) -> Result<Value, ConvertError> {
+/// `v` as an `int64` tensor (itself when it is one).
+pub(super) fn int64(g: &mut Graph, v: &Value) -> Result<Value, ConvertError> {
     if v.dtype == DType::I64 {
         return Ok(v.clone());
     }

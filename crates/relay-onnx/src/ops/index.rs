@@ -11,10 +11,7 @@ use crate::builder::{Value, attr, floats_of, ints_of};
 use crate::graph::Graph;
 use crate::proto::NodeProto;
 
-/// `x` cast to int64 (indices of any integer type).
-fn int64(g: &mut Graph, x: &Value) -> Result<Value, ConvertError> {
-    g.call("cast", &[x], &[("dtype", attr::str(DType::I64))])
-}
+use super::dynamic::int64;
 
 /// Int64 indices `i` with the negative ones wrapped: `i + n` where `i < 0` (`n` the axis
 /// length, a scalar or a vector broadcast along the indices' last axis).
