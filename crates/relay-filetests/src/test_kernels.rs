@@ -89,13 +89,13 @@ mod tests {
 
     #[test]
     fn dynamic_kernels_are_named_with_a_note() {
-        // A row function compiles once for chunks of rows; a `?` after a static dimension is not a
-        // row.
+        // A row function compiles once for chunks of rows; a broadcast with a known extent in
+        // front of a `?` is specialized when called.
         let program = "#[version = \"0.0.5\"]\n\
-                       def @main(%x: Tensor[(?, 3), float32], %t: Tensor[(3, ?), float32]) { (nn.relu(%x), exp(%t)) }\n";
+                       def @main(%x: Tensor[(?, 3), float32], %t: Tensor[(3, ?), float32], %u: Tensor[(?, 1), float32]) { (nn.relu(%x), add(%u, %t)) }\n";
         let text = format!(
             "// test kernels\n{program}// check: // kernel fused_nn_relu_$(hash=[0-9a-f]+): rows of any number\n\
-             // check: // kernel fused_exp_$(hash2=[0-9a-f]+): dynamic shapes\n\
+             // check: // kernel fused_add_$(hash2=[0-9a-f]+): dynamic shapes\n\
              // not: for i\n"
         );
         run(&text).unwrap();

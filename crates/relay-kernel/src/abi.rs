@@ -126,6 +126,10 @@ pub struct KernelSpec {
     /// The byte sizes of the kernel's scratch buffers, which follow the arguments in the
     /// buffer array the body receives.
     pub scratch: Vec<u64>,
+    /// The alignment in bytes the entry requires of every argument's data:
+    /// [`DATA_ALIGNMENT`], or 1 for a kernel its caller points into the middle of tensors
+    /// (a span of `crate::broadcast`; the code's loads and stores assume no alignment).
+    pub alignment: u64,
 }
 
 /// What a kernel expects of one tensor argument.
@@ -331,9 +335,10 @@ unsafe fn check_args(
             if t.data.is_null() {
                 return Err(at("null data".into()));
             }
-            if first % DATA_ALIGNMENT != 0 {
+            let alignment = spec.alignment.max(1);
+            if first % alignment != 0 {
                 return Err(at(format!(
-                    "data at {first:#x} (byte offset {}) is not {DATA_ALIGNMENT}-byte aligned",
+                    "data at {first:#x} (byte offset {}) is not {alignment}-byte aligned",
                     t.byte_offset
                 )));
             }

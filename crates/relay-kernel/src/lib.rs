@@ -29,6 +29,7 @@
 
 pub mod abi;
 mod analysis;
+mod broadcast;
 pub mod cache;
 pub mod codegen;
 pub mod compose;
@@ -50,7 +51,8 @@ pub mod target;
 pub use cache::{KernelCache, KernelKey};
 pub use error::KernelError;
 pub use listing::{
-    DYNAMIC_NOTE, GENERIC_NOTE, KernelText, ROWS_NOTE, print_kernels, print_kernels_for,
+    BROADCAST_NOTE, DYNAMIC_NOTE, GENERIC_NOTE, KernelText, ROWS_NOTE, print_kernels,
+    print_kernels_for,
 };
 pub use packed::PackedFunc;
 pub use target::{Target, TargetError};
@@ -85,8 +87,9 @@ pub fn compile_primitive_for(
 /// shape, its outputs shaped by [`PackedFunc::output_shapes`]: when the kernel library
 /// computes it whole ([`host_op`]: a softmax, a matrix product, a copy, a reduction), or when
 /// its `?` dimensions are rows it computes independently (`rows`: loop nests compiled once
-/// for chunks of rows); `None` for a static function and for one that is specialized per
-/// shape ([`compile_primitive_for`]).
+/// for chunks of rows), or when its operators broadcast elementwise (`broadcast`: loop nests
+/// compiled once for spans of the innermost dimension); `None` for a static function and for
+/// one that is specialized per shape ([`compile_primitive_for`]).
 pub fn compile_generic(func: &Function, name: &str) -> Option<Result<PackedFunc, KernelError>> {
     if !is_dynamic(func) {
         return None;
@@ -94,7 +97,7 @@ pub fn compile_generic(func: &Function, name: &str) -> Option<Result<PackedFunc,
     match host_op::host_op(func) {
         Some(Ok(op)) => Some(host_op::compile(func, name, op)),
         Some(Err(e)) => Some(Err(e)),
-        None => rows::compile(func, name),
+        None => rows::compile(func, name).or_else(|| broadcast::compile(func, name)),
     }
 }
 

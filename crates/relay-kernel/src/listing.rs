@@ -46,6 +46,12 @@ pub const GENERIC_NOTE: &str =
 pub const ROWS_NOTE: &str = "rows of any number: loop nests compiled once for chunks of rows \
                              (no specialization per shape)";
 
+/// What a listing says of a kernel with `?` dimensions whose operators broadcast
+/// elementwise: loop nests compiled once for spans of the innermost dimension
+/// (`crate::broadcast`).
+pub const BROADCAST_NOTE: &str = "any shape that broadcasts: loop nests compiled once for spans \
+                                  of the innermost dimension (no specialization per shape)";
+
 /// The listing of `kernels` (as [`crate::primitive_functions`] lists a module's), in their
 /// order: for each, a `// kernel NAME` line and its text, or a `// kernel NAME: ` line with
 /// [`DYNAMIC_NOTE`] for a kernel with dynamic shapes; kernels are separated by one blank line.
@@ -90,9 +96,12 @@ pub fn print_kernels_for(
             if !listing.is_empty() {
                 listing.push('\n');
             }
-            let note = match crate::rows::is_row_function(func) {
-                true => ROWS_NOTE,
-                false => DYNAMIC_NOTE,
+            let note = if crate::rows::is_row_function(func) {
+                ROWS_NOTE
+            } else if crate::broadcast::is_broadcast_function(func) {
+                BROADCAST_NOTE
+            } else {
+                DYNAMIC_NOTE
             };
             let _ = writeln!(listing, "// kernel {name}: {note}");
             continue;

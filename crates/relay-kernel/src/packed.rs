@@ -44,6 +44,9 @@ enum Entry {
     Host(crate::host_op::HostOp),
     /// Loop nests for chunks of rows, walked over the arguments' rows (`crate::rows`).
     Rows(Box<crate::rows::Rows>),
+    /// Loop nests for spans of the innermost dimension, walked over a broadcast
+    /// (`crate::broadcast`).
+    Broadcast(Box<crate::broadcast::Broadcast>),
 }
 
 impl std::fmt::Debug for PackedFunc {
@@ -54,7 +57,12 @@ impl std::fmt::Debug for PackedFunc {
 
 /// Compiles one loop nest into its own JIT code.
 pub fn compile(func: &LoopFunc) -> Result<PackedFunc, KernelError> {
-    let mut all = compile_all(std::slice::from_ref(func))?;
+    compile_aligned(func, crate::abi::DATA_ALIGNMENT)
+}
+
+/// [`compile`], its entry requiring `alignment` bytes of its arguments' data.
+pub(crate) fn compile_aligned(func: &LoopFunc, alignment: u64) -> Result<PackedFunc, KernelError> {
+    let mut all = compile_all_aligned(std::slice::from_ref(func), alignment)?;
     all.pop().ok_or_else(|| KernelError::Codegen {
         kernel: func.name.clone(),
         message: "no function was compiled".into(),
@@ -64,13 +72,18 @@ pub fn compile(func: &LoopFunc) -> Result<PackedFunc, KernelError> {
 /// Compiles several loop nests into one JIT module; the functions share its code, which is
 /// freed when the last of them drops.
 pub fn compile_all(funcs: &[LoopFunc]) -> Result<Vec<PackedFunc>, KernelError> {
+    compile_all_aligned(funcs, crate::abi::DATA_ALIGNMENT)
+}
+
+/// [`compile_all`], the entries requiring `alignment` bytes of their arguments' data.
+fn compile_all_aligned(funcs: &[LoopFunc], alignment: u64) -> Result<Vec<PackedFunc>, KernelError> {
     let mut module = jit::new_module()?;
     let mut defined = Vec::with_capacity(funcs.len());
     let mut inputs = Vec::with_capacity(funcs.len());
     let result = (|| {
         for (i, f) in funcs.iter().enumerate() {
             inputs.push(num_inputs(f)?);
-            defined.push(codegen::define(&mut module, f, i, None)?);
+            defined.push(codegen::define(&mut module, f, i, alignment, None)?);
         }
         module
             .finalize_definitions()
@@ -199,6 +212,10 @@ impl PackedFunc {
             Entry::Rows(ref rows) => rows
                 .output_shapes(inputs, self.num_inputs)
                 .map_err(|m| self.call_error(m)),
+            Entry::Broadcast(ref b) => b
+                .output_shape(inputs)
+                .map(|s| vec![s])
+                .map_err(|m| self.call_error(m)),
             _ => Ok(outputs.iter().map(|a| a.shape.clone()).collect()),
         }
     }
@@ -213,7 +230,7 @@ impl PackedFunc {
     pub fn entry(&self) -> Option<PackedCFunc> {
         match self.entry {
             Entry::Jit { entry, .. } => Some(entry),
-            Entry::Host(_) | Entry::Rows(_) => None,
+            Entry::Host(_) | Entry::Rows(_) | Entry::Broadcast(_) => None,
         }
     }
 
@@ -252,12 +269,31 @@ impl PackedFunc {
         }
     }
 
+    /// The broadcast kernel `b` with arguments `spec` (`inputs` of them inputs).
+    pub(crate) fn broadcast(
+        name: String,
+        spec: KernelSpec,
+        inputs: usize,
+        b: crate::broadcast::Broadcast,
+    ) -> PackedFunc {
+        PackedFunc {
+            entry: Entry::Broadcast(Box::new(b)),
+            name,
+            spec: Arc::new(spec),
+            num_inputs: inputs,
+            generic: true,
+            memo: Default::default(),
+        }
+    }
+
     /// Whether it computes inputs of shapes `inputs`: always, but for a row kernel whose
-    /// batched inputs do not share their rows (a `?` that broadcasts at run time), which a
+    /// batched inputs do not share their rows (a `?` that broadcasts at run time), and a
+    /// broadcast kernel whose arguments do not broadcast as its spans read them, which a
     /// caller specializes instead.
     pub fn serves(&self, inputs: &[&[i64]]) -> bool {
         match &self.entry {
             Entry::Rows(rows) => rows.serves(inputs),
+            Entry::Broadcast(b) => b.serves(inputs),
             _ => true,
         }
     }
@@ -267,6 +303,7 @@ impl PackedFunc {
     pub fn generic_note(&self) -> Option<&'static str> {
         match (&self.entry, self.generic) {
             (Entry::Rows(_), _) => Some(crate::listing::ROWS_NOTE),
+            (Entry::Broadcast(_), _) => Some(crate::listing::BROADCAST_NOTE),
             (Entry::Host(_), true) => Some(crate::listing::GENERIC_NOTE),
             _ => None,
         }
@@ -470,7 +507,7 @@ impl PackedFunc {
                 return unsafe { self.call_host(Some(op), args, type_codes, num_args, ctx) };
             }
             // SAFETY: by this function's contract.
-            Entry::Rows(_) => {
+            Entry::Rows(_) | Entry::Broadcast(_) => {
                 return unsafe { self.call_host(None, args, type_codes, num_args, ctx) };
             }
         };
@@ -538,6 +575,8 @@ impl PackedFunc {
             (None, Entry::Rows(rows)) => unsafe {
                 crate::rows::call(rows, ctx, self.num_inputs, &tensors)
             },
+            // SAFETY: by this function's contract.
+            (None, Entry::Broadcast(b)) => unsafe { crate::broadcast::call(b, ctx, &tensors) },
             (None, _) => Err("not a kernel of the library".into()),
         };
         match result {

@@ -11,12 +11,12 @@ use relay_ir::{DType, Value};
 use relay_vm::{Vm, VmOptions};
 
 /// A fused elementwise chain (a row kernel) and a dense layer over a `?` batch dimension, and
-/// an elementwise function of a transpose (`[64, ?]`), whose `?` is not a leading row: a loop
-/// nest specialized per shape.
+/// an integer sum over the batch fused with its cast, which the kernel library does not
+/// compute: a loop nest specialized per shape.
 const PROGRAM: &str = r#"#[version = "0.0.5"]
 def @main(%x: Tensor[(?, 64), float32], %y: Tensor[(?, 64), float32], %w: Tensor[(32, 64), float32]) {
   %0 = add(multiply(%x, 0.5f), %y);
-  (%0, nn.dense(%0, %w, units=32), exp(transpose(%x, axes=[1, 0])))
+  (%0, nn.dense(%0, %w, units=32), sum(cast(multiply(%x, 8f), dtype="int32"), axis=[0]))
 }
 "#;
 

@@ -84,8 +84,8 @@ pub use relay_ir as ir;
 pub mod listing {
     pub use relay_kernel::target::{ARCHITECTURES, host_triple};
     pub use relay_kernel::{
-        DYNAMIC_NOTE, GENERIC_NOTE, KernelText, ROWS_NOTE, Target, primitive_functions,
-        print_kernels_for,
+        BROADCAST_NOTE, DYNAMIC_NOTE, GENERIC_NOTE, KernelText, ROWS_NOTE, Target,
+        primitive_functions, print_kernels_for,
     };
 }
 /// The host kernels' instruction sets: [`Isa::detected`], the `RELAYC_ISA` override

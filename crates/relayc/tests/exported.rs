@@ -238,3 +238,31 @@ fn exported_models_match_onnx_runtime_but_the_known_failures() {
     }
     assert!(problems.is_empty(), "{}", problems.join("\n"));
 }
+
+#[test]
+fn transformers_with_a_dynamic_batch_and_sequence_compile_nothing_per_shape() {
+    // Every kernel of the Hugging Face exports is one of the library's, a row kernel or a
+    // broadcast kernel (embeddings, masks, attention's scaling, splits, residuals): none is
+    // compiled when called.
+    for name in [
+        "bert_dynbatch_ts",
+        "bert_dynbatch_dynamo",
+        "bert_dynseq_ts",
+        "bert_dynseq_dynamo",
+        "gpt2_dynseq_ts",
+        "gpt2_dynseq_dynamo",
+    ] {
+        let model = data().join(name).join("model.onnx").display().to_string();
+        let work = scratch(name);
+        let ro = work.join("model.ro").display().to_string();
+        let built = relayc(&["build".into(), model, "-o".into(), ro]);
+        let err = String::from_utf8_lossy(&built.stderr);
+        assert!(built.status.success(), "{name}: {err}");
+        let specialized: Vec<&str> = err
+            .lines()
+            .filter(|l| l.contains("compiled when called"))
+            .collect();
+        assert!(specialized.is_empty(), "{name}: {specialized:#?}");
+        let _ = std::fs::remove_dir_all(work);
+    }
+}

@@ -94,8 +94,8 @@ use relay_ir::te::{BinaryOp, CmpOp, UnaryOp};
 use relay_ir::{DType, DTypeCode};
 
 use crate::abi::{
-    ArgSpec, DLDataType, ERR_DIV_BY_ZERO, ERR_HOST, ERR_MOD_BY_ZERO, ERR_NEGATIVE_POWER,
-    ERR_OUT_OF_BOUNDS, KernelSpec,
+    ArgSpec, DATA_ALIGNMENT, DLDataType, ERR_DIV_BY_ZERO, ERR_HOST, ERR_MOD_BY_ZERO,
+    ERR_NEGATIVE_POWER, ERR_OUT_OF_BOUNDS, KernelSpec,
 };
 use crate::analysis::lanes::{accumulation, accumulators, vector_legal, walk_locals};
 use crate::error::KernelError;
@@ -157,9 +157,11 @@ pub fn emit_text(
         text: String::new(),
     };
     let defined = match target {
-        None => define(&mut module, func, 0, Some(&mut listing)),
+        None => define(&mut module, func, 0, DATA_ALIGNMENT, Some(&mut listing)),
         Some(_) => {
-            let define = AssertUnwindSafe(|| define(&mut module, func, 0, Some(&mut listing)));
+            let define = AssertUnwindSafe(|| {
+                define(&mut module, func, 0, DATA_ALIGNMENT, Some(&mut listing))
+            });
             std::panic::catch_unwind(define).unwrap_or_else(|payload| {
                 Err(KernelError::Codegen {
                     kernel: func.name.clone(),
@@ -260,9 +262,13 @@ pub fn define(
     module: &mut JITModule,
     func: &LoopFunc,
     index: usize,
+    alignment: u64,
     mut listing: Option<&mut Listing>,
 ) -> Result<Defined, KernelError> {
-    let spec = Arc::new(kernel_spec(func)?);
+    let spec = Arc::new(KernelSpec {
+        alignment,
+        ..kernel_spec(func)?
+    });
     let codegen_err = |message: String| KernelError::Codegen {
         kernel: func.name.clone(),
         message,
@@ -364,6 +370,7 @@ pub fn kernel_spec(func: &LoopFunc) -> Result<KernelSpec, KernelError> {
         name: func.name.clone(),
         args,
         scratch,
+        alignment: DATA_ALIGNMENT,
     })
 }
 

@@ -1,6 +1,6 @@
-//! Matrix products of `float32` tensors with `?` dimensions — `nn.dense` and `nn.batch_matmul`
-//! on their primitive's parameters in order (or `nn.dense` of its one parameter by a constant
-//! weight, an imported model's initializer), alone or scaled by a scalar constant (`multiply`
+//! Matrix products of `float32` tensors with `?` dimensions — `nn.dense`, `nn.matmul` by a
+//! matrix and `nn.batch_matmul` on their primitive's parameters in order (or a dense layer of
+//! its one parameter by a constant weight, an imported model's initializer), alone or scaled by a scalar constant (`multiply`
 //! or `divide`: an attention score's scaling) — computed by the host GEMM with the sizes of
 //! the call's arguments, all rows in one product, so one kernel serves every shape. A
 //! constant weight is read in place, where the GEMM finds it packed once when it is one of the
@@ -38,8 +38,10 @@ impl PartialEq for Weight {
 /// The operator of a [`MatmulOp`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Product {
-    /// `nn.dense(x [..., K], w [N, K])`: `[..., N]`.
+    /// `nn.dense(x [..., K], w [N, K])`: `[..., N]` (also `nn.matmul` with `transpose_b`).
     Dense,
+    /// `nn.matmul(x [..., K], w [K, N])`: `[..., N]`.
+    Matmul,
     /// `nn.batch_matmul(a, b)`: `a` `[B, M, K]` (`[B, K, M]` transposed), `b` `[B, K, N]`
     /// (`[B, N, K]` transposed), either batch 1 broadcast: `[B, M, N]`.
     Batch {
@@ -72,6 +74,12 @@ pub(super) fn recognize(func: &Function, bindings: &[Binding], body: &Expr) -> O
     let (op, args, attrs) = call.op_call()?;
     let product = match op.name {
         "nn.dense" => Product::Dense,
+        "nn.matmul" if !attr_bool(attrs, "transpose_a").ok()? => {
+            match attr_bool(attrs, "transpose_b").ok()? {
+                true => Product::Dense,
+                false => Product::Matmul,
+            }
+        }
         "nn.batch_matmul" => Product::Batch {
             transpose_a: attr_bool(attrs, "transpose_a").ok()?,
             transpose_b: attr_bool(attrs, "transpose_b").ok()?,
@@ -83,7 +91,7 @@ pub(super) fn recognize(func: &Function, bindings: &[Binding], body: &Expr) -> O
         return None;
     }
     let weight = match (product, func.params.len(), args.get(1).map(|w| w.kind())) {
-        (Product::Dense, 1, Some(ExprKind::Constant(w)))
+        (Product::Dense | Product::Matmul, 1, Some(ExprKind::Constant(w)))
             if w.dtype() == DType::F32 && w.shape().len() == 2 =>
         {
             Some(Weight(w.clone()))
@@ -147,9 +155,13 @@ impl MatmulOp {
         let &[a, b] = inputs else { return Err(bad()) };
         let u = |d: i64| usize::try_from(d).map_err(|_| bad());
         match self.product {
-            Product::Dense => {
+            Product::Dense | Product::Matmul => {
                 let (&k, lead) = a.split_last().ok_or_else(bad)?;
-                let &[n, kw] = b else { return Err(bad()) };
+                let (n, kw) = match (self.product, b) {
+                    (Product::Dense, &[n, kw]) => (n, kw),
+                    (_, &[kw, n]) => (n, kw),
+                    _ => return Err(bad()),
+                };
                 if k != kw {
                     return Err(bad());
                 }
@@ -215,6 +227,7 @@ impl MatmulOp {
         };
         let (ta, tb) = match self.product {
             Product::Dense => (false, true),
+            Product::Matmul => (false, false),
             Product::Batch {
                 transpose_a,
                 transpose_b,

@@ -226,7 +226,12 @@ pub fn compile(func: &Function, name: &str, op: HostOp) -> Result<PackedFunc, Ke
     );
     let (spec, inputs) = kernel_spec(func, name, any_dtype)?;
     let outputs = spec.args.len() - inputs;
-    if outputs != 1 && !matches!(op, HostOp::Recurrence(_)) {
+    if outputs != 1
+        && !matches!(
+            op,
+            HostOp::Recurrence(_) | HostOp::Copy(CopyOp::Split { .. })
+        )
+    {
         return Err(malformed(format!("{outputs} results, expected one tensor")));
     }
     let shapes: Vec<&[i64]> = spec.args[..inputs]
@@ -283,6 +288,7 @@ pub(crate) fn kernel_spec(
         name: name.to_owned(),
         args,
         scratch: Vec::new(),
+        alignment: crate::abi::DATA_ALIGNMENT,
     };
     Ok((spec, inputs))
 }
@@ -534,6 +540,15 @@ unsafe fn copy_as<T: Copy>(
         .collect();
     // SAFETY: by this function's contract.
     let mut args = unsafe { typed_args::<T>(spec, tensors, shapes) }?;
+    if let CopyOp::Take { .. } = c {
+        let (t, a, s) = (tensors.get(1), spec.args.get(1), shapes.get(1));
+        let (Some(t), Some(a), Some(s)) = (t, a, s) else {
+            return Err("no indices".into());
+        };
+        // SAFETY: checked against the spec, of shape `s`; valid by the contract.
+        let indices = unsafe { ints(t, a, count(s).unwrap_or(0)) }.ok_or("bad indices")?;
+        return c.gather(&mut args, shapes, &indices);
+    }
     c.run(&mut args, shapes, &scalars)
 }
 
@@ -572,16 +587,42 @@ unsafe fn typed_args<'a, T>(
 ///
 /// `t` was checked against `a`, its data valid for reads of its size.
 unsafe fn scalar_int(t: &DLTensor, a: &ArgSpec) -> Option<i128> {
+    if !a.shape.is_empty() {
+        return None;
+    }
+    // SAFETY: by this function's contract, a scalar.
+    unsafe { int_at(t, a, 0) }
+}
+
+/// The `n` integers of `t` (an integer tensor of `a`'s dtype), as `i64`.
+///
+/// # Safety
+///
+/// `t` has `n` elements of `a`'s dtype, valid for reads.
+unsafe fn ints(t: &DLTensor, a: &ArgSpec, n: usize) -> Option<Vec<i64>> {
+    (0..n)
+        // SAFETY: `k < n`, by this function's contract.
+        .map(|k| unsafe { int_at(t, a, k) }.and_then(|v| i64::try_from(v).ok()))
+        .collect()
+}
+
+/// Element `k` of `t`, an integer tensor of `a`'s dtype.
+///
+/// # Safety
+///
+/// `t` has more than `k` elements of `a`'s dtype, valid for reads.
+unsafe fn int_at(t: &DLTensor, a: &ArgSpec, k: usize) -> Option<i128> {
     use relay_ir::DTypeCode;
     let signed = match a.dtype.code {
         c if c == DTypeCode::Int as u8 => true,
         c if c == DTypeCode::UInt as u8 => false,
         _ => return None,
     };
-    if !a.shape.is_empty() || t.data.is_null() {
+    if t.data.is_null() {
         return None;
     }
-    let p = (t.data as *const u8).wrapping_add(t.byte_offset as usize);
+    let width = usize::from(a.dtype.bits / 8);
+    let p = (t.data as *const u8).wrapping_add(t.byte_offset as usize + k * width);
     // SAFETY: a scalar of `a`'s width, by the contract; read unaligned.
     let v = unsafe {
         match (a.dtype.bits, signed) {

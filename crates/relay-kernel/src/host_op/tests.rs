@@ -277,6 +277,26 @@ fn products_with_dynamic_dimensions_compile_once_and_run_at_every_shape() {
 }
 
 #[test]
+fn matmuls_by_a_matrix_run_at_every_shape() {
+    // `torch.onnx.export(dynamo=True)`'s linear layers: `nn.matmul` of `[?, ?, K]` by
+    // `[K, N]`, and by `[N, K]` transposed.
+    generic_cases(
+        "%p0: Tensor[(?, ?, 32), float32], %p1: Tensor[(32, 48), float32]",
+        "nn.matmul(%p0, %p1, units=None)",
+        &[
+            &[&[1, 1, 32], &[32, 48]],
+            &[&[2, 37, 32], &[32, 48]],
+            &[&[1, 0, 32], &[32, 48]],
+        ],
+    );
+    generic_cases(
+        "%p0: Tensor[(?, 16), float32], %p1: Tensor[(8, 16), float32]",
+        "nn.matmul(%p0, %p1, units=None, transpose_b=True)",
+        &[&[&[5, 16], &[8, 16]]],
+    );
+}
+
+#[test]
 fn a_dynamic_softmax_serves_every_row_length() {
     let f = softmax_primitive(
         "%p0: Tensor[(?, ?), float32]",
@@ -441,6 +461,87 @@ fn layout_chains_are_strided_copies_at_every_shape() {
          %2 = take(%1, -2, axis=2, mode=\"clip\"); squeeze(%2, axis=[1])",
         &[&[&[3, 5, 2]], &[&[1, 5, 1]], &[&[6, 5, 0]]],
     );
+}
+
+#[test]
+fn gathers_run_at_every_shape() {
+    // GPT-2's gather of the attention mask's rows by positions, and embeddings, in every mode
+    // (indices past the table for those that take them), along other axes and flattened.
+    generic_cases(
+        "%p0: Tensor[(?, 1), bool], %p1: Tensor[(?, 1, 1, ?), int64]",
+        "take(%p0, %p1, axis=0, mode=\"wrap\")",
+        &[
+            &[&[1, 1], &[1, 1, 1, 1]],
+            &[&[2, 1], &[3, 1, 1, 17]],
+            &[&[5, 1], &[1, 1, 1, 0]],
+        ],
+    );
+    for mode in ["clip", "wrap"] {
+        generic_cases(
+            "%p0: Tensor[(?, 8), float32], %p1: Tensor[(?, ?), int32]",
+            &format!("take(%p0, %p1, axis=0, mode=\"{mode}\")"),
+            &[&[&[3, 8], &[2, 9]], &[&[40, 8], &[1, 1]]],
+        );
+    }
+    generic_cases(
+        "%p0: Tensor[(?, ?, 3), float16], %p1: Tensor[(?), int64]",
+        "take(%p0, %p1, axis=1, mode=\"wrap\")",
+        &[&[&[2, 5, 3], &[7]], &[&[0, 5, 3], &[2]]],
+    );
+    generic_cases(
+        "%p0: Tensor[(?, ?), int8], %p1: Tensor[(?), int64]",
+        "take(%p0, %p1, mode=\"wrap\")",
+        &[&[&[4, 6], &[30]]],
+    );
+    // In "fast" mode an index outside the axis is an error of the call, as is any index into
+    // an empty axis.
+    let f = softmax_primitive(
+        "%p0: Tensor[(?, 4), float32], %p1: Tensor[(?), int64]",
+        "take(%p0, %p1, axis=0, mode=\"fast\")",
+    );
+    let k = crate::compile_generic(&f, "k").unwrap().unwrap();
+    let data = NDArray::zeros(DType::F32, &[3, 4]).unwrap();
+    let at = |i: i64| NDArray::from_f64_slice(DType::I64, &[1], &[i as f64]).unwrap();
+    let mut out = NDArray::zeros(DType::F32, &[1, 4]).unwrap();
+    assert!(k.call(&[&data, &at(2)], &mut [&mut out]).is_ok());
+    let e = k.call(&[&data, &at(3)], &mut [&mut out]).unwrap_err();
+    assert!(e.to_string().contains("outside"), "{e}");
+    let empty = NDArray::zeros(DType::F32, &[0, 4]).unwrap();
+    assert!(k.call(&[&empty, &at(0)], &mut [&mut out]).is_err());
+}
+
+#[test]
+fn splits_run_at_every_shape() {
+    // GPT-2's split of the fused query, key and value projection, whose last part's extent
+    // is not known; sections; a split of the rows; any dtype.
+    generic_cases(
+        "%p0: Tensor[(?, ?, ?), float32]",
+        "split(%p0, indices_or_sections=[8, 16], axis=2)",
+        &[
+            &[&[1, 3, 24]],
+            &[&[2, 7, 30]],
+            &[&[1, 0, 24]],
+            &[&[1, 1, 17]],
+        ],
+    );
+    generic_cases(
+        "%p0: Tensor[(?, 6), int64]",
+        "split(%p0, indices_or_sections=3, axis=-1)",
+        &[&[&[1, 6]], &[&[0, 6]], &[&[33, 6]]],
+    );
+    generic_cases(
+        "%p0: Tensor[(?, 5), float16]",
+        "split(%p0, indices_or_sections=[1, 3])",
+        &[&[&[4, 5]], &[&[9, 5]]],
+    );
+    // Sections that do not divide the data are an error of the call.
+    let f = softmax_primitive(
+        "%p0: Tensor[(?, ?), float32]",
+        "split(%p0, indices_or_sections=4, axis=1)",
+    );
+    let k = crate::compile_generic(&f, "k").unwrap().unwrap();
+    let e = k.output_shapes(&[&[2, 6]], &[]).unwrap_err();
+    assert!(e.to_string().contains("does not divide"), "{e}");
 }
 
 #[test]

@@ -10,7 +10,7 @@ use std::ffi::c_void;
 
 use relay_linalg::KernelContext;
 
-use super::{RowArg, Rows, chunk_shape};
+use super::{RowArg, Rows};
 use crate::abi::{DATA_ALIGNMENT, DLTensor, TVMValue, TYPE_CODE_DLTENSOR_HANDLE};
 use crate::packed::PackedFunc;
 
@@ -94,7 +94,7 @@ impl Chunks {
             .args
             .iter()
             .map(|a| match a.batched {
-                true => chunk_shape(rows.lead, 1, &a.trailing),
+                true => rows.pattern.chunk_shape(rows.pattern.step, &a.trailing),
                 false => Vec::new(),
             })
             .collect();
@@ -119,7 +119,7 @@ impl Chunks {
     fn at_rows(&mut self, rows: &Rows, first: i64, n: i64) {
         for (i, a) in rows.args.iter().enumerate() {
             if a.batched {
-                self.set_rows(rows.lead, i, n);
+                self.set_rows(rows, i, n);
                 self.views[i].byte_offset = self.offsets[i] + first as u64 * a.row_bytes as u64;
             }
         }
@@ -129,17 +129,17 @@ impl Chunks {
     fn at_scratch(&mut self, rows: &Rows, n: i64, scratch: &mut [Scratch]) {
         for (i, a) in rows.args.iter().enumerate() {
             if a.batched {
-                self.set_rows(rows.lead, i, n);
+                self.set_rows(rows, i, n);
                 self.views[i].data = scratch[i].aligned().cast::<c_void>();
                 self.views[i].byte_offset = 0;
             }
         }
     }
 
-    /// Sets the row count of argument `i`'s chunk shape.
-    fn set_rows(&mut self, lead: usize, i: usize, n: i64) {
-        if let Some(d) = lead.checked_sub(1).and_then(|k| self.shapes[i].get_mut(k)) {
-            *d = n;
+    /// Sets the row count of argument `i`'s chunk shape to `n` (a multiple of the step).
+    fn set_rows(&mut self, rows: &Rows, i: usize, n: i64) {
+        if let Some(d) = self.shapes[i].get_mut(rows.pattern.carrier) {
+            *d = n / rows.pattern.step;
         }
     }
 
@@ -149,43 +149,58 @@ impl Chunks {
     ///
     /// Each argument's rows are within its data, valid as [`call`] says.
     unsafe fn run(&mut self, kernel: &PackedFunc, ctx: &mut KernelContext) -> Result<(), String> {
-        const ARGS: usize = 16;
-        let null = TVMValue { v_int64: 0 };
-        let n = self.views.len();
-        let (mut on_stack, mut on_heap) = ([null; ARGS], Vec::new());
-        let values: &mut [TVMValue] = match n <= ARGS {
-            true => &mut on_stack[..n],
-            false => {
-                on_heap.resize(n, null);
-                &mut on_heap
-            }
-        };
-        for (v, t) in values.iter_mut().zip(self.views.iter_mut()) {
-            *v = TVMValue {
-                v_handle: (t as *mut DLTensor).cast(),
-            };
+        // SAFETY: forwarded.
+        unsafe { call_views(kernel, &mut self.views, ctx) }
+    }
+}
+
+/// Calls `kernel` on tensors `views` (a chunk's or a span's).
+///
+/// # Safety
+///
+/// Each view's shape pointer holds `ndim` extents and its data is valid for reads (inputs)
+/// or writes (outputs) of the shape's bytes, with no other access to the outputs meanwhile.
+pub(crate) unsafe fn call_views(
+    kernel: &PackedFunc,
+    views: &mut [DLTensor],
+    ctx: &mut KernelContext,
+) -> Result<(), String> {
+    const ARGS: usize = 16;
+    let null = TVMValue { v_int64: 0 };
+    let n = views.len();
+    let (mut on_stack, mut on_heap) = ([null; ARGS], Vec::new());
+    let values: &mut [TVMValue] = match n <= ARGS {
+        true => &mut on_stack[..n],
+        false => {
+            on_heap.resize(n, null);
+            &mut on_heap
         }
-        let codes_on_stack = [TYPE_CODE_DLTENSOR_HANDLE; ARGS];
-        let codes_on_heap;
-        let codes: &[i32] = match n <= ARGS {
-            true => &codes_on_stack[..n],
-            false => {
-                codes_on_heap = vec![TYPE_CODE_DLTENSOR_HANDLE; n];
-                &codes_on_heap
-            }
+    };
+    for (v, t) in values.iter_mut().zip(views.iter_mut()) {
+        *v = TVMValue {
+            v_handle: (t as *mut DLTensor).cast(),
         };
-        let num = i32::try_from(n).map_err(|_| "too many arguments")?;
-        ctx.error = None;
-        // SAFETY: the views are in bounds by this function's contract, and live (with their
-        // shapes) through the call.
-        let rc = unsafe { kernel.call_raw(values.as_ptr(), codes.as_ptr(), num, ctx) };
-        match rc {
-            0 => Ok(()),
-            _ => Err(ctx
-                .error
-                .take()
-                .unwrap_or_else(|| format!("a chunk failed with code {rc}"))),
+    }
+    let codes_on_stack = [TYPE_CODE_DLTENSOR_HANDLE; ARGS];
+    let codes_on_heap;
+    let codes: &[i32] = match n <= ARGS {
+        true => &codes_on_stack[..n],
+        false => {
+            codes_on_heap = vec![TYPE_CODE_DLTENSOR_HANDLE; n];
+            &codes_on_heap
         }
+    };
+    let num = i32::try_from(n).map_err(|_| "too many arguments")?;
+    ctx.error = None;
+    // SAFETY: the views are in bounds by this function's contract, and live (with their
+    // shapes) through the call.
+    let rc = unsafe { kernel.call_raw(values.as_ptr(), codes.as_ptr(), num, ctx) };
+    match rc {
+        0 => Ok(()),
+        _ => Err(ctx
+            .error
+            .take()
+            .unwrap_or_else(|| format!("a chunk failed with code {rc}"))),
     }
 }
 
@@ -194,7 +209,7 @@ impl Chunks {
 /// # Safety
 ///
 /// `t`'s shape and strides are valid for `ndim` elements.
-unsafe fn compact_shape(t: &DLTensor) -> Result<&[i64], String> {
+pub(crate) unsafe fn compact_shape(t: &DLTensor) -> Result<&[i64], String> {
     let ndim = usize::try_from(t.ndim).map_err(|_| "a negative rank")?;
     if ndim > 0 && t.shape.is_null() {
         return Err("a null shape".into());

@@ -1,21 +1,25 @@
-//! Row kernels: a primitive function whose `?` dimensions are all leading dimensions — the
-//! same count, `L`, in every tensor that has one — and whose every operator computes each
-//! leading index (a **row**) from the same row of its operands alone: elementwise and
-//! broadcasting operators whose other operands broadcast over the rows, reductions and
-//! softmaxes over trailing axes, and — when the one row dimension is a batch-first layout's
-//! batch — convolutions by static weights and pools. Layer norm's pieces, a dense layer's
-//! epilogue (its bias, activation and residual: fusion keeps a dynamic product alone, one
-//! GEMM of all its rows) and a CNN's layers with a dynamic batch are such functions.
+//! Row kernels: a primitive function whose every operator computes each **row** — an index
+//! of its leading dimensions, up to the last `?` — from the same row of its operands alone:
+//! elementwise and broadcasting operators whose other operands broadcast over the rows,
+//! reductions and softmaxes over trailing axes, `take` from a static table by indices that are
+//! the rows (an embedding), and — when the one row dimension is a
+//! batch-first layout's batch — convolutions by static weights and pools. Layer norm's pieces,
+//! a dense layer's epilogue (its bias, activation and residual: fusion keeps a dynamic product
+//! alone, one GEMM of all its rows), attention's scaling of a `[?, heads, ?, 64]` tensor and a
+//! CNN's layers with a dynamic batch are such functions.
 //!
-//! Such a function compiles once into loop nests for a few fixed row counts (**chunks**: the
-//! function specialized with its leading dimensions `[1, ..., 1, rows]`), and one
-//! [`PackedFunc`] serves every shape: it walks the rows of its arguments a chunk at a time,
-//! each chunk a view at the rows' offset (a row count not a multiple of the smallest chunk is
-//! run padded, through an aligned scratch copy: [`call`]). Its outputs' shapes are the
-//! arguments' leading dimensions followed by the static trailing ones (its shape function).
-//! Nothing is compiled per shape; a call whose tensors do not share their leading dimensions
-//! (a `?` that broadcasts at run time) is not served, and the caller specializes
-//! ([`PackedFunc::serves`]).
+//! The row dimensions may mix `?` and known extents (`[?, 4, ?]`): a row is then a flat index
+//! of them, which is all a row-wise operator needs, since every argument with rows has the
+//! same ones ([`Pattern`]). Such a function compiles once into loop nests for a few fixed row
+//! counts (**chunks**: the function specialized with its row dimensions' `?` set to 1 but for
+//! the last, which holds the chunk), and one [`PackedFunc`] serves every shape: it walks the
+//! rows of its arguments a chunk at a time, each chunk a view at the rows' offset (a row count
+//! not a multiple of the smallest chunk is run padded, through an aligned scratch copy:
+//! [`call`]). Its outputs' shapes are the arguments' row dimensions followed by the static
+//! trailing ones (its shape function). A `?` after the rows in an argument is taken to be the
+//! result's extent there. Nothing is compiled per shape; a call whose tensors do not share
+//! their rows or those extents (a `?` that broadcasts at run time) is not served, and the
+//! caller specializes ([`PackedFunc::serves`]).
 
 mod call;
 
@@ -25,7 +29,7 @@ use crate::KernelError;
 use crate::abi::{ArgSpec, DATA_ALIGNMENT};
 use crate::packed::PackedFunc;
 
-pub(crate) use call::call;
+pub(crate) use call::{call, call_views, compact_shape};
 
 /// Convolutions and pools, which compute each sample of a batch-first layout alone.
 const PER_SAMPLE: &[&str] = &[
@@ -55,14 +59,73 @@ const CHUNK_ELEMENTS: i64 = 16 * 1024;
 /// The most rows in a chunk.
 const MAX_CHUNK_ROWS: i64 = 1024;
 
+/// The most rows of known extent a chunk steps by (the product of the row dimensions that are
+/// not `?`), times the widest row: beyond it the function is specialized instead.
+const MAX_STEP_ELEMENTS: i64 = 1 << 20;
+
 /// A compiled row kernel.
 pub struct Rows {
-    /// The leading (row) dimensions.
-    lead: usize,
+    /// The row dimensions.
+    pattern: Pattern,
     /// Each kernel argument, inputs then outputs.
     args: Vec<RowArg>,
     /// The chunk kernels, most rows first; every count is a multiple of the last one's.
     chunks: Vec<(i64, PackedFunc)>,
+}
+
+/// The row dimensions every argument with rows shares: what is known of each (`-1` for `?`),
+/// the one a chunk's row count goes in (the last `?`), and the product of the known ones (a
+/// chunk's row count is a multiple of it).
+#[derive(Clone, Debug, PartialEq)]
+struct Pattern {
+    dims: Vec<i64>,
+    carrier: usize,
+    step: i64,
+}
+
+impl Pattern {
+    /// The pattern of row dimensions `dims`; `None` without a `?` or with a known extent of 0.
+    fn new(dims: Vec<i64>) -> Option<Pattern> {
+        let carrier = dims.iter().rposition(|&d| d < 0)?;
+        let step = dims
+            .iter()
+            .filter(|&&d| d >= 0)
+            .try_fold(1i64, |n, &d| n.checked_mul(d))
+            .filter(|&n| n > 0)?;
+        Some(Pattern {
+            dims,
+            carrier,
+            step,
+        })
+    }
+
+    /// The number of row dimensions.
+    fn lead(&self) -> usize {
+        self.dims.len()
+    }
+
+    /// The shape of a chunk of `rows` rows (a multiple of the step) followed by `trailing`.
+    fn chunk_shape(&self, rows: i64, trailing: &[i64]) -> Vec<i64> {
+        let row = |(i, &d): (usize, &i64)| match i == self.carrier {
+            true => rows / self.step,
+            false => d.max(1),
+        };
+        self.dims
+            .iter()
+            .enumerate()
+            .map(row)
+            .chain(trailing.iter().copied())
+            .collect()
+    }
+
+    /// Whether row dimensions `rows` fit it.
+    fn fits(&self, rows: &[i64]) -> bool {
+        rows.len() == self.dims.len()
+            && rows
+                .iter()
+                .zip(&self.dims)
+                .all(|(&r, &d)| r >= 0 && (d < 0 || r == d))
+    }
 }
 
 /// How a row kernel passes one argument.
@@ -76,62 +139,123 @@ struct RowArg {
     row_bytes: usize,
 }
 
-/// The row structure of `func`: the number of leading dimensions and, per parameter, whether
-/// it is batched; `None` when `func` is not a row function (see the module's documentation).
-fn row_structure(func: &Function) -> Option<(usize, Vec<bool>)> {
+/// What makes a function a row function: its row dimensions, what is known of them (merged
+/// over every argument with rows), and its first result's shape (whose dimensions after the
+/// rows stand for an argument's `?` there).
+struct Structure {
+    lead: usize,
+    rows: Vec<Dim>,
+    result: Vec<Dim>,
+}
+
+impl Structure {
+    /// The row structure of a function with results of shapes `results`: as many row
+    /// dimensions as there are up to the last `?` of each (the same for all).
+    fn of(results: &[&[Dim]]) -> Option<Structure> {
+        let last = |s: &[Dim]| s.iter().rposition(|d| matches!(d, Dim::Any)).map(|i| i + 1);
+        let (first, rest) = results.split_first()?;
+        let lead = last(first)?;
+        if rest.iter().any(|s| last(s) != Some(lead)) {
+            return None;
+        }
+        let mut s = Structure {
+            lead,
+            rows: first[..lead].to_vec(),
+            result: first.to_vec(),
+        };
+        rest.iter().all(|r| s.merge(r)).then_some(s)
+    }
+
+    /// Adds what the rows of `shape` (one with rows) say of them; `false` when two known
+    /// extents disagree.
+    fn merge(&mut self, shape: &[Dim]) -> bool {
+        for (known, d) in self.rows.iter_mut().zip(shape) {
+            match (*known, *d) {
+                (Dim::Any, d) => *known = d,
+                (Dim::Known(a), Dim::Known(b)) if a != b => return false,
+                _ => {}
+            }
+        }
+        true
+    }
+
+    /// Where a tensor of `shape` stands against the rows; `None` when it has a `?` that is
+    /// not one of them (and not where the result's extent stands for it), or a known row
+    /// dimension the rows do not have.
+    fn side(&self, shape: &[Dim]) -> Option<Side> {
+        if !shape.contains(&Dim::Any) {
+            return Some(Side::Static);
+        }
+        let (rows, rest) = (shape.get(..self.lead)?, &shape[self.lead..]);
+        let row_fits = rows
+            .iter()
+            .zip(&self.rows)
+            .all(|(d, known)| matches!(d, Dim::Any) || d == known);
+        let pinned = |(j, d): (usize, &Dim)| {
+            !matches!(d, Dim::Any)
+                || (shape.len() == self.result.len()
+                    && matches!(self.result[self.lead + j], Dim::Known(_)))
+        };
+        (row_fits && rest.iter().enumerate().all(pinned)).then_some(Side::Rows)
+    }
+
+    /// The rows' pattern, when the function steps by a reasonable number of known rows.
+    fn pattern(&self) -> Option<Pattern> {
+        let dims = self
+            .rows
+            .iter()
+            .map(|d| match d {
+                Dim::Known(n) => *n,
+                Dim::Any => -1,
+            })
+            .collect();
+        Pattern::new(dims).filter(|p| p.step <= MAX_STEP_ELEMENTS)
+    }
+}
+
+/// The row structure of `func` and, per parameter, whether it is batched; `None` when `func`
+/// is not a row function (see the module's documentation).
+fn row_structure(func: &Function) -> Option<(Structure, Vec<bool>)> {
     if !crate::is_dynamic(func) {
         return None;
     }
     let result = func.body.checked_type().or(func.ret_type.as_ref())?;
-    let lead = leading(result)?;
+    let results: Vec<&[Dim]> = match result.kind() {
+        TypeKind::Tuple(fields) => fields
+            .iter()
+            .map(|f| tensor(f).map(|(s, _)| s))
+            .collect::<Option<_>>()?,
+        _ => vec![tensor(result)?.0],
+    };
+    let mut s = Structure::of(&results)?;
     let mut batched = Vec::with_capacity(func.params.len());
     for p in &func.params {
         let (shape, _) = tensor(p.checked_type().or(p.ty())?)?;
-        batched.push(match rows_of(shape, lead)? {
-            Side::Rows => true,
-            Side::Static => false,
-        });
+        if shape.contains(&Dim::Any) && !s.merge(shape) {
+            return None;
+        }
+        batched.push(matches!(s.side(shape)?, Side::Rows));
     }
-    row_wise(&func.body, lead).then_some((lead, batched))
+    s.pattern()?;
+    // A known 1 among the rows where the result has a `?` is a broadcast: served only when
+    // the result has 1 there too. A broadcast kernel serves every shape.
+    let ones = s
+        .rows
+        .iter()
+        .zip(&s.result)
+        .any(|(r, o)| *r == Dim::Known(1) && *o == Dim::Any);
+    if ones && crate::broadcast::is_broadcast_function(func) {
+        return None;
+    }
+    row_wise(&func.body, &s).then_some((s, batched))
 }
 
 /// Where a tensor stands against the rows.
 enum Side {
-    /// Its first `lead` dimensions are `?` (the rows), the rest static.
+    /// Its row dimensions are the rows, the rest static (or the result's).
     Rows,
     /// It has no `?`.
     Static,
-}
-
-/// The side of a tensor of `shape` for `lead` leading row dimensions; `None` when a `?` is
-/// elsewhere.
-fn rows_of(shape: &[Dim], lead: usize) -> Option<Side> {
-    let any = |d: &Dim| matches!(d, Dim::Any);
-    if !shape.iter().any(any) {
-        return Some(Side::Static);
-    }
-    let (rows, rest) = (shape.get(..lead)?, shape.get(lead..)?);
-    (rows.iter().all(any) && !rest.iter().any(any)).then_some(Side::Rows)
-}
-
-/// The number of leading `?` dimensions of a tensor type, or of every field of a tuple (all
-/// the same), when no `?` follows them.
-fn leading(ty: &Type) -> Option<usize> {
-    let one = |t: &Type| -> Option<usize> {
-        let (shape, _) = tensor(t)?;
-        let lead = shape.iter().take_while(|d| matches!(d, Dim::Any)).count();
-        (lead > 0 && !shape[lead..].contains(&Dim::Any)).then_some(lead)
-    };
-    match ty.kind() {
-        TypeKind::Tuple(fields) => {
-            let first = one(fields.first()?)?;
-            fields
-                .iter()
-                .all(|f| one(f) == Some(first))
-                .then_some(first)
-        }
-        _ => one(ty),
-    }
 }
 
 /// A tensor type's shape and dtype.
@@ -143,30 +267,30 @@ fn tensor(ty: &Type) -> Option<(&[Dim], relay_ir::DType)> {
 }
 
 /// Whether every operator of `e` computes each row from the same row of its operands.
-fn row_wise(e: &Expr, lead: usize) -> bool {
+fn row_wise(e: &Expr, s: &Structure) -> bool {
     match e.kind() {
         ExprKind::Var(_) | ExprKind::Constant(_) => true,
         ExprKind::Let { bindings, body } => {
-            bindings.iter().all(|b| row_wise(&b.value, lead)) && row_wise(body, lead)
+            bindings.iter().all(|b| row_wise(&b.value, s)) && row_wise(body, s)
         }
-        ExprKind::Tuple(fields) => fields.iter().all(|f| row_wise(f, lead)),
-        ExprKind::Proj { tuple, .. } => row_wise(tuple, lead),
-        ExprKind::Call { args, .. } => {
-            args.iter().all(|a| row_wise(a, lead)) && row_wise_call(e, lead)
-        }
+        ExprKind::Tuple(fields) => fields.iter().all(|f| row_wise(f, s)),
+        ExprKind::Proj { tuple, .. } => row_wise(tuple, s),
+        ExprKind::Call { args, .. } => args.iter().all(|a| row_wise(a, s)) && row_wise_call(e, s),
         _ => false,
     }
 }
 
 /// Whether call `e` of an operator computes each row from the same rows of its operands.
-fn row_wise_call(e: &Expr, lead: usize) -> bool {
+fn row_wise_call(e: &Expr, s: &Structure) -> bool {
     let Some((op, args, attrs)) = e.op_call() else {
         return false;
     };
     let Some((out, _)) = e.checked_type().and_then(tensor) else {
         return false;
     };
-    if !matches!(rows_of(out, lead), Some(Side::Rows)) {
+    let lead = s.lead;
+    let rows = |shape: &[Dim]| matches!(s.side(shape), Some(Side::Rows));
+    if !rows(out) {
         return false;
     }
     fn arg_shape(a: &Expr) -> Option<&[Dim]> {
@@ -175,13 +299,14 @@ fn row_wise_call(e: &Expr, lead: usize) -> bool {
     let Some(shapes) = args.iter().map(arg_shape).collect::<Option<Vec<_>>>() else {
         return false;
     };
-    let rows = |s: &[Dim]| matches!(rows_of(s, lead), Some(Side::Rows));
-    // An operand of a broadcast: the rows themselves, or one that broadcasts over them.
-    let broadcast = |s: &[Dim]| {
-        rows(s)
-            || (!s.contains(&Dim::Any)
-                && (s.len() + lead <= out.len()
-                    || (s.len() == out.len() && s[..lead].iter().all(|d| *d == Dim::Known(1)))))
+    // An operand of a broadcast: the rows themselves, or one that broadcasts over them (its
+    // extents that align with row dimensions are 1).
+    let broadcast = |shape: &[Dim]| {
+        let on_rows = (shape.len() + lead).saturating_sub(out.len());
+        rows(shape)
+            || (!shape.contains(&Dim::Any)
+                && shape.len() <= out.len()
+                && shape[..on_rows].iter().all(|d| *d == Dim::Known(1)))
     };
     // An axis attribute (`nn.bias_add`'s, a reduction's) must not name a row dimension.
     let axis_off_rows = || match relay_ops::support::attr_opt_int(attrs, "axis") {
@@ -221,6 +346,14 @@ fn row_wise_call(e: &Expr, lead: usize) -> bool {
         }
         _ => match (op.name, shapes.as_slice()) {
             ("nn.softmax" | "nn.log_softmax", [data]) => rows(data) && axis_off_rows(),
+            // A gather from a static table (an embedding) by indices that are the rows.
+            ("take", [data, indices]) => {
+                let axis = relay_ops::support::attr_opt_int(attrs, "axis");
+                matches!(axis, Ok(Some(0)))
+                    && !data.contains(&Dim::Any)
+                    && indices.len() == lead
+                    && rows(indices)
+            }
             _ => false,
         },
     }
@@ -244,25 +377,28 @@ pub(crate) fn is_row_function(func: &Function) -> bool {
 
 /// The row kernel of `func`, named `name`, when it is a row function.
 pub(crate) fn compile(func: &Function, name: &str) -> Option<Result<PackedFunc, KernelError>> {
-    let (lead, batched) = row_structure(func)?;
-    Some(compile_rows(func, name, lead, &batched))
+    let (structure, batched) = row_structure(func)?;
+    Some(compile_rows(func, name, &structure, &batched))
 }
 
 fn compile_rows(
     func: &Function,
     name: &str,
-    lead: usize,
+    structure: &Structure,
     batched: &[bool],
 ) -> Result<PackedFunc, KernelError> {
     let malformed = |message: String| KernelError::Malformed {
         kernel: name.to_owned(),
         message,
     };
+    let pattern = structure
+        .pattern()
+        .ok_or_else(|| malformed("rows without a `?`".into()))?;
     let (spec, inputs) = crate::host_op::kernel_spec(func, name, true)?;
     let mut args = Vec::with_capacity(spec.args.len());
     for (i, a) in spec.args.iter().enumerate() {
         let is_batched = batched.get(i).copied().unwrap_or(true);
-        args.push(row_arg(a, lead, is_batched).map_err(malformed)?);
+        args.push(row_arg(a, structure, is_batched).map_err(malformed)?);
     }
     let batched_args = args.iter().filter(|a| a.batched);
     let widest = batched_args
@@ -270,33 +406,50 @@ fn compile_rows(
         .map(|a| a.trailing.iter().product::<i64>())
         .max()
         .unwrap_or(1);
-    // Rows per aligned start: each batched argument's chunks start on the entry's alignment.
-    let align = batched_args.fold(1i64, |g, a| {
+    // Rows per aligned start: each batched argument's chunks start on the entry's alignment,
+    // and hold whole steps of the known row dimensions.
+    let align = batched_args.fold(pattern.step, |g, a| {
         let step = DATA_ALIGNMENT as usize / gcd(DATA_ALIGNMENT as usize, a.row_bytes.max(1));
         lcm(g, step as i64)
     });
+    if align.saturating_mul(widest) > MAX_STEP_ELEMENTS {
+        return Err(malformed(format!(
+            "chunks of {align} rows of {widest} elements"
+        )));
+    }
     let mut chunks = Vec::new();
     for rows in chunk_rows(widest, align) {
         let types: Vec<Type> = (0..inputs)
-            .map(|i| chunk_type(&spec.args[i], &args[i], lead, rows))
+            .map(|i| chunk_type(&spec.args[i], &args[i], &pattern, rows))
             .collect::<Result<_, _>>()
             .map_err(malformed)?;
         let kernel = crate::compile_primitive_for(func, name, &types)?;
         chunks.push((rows, kernel));
     }
-    let rows = Rows { lead, args, chunks };
+    let rows = Rows {
+        pattern,
+        args,
+        chunks,
+    };
     Ok(PackedFunc::rows(name.to_owned(), spec, inputs, rows))
 }
 
-/// How argument `a` is passed.
-fn row_arg(a: &ArgSpec, lead: usize, batched: bool) -> Result<RowArg, String> {
+/// How argument `a` is passed: a `?` after the rows is the first result's extent there.
+fn row_arg(a: &ArgSpec, s: &Structure, batched: bool) -> Result<RowArg, String> {
     let bytes = usize::from(a.dtype.bits).div_ceil(8);
-    let trailing = if batched {
-        a.shape
-            .get(lead..)
-            .ok_or("a batched argument without rows")?
-    } else {
-        &a.shape[..]
+    let trailing: Vec<i64> = match batched {
+        true => {
+            let pinned = |(j, &d): (usize, &i64)| match (d, s.result.get(s.lead + j)) {
+                (-1, Some(Dim::Known(n))) if a.shape.len() == s.result.len() => *n,
+                _ => d,
+            };
+            let rest = a
+                .shape
+                .get(s.lead..)
+                .ok_or("a batched argument without rows")?;
+            rest.iter().enumerate().map(pinned).collect()
+        }
+        false => a.shape.clone(),
     };
     if trailing.iter().any(|&d| d < 0) {
         return Err(format!("argument {}: a `?` after the rows", a.name));
@@ -307,30 +460,20 @@ fn row_arg(a: &ArgSpec, lead: usize, batched: bool) -> Result<RowArg, String> {
         .ok_or("a row too large")?;
     Ok(RowArg {
         batched,
-        trailing: trailing.to_vec(),
+        trailing,
         row_bytes: elements.checked_mul(bytes).ok_or("a row too large")?,
     })
 }
 
 /// The type of argument `a` in a chunk of `rows` rows.
-fn chunk_type(a: &ArgSpec, arg: &RowArg, lead: usize, rows: i64) -> Result<Type, String> {
+fn chunk_type(a: &ArgSpec, arg: &RowArg, pattern: &Pattern, rows: i64) -> Result<Type, String> {
     let dtype = relay_ir::DType::parse(&crate::abi::dtype_name(a.dtype))
         .ok_or_else(|| format!("argument {}: an unknown dtype", a.name))?;
     let shape = match arg.batched {
-        true => chunk_shape(lead, rows, &arg.trailing),
+        true => pattern.chunk_shape(rows, &arg.trailing),
         false => arg.trailing.clone(),
     };
     Ok(Type::tensor(&shape, dtype))
-}
-
-/// `[1, ..., 1, rows] ++ trailing`, with `lead` leading dimensions.
-fn chunk_shape(lead: usize, rows: i64, trailing: &[i64]) -> Vec<i64> {
-    let mut shape = vec![1; lead];
-    if let Some(last) = shape.last_mut() {
-        *last = rows;
-    }
-    shape.extend_from_slice(trailing);
-    shape
 }
 
 fn gcd(a: usize, b: usize) -> usize {
@@ -356,31 +499,32 @@ impl Rows {
             .collect())
     }
 
-    /// The rows (leading dimensions) every batched input of shapes `inputs` shares, checking
-    /// their trailing dimensions.
+    /// The row dimensions every batched input of shapes `inputs` shares, checking their
+    /// trailing dimensions.
     fn rows<'s>(&self, inputs: &[&'s [i64]]) -> Result<&'s [i64], String> {
         let mut rows: Option<&[i64]> = None;
         for (i, (shape, a)) in inputs.iter().zip(&self.args).enumerate() {
             if !a.batched {
                 continue;
             }
-            let fits = shape.len() == self.lead + a.trailing.len()
-                && shape[self.lead..] == a.trailing[..]
-                && shape[..self.lead].iter().all(|&d| d >= 0);
+            let lead = self.pattern.lead();
+            let fits = shape.len() == lead + a.trailing.len()
+                && shape[lead..] == a.trailing[..]
+                && self.pattern.fits(&shape[..lead]);
             if !fits {
                 return Err(format!(
-                    "argument {i}: expected {} rows then {:?}, got {shape:?}",
-                    self.lead, a.trailing
+                    "argument {i}: expected rows {:?} (-1 for any) then {:?}, got {shape:?}",
+                    self.pattern.dims, a.trailing
                 ));
             }
             match rows {
-                Some(r) if r != &shape[..self.lead] => {
+                Some(r) if r != &shape[..lead] => {
                     return Err(format!(
                         "arguments with rows {r:?} and {:?}: a row kernel takes one row shape",
-                        &shape[..self.lead]
+                        &shape[..lead]
                     ));
                 }
-                _ => rows = Some(&shape[..self.lead]),
+                _ => rows = Some(&shape[..lead]),
             }
         }
         rows.ok_or_else(|| "no argument has rows".into())

@@ -115,10 +115,18 @@ fn functions_that_mix_rows_are_not_row_kernels() {
             "%p0: Tensor[(?, ?), float32], %p1: Tensor[(5), float32]",
             "nn.bias_add(%p0, %p1, axis=0)",
         ),
-        ("%p0: Tensor[(4, ?), float32]", "exp(%p0)"),
         (
             "%p0: Tensor[(?, 4), float32], %p1: Tensor[(3, 4), float32]",
             "add(%p0, %p1)",
+        ),
+        // A known extent among the rows that an operand varies along.
+        (
+            "%p0: Tensor[(?, 4, 64, ?), float32], %p1: Tensor[(64, 1), float32]",
+            "add(%p0, %p1)",
+        ),
+        (
+            "%p0: Tensor[(?, 4, ?), float32]",
+            "sum(%p0, axis=[1], keepdims=True)",
         ),
         (
             "%p0: Tensor[(?, 4), float32]",
@@ -126,6 +134,110 @@ fn functions_that_mix_rows_are_not_row_kernels() {
         ),
     ] {
         assert!(!is_row_function(&primitive(params, body)), "{body}");
+    }
+}
+
+#[test]
+fn rows_with_known_extents_among_them_are_a_flat_index() {
+    // Attention's scaling of queries `[?, heads, ?, 64]` and of keys `[?, heads, 64, ?]`
+    // (rows of one element, stepping by 256): chunks hold whole steps of the known extents.
+    row_cases(
+        "%p0: Tensor[(?, 4, ?, 64), float32]",
+        "multiply(%p0, 0.35f)",
+        &[
+            &[&[1, 4, 1, 64]],
+            &[&[2, 4, 7, 64]],
+            &[&[1, 4, 0, 64]],
+            &[&[3, 4, 33, 64]],
+        ],
+    );
+    row_cases(
+        "%p0: Tensor[(?, 4, 64, ?), float32], %p1: Tensor[(1, 1), float32]",
+        "add(multiply(%p0, 0.35f), %p1)",
+        &[
+            &[&[1, 4, 64, 1], &[1, 1]],
+            &[&[1, 4, 64, 13], &[1, 1]],
+            &[&[2, 4, 64, 300], &[1, 1]],
+            &[&[2, 4, 64, 0], &[1, 1]],
+        ],
+    );
+    // A `?` after a known extent, and an integer function of it.
+    row_cases(
+        "%p0: Tensor[(4, ?), int32]",
+        "add(multiply(%p0, 3), 1)",
+        &[&[&[4, 1]], &[&[4, 17]], &[&[4, 1000]], &[&[4, 0]]],
+    );
+}
+
+#[test]
+fn embeddings_gather_rows_of_a_static_table() {
+    // Token embeddings scaled (a take alone is the kernel library's gather), in both index
+    // modes and with indices past the table (wrapped, clipped).
+    for mode in ["wrap", "clip"] {
+        row_cases(
+            "%p0: Tensor[(50, 24), float32], %p1: Tensor[(?, ?), int64]",
+            &format!("multiply(take(%p0, %p1, axis=0, mode=\"{mode}\"), 4f)"),
+            &[
+                &[&[50, 24], &[1, 1]],
+                &[&[50, 24], &[2, 77]],
+                &[&[50, 24], &[1, 0]],
+            ],
+        );
+    }
+    row_cases(
+        "%p0: Tensor[(64, 3), int8], %p1: Tensor[(1, ?), int32]",
+        "add(take(%p0, %p1, axis=0, mode=\"wrap\"), 1i8)",
+        &[&[&[64, 3], &[1, 5]], &[&[64, 3], &[1, 300]]],
+    );
+    // A gather along another axis, or from a table with rows of its own, mixes rows.
+    for (params, body) in [
+        (
+            "%p0: Tensor[(50, 24), float32], %p1: Tensor[(?), int64]",
+            "exp(take(%p0, %p1, axis=1))",
+        ),
+        (
+            "%p0: Tensor[(?, 24), float32], %p1: Tensor[(?), int64]",
+            "exp(take(%p0, %p1, axis=0))",
+        ),
+    ] {
+        assert!(!is_row_function(&primitive(params, body)), "{body}");
+    }
+}
+
+#[test]
+fn a_question_mark_after_the_rows_is_the_results_extent() {
+    // GPT-2's residual adds one operand whose last extent is not known to be the hidden size.
+    let (params, body) = (
+        "%p0: Tensor[(?, ?, ?), float32], %p1: Tensor[(?, ?, 16), float32]",
+        "add(%p0, %p1)",
+    );
+    row_cases(
+        params,
+        body,
+        &[&[&[1, 3, 16], &[1, 3, 16]], &[&[2, 70, 16], &[2, 70, 16]]],
+    );
+    let k = crate::compile_generic(&primitive(params, body), "k")
+        .unwrap()
+        .unwrap();
+    // At run time the `?` is 1, broadcast: not this kernel's, the caller specializes.
+    assert!(!k.serves(&[&[2, 7, 1], &[2, 7, 16]]));
+    assert!(k.serves(&[&[2, 7, 16], &[2, 7, 16]]));
+    // A known 1 among the rows of one argument is a broadcast over the others' rows: a
+    // broadcast kernel, which serves every batch.
+    let batch = primitive(
+        "%p0: Tensor[(1, ?, 24), float32], %p1: Tensor[(?, ?, 24), float32]",
+        "add(%p1, cast(%p0, dtype=\"float32\"))",
+    );
+    assert!(!is_row_function(&batch));
+    let k = crate::compile_generic(&batch, "k").unwrap().unwrap();
+    assert_eq!(k.generic_note(), Some(crate::listing::BROADCAST_NOTE));
+    for (i, shapes) in [[[1, 7, 24], [1, 7, 24]], [[1, 7, 24], [2, 7, 24]]]
+        .iter()
+        .enumerate()
+    {
+        let shapes: Vec<&[i64]> = shapes.iter().map(|s| s.as_slice()).collect();
+        assert!(k.serves(&shapes));
+        check_generic(&batch, &k, &shapes, i as u64);
     }
 }
 
