@@ -286,6 +286,21 @@ impl PackedFunc {
         }
     }
 
+    /// Packs the constant operands of its products before the first call, `inputs` its
+    /// inputs that are constants of the executable (`None` for the others): a product of the
+    /// kernel library by a constant weight is prepacked as `ctx`'s constants hold it
+    /// (`relay_linalg::gemm::prepack`). Other kernels pack on their first call.
+    pub fn prepack(&self, ctx: &KernelContext, inputs: &[Option<&NDArray>]) {
+        if let Entry::Host(crate::host_op::HostOp::Matmul(m)) = &self.entry {
+            let data = self
+                .spec
+                .args
+                .first()
+                .map_or(&[][..], |a| a.shape.as_slice());
+            m.prepack(ctx, data, inputs.get(1).copied().flatten());
+        }
+    }
+
     /// Whether it computes inputs of shapes `inputs`: always, but for a row kernel whose
     /// batched inputs do not share their rows (a `?` that broadcasts at run time), and a
     /// broadcast kernel whose arguments do not broadcast as its spans read them, which a

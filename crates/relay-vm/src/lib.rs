@@ -17,6 +17,7 @@ pub mod error;
 pub mod executable;
 pub mod file;
 pub mod interrupt;
+mod prepack;
 pub mod profile;
 pub mod scalar;
 pub mod specialized;

@@ -157,6 +157,8 @@ impl<'e> Vm<'e> {
             context = context.with_ops(ops);
         }
         context.set_constants(Some(exe.packed_constants().clone()));
+        // Packs the constant weights of products now, so the first call does not.
+        exe.prepack(&context);
         if let (true, Some(pool)) = (options.profile && options.trace, context.pool()) {
             pool.set_tracing(true);
         }

@@ -765,6 +765,53 @@ fn bound_weights_are_packed_once_per_executable_and_freed_with_it() {
     assert_eq!(loaded.packed_constants().packs(), 1);
 }
 
+/// A dense layer with a dynamic batch, computed by the kernel library at every shape.
+const DYNAMIC_WIDE_DENSE: &str = r#"#[version = "0.0.5"]
+def @main(%x: Tensor[(?, 256), float32], %w: Tensor[(384, 256), float32]) {
+  nn.dense(%x, %w, units=384)
+}
+"#;
+
+#[test]
+fn a_dynamic_products_bound_weights_are_packed_when_a_vm_is_made() {
+    let module = parse(DYNAMIC_WIDE_DENSE);
+    let mut rng = relay_interp::SplitMix64::new(3);
+    let tensor = |shape: &[i64], rng: &mut relay_interp::SplitMix64| {
+        let ty = relay_ir::Type::tensor(shape, relay_ir::DType::F32);
+        Value::tensor(relay_interp::random_tensor(Some(&ty), rng).unwrap())
+    };
+    let w = Tensor::try_from(tensor(&[384, 256], &mut rng)).unwrap();
+    let exe = Compiler::new()
+        .params([("w".to_string(), w.clone())])
+        .compile(&module)
+        .unwrap();
+    assert_eq!(exe.packed_constants().packs(), 0);
+    // ONNX Runtime packs when a session is made: so does a VM, before its first call.
+    let mut vm = relay::Vm::with_options(
+        &exe,
+        relay::VmOptions {
+            threads: 1,
+            ..relay::VmOptions::default()
+        },
+    );
+    assert_eq!(exe.packed_constants().packs(), 1);
+    for rows in [8, 64, 300, 2] {
+        let x = tensor(&[rows, 256], &mut rng);
+        let expected = relay_interp::run(
+            &module,
+            "main",
+            vec![x.clone(), (&w).into()],
+            &InterpOptions::default(),
+        )
+        .unwrap();
+        let got = vm.invoke("main", &[x]).unwrap();
+        compare_values(&got, &expected, 1e-4, 1e-4).unwrap();
+    }
+    // The calls found the packed weight; a second VM finds it made.
+    let _second = Vm::new(&exe);
+    assert_eq!(exe.packed_constants().packs(), 1);
+}
+
 /// The LSTM and GRU recurrences (relayc's fused cells, computed by the kernel library) in
 /// every variant, with hidden sizes that leave register-block tails (80 and 60 gate columns).
 const RECURRENCES: &str = r#"

@@ -116,6 +116,54 @@ pub(super) fn recognize(func: &Function, bindings: &[Binding], body: &Expr) -> O
     })
 }
 
+/// The rows a product is prepacked for when its data's rows are not known (`?`).
+const PREPACK_ROWS: usize = 64;
+
+impl MatmulOp {
+    /// Packs its constant weight — `weight`, a constant argument, or its own — as a call
+    /// with data of declared shape `data` (`-1` for `?`; [`PREPACK_ROWS`] rows then) would,
+    /// where `ctx`'s constants hold it (`relay_linalg::gemm::prepack`).
+    pub(crate) fn prepack(&self, ctx: &KernelContext, data: &[i64], weight: Option<&NDArray>) {
+        let weight = match (&self.weight, weight) {
+            (Some(w), _) => &*w.0,
+            (None, Some(w)) => w,
+            (None, None) => return,
+        };
+        let (Some(w), &[d0, d1]) = (floats(weight), weight.shape()) else {
+            return;
+        };
+        let (Ok(d0), Ok(d1)) = (usize::try_from(d0), usize::try_from(d1)) else {
+            return;
+        };
+        let (k, n, rs, cs) = match self.product {
+            Product::Dense => (d1, d0, 1, d1 as isize),
+            Product::Matmul => (d0, d1, d1 as isize, 1),
+            Product::Batch { .. } => return,
+        };
+        let rows = data.split_last().map_or(Some(1), |(_, lead)| {
+            lead.iter()
+                .try_fold(1usize, |m, &d| m.checked_mul(usize::try_from(d).ok()?))
+        });
+        let m = rows.unwrap_or(PREPACK_ROWS);
+        // A matrix-vector product reads its operands in place.
+        if m < 2 || n < 2 || k == 0 {
+            return;
+        }
+        let view = |ptr: *const f32, rows, cols, rs, cs| relay_linalg::gemm::Matrix {
+            ptr,
+            rows,
+            cols,
+            rs,
+            cs,
+        };
+        let a = view(std::ptr::null(), m, k, k as isize, 1);
+        let b = view(w.as_ptr(), k, n, rs, cs);
+        let c = view(std::ptr::null(), m, n, n as isize, 1);
+        // SAFETY: `b` is the weight's `k × n` view (its elements); `a` and `c` are not read.
+        unsafe { relay_linalg::gemm::prepack(ctx, a, b, c) };
+    }
+}
+
 /// The elements of a `float32` array.
 fn floats(a: &NDArray) -> Option<&[f32]> {
     // SAFETY: every bit pattern is an `f32`; `align_to` gives the aligned middle part, which

@@ -75,6 +75,37 @@ pub unsafe fn gemm_window<T: Element, SA: Operand<T>, SB: Operand<T>>(
     unsafe { gemm_sources(ctx, Source::Dense(a), Source::Window(b), c, epilogue) }
 }
 
+/// Packs the operands of `c = a · b` that lie in the constants of `ctx`
+/// ([`PackedConstants`](super::prepacked::PackedConstants)) as [`gemm`] of these views would,
+/// without computing the product: ONNX Runtime's prepacking when a session is made, so that
+/// the first call does not pay for it. An operand elsewhere (`a` of rows not known yet: any
+/// pointer, never read) is skipped, and so is a product [`gemm`] would not pack for (the
+/// caller's matrix-vector products).
+///
+/// # Safety
+///
+/// An operand lying in a constant is a valid view of it (only such operands are read), and
+/// the strides are non-negative.
+pub unsafe fn prepack<T: Element, SA: Operand<T>, SB: Operand<T>>(
+    ctx: &KernelContext,
+    a: Matrix<SA>,
+    b: Matrix<SB>,
+    c: Matrix<T>,
+) {
+    let kern = T::of(ctx.ops());
+    let (a, b) = (Source::Dense(a), Source::Dense(b));
+    // SAFETY: forwarded; the transposed product packs the transposed operands.
+    unsafe {
+        if transposing_pays(kern, &c) {
+            packed(Some(ctx), &b.transposed(), Side::A, kern);
+            packed(Some(ctx), &a.transposed(), Side::B, kern);
+        } else {
+            packed(Some(ctx), &a, Side::A, kern);
+            packed(Some(ctx), &b, Side::B, kern);
+        }
+    }
+}
+
 /// [`gemm`] on any operands.
 ///
 /// # Safety

@@ -183,7 +183,7 @@ impl<T> Matrix<T> {
 
 mod driver;
 pub mod window;
-pub use driver::{gemm, gemm_window};
+pub use driver::{gemm, gemm_window, prepack};
 pub use epilogue::Epilogue;
 pub use window::Window;
 
