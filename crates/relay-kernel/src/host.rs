@@ -8,6 +8,7 @@ use crate::abi::KernelContext;
 use relay_linalg::Ops;
 use relay_linalg::gemm::dot::DotFn;
 use relay_linalg::gemm::epilogue::EpilogueCall;
+use relay_linalg::gemm::narrow::{MAX_NARROW, Narrow, NarrowFn};
 
 /// The symbol of the `float32` GEMM ([`relay_kernel_sgemm`]).
 pub const SGEMM_SYMBOL: &str = "relay_kernel_sgemm";
@@ -102,21 +103,30 @@ unsafe impl<T> Send for Shared<T> {}
 // SAFETY: as above.
 unsafe impl<T> Sync for Shared<T> {}
 
-/// An element type of the host GEMM, with its dot product (matrix-vector products).
+/// An element type of the host GEMM, with its dot product (matrix-vector products) and its
+/// narrow product, if it has one.
 trait Element: relay_linalg::gemm::Element + relay_linalg::gemm::Operand<Self> {
     /// The dot product of the instruction set of `ops`.
     fn dot(ops: &Ops) -> DotFn<Self>;
+    /// The product with a narrow result of the instruction set of `ops`.
+    fn narrow(ops: &Ops) -> Option<NarrowFn<Self>>;
 }
 
 impl Element for f32 {
     fn dot(ops: &Ops) -> DotFn<f32> {
         ops.sdot
     }
+    fn narrow(ops: &Ops) -> Option<NarrowFn<f32>> {
+        Some(ops.snarrow)
+    }
 }
 
 impl Element for f64 {
     fn dot(ops: &Ops) -> DotFn<f64> {
         ops.ddot
+    }
+    fn narrow(_: &Ops) -> Option<NarrowFn<f64>> {
+        None
     }
 }
 
@@ -229,6 +239,39 @@ unsafe fn gemm<T: Element>(
                 })
             }
             _ => run(0, len),
+        });
+    }
+    // A narrow result with contiguous rows: `a` read in place, a row of `b` per step (no
+    // packing, whose tiles a narrow `c` would fill a fraction of).
+    let contiguous = csa == 1 && csb == 1 && csc == 1;
+    if let Some(narrow) = T::narrow(ops).filter(|_| contiguous && n as usize <= MAX_NARROW) {
+        let run = move |i0: i64, i1: i64| {
+            let (a, b, c) = (a, b, c);
+            let p = Narrow {
+                m: (i1 - i0) as usize,
+                n: n as usize,
+                k: k as usize,
+                // SAFETY: rows `i0..i1` of `a` and `c` (the contract).
+                a: unsafe { a.0.offset((i0 * rsa) as isize) },
+                rsa: rsa as usize,
+                b: b.0,
+                rsb: rsb as usize,
+                // SAFETY: as above.
+                c: unsafe { c.0.offset((i0 * rsc) as isize) },
+                rsc: rsc as usize,
+            };
+            // SAFETY: the rows' views are valid (the contract), `n` is narrow, and `narrow`
+            // is of an instruction set this CPU runs (an `Ops` table).
+            unsafe { narrow(p) };
+            0
+        };
+        return finish(match ctx {
+            Some(ctx) if threads > 1 && work >= PARALLEL_GEMM_WORK => {
+                let chunks = (threads * 4).min(m);
+                let step = (m + chunks - 1) / chunks;
+                ctx.parallel(chunks, &|t| run((t * step).min(m), ((t + 1) * step).min(m)))
+            }
+            _ => run(0, m),
         });
     }
     let view = |ptr: *const T, rows: i64, cols: i64, rs: i64, cs: i64| relay_linalg::gemm::Matrix {

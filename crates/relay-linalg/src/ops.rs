@@ -7,6 +7,7 @@ use std::sync::OnceLock;
 
 use crate::gemm::Kernel;
 use crate::gemm::dot::{self, DotFn};
+use crate::gemm::narrow::{self, NarrowFn};
 use crate::isa::{Isa, IsaError};
 use crate::rnn::{self, GruFn, LstmFn};
 use crate::softmax::{self, SoftmaxFn};
@@ -24,6 +25,8 @@ pub struct Ops {
     pub sdot: DotFn<f32>,
     /// The float64 dot product.
     pub ddot: DotFn<f64>,
+    /// The float32 product with a narrow result (at most 16 columns).
+    pub snarrow: NarrowFn<f32>,
     /// The LSTM recurrence.
     pub lstm: LstmFn,
     /// The GRU recurrence.
@@ -71,6 +74,7 @@ impl Ops {
             dgemm: <f64 as crate::gemm::Element>::kernel(isa),
             sdot: dot::sdot_for(isa),
             ddot: dot::ddot_for(isa),
+            snarrow: narrow::snarrow_for(isa),
             lstm: rnn::lstm_for(isa),
             gru: rnn::gru_for(isa),
             softmax: softmax::softmax_for(isa),

@@ -15,6 +15,7 @@ pub mod dot;
 pub mod epilogue;
 pub mod half_epilogue;
 pub(crate) mod kernels;
+pub mod narrow;
 pub mod operand;
 pub(crate) mod pack;
 pub mod prepacked;

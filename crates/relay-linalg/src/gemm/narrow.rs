@@ -1,0 +1,205 @@
+//! Products with a narrow result: `c = a · b` where `c` has at most [`MAX_NARROW`] columns (a
+//! small-head attention's `probabilities · V`, `[128, 128] × [128, 8]`). Each row of `c` is the
+//! sum over `p` of `a[i, p]` times row `p` of `b`, one vector of `b` per step, eight rows of
+//! `a` at a time, `a` read in place: the GEMM would pack all of `a` to fill tiles of which a
+//! narrow `c` uses a fraction. One per instruction set, chosen through [`Ops`](crate::Ops).
+
+use crate::isa::Isa;
+
+/// The most columns a narrow product has (one AVX-512 vector of `float32`).
+pub const MAX_NARROW: usize = 16;
+
+/// `c = a · b` for `a` `m × k` (rows `rsa` apart), `b` `k × n` (rows `rsb` apart), `c` `m × n`
+/// (rows `rsc` apart), `n ≤ MAX_NARROW`, every row contiguous.
+///
+/// # Safety
+///
+/// The views are valid for the elements they address, `c` is writable and overlaps neither
+/// operand, `n ≤ MAX_NARROW`, and the CPU runs the instruction set the function was chosen for.
+pub type NarrowFn<T> = unsafe fn(p: Narrow<T>);
+
+/// The operands of a narrow product (see [`NarrowFn`]).
+#[derive(Clone, Copy, Debug)]
+pub struct Narrow<T> {
+    /// Rows of `a` and `c`.
+    pub m: usize,
+    /// Columns of `b` and `c` (at most [`MAX_NARROW`]).
+    pub n: usize,
+    /// Columns of `a`, rows of `b`.
+    pub k: usize,
+    /// `a[0, 0]`.
+    pub a: *const T,
+    /// Elements between rows of `a`.
+    pub rsa: usize,
+    /// `b[0, 0]`.
+    pub b: *const T,
+    /// Elements between rows of `b`.
+    pub rsb: usize,
+    /// `c[0, 0]`.
+    pub c: *mut T,
+    /// Elements between rows of `c`.
+    pub rsc: usize,
+}
+
+/// The `float32` narrow product of `isa` (the portable one if the CPU lacks it).
+pub fn snarrow_for(isa: Isa) -> NarrowFn<f32> {
+    match isa {
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: the CPU has AVX-512F (checked); the views are the caller's contract.
+        Isa::Avx512 if Isa::detected() == Isa::Avx512 => |p| unsafe { narrow_f32_avx512(p) },
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: the CPU has AVX2 and FMA (checked); the views are the caller's contract.
+        Isa::Avx2 if Isa::detected() != Isa::Portable => |p| unsafe { narrow_f32_avx2(p) },
+        _ => narrow_portable,
+    }
+}
+
+/// Rows computed together: independent accumulators that hide the FMA latency.
+const ROWS: usize = 8;
+
+/// The portable narrow product: sixteen-lane accumulators the compiler vectorizes.
+///
+/// # Safety
+///
+/// As [`NarrowFn`].
+pub unsafe fn narrow_portable(p: Narrow<f32>) {
+    for i0 in (0..p.m).step_by(ROWS) {
+        let rows = ROWS.min(p.m - i0);
+        let mut acc = [[0f32; MAX_NARROW]; ROWS];
+        for l in 0..p.k {
+            let mut bv = [0f32; MAX_NARROW];
+            // SAFETY: row `l` of `b` has `n` elements.
+            unsafe { std::ptr::copy_nonoverlapping(p.b.add(l * p.rsb), bv.as_mut_ptr(), p.n) };
+            for (r, acc) in acc.iter_mut().enumerate().take(rows) {
+                // SAFETY: `(i0 + r, l)` is an element of `a`.
+                let av = unsafe { *p.a.add((i0 + r) * p.rsa + l) };
+                for (s, b) in acc.iter_mut().zip(bv) {
+                    *s = av.mul_add(b, *s);
+                }
+            }
+        }
+        for (r, acc) in acc.iter().enumerate().take(rows) {
+            // SAFETY: row `i0 + r` of `c` has `n` elements.
+            unsafe { std::ptr::copy_nonoverlapping(acc.as_ptr(), p.c.add((i0 + r) * p.rsc), p.n) };
+        }
+    }
+}
+
+/// The AVX-512 narrow product: one masked 16-lane vector per row.
+///
+/// # Safety
+///
+/// As [`NarrowFn`]; the CPU has AVX-512F.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+unsafe fn narrow_f32_avx512(p: Narrow<f32>) {
+    use std::arch::x86_64::*;
+    let mask: __mmask16 = if p.n >= 16 { 0xffff } else { (1u16 << p.n) - 1 };
+    for i0 in (0..p.m).step_by(ROWS) {
+        let rows = ROWS.min(p.m - i0);
+        let mut acc = [_mm512_setzero_ps(); ROWS];
+        for l in 0..p.k {
+            // SAFETY: masked: lanes `0..n` of row `l` of `b`.
+            let bv = unsafe { _mm512_maskz_loadu_ps(mask, p.b.add(l * p.rsb)) };
+            for (r, acc) in acc.iter_mut().enumerate().take(rows) {
+                // SAFETY: `(i0 + r, l)` is an element of `a`.
+                let av = _mm512_set1_ps(unsafe { *p.a.add((i0 + r) * p.rsa + l) });
+                *acc = _mm512_fmadd_ps(av, bv, *acc);
+            }
+        }
+        for (r, acc) in acc.iter().enumerate().take(rows) {
+            // SAFETY: masked: lanes `0..n` of row `i0 + r` of `c`.
+            unsafe { _mm512_mask_storeu_ps(p.c.add((i0 + r) * p.rsc), mask, *acc) };
+        }
+    }
+}
+
+/// The AVX2 narrow product: two masked 8-lane vectors per row.
+///
+/// # Safety
+///
+/// As [`NarrowFn`]; the CPU has AVX2 and FMA.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn narrow_f32_avx2(p: Narrow<f32>) {
+    use std::arch::x86_64::*;
+    let lane = |j: i32, from: usize| if (j as usize + from) < p.n { -1 } else { 0 };
+    let masks = [0, 8].map(|from| {
+        _mm256_setr_epi32(
+            lane(0, from),
+            lane(1, from),
+            lane(2, from),
+            lane(3, from),
+            lane(4, from),
+            lane(5, from),
+            lane(6, from),
+            lane(7, from),
+        )
+    });
+    let halves = p.n.div_ceil(8);
+    for i0 in (0..p.m).step_by(ROWS) {
+        let rows = ROWS.min(p.m - i0);
+        let mut acc = [[_mm256_setzero_ps(); 2]; ROWS];
+        for l in 0..p.k {
+            let mut bv = [_mm256_setzero_ps(); 2];
+            for (h, b) in bv.iter_mut().enumerate().take(halves) {
+                // SAFETY: masked: lanes `8h..n` of row `l` of `b`.
+                *b = unsafe { _mm256_maskload_ps(p.b.add(l * p.rsb + 8 * h), masks[h]) };
+            }
+            for (r, acc) in acc.iter_mut().enumerate().take(rows) {
+                // SAFETY: `(i0 + r, l)` is an element of `a`.
+                let av = _mm256_set1_ps(unsafe { *p.a.add((i0 + r) * p.rsa + l) });
+                for (s, b) in acc.iter_mut().zip(bv).take(halves) {
+                    *s = _mm256_fmadd_ps(av, b, *s);
+                }
+            }
+        }
+        for (r, acc) in acc.iter().enumerate().take(rows) {
+            for (h, s) in acc.iter().enumerate().take(halves) {
+                let at = (i0 + r) * p.rsc + 8 * h;
+                // SAFETY: masked: lanes `8h..n` of row `i0 + r` of `c`.
+                unsafe { _mm256_maskstore_ps(p.c.add(at), masks[h], *s) };
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every path this CPU runs against a plain triple loop, at every narrow width and at
+    /// row counts that leave a partial group of eight.
+    #[test]
+    fn every_path_agrees_with_the_reference() {
+        for isa in Isa::available() {
+            let narrow = snarrow_for(isa);
+            for n in 1..=MAX_NARROW {
+                for (m, k) in [(1, 1), (7, 3), (8, 128), (19, 33), (64, 0)] {
+                    let a: Vec<f32> = (0..m * k).map(|i| ((i * 7) % 13) as f32 - 6.0).collect();
+                    let b: Vec<f32> = (0..k * n).map(|i| ((i * 5) % 11) as f32 * 0.5).collect();
+                    let mut c = vec![f32::NAN; m * n];
+                    let p = Narrow {
+                        m,
+                        n,
+                        k,
+                        a: a.as_ptr(),
+                        rsa: k,
+                        b: b.as_ptr(),
+                        rsb: n,
+                        c: c.as_mut_ptr(),
+                        rsc: n,
+                    };
+                    // SAFETY: the views are the vectors'; `isa` runs here.
+                    unsafe { narrow(p) };
+                    for i in 0..m {
+                        for j in 0..n {
+                            let want: f32 = (0..k).map(|l| a[i * k + l] * b[l * n + j]).sum();
+                            assert_eq!(c[i * n + j], want, "{isa} {m}×{k}×{n} at ({i}, {j})");
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
