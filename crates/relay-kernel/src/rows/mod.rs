@@ -299,11 +299,12 @@ fn row_wise_call(e: &Expr, s: &Structure) -> bool {
     let Some(shapes) = args.iter().map(arg_shape).collect::<Option<Vec<_>>>() else {
         return false;
     };
-    // An operand of a broadcast: the rows themselves, or one that broadcasts over them (its
-    // extents that align with row dimensions are 1).
+    // An operand of a broadcast: the rows themselves (of the result's rank: a broadcast
+    // aligns extents from the right), or one that broadcasts over them (its extents that
+    // align with row dimensions are 1).
     let broadcast = |shape: &[Dim]| {
         let on_rows = (shape.len() + lead).saturating_sub(out.len());
-        rows(shape)
+        (rows(shape) && shape.len() == out.len())
             || (!shape.contains(&Dim::Any)
                 && shape.len() <= out.len()
                 && shape[..on_rows].iter().all(|d| *d == Dim::Known(1)))

@@ -128,6 +128,11 @@ fn functions_that_mix_rows_are_not_row_kernels() {
             "%p0: Tensor[(?, 4, ?), float32]",
             "sum(%p0, axis=[1], keepdims=True)",
         ),
+        // Rows of another rank align from the right in a broadcast, not with the rows.
+        (
+            "%p0: Tensor[(?, ?, 32), float32], %p1: Tensor[(?, ?), float32]",
+            "add(%p0, %p1)",
+        ),
         (
             "%p0: Tensor[(?, 4), float32]",
             "exp(reshape(%p0, newshape=[-1, 2]))",
