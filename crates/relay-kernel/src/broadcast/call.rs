@@ -5,7 +5,7 @@ use relay_linalg::KernelContext;
 
 use super::{Broadcast, Role, span_shape};
 use crate::abi::DLTensor;
-use crate::rows::{call_views, compact_shape};
+use crate::rows::{call_views, compact_shapes};
 
 /// One dimension of the walk: its extent and each argument's byte step along it.
 struct Axis {
@@ -25,18 +25,8 @@ pub(crate) unsafe fn call(
     ctx: &mut KernelContext,
     tensors: &[&DLTensor],
 ) -> Result<(), String> {
-    if tensors.len() != b.args.len() {
-        return Err(format!(
-            "expected {} arguments, got {}",
-            b.args.len(),
-            tensors.len()
-        ));
-    }
-    let mut shapes = Vec::with_capacity(tensors.len());
-    for (i, t) in tensors.iter().enumerate() {
-        // SAFETY: by this function's contract.
-        shapes.push(unsafe { compact_shape(t) }.map_err(|e| format!("argument {i}: {e}"))?);
-    }
+    // SAFETY: by this function's contract.
+    let shapes = unsafe { compact_shapes(tensors, b.args.len()) }?;
     let (result, inputs) = shapes.split_last().ok_or("no result")?;
     let out = b.served_shape(inputs)?;
     if **result != out[..] {

@@ -1,22 +1,10 @@
 use super::*;
-use crate::host_op::tests::{check_generic, softmax_primitive as primitive};
+use crate::host_op::tests::{borrowed, noted_cases, softmax_primitive as primitive};
 
 /// Compiles `body` over `params`, checks it is a broadcast kernel, and runs it against the
 /// interpreter at each of `cases` (argument shapes).
 fn broadcast_cases(params: &str, body: &str, cases: &[&[&[i64]]]) {
-    let f = primitive(params, body);
-    let k = crate::compile_generic(&f, "k")
-        .unwrap_or_else(|| panic!("{body}: not generic"))
-        .unwrap_or_else(|e| panic!("{body}: {e}"));
-    assert_eq!(
-        k.generic_note(),
-        Some(crate::listing::BROADCAST_NOTE),
-        "{body}"
-    );
-    for (i, shapes) in cases.iter().enumerate() {
-        assert!(k.serves(shapes), "{body} at {shapes:?}");
-        check_generic(&f, &k, shapes, i as u64);
-    }
+    noted_cases(params, body, crate::listing::BROADCAST_NOTE, cases);
 }
 
 #[test]
@@ -109,15 +97,6 @@ fn functions_that_are_not_elementwise_are_not_broadcast_kernels() {
     ] {
         assert!(!is_broadcast_function(&primitive(params, body)), "{body}");
     }
-}
-
-/// Cases of owned shapes as [`broadcast_cases`] takes them.
-fn borrowed(cases: &[Vec<Vec<i64>>]) -> Vec<&[&[i64]]> {
-    let leaked: Vec<Vec<&[i64]>> = cases
-        .iter()
-        .map(|c| c.iter().map(|s| s.as_slice()).collect())
-        .collect();
-    leaked.into_iter().map(|c| &*Vec::leak(c)).collect()
 }
 
 #[test]

@@ -403,6 +403,30 @@ fn tensor_dtype(ty: &relay_ir::Type) -> DType {
 
 /// Compiles `body` over `params` and checks it is a generic host kernel that agrees with the
 /// interpreter at each of `cases` (argument shapes).
+/// Compiles `body` over `params` into its generic kernel, checks what a listing says of it
+/// (`note`), and runs it against the interpreter at each of `cases` (argument shapes), every
+/// one served.
+pub(crate) fn noted_cases(params: &str, body: &str, note: &str, cases: &[&[&[i64]]]) {
+    let f = softmax_primitive(params, body);
+    let k = crate::compile_generic(&f, "k")
+        .unwrap_or_else(|| panic!("{body}: not generic"))
+        .unwrap_or_else(|e| panic!("{body}: {e}"));
+    assert_eq!(k.generic_note(), Some(note), "{body}");
+    for (i, shapes) in cases.iter().enumerate() {
+        assert!(k.serves(shapes), "{body} at {shapes:?}");
+        check_generic(&f, &k, shapes, i as u64);
+    }
+}
+
+/// Cases of owned shapes as [`noted_cases`] takes them.
+pub(crate) fn borrowed(cases: &[Vec<Vec<i64>>]) -> Vec<&[&[i64]]> {
+    let leaked: Vec<Vec<&[i64]>> = cases
+        .iter()
+        .map(|c| c.iter().map(|s| s.as_slice()).collect())
+        .collect();
+    leaked.into_iter().map(|c| &*Vec::leak(c)).collect()
+}
+
 fn generic_cases(params: &str, body: &str, cases: &[&[&[i64]]]) {
     let f = softmax_primitive(params, body);
     let k = crate::compile_primitive(&f, "k").unwrap_or_else(|e| panic!("{body}: {e}"));

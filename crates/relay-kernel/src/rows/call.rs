@@ -27,18 +27,8 @@ pub(crate) unsafe fn call(
     inputs: usize,
     tensors: &[&DLTensor],
 ) -> Result<(), String> {
-    if tensors.len() != rows.args.len() {
-        return Err(format!(
-            "expected {} arguments, got {}",
-            rows.args.len(),
-            tensors.len()
-        ));
-    }
-    let mut shapes = Vec::with_capacity(tensors.len());
-    for (i, t) in tensors.iter().enumerate() {
-        // SAFETY: by this function's contract.
-        shapes.push(unsafe { compact_shape(t) }.map_err(|e| format!("argument {i}: {e}"))?);
-    }
+    // SAFETY: by this function's contract.
+    let shapes = unsafe { compact_shapes(tensors, rows.args.len()) }?;
     // Every output is batched: this checks the outputs' shapes too.
     let lead = rows.rows(&shapes)?;
     // The rows, and the bytes of every batched argument, must be addressable.
@@ -204,12 +194,35 @@ pub(crate) unsafe fn call_views(
     }
 }
 
+/// The shapes of `tensors`, `expected` of them, each checked by [`compact_shape`].
+///
+/// # Safety
+///
+/// Each tensor's shape and strides are valid for `ndim` elements.
+pub(crate) unsafe fn compact_shapes<'t>(
+    tensors: &[&'t DLTensor],
+    expected: usize,
+) -> Result<Vec<&'t [i64]>, String> {
+    if tensors.len() != expected {
+        return Err(format!(
+            "expected {expected} arguments, got {}",
+            tensors.len()
+        ));
+    }
+    let mut shapes = Vec::with_capacity(tensors.len());
+    for (i, t) in tensors.iter().enumerate() {
+        // SAFETY: by this function's contract.
+        shapes.push(unsafe { compact_shape(t) }.map_err(|e| format!("argument {i}: {e}"))?);
+    }
+    Ok(shapes)
+}
+
 /// The shape of `t`, checked to be compact row-major with data where it has elements.
 ///
 /// # Safety
 ///
 /// `t`'s shape and strides are valid for `ndim` elements.
-pub(crate) unsafe fn compact_shape(t: &DLTensor) -> Result<&[i64], String> {
+unsafe fn compact_shape(t: &DLTensor) -> Result<&[i64], String> {
     let ndim = usize::try_from(t.ndim).map_err(|_| "a negative rank")?;
     if ndim > 0 && t.shape.is_null() {
         return Err("a null shape".into());

@@ -29,7 +29,7 @@ use crate::KernelError;
 use crate::abi::{ArgSpec, DATA_ALIGNMENT};
 use crate::packed::PackedFunc;
 
-pub(crate) use call::{call, call_views, compact_shape};
+pub(crate) use call::{call, call_views, compact_shapes};
 
 /// Convolutions and pools, which compute each sample of a batch-first layout alone.
 const PER_SAMPLE: &[&str] = &[

@@ -1,17 +1,10 @@
 use super::*;
-use crate::host_op::tests::{check_generic, softmax_primitive as primitive};
+use crate::host_op::tests::{borrowed, check_generic, noted_cases, softmax_primitive as primitive};
 
 /// Compiles `body` over `params`, checks it is a row kernel, and runs it against the
 /// interpreter at each of `cases` (argument shapes).
 fn row_cases(params: &str, body: &str, cases: &[&[&[i64]]]) {
-    let f = primitive(params, body);
-    let k = crate::compile_generic(&f, "k")
-        .unwrap_or_else(|| panic!("{body}: not generic"))
-        .unwrap_or_else(|e| panic!("{body}: {e}"));
-    assert_eq!(k.generic_note(), Some(crate::listing::ROWS_NOTE), "{body}");
-    for (i, shapes) in cases.iter().enumerate() {
-        check_generic(&f, &k, shapes, i as u64);
-    }
+    noted_cases(params, body, crate::listing::ROWS_NOTE, cases);
 }
 
 #[test]
@@ -56,15 +49,6 @@ fn layer_norm_pieces_run_at_every_row_count() {
          %3 = multiply(%2, %p3); add(%3, %p4)",
         &borrowed(&with_affine),
     );
-}
-
-/// Cases of owned shapes as [`row_cases`] takes them.
-fn borrowed(cases: &[Vec<Vec<i64>>]) -> Vec<&[&[i64]]> {
-    let leaked: Vec<Vec<&[i64]>> = cases
-        .iter()
-        .map(|c| c.iter().map(|s| s.as_slice()).collect())
-        .collect();
-    leaked.into_iter().map(|c| &*Vec::leak(c)).collect()
 }
 
 #[test]
