@@ -3,7 +3,7 @@
 
 use relay_linalg::KernelContext;
 
-use super::{Broadcast, Role, span_shape};
+use super::{Broadcast, Role};
 use crate::abi::DLTensor;
 use crate::rows::{call_views, compact_shapes};
 
@@ -51,16 +51,6 @@ pub(crate) unsafe fn call(
         .iter()
         .map(|t| t.data.cast::<u8>().wrapping_add(t.byte_offset as usize))
         .collect();
-    let mut span_shapes: Vec<Vec<Vec<i64>>> = b
-        .spans
-        .iter()
-        .map(|(length, _)| {
-            b.args
-                .iter()
-                .map(|&role| span_shape(role, *length, &[]))
-                .collect()
-        })
-        .collect();
     for (v, role) in views.iter_mut().zip(&b.args) {
         if role.walked().is_some() {
             v.strides = std::ptr::null_mut();
@@ -72,13 +62,14 @@ pub(crate) unsafe fn call(
     let mut offsets = vec![0isize; b.args.len()];
     for _ in 0..rows {
         let mut pos = 0i64;
-        for ((length, kernel), shapes) in b.spans.iter().zip(&mut span_shapes) {
+        for ((length, kernel), shapes) in b.spans.iter().zip(&b.span_shapes) {
             while *length > 0 && row.extent - pos >= *length {
                 for (i, (v, role)) in views.iter_mut().zip(&b.args).enumerate() {
                     if role.walked().is_some() {
                         let at = offsets[i] + pos as isize * row.steps[i];
                         v.data = bases[i].wrapping_offset(at).cast();
-                        v.shape = shapes[i].as_mut_ptr();
+                        // The kernel reads the shape, never writes it.
+                        v.shape = shapes[i].as_ptr().cast_mut();
                     }
                 }
                 // SAFETY: the span's elements are within every argument (the walk follows
@@ -120,17 +111,7 @@ impl Broadcast {
             extent: 1,
             steps: vec![0; self.args.len()],
         });
-        // The step each argument takes along a span, as its kernel reads it.
-        let along: Vec<isize> = self
-            .args
-            .iter()
-            .zip(&self.bytes)
-            .map(|(role, &w)| match role {
-                Role::Along { .. } => w as isize,
-                _ => 0,
-            })
-            .collect();
-        row.steps.clone_from(&along);
+        row.steps.clone_from(&self.along);
         let mut outer: Vec<Axis> = Vec::with_capacity(dims.len());
         let mut merging = !self.fixed;
         while let Some(axis) = dims.pop() {
@@ -140,7 +121,7 @@ impl Broadcast {
             let continues = axis
                 .steps
                 .iter()
-                .zip(&along)
+                .zip(&self.along)
                 .all(|(&s, &a)| s == a * row.extent as isize);
             if merging && continues {
                 row.extent *= axis.extent;

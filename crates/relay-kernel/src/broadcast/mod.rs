@@ -43,6 +43,11 @@ pub struct Broadcast {
     constant_inner: i64,
     /// The span kernels, longest first: of [`SPANS`], or of the one innermost extent known.
     spans: Vec<(i64, PackedFunc)>,
+    /// Each span kernel's argument shapes (empty for an argument passed whole).
+    span_shapes: Vec<Vec<Vec<i64>>>,
+    /// Each argument's byte step along a span, as its kernel reads it (0 when repeated or
+    /// passed whole).
+    along: Vec<isize>,
     /// Whether the innermost extent is known (no dimension is merged into the span).
     fixed: bool,
     /// The result's declared shape (`-1` for `?`).
@@ -305,10 +310,22 @@ fn compile_spans(
         let loops = crate::lower_primitive(&span, name)?;
         spans.push((length, crate::packed::compile_aligned(&loops, 1)?));
     }
-    let bytes = spec
+    let bytes: Vec<usize> = spec
         .args
         .iter()
         .map(|a| usize::from(a.dtype.bits).div_ceil(8))
+        .collect();
+    let span_shapes = spans
+        .iter()
+        .map(|(length, _)| args.iter().map(|&r| span_shape(r, *length, &[])).collect())
+        .collect();
+    let along = args
+        .iter()
+        .zip(&bytes)
+        .map(|(role, &w)| match role {
+            Role::Along { .. } => w as isize,
+            _ => 0,
+        })
         .collect();
     let b = Broadcast {
         rank,
@@ -316,6 +333,8 @@ fn compile_spans(
         bytes,
         constant_inner,
         spans,
+        span_shapes,
+        along,
         fixed: inner.is_some(),
         declared: spec.args[inputs].shape.clone(),
     };
