@@ -85,7 +85,8 @@ pub unsafe fn narrow_portable(p: Narrow<f32>) {
     }
 }
 
-/// The AVX-512 narrow product: one masked 16-lane vector per row.
+/// The AVX-512 narrow product: one masked 16-lane vector per row, or for at most 8 columns
+/// ([`narrow_pairs_avx512`]) two steps of `k` per vector.
 ///
 /// # Safety
 ///
@@ -94,6 +95,10 @@ pub unsafe fn narrow_portable(p: Narrow<f32>) {
 #[target_feature(enable = "avx512f")]
 unsafe fn narrow_f32_avx512(p: Narrow<f32>) {
     use std::arch::x86_64::*;
+    if p.n <= 8 && p.k >= 2 {
+        // SAFETY: forwarded.
+        return unsafe { narrow_pairs_avx512(p) };
+    }
     let mask: __mmask16 = if p.n >= 16 { 0xffff } else { (1u16 << p.n) - 1 };
     for i0 in (0..p.m).step_by(ROWS) {
         let rows = ROWS.min(p.m - i0);
@@ -111,6 +116,103 @@ unsafe fn narrow_f32_avx512(p: Narrow<f32>) {
             // SAFETY: masked: lanes `0..n` of row `i0 + r` of `c`.
             unsafe { _mm512_mask_storeu_ps(p.c.add((i0 + r) * p.rsc), mask, *acc) };
         }
+    }
+}
+
+thread_local! {
+    /// A thread's rows of `b` interleaved in pairs ([`narrow_pairs_avx512`]).
+    static PAIRS: std::cell::RefCell<Vec<f32>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// Rows of `a` computed together by [`narrow_pairs_avx512`].
+const PAIR_ROWS: usize = 12;
+
+/// The AVX-512 narrow product for `n ≤ 8`: a vector holds two steps of `k`, so a product of 8
+/// columns fills all 16 lanes. Rows `2q` and `2q + 1` of `b` are interleaved once per call,
+/// a vector permute per pair (lane `2j + h` holds `b[2q + h, j]`); per row of `a`, `a[i, 2q]` and `a[i, 2q + 1]` are
+/// broadcast as a pair, and lanes `2j` and `2j + 1` of the sum add up to `c[i, j]`.
+///
+/// # Safety
+///
+/// As [`NarrowFn`] with `n ≤ 8` and `k ≥ 2`; the CPU has AVX-512F.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+unsafe fn narrow_pairs_avx512(p: Narrow<f32>) {
+    use std::arch::x86_64::*;
+    let pairs = p.k.div_ceil(2);
+    PAIRS.with_borrow_mut(|packed| {
+        packed.resize(pairs * 16, 0.0);
+        let mask = ((1u32 << p.n) - 1) as __mmask16;
+        // Lane 2j from row 2q's lane j, lane 2j + 1 from row 2q + 1's.
+        let interleave = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
+        for q in 0..pairs {
+            let row = |l: usize| match l < p.k {
+                // SAFETY: masked: lanes `0..n` of row `l` of `b`.
+                true => unsafe { _mm512_maskz_loadu_ps(mask, p.b.add(l * p.rsb)) },
+                false => _mm512_setzero_ps(),
+            };
+            let pair = _mm512_permutex2var_ps(row(2 * q), interleave, row(2 * q + 1));
+            // SAFETY: pair `q` of the packed rows.
+            unsafe { _mm512_storeu_ps(packed.as_mut_ptr().add(q * 16), pair) };
+        }
+        let mut i0 = 0;
+        for group in [PAIR_ROWS, 4, 1] {
+            while p.m - i0 >= group {
+                // SAFETY: rows `i0..i0 + group` of `a` and `c`; `packed` holds the pairs.
+                unsafe {
+                    match group {
+                        PAIR_ROWS => pair_rows::<PAIR_ROWS>(&p, packed, i0),
+                        4 => pair_rows::<4>(&p, packed, i0),
+                        _ => pair_rows::<1>(&p, packed, i0),
+                    }
+                }
+                i0 += group;
+            }
+        }
+    })
+}
+
+/// Rows `i0..i0 + R` of [`narrow_pairs_avx512`]'s product from the interleaved pairs
+/// `packed` (the accumulators in registers: `R` is a constant).
+///
+/// # Safety
+///
+/// As [`narrow_pairs_avx512`]; the rows are rows of `a` and `c`, `packed` holds `k.div_ceil(2)`
+/// pairs.
+#[cfg(target_arch = "x86_64")]
+#[inline]
+#[target_feature(enable = "avx512f")]
+unsafe fn pair_rows<const R: usize>(p: &Narrow<f32>, packed: &[f32], i0: usize) {
+    use std::arch::x86_64::*;
+    let whole = p.k / 2;
+    let mut acc = [_mm512_setzero_ps(); R];
+    for q in 0..whole {
+        // SAFETY: pair `q` of the packed rows.
+        let bv = unsafe { _mm512_loadu_ps(packed.as_ptr().add(q * 16)) };
+        for (r, acc) in acc.iter_mut().enumerate() {
+            // SAFETY: `(i0 + r, 2q)` and `(i0 + r, 2q + 1)` are elements of `a`.
+            let pair = unsafe {
+                std::ptr::read_unaligned(p.a.add((i0 + r) * p.rsa + 2 * q).cast::<f64>())
+            };
+            *acc = _mm512_fmadd_ps(_mm512_castpd_ps(_mm512_set1_pd(pair)), bv, *acc);
+        }
+    }
+    if p.k % 2 == 1 {
+        // The last step alone: its pair's odd lanes are zero.
+        // SAFETY: the last pair of the packed rows.
+        let bv = unsafe { _mm512_loadu_ps(packed.as_ptr().add(whole * 16)) };
+        for (r, acc) in acc.iter_mut().enumerate() {
+            // SAFETY: `(i0 + r, k - 1)` is an element of `a`.
+            let av = _mm512_set1_ps(unsafe { *p.a.add((i0 + r) * p.rsa + p.k - 1) });
+            *acc = _mm512_fmadd_ps(av, bv, *acc);
+        }
+    }
+    let mask = ((1u32 << p.n) - 1) as __mmask16;
+    for (r, acc) in acc.iter().enumerate() {
+        let sums = _mm512_add_ps(*acc, _mm512_permute_ps::<0b1011_0001>(*acc));
+        let c = _mm512_maskz_compress_ps(0x5555, sums);
+        // SAFETY: masked: lanes `0..n` of row `i0 + r` of `c`.
+        unsafe { _mm512_mask_storeu_ps(p.c.add((i0 + r) * p.rsc), mask, c) };
     }
 }
 
