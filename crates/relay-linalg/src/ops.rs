@@ -10,7 +10,7 @@ use crate::gemm::dot::{self, DotFn};
 use crate::gemm::narrow::{self, NarrowFn};
 use crate::isa::{Isa, IsaError};
 use crate::rnn::{self, GruFn, LstmFn};
-use crate::softmax::{self, SoftmaxFn};
+use crate::softmax::{self, ExpRowsFn, SoftmaxFn};
 
 /// The host kernels of one instruction set.
 pub struct Ops {
@@ -33,6 +33,8 @@ pub struct Ops {
     pub gru: GruFn,
     /// Softmax and log-softmax of rows.
     pub softmax: SoftmaxFn,
+    /// A softmax's numerators and row sums, unnormalized.
+    pub exp_rows: ExpRowsFn,
 }
 
 impl std::fmt::Debug for Ops {
@@ -78,6 +80,7 @@ impl Ops {
             lstm: rnn::lstm_for(isa),
             gru: rnn::gru_for(isa),
             softmax: softmax::softmax_for(isa),
+            exp_rows: softmax::exp_rows_for(isa),
         }
     }
 }

@@ -12,6 +12,8 @@
 //! ([`crate::Ops::softmax`]): one AVX-512 register, or two AVX2 ones (with 8 lanes the AVX2
 //! build fell back to 4-lane code).
 
+#[cfg(target_arch = "x86_64")]
+mod avx512;
 #[cfg(test)]
 mod tests;
 
@@ -136,6 +138,15 @@ pub type SoftmaxFn = fn(
     y: &mut [f32],
 ) -> Result<(), String>;
 
+/// The numerators of a softmax without the normalization, on one instruction set's path:
+/// `y = exp(prologue(x) - max)` per row of `s.cols` elements, each row's sum of them in
+/// `sums` (one per row; `s.rows` and `s.log` are not read). A caller that multiplies the
+/// rows by a matrix divides the product's rows by the sums instead, a fraction of the work
+/// when the product is narrow (flash attention's deferred normalization).
+/// [`Ops::exp_rows`](crate::Ops::exp_rows) is the one of a table.
+pub type ExpRowsFn =
+    fn(s: &Softmax, x: &[f32], y: &mut [f32], sums: &mut [f32]) -> Result<(), String>;
+
 /// Rows per chunk of work handed to a thread: enough elements to pay for the hand-off.
 const CHUNK_ELEMENTS: usize = 16 * 1024;
 
@@ -213,14 +224,31 @@ pub(crate) fn softmax_for(isa: Isa) -> SoftmaxFn {
         #[cfg(target_arch = "x86_64")]
         // SAFETY: the CPU has AVX-512F, AVX2 and FMA (checked).
         Isa::Avx512 if Isa::detected() == Isa::Avx512 => {
-            |s, e, first, x, y| unsafe { rows_avx512(s, e, first, x, y) }
+            |s, e, first, x, y| unsafe { rows_avx512(s, e, first, x, y, None) }
         }
         #[cfg(target_arch = "x86_64")]
         // SAFETY: the CPU has AVX2 and FMA (checked).
         Isa::Avx2 if Isa::detected() != Isa::Portable => {
-            |s, e, first, x, y| unsafe { rows_avx2(s, e, first, x, y) }
+            |s, e, first, x, y| unsafe { rows_avx2(s, e, first, x, y, None) }
         }
-        _ => rows::<false, 16>,
+        _ => |s, e, first, x, y| rows::<false, 16, false>(s, e, first, x, y, None),
+    }
+}
+
+/// The unnormalized softmax of `isa` (the portable one if the CPU lacks it).
+pub(crate) fn exp_rows_for(isa: Isa) -> ExpRowsFn {
+    match isa {
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: the CPU has AVX-512F, AVX2 and FMA (checked).
+        Isa::Avx512 if Isa::detected() == Isa::Avx512 => {
+            |s, x, y, sums| unsafe { rows_avx512(s, &Extras::default(), 0, x, y, Some(sums)) }
+        }
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: the CPU has AVX2 and FMA (checked).
+        Isa::Avx2 if Isa::detected() != Isa::Portable => {
+            |s, x, y, sums| unsafe { rows_avx2(s, &Extras::default(), 0, x, y, Some(sums)) }
+        }
+        _ => |s, x, y, sums| rows::<false, 16, false>(s, &Extras::default(), 0, x, y, Some(sums)),
     }
 }
 
@@ -232,8 +260,9 @@ unsafe fn rows_avx512(
     first: usize,
     x: &[f32],
     y: &mut [f32],
+    sums: Option<&mut [f32]>,
 ) -> Result<(), String> {
-    rows::<true, 16>(s, e, first, x, y)
+    rows::<true, 16, true>(s, e, first, x, y, sums)
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -244,38 +273,59 @@ unsafe fn rows_avx2(
     first: usize,
     x: &[f32],
     y: &mut [f32],
+    sums: Option<&mut [f32]>,
 ) -> Result<(), String> {
-    rows::<true, 16>(s, e, first, x, y)
+    rows::<true, 16, false>(s, e, first, x, y, sums)
 }
 
-/// Every row of `x` into `y`, the prologue chosen once.
+/// Every row of `x` into `y`, the prologue chosen once; the exponentials by
+/// [`avx512::exp_row`] when `AVX512` (only on a CPU that has it). With `sums`, the rows are
+/// left unnormalized and their sums written there ([`ExpRowsFn`]).
 #[inline(always)]
-fn rows<const FMA: bool, const W: usize>(
+fn rows<const FMA: bool, const W: usize, const AVX512: bool>(
     s: &Softmax,
     e: &Extras<'_>,
     first: usize,
     x: &[f32],
     y: &mut [f32],
+    sums: Option<&mut [f32]>,
 ) -> Result<(), String> {
+    if s.cols == 0 || x.len() != y.len() {
+        return match x.len() == y.len() {
+            true => Ok(()),
+            false => Err(format!("{} inputs, {} outputs", x.len(), y.len())),
+        };
+    }
+    if let Some(sums) = &sums
+        && sums.len() != x.len() / s.cols
+    {
+        return Err(format!(
+            "{} row sums for {} elements in rows of {}",
+            sums.len(),
+            x.len(),
+            s.cols
+        ));
+    }
     match s.prologue {
-        Prologue::None => rows_with::<FMA, W>(s, e, first, x, y, |v| v),
-        Prologue::Mul(k) => rows_with::<FMA, W>(s, e, first, x, y, |v| v * k),
+        Prologue::None => rows_with::<FMA, W, AVX512>(s, e, first, x, y, sums, |v| v),
+        Prologue::Mul(k) => rows_with::<FMA, W, AVX512>(s, e, first, x, y, sums, |v| v * k),
         // A multiply by the reciprocal: a vector divide costs ten times a multiply, and the
         // result differs from `v / k` by at most an ulp.
         Prologue::Div(k) => {
             let r = 1.0 / k;
-            rows_with::<FMA, W>(s, e, first, x, y, move |v| v * r)
+            rows_with::<FMA, W, AVX512>(s, e, first, x, y, sums, move |v| v * r)
         }
     }
 }
 
 #[inline(always)]
-fn rows_with<const FMA: bool, const W: usize>(
+fn rows_with<const FMA: bool, const W: usize, const AVX512: bool>(
     s: &Softmax,
     e: &Extras<'_>,
     first: usize,
     x: &[f32],
     y: &mut [f32],
+    mut sums: Option<&mut [f32]>,
     pro: impl Fn(f32) -> f32 + Copy,
 ) -> Result<(), String> {
     // The row's bias, as floats (a mask's selected once per row).
@@ -293,7 +343,11 @@ fn rows_with<const FMA: bool, const W: usize>(
             None => prologue_max::<W, false>(x_row, y, pro, &[]),
         };
         prefetch(next);
-        let sum = exp_row::<FMA, W>(y, max, !s.log);
+        if let Some(sums) = sums.as_deref_mut() {
+            sums[r] = exp_row::<FMA, W, AVX512>(y, max, true);
+            continue;
+        }
+        let sum = exp_row::<FMA, W, AVX512>(y, max, !s.log);
         if s.log {
             let shift = max + sum.ln();
             y.iter_mut().for_each(|y| *y -= shift);
@@ -385,7 +439,16 @@ fn fold_lanes<const W: usize>(acc: &[[f32; W]; UNROLL], f: impl Fn(f32, f32) -> 
 /// `Σ exp(v - max)` over the row `y` of values `v`, replacing each by its term when `store`
 /// (softmax's numerators; log-softmax keeps `v`).
 #[inline(always)]
-fn exp_row<const FMA: bool, const W: usize>(y: &mut [f32], max: f32, store: bool) -> f32 {
+fn exp_row<const FMA: bool, const W: usize, const AVX512: bool>(
+    y: &mut [f32],
+    max: f32,
+    store: bool,
+) -> f32 {
+    #[cfg(target_arch = "x86_64")]
+    if AVX512 {
+        // SAFETY: `AVX512` is set only on the path that runs on a CPU with AVX-512F.
+        return unsafe { avx512::exp_row(y, max, store) };
+    }
     let e = |v: f32| exp_clamped::<FMA>(clamp(v - max, -104.0, 0.0), true);
     let mut acc = [[0f32; W]; UNROLL];
     let split = y.len() / (W * UNROLL) * (W * UNROLL);

@@ -231,3 +231,48 @@ fn a_broadcast_mask_or_bias_is_added_and_masked_rows_give_the_nan_value() {
     let ctx = KernelContext::with_threads(1);
     assert!(softmax_with(&ctx, &s, &extras, &x, &mut y).is_err());
 }
+
+/// `Ops::exp_rows` on every path: each row's numerators `exp(v - max)` and their sum, against
+/// `float64`, on rows whose values span 120 below the maximum (subnormal and zero
+/// numerators included), at row lengths that leave vector remainders; a sums slice of the
+/// wrong length is an error.
+#[test]
+fn unnormalized_rows_give_numerators_and_sums_on_every_path() {
+    for isa in Isa::available() {
+        let ops = crate::Ops::for_isa(isa).unwrap();
+        for (rows, cols) in [(1, 1), (3, 17), (2, 64), (4, 100)] {
+            let s = Softmax {
+                rows,
+                cols,
+                prologue: Prologue::Div(2.0),
+                log: false,
+            };
+            let x: Vec<f32> = data(rows * cols, cols as u64, 120.0);
+            let (mut y, mut sums) = (vec![f32::NAN; x.len()], vec![f32::NAN; rows]);
+            (ops.exp_rows)(&s, &x, &mut y, &mut sums).unwrap();
+            for (r, row) in x.chunks_exact(cols).enumerate() {
+                let v: Vec<f64> = row.iter().map(|&x| f64::from(x / 2.0)).collect();
+                let max = v.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+                let want: Vec<f64> = v.iter().map(|&v| (v - max).exp()).collect();
+                for (k, w) in want.iter().enumerate() {
+                    let g = f64::from(y[r * cols + k]);
+                    // `v - max` is rounded to float32 first: an error of its ulp in the power.
+                    let d = (v[k] - max).abs();
+                    let tol = w * (1e-6 + d * f64::from(f32::EPSILON)) + 1.5e-45;
+                    assert!(
+                        (g - w).abs() <= tol,
+                        "{isa:?} row {r} element {k}: {g} want {w}"
+                    );
+                }
+                let sum: f64 = want.iter().sum();
+                let g = f64::from(sums[r]);
+                assert!(
+                    (g - sum).abs() <= 1e-6 * sum,
+                    "{isa:?} row {r}: sum {g} want {sum}"
+                );
+            }
+            let mut short = vec![0f32; rows.saturating_sub(1)];
+            assert!((ops.exp_rows)(&s, &x, &mut y, &mut short).is_err());
+        }
+    }
+}
