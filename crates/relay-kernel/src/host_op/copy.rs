@@ -172,7 +172,8 @@ fn is_tuple(p: &relay_ir::Var) -> bool {
 }
 
 /// One copy: from a view of input `source` into a view of output `dest`.
-pub(super) struct Move {
+#[derive(Debug)]
+pub(crate) struct Move {
     source: usize,
     from: Strided,
     dest: usize,
@@ -215,7 +216,7 @@ impl CopyOp {
 
     /// The copies that compute the results, of shapes `outs`, from arguments of shapes
     /// `inputs`.
-    fn moves(
+    pub(super) fn moves(
         &self,
         inputs: &[&[i64]],
         outs: &[&[i64]],
@@ -290,22 +291,20 @@ impl CopyOp {
         }
     }
 
-    /// Copies the inputs' elements into the outputs (the last arguments), for arguments of
-    /// shapes `shapes`, of elements of type `T` (the others passed empty), the integer
-    /// scalars among them of values `scalars`.
-    pub(super) fn run<T: Copy>(
-        &self,
-        args: &mut [&mut [T]],
-        shapes: &[&[i64]],
-        scalars: &[Option<i128>],
-    ) -> Result<(), String> {
-        // A split has one input and a result per part; the others, one result.
-        let inputs = match self {
-            CopyOp::Split { .. } => 1,
-            _ => shapes.len().checked_sub(1).ok_or("a copy has an output")?,
-        };
-        let moves = self.moves(&shapes[..inputs], &shapes[inputs..], scalars)?;
-        let (sources, outs) = args.split_at_mut(inputs);
+    /// How many of `args` arguments are inputs: a split has one input and a result per
+    /// part; the others, one result.
+    pub(super) fn inputs(&self, args: usize) -> Result<usize, String> {
+        match self {
+            CopyOp::Split { .. } => Ok(1),
+            _ => Ok(args.checked_sub(1).ok_or("a copy has an output")?),
+        }
+    }
+
+    /// Copies the inputs' elements into the outputs (the last arguments, after
+    /// [`CopyOp::inputs`] inputs) by `moves`, of elements of type `T` (the others passed
+    /// empty).
+    pub(super) fn run<T: Copy>(&self, args: &mut [&mut [T]], moves: &[Move]) -> Result<(), String> {
+        let (sources, outs) = args.split_at_mut(self.inputs(args.len())?);
         for m in moves {
             let src = sources.get(m.source).ok_or("a missing argument")?;
             let out = outs.get_mut(m.dest).ok_or("a missing result")?;

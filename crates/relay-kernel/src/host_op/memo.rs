@@ -1,23 +1,25 @@
-//! The shape memo of a host operator's kernel: the output shapes its shape function gave for
-//! the last few input shapes. A warm call at a shape seen before reads them instead of running
-//! the operator's relations again — which allocate types and read attributes, and were a fifth
-//! of a small attention's call. Operators whose shapes depend on values are never memoized.
+//! The memo of a host operator's kernel: what it derived from the last few input shapes. A
+//! warm call at a shape seen before reads it instead of running the operator's relations
+//! again — which allocate types and read attributes by name, and were a fifth of a small
+//! attention's call: the output shapes (TVM's shape function) and, for a copy, its strided
+//! moves. Operators whose shapes depend on values are never memoized.
 
 use std::collections::VecDeque;
-use std::sync::{Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use super::HostOp;
+use super::copy::{CopyOp, Move};
 use crate::abi::KernelSpec;
 
 /// How many input shapes a memo keeps (the most recent).
 const ENTRIES: usize = 4;
 
-/// Input shapes (each rank, then its extents, flattened) and their output shapes.
-type Entry = (Vec<i64>, Vec<Vec<i64>>);
-
-/// See the module's documentation.
+/// What a host kernel derived from its input shapes.
 #[derive(Debug, Default)]
-pub(crate) struct ShapeMemo(Mutex<VecDeque<Entry>>);
+pub(crate) struct ShapeMemo {
+    shapes: Memo<Vec<Vec<i64>>>,
+    moves: Memo<Arc<[Move]>>,
+}
 
 impl ShapeMemo {
     /// [`HostOp::output_shapes`], from the memo when these input shapes were seen lately.
@@ -31,12 +33,52 @@ impl ShapeMemo {
         if op.reads_values() {
             return op.output_shapes(spec, inputs, bytes);
         }
+        self.shapes
+            .get_or(inputs, || op.output_shapes(spec, inputs, bytes))
+    }
+
+    /// The moves of copy `op` from inputs of shapes `inputs` into outputs of shapes `outs`
+    /// (those the inputs' give), from the memo unless an integer scalar argument (a `take`'s
+    /// index among `scalars`) takes part.
+    pub(crate) fn moves(
+        &self,
+        op: &CopyOp,
+        inputs: &[&[i64]],
+        outs: &[&[i64]],
+        scalars: &[Option<i128>],
+    ) -> Result<Arc<[Move]>, String> {
+        let compute = || op.moves(inputs, outs, scalars).map(Arc::from);
+        if scalars.iter().any(Option::is_some) {
+            return compute();
+        }
+        self.moves.get_or(inputs, compute)
+    }
+}
+
+/// Values keyed by input shapes (each rank, then its extents, flattened), the most recent
+/// first.
+#[derive(Debug)]
+struct Memo<V>(Mutex<VecDeque<(Vec<i64>, V)>>);
+
+impl<V> Default for Memo<V> {
+    fn default() -> Self {
+        Memo(Mutex::default())
+    }
+}
+
+impl<V: Clone> Memo<V> {
+    /// The value for `inputs`, from the memo or else by `compute` (then kept).
+    fn get_or(
+        &self,
+        inputs: &[&[i64]],
+        compute: impl FnOnce() -> Result<V, String>,
+    ) -> Result<V, String> {
         let memo = self.0.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some((_, out)) = memo.iter().find(|(key, _)| same(key, inputs)) {
-            return Ok(out.clone());
+        if let Some((_, v)) = memo.iter().find(|(key, _)| same(key, inputs)) {
+            return Ok(v.clone());
         }
         drop(memo);
-        let out = op.output_shapes(spec, inputs, bytes)?;
+        let v = compute()?;
         let key = inputs
             .iter()
             .flat_map(|s| std::iter::once(s.len() as i64).chain(s.iter().copied()))
@@ -45,8 +87,8 @@ impl ShapeMemo {
         if memo.len() == ENTRIES {
             memo.pop_back();
         }
-        memo.push_front((key, out.clone()));
-        Ok(out)
+        memo.push_front((key, v.clone()));
+        Ok(v)
     }
 }
 

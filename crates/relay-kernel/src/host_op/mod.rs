@@ -463,7 +463,7 @@ pub(crate) unsafe fn call(
     }
     if let HostOp::Copy(c) = op {
         // SAFETY: as below, for elements of the arguments' width.
-        return unsafe { copy_elements(c, spec, tensors, &shapes) };
+        return unsafe { copy_elements(c, memo, spec, tensors, &shapes) };
     }
     if let HostOp::Reduce(r) = op {
         let data = shapes.first().copied().unwrap_or_default();
@@ -504,6 +504,7 @@ pub(crate) unsafe fn call(
 /// As [`call`]'s.
 unsafe fn copy_elements(
     c: &CopyOp,
+    memo: &ShapeMemo,
     spec: &KernelSpec,
     tensors: &[&DLTensor],
     shapes: &[&[i64]],
@@ -512,10 +513,10 @@ unsafe fn copy_elements(
     // SAFETY: by this function's contract.
     unsafe {
         match bits {
-            8 => copy_as::<u8>(c, spec, tensors, shapes),
-            16 => copy_as::<u16>(c, spec, tensors, shapes),
-            32 => copy_as::<u32>(c, spec, tensors, shapes),
-            64 => copy_as::<u64>(c, spec, tensors, shapes),
+            8 => copy_as::<u8>(c, memo, spec, tensors, shapes),
+            16 => copy_as::<u16>(c, memo, spec, tensors, shapes),
+            32 => copy_as::<u32>(c, memo, spec, tensors, shapes),
+            64 => copy_as::<u64>(c, memo, spec, tensors, shapes),
             _ => Err(format!("a copy of {bits}-bit elements")),
         }
     }
@@ -528,6 +529,7 @@ unsafe fn copy_elements(
 /// As [`call`]'s.
 unsafe fn copy_as<T: Copy>(
     c: &CopyOp,
+    memo: &ShapeMemo,
     spec: &KernelSpec,
     tensors: &[&DLTensor],
     shapes: &[&[i64]],
@@ -549,7 +551,9 @@ unsafe fn copy_as<T: Copy>(
         let indices = unsafe { ints(t, a, count(s).unwrap_or(0)) }.ok_or("bad indices")?;
         return c.gather(&mut args, shapes, &indices);
     }
-    c.run(&mut args, shapes, &scalars)
+    let inputs = c.inputs(shapes.len())?;
+    let moves = memo.moves(c, &shapes[..inputs], &shapes[inputs..], &scalars)?;
+    c.run(&mut args, &moves)
 }
 
 /// The arguments (checked against `spec`, of shapes `shapes`) as slices of elements of type
