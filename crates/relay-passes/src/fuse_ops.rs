@@ -18,6 +18,7 @@
 //! they are; primitive functions already in the program are left alone, so the pass is
 //! idempotent.
 
+mod attention;
 mod dominator;
 mod graph;
 mod partition;
@@ -503,7 +504,9 @@ impl Chain {
         self.roots = if max_depth <= 1 {
             (0..n as u32).collect()
         } else {
-            partition::partition(&self.graph, max_depth)
+            let mut roots = partition::partition(&self.graph, max_depth);
+            attention::merge(&self.graph, &self.exprs, &self.binders, &mut roots);
+            roots
         };
         let mut has_op = vec![false; n];
         for (i, e) in self.exprs.iter().enumerate() {

@@ -173,14 +173,14 @@ fn floats(a: &NDArray) -> Option<&[f32]> {
 }
 
 /// The sizes of one product and how the batches step through the operands.
-struct Sizes {
-    batch: usize,
-    m: usize,
-    k: usize,
-    n: usize,
+pub(super) struct Sizes {
+    pub(super) batch: usize,
+    pub(super) m: usize,
+    pub(super) k: usize,
+    pub(super) n: usize,
     /// Elements between batches of `a` and `b` (0: broadcast).
-    step_a: usize,
-    step_b: usize,
+    pub(super) step_a: usize,
+    pub(super) step_b: usize,
 }
 
 impl MatmulOp {
@@ -198,7 +198,9 @@ impl MatmulOp {
         shapes
     }
 
-    fn sizes(&self, inputs: &[&[i64]]) -> Result<(Sizes, Vec<i64>), String> {
+    /// The sizes of the product of operands of shapes `inputs` (checked against each other)
+    /// and the result's shape.
+    pub(super) fn sizes(&self, inputs: &[&[i64]]) -> Result<(Sizes, Vec<i64>), String> {
         let bad = || format!("{:?} of operands {inputs:?}", self.product);
         let &[a, b] = inputs else { return Err(bad()) };
         let u = |d: i64| usize::try_from(d).map_err(|_| bad());
@@ -281,50 +283,13 @@ impl MatmulOp {
                 transpose_b,
             } => (transpose_a, transpose_b),
         };
-        let (m, k, n) = (s.m as i64, s.k as i64, s.n as i64);
-        // Row and column strides of `a` (m × k) and `b` (k × n) as stored.
-        let (rsa, csa) = if ta { (1, m) } else { (k, 1) };
-        let (rsb, csb) = if tb { (1, k) } else { (n, 1) };
-        let need = |len: usize, step: usize, one: usize| {
-            step.checked_mul(s.batch.saturating_sub(1))
-                .and_then(|v| v.checked_add(one))
-                .is_some_and(|end| end <= len)
-        };
-        if !need(a.len(), s.step_a, s.m * s.k)
-            || !need(b.len(), s.step_b, s.k * s.n)
+        if !holds(a.len(), s.step_a, s.batch, s.m * s.k)
+            || !holds(b.len(), s.step_b, s.batch, s.k * s.n)
             || c.len() != s.batch * s.m * s.n
         {
             return Err(format!("{self:?}: operands too short for {inputs:?}"));
         }
-        let handle = std::ptr::from_ref(ctx)
-            .cast_mut()
-            .cast::<std::ffi::c_void>();
-        for i in 0..s.batch {
-            // SAFETY: each batch's matrices lie within the operands (checked above), the
-            // result does not overlap them (a kernel's output), and `handle` is a live context
-            // that the GEMM only reads.
-            let rc = unsafe {
-                crate::host::relay_kernel_sgemm(
-                    handle,
-                    m,
-                    k,
-                    n,
-                    a.as_ptr().add(i * s.step_a),
-                    rsa,
-                    csa,
-                    b.as_ptr().add(i * s.step_b),
-                    rsb,
-                    csb,
-                    c.as_mut_ptr().add(i * s.m * s.n),
-                    n,
-                    1,
-                    std::ptr::null(),
-                )
-            };
-            if rc != 0 {
-                return Err(format!("{self:?}: the GEMM failed ({rc})"));
-            }
-        }
+        batched(ctx, &s, (a, ta), (b, tb), c)?;
         match self.scale {
             Some((k, false)) => c.iter_mut().for_each(|v| *v *= k),
             Some((k, true)) => c.iter_mut().for_each(|v| *v /= k),
@@ -332,4 +297,55 @@ impl MatmulOp {
         }
         Ok(())
     }
+}
+
+/// Whether an operand of `len` elements holds `batch` matrices of `one` elements, `step`
+/// apart (0: one matrix broadcast).
+pub(super) fn holds(len: usize, step: usize, batch: usize, one: usize) -> bool {
+    step.checked_mul(batch.saturating_sub(1))
+        .and_then(|v| v.checked_add(one))
+        .is_some_and(|end| end <= len)
+}
+
+/// `c = a · b` batch by batch for the sizes `s`, each operand with its transposition.
+pub(super) fn batched(
+    ctx: &KernelContext,
+    s: &Sizes,
+    (a, ta): (&[f32], bool),
+    (b, tb): (&[f32], bool),
+    c: &mut [f32],
+) -> Result<(), String> {
+    let (m, k, n) = (s.m as i64, s.k as i64, s.n as i64);
+    let (rsa, csa) = if ta { (1, m) } else { (k, 1) };
+    let (rsb, csb) = if tb { (1, k) } else { (n, 1) };
+    let handle = std::ptr::from_ref(ctx)
+        .cast_mut()
+        .cast::<std::ffi::c_void>();
+    for i in 0..s.batch {
+        // SAFETY: each batch's matrices lie within the operands (the caller checked their
+        // lengths against the sizes), `c`, apart from both, holds every batch's result, and
+        // `handle` is a live context that the GEMM only reads.
+        let rc = unsafe {
+            crate::host::relay_kernel_sgemm(
+                handle,
+                m,
+                k,
+                n,
+                a.as_ptr().add(i * s.step_a),
+                rsa,
+                csa,
+                b.as_ptr().add(i * s.step_b),
+                rsb,
+                csb,
+                c.as_mut_ptr().add(i * s.m * s.n),
+                n,
+                1,
+                std::ptr::null(),
+            )
+        };
+        if rc != 0 {
+            return Err(format!("the GEMM failed ({rc})"));
+        }
+    }
+    Ok(())
 }

@@ -1,5 +1,6 @@
 //! Operators the kernel library computes whole, with no loop nest (TVM's extern tensors):
-//! the recurrences ([`recurrence`]), `float32` softmax over the last axis ([`softmax`]),
+//! the recurrences ([`recurrence`]), an attention's two products and softmax in cache
+//! ([`attention`]), `float32` softmax over the last axis ([`softmax`]),
 //! matrix products with `?` dimensions ([`matmul`]), reshapes with `?` dimensions, which
 //! the VM makes views ([`view`]), and transposes, slices and concatenations with `?`
 //! dimensions, strided copies ([`copy`]).
@@ -11,6 +12,7 @@
 //! so one kernel serves every shape and nothing is compiled per shape. Its arguments are
 //! checked against the spec and the shape function as a JIT'd entry checks them.
 
+mod attention;
 mod copy;
 mod dynamic;
 mod masked_softmax;
@@ -28,6 +30,7 @@ use crate::KernelError;
 use crate::abi::{ArgSpec, DLDataType, DLTensor, KernelSpec, dtype_name};
 use crate::packed::PackedFunc;
 
+pub use attention::AttentionOp;
 pub use copy::CopyOp;
 pub use dynamic::{DynamicOp, Inputs};
 pub use masked_softmax::MaskedSoftmax;
@@ -58,6 +61,8 @@ pub enum HostOp {
     Dynamic(DynamicOp),
     /// An attention's masked softmax as PyTorch exports it.
     MaskedSoftmax(MaskedSoftmax),
+    /// An attention's products and softmax, computed in cache.
+    Attention(AttentionOp),
 }
 
 /// The host operator primitive function `func` computes, when it is one (see each kind's
@@ -71,6 +76,9 @@ pub fn host_op(func: &Function) -> Option<Result<HostOp, KernelError>> {
     let (op, args, attrs) = body.op_call()?;
     if let Some(d) = dynamic::recognize(func) {
         return Some(Ok(HostOp::Dynamic(d)));
+    }
+    if let Some(a) = attention::recognize(func) {
+        return Some(Ok(HostOp::Attention(a)));
     }
     if let Some(v) = view::recognize(func) {
         return Some(Ok(HostOp::View(v)));
@@ -146,6 +154,7 @@ impl HostOp {
             HostOp::Copy(c) => c.output_shapes(inputs)?,
             HostOp::Reduce(r) => r.output_shapes(inputs)?,
             HostOp::MaskedSoftmax(m) => m.output_shapes(inputs)?,
+            HostOp::Attention(a) => a.output_shapes(inputs)?,
             HostOp::Dynamic(d) => {
                 let dtypes = input_dtypes(spec, inputs.len())?;
                 let inputs = Inputs {
@@ -488,6 +497,7 @@ pub(crate) unsafe fn call(
         HostOp::Recurrence(r) => r.run(ctx, &mut args, &shapes),
         HostOp::Softmax(s) => s.run(ctx, &mut args, want.first().ok_or("no output")?),
         HostOp::Matmul(m) => m.run(ctx, &mut args, &shapes[..inputs]),
+        HostOp::Attention(a) => a.run(ctx, &mut args, &shapes[..inputs]),
         HostOp::View(_)
         | HostOp::Copy(_)
         | HostOp::Reduce(_)

@@ -710,3 +710,102 @@ fn the_shape_memo_answers_only_the_shapes_it_saw() {
     // A rank the memo holds a prefix of is not a hit.
     assert!(k.output_shapes(&[&[2]], &[]).is_err());
 }
+
+/// An attention as `fuse_ops` groups one (products, scaling, softmax, views, the importer's
+/// `reshape_like` back to four dimensions whose shape source is the softmax) is one library
+/// call computed in blocks of rows, against the interpreter at shapes it was not first called
+/// with: rows that are not a multiple of a block or of a vector, one row, no rows, one key.
+#[test]
+fn attentions_are_one_library_call_at_every_shape() {
+    let params = "%p0: Tensor[(?, ?, 8), float32], %p1: Tensor[(?, 8, ?), float32], \
+                  %p2: Tensor[(?, 4, ?, 8), float32], %p3: Tensor[(?, ?, 8), float32]";
+    let body = body_of_importer();
+    let case = |b: i64, n: i64| {
+        vec![
+            vec![4 * b, n, 8],
+            vec![4 * b, 8, n],
+            vec![b, 4, n, 8],
+            vec![4 * b, n, 8],
+        ]
+    };
+    let cases: Vec<_> = [(1, 16), (2, 37), (1, 1), (1, 0), (1, 300)]
+        .map(|(b, n)| case(b, n))
+        .to_vec();
+    attention_cases(params, body, &borrowed(&cases));
+    // TVM's form: three dimensions, the keys transposed, a multiply, a wider value; batch 1
+    // broadcast; static shapes are the same kernel.
+    let body = "%0 = nn.batch_matmul(%p0, %p1, transpose_b=True); %1 = multiply(%0, 0.25f); \
+                %2 = nn.softmax(%1, axis=-1); nn.batch_matmul(%2, %p2, transpose_b=False)";
+    attention_cases(
+        "%p0: Tensor[(?, ?, 16), float32], %p1: Tensor[(?, ?, 16), float32], \
+         %p2: Tensor[(?, ?, 24), float32]",
+        body,
+        &[
+            &[&[3, 5, 16], &[3, 7, 16], &[3, 7, 24]],
+            &[&[3, 5, 16], &[1, 7, 16], &[1, 7, 24]],
+            &[&[2, 130, 16], &[2, 129, 16], &[2, 129, 24]],
+        ],
+    );
+    attention_cases(
+        "%p0: Tensor[(2, 5, 16), float32], %p1: Tensor[(2, 7, 16), float32], \
+         %p2: Tensor[(2, 7, 24), float32]",
+        body,
+        &[&[&[2, 5, 16], &[2, 7, 16], &[2, 7, 24]]],
+    );
+    // Views that regroup the softmax's rows (a reshape to another row length) are computed
+    // one operator after another, still right.
+    let regrouped = "%0 = nn.batch_matmul(%p0, %p1, transpose_b=True); \
+                     %1 = reshape(%0, newshape=[2, 6, 4]); %2 = nn.softmax(%1, axis=-1); \
+                     %3 = reshape(%2, newshape=[2, 4, 6]); nn.batch_matmul(%3, %p2, transpose_b=False)";
+    attention_cases(
+        "%p0: Tensor[(2, 4, 3), float32], %p1: Tensor[(2, 6, 3), float32], \
+         %p2: Tensor[(2, 6, 5), float32]",
+        regrouped,
+        &[&[&[2, 4, 3], &[2, 6, 3], &[2, 6, 5]]],
+    );
+    // A softmax over another axis, or another operator in the chain, is not an attention.
+    for other in [
+        "%0 = nn.batch_matmul(%p0, %p1); %1 = nn.softmax(%0, axis=1); nn.batch_matmul(%1, %p2)",
+        "%0 = nn.batch_matmul(%p0, %p1); %1 = nn.softmax(exp(%0), axis=-1); nn.batch_matmul(%1, %p2)",
+    ] {
+        let f = softmax_primitive(
+            "%p0: Tensor[(?, 4, 4), float32], %p1: Tensor[(?, 4, 4), float32], \
+             %p2: Tensor[(?, 4, 4), float32]",
+            other,
+        );
+        assert!(
+            !matches!(host_op(&f), Some(Ok(HostOp::Attention(_)))),
+            "{other}"
+        );
+    }
+    // Operands that do not fit each other are an error, not a read out of bounds.
+    let f = softmax_primitive(params, body_of_importer());
+    let k = crate::compile_primitive(&f, "k").unwrap();
+    assert!(
+        k.output_shapes(&[&[4, 16, 8], &[4, 8, 9], &[1, 4, 16, 8], &[4, 16, 8]], &[])
+            .is_err()
+    );
+}
+
+/// Checks that `body` over `params` is an attention and runs its kernel against the
+/// interpreter at each of `cases`.
+fn attention_cases(params: &str, body: &str, cases: &[&[&[i64]]]) {
+    let f = softmax_primitive(params, body);
+    assert!(
+        matches!(host_op(&f), Some(Ok(HostOp::Attention(_)))),
+        "{body}"
+    );
+    let k = crate::compile_primitive(&f, "k").unwrap_or_else(|e| panic!("{body}: {e}"));
+    assert!(k.entry().is_none(), "{body}");
+    for (i, shapes) in cases.iter().enumerate() {
+        check_generic(&f, &k, shapes, i as u64);
+    }
+}
+
+/// The attention of the ONNX importer's four-dimensional `MatMul`s (and `fuse_ops`).
+fn body_of_importer() -> &'static str {
+    "%0 = nn.batch_matmul(%p0, %p1); %1 = reshape_like(%0, %p2, lhs_end=1, rhs_end=2); \
+     %2 = divide(%1, 2.828427f); %3 = nn.softmax(%2, axis=3); \
+     %4 = reshape(%3, newshape=[-3, 0, 0]); %5 = nn.batch_matmul(%4, %p3); \
+     reshape_like(%5, %3, lhs_end=1, rhs_end=2)"
+}

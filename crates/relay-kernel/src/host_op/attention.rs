@@ -1,0 +1,545 @@
+//! Attention computed in cache: a primitive whose body is `nn.batch_matmul(q, k)`, views
+//! (`reshape`, `reshape_like`), a scaling by a one-element `float32` constant, `nn.softmax`
+//! over the last axis, views, then `nn.batch_matmul` of that by `v`, and views of the product
+//! — the group `fuse_ops` makes of an attention (`relay_passes`' `fuse_ops/attention.rs`).
+//!
+//! Apart, the three kernels write the `[B, M, N]` scores to memory, read and write them in the
+//! softmax, and read them again in the second product: at 512 tokens and four heads, 4 MB
+//! three times over. Here the rows of the scores are computed a block at a time into scratch
+//! that stays in cache — the block's scores by the GEMM, the softmax's numerators (scaling
+//! fused) and row sums by the host softmax, the block's result by the GEMM into the output,
+//! whose rows are then divided by the sums (flash attention's deferred normalization: a row of
+//! the result is as wide as the head, a row of probabilities as long as the sequence) — and the
+//! blocks are spread over the threads. The views only rename shapes: the shape function applies their relations
+//! and every call checks that the rows of the softmax are those of both products.
+
+use std::cell::RefCell;
+
+use relay_ir::{Binding, DType, Expr, ExprKind, Function, TypeKind};
+use relay_linalg::KernelContext;
+use relay_linalg::softmax::{Prologue, Softmax};
+use relay_ops::support::attr_bool;
+use relay_ops::views::Link;
+
+use super::matmul::{MatmulOp, Product, Sizes, batched, holds};
+
+/// An attention the kernel library computes (see the module's documentation).
+#[derive(Clone, Debug)]
+pub struct AttentionOp {
+    /// The parameters of `q`, `k` and `v`.
+    params: [usize; 3],
+    /// The first product's `transpose_a` and `transpose_b`, the second's `transpose_b`.
+    transposes: [bool; 3],
+    /// The scores' scaling.
+    scale: Prologue,
+    /// Every step after the first product, in order.
+    steps: Vec<Step>,
+}
+
+/// A step of an attention after its first product; each makes the next value.
+#[derive(Clone, Debug)]
+enum Step {
+    /// A view: a reshape whose shape source, for `reshape_like`, is an input or an earlier
+    /// value (see [`AttentionOp::shapes`]).
+    View(Link),
+    /// The scaling.
+    Scale,
+    /// The softmax.
+    Softmax,
+    /// The second product.
+    Product,
+}
+
+/// The attention `func` computes, when its body is one (see the module's documentation) and
+/// every parameter is a `float32` tensor.
+pub(super) fn recognize(func: &Function) -> Option<AttentionOp> {
+    let (bindings, body) = match func.body.kind() {
+        ExprKind::Let { bindings, body } => (bindings.as_slice(), body),
+        _ => (&[][..], &func.body),
+    };
+    let all_f32 = func
+        .params
+        .iter()
+        .all(|p| p.checked_type().or(p.ty()).is_some_and(is_f32_type));
+    if !all_f32 {
+        return None;
+    }
+    let walk = Walk { func, bindings };
+    let values = walk.values(body)?;
+    if !values.iter().all(|v| is_f32(v)) {
+        return None;
+    }
+    let (first, rest) = values.split_first()?;
+    let (_, qk, attrs) = first.op_call()?;
+    let [q, k] = qk else { return None };
+    let flag = |attrs, name| attr_bool(attrs, name).ok();
+    let mut op = AttentionOp {
+        params: [walk.param(q)?, walk.param(k)?, 0],
+        transposes: [
+            flag(attrs, "transpose_a")?,
+            flag(attrs, "transpose_b")?,
+            false,
+        ],
+        scale: Prologue::None,
+        steps: Vec::with_capacity(rest.len()),
+    };
+    let mut stage = Stage::Scores;
+    for e in rest {
+        let (call, args, attrs) = e.op_call()?;
+        let step = match (stage, call.name, args) {
+            (_, "reshape", [_]) => Step::View(view(call, attrs, None)),
+            (_, "reshape_like", [_, like]) => {
+                let like = walk.source(like, &values)?;
+                Step::View(view(call, attrs, Some(like)))
+            }
+            (Stage::Scores, "multiply" | "divide", [_, k]) => {
+                op.scale = Prologue::scale(super::scalar_constant(k)?, call.name == "divide");
+                Step::Scale
+            }
+            (Stage::Scores | Stage::Scaled, "nn.softmax", [_]) if last_axis(e, attrs) => {
+                Step::Softmax
+            }
+            (Stage::Probabilities, "nn.batch_matmul", [_, v])
+                if flag(attrs, "transpose_a") == Some(false) =>
+            {
+                op.params[2] = walk.param(v)?;
+                op.transposes[2] = flag(attrs, "transpose_b")?;
+                Step::Product
+            }
+            _ => return None,
+        };
+        stage = match step {
+            Step::View(_) => stage,
+            Step::Scale => Stage::Scaled,
+            Step::Softmax => Stage::Probabilities,
+            Step::Product => Stage::Context,
+        };
+        op.steps.push(step);
+    }
+    matches!(stage, Stage::Context).then_some(op)
+}
+
+/// Where the walk of an attention is.
+#[derive(Clone, Copy)]
+enum Stage {
+    Scores,
+    Scaled,
+    Probabilities,
+    Context,
+}
+
+/// A view step of operator `op` with `attrs`, its shape source `like`.
+fn view(op: relay_ir::OpRef, attrs: &relay_ir::Attrs, like: Option<usize>) -> Link {
+    Link {
+        op,
+        attrs: attrs.clone(),
+        like,
+        index: None,
+    }
+}
+
+/// The body of a primitive function, its let-bound variables looked through.
+struct Walk<'a> {
+    func: &'a Function,
+    bindings: &'a [Binding],
+}
+
+impl<'a> Walk<'a> {
+    /// `e`, or the value its variable is bound to (repeatedly).
+    fn resolve(&self, mut e: &'a Expr) -> &'a Expr {
+        while let ExprKind::Var(v) = e.kind() {
+            match self.bindings.iter().find(|b| b.var.id() == v.id()) {
+                Some(b) => e = &b.value,
+                None => break,
+            }
+        }
+        e
+    }
+
+    /// The index of the parameter `e` is.
+    fn param(&self, e: &Expr) -> Option<usize> {
+        let ExprKind::Var(v) = self.resolve(e).kind() else {
+            return None;
+        };
+        self.func.params.iter().position(|p| p.id() == v.id())
+    }
+
+    /// The values from the first product to the result (the operand each reads followed
+    /// back from the result: a scaling's non-constant operand, every other call's first),
+    /// stopping at the product before the softmax.
+    fn values(&self, result: &'a Expr) -> Option<Vec<&'a Expr>> {
+        let mut values = Vec::new();
+        let mut e = self.resolve(result);
+        let mut softmax = false;
+        loop {
+            values.push(e);
+            let (op, args, _) = e.op_call()?;
+            let next = match (op.name, args) {
+                ("nn.batch_matmul", _) if softmax => break,
+                ("multiply", [a, b]) if super::scalar_constant(a).is_some() => b,
+                ("nn.softmax", [a]) => {
+                    softmax = true;
+                    a
+                }
+                (_, [a, ..]) => a,
+                _ => return None,
+            };
+            e = self.resolve(next);
+        }
+        values.reverse();
+        Some(values)
+    }
+
+    /// A `reshape_like`'s shape source `e`: a parameter's index, or the number of parameters
+    /// plus the index of one of `values`.
+    fn source(&self, e: &Expr, values: &[&Expr]) -> Option<usize> {
+        if let Some(p) = self.param(e) {
+            return Some(p);
+        }
+        let e = self.resolve(e);
+        let at = values.iter().position(|v| Expr::ptr_eq(v, e))?;
+        Some(self.func.params.len() + at)
+    }
+}
+
+/// Whether `e`'s checked type is a `float32` tensor.
+fn is_f32(e: &Expr) -> bool {
+    e.checked_type().is_some_and(is_f32_type)
+}
+
+fn is_f32_type(t: &relay_ir::Type) -> bool {
+    matches!(t.kind(), TypeKind::Tensor { dtype, .. } if *dtype == DType::F32)
+}
+
+/// Whether softmax call `e` with `attrs` normalizes the last axis of a `float32` tensor.
+fn last_axis(e: &Expr, attrs: &relay_ir::Attrs) -> bool {
+    let rank = match e.checked_type().map(|t| t.kind()) {
+        Some(TypeKind::Tensor { shape, dtype }) if *dtype == DType::F32 => shape.len() as i64,
+        _ => return false,
+    };
+    let axis = attrs.get("axis").and_then(|v| v.as_int()).unwrap_or(-1);
+    rank > 0 && (axis == -1 || axis == rank - 1)
+}
+
+/// The scores a block of rows holds at most, in floats (and as many probabilities): with the
+/// operands' panels, well inside a core's L2.
+const BLOCK_FLOATS: usize = 32 * 1024;
+
+/// Rows of a block are a multiple of this when there are as many (the GEMM's tile height).
+const ROW_TILE: usize = 12;
+
+/// The most rows a block has.
+const MAX_BLOCK_ROWS: usize = 240;
+
+thread_local! {
+    /// A thread's scores and probabilities of a block.
+    static SCRATCH: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
+}
+
+/// The sizes of one call.
+struct Plan {
+    first: Sizes,
+    second: Sizes,
+    /// The softmax's row length (its input's last extent).
+    cols: usize,
+    out: Vec<i64>,
+}
+
+impl Plan {
+    /// Whether the softmax's rows are the rows of both products (the views between them only
+    /// regroup rows), so that a block of rows is computed start to end.
+    fn rows_line_up(&self) -> bool {
+        let (f, s) = (&self.first, &self.second);
+        self.cols == f.n && s.k == f.n && f.batch * f.m == s.batch * s.m
+    }
+}
+
+impl AttentionOp {
+    /// The result's shape for inputs of shapes `inputs` (the shape function).
+    pub(super) fn output_shapes(&self, inputs: &[&[i64]]) -> Result<Vec<Vec<i64>>, String> {
+        self.plan(inputs).map(|p| vec![p.out])
+    }
+
+    /// The product of operands of shapes `a` and `b`, transposed as `ta` and `tb`.
+    fn product(a: &[i64], b: &[i64], ta: bool, tb: bool) -> Result<(Sizes, Vec<i64>), String> {
+        let op = MatmulOp {
+            product: Product::Batch {
+                transpose_a: ta,
+                transpose_b: tb,
+            },
+            scale: None,
+            weight: None,
+        };
+        op.sizes(&[a, b])
+    }
+
+    /// Every value's shape for inputs of shapes `inputs` (each view's relation applied), and the
+    /// sizes of the products and the softmax.
+    fn plan(&self, inputs: &[&[i64]]) -> Result<Plan, String> {
+        let [q, k, v] = self.params.map(|p| inputs.get(p).copied());
+        let (Some(q), Some(k), Some(v)) = (q, k, v) else {
+            return Err(format!("an attention of {} arguments", inputs.len()));
+        };
+        let [ta, tb, tv] = self.transposes;
+        let (first, scores) = Self::product(q, k, ta, tb)?;
+        let mut shapes = vec![scores];
+        let mut second = None;
+        let mut cols = None;
+        for step in &self.steps {
+            let last = shapes.last().ok_or("no value")?;
+            let next = match step {
+                Step::View(link) => {
+                    let mut known: Vec<&[i64]> = inputs.to_vec();
+                    known.extend(shapes.iter().map(Vec::as_slice));
+                    link.output_shape(last, &known, DType::F32)
+                        .map_err(|e| e.to_string())?
+                }
+                Step::Scale => last.clone(),
+                Step::Softmax => {
+                    cols = last.last().and_then(|&c| usize::try_from(c).ok());
+                    last.clone()
+                }
+                Step::Product => {
+                    let (s, out) = Self::product(last, v, false, tv)?;
+                    second = Some(s);
+                    out
+                }
+            };
+            shapes.push(next);
+        }
+        let (Some(second), Some(cols)) = (second, cols) else {
+            return Err("an attention without its softmax or second product".into());
+        };
+        // The views keep the element count (their relations check it).
+        let scores = first.batch * first.m * first.n;
+        if second.batch * second.m * second.k != scores || cols == 0 && scores != 0 {
+            return Err(format!(
+                "an attention whose views change its size: {shapes:?}"
+            ));
+        }
+        let out = shapes.pop().ok_or("no value")?;
+        Ok(Plan {
+            first,
+            second,
+            cols,
+            out,
+        })
+    }
+
+    /// Runs the attention on `args` (the inputs, then the output) of shapes `inputs`.
+    pub(super) fn run(
+        &self,
+        ctx: &KernelContext,
+        args: &mut [&mut [f32]],
+        inputs: &[&[i64]],
+    ) -> Result<(), String> {
+        let plan = self.plan(inputs)?;
+        let (out, args) = args.split_last_mut().ok_or("an attention has an output")?;
+        let [q, k, v] = self.params.map(|p| args.get(p).map(|a| &**a));
+        let (Some(q), Some(k), Some(v)) = (q, k, v) else {
+            return Err("an attention's operand is missing".into());
+        };
+        let (f, s) = (&plan.first, &plan.second);
+        let fits = holds(q.len(), f.step_a, f.batch, f.m * f.k)
+            && holds(k.len(), f.step_b, f.batch, f.k * f.n)
+            && holds(v.len(), s.step_b, s.batch, s.k * s.n)
+            && out.len() == s.batch * s.m * s.n;
+        if !fits {
+            return Err(format!("an attention's operands too short for {inputs:?}"));
+        }
+        if f.n == 0 {
+            // Empty rows of scores: each result is an empty sum.
+            out.fill(0.0);
+            return Ok(());
+        }
+        if !plan.rows_line_up() {
+            return self.unfused(ctx, &plan, [q, k, v], out);
+        }
+        let blocks = blocks(f.batch * f.m, f.m, s.m, block_rows(f.n));
+        let one = KernelContext::with_threads(1).with_ops(ctx.ops());
+        let out = SharedOut(out.as_mut_ptr());
+        let failed = std::sync::Mutex::new(None);
+        ctx.parallel(blocks.len() as i64, &|i| {
+            let (r0, r1) = blocks[i as usize];
+            // SAFETY: block `i` writes rows `r0..r1` of the result only, disjoint from every
+            // other block's; the operands hold every row and batch the plan reads (checked).
+            match unsafe { self.block(&one, &plan, [q, k, v], &out, r0, r1) } {
+                Ok(()) => 0,
+                Err(e) => {
+                    *failed.lock().unwrap_or_else(|p| p.into_inner()) = Some(e);
+                    1
+                }
+            }
+        });
+        match failed.into_inner().unwrap_or_else(|p| p.into_inner()) {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+
+    /// The attention one operator after another on the whole tensors, for views that regroup
+    /// the softmax's rows differently from the products' (a valid program, if not one an
+    /// exporter writes): the views do not move elements, so each step reads the flat scores
+    /// with its own row length.
+    fn unfused(
+        &self,
+        ctx: &KernelContext,
+        plan: &Plan,
+        [q, k, v]: [&[f32]; 3],
+        out: &mut [f32],
+    ) -> Result<(), String> {
+        let (f, s) = (&plan.first, &plan.second);
+        let [ta, tb, tv] = self.transposes;
+        let mut scores = vec![0f32; f.batch * f.m * f.n];
+        let mut probs = vec![0f32; scores.len()];
+        batched(ctx, f, (q, ta), (k, tb), &mut scores)?;
+        let softmax = Softmax {
+            rows: scores.len() / plan.cols,
+            cols: plan.cols,
+            prologue: self.scale,
+            log: false,
+        };
+        relay_linalg::softmax::softmax(ctx, &softmax, &scores, &mut probs)?;
+        batched(ctx, s, (&probs, false), (v, tv), out)
+    }
+
+    /// Rows `r0..r1` of the result (within one batch of each product): their scores, their
+    /// softmax and their product by `v`, in this thread's scratch.
+    ///
+    /// # Safety
+    ///
+    /// The operands hold every element the plan addresses, and no other thread writes rows
+    /// `r0..r1` of `out`, which holds the plan's result.
+    unsafe fn block(
+        &self,
+        ctx: &KernelContext,
+        plan: &Plan,
+        [q, k, v]: [&[f32]; 3],
+        out: &SharedOut,
+        r0: usize,
+        r1: usize,
+    ) -> Result<(), String> {
+        let (f, s) = (&plan.first, &plan.second);
+        let [ta, tb, tv] = self.transposes;
+        let rows = r1 - r0;
+        let (b1, b2) = (r0 / f.m, r0 / s.m);
+        let n = f.n;
+        SCRATCH.with_borrow_mut(|scratch| {
+            if scratch.len() < 2 * rows * n {
+                scratch.resize(2 * rows * n, 0.0);
+            }
+            let (scores, probs) = scratch[..2 * rows * n].split_at_mut(rows * n);
+            // Row and column strides of `q` (m × k) and `k` (k × n) as stored.
+            let (m, d) = (f.m as i64, f.k as i64);
+            let (rsq, csq) = if ta { (1, m) } else { (d, 1) };
+            let (rsk, csk) = if tb { (1, d) } else { (n as i64, 1) };
+            let q0 = b1 * f.step_a + (r0 - b1 * f.m) * rsq as usize;
+            let handle = std::ptr::from_ref(ctx)
+                .cast_mut()
+                .cast::<std::ffi::c_void>();
+            // SAFETY: rows `r0..r1` of batch `b1` of `q` and that batch of `k` lie within
+            // them (the caller's contract); `scores` is `rows × n`, apart from both.
+            let rc = unsafe {
+                crate::host::relay_kernel_sgemm(
+                    handle,
+                    rows as i64,
+                    d,
+                    n as i64,
+                    q.as_ptr().add(q0),
+                    rsq,
+                    csq,
+                    k.as_ptr().add(b1 * f.step_b),
+                    rsk,
+                    csk,
+                    scores.as_mut_ptr(),
+                    n as i64,
+                    1,
+                    std::ptr::null(),
+                )
+            };
+            if rc != 0 {
+                return Err(format!("an attention's scores: the GEMM failed ({rc})"));
+            }
+            let softmax = Softmax {
+                rows,
+                cols: n,
+                prologue: self.scale,
+                log: false,
+            };
+            let mut sums = [0f32; MAX_BLOCK_ROWS];
+            let sums = &mut sums[..rows];
+            (ctx.ops().exp_rows)(&softmax, scores, probs, sums)?;
+            let dv = s.n as i64;
+            let (rsv, csv) = if tv { (1, n as i64) } else { (dv, 1) };
+            // SAFETY: batch `b2` of `v` lies within it, rows `r0..r1` of the result are this
+            // block's (the caller's contract), and `probs` is `rows × n`.
+            let rc = unsafe {
+                crate::host::relay_kernel_sgemm(
+                    handle,
+                    rows as i64,
+                    n as i64,
+                    dv,
+                    probs.as_ptr(),
+                    n as i64,
+                    1,
+                    v.as_ptr().add(b2 * s.step_b),
+                    rsv,
+                    csv,
+                    out.at(r0 * s.n),
+                    dv,
+                    1,
+                    std::ptr::null(),
+                )
+            };
+            if rc != 0 {
+                return Err(format!("an attention's product: the GEMM failed ({rc})"));
+            }
+            // The softmax's normalization, on the product's rows (`dv` wide, not `n`).
+            for (r, sum) in sums.iter().enumerate() {
+                let inverse = 1.0 / sum;
+                // SAFETY: row `r0 + r` of the result is this block's.
+                let row = unsafe { std::slice::from_raw_parts_mut(out.at((r0 + r) * s.n), s.n) };
+                row.iter_mut().for_each(|v| *v *= inverse);
+            }
+            Ok(())
+        })
+    }
+}
+
+/// Rows per block for rows of `n` scores.
+fn block_rows(n: usize) -> usize {
+    let rows = (BLOCK_FLOATS / n.max(1)).clamp(1, MAX_BLOCK_ROWS);
+    if rows >= ROW_TILE {
+        rows / ROW_TILE * ROW_TILE
+    } else {
+        rows
+    }
+}
+
+/// The blocks of `total` rows, at most `per` each, none crossing a multiple of `m1` or `m2`
+/// (a batch of either product).
+fn blocks(total: usize, m1: usize, m2: usize, per: usize) -> Vec<(usize, usize)> {
+    let mut blocks = Vec::with_capacity(total.div_ceil(per.max(1)));
+    let mut r = 0;
+    while r < total {
+        let end = (r + per)
+            .min((r / m1 + 1) * m1)
+            .min((r / m2 + 1) * m2)
+            .min(total);
+        blocks.push((r, end));
+        r = end;
+    }
+    blocks
+}
+
+/// The result's base pointer, shared by the blocks (each writes its own rows).
+struct SharedOut(*mut f32);
+
+// SAFETY: the blocks write disjoint rows.
+unsafe impl Sync for SharedOut {}
+
+impl SharedOut {
+    fn at(&self, offset: usize) -> *mut f32 {
+        self.0.wrapping_add(offset)
+    }
+}
