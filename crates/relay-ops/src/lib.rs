@@ -26,6 +26,7 @@ use std::sync::OnceLock;
 
 use relay_ir::{AttrDefault, AttrField, AttrKind, OpPattern, OpRef, OpSchema};
 
+pub mod attention;
 pub mod compute;
 pub mod dynamic;
 mod elementwise;

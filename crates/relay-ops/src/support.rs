@@ -362,6 +362,18 @@ pub fn known(shape: &[Dim]) -> Option<Vec<i64>> {
         .collect()
 }
 
+/// The value of a one-element `float32` constant (a scaling's factor).
+pub fn scalar_f32_constant(e: &relay_ir::Expr) -> Option<f32> {
+    match e.kind() {
+        relay_ir::ExprKind::Constant(c)
+            if c.dtype() == DType::F32 && c.shape().iter().product::<i64>() == 1 =>
+        {
+            c.to_f64_vec().first().map(|&v| v as f32)
+        }
+        _ => None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

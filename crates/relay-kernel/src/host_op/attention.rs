@@ -18,7 +18,8 @@ use std::cell::RefCell;
 use relay_ir::{Binding, DType, Expr, ExprKind, Function, TypeKind};
 use relay_linalg::KernelContext;
 use relay_linalg::softmax::{Prologue, Softmax};
-use relay_ops::support::attr_bool;
+use relay_ops::attention::{self, Role, Stage};
+use relay_ops::support::{attr_bool, scalar_f32_constant as scalar_constant};
 use relay_ops::views::Link;
 
 use super::matmul::{MatmulOp, Product, Sizes, batched, holds};
@@ -66,10 +67,10 @@ pub(super) fn recognize(func: &Function) -> Option<AttentionOp> {
     }
     let walk = Walk { func, bindings };
     let values = walk.values(body)?;
-    if !values.iter().all(|v| is_f32(v)) {
+    let (first, rest) = values.split_first()?;
+    if !attention::is_first(first) {
         return None;
     }
-    let (first, rest) = values.split_first()?;
     let (_, qk, attrs) = first.op_call()?;
     let [q, k] = qk else { return None };
     let flag = |attrs, name| attr_bool(attrs, name).ok();
@@ -84,48 +85,38 @@ pub(super) fn recognize(func: &Function) -> Option<AttentionOp> {
         steps: Vec::with_capacity(rest.len()),
     };
     let mut stage = Stage::Scores;
-    for e in rest {
+    let mut prev = *first;
+    for &e in rest {
         let (call, args, attrs) = e.op_call()?;
-        let step = match (stage, call.name, args) {
-            (_, "reshape", [_]) => Step::View(view(call, attrs, None)),
-            (_, "reshape_like", [_, like]) => {
-                let like = walk.source(like, &values)?;
-                Step::View(view(call, attrs, Some(like)))
+        let operand = args
+            .iter()
+            .position(|a| Expr::ptr_eq(walk.resolve(a), prev))?;
+        let (role, after) = attention::step(stage, e, operand)?;
+        let other = args.get(1 - operand.min(1));
+        op.steps.push(match role {
+            Role::View => {
+                let like = match call.name {
+                    "reshape_like" => Some(walk.source(other?, &values)?),
+                    _ => None,
+                };
+                Step::View(view(call, attrs, like))
             }
-            (Stage::Scores, "multiply" | "divide", [_, k]) => {
-                op.scale = Prologue::scale(super::scalar_constant(k)?, call.name == "divide");
+            Role::Scale => {
+                let k = scalar_constant(other?)?;
+                op.scale = Prologue::scale(k, call.name == "divide");
                 Step::Scale
             }
-            (Stage::Scores | Stage::Scaled, "nn.softmax", [_]) if last_axis(e, attrs) => {
-                Step::Softmax
-            }
-            (Stage::Probabilities, "nn.batch_matmul", [_, v])
-                if flag(attrs, "transpose_a") == Some(false) =>
-            {
-                op.params[2] = walk.param(v)?;
+            Role::Softmax => Step::Softmax,
+            Role::Product => {
+                op.params[2] = walk.param(other?)?;
                 op.transposes[2] = flag(attrs, "transpose_b")?;
                 Step::Product
             }
-            _ => return None,
-        };
-        stage = match step {
-            Step::View(_) => stage,
-            Step::Scale => Stage::Scaled,
-            Step::Softmax => Stage::Probabilities,
-            Step::Product => Stage::Context,
-        };
-        op.steps.push(step);
+        });
+        stage = after;
+        prev = e;
     }
-    matches!(stage, Stage::Context).then_some(op)
-}
-
-/// Where the walk of an attention is.
-#[derive(Clone, Copy)]
-enum Stage {
-    Scores,
-    Scaled,
-    Probabilities,
-    Context,
+    (stage == Stage::Context).then_some(op)
 }
 
 /// A view step of operator `op` with `attrs`, its shape source `like`.
@@ -176,7 +167,7 @@ impl<'a> Walk<'a> {
             let (op, args, _) = e.op_call()?;
             let next = match (op.name, args) {
                 ("nn.batch_matmul", _) if softmax => break,
-                ("multiply", [a, b]) if super::scalar_constant(a).is_some() => b,
+                ("multiply", [a, b]) if scalar_constant(a).is_some() => b,
                 ("nn.softmax", [a]) => {
                     softmax = true;
                     a
@@ -202,23 +193,8 @@ impl<'a> Walk<'a> {
     }
 }
 
-/// Whether `e`'s checked type is a `float32` tensor.
-fn is_f32(e: &Expr) -> bool {
-    e.checked_type().is_some_and(is_f32_type)
-}
-
 fn is_f32_type(t: &relay_ir::Type) -> bool {
     matches!(t.kind(), TypeKind::Tensor { dtype, .. } if *dtype == DType::F32)
-}
-
-/// Whether softmax call `e` with `attrs` normalizes the last axis of a `float32` tensor.
-fn last_axis(e: &Expr, attrs: &relay_ir::Attrs) -> bool {
-    let rank = match e.checked_type().map(|t| t.kind()) {
-        Some(TypeKind::Tensor { shape, dtype }) if *dtype == DType::F32 => shape.len() as i64,
-        _ => return false,
-    };
-    let axis = attrs.get("axis").and_then(|v| v.as_int()).unwrap_or(-1);
-    rank > 0 && (axis == -1 || axis == rank - 1)
 }
 
 /// The scores a block of rows holds at most, in floats (and as many probabilities): with the

@@ -25,6 +25,7 @@ mod view;
 
 use relay_ir::{Dim, ExprKind, Function, Type, TypeKind};
 use relay_linalg::KernelContext;
+use relay_ops::support::scalar_f32_constant as scalar_constant;
 
 use crate::KernelError;
 use crate::abi::{ArgSpec, DLDataType, DLTensor, KernelSpec, dtype_name};
@@ -174,18 +175,6 @@ impl HostOp {
             ));
         }
         Ok(out)
-    }
-}
-
-/// The value of a one-element `float32` constant (a scaling's factor).
-fn scalar_constant(e: &relay_ir::Expr) -> Option<f32> {
-    match e.kind() {
-        ExprKind::Constant(c)
-            if c.dtype() == relay_ir::DType::F32 && c.shape().iter().product::<i64>() == 1 =>
-        {
-            c.to_f64_vec().first().map(|&v| v as f32)
-        }
-        _ => None,
     }
 }
 

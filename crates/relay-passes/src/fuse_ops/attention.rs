@@ -1,16 +1,15 @@
-//! Attention groups: `nn.batch_matmul` → views → a scaling by a scalar constant → `nn.softmax`
-//! over the last axis → views → the first operand of another `nn.batch_matmul`, all `float32`,
-//! each value read only by the next. After partitioning, the groups of such a chain are merged
-//! into one primitive function, which the kernel library computes block by block of rows in
-//! cache (`relay_kernel`'s attention operator): the `[B, M, N]` scores are never written to
-//! memory, where apart they are written by the first product, read and written by the softmax
-//! and read by the second. The views may be `reshape` and `reshape_like` only; the kernel
-//! checks at run time that they keep the softmax's rows.
+//! Attention groups: the chain `relay_ops::attention` describes (`nn.batch_matmul` → views →
+//! a scaling by a constant → `nn.softmax` over the last axis → views → the first operand of
+//! another `nn.batch_matmul` → views), each value read only by the next. After partitioning,
+//! the groups of such a chain are merged into one primitive function, which the kernel library
+//! computes block by block of rows in cache (`relay_kernel`'s attention operator): the
+//! `[B, M, N]` scores are never written to memory, where apart they are written by the first
+//! product, read and written by the softmax and read by the second.
 
-use relay_ir::{DType, Expr, ExprKind, TypeKind, Var};
+use relay_ir::{Expr, ExprKind, Var};
+use relay_ops::attention::{self, Stage};
 
 use super::graph::Graph;
-use super::is_scalar_constant;
 
 /// Merges the groups of every attention chain of the graph into the group of its second
 /// product: `roots` (each node's group root) are updated. A chain whose groups hold any other
@@ -45,7 +44,7 @@ fn chain_from(
     binders: &[Option<Var>],
     first: usize,
 ) -> Option<Vec<u32>> {
-    if op_name(&exprs[first])? != "nn.batch_matmul" || !is_f32(&exprs[first]) {
+    if !attention::is_first(&exprs[first]) {
         return None;
     }
     let mut chain = vec![first as u32];
@@ -56,29 +55,23 @@ fn chain_from(
             break;
         };
         let e = &exprs[next];
-        let (_, args, attrs) = e.op_call()?;
-        let scalar = |i: usize| args.get(i).is_some_and(is_scalar_constant);
-        let reads = |i: usize| args.get(i).is_some_and(|a| is_node(a, exprs, binders, at));
-        stage = match (stage, op_name(e)?) {
-            (_, "reshape" | "reshape_like") if reads(0) => stage,
-            (Stage::Scores, "multiply" | "divide") if reads(0) && scalar(1) => Stage::Scaled,
-            (Stage::Scores, "multiply") if reads(1) && scalar(0) => Stage::Scaled,
-            (Stage::Scores | Stage::Scaled, "nn.softmax") if last_axis(e, attrs) => {
-                Stage::Probabilities
-            }
-            (Stage::Probabilities, "nn.batch_matmul") if reads(0) && is_f32(e) => {
-                let transpose_a = attrs.get("transpose_a").and_then(|v| v.as_bool());
-                (transpose_a == Some(false)).then_some(Stage::Context)?
-            }
-            _ => break,
+        let Some((_, args, _)) = e.op_call() else {
+            break;
         };
+        let Some(operand) = args.iter().position(|a| is_node(a, exprs, binders, at)) else {
+            break;
+        };
+        let Some((_, after)) = attention::step(stage, e, operand) else {
+            break;
+        };
+        stage = after;
         chain.push(next as u32);
     }
     let inner = |n: &u32| {
         let node = &graph.nodes[*n as usize];
         !node.extern_ref && node.outputs.iter().all(|(o, _)| chain.contains(o))
     };
-    let done = matches!(stage, Stage::Context);
+    let done = stage == Stage::Context;
     (done && chain[..chain.len() - 1].iter().all(inner)).then_some(chain)
 }
 
@@ -105,43 +98,10 @@ fn successor(graph: &Graph, exprs: &[Expr], binders: &[Option<Var>], at: usize) 
     next
 }
 
-/// Where a chain is.
-#[derive(Clone, Copy)]
-enum Stage {
-    /// After the first product.
-    Scores,
-    /// After the scaling.
-    Scaled,
-    /// After the softmax.
-    Probabilities,
-    /// After the second product (views of it may follow).
-    Context,
-}
-
-fn op_name(e: &Expr) -> Option<&'static str> {
-    e.op_call().map(|(op, _, _)| op.name)
-}
-
 /// Whether `arg` is node `n`'s value: its bound variable, or the node itself nested.
 fn is_node(arg: &Expr, exprs: &[Expr], binders: &[Option<Var>], n: usize) -> bool {
     match (arg.kind(), &binders[n]) {
         (ExprKind::Var(v), Some(b)) => v.id() == b.id(),
         _ => Expr::ptr_eq(arg, &exprs[n]),
     }
-}
-
-/// Whether `e`'s checked type is a `float32` tensor.
-fn is_f32(e: &Expr) -> bool {
-    e.checked_type()
-        .is_some_and(|t| matches!(t.kind(), TypeKind::Tensor { dtype, .. } if *dtype == DType::F32))
-}
-
-/// Whether softmax call `e` normalizes its last axis.
-fn last_axis(e: &Expr, attrs: &relay_ir::Attrs) -> bool {
-    let rank = match e.checked_type().map(|t| t.kind()) {
-        Some(TypeKind::Tensor { shape, .. }) => shape.len() as i64,
-        _ => return false,
-    };
-    let axis = attrs.get("axis").and_then(|v| v.as_int()).unwrap_or(-1);
-    is_f32(e) && rank > 0 && (axis == -1 || axis == rank - 1)
 }
