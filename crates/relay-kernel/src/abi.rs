@@ -143,6 +143,15 @@ pub struct ArgSpec {
     pub shape: Vec<i64>,
 }
 
+/// The Relay dtype of a DLPack one, if it is one.
+pub fn dtype_of(d: DLDataType) -> Option<relay_ir::DType> {
+    Some(relay_ir::DType {
+        code: relay_ir::DTypeCode::from_u8(d.code)?,
+        bits: d.bits,
+        lanes: d.lanes,
+    })
+}
+
 /// The name of a DLPack dtype as TVM spells it (`float32`), or its fields if it is not one.
 pub fn dtype_name(d: DLDataType) -> String {
     let base = match d.code {

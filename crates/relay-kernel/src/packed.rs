@@ -208,6 +208,7 @@ impl PackedFunc {
             Entry::Host(ref op) if self.generic => self
                 .memo
                 .output_shapes(op, &self.spec, inputs, bytes)
+                .map(|shapes| shapes.to_vec())
                 .map_err(|m| self.call_error(m)),
             Entry::Rows(ref rows) => rows
                 .output_shapes(inputs, self.num_inputs)

@@ -1131,7 +1131,7 @@ impl<'e> Vm<'e> {
                     .ok_or_else(|| bad(format!("kernel {kernel}: no shape for output {i}")))?,
                 None => &out.shape,
             };
-            let dtype = relay_ir::DType::parse(&relay_kernel::abi::dtype_name(out.dtype))
+            let dtype = relay_kernel::abi::dtype_of(out.dtype)
                 .ok_or_else(|| bad(format!("kernel output of unknown dtype {}", out.name)))?;
             let size = NDArray::byte_len(dtype, shape)
                 .map_err(|e| VmError::new(VmErrorKind::Alloc, e.to_string()))?;

@@ -22,6 +22,7 @@ use relay_ops::attention::{self, Role, Stage};
 use relay_ops::support::{attr_bool, scalar_f32_constant as scalar_constant};
 use relay_ops::views::Link;
 
+use super::ShapeMemo;
 use super::matmul::{MatmulOp, Product, Sizes, batched, holds};
 
 /// An attention the kernel library computes (see the module's documentation).
@@ -213,7 +214,8 @@ thread_local! {
 }
 
 /// The sizes of one call.
-struct Plan {
+#[derive(Debug)]
+pub(crate) struct Plan {
     first: Sizes,
     second: Sizes,
     /// The softmax's row length (its input's last extent).
@@ -251,7 +253,7 @@ impl AttentionOp {
 
     /// Every value's shape for inputs of shapes `inputs` (each view's relation applied), and the
     /// sizes of the products and the softmax.
-    fn plan(&self, inputs: &[&[i64]]) -> Result<Plan, String> {
+    pub(super) fn plan(&self, inputs: &[&[i64]]) -> Result<Plan, String> {
         let [q, k, v] = self.params.map(|p| inputs.get(p).copied());
         let (Some(q), Some(k), Some(v)) = (q, k, v) else {
             return Err(format!("an attention of {} arguments", inputs.len()));
@@ -302,14 +304,16 @@ impl AttentionOp {
         })
     }
 
-    /// Runs the attention on `args` (the inputs, then the output) of shapes `inputs`.
+    /// Runs the attention on `args` (the inputs, then the output) of shapes `inputs`, its sizes
+    /// from `memo`.
     pub(super) fn run(
         &self,
         ctx: &KernelContext,
+        memo: &ShapeMemo,
         args: &mut [&mut [f32]],
         inputs: &[&[i64]],
     ) -> Result<(), String> {
-        let plan = self.plan(inputs)?;
+        let plan = memo.plan(self, inputs)?;
         let (out, args) = args.split_last_mut().ok_or("an attention has an output")?;
         let [q, k, v] = self.params.map(|p| args.get(p).map(|a| &**a));
         let (Some(q), Some(k), Some(v)) = (q, k, v) else {

@@ -173,6 +173,7 @@ fn floats(a: &NDArray) -> Option<&[f32]> {
 }
 
 /// The sizes of one product and how the batches step through the operands.
+#[derive(Debug)]
 pub(super) struct Sizes {
     pub(super) batch: usize,
     pub(super) m: usize,

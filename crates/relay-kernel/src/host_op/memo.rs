@@ -2,12 +2,14 @@
 //! warm call at a shape seen before reads it instead of running the operator's relations
 //! again — which allocate types and read attributes by name, and were a fifth of a small
 //! attention's call: the output shapes (TVM's shape function) and, for a copy, its strided
-//! moves. Operators whose shapes depend on values are never memoized.
+//! moves, for an attention, its sizes. Operators whose shapes depend on values are never
+//! memoized.
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use super::HostOp;
+use super::attention::{AttentionOp, Plan};
 use super::copy::{CopyOp, Move};
 use crate::abi::KernelSpec;
 
@@ -17,8 +19,9 @@ const ENTRIES: usize = 4;
 /// What a host kernel derived from its input shapes.
 #[derive(Debug, Default)]
 pub(crate) struct ShapeMemo {
-    shapes: Memo<Vec<Vec<i64>>>,
+    shapes: Memo<Arc<[Vec<i64>]>>,
     moves: Memo<Arc<[Move]>>,
+    plans: Memo<Arc<Plan>>,
 }
 
 impl ShapeMemo {
@@ -29,12 +32,12 @@ impl ShapeMemo {
         spec: &KernelSpec,
         inputs: &[&[i64]],
         bytes: &[&[u8]],
-    ) -> Result<Vec<Vec<i64>>, String> {
+    ) -> Result<Arc<[Vec<i64>]>, String> {
+        let compute = || op.output_shapes(spec, inputs, bytes).map(Arc::from);
         if op.reads_values() {
-            return op.output_shapes(spec, inputs, bytes);
+            return compute();
         }
-        self.shapes
-            .get_or(inputs, || op.output_shapes(spec, inputs, bytes))
+        self.shapes.get_or(inputs, compute)
     }
 
     /// The moves of copy `op` from inputs of shapes `inputs` into outputs of shapes `outs`
@@ -52,6 +55,13 @@ impl ShapeMemo {
             return compute();
         }
         self.moves.get_or(inputs, compute)
+    }
+}
+
+impl ShapeMemo {
+    /// The sizes of attention `op` for inputs of shapes `inputs`.
+    pub(crate) fn plan(&self, op: &AttentionOp, inputs: &[&[i64]]) -> Result<Arc<Plan>, String> {
+        self.plans.get_or(inputs, || op.plan(inputs).map(Arc::new))
     }
 }
 

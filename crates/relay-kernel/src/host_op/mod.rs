@@ -28,7 +28,7 @@ use relay_linalg::KernelContext;
 use relay_ops::support::scalar_f32_constant as scalar_constant;
 
 use crate::KernelError;
-use crate::abi::{ArgSpec, DLDataType, DLTensor, KernelSpec, dtype_name};
+use crate::abi::{ArgSpec, DLDataType, DLTensor, KernelSpec, dtype_name, dtype_of};
 use crate::packed::PackedFunc;
 
 pub use attention::AttentionOp;
@@ -187,15 +187,6 @@ fn input_dtypes(spec: &KernelSpec, n: usize) -> Result<Vec<relay_ir::DType>, Str
             dtype_of(a.dtype).ok_or_else(|| format!("argument {} of an unknown dtype", a.name))
         })
         .collect()
-}
-
-/// The Relay dtype of a DLPack one.
-fn dtype_of(d: DLDataType) -> Option<relay_ir::DType> {
-    Some(relay_ir::DType {
-        code: relay_ir::DTypeCode::from_u8(d.code)?,
-        bits: d.bits,
-        lanes: d.lanes,
-    })
 }
 
 /// Whether `shape` fits the spec shape `declared` (`-1` takes any extent).
@@ -486,7 +477,7 @@ pub(crate) unsafe fn call(
         HostOp::Recurrence(r) => r.run(ctx, &mut args, &shapes),
         HostOp::Softmax(s) => s.run(ctx, &mut args, want.first().ok_or("no output")?),
         HostOp::Matmul(m) => m.run(ctx, &mut args, &shapes[..inputs]),
-        HostOp::Attention(a) => a.run(ctx, &mut args, &shapes[..inputs]),
+        HostOp::Attention(a) => a.run(ctx, memo, &mut args, &shapes[..inputs]),
         HostOp::View(_)
         | HostOp::Copy(_)
         | HostOp::Reduce(_)
