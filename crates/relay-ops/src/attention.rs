@@ -1,7 +1,7 @@
-//! The attention pattern: `nn.batch_matmul` (the scores), views (`reshape`, `reshape_like`),
-//! at most one scaling by a one-element `float32` constant, `nn.softmax` over the last axis,
-//! views, `nn.batch_matmul` of that by the values (`transpose_a` false), then views of the
-//! result, `float32` throughout. `fuse_ops` groups such a chain into one primitive function
+//! The attention pattern: a product (`nn.batch_matmul` or `nn.dense`: the scores), views
+//! (`reshape`, `reshape_like`), at most one scaling by a one-element `float32` constant,
+//! `nn.softmax` over the last axis, views, a product of that by the values (`nn.batch_matmul`
+//! with `transpose_a` false, or `nn.dense`), then views of the result, `float32` throughout. `fuse_ops` groups such a chain into one primitive function
 //! and the kernel library computes it in cache; both walk it with [`step`].
 
 use relay_ir::{DType, Expr, TypeKind};
@@ -34,10 +34,13 @@ pub enum Role {
     Product,
 }
 
-/// Whether `e` can start an attention: a `float32` `nn.batch_matmul`.
+/// Whether `e` can start an attention: a `float32` `nn.batch_matmul` or `nn.dense`.
 pub fn is_first(e: &Expr) -> bool {
-    matches!(e.op_call(), Some((op, _, _)) if op.name == "nn.batch_matmul") && is_f32(e)
+    matches!(e.op_call(), Some((op, _, _)) if PRODUCTS.contains(&op.name)) && is_f32(e)
 }
+
+/// The operators of an attention's products.
+const PRODUCTS: &[&str] = &["nn.batch_matmul", "nn.dense"];
 
 /// The role of call `e` when the chain, at `stage`, enters it by argument `operand`, and the
 /// stage after it; `None` when `e` does not continue an attention there.
@@ -61,6 +64,7 @@ pub fn step(stage: Stage, e: &Expr, operand: usize) -> Option<(Role, Stage)> {
         {
             Some((Role::Product, Stage::Context))
         }
+        (Stage::Probabilities, "nn.dense", 0) => Some((Role::Product, Stage::Context)),
         _ => None,
     }
 }

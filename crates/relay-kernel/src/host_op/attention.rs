@@ -19,7 +19,7 @@ use relay_ir::{Binding, DType, Expr, ExprKind, Function, TypeKind};
 use relay_linalg::KernelContext;
 use relay_linalg::softmax::{Prologue, Softmax};
 use relay_ops::attention::{self, Role, Stage};
-use relay_ops::support::{attr_bool, scalar_f32_constant as scalar_constant};
+use relay_ops::support::scalar_f32_constant as scalar_constant;
 use relay_ops::views::Link;
 
 use super::ShapeMemo;
@@ -30,8 +30,8 @@ use super::matmul::{MatmulOp, Product, Sizes, batched, holds};
 pub struct AttentionOp {
     /// The parameters of `q`, `k` and `v`.
     params: [usize; 3],
-    /// The first product's `transpose_a` and `transpose_b`, the second's `transpose_b`.
-    transposes: [bool; 3],
+    /// The first product (of `q` by `k`) and the second (of the probabilities by `v`).
+    products: [Product; 2],
     /// The scores' scaling.
     scale: Prologue,
     /// Every step after the first product, in order.
@@ -72,16 +72,12 @@ pub(super) fn recognize(func: &Function) -> Option<AttentionOp> {
     if !attention::is_first(first) {
         return None;
     }
-    let (_, qk, attrs) = first.op_call()?;
+    let (call, qk, attrs) = first.op_call()?;
     let [q, k] = qk else { return None };
-    let flag = |attrs, name| attr_bool(attrs, name).ok();
+    let product = Product::of(call.name, attrs)?;
     let mut op = AttentionOp {
         params: [walk.param(q)?, walk.param(k)?, 0],
-        transposes: [
-            flag(attrs, "transpose_a")?,
-            flag(attrs, "transpose_b")?,
-            false,
-        ],
+        products: [product, product],
         scale: Prologue::None,
         steps: Vec::with_capacity(rest.len()),
     };
@@ -110,7 +106,7 @@ pub(super) fn recognize(func: &Function) -> Option<AttentionOp> {
             Role::Softmax => Step::Softmax,
             Role::Product => {
                 op.params[2] = walk.param(other?)?;
-                op.transposes[2] = flag(attrs, "transpose_b")?;
+                op.products[1] = Product::of(call.name, attrs)?;
                 Step::Product
             }
         });
@@ -167,7 +163,7 @@ impl<'a> Walk<'a> {
             values.push(e);
             let (op, args, _) = e.op_call()?;
             let next = match (op.name, args) {
-                ("nn.batch_matmul", _) if softmax => break,
+                _ if softmax && attention::is_first(e) => break,
                 ("multiply", [a, b]) if scalar_constant(a).is_some() => b,
                 ("nn.softmax", [a]) => {
                     softmax = true;
@@ -202,14 +198,15 @@ fn is_f32_type(t: &relay_ir::Type) -> bool {
 /// operands' panels, well inside a core's L2.
 const BLOCK_FLOATS: usize = 32 * 1024;
 
+/// The scores of a whole batch that are one block however many rows they have: fewer blocks
+/// pack the operands of the products fewer times, and these still fit in L2.
+const BATCH_FLOATS: usize = 128 * 1024;
+
 /// Rows of a block are a multiple of this when there are as many (the GEMM's tile height).
 const ROW_TILE: usize = 12;
 
-/// The most rows a block has.
-const MAX_BLOCK_ROWS: usize = 240;
-
 thread_local! {
-    /// A thread's scores and probabilities of a block.
+    /// A thread's scores, probabilities and row sums of a block.
     static SCRATCH: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
 }
 
@@ -238,13 +235,10 @@ impl AttentionOp {
         self.plan(inputs).map(|p| vec![p.out])
     }
 
-    /// The product of operands of shapes `a` and `b`, transposed as `ta` and `tb`.
-    fn product(a: &[i64], b: &[i64], ta: bool, tb: bool) -> Result<(Sizes, Vec<i64>), String> {
+    /// The sizes of `product` of operands of shapes `a` and `b`, and its result's shape.
+    fn sizes(product: Product, a: &[i64], b: &[i64]) -> Result<(Sizes, Vec<i64>), String> {
         let op = MatmulOp {
-            product: Product::Batch {
-                transpose_a: ta,
-                transpose_b: tb,
-            },
+            product,
             scale: None,
             weight: None,
         };
@@ -258,8 +252,7 @@ impl AttentionOp {
         let (Some(q), Some(k), Some(v)) = (q, k, v) else {
             return Err(format!("an attention of {} arguments", inputs.len()));
         };
-        let [ta, tb, tv] = self.transposes;
-        let (first, scores) = Self::product(q, k, ta, tb)?;
+        let (first, scores) = Self::sizes(self.products[0], q, k)?;
         let mut shapes = vec![scores];
         let mut second = None;
         let mut cols = None;
@@ -278,7 +271,7 @@ impl AttentionOp {
                     last.clone()
                 }
                 Step::Product => {
-                    let (s, out) = Self::product(last, v, false, tv)?;
+                    let (s, out) = Self::sizes(self.products[1], last, v)?;
                     second = Some(s);
                     out
                 }
@@ -335,7 +328,8 @@ impl AttentionOp {
         if !plan.rows_line_up() {
             return self.unfused(ctx, &plan, [q, k, v], out);
         }
-        let blocks = blocks(f.batch * f.m, f.m, s.m, block_rows(f.n));
+        let total = f.batch * f.m;
+        let blocks = blocks(total, f.m, s.m, block_rows(f.m, f.n, total, ctx.threads()));
         let one = KernelContext::with_threads(1).with_ops(ctx.ops());
         let out = SharedOut(out.as_mut_ptr());
         let failed = std::sync::Mutex::new(None);
@@ -369,7 +363,7 @@ impl AttentionOp {
         out: &mut [f32],
     ) -> Result<(), String> {
         let (f, s) = (&plan.first, &plan.second);
-        let [ta, tb, tv] = self.transposes;
+        let ((ta, tb), (_, tv)) = (self.products[0].transposes(), self.products[1].transposes());
         let mut scores = vec![0f32; f.batch * f.m * f.n];
         let mut probs = vec![0f32; scores.len()];
         batched(ctx, f, (q, ta), (k, tb), &mut scores)?;
@@ -400,15 +394,17 @@ impl AttentionOp {
         r1: usize,
     ) -> Result<(), String> {
         let (f, s) = (&plan.first, &plan.second);
-        let [ta, tb, tv] = self.transposes;
+        let ((ta, tb), (_, tv)) = (self.products[0].transposes(), self.products[1].transposes());
         let rows = r1 - r0;
         let (b1, b2) = (r0 / f.m, r0 / s.m);
         let n = f.n;
         SCRATCH.with_borrow_mut(|scratch| {
-            if scratch.len() < 2 * rows * n {
-                scratch.resize(2 * rows * n, 0.0);
+            let len = 2 * rows * n + rows;
+            if scratch.len() < len {
+                scratch.resize(len, 0.0);
             }
-            let (scores, probs) = scratch[..2 * rows * n].split_at_mut(rows * n);
+            let (scores, rest) = scratch[..len].split_at_mut(rows * n);
+            let (probs, sums) = rest.split_at_mut(rows * n);
             // Row and column strides of `q` (m × k) and `k` (k × n) as stored.
             let (m, d) = (f.m as i64, f.k as i64);
             let (rsq, csq) = if ta { (1, m) } else { (d, 1) };
@@ -446,8 +442,6 @@ impl AttentionOp {
                 prologue: self.scale,
                 log: false,
             };
-            let mut sums = [0f32; MAX_BLOCK_ROWS];
-            let sums = &mut sums[..rows];
             (ctx.ops().exp_rows)(&softmax, scores, probs, sums)?;
             let dv = s.n as i64;
             let (rsv, csv) = if tv { (1, n as i64) } else { (dv, 1) };
@@ -486,13 +480,22 @@ impl AttentionOp {
     }
 }
 
-/// Rows per block for rows of `n` scores.
-fn block_rows(n: usize) -> usize {
-    let rows = (BLOCK_FLOATS / n.max(1)).clamp(1, MAX_BLOCK_ROWS);
-    if rows >= ROW_TILE {
-        rows / ROW_TILE * ROW_TILE
-    } else {
-        rows
+/// Rows per block for batches of `m` rows of `n` scores, `total` rows in all, on `threads`
+/// threads: a whole batch when its scores fit [`BATCH_FLOATS`], else [`BLOCK_FLOATS`] of them;
+/// fewer when that leaves some thread less than two blocks.
+fn block_rows(m: usize, n: usize, total: usize, threads: usize) -> usize {
+    let tiles = |rows: usize| match rows >= ROW_TILE {
+        true => rows / ROW_TILE * ROW_TILE,
+        false => rows.max(1),
+    };
+    let rows = match m.saturating_mul(n) <= BATCH_FLOATS {
+        true => m.max(1),
+        false => tiles(BLOCK_FLOATS / n.max(1)),
+    };
+    let shared = total.div_ceil(2 * threads).div_ceil(ROW_TILE) * ROW_TILE;
+    match threads > 1 && total.div_ceil(rows) < 2 * threads {
+        true => rows.min(shared.max(ROW_TILE)),
+        false => rows,
     }
 }
 

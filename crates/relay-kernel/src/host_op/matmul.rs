@@ -50,6 +50,37 @@ pub enum Product {
     },
 }
 
+impl Product {
+    /// The product a call of operator `name` with `attrs` computes, if it is one.
+    pub(super) fn of(name: &str, attrs: &relay_ir::Attrs) -> Option<Product> {
+        let flag = |name| attr_bool(attrs, name).ok();
+        Some(match name {
+            "nn.dense" => Product::Dense,
+            "nn.matmul" if !flag("transpose_a")? => match flag("transpose_b")? {
+                true => Product::Dense,
+                false => Product::Matmul,
+            },
+            "nn.batch_matmul" => Product::Batch {
+                transpose_a: flag("transpose_a")?,
+                transpose_b: flag("transpose_b")?,
+            },
+            _ => return None,
+        })
+    }
+
+    /// Whether its first and second operands are stored transposed (`[K, M]`, `[N, K]`).
+    pub(super) fn transposes(self) -> (bool, bool) {
+        match self {
+            Product::Dense => (false, true),
+            Product::Matmul => (false, false),
+            Product::Batch {
+                transpose_a,
+                transpose_b,
+            } => (transpose_a, transpose_b),
+        }
+    }
+}
+
 /// The product `func` computes when its body (after `bindings`) is one on its two parameters
 /// in order (or a dense layer of its one parameter by a constant `[N, K]` weight), or one
 /// scaled by a one-element `float32` constant, `float32` throughout, and some dimension is `?`.
@@ -72,20 +103,7 @@ pub(super) fn recognize(func: &Function, bindings: &[Binding], body: &Expr) -> O
         _ => return None,
     };
     let (op, args, attrs) = call.op_call()?;
-    let product = match op.name {
-        "nn.dense" => Product::Dense,
-        "nn.matmul" if !attr_bool(attrs, "transpose_a").ok()? => {
-            match attr_bool(attrs, "transpose_b").ok()? {
-                true => Product::Dense,
-                false => Product::Matmul,
-            }
-        }
-        "nn.batch_matmul" => Product::Batch {
-            transpose_a: attr_bool(attrs, "transpose_a").ok()?,
-            transpose_b: attr_bool(attrs, "transpose_b").ok()?,
-        },
-        _ => return None,
-    };
+    let product = Product::of(op.name, attrs)?;
     let out_dtype = attrs.get("out_dtype").and_then(|v| v.as_str());
     if out_dtype.is_some_and(|d| !d.is_empty() && d != "float32") {
         return None;
@@ -276,14 +294,7 @@ impl MatmulOp {
             ([a, c], Some(w)) => (a, floats(&w.0).ok_or("an unaligned weight")?, c),
             _ => return Err("a matrix product takes 3 arguments".into()),
         };
-        let (ta, tb) = match self.product {
-            Product::Dense => (false, true),
-            Product::Matmul => (false, false),
-            Product::Batch {
-                transpose_a,
-                transpose_b,
-            } => (transpose_a, transpose_b),
-        };
+        let (ta, tb) = self.product.transposes();
         if !holds(a.len(), s.step_a, s.batch, s.m * s.k)
             || !holds(b.len(), s.step_b, s.batch, s.k * s.n)
             || c.len() != s.batch * s.m * s.n

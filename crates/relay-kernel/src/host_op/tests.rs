@@ -752,6 +752,18 @@ fn attentions_are_one_library_call_at_every_shape() {
         body,
         &[&[&[2, 5, 16], &[2, 7, 16], &[2, 7, 24]]],
     );
+    // Dense layers as the products (a loop's attention over a growing `[?, 64]`, the values
+    // transposed by their own kernel), nested rather than bound.
+    attention_cases(
+        "%p0: Tensor[(?, 64), float32], %p1: Tensor[(?, 64), float32], \
+         %p2: Tensor[(64, ?), float32]",
+        "nn.dense(nn.softmax(nn.dense(%p0, %p1, units=None)), %p2, units=None)",
+        &[
+            &[&[1, 64], &[1, 64], &[64, 1]],
+            &[&[37, 64], &[37, 64], &[64, 37]],
+            &[&[300, 64], &[300, 64], &[64, 300]],
+        ],
+    );
     // Views that regroup the softmax's rows (a reshape to another row length) are computed
     // one operator after another, still right.
     let regrouped = "%0 = nn.batch_matmul(%p0, %p1, transpose_b=True); \
