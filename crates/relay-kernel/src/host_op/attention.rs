@@ -282,8 +282,12 @@ impl AttentionOp {
             return Err("an attention without its softmax or second product".into());
         };
         // The views keep the element count (their relations check it).
-        let scores = first.batch * first.m * first.n;
-        if second.batch * second.m * second.k != scores || cols == 0 && scores != 0 {
+        let count = |s: &Sizes| s.batch.checked_mul(s.m)?.checked_mul(s.k);
+        let scores = first
+            .batch
+            .checked_mul(first.m)
+            .and_then(|r| r.checked_mul(first.n));
+        if scores.is_none() || count(&second) != scores || cols == 0 && scores != Some(0) {
             return Err(format!(
                 "an attention whose views change its size: {shapes:?}"
             ));
@@ -320,8 +324,8 @@ impl AttentionOp {
         if !fits {
             return Err(format!("an attention's operands too short for {inputs:?}"));
         }
-        if f.n == 0 {
-            // Empty rows of scores: each result is an empty sum.
+        if f.batch * f.m * f.n == 0 {
+            // No scores (the plan checked the product): each result is an empty sum.
             out.fill(0.0);
             return Ok(());
         }
@@ -364,8 +368,13 @@ impl AttentionOp {
     ) -> Result<(), String> {
         let (f, s) = (&plan.first, &plan.second);
         let ((ta, tb), (_, tv)) = (self.products[0].transposes(), self.products[1].transposes());
-        let mut scores = vec![0f32; f.batch * f.m * f.n];
-        let mut probs = vec![0f32; scores.len()];
+        let len = f.batch * f.m * f.n;
+        let (mut scores, mut probs) = (Vec::new(), Vec::new());
+        for v in [&mut scores, &mut probs] {
+            v.try_reserve_exact(len)
+                .map_err(|_| format!("an attention's {len} scores do not fit in memory"))?;
+            v.resize(len, 0f32);
+        }
         batched(ctx, f, (q, ta), (k, tb), &mut scores)?;
         let softmax = Softmax {
             rows: scores.len() / plan.cols,

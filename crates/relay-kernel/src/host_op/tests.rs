@@ -775,6 +775,17 @@ fn attentions_are_one_library_call_at_every_shape() {
         regrouped,
         &[&[&[2, 4, 3], &[2, 6, 3], &[2, 6, 5]]],
     );
+    // Views that give the softmax rows of no elements while the scores have rows of six (no
+    // queries at all): nothing to compute, not a division by the empty row length.
+    attention_cases(
+        "%p0: Tensor[(2, ?, 3), float32], %p1: Tensor[(2, 6, 3), float32], \
+         %p2: Tensor[(2, 6, ?), float32], %p3: Tensor[(2, ?, 6), float32], \
+         %p4: Tensor[(2, 6, 5), float32]",
+        "%0 = nn.batch_matmul(%p0, %p1, transpose_b=True); %1 = reshape_like(%0, %p2); \
+         %2 = nn.softmax(%1, axis=-1); %3 = reshape_like(%2, %p3); \
+         nn.batch_matmul(%3, %p4, transpose_b=False)",
+        &[&[&[2, 0, 3], &[2, 6, 3], &[2, 6, 0], &[2, 0, 6], &[2, 6, 5]]],
+    );
     // A softmax over another axis, or another operator in the chain, is not an attention.
     for other in [
         "%0 = nn.batch_matmul(%p0, %p1); %1 = nn.softmax(%0, axis=1); nn.batch_matmul(%1, %p2)",
