@@ -1,5 +1,6 @@
 //! Interned names: a global, thread-safe interner mapping strings to `u32` symbols.
 
+use std::cell::Cell;
 use std::collections::HashMap;
 use std::fmt;
 use std::hash::{BuildHasherDefault, Hasher};
@@ -28,6 +29,15 @@ impl Hasher for FxHasher {
     fn finish(&self) -> u64 {
         self.0
     }
+}
+
+/// Slots of the per-thread table of names found ([`Symbol::existing`]).
+const RECENT_SLOTS: usize = 64;
+
+thread_local! {
+    /// Names found lately, with their interned text ([`Symbol::existing`]).
+    static RECENT: [Cell<Option<(&'static str, Symbol)>>; RECENT_SLOTS] =
+        const { [const { Cell::new(None) }; RECENT_SLOTS] };
 }
 
 struct Interner {
@@ -62,10 +72,28 @@ impl Symbol {
         Symbol(id)
     }
 
-    /// The symbol of `s` if it has been interned (one lookup, nothing interned).
+    /// The symbol of `s` if it has been interned (nothing interned). Shape functions look
+    /// attributes up by name on every call at a new shape, so the names found are kept in a
+    /// small per-thread table, indexed by the text's address and checked by its content,
+    /// before the interner (a shared lock and a hash) is asked.
     pub fn existing(s: &str) -> Option<Symbol> {
+        let slot = (s.as_ptr() as usize >> 3 ^ s.len()) % RECENT_SLOTS;
+        let recent = RECENT.with(|r| r[slot].get());
+        if let Some((text, sym)) = recent
+            && text == s
+        {
+            return Some(sym);
+        }
         let guard = interner().read().unwrap_or_else(|e| e.into_inner());
-        guard.map.get(s).map(|&id| Symbol(id))
+        let found = guard
+            .map
+            .get_key_value(s)
+            .map(|(&text, &id)| (text, Symbol(id)));
+        drop(guard);
+        if let Some(found) = found {
+            RECENT.with(|r| r[slot].set(Some(found)));
+        }
+        found.map(|(_, sym)| sym)
     }
 
     /// The interned text.
@@ -89,5 +117,27 @@ impl fmt::Display for Symbol {
 impl From<&str> for Symbol {
     fn from(s: &str) -> Symbol {
         Symbol::intern(s)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Symbol;
+
+    /// A name found once is found again from the per-thread table, and a different name at the
+    /// same address (a buffer rewritten in place) is looked up for what it says.
+    #[test]
+    fn existing_names_are_checked_by_their_text() {
+        let found = Symbol::intern("symbol_test_alpha");
+        let mut buf = String::from("symbol_test_alpha");
+        assert_eq!(Symbol::existing(&buf), Some(found));
+        assert_eq!(Symbol::existing(&buf), Some(found));
+        // Same address and length, another text never interned.
+        buf.replace_range(..6, "zzzzzz");
+        assert_eq!(Symbol::existing(&buf), None);
+        let other = Symbol::intern(&buf);
+        assert_ne!(other, found);
+        assert_eq!(Symbol::existing(&buf), Some(other));
+        assert_eq!(other.as_str(), buf);
     }
 }

@@ -217,7 +217,8 @@ pub(crate) struct Plan {
     second: Sizes,
     /// The softmax's row length (its input's last extent).
     cols: usize,
-    out: Vec<i64>,
+    /// The result's shape.
+    pub(super) out: Vec<i64>,
 }
 
 impl Plan {

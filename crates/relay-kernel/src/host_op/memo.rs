@@ -14,7 +14,7 @@ use super::copy::{CopyOp, Move};
 use crate::abi::KernelSpec;
 
 /// How many input shapes a memo keeps (the most recent).
-const ENTRIES: usize = 4;
+const ENTRIES: usize = 16;
 
 /// What a host kernel derived from its input shapes.
 #[derive(Debug, Default)]
@@ -33,7 +33,16 @@ impl ShapeMemo {
         inputs: &[&[i64]],
         bytes: &[&[u8]],
     ) -> Result<Arc<[Vec<i64>]>, String> {
-        let compute = || op.output_shapes(spec, inputs, bytes).map(Arc::from);
+        let compute = || {
+            let out = match op {
+                // An attention's output shape comes with its plan, which its run reads next.
+                HostOp::Attention(a) => {
+                    HostOp::declared(spec, inputs, vec![self.plan(a, inputs)?.out.clone()])
+                }
+                _ => op.output_shapes(spec, inputs, bytes),
+            };
+            out.map(Arc::from)
+        };
         if op.reads_values() {
             return compute();
         }
@@ -65,10 +74,10 @@ impl ShapeMemo {
     }
 }
 
-/// Values keyed by input shapes (each rank, then its extents, flattened), the most recent
-/// first.
+/// Values keyed by input shapes (each rank, then its extents, flattened, with their
+/// [`digest`] compared first), the most recent first.
 #[derive(Debug)]
-struct Memo<V>(Mutex<VecDeque<(Vec<i64>, V)>>);
+struct Memo<V>(Mutex<VecDeque<(u64, Vec<i64>, V)>>);
 
 impl<V> Default for Memo<V> {
     fn default() -> Self {
@@ -83,8 +92,12 @@ impl<V: Clone> Memo<V> {
         inputs: &[&[i64]],
         compute: impl FnOnce() -> Result<V, String>,
     ) -> Result<V, String> {
+        let hash = digest(inputs);
         let memo = self.0.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some((_, v)) = memo.iter().find(|(key, _)| same(key, inputs)) {
+        let found = memo
+            .iter()
+            .find(|(h, key, _)| *h == hash && same(key, inputs));
+        if let Some((_, _, v)) = found {
             return Ok(v.clone());
         }
         drop(memo);
@@ -97,9 +110,19 @@ impl<V: Clone> Memo<V> {
         if memo.len() == ENTRIES {
             memo.pop_back();
         }
-        memo.push_front((key, v.clone()));
+        memo.push_front((hash, key, v.clone()));
         Ok(v)
     }
+}
+
+/// A hash of the shapes `inputs` (FxHash's multiply-rotate over each rank and extent), so
+/// that a lookup at a new shape compares one word per entry.
+fn digest(inputs: &[&[i64]]) -> u64 {
+    const SEED: u64 = 0x51_7c_c1_b7_27_22_0a_95;
+    let mix = |h: u64, v: i64| (h.rotate_left(5) ^ v as u64).wrapping_mul(SEED);
+    inputs.iter().fold(0, |h, s| {
+        s.iter().fold(mix(h, s.len() as i64), |h, &d| mix(h, d))
+    })
 }
 
 /// Whether flattened `key` holds exactly the shapes `inputs`.

@@ -140,11 +140,10 @@ impl HostOp {
         inputs: &[&[i64]],
         bytes: &[&[u8]],
     ) -> Result<Vec<Vec<i64>>, String> {
-        let declared = &spec.args[inputs.len().min(spec.args.len())..];
         let out = match self {
             HostOp::Recurrence(r) => r.output_shapes(inputs)?,
             HostOp::Softmax(s) => {
-                let fixed = declared
+                let fixed = spec.args[inputs.len().min(spec.args.len())..]
                     .first()
                     .map(|a| a.shape.as_slice())
                     .filter(|s| s.iter().all(|&d| d >= 0));
@@ -166,6 +165,17 @@ impl HostOp {
                 vec![d.output_shape(&inputs)?]
             }
         };
+        Self::declared(spec, inputs, out)
+    }
+
+    /// Output shapes `out` for inputs of shapes `inputs` when they fit `spec`'s static output
+    /// shapes.
+    pub(crate) fn declared(
+        spec: &KernelSpec,
+        inputs: &[&[i64]],
+        out: Vec<Vec<i64>>,
+    ) -> Result<Vec<Vec<i64>>, String> {
+        let declared = &spec.args[inputs.len().min(spec.args.len())..];
         let fits =
             out.len() == declared.len() && out.iter().zip(declared).all(|(o, d)| fits(o, &d.shape));
         if !fits {
