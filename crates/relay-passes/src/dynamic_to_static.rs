@@ -9,13 +9,14 @@
 //! ```
 //!
 //! (`arange` keeps its inputs; numbers in its attributes make its length static, TVM's
-//! `ArangeAttrs`.) Its result type is then static where the dynamic one had `?`, so the
+//! `ArangeAttrs`.) A `reshape_like` whose result shape is static becomes that `reshape`, so
+//! its shape source is not read. Its result type is then static where the dynamic one had `?`, so the
 //! kernels around it are compiled for known shapes. A call whose values do not fit its data
 //! (a reshape to the wrong element count) stays as it is: its error stays a run-time error.
 //! Primitive functions are not entered. Statistics: `calls made static`.
 
 use relay_ir::visit::{is_primitive, map_children};
-use relay_ir::{AttrValue, Expr, ExprKind, Module, Span, ensure_sufficient_stack};
+use relay_ir::{AttrValue, Dim, Expr, ExprKind, Module, Span, TypeKind, ensure_sufficient_stack};
 use relay_ops::dynamic::{resolve, value_inputs};
 
 use crate::{Pass, PassContext, PassError};
@@ -85,8 +86,10 @@ fn made_static(call: &Expr) -> Option<Expr> {
     let ExprKind::Op(op) = callee.kind() else {
         return None;
     };
-    if op.name == "arange" {
-        return arange_bounds(call, args, attrs);
+    match op.name {
+        "arange" => return arange_bounds(call, args, attrs),
+        "reshape_like" => return static_reshape_like(call, args, attrs),
+        _ => {}
     }
     let inputs = value_inputs(op.name);
     if inputs.is_empty() {
@@ -125,6 +128,46 @@ fn made_static(call: &Expr) -> Option<Expr> {
             callee: Expr::new(ExprKind::Op(r.op), Span::DUMMY),
             args: data,
             attrs: r.attrs,
+        },
+        call.span(),
+    ))
+}
+
+/// `reshape_like(data, like)` whose result shape is static as `reshape(data, newshape=…)`:
+/// the shape source is read for its shape only, so it need not stay alive (nor in the group
+/// fusion gives the call) once that shape is known. A result with an empty axis stays as it
+/// is (`0` in `newshape` copies the input's extent).
+fn static_reshape_like(call: &Expr, args: &[Expr], attrs: &relay_ir::Attrs) -> Option<Expr> {
+    let [data, like] = args else {
+        return None;
+    };
+    let ExprKind::Call { callee, .. } = call.kind() else {
+        return None;
+    };
+    let ExprKind::Op(op) = callee.kind() else {
+        return None;
+    };
+    let types = [data.checked_type()?.clone(), like.checked_type()?.clone()];
+    let out = (op.relation?)(&types, attrs).ok()?;
+    let TypeKind::Tensor { shape, .. } = out.kind() else {
+        return None;
+    };
+    let dims = shape
+        .iter()
+        .map(|d| match d {
+            Dim::Known(n) if *n > 0 => Some(AttrValue::Int(*n)),
+            _ => None,
+        })
+        .collect::<Option<Vec<_>>>()?;
+    let reshape = relay_ops::lookup("reshape")?;
+    let attrs = relay_ir::Attrs::default()
+        .with("newshape", AttrValue::Array(dims))
+        .with("allowzero", AttrValue::Bool(false));
+    Some(Expr::new(
+        ExprKind::Call {
+            callee: Expr::new(ExprKind::Op(reshape), Span::DUMMY),
+            args: vec![data.clone()],
+            attrs,
         },
         call.span(),
     ))

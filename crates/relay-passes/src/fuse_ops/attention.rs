@@ -12,19 +12,19 @@ use relay_ops::attention::{self, Stage};
 use super::graph::Graph;
 
 /// Merges the groups of every attention chain of the graph into the group of its second
-/// product: `roots` (each node's group root) are updated. A chain whose groups hold any other
-/// node is left as it is.
+/// product: `roots` (each node's group root) are updated. The views of the result that follow
+/// the product are left out, last first, while their groups hold other nodes (static shapes
+/// fuse the importer's view back to four dimensions with the transpose after it); a chain
+/// whose other groups hold any other node is left as it is.
 pub(super) fn merge(graph: &Graph, exprs: &[Expr], binders: &[Option<Var>], roots: &mut [u32]) {
     for first in 0..exprs.len() {
-        let Some(chain) = chain_from(graph, exprs, binders, first) else {
+        let Some((mut chain, product)) = chain_from(graph, exprs, binders, first) else {
             continue;
         };
-        let groups: Vec<u32> = chain.iter().map(|&n| roots[n as usize]).collect();
-        let strangers = roots
-            .iter()
-            .enumerate()
-            .any(|(n, r)| groups.contains(r) && !chain.contains(&(n as u32)));
-        if strangers {
+        while strangers(&chain, roots) && chain.len() > product + 1 {
+            chain.pop();
+        }
+        if strangers(&chain, roots) || !closed(graph, &chain) {
             continue;
         }
         let last = *chain.last().unwrap_or(&(first as u32));
@@ -34,21 +34,32 @@ pub(super) fn merge(graph: &Graph, exprs: &[Expr], binders: &[Option<Var>], root
     }
 }
 
+/// Whether the groups of the nodes of `chain` hold other nodes.
+fn strangers(chain: &[u32], roots: &[u32]) -> bool {
+    let groups: Vec<u32> = chain.iter().map(|&n| roots[n as usize]).collect();
+    roots
+        .iter()
+        .enumerate()
+        .any(|(n, r)| groups.contains(r) && !chain.contains(&(n as u32)))
+}
+
 /// The nodes of the attention chain whose first product is node `first`, in order: the
-/// second product, then the views of its result that follow it, last. A node of the chain may
-/// also be the shape source of a `reshape_like` of the chain (the importer's reshape of a
-/// product back to four dimensions); every other reader of a value must be the next node.
+/// second product, then the views of its result that follow it, last; and the second
+/// product's index in it. A node of the chain may also be the shape source of a
+/// `reshape_like` of the chain (the importer's reshape of a product back to four dimensions);
+/// every other reader of a value must be the next node.
 fn chain_from(
     graph: &Graph,
     exprs: &[Expr],
     binders: &[Option<Var>],
     first: usize,
-) -> Option<Vec<u32>> {
+) -> Option<(Vec<u32>, usize)> {
     if !attention::is_first(&exprs[first]) {
         return None;
     }
     let mut chain = vec![first as u32];
     let mut stage = Stage::Scores;
+    let mut product = 0;
     loop {
         let at = *chain.last()? as usize;
         let Some(next) = successor(graph, exprs, binders, at) else {
@@ -64,15 +75,22 @@ fn chain_from(
         let Some((_, after)) = attention::step(stage, e, operand) else {
             break;
         };
+        if after == Stage::Context && stage != Stage::Context {
+            product = chain.len();
+        }
         stage = after;
         chain.push(next as u32);
     }
+    (stage == Stage::Context && closed(graph, &chain)).then_some((chain, product))
+}
+
+/// Whether only the last node of `chain` is read outside it.
+fn closed(graph: &Graph, chain: &[u32]) -> bool {
     let inner = |n: &u32| {
         let node = &graph.nodes[*n as usize];
         !node.extern_ref && node.outputs.iter().all(|(o, _)| chain.contains(o))
     };
-    let done = stage == Stage::Context;
-    (done && chain[..chain.len() - 1].iter().all(inner)).then_some(chain)
+    chain[..chain.len().saturating_sub(1)].iter().all(inner)
 }
 
 /// The node that continues a chain at node `at`: its one reader other than `reshape_like`s
