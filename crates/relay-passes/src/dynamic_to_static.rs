@@ -19,6 +19,7 @@ use relay_ir::visit::{is_primitive, map_children};
 use relay_ir::{AttrValue, Dim, Expr, ExprKind, Module, Span, TypeKind, ensure_sufficient_stack};
 use relay_ops::dynamic::{resolve, value_inputs};
 
+use crate::eliminate_dead_code::Purity;
 use crate::{Pass, PassContext, PassError};
 
 /// The `dynamic_to_static` pass.
@@ -138,9 +139,13 @@ fn made_static(call: &Expr) -> Option<Expr> {
 /// fusion gives the call) once that shape is known. A result with an empty axis stays as it
 /// is (`0` in `newshape` copies the input's extent).
 fn static_reshape_like(call: &Expr, args: &[Expr], attrs: &relay_ir::Attrs) -> Option<Expr> {
+    // Evaluating the shape source must have no effect the rewrite would drop.
     let [data, like] = args else {
         return None;
     };
+    if !Purity::default().of(like) {
+        return None;
+    }
     let ExprKind::Call { callee, .. } = call.kind() else {
         return None;
     };

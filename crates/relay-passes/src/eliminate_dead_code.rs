@@ -27,7 +27,7 @@ use std::collections::{HashMap, HashSet};
 
 use relay_ir::visit::{for_each_child, is_primitive, map_children};
 use relay_ir::{
-    Binding, DTypeCode, Dim, Expr, ExprKind, Module, Symbol, Type, TypeKind, VarId,
+    Binding, DTypeCode, Dim, Expr, ExprKind, ExprNode, Module, Symbol, Type, TypeKind, VarId,
     ensure_sufficient_stack,
 };
 
@@ -155,34 +155,53 @@ fn self_uses(e: &Expr, var: VarId) -> usize {
 
 /// Whether evaluating `e` can have no observable effect and cannot fail (see the module docs).
 fn is_pure(e: &Expr) -> bool {
-    ensure_sufficient_stack(|| match e.kind() {
-        ExprKind::Constant(_)
-        | ExprKind::Var(_)
-        | ExprKind::Global(_)
-        | ExprKind::Op(_)
-        | ExprKind::Ctor(_)
-        | ExprKind::Function(_) => true,
-        ExprKind::Call { callee, args, .. } => {
-            let callee_ok = match callee.kind() {
-                ExprKind::Ctor(_) => true,
-                ExprKind::Op(op) => pure_op_call(op.name, e, args),
-                _ => false,
-            };
-            callee_ok && args.iter().all(is_pure)
+    Purity::default().of(e)
+}
+
+/// [`is_pure`] of the expressions of one graph, each shared node judged once (a dataflow
+/// graph's expressions share their operands: judged as trees, their cost would double with
+/// every node read twice).
+#[derive(Default)]
+pub(crate) struct Purity(HashMap<*const ExprNode, bool>);
+
+impl Purity {
+    /// Whether evaluating `e` can have no observable effect and cannot fail.
+    pub(crate) fn of(&mut self, e: &Expr) -> bool {
+        let key = &**e as *const ExprNode;
+        if let Some(&known) = self.0.get(&key) {
+            return known;
         }
-        ExprKind::Let { bindings, body } => {
-            bindings.iter().all(|b| is_pure(&b.value)) && is_pure(body)
-        }
-        ExprKind::If {
-            cond,
-            then_branch,
-            else_branch,
-        } => is_pure(cond) && is_pure(then_branch) && is_pure(else_branch),
-        ExprKind::Tuple(fields) => fields.iter().all(is_pure),
-        ExprKind::Proj { tuple, .. } => is_pure(tuple),
-        ExprKind::RefNew(x) | ExprKind::RefRead(x) => is_pure(x),
-        ExprKind::Match { .. } | ExprKind::RefWrite(..) => false,
-    })
+        let pure = ensure_sufficient_stack(|| match e.kind() {
+            ExprKind::Constant(_)
+            | ExprKind::Var(_)
+            | ExprKind::Global(_)
+            | ExprKind::Op(_)
+            | ExprKind::Ctor(_)
+            | ExprKind::Function(_) => true,
+            ExprKind::Call { callee, args, .. } => {
+                let callee_ok = match callee.kind() {
+                    ExprKind::Ctor(_) => true,
+                    ExprKind::Op(op) => pure_op_call(op.name, e, args),
+                    _ => false,
+                };
+                callee_ok && args.iter().all(|a| self.of(a))
+            }
+            ExprKind::Let { bindings, body } => {
+                bindings.iter().all(|b| self.of(&b.value)) && self.of(body)
+            }
+            ExprKind::If {
+                cond,
+                then_branch,
+                else_branch,
+            } => self.of(cond) && self.of(then_branch) && self.of(else_branch),
+            ExprKind::Tuple(fields) => fields.iter().all(|f| self.of(f)),
+            ExprKind::Proj { tuple, .. } => self.of(tuple),
+            ExprKind::RefNew(x) | ExprKind::RefRead(x) => self.of(x),
+            ExprKind::Match { .. } | ExprKind::RefWrite(..) => false,
+        });
+        self.0.insert(key, pure);
+        pure
+    }
 }
 
 /// Whether a call of operator `name` (the call `call` with arguments `args`) is free of effects
