@@ -6,7 +6,7 @@
 //! an error for `?` dimensions) and map an output index to the index of a broadcast input.
 
 use relay_ir::OpError;
-use relay_ir::te::{BinaryOp, CmpOp, TExpr, TExprKind, TeValue, Tensor, TensorOp, UnaryOp};
+use relay_ir::te::{BinaryOp, CmpOp, TExpr, TExprKind, TeValue, Tensor, UnaryOp};
 use relay_ir::{DType, DTypeCode, Dim, Type, TypeKind};
 
 /// What a compute definition returns.
@@ -220,22 +220,6 @@ pub(crate) fn cmp(op: CmpOp, a: &TExpr, b: &TExpr) -> TExpr {
 pub(crate) fn const_index(e: &TExpr) -> Option<i128> {
     match e.kind() {
         TExprKind::Int(v) if e.dtype() == DType::I64 => Some(*v),
-        _ => None,
-    }
-}
-
-/// The value of a float constant: a literal, or an element of a tensor computed as one (a
-/// scalar constant of the primitive function).
-pub(crate) fn const_float(e: &TExpr) -> Option<f64> {
-    match e.kind() {
-        TExprKind::Float(v) => Some(*v),
-        TExprKind::Read { tensor, .. } => match &tensor.op {
-            TensorOp::Compute { body, .. } => match body.kind() {
-                TExprKind::Float(v) => Some(*v),
-                _ => None,
-            },
-            TensorOp::Placeholder(_) => None,
-        },
         _ => None,
     }
 }

@@ -678,7 +678,7 @@ fn arith_te(name: &str, op: Arith, x: &TExpr, y: &TExpr) -> Result<TExpr, OpErro
             Arith::Sub => bin(B::Sub, x, y),
             Arith::Mul => bin(B::Mul, x, y),
             Arith::Div => bin(B::Div, x, y),
-            Arith::Pow => float_power(x, y),
+            Arith::Pow => bin(B::Pow, x, y),
             Arith::Mod => bin(B::Mod, x, y),
             Arith::Max | Arith::Min => {
                 let m = bin(if op == Arith::Max { B::Max } else { B::Min }, x, y);
@@ -754,18 +754,6 @@ fn arith_te(name: &str, op: Arith, x: &TExpr, y: &TExpr) -> Result<TExpr, OpErro
         Arith::Pow => bin(B::Pow, x, y),
         Arith::LogicalAnd | Arith::LogicalOr | Arith::LogicalXor => return unsupported(),
     })
-}
-
-/// `x ** y` on floats: by a constant exponent of 2 or 3 (the tanh GELU's cube) as products,
-/// which vectorize, where `pow` is a call of the C library per element; the products agree
-/// with `pow` on zeros of either sign, infinities and NaN.
-fn float_power(x: &TExpr, y: &TExpr) -> TExpr {
-    use relay_ir::te::BinaryOp as B;
-    match compute::const_float(y) {
-        Some(e) if e == 2.0 => bin(B::Mul, x, x),
-        Some(e) if e == 3.0 => bin(B::Mul, &bin(B::Mul, x, x), x),
-        _ => bin(B::Pow, x, y),
-    }
 }
 
 fn compare_te(inputs: &[TeValue], out: &Type, name: &str, op: CmpOp) -> ComputeResult {
@@ -1468,67 +1456,6 @@ mod tests {
 
     fn rel(name: &str, inputs: &[Type]) -> Result<String, String> {
         rel_with(name, inputs, &Attrs::empty())
-    }
-
-    /// `power` by a constant exponent of 2 or 3 (a scalar constant of the primitive, as the
-    /// kernel compiler gives it) computes products, which agree with the reference's `pow` on
-    /// zeros of either sign, infinities, NaN, overflow and ordinary values; other exponents
-    /// stay `pow`.
-    #[test]
-    fn powers_by_two_and_three_are_products() {
-        use relay_ir::te::TExprKind;
-        fn has_pow(e: &TExpr) -> bool {
-            match e.kind() {
-                TExprKind::Binary(op, a, b) => {
-                    *op == relay_ir::te::BinaryOp::Pow || has_pow(a) || has_pow(b)
-                }
-                TExprKind::Unary(_, a) | TExprKind::Cast(a) => has_pow(a),
-                _ => false,
-            }
-        }
-        let xs = [
-            0.0,
-            -0.0,
-            1.5,
-            -2.25,
-            1e20,
-            -1e20,
-            1e-30,
-            3.0e12,
-            f64::INFINITY,
-            f64::NEG_INFINITY,
-            f64::NAN,
-            0.7978846,
-        ];
-        let x = NDArray::from_f64_slice(F, &[xs.len() as i64], &xs).unwrap();
-        let placeholders = compute::op_tests::placeholders(from_ref(&x));
-        let out = Type::tensor(&[xs.len() as i64], F);
-        for (e, products) in [(2.0, true), (3.0, true), (3.5, false), (-1.0, false)] {
-            let c = Tensor::compute("c", &[], |_| TExpr::float(e, F));
-            let inputs = [placeholders[0].clone(), TeValue::Tensor(c)];
-            let te = binary_te(&inputs, &out, "power", Arith::Pow).unwrap();
-            let t = te.as_tensor().unwrap();
-            let relay_ir::te::TensorOp::Compute { body, .. } = &t.op else {
-                panic!("a compute");
-            };
-            assert_eq!(has_pow(body), !products, "exponent {e}");
-            let got = compute::interp::Interp::new(from_ref(&x))
-                .tensor(t)
-                .unwrap();
-            let want = run(
-                "power",
-                &[floats(F, &[xs.len() as i64], &xs), floats(F, &[], &[e])],
-            )
-            .unwrap();
-            for (i, (w, g)) in want.to_f64_vec().iter().zip(got.to_f64_vec()).enumerate() {
-                let same = w.to_bits() == g.to_bits() || (w.is_nan() && g.is_nan());
-                assert!(
-                    same || (w - g).abs() <= 2e-7 * w.abs(),
-                    "{}^{e}: want {w}, got {g}",
-                    xs[i]
-                );
-            }
-        }
     }
 
     fn floats(dtype: DType, shape: &[i64], v: &[f64]) -> Value {
