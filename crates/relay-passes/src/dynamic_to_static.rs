@@ -9,10 +9,11 @@
 //! ```
 //!
 //! (`arange` keeps its inputs; numbers in its attributes make its length static, TVM's
-//! `ArangeAttrs`.) A `reshape_like` whose result shape is static becomes that `reshape`, so
-//! its shape source is not read. Its result type is then static where the dynamic one had `?`, so the
-//! kernels around it are compiled for known shapes. A call whose values do not fit its data
-//! (a reshape to the wrong element count) stays as it is: its error stays a run-time error.
+//! `ArangeAttrs`.) Its result type is then static where the dynamic one had `?`, so the
+//! kernels around it are compiled for known shapes. A `reshape_like` whose result shape is
+//! static becomes that `reshape`, so its shape source is not read. A call whose values do not
+//! fit its data (a reshape to the wrong element count) stays as it is: its error stays a
+//! run-time error.
 //! Primitive functions are not entered. Statistics: `calls made static`.
 
 use relay_ir::visit::{is_primitive, map_children};
