@@ -20,7 +20,7 @@ mod value;
 
 pub use dtype::{DType, DTypeCode};
 pub use ndarray::{ALIGNMENT, Device, NDArray, NDArrayError};
-pub use storage::Storage;
+pub use storage::{Home, Storage};
 pub use value::{AdtValue, Value};
 
 pub mod half;

@@ -12,6 +12,7 @@
 use std::alloc::{Layout, alloc_zeroed, dealloc};
 use std::fmt;
 use std::ptr::NonNull;
+use std::sync::Weak;
 
 use crate::NDArrayError;
 use crate::ndarray::ALIGNMENT;
@@ -31,6 +32,19 @@ pub struct Storage {
     /// ([`LAZY_ZERO_BYTES`]): its offset from the allocation's start. `None`: `ptr` is the
     /// start of an allocation of [`Storage::layout`].
     offset: Option<usize>,
+    /// Where the buffer goes when the last reference to it is dropped, instead of being freed
+    /// ([`Home`]).
+    home: Option<Weak<dyn Home>>,
+}
+
+/// Where a storage goes when it is dropped, instead of being freed: the pool that handed it
+/// out. A caller that drops a result the VM gave it (a model's logits, every call) gives the
+/// buffer back to the VM's pool, as ONNX Runtime's arena takes back its outputs, instead of
+/// freeing it, so the next call neither maps fresh pages nor faults them in.
+pub trait Home: Send + Sync {
+    /// Takes back `storage`, whose home is cleared, to cache or free it. Runs in the drop of
+    /// the storage's last reference, on whichever thread drops it.
+    fn take_back(&self, storage: Storage);
 }
 
 /// Storages at least this large come from `calloc` with room to align the start by hand: the
@@ -65,6 +79,7 @@ impl Storage {
                 size,
                 alignment,
                 offset: None,
+                home: None,
             });
         }
         if let Some(lazy) = Self::lazy_layout(size, layout.align()) {
@@ -83,6 +98,7 @@ impl Storage {
                 size,
                 alignment,
                 offset: Some(offset),
+                home: None,
             });
         }
         // SAFETY: `layout` has a non-zero size.
@@ -97,6 +113,7 @@ impl Storage {
             size,
             alignment,
             offset: None,
+            home: None,
         })
     }
 
@@ -134,6 +151,16 @@ impl Storage {
         self.size = len.min(self.capacity);
     }
 
+    /// Sends the buffer to `home` when the last reference to it is dropped ([`Home`]).
+    pub fn set_home(&mut self, home: Weak<dyn Home>) {
+        self.home = Some(home);
+    }
+
+    /// Frees the buffer when it is dropped (no [`Home`]).
+    pub fn clear_home(&mut self) {
+        self.home = None;
+    }
+
     /// The alignment asked for when it was allocated (the start is aligned to at least this
     /// and at least 64 bytes).
     pub fn alignment(&self) -> usize {
@@ -151,6 +178,20 @@ impl Storage {
 
 impl Drop for Storage {
     fn drop(&mut self) {
+        if let Some(home) = self.home.take().and_then(|h| h.upgrade()) {
+            // The allocation moves to a storage the home owns; nothing is left here to free.
+            let moved = Storage {
+                ptr: self.ptr,
+                capacity: self.capacity,
+                size: self.size,
+                alignment: self.alignment,
+                offset: self.offset,
+                home: None,
+            };
+            self.capacity = 0;
+            home.take_back(moved);
+            return;
+        }
         if self.capacity == 0 {
             return;
         }
@@ -188,6 +229,45 @@ impl fmt::Debug for Storage {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A home that keeps what comes back.
+    #[derive(Default)]
+    struct Keep(std::sync::Mutex<Vec<Storage>>);
+
+    impl Home for Keep {
+        fn take_back(&self, storage: Storage) {
+            self.0.lock().unwrap().push(storage);
+        }
+    }
+
+    /// A storage with a home goes to it when dropped, the same bytes with the home cleared (so
+    /// the home frees it by dropping it); with its home gone, or none, it is freed.
+    #[test]
+    fn storages_go_home_when_dropped() {
+        let home = std::sync::Arc::new(Keep::default());
+        for size in [100, 3 << 20] {
+            let mut s = Storage::new(size, 64).unwrap();
+            let weak: std::sync::Weak<Keep> = std::sync::Arc::downgrade(&home);
+            s.set_home(weak);
+            let p = s.as_ptr();
+            drop(s);
+            let back = home.0.lock().unwrap().pop().unwrap();
+            assert_eq!((back.as_ptr(), back.capacity()), (p, size));
+            assert!(back.home.is_none());
+        }
+        let mut orphan = Storage::new(100, 64).unwrap();
+        let weak: std::sync::Weak<Keep> = std::sync::Arc::downgrade(&home);
+        orphan.set_home(weak);
+        drop(home);
+        drop(orphan);
+        let mut cleared = Storage::new(100, 64).unwrap();
+        let other = std::sync::Arc::new(Keep::default());
+        let weak: std::sync::Weak<Keep> = std::sync::Arc::downgrade(&other);
+        cleared.set_home(weak);
+        cleared.clear_home();
+        drop(cleared);
+        assert!(other.0.lock().unwrap().is_empty());
+    }
 
     /// Large storages (aligned by hand inside a `calloc`) and small ones are aligned as asked,
     /// zero, writable over their whole size, and freed.

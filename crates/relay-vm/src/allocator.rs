@@ -27,15 +27,22 @@
 //! output element, so nothing in the language's semantics observes the old contents, and
 //! skipping the fill keeps reuse free.
 //!
+//! **Storages come home.** Every storage the allocator hands out has it as its
+//! [`Home`](relay_runtime::Home): when its last reference is dropped anywhere but in
+//! [`PooledAllocator::recycle`] — a result the VM returned, dropped by its caller; a view that
+//! outlived the VM's reference — the buffer is cached (or freed, by the same rules) instead of
+//! freed, as ONNX Runtime's arena takes back the outputs it handed out. Once the allocator is
+//! gone, its storages free themselves.
+//!
 //! One allocator may be shared (for example in an `Arc`) by several VMs on several threads:
 //! every method takes `&self` and the state sits behind a mutex, held only for bookkeeping —
 //! fresh allocations and frees happen outside it.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 
-use relay_runtime::{ALIGNMENT, NDArrayError, Storage};
+use relay_runtime::{ALIGNMENT, Home, NDArrayError, Storage};
 
 /// The cap on cached bytes of [`PooledAllocator::default`]: 1 GiB.
 pub const DEFAULT_CAP_BYTES: usize = 1 << 30;
@@ -77,10 +84,10 @@ pub struct AllocError {
 /// Counters of a [`PooledAllocator`], from [`PooledAllocator::stats`].
 ///
 /// "Live" bytes are bytes handed out by [`PooledAllocator::alloc`] (whole size classes) minus
-/// the sizes of the storages given back to [`PooledAllocator::recycle`] — whether recycling
-/// cached them, freed them, or found them still referenced elsewhere (the VM gave up its
-/// reference either way). A storage whose last reference is dropped without passing through
-/// `recycle` stays counted as live: the allocator never sees it go.
+/// the sizes of the storages back in the allocator's hands, cached or freed: given to
+/// [`PooledAllocator::recycle`] as their last reference, or come back when their last
+/// reference was dropped elsewhere (a result its caller dropped, a view that outlived the
+/// VM's reference). A recycled storage still referenced elsewhere stays live until then.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct AllocStats {
     /// Calls to `alloc`, successful or not.
@@ -94,8 +101,11 @@ pub struct AllocStats {
     /// Calls to `recycle`.
     pub recycles: u64,
     /// Recycled storages that something else (a tensor view, another clone) still referenced,
-    /// so they could not be cached.
+    /// so they could not be cached then.
     pub still_referenced: u64,
+    /// Storages that came back when their last reference was dropped outside the allocator
+    /// (a result its caller dropped, a view that outlived a recycle), cached or freed then.
+    pub returned: u64,
     /// Buffers freed because of the cap: older cached buffers evicted to make room, and
     /// recycled buffers larger than the whole cap.
     pub evicted: u64,
@@ -140,6 +150,7 @@ impl fmt::Display for AllocStats {
             "  {:<20}{:>14}",
             "still referenced", self.still_referenced
         )?;
+        writeln!(f, "  {:<20}{:>14}", "returned", self.returned)?;
         writeln!(
             f,
             "  {:<20}{:>14}{:>16}",
@@ -218,7 +229,7 @@ impl Pool {
     }
 
     /// Counts `bytes` more as live.
-    fn hand_out(&mut self, bytes: usize) {
+    fn count_live(&mut self, bytes: usize) {
         self.stats.live_bytes = self.stats.live_bytes.saturating_add(bytes);
         self.stats.peak_live_bytes = self.stats.peak_live_bytes.max(self.stats.live_bytes);
     }
@@ -228,10 +239,64 @@ impl Pool {
 /// holds (see the [module documentation](self) for the size classes, the eviction policy and
 /// zero-filling).
 pub struct PooledAllocator {
+    shared: Arc<Shared>,
+}
+
+/// The cap and the cache: the [`Home`] of every storage the allocator hands out.
+struct Shared {
     /// The most bytes the cache may hold.
     cap_bytes: usize,
     /// The cache and the counters.
     pool: Mutex<Pool>,
+}
+
+impl Home for Shared {
+    fn take_back(&self, storage: Storage) {
+        let freed = {
+            let mut pool = self.lock();
+            pool.stats.returned += 1;
+            self.keep(&mut pool, storage)
+        };
+        drop(freed);
+    }
+}
+
+impl Shared {
+    /// Locks the state. A panic while it was held cannot leave it inconsistent (no method
+    /// panics between its updates), so a poisoned lock is taken over.
+    fn lock(&self) -> MutexGuard<'_, Pool> {
+        self.pool.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Caches `storage`, the last reference to a buffer handed out, evicting the oldest
+    /// buffers if the cap requires, or gives it back to be freed (outside the lock) when it
+    /// is no class's or larger than the whole cap; its bytes stop counting as live.
+    fn keep(&self, pool: &mut Pool, mut storage: Storage) -> Vec<Storage> {
+        storage.clear_home();
+        let size = storage.capacity();
+        pool.stats.live_bytes = pool.stats.live_bytes.saturating_sub(size);
+        let mut freed = Vec::new();
+        if size == 0 || size_class(size) != Some(size) {
+            // Nothing to reuse, or not one of this allocator's classes (a cached buffer must
+            // be exactly its class to serve every request of it).
+            freed.push(storage);
+        } else if size > self.cap_bytes {
+            pool.stats.evicted += 1;
+            pool.stats.evicted_bytes += size;
+            freed.push(storage);
+        } else {
+            while pool.stats.cached_bytes > self.cap_bytes - size {
+                let Some(old) = pool.evict_oldest() else {
+                    break;
+                };
+                pool.stats.evicted += 1;
+                pool.stats.evicted_bytes += old.capacity();
+                freed.push(old);
+            }
+            pool.insert(storage);
+        }
+        freed
+    }
 }
 
 impl PooledAllocator {
@@ -239,20 +304,30 @@ impl PooledAllocator {
     /// the cache off: every recycled buffer is freed).
     pub fn new(cap_bytes: usize) -> Self {
         PooledAllocator {
-            cap_bytes,
-            pool: Mutex::new(Pool::default()),
+            shared: Arc::new(Shared {
+                cap_bytes,
+                pool: Mutex::new(Pool::default()),
+            }),
         }
     }
 
     /// The cap on cached bytes.
     pub fn cap_bytes(&self) -> usize {
-        self.cap_bytes
+        self.shared.cap_bytes
     }
 
-    /// Locks the state. A panic while it was held cannot leave it inconsistent (no method
-    /// panics between its updates), so a poisoned lock is taken over.
+    /// Locks the state.
     fn lock(&self) -> MutexGuard<'_, Pool> {
-        self.pool.lock().unwrap_or_else(PoisonError::into_inner)
+        self.shared.lock()
+    }
+
+    /// `storage` handed out for a request of `size` bytes, coming back here when its last
+    /// reference is dropped.
+    fn hand_out(&self, mut storage: Storage, size: usize) -> Arc<Storage> {
+        storage.set_size(size);
+        let home: Weak<Shared> = Arc::downgrade(&self.shared);
+        storage.set_home(home);
+        Arc::new(storage)
     }
 
     /// A storage of at least `size` bytes (exactly [`size_class`]`(size)`) whose start is
@@ -286,21 +361,20 @@ impl PooledAllocator {
                 && let Some(storage) = pool.take(class, alignment)
             {
                 pool.stats.pool_hits += 1;
-                pool.hand_out(class);
-                let mut storage = storage;
-                storage.set_size(size);
-                return Ok(Arc::new(storage));
+                pool.count_live(class);
+                drop(pool);
+                return Ok(self.hand_out(storage, size));
             }
         }
         // Allocate outside the lock: zero-filling a large buffer takes a while.
         let fresh = Storage::new(class, alignment);
         let mut pool = self.lock();
         match fresh {
-            Ok(mut storage) => {
+            Ok(storage) => {
                 pool.stats.fresh += 1;
-                pool.hand_out(class);
-                storage.set_size(size);
-                Ok(Arc::new(storage))
+                pool.count_live(class);
+                drop(pool);
+                Ok(self.hand_out(storage, size))
             }
             Err(source) => {
                 pool.stats.failures += 1;
@@ -311,45 +385,28 @@ impl PooledAllocator {
 
     /// Takes back a storage the caller no longer uses. If this was its last reference and its
     /// size is a non-zero size class, it is cached for reuse (evicting the oldest cached
-    /// buffers if the cap requires; freed instead if it alone exceeds the cap); if something
-    /// else (a tensor view, another clone) still references it, only this reference is
-    /// dropped. Either way its bytes stop counting as live.
+    /// buffers if the cap requires; freed instead if it alone exceeds the cap), and its bytes
+    /// stop counting as live; if something else (a tensor view, another clone) still
+    /// references it, only this reference is dropped, and the storage comes back when the
+    /// last one is ([`Home`]).
     pub fn recycle(&self, storage: Arc<Storage>) {
-        let size = storage.capacity();
-        let mut freed = Vec::new();
-        {
-            let mut pool = self.lock();
-            pool.stats.recycles += 1;
-            pool.stats.live_bytes = pool.stats.live_bytes.saturating_sub(size);
-            match Arc::try_unwrap(storage) {
-                Err(shared) => {
-                    pool.stats.still_referenced += 1;
-                    // Not the last reference: dropping it frees nothing.
-                    drop(shared);
-                }
-                Ok(storage) => {
-                    if size == 0 || size_class(size) != Some(size) {
-                        // Nothing to reuse, or not one of this allocator's classes (a cached
-                        // buffer must be exactly its class to serve every request of it).
-                        freed.push(storage);
-                    } else if size > self.cap_bytes {
-                        pool.stats.evicted += 1;
-                        pool.stats.evicted_bytes += size;
-                        freed.push(storage);
-                    } else {
-                        while pool.stats.cached_bytes > self.cap_bytes - size {
-                            let Some(old) = pool.evict_oldest() else {
-                                break;
-                            };
-                            pool.stats.evicted += 1;
-                            pool.stats.evicted_bytes += old.capacity();
-                            freed.push(old);
-                        }
-                        pool.insert(storage);
-                    }
-                }
+        let freed = match Arc::try_unwrap(storage) {
+            Ok(storage) => {
+                let mut pool = self.lock();
+                pool.stats.recycles += 1;
+                self.shared.keep(&mut pool, storage)
             }
-        }
+            Err(shared) => {
+                let mut pool = self.lock();
+                pool.stats.recycles += 1;
+                pool.stats.still_referenced += 1;
+                drop(pool);
+                // Dropped outside the lock: if the other references went meanwhile, this is
+                // the last one, and the storage comes home.
+                drop(shared);
+                Vec::new()
+            }
+        };
         // Free outside the lock.
         drop(freed);
     }
@@ -382,7 +439,7 @@ impl Default for PooledAllocator {
 impl fmt::Debug for PooledAllocator {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("PooledAllocator")
-            .field("cap_bytes", &self.cap_bytes)
+            .field("cap_bytes", &self.cap_bytes())
             .field("stats", &self.stats())
             .finish()
     }
@@ -480,7 +537,7 @@ mod tests {
     }
 
     #[test]
-    fn a_storage_referenced_elsewhere_is_not_cached() {
+    fn a_storage_referenced_elsewhere_comes_back_with_its_last_reference() {
         let a = PooledAllocator::new(1 << 20);
         let s = a.alloc(100, 64).unwrap();
         let view = Arc::clone(&s);
@@ -490,10 +547,44 @@ mod tests {
         assert_eq!(st.still_referenced, 1);
         assert_eq!(st.cached_buffers, 0);
         assert_eq!(st.cached_bytes, 0);
+        assert_eq!(st.live_bytes, 128);
         let t = a.alloc(100, 64).unwrap();
         assert_ne!(addr(&t), p);
         assert_eq!(addr(&view), p);
         assert_eq!(a.stats().pool_hits, 0);
+        // The last reference dropped: the buffer is back in the cache.
+        drop(view);
+        let st = a.stats();
+        assert_eq!((st.returned, st.cached_buffers, st.live_bytes), (1, 1, 128));
+        let u = a.alloc(100, 64).unwrap();
+        assert_eq!(addr(&u), p);
+        assert_eq!(a.stats().pool_hits, 1);
+    }
+
+    /// A storage its holder drops without recycling (a result the VM returned, dropped by its
+    /// caller) comes back to the cache, on any thread; once the allocator is gone, it is freed.
+    #[test]
+    fn dropped_results_come_back_while_the_allocator_lives() {
+        let a = PooledAllocator::new(3 << 20);
+        let result = a.alloc(3 << 20, 64).unwrap();
+        let p = addr(&result);
+        std::thread::spawn(move || drop(result)).join().unwrap();
+        let st = a.stats();
+        assert_eq!(
+            (st.returned, st.cached_bytes, st.live_bytes),
+            (1, 3 << 20, 0)
+        );
+        let again = a.alloc(3 << 20, 64).unwrap();
+        assert_eq!(addr(&again), p);
+        // Larger than the cap: freed on its way back, the cache unchanged.
+        let big = a.alloc(4 << 20, 64).unwrap();
+        drop(big);
+        let st = a.stats();
+        assert_eq!((st.returned, st.evicted, st.cached_bytes), (2, 1, 0));
+        // The allocator dropped first: the storage outlives it and is freed by itself.
+        drop(a);
+        assert_eq!(again.capacity(), 3 << 20);
+        drop(again);
     }
 
     #[test]
@@ -538,7 +629,7 @@ mod tests {
         let s3 = a.alloc(120, 64).unwrap(); // hit, 128
         let view = Arc::clone(&s2);
         a.recycle(s2); // still referenced
-        drop(view);
+        drop(view); // returned: cached 8192
         let e = a.alloc(usize::MAX, 64); // failure
         assert!(e.is_err());
         let s4 = a.alloc(0, 64).unwrap(); // fresh, 0 bytes
@@ -553,10 +644,11 @@ mod tests {
                 failures: 1,
                 recycles: 4,
                 still_referenced: 1,
+                returned: 1,
                 evicted: 0,
                 evicted_bytes: 0,
-                cached_buffers: 1,
-                cached_bytes: 128,
+                cached_buffers: 2,
+                cached_bytes: 128 + 8192,
                 live_bytes: 0,
                 peak_live_bytes: 128 + 8192,
             }

@@ -179,7 +179,7 @@ impl Profile {
             "allocator": {
                 "requests": a.requests, "pool_hits": a.pool_hits, "fresh": a.fresh,
                 "failures": a.failures, "recycles": a.recycles,
-                "still_referenced": a.still_referenced, "evicted": a.evicted,
+                "still_referenced": a.still_referenced, "returned": a.returned, "evicted": a.evicted,
                 "evicted_bytes": a.evicted_bytes, "cached_buffers": a.cached_buffers,
                 "cached_bytes": a.cached_bytes, "live_bytes": a.live_bytes,
                 "peak_live_bytes": a.peak_live_bytes,
