@@ -140,13 +140,9 @@ fn made_static(call: &Expr) -> Option<Expr> {
 /// fusion gives the call) once that shape is known. A result with an empty axis stays as it
 /// is (`0` in `newshape` copies the input's extent).
 fn static_reshape_like(call: &Expr, args: &[Expr], attrs: &relay_ir::Attrs) -> Option<Expr> {
-    // Evaluating the shape source must have no effect the rewrite would drop.
     let [data, like] = args else {
         return None;
     };
-    if !Purity::default().of(like) {
-        return None;
-    }
     let ExprKind::Call { callee, .. } = call.kind() else {
         return None;
     };
@@ -165,6 +161,11 @@ fn static_reshape_like(call: &Expr, args: &[Expr], attrs: &relay_ir::Attrs) -> O
             _ => None,
         })
         .collect::<Option<Vec<_>>>()?;
+    // Evaluating the shape source must have no effect the rewrite would drop (judged last: it
+    // walks the source's whole graph).
+    if !Purity::default().of(like) {
+        return None;
+    }
     let reshape = relay_ops::lookup("reshape")?;
     let attrs = relay_ir::Attrs::default()
         .with("newshape", AttrValue::Array(dims))
