@@ -6,12 +6,13 @@
 //! The optional [`Prologue`] is an attention score's scaling, fused in, applied once per
 //! element.
 //!
-//! The rows are split across the kernel context's threads. The `exp` is the host kernels'
-//! scalar one ([`crate::math::exp_clamped`], within 2 ulp), written in loops of `W` = 16 lanes
-//! on every path that the compiler vectorizes for the instruction set of the table
-//! ([`crate::Ops::softmax`]): one AVX-512 register, or two AVX2 ones (with 8 lanes the AVX2
-//! build fell back to 4-lane code).
+//! The rows are split across the kernel context's threads. The exponentials are written with
+//! intrinsics on AVX-512 (`avx512.rs`) and AVX2 (`avx2.rs`); the portable path is the host
+//! kernels' scalar `exp` ([`crate::math::exp_clamped`], within 2 ulp) in loops of `W` = 16
+//! lanes that the compiler vectorizes, as are the other passes on every path.
 
+#[cfg(target_arch = "x86_64")]
+mod avx2;
 #[cfg(target_arch = "x86_64")]
 mod avx512;
 #[cfg(test)]
@@ -231,7 +232,7 @@ pub(crate) fn softmax_for(isa: Isa) -> SoftmaxFn {
         Isa::Avx2 if Isa::detected() != Isa::Portable => {
             |s, e, first, x, y| unsafe { rows_avx2(s, e, first, x, y, None) }
         }
-        _ => |s, e, first, x, y| rows::<false, 16, false>(s, e, first, x, y, None),
+        _ => |s, e, first, x, y| rows::<false, 16, PORTABLE>(s, e, first, x, y, None),
     }
 }
 
@@ -248,7 +249,9 @@ pub(crate) fn exp_rows_for(isa: Isa) -> ExpRowsFn {
         Isa::Avx2 if Isa::detected() != Isa::Portable => {
             |s, x, y, sums| unsafe { rows_avx2(s, &Extras::default(), 0, x, y, Some(sums)) }
         }
-        _ => |s, x, y, sums| rows::<false, 16, false>(s, &Extras::default(), 0, x, y, Some(sums)),
+        _ => {
+            |s, x, y, sums| rows::<false, 16, PORTABLE>(s, &Extras::default(), 0, x, y, Some(sums))
+        }
     }
 }
 
@@ -262,7 +265,7 @@ unsafe fn rows_avx512(
     y: &mut [f32],
     sums: Option<&mut [f32]>,
 ) -> Result<(), String> {
-    rows::<true, 16, true>(s, e, first, x, y, sums)
+    rows::<true, 16, AVX512>(s, e, first, x, y, sums)
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -275,14 +278,23 @@ unsafe fn rows_avx2(
     y: &mut [f32],
     sums: Option<&mut [f32]>,
 ) -> Result<(), String> {
-    rows::<true, 16, false>(s, e, first, x, y, sums)
+    rows::<true, 16, AVX2>(s, e, first, x, y, sums)
 }
 
-/// Every row of `x` into `y`, the prologue chosen once; the exponentials by
-/// [`avx512::exp_row`] when `AVX512` (only on a CPU that has it). With `sums`, the rows are
+/// An instruction set's path through [`rows`]: which `exp_row` computes the exponentials.
+type Path = u8;
+/// The loops of 16-lane arrays the compiler vectorizes.
+const PORTABLE: Path = 0;
+/// `avx2::exp_row` (only on a CPU with AVX2 and FMA).
+const AVX2: Path = 1;
+/// `avx512::exp_row` (only on a CPU with AVX-512F).
+const AVX512: Path = 2;
+
+/// Every row of `x` into `y`, the prologue chosen once; the exponentials by `PATH`'s
+/// `exp_row`. With `sums`, the rows are
 /// left unnormalized and their sums written there ([`ExpRowsFn`]).
 #[inline(always)]
-fn rows<const FMA: bool, const W: usize, const AVX512: bool>(
+fn rows<const FMA: bool, const W: usize, const PATH: Path>(
     s: &Softmax,
     e: &Extras<'_>,
     first: usize,
@@ -307,19 +319,19 @@ fn rows<const FMA: bool, const W: usize, const AVX512: bool>(
         ));
     }
     match s.prologue {
-        Prologue::None => rows_with::<FMA, W, AVX512>(s, e, first, x, y, sums, |v| v),
-        Prologue::Mul(k) => rows_with::<FMA, W, AVX512>(s, e, first, x, y, sums, |v| v * k),
+        Prologue::None => rows_with::<FMA, W, PATH>(s, e, first, x, y, sums, |v| v),
+        Prologue::Mul(k) => rows_with::<FMA, W, PATH>(s, e, first, x, y, sums, |v| v * k),
         // A multiply by the reciprocal: a vector divide costs ten times a multiply, and the
         // result differs from `v / k` by at most an ulp.
         Prologue::Div(k) => {
             let r = 1.0 / k;
-            rows_with::<FMA, W, AVX512>(s, e, first, x, y, sums, move |v| v * r)
+            rows_with::<FMA, W, PATH>(s, e, first, x, y, sums, move |v| v * r)
         }
     }
 }
 
 #[inline(always)]
-fn rows_with<const FMA: bool, const W: usize, const AVX512: bool>(
+fn rows_with<const FMA: bool, const W: usize, const PATH: Path>(
     s: &Softmax,
     e: &Extras<'_>,
     first: usize,
@@ -344,10 +356,10 @@ fn rows_with<const FMA: bool, const W: usize, const AVX512: bool>(
         };
         prefetch(next);
         if let Some(sums) = sums.as_deref_mut() {
-            sums[r] = exp_row::<FMA, W, AVX512>(y, max, true);
+            sums[r] = exp_row::<FMA, W, PATH>(y, max, true);
             continue;
         }
-        let sum = exp_row::<FMA, W, AVX512>(y, max, !s.log);
+        let sum = exp_row::<FMA, W, PATH>(y, max, !s.log);
         if s.log {
             let shift = max + sum.ln();
             y.iter_mut().for_each(|y| *y -= shift);
@@ -439,15 +451,18 @@ fn fold_lanes<const W: usize>(acc: &[[f32; W]; UNROLL], f: impl Fn(f32, f32) -> 
 /// `Σ exp(v - max)` over the row `y` of values `v`, replacing each by its term when `store`
 /// (softmax's numerators; log-softmax keeps `v`).
 #[inline(always)]
-fn exp_row<const FMA: bool, const W: usize, const AVX512: bool>(
+fn exp_row<const FMA: bool, const W: usize, const PATH: Path>(
     y: &mut [f32],
     max: f32,
     store: bool,
 ) -> f32 {
     #[cfg(target_arch = "x86_64")]
-    if AVX512 {
-        // SAFETY: `AVX512` is set only on the path that runs on a CPU with AVX-512F.
-        return unsafe { avx512::exp_row(y, max, store) };
+    match PATH {
+        // SAFETY: `AVX512` is the path of a CPU with AVX-512F.
+        AVX512 => return unsafe { avx512::exp_row(y, max, store) },
+        // SAFETY: `AVX2` is the path of a CPU with AVX2 and FMA.
+        AVX2 => return unsafe { avx2::exp_row(y, max, store) },
+        _ => {}
     }
     let e = |v: f32| exp_clamped::<FMA>(clamp(v - max, -104.0, 0.0), true);
     let mut acc = [[0f32; W]; UNROLL];

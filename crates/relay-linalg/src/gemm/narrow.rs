@@ -216,7 +216,10 @@ unsafe fn pair_rows<const R: usize>(p: &Narrow<f32>, packed: &[f32], i0: usize) 
     }
 }
 
-/// The AVX2 narrow product: two masked 8-lane vectors per row.
+/// The AVX2 narrow product: one 8-lane vector per row of `c` for `n ≤ 8`, two for wider,
+/// [`AVX2_ROWS`] accumulators in registers (rows of `a` broadcast in place). The partial
+/// vectors of `b` and `c` are masked; whole ones are plain loads and stores (a masked store
+/// is microcoded on AMD's cores).
 ///
 /// # Safety
 ///
@@ -225,42 +228,92 @@ unsafe fn pair_rows<const R: usize>(p: &Narrow<f32>, packed: &[f32], i0: usize) 
 #[target_feature(enable = "avx2,fma")]
 unsafe fn narrow_f32_avx2(p: Narrow<f32>) {
     use std::arch::x86_64::*;
-    let lane = |j: i32, from: usize| if (j as usize + from) < p.n { -1 } else { 0 };
+    let lane = |j: usize| if j < p.n { -1 } else { 0 };
     let masks = [0, 8].map(|from| {
-        _mm256_setr_epi32(
-            lane(0, from),
-            lane(1, from),
-            lane(2, from),
-            lane(3, from),
-            lane(4, from),
-            lane(5, from),
-            lane(6, from),
-            lane(7, from),
-        )
+        let m: [i32; 8] = std::array::from_fn(|j| lane(from + j));
+        // SAFETY: `m` holds 8 integers.
+        unsafe { _mm256_loadu_si256(m.as_ptr().cast()) }
     });
-    let halves = p.n.div_ceil(8);
-    for i0 in (0..p.m).step_by(ROWS) {
-        let rows = ROWS.min(p.m - i0);
-        let mut acc = [[_mm256_setzero_ps(); 2]; ROWS];
-        for l in 0..p.k {
-            let mut bv = [_mm256_setzero_ps(); 2];
-            for (h, b) in bv.iter_mut().enumerate().take(halves) {
-                // SAFETY: masked: lanes `8h..n` of row `l` of `b`.
-                *b = unsafe { _mm256_maskload_ps(p.b.add(l * p.rsb + 8 * h), masks[h]) };
-            }
-            for (r, acc) in acc.iter_mut().enumerate().take(rows) {
-                // SAFETY: `(i0 + r, l)` is an element of `a`.
-                let av = _mm256_set1_ps(unsafe { *p.a.add((i0 + r) * p.rsa + l) });
-                for (s, b) in acc.iter_mut().zip(bv).take(halves) {
-                    *s = _mm256_fmadd_ps(av, b, *s);
+    let mut i0 = 0;
+    // SAFETY (every call): rows `i0..i0 + group` of `a` and `c`; the views are the caller's.
+    if p.n <= 8 {
+        for group in [AVX2_ROWS, 4, 1] {
+            while p.m - i0 >= group {
+                unsafe {
+                    match group {
+                        AVX2_ROWS => rows_avx2::<AVX2_ROWS, 1>(&p, &masks, i0),
+                        4 => rows_avx2::<4, 1>(&p, &masks, i0),
+                        _ => rows_avx2::<1, 1>(&p, &masks, i0),
+                    }
                 }
+                i0 += group;
             }
         }
-        for (r, acc) in acc.iter().enumerate().take(rows) {
-            for (h, s) in acc.iter().enumerate().take(halves) {
-                let at = (i0 + r) * p.rsc + 8 * h;
-                // SAFETY: masked: lanes `8h..n` of row `i0 + r` of `c`.
-                unsafe { _mm256_maskstore_ps(p.c.add(at), masks[h], *s) };
+    } else {
+        for group in [AVX2_ROWS / 2, 2, 1] {
+            while p.m - i0 >= group {
+                unsafe {
+                    match group {
+                        2 => rows_avx2::<2, 2>(&p, &masks, i0),
+                        1 => rows_avx2::<1, 2>(&p, &masks, i0),
+                        _ => rows_avx2::<{ AVX2_ROWS / 2 }, 2>(&p, &masks, i0),
+                    }
+                }
+                i0 += group;
+            }
+        }
+    }
+}
+
+/// Accumulators of [`narrow_f32_avx2`]: twelve of the sixteen registers, leaving one for `b`
+/// and one for a broadcast row of `a`.
+const AVX2_ROWS: usize = 12;
+
+/// Rows `i0..i0 + R` of [`narrow_f32_avx2`]'s product, `H` vectors per row (the accumulators
+/// in registers: `R` and `H` are constants); `masks[h]` selects vector `h`'s lanes below `n`.
+///
+/// # Safety
+///
+/// As [`narrow_f32_avx2`]; the rows are rows of `a` and `c`, and `n ≤ 8 H`.
+#[cfg(target_arch = "x86_64")]
+#[inline]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn rows_avx2<const R: usize, const H: usize>(
+    p: &Narrow<f32>,
+    masks: &[std::arch::x86_64::__m256i; 2],
+    i0: usize,
+) {
+    use std::arch::x86_64::*;
+    let whole = |h: usize| p.n >= 8 * (h + 1);
+    let mut acc = [[_mm256_setzero_ps(); H]; R];
+    for l in 0..p.k {
+        let bv: [__m256; H] = std::array::from_fn(|h| {
+            let at = p.b.wrapping_add(l * p.rsb + 8 * h);
+            // SAFETY: lanes `8h..n` of row `l` of `b`, masked unless all eight are.
+            unsafe {
+                match whole(h) {
+                    true => _mm256_loadu_ps(at),
+                    false => _mm256_maskload_ps(at, masks[h]),
+                }
+            }
+        });
+        for (r, acc) in acc.iter_mut().enumerate() {
+            // SAFETY: `(i0 + r, l)` is an element of `a`.
+            let av = _mm256_set1_ps(unsafe { *p.a.add((i0 + r) * p.rsa + l) });
+            for (s, b) in acc.iter_mut().zip(bv) {
+                *s = _mm256_fmadd_ps(av, b, *s);
+            }
+        }
+    }
+    for (r, acc) in acc.iter().enumerate() {
+        for (h, s) in acc.iter().enumerate() {
+            let at = p.c.wrapping_add((i0 + r) * p.rsc + 8 * h);
+            // SAFETY: lanes `8h..n` of row `i0 + r` of `c`, masked unless all eight are.
+            unsafe {
+                match whole(h) {
+                    true => _mm256_storeu_ps(at, *s),
+                    false => _mm256_maskstore_ps(at, masks[h], *s),
+                }
             }
         }
     }
