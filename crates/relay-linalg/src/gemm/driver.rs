@@ -4,7 +4,7 @@
 use std::cell::RefCell;
 use std::sync::Arc;
 
-use super::prepacked::{PackedOperand, Side};
+use super::prepacked::{PackedConstants, PackedOperand, Side};
 use super::window::{Source, Window, pack_source};
 use super::{Element, Epilogue, Kernel, Matrix, Operand};
 use crate::{KernelContext, Ops};
@@ -120,7 +120,7 @@ unsafe fn gemm_sources<T: Element, SA: Operand<T>, SB: Operand<T>>(
 ) -> i32 {
     let kern = T::of(ctx.map_or_else(Ops::process_default, KernelContext::ops));
     let epilogue = epilogue.copied();
-    if transposing_pays(kern, &c) {
+    if transposes(kern, ctx, (&a, &b), &c) {
         let (a, b, c) = (b.transposed(), a.transposed(), c.transposed());
         let epilogue = epilogue.map(|e| e.transposed());
         // SAFETY: the same product, transposed (forwarded contract).
@@ -136,12 +136,50 @@ unsafe fn gemm_sources<T: Element, SA: Operand<T>, SB: Operand<T>>(
 /// whose rows are not goes through a local tile, which costs about a tenth of the tile's
 /// multiply-adds to copy out).
 fn transposing_pays<T>(kern: &Kernel<T>, c: &Matrix<T>) -> bool {
+    let (given, transposed) = costs(kern, c);
+    transposed < given
+}
+
+/// The cost of `c = a · b` as given and transposed (see [`transposing_pays`]).
+fn costs<T>(kern: &Kernel<T>, c: &Matrix<T>) -> (usize, usize) {
     let cost = |rows: usize, cols: usize, contiguous: bool| {
         let rows = rows.div_ceil(kern.row_step) * kern.row_step;
         let cols = cols.div_ceil(kern.col_step) * kern.col_step;
-        rows * cols * if contiguous { 8 } else { 9 }
+        rows.saturating_mul(cols)
+            .saturating_mul(if contiguous { 8 } else { 9 })
     };
-    cost(c.cols, c.rows, c.rs == 1) < cost(c.rows, c.cols, c.cs == 1)
+    (
+        cost(c.rows, c.cols, c.cs == 1),
+        cost(c.cols, c.rows, c.rs == 1),
+    )
+}
+
+/// Whether [`gemm_sources`] computes `cᵀ = bᵀ · aᵀ`: the cheaper way ([`costs`]), but the
+/// way a constant operand is packed for already when only one is and the other saves less
+/// than an eighth. The costs of the two ways are near equal at many shapes (GPT-2's
+/// language-model head at 16 or 32 tokens on AVX2), and the other way would pack the
+/// constant again on that call (its 51 MB: 40 ms) and keep both packings.
+fn transposes<T: Element, SA: Operand<T>, SB: Operand<T>>(
+    kern: &Kernel<T>,
+    ctx: Option<&KernelContext>,
+    (a, b): (&Source<SA>, &Source<SB>),
+    c: &Matrix<T>,
+) -> bool {
+    let (given, transposed) = costs(kern, c);
+    let Some(constants) = ctx.and_then(KernelContext::constants) else {
+        return transposed < given;
+    };
+    let packed_given =
+        has_packed(constants, a, Side::A, kern) || has_packed(constants, b, Side::B, kern);
+    let packed_transposed = has_packed(constants, &b.transposed(), Side::A, kern)
+        || has_packed(constants, &a.transposed(), Side::B, kern);
+    let clearly =
+        |cheaper: usize, other: usize| cheaper.saturating_mul(8) < other.saturating_mul(7);
+    match (packed_given, packed_transposed) {
+        (true, false) => clearly(transposed, given),
+        (false, true) => !clearly(given, transposed),
+        _ => transposed < given,
+    }
 }
 
 /// [`gemm`] as given (not transposed).
@@ -207,6 +245,16 @@ unsafe fn packed<T: Element, S: Operand<T>>(
         Source::Dense(m) => unsafe { ctx?.constants()?.packed(m, side, kern) },
         Source::Window(_) => None,
     }
+}
+
+/// Whether `src` lies in a constant of `constants` and is packed already as operand `side`.
+fn has_packed<T: Element, S: Operand<T>>(
+    constants: &PackedConstants,
+    src: &Source<S>,
+    side: Side,
+    kern: &Kernel<T>,
+) -> bool {
+    matches!(src, Source::Dense(m) if constants.has_packed(m, side, kern))
 }
 
 /// `threads` rectangles of `c` (fewer when there are fewer tiles), on tile boundaries, from

@@ -155,6 +155,44 @@ impl PackedConstants {
         (hi <= r.end).then_some(r)
     }
 
+    /// The key of `m`'s packing as operand `side` of kernel `kern`, if `m` lies in one of
+    /// the constants.
+    fn key<T: Element, S: Operand<T>>(
+        &self,
+        m: &Matrix<S>,
+        side: Side,
+        kern: &Kernel<T>,
+    ) -> Option<Key> {
+        if m.rows == 0 || m.cols == 0 || m.rs < 0 || m.cs < 0 {
+            return None;
+        }
+        let (lo, hi) = span(m);
+        let constant = self.constant_of(lo, hi)?;
+        Some(Key {
+            constant: constant.index,
+            offset: lo - constant.start,
+            rows: m.rows,
+            cols: m.cols,
+            rs: m.rs,
+            cs: m.cs,
+            tag: T::TAG * 16 + S::TAG,
+            side,
+            isa: kern.isa,
+        })
+    }
+
+    /// Whether `m` lies in one of the constants and is packed already as operand `side` of
+    /// kernel `kern` (nothing is packed here).
+    pub(crate) fn has_packed<T: Element, S: Operand<T>>(
+        &self,
+        m: &Matrix<S>,
+        side: Side,
+        kern: &Kernel<T>,
+    ) -> bool {
+        self.key(m, side, kern)
+            .is_some_and(|key| self.map().contains_key(&key))
+    }
+
     /// The packing of `m` as operand `side` of kernel `kern`, if `m` lies in one of the
     /// constants: found, or packed now and kept.
     ///
@@ -167,22 +205,7 @@ impl PackedConstants {
         side: Side,
         kern: &Kernel<T>,
     ) -> Option<Arc<PackedOperand>> {
-        if m.rows == 0 || m.cols == 0 || m.rs < 0 || m.cs < 0 {
-            return None;
-        }
-        let (lo, hi) = span(m);
-        let constant = self.constant_of(lo, hi)?;
-        let key = Key {
-            constant: constant.index,
-            offset: lo - constant.start,
-            rows: m.rows,
-            cols: m.cols,
-            rs: m.rs,
-            cs: m.cs,
-            tag: T::TAG * 16 + S::TAG,
-            side,
-            isa: kern.isa,
-        };
+        let key = self.key(m, side, kern)?;
         if let Some(p) = self.map().get(&key) {
             return Some(p.clone());
         }

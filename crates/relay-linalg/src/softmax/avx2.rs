@@ -69,7 +69,9 @@ fn exp_row_with<const STORE: bool>(y: &mut [f32], max: f32) -> f32 {
         }
         sum = lanes[..tail.len()].iter().sum();
     }
-    let total = acc.iter().fold(_mm256_setzero_ps(), |s, &a| _mm256_add_ps(s, a));
+    let total = acc
+        .iter()
+        .fold(_mm256_setzero_ps(), |s, &a| _mm256_add_ps(s, a));
     let mut lanes = [0f32; 8];
     // SAFETY: `lanes` holds 8 floats.
     unsafe { _mm256_storeu_ps(lanes.as_mut_ptr(), total) };
