@@ -56,6 +56,7 @@ const SHAPES: &[Shape] = &[
     dense("bert qkv/out 512x768x768", 512, 768, 768),
     dense("bert ffn1 512x768x3072", 512, 768, 3072),
     dense("gpt2 lm head 16x256x50257", 16, 256, 50257),
+    dense("gpt2 lm head 64x256x50257", 64, 256, 50257),
     dense("gpt2 lm head 512x256x50257", 512, 256, 50257),
     conv("r50 s1 1x1 64x64x3136", 64, 64, 3136),
     conv("r50 s1 3x3 64x576x3136", 64, 576, 3136),
