@@ -170,3 +170,17 @@ impl KernelContext {
         Some(())
     }
 }
+
+/// An output's base pointer, shared by the chunks of a parallel loop, each of which writes
+/// its own elements of it.
+pub(crate) struct SharedOut(pub(crate) *mut f32);
+
+// SAFETY: the chunks write disjoint elements.
+unsafe impl Sync for SharedOut {}
+
+impl SharedOut {
+    /// The address `offset` elements in.
+    pub(crate) fn at(&self, offset: usize) -> *mut f32 {
+        self.0.wrapping_add(offset)
+    }
+}

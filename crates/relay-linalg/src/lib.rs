@@ -7,6 +7,8 @@
 //! - [`depthwise`]: depthwise and grouped convolutions with fused epilogues;
 //! - [`rnn`]: the LSTM and GRU recurrences with fused gates;
 //! - [`softmax`]: softmax and log-softmax over rows, one memory pass, with a fused scaling;
+//! - [`pointwise`]: a function of one variable over every element (`gelu(x + bias)`), in
+//!   blocks at the instruction set's width;
 //! - [`reduce`]: sums, means, products and extremes over a run of axes at run-time sizes;
 //! - [`copy`]: strided copies between views (transposes, slices, concatenations at run-time
 //!   shapes);
@@ -23,6 +25,7 @@ pub mod gemm;
 pub mod isa;
 pub mod math;
 pub mod ops;
+pub mod pointwise;
 pub mod pool;
 pub mod reduce;
 pub mod rnn;

@@ -1,7 +1,8 @@
 //! Float constants the host kernels' vector math shares with the kernel compiler's inline
 //! math (relay-kernel's `codegen/vmath.rs`, which documents the method), so that a fused
-//! recurrence, a softmax and a compiled kernel compute the same `exp`, `sigmoid` and `tanh`
-//! values; and the scalar `exp` the host kernels write in loops that vectorize.
+//! recurrence, a softmax, a pointwise function and a compiled kernel compute the same `exp`,
+//! `sigmoid`, `tanh` and `erf` values; and the scalar functions the host kernels write in
+//! loops that vectorize.
 
 /// `1.5 * 2^23`: adding it to a float below `2^22` in magnitude rounds it to an integer `k`
 /// held in the low mantissa bits (`bits(k + MAGIC) = bits(MAGIC) + k`).
@@ -33,6 +34,39 @@ pub const TANH_P: [f32; 5] = [
 pub const TANH_SPLIT: f32 = 0.625;
 /// The largest `2|x|` whose exponential `tanh` computes: `tanh` is 1 in `float32` from 9.01.
 pub const TANH_CAP: f32 = 40.0;
+
+/// `erf(a) / a - 1` in `t = a^2` on `[0, 1]`.
+pub const ERF_Q: [f32; 7] = [
+    0.128_379_17,
+    -0.376_126_27,
+    0.112_835_97,
+    -0.026_854_329,
+    0.005_189_312,
+    -0.000_801_885_5,
+    7.882_497_4e-5,
+];
+/// `erfc(a)` in `u = a - 2.5` on `[1, 3.92]`.
+pub const ERFC_E: [f32; 15] = [
+    0.000_406_954_8,
+    -0.002_178_218_4,
+    0.005_445_562,
+    -0.008_351_264,
+    0.008_623_678,
+    -0.006_111_239,
+    0.002_794_182_9,
+    -0.000_556_562_3,
+    -0.000_253_733_9,
+    0.000_267_355_03,
+    -8.487_308_5e-5,
+    -1.642_421_2e-5,
+    1.712_341_7e-5,
+    -7.077_015_3e-7,
+    -1.094_436_2e-6,
+];
+/// Where `erf` switches from the series to `1 - erfc`.
+pub const ERF_SPLIT: f32 = 1.0;
+/// Where `erf` is 1 in `float32`.
+pub const ERF_ONE: f32 = 3.92;
 
 /// `a · b + c`, fused when `FMA`.
 #[inline(always)]
@@ -68,6 +102,18 @@ pub(crate) fn exp_clamped<const FMA: bool>(x: f32, split: bool) -> f32 {
     } else {
         y * pow2(n)
     }
+}
+
+/// `erf`: `|x| + |x| Q(x²)` below 1, `1 - E(|x| - 2.5)` up to 3.92 (`E` ≈ `erfc`), 1 from
+/// there, the sign put back; branch-free, so that a loop of it vectorizes.
+#[inline(always)]
+pub(crate) fn erf<const FMA: bool>(x: f32) -> f32 {
+    let a = x.abs();
+    let small = madd::<FMA>(a, poly::<FMA>(a * a, &ERF_Q), a);
+    let large = 1.0 - poly::<FMA>(a - 2.5, &ERFC_E);
+    let r = if a < ERF_SPLIT { small } else { large };
+    let r = if a >= ERF_ONE { 1.0 } else { r };
+    r.copysign(x)
 }
 
 /// `x` clamped to `[lo, hi]`, NaN kept.

@@ -9,6 +9,7 @@ use crate::gemm::Kernel;
 use crate::gemm::dot::{self, DotFn};
 use crate::gemm::narrow::{self, NarrowFn};
 use crate::isa::{Isa, IsaError};
+use crate::pointwise::{self, PointwiseFn};
 use crate::rnn::{self, GruFn, LstmFn};
 use crate::softmax::{self, ExpRowsFn, SoftmaxFn};
 
@@ -35,6 +36,8 @@ pub struct Ops {
     pub softmax: SoftmaxFn,
     /// A softmax's numerators and row sums, unnormalized.
     pub exp_rows: ExpRowsFn,
+    /// A block of a function of one variable.
+    pub pointwise: PointwiseFn,
 }
 
 impl std::fmt::Debug for Ops {
@@ -81,6 +84,7 @@ impl Ops {
             gru: rnn::gru_for(isa),
             softmax: softmax::softmax_for(isa),
             exp_rows: softmax::exp_rows_for(isa),
+            pointwise: pointwise::pointwise_for(isa),
         }
     }
 }

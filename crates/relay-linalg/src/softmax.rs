@@ -18,7 +18,7 @@ mod avx512;
 #[cfg(test)]
 mod tests;
 
-use crate::context::KernelContext;
+use crate::context::{KernelContext, SharedOut};
 use crate::isa::Isa;
 use crate::math::{clamp, exp_clamped};
 
@@ -184,7 +184,7 @@ pub fn softmax_with(
     if chunks <= 1 || ctx.threads() == 1 {
         return f(s, extras, 0, x, y);
     }
-    let out = SharedRows(y.as_mut_ptr());
+    let out = SharedOut(y.as_mut_ptr());
     let failed = std::sync::Mutex::new(None);
     ctx.parallel(chunks as i64, &|c| {
         let first = c as usize * per_chunk;
@@ -204,18 +204,6 @@ pub fn softmax_with(
     match failed.into_inner().unwrap_or_else(|p| p.into_inner()) {
         Some(e) => Err(e),
         None => Ok(()),
-    }
-}
-
-/// The output's base pointer, shared by the chunks (each writes its own rows).
-struct SharedRows(*mut f32);
-
-// SAFETY: the chunks write disjoint rows.
-unsafe impl Sync for SharedRows {}
-
-impl SharedRows {
-    fn at(&self, offset: usize) -> *mut f32 {
-        self.0.wrapping_add(offset)
     }
 }
 

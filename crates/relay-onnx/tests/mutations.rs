@@ -292,3 +292,28 @@ proptest! {
         );
     }
 }
+
+/// An `RNN` (always unrolled: there is no fused one) over a sequence too long to unroll is an
+/// error, not an allocation for its steps — found by the property above with a random seed:
+/// the sequence dimension of `X` set to 2^40 aborted the process allocating 79 TB.
+#[test]
+fn a_recurrence_too_long_to_unroll_is_an_error() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/ops/rnn_forward/model.onnx");
+    let mut bytes = std::fs::read(path).unwrap();
+    let model = relay_onnx::proto::ModelProto::decode(&bytes[..]).unwrap();
+    let graph = model.graph.unwrap();
+    let initializer_dims: usize = graph.initializer.iter().map(|t| t.dims.len()).sum();
+    let seq = Mutation::Dim {
+        which: initializer_dims,
+        value: 1 << 40,
+    };
+    apply(&mut bytes, &seq);
+    let (result, largest) =
+        relay_testing::largest_allocation(|| import(&bytes, &ImportOptions::default()));
+    let message = result.err().map(|e| e.to_string()).unwrap_or_default();
+    assert!(
+        message.contains("1099511627776 steps (unrolled: at most"),
+        "{message}"
+    );
+    assert!(largest <= LIMIT, "an allocation of {largest} bytes");
+}

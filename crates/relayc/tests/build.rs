@@ -760,7 +760,7 @@ fn target_without_emit_clif_or_asm_is_a_usage_error() {
 fn dynamic_kernels_the_library_computes_serve_every_shape() {
     let program = "#[version = \"0.0.5\"]\n\
         def @main(%x: Tensor[(?, 16), float32], %w: Tensor[(8, 16), float32], %t: Tensor[(16, ?), float32], %u: Tensor[(1, ?), float32], %v: Tensor[(?, 1), float32]) {\n\
-          (nn.dense(%x, %w, units=None), add(%v, %t), exp(%t), subtract(%u, %v))\n\
+          (nn.dense(%x, %w, units=None), add(%v, %t), abs(%t), exp(%t), subtract(%u, %v))\n\
         }\n";
     let file = TempFile::new("generic.relay", program);
     let out = build_ok(&[file.arg()]);
@@ -773,7 +773,8 @@ fn dynamic_kernels_the_library_computes_serve_every_shape() {
     };
     assert!(line("fused_nn_dense").contains("at every shape"), "{err}");
     assert!(line("fused_add").contains("compiled when called"), "{err}");
-    assert!(line("fused_exp").contains("rows of any number"), "{err}");
+    assert!(line("fused_abs").contains("rows of any number"), "{err}");
+    assert!(line("fused_exp").contains("at every shape"), "{err}");
     assert!(
         line("fused_subtract").contains("spans of the innermost"),
         "{err}"

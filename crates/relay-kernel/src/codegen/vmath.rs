@@ -43,7 +43,10 @@
 use cranelift_codegen::ir::{ConstantData, Endianness};
 
 use super::*;
-use relay_linalg::math::{EXP_P, LN2_HI, LN2_LO, LOG2E, MAGIC, TANH_CAP, TANH_P, TANH_SPLIT};
+use relay_linalg::math::{
+    ERF_ONE, ERF_Q, ERF_SPLIT, ERFC_E, EXP_P, LN2_HI, LN2_LO, LOG2E, MAGIC, TANH_CAP, TANH_P,
+    TANH_SPLIT,
+};
 
 /// `(log(1 + f) - f + f^2/2) / f^3` on `[sqrt(1/2) - 1, sqrt(2) - 1]`.
 const LOG_P: [f32; 9] = [
@@ -57,38 +60,6 @@ const LOG_P: [f32; 9] = [
     -0.115_712_01,
     0.071_497_54,
 ];
-/// `erf(a) / a - 1` in `t = a^2` on `[0, 1]`.
-const ERF_Q: [f32; 7] = [
-    0.128_379_17,
-    -0.376_126_27,
-    0.112_835_97,
-    -0.026_854_329,
-    0.005_189_312,
-    -0.000_801_885_5,
-    7.882_497_4e-5,
-];
-/// `erfc(a)` in `u = a - 2.5` on `[1, 3.92]`.
-const ERFC_E: [f32; 15] = [
-    0.000_406_954_8,
-    -0.002_178_218_4,
-    0.005_445_562,
-    -0.008_351_264,
-    0.008_623_678,
-    -0.006_111_239,
-    0.002_794_182_9,
-    -0.000_556_562_3,
-    -0.000_253_733_9,
-    0.000_267_355_03,
-    -8.487_308_5e-5,
-    -1.642_421_2e-5,
-    1.712_341_7e-5,
-    -7.077_015_3e-7,
-    -1.094_436_2e-6,
-];
-/// Where `erf` switches from the series to `1 - erfc`, and where it is 1 in `float32`.
-const ERF_SPLIT: f32 = 1.0;
-const ERF_ONE: f32 = 3.92;
-
 /// `1.5 * 2^52`, [`MAGIC`] for `f64`.
 const MAGIC64: f64 = 6_755_399_441_055_744.0;
 /// fdlibm's `e_exp.c` constants: `1/ln2`, `ln2` in a head of 32 bits and a tail, and the

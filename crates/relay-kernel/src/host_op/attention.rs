@@ -134,14 +134,8 @@ struct Walk<'a> {
 
 impl<'a> Walk<'a> {
     /// `e`, or the value its variable is bound to (repeatedly).
-    fn resolve(&self, mut e: &'a Expr) -> &'a Expr {
-        while let ExprKind::Var(v) = e.kind() {
-            match self.bindings.iter().find(|b| b.var.id() == v.id()) {
-                Some(b) => e = &b.value,
-                None => break,
-            }
-        }
-        e
+    fn resolve(&self, e: &'a Expr) -> &'a Expr {
+        super::resolve(self.bindings, e)
     }
 
     /// The index of the parameter `e` is.

@@ -1,6 +1,7 @@
 //! Operators the kernel library computes whole, with no loop nest (TVM's extern tensors):
 //! the recurrences ([`recurrence`]), an attention's two products and softmax in cache
-//! ([`attention`]), `float32` softmax over the last axis ([`softmax`]),
+//! ([`attention`]), `float32` softmax over the last axis ([`softmax`]), functions of one
+//! variable with `erf`, `tanh`, `exp` or `sigmoid` in them, a GELU ([`pointwise`]),
 //! matrix products with `?` dimensions ([`matmul`]), reshapes with `?` dimensions, which
 //! the VM makes views ([`view`]), and transposes, slices and concatenations with `?`
 //! dimensions, strided copies ([`copy`]).
@@ -18,6 +19,7 @@ mod dynamic;
 mod masked_softmax;
 mod matmul;
 mod memo;
+mod pointwise;
 mod recurrence;
 mod reduce;
 mod softmax;
@@ -37,6 +39,7 @@ pub use dynamic::{DynamicOp, Inputs};
 pub use masked_softmax::MaskedSoftmax;
 pub use matmul::{MatmulOp, Product};
 pub(crate) use memo::ShapeMemo;
+pub use pointwise::PointwiseOp;
 pub use recurrence::Recurrence;
 pub use reduce::ReduceOp;
 pub use softmax::{Scale, SoftmaxOp};
@@ -64,6 +67,8 @@ pub enum HostOp {
     MaskedSoftmax(MaskedSoftmax),
     /// An attention's products and softmax, computed in cache.
     Attention(AttentionOp),
+    /// A function of one variable over every element (`gelu(x + bias)`).
+    Pointwise(PointwiseOp),
 }
 
 /// The host operator primitive function `func` computes, when it is one (see each kind's
@@ -89,6 +94,9 @@ pub fn host_op(func: &Function) -> Option<Result<HostOp, KernelError>> {
     }
     if let Some(r) = reduce::recognize(func) {
         return Some(Ok(HostOp::Reduce(r)));
+    }
+    if let Some(p) = pointwise::recognize(func) {
+        return Some(Ok(HostOp::Pointwise(p)));
     }
     if let Some(s) = softmax::recognize(func, bindings, op.name, args, attrs) {
         return Some(Ok(HostOp::Softmax(s)));
@@ -124,6 +132,21 @@ pub fn host_op(func: &Function) -> Option<Result<HostOp, KernelError>> {
     )
 }
 
+/// `e`, or the value its variable is bound to in `bindings` (repeatedly): a primitive body's
+/// let-bound variables looked through.
+pub(super) fn resolve<'a>(
+    bindings: &'a [relay_ir::Binding],
+    mut e: &'a relay_ir::Expr,
+) -> &'a relay_ir::Expr {
+    while let ExprKind::Var(v) = e.kind() {
+        match bindings.iter().find(|b| b.var.id() == v.id()) {
+            Some(b) => e = &b.value,
+            None => break,
+        }
+    }
+    e
+}
+
 impl HostOp {
     /// Whether its output shapes depend on its inputs' values, not only their shapes: its
     /// shape function needs their bytes.
@@ -155,6 +178,7 @@ impl HostOp {
             HostOp::Reduce(r) => r.output_shapes(inputs)?,
             HostOp::MaskedSoftmax(m) => m.output_shapes(inputs)?,
             HostOp::Attention(a) => a.output_shapes(inputs)?,
+            HostOp::Pointwise(p) => p.output_shapes(inputs)?,
             HostOp::Dynamic(d) => {
                 let dtypes = input_dtypes(spec, inputs.len())?;
                 let inputs = Inputs {
@@ -488,6 +512,7 @@ pub(crate) unsafe fn call(
         HostOp::Softmax(s) => s.run(ctx, &mut args, want.first().ok_or("no output")?),
         HostOp::Matmul(m) => m.run(ctx, &mut args, &shapes[..inputs]),
         HostOp::Attention(a) => a.run(ctx, memo, &mut args, &shapes[..inputs]),
+        HostOp::Pointwise(p) => p.run(ctx, &mut args),
         HostOp::View(_)
         | HostOp::Copy(_)
         | HostOp::Reduce(_)

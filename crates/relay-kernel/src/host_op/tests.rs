@@ -835,3 +835,131 @@ fn body_of_importer() -> &'static str {
      %4 = reshape(%3, newshape=[-3, 0, 0]); %5 = nn.batch_matmul(%4, %p3); \
      reshape_like(%5, %3, lhs_end=1, rhs_end=2)"
 }
+
+/// Whether `body` over `params` is a pointwise host operator.
+fn is_pointwise(params: &str, body: &str) -> bool {
+    matches!(
+        host_op(&softmax_primitive(params, body)),
+        Some(Ok(HostOp::Pointwise(_)))
+    )
+}
+
+/// The GELUs of BERT (`erf`, after the dense layer's bias, its constants as parameters or
+/// inline, through a reshape) and GPT-2 (`tanh`, a cube), SiLU and an `exp`: one library call,
+/// static or at every shape, against the interpreter — 0 and 1 sized axes, lengths that are
+/// not a multiple of the block or the vector.
+#[test]
+fn pointwise_functions_are_one_library_call_at_every_shape() {
+    let bert = "%0 = add(%p0, %p1); %1 = multiply(%0, %p2); %2 = erf(%1); \
+                %3 = add(%2, %p3); %4 = multiply(%0, %3); multiply(%4, %p4)";
+    let params = "%p0: Tensor[(?, ?, 16), float32], %p1: Tensor[(16), float32], \
+                  %p2: float32, %p3: float32, %p4: float32";
+    assert!(is_pointwise(params, bert));
+    generic_cases(
+        params,
+        bert,
+        &[
+            &[&[1, 3, 16], &[16], &[], &[], &[]],
+            &[&[2, 77, 16], &[16], &[], &[], &[]],
+            &[&[1, 0, 16], &[16], &[], &[], &[]],
+            &[&[1, 1, 16], &[16], &[], &[], &[]],
+        ],
+    );
+    let bound = "%0 = reshape(%p0, newshape=[1, -1, 24]); %1 = add(%0, %p1); \
+                 %2 = multiply(%1, 0.707107f); %3 = erf(%2); %4 = add(%3, 1f); \
+                 %5 = multiply(%1, %4); multiply(%5, 0.5f)";
+    let params = "%p0: Tensor[(?, 24), float32], %p1: Tensor[(1, 24), float32]";
+    assert!(is_pointwise(params, bound));
+    generic_cases(
+        params,
+        bound,
+        &[
+            &[&[5, 24], &[1, 24]],
+            &[&[300, 24], &[1, 24]],
+            &[&[0, 24], &[1, 24]],
+        ],
+    );
+    let gpt2 = "%0 = multiply(%p0, %p1); %1 = power(%p0, 3f); %2 = multiply(%1, %p2); \
+                %3 = add(%p0, %2); %4 = multiply(%3, %p3); %5 = tanh(%4); \
+                %6 = add(%5, %p4); multiply(%0, %6)";
+    let params = "%p0: Tensor[(?, ?, ?), float32], %p1: float32, %p2: float32, %p3: float32, \
+                  %p4: float32";
+    assert!(is_pointwise(params, gpt2));
+    generic_cases(
+        params,
+        gpt2,
+        &[
+            &[&[1, 7, 33], &[], &[], &[], &[]],
+            &[&[2, 3, 1031], &[], &[], &[], &[]],
+        ],
+    );
+    // Static: compiled once like any kernel, no loop nest; the result reshaped too.
+    for (params, body) in [
+        (
+            "%p0: Tensor[(6, 40), float32], %p1: Tensor[(40), float32]",
+            "%0 = reshape(%p0, newshape=[1, 6, 40]); %1 = add(%0, %p1); \
+             %2 = multiply(%1, 0.70710677f); %3 = erf(%2); %4 = add(%3, 1f); \
+             %5 = multiply(%1, %4); %6 = multiply(%5, 0.5f); reshape(%6, newshape=[6, 40])",
+        ),
+        (
+            "%p0: Tensor[(4, 7), float32]",
+            "multiply(%p0, sigmoid(%p0))",
+        ),
+        (
+            "%p0: Tensor[(3, 5, 8), float32], %p1: Tensor[(5, 8), float32]",
+            "exp(negative(subtract(%p0, %p1)))",
+        ),
+    ] {
+        assert!(is_pointwise(params, body), "{body}");
+        let f = softmax_primitive(params, body);
+        let k = crate::compile_primitive(&f, "k").unwrap();
+        assert!(k.entry().is_none(), "{body}");
+        let shapes: Vec<&[i64]> = f
+            .params
+            .iter()
+            .map(|p| match p.checked_type().unwrap().kind() {
+                TypeKind::Tensor { shape, .. } => {
+                    let dims: Vec<i64> = shape
+                        .iter()
+                        .map(|d| match d {
+                            relay_ir::Dim::Known(n) => *n,
+                            relay_ir::Dim::Any => unreachable!(),
+                        })
+                        .collect();
+                    &*Vec::leak(dims)
+                }
+                _ => unreachable!(),
+            })
+            .collect();
+        check_generic(&f, &k, &shapes, 7);
+    }
+}
+
+/// What is not a function of one variable stays with the loop nests, and a bias that does
+/// not fit the variable at run time is an error, not a read out of bounds.
+#[test]
+fn pointwise_needs_one_variable_and_fitting_biases() {
+    let two = "%p0: Tensor[(?, 8), float32], %p1: Tensor[(?, 8), float32]";
+    assert!(!is_pointwise(two, "multiply(%p0, sigmoid(%p1))"));
+    assert!(!is_pointwise(
+        "%p0: Tensor[(?, 8), float32]",
+        "add(%p0, 1f)"
+    ));
+    let across = "%p0: Tensor[(4, 8), float32], %p1: Tensor[(4, 1), float32]";
+    assert!(!is_pointwise(across, "tanh(add(%p0, %p1))"));
+    assert!(!is_pointwise(
+        "%p0: Tensor[(?, 8), float32]",
+        "%0 = tanh(%p0); %1 = exp(%p0); %0"
+    ));
+    let f = softmax_primitive(
+        "%p0: Tensor[(?, 8), float32], %p1: Tensor[(8), float32]",
+        "tanh(add(%p0, %p1))",
+    );
+    let k = crate::compile_primitive(&f, "k").unwrap();
+    assert!(k.output_shapes(&[&[2, 8], &[8]], &[]).is_ok());
+    assert!(k.output_shapes(&[&[2, 5], &[8]], &[]).is_err());
+    assert!(k.output_shapes(&[&[2, 8], &[5]], &[]).is_err());
+    let x = zeros(&[2, 8]);
+    let mut y = zeros(&[2, 8]);
+    assert!(k.call(&[&x, &zeros(&[5])], &mut [&mut y]).is_err());
+}

@@ -9,7 +9,7 @@ use crate::math::{TANH_CAP, TANH_P, TANH_SPLIT, clamp, exp_clamped, poly};
 /// The logistic function `1 / (1 + e^-x)`: `e = e^-|x|`, then `1 / (1 + e)` for `x >= 0`
 /// and `e / (1 + e)` below.
 #[inline(always)]
-pub(super) fn sigmoid<const FMA: bool>(x: f32) -> f32 {
+pub(crate) fn sigmoid<const FMA: bool>(x: f32) -> f32 {
     let e = exp_clamped::<FMA>(clamp(-x.abs(), -104.0, 89.0), true);
     let num = if x < 0.0 { e } else { 1.0 };
     num / (1.0 + e)
@@ -18,7 +18,7 @@ pub(super) fn sigmoid<const FMA: bool>(x: f32) -> f32 {
 /// `tanh`: `|x| + |x|³ P(x²)` below 0.625, `1 - 2 / (e^(2|x|) + 1)` above (`2|x|` capped at
 /// 40, where it is 1), the sign put back.
 #[inline(always)]
-pub(super) fn tanh<const FMA: bool>(x: f32) -> f32 {
+pub(crate) fn tanh<const FMA: bool>(x: f32) -> f32 {
     let a = x.abs();
     let a2 = a * a;
     let small = madd::<FMA>(a2 * a, poly::<FMA>(a2, &TANH_P), a);

@@ -15,7 +15,7 @@
 //! `[batch, hidden]` state is too small to share (ONNX Runtime runs these at batch 1 on one
 //! thread too).
 
-mod activation;
+pub(crate) mod activation;
 #[cfg(test)]
 mod tests;
 

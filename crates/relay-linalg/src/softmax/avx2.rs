@@ -92,9 +92,9 @@ fn exp8<const N: usize>(v: &mut [__m256; N]) {
     let mut km = [_mm256_setzero_ps(); N];
     let mut r = [_mm256_setzero_ps(); N];
     let mut q = [_mm256_set1_ps(EXP_P[EXP_P.len() - 1]); N];
-    for i in 0..N {
+    for d in v.iter_mut() {
         // The second operand is the result when either is NaN.
-        v[i] = _mm256_max_ps(_mm256_set1_ps(-104.0), v[i]);
+        *d = _mm256_max_ps(_mm256_set1_ps(-104.0), *d);
     }
     for i in 0..N {
         // k = round(d log2 e) held in the low mantissa bits of `km` (see `MAGIC`).

@@ -252,13 +252,8 @@ impl Cell {
                 .iter()
                 .enumerate()
                 .all(|(k, act)| act.name.eq_ignore_ascii_case(defaults[k % defaults.len()]));
-        // Each step of an unrolled cell is in the module: a bound on the module and kernels.
-        if !fused && seq > MAX_STEPS {
-            return Err(format!(
-                "a sequence of {seq} steps (unrolled: at most {MAX_STEPS}; a Loop or Scan \
-                 around the cell runs longer ones)"
-            )
-            .into());
+        if !fused {
+            unrolled(seq)?;
         }
         let masks = match lens {
             Some(lens) => masks(g, &lens, seq, batch)?,
@@ -721,6 +716,19 @@ pub(super) fn gru(
     cell.outputs(g, ys, finals)
 }
 
+/// An error unless a cell of `seq` steps can be unrolled: each step is in the module, a bound
+/// on the module and its kernels.
+fn unrolled(seq: i64) -> Result<(), ConvertError> {
+    if (0..=MAX_STEPS).contains(&seq) {
+        return Ok(());
+    }
+    Err(format!(
+        "a sequence of {seq} steps (unrolled: at most {MAX_STEPS}; a Loop or Scan around the \
+         cell runs longer ones)"
+    )
+    .into())
+}
+
 /// `RNN`'s outputs `Y`, `Y_h`.
 pub(super) fn rnn(
     g: &mut Graph,
@@ -728,6 +736,8 @@ pub(super) fn rnn(
     a: &Attrs<'_>,
 ) -> Result<Vec<Value>, ConvertError> {
     let cell = Cell::new(g, node, a, 1, &["Tanh"])?;
+    // There is no fused `RNN`: every cell is unrolled.
+    unrolled(cell.seq)?;
     let (w, r) = (g.input(node, 1)?, g.input(node, 2)?);
     let (b, h0) = (g.optional_input(node, 3)?, g.optional_input(node, 5)?);
     let (hs, input) = (cell.hidden, cell.input);
