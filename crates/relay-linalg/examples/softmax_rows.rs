@@ -20,15 +20,15 @@ const SHAPES: [(usize, usize); 5] = [
     (16, 50257),
 ];
 
-/// The best of `repeats` runs of `f`, in seconds.
-fn best(repeats: usize, mut f: impl FnMut()) -> f64 {
-    (0..repeats)
-        .map(|_| {
-            let t = Instant::now();
-            f();
-            t.elapsed().as_secs_f64()
-        })
-        .fold(f64::INFINITY, f64::min)
+/// The best of `repeats` runs of `f`, in seconds; its first error.
+fn best(repeats: usize, mut f: impl FnMut() -> Result<(), String>) -> Result<f64, String> {
+    let mut best = f64::INFINITY;
+    for _ in 0..repeats {
+        let t = Instant::now();
+        f()?;
+        best = best.min(t.elapsed().as_secs_f64());
+    }
+    Ok(best)
 }
 
 fn main() -> Result<(), String> {
@@ -53,11 +53,12 @@ fn main() -> Result<(), String> {
             log: false,
         };
         let per = |t: f64| t * 1e9 / len as f64;
-        let full = best(repeats, || softmax(&ctx, &s, &x, &mut y).expect("softmax"));
-        let exp = best(repeats, || {
-            (ctx.ops().exp_rows)(&s, &x, &mut y, &mut sums).expect("exp_rows")
-        });
-        let copy = best(repeats, || y.copy_from_slice(&x));
+        let full = best(repeats, || softmax(&ctx, &s, &x, &mut y))?;
+        let exp = best(repeats, || (ctx.ops().exp_rows)(&s, &x, &mut y, &mut sums))?;
+        let copy = best(repeats, || {
+            y.copy_from_slice(&x);
+            Ok(())
+        })?;
         println!(
             "[{rows}, {cols}]: softmax {:.3} ns/element, exp_rows {:.3}, copy {:.3}",
             per(full),

@@ -325,13 +325,7 @@ fn arg_spec(name: String, ty: &Type, any_dtype: bool) -> Result<ArgSpec, String>
     if *dtype != relay_ir::DType::F32 && !any_dtype {
         return Err(format!("{name}: float32, got `{ty}`"));
     }
-    let shape = shape
-        .iter()
-        .map(|d| match d {
-            Dim::Known(n) => *n,
-            Dim::Any => -1,
-        })
-        .collect();
+    let shape = spec_dims(shape);
     Ok(ArgSpec {
         name,
         dtype: DLDataType {
@@ -341,6 +335,16 @@ fn arg_spec(name: String, ty: &Type, any_dtype: bool) -> Result<ArgSpec, String>
         },
         shape,
     })
+}
+
+/// The extents of `dims` as a spec writes them, `-1` for each `?`.
+fn spec_dims(dims: &[Dim]) -> Vec<i64> {
+    dims.iter()
+        .map(|d| match d {
+            Dim::Known(n) => *n,
+            Dim::Any => -1,
+        })
+        .collect()
 }
 
 /// Checks `t` against `a` (dtype, rank, shape — `-1` any extent — and data) and returns its

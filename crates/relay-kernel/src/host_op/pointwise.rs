@@ -233,10 +233,7 @@ impl<'a> Builder<'a> {
         if self.x == Some(p) {
             return self.variable(p, &dims);
         }
-        let count = dims.iter().try_fold(1i64, |n, d| match d {
-            Dim::Known(k) => n.checked_mul(*k),
-            Dim::Any => None,
-        });
+        let count = super::count(&super::spec_dims(&dims));
         if count == Some(1) {
             return Some(self.scalar(Scalar::Param(p)));
         }
@@ -247,13 +244,8 @@ impl<'a> Builder<'a> {
         if !fits_tail {
             return None;
         }
-        let extents = trailing
-            .iter()
-            .map(|d| match d {
-                Dim::Known(k) => *k,
-                Dim::Any => -1,
-            })
-            .collect();
+        // Static (a count), so no extent is `-1`.
+        let extents = super::spec_dims(trailing);
         self.op.biases.push((p, extents));
         Some(Src::Bias(self.op.biases.len() - 1))
     }

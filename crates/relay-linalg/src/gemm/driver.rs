@@ -166,18 +166,20 @@ fn transposes<T: Element, SA: Operand<T>, SB: Operand<T>>(
     c: &Matrix<T>,
 ) -> bool {
     let (given, transposed) = costs(kern, c);
-    let Some(constants) = ctx.and_then(KernelContext::constants) else {
+    let clearly =
+        |cheaper: usize, other: usize| cheaper.saturating_mul(8) < other.saturating_mul(7);
+    // Only near-equal costs look the packings up (a lock and a hash each, on every call).
+    let close = !clearly(transposed, given) && !clearly(given, transposed);
+    let Some(constants) = ctx.and_then(KernelContext::constants).filter(|_| close) else {
         return transposed < given;
     };
     let packed_given =
         has_packed(constants, a, Side::A, kern) || has_packed(constants, b, Side::B, kern);
     let packed_transposed = has_packed(constants, &b.transposed(), Side::A, kern)
         || has_packed(constants, &a.transposed(), Side::B, kern);
-    let clearly =
-        |cheaper: usize, other: usize| cheaper.saturating_mul(8) < other.saturating_mul(7);
     match (packed_given, packed_transposed) {
-        (true, false) => clearly(transposed, given),
-        (false, true) => !clearly(given, transposed),
+        (true, false) => false,
+        (false, true) => true,
         _ => transposed < given,
     }
 }
