@@ -600,6 +600,42 @@ fn reductions_softmax_and_powers() {
 }
 
 #[test]
+fn batched_matmul_of_symbolic_matrices_between_static_batch_axes() {
+    // An attention's scores, `[2, n, 3]` by `[2, 3, n]`, the sequence `n` symbolic and the
+    // heads static: imported without `--input-shape`, run at two lengths.
+    let q = symbolic(info("q", &[2, 0, 3]), 1, "n");
+    let k = symbolic(info("k", &[2, 3, 0]), 2, "n");
+    let y = symbolic(symbolic(info("y", &[2, 0, 0]), 1, "n"), 2, "n");
+    let bytes = model(
+        17,
+        vec![node("MatMul", &["q", "k"], &["y"], vec![])],
+        vec![q, k],
+        vec![y],
+        vec![],
+    );
+    let m = import(&bytes, &ImportOptions::default()).unwrap();
+    assert!(m.text().contains("nn.batch_matmul("), "{}", m.text());
+    for n in [1usize, 4] {
+        let qv: Vec<f32> = (0..2 * n * 3).map(|i| i as f32 * 0.5 - 1.0).collect();
+        let kv: Vec<f32> = (0..2 * 3 * n).map(|i| 2.0 - i as f32 * 0.25).collect();
+        let mut want = Vec::new();
+        for b in 0..2 {
+            for i in 0..n {
+                for j in 0..n {
+                    let dot = (0..3)
+                        .map(|c| qv[(b * n + i) * 3 + c] * kv[(b * 3 + c) * n + j])
+                        .sum::<f32>();
+                    want.push(f64::from(dot));
+                }
+            }
+        }
+        let shape = |a: usize, b: usize| [2, a as i64, b as i64];
+        let got = run(&m, &[f32s(&shape(n, 3), &qv), f32s(&shape(3, n), &kv)]);
+        close(&got, &want);
+    }
+}
+
+#[test]
 fn batched_matmul_and_gemm_options() {
     // [2, 1, 2] x [2, 2, 1]: per batch a dot product.
     let a = f32s(&[2, 1, 2], &[1., 2., 3., 4.]);

@@ -589,7 +589,13 @@ fn matrices(g: &mut Graph, a: &Value, b: &Value) -> Result<Value, ConvertError> 
         return dense(g, a, b);
     }
     let (m, k, n) = (a.shape[ra - 2], a.shape[ra - 1], b.shape[rb - 1]);
-    if is_dynamic(&a.shape[..ra - 2]) || is_dynamic(&b.shape[..rb - 2]) {
+    // Dynamic batch axes, or dynamic matrices between the same static batch axes (the
+    // reshapes to and from `[batch, rows, cols]` below would need the symbols' values).
+    let same_batches = a.shape[..ra - 2] == b.shape[..rb - 2];
+    if is_dynamic(&a.shape[..ra - 2])
+        || is_dynamic(&b.shape[..rb - 2])
+        || same_batches && is_dynamic(&[m, k, n])
+    {
         return dynamic_batches(g, a, b);
     }
     let lead = super::elementwise::broadcast(&a.shape[..ra - 2], &b.shape[..rb - 2])?;
@@ -624,11 +630,11 @@ fn batch_matmul_attrs() -> [(&'static str, AttrValue); 2] {
     ]
 }
 
-/// [`matrices`] with dynamic batch axes, the same on both sides (`[B, heads, S, d]` by
-/// `[B, heads, d, S]`; two dynamic ones are taken to be equal, as ONNX Runtime checks at run
-/// time, and so does `nn.batch_matmul`): the batch axes merged into one by Relay's `-3`
-/// code, one pair at a time, `nn.batch_matmul`, and the result given `a`'s batch axes back
-/// by `reshape_like`.
+/// [`matrices`] with the same batch axes on both sides, dynamic ones or static ones around
+/// dynamic matrices (`[B, heads, S, d]` by `[B, heads, d, S]`; two dynamic ones are taken to
+/// be equal, as ONNX Runtime checks at run time, and so does `nn.batch_matmul`): the batch
+/// axes merged into one by Relay's `-3` code, one pair at a time, `nn.batch_matmul`, and the
+/// result given `a`'s batch axes back by `reshape_like`.
 fn dynamic_batches(g: &mut Graph, a: &Value, b: &Value) -> Result<Value, ConvertError> {
     let (ra, rb) = (a.shape.len(), b.shape.len());
     let lead = a.shape[..ra - 2].to_vec();
