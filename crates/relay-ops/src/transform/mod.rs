@@ -23,7 +23,7 @@
 use relay_ir::OpError;
 use relay_ir::te::{BinaryOp, TExpr, TeValue, Tensor};
 use relay_ir::{
-    AttrDefault as D, AttrField, AttrKind as K, DType, Dim, NDArray, OpSchema, Type, Value,
+    AttrDefault as D, AttrField, AttrKind as K, Attrs, DType, Dim, NDArray, OpSchema, Type, Value,
 };
 
 use crate::compute::{self, const_index, ix_add};
@@ -409,6 +409,27 @@ fn expect_shape(op: &str, shape: &[i64], want: &[Dim]) -> Result<(), OpError> {
     }
 }
 
+/// The shape a view operator gives data of dimensions `data` (`like`: `reshape_like`'s shape
+/// source) — its relation's own function, without building types, for shape functions that
+/// run at every new shape; `None` for an operator that is not one of these.
+pub(crate) fn view_shape(
+    name: &str,
+    data: &[Dim],
+    like: Option<&[Dim]>,
+    attrs: &Attrs,
+) -> Option<Result<Vec<Dim>, OpError>> {
+    Some(match (name, like) {
+        ("reshape", None) => reshape::reshape_shape(data, attrs, false),
+        ("contrib_reverse_reshape", None) => reshape::reshape_shape(data, attrs, true),
+        ("reshape_like", Some(like)) => reshape::reshape_like_shape(data, like, attrs),
+        ("squeeze", None) => transpose::squeeze_shape(data, attrs),
+        ("expand_dims", None) => transpose::expand_dims_shape(data, attrs),
+        ("transpose", None) => transpose::permutation(data.len(), attrs)
+            .map(|perm| perm.iter().map(|&p| data[p]).collect()),
+        _ => return None,
+    })
+}
+
 #[cfg(test)]
 mod tests {
 
@@ -440,6 +461,104 @@ mod tests {
             assert_eq!(op.pattern, P::Injective, "{name}");
             assert!(op.relation.is_some() && op.eval.is_some(), "{name}");
         }
+    }
+
+    #[test]
+    fn view_shapes_are_their_relations_without_types() {
+        use relay_ir::{AttrValue, Dim, TypeKind};
+        let int = AttrValue::Int;
+        // The operator, its attributes, the data's shape and `reshape_like`'s shape source.
+        type Case = (
+            &'static str,
+            Vec<(&'static str, AttrValue)>,
+            Vec<i64>,
+            Option<Vec<i64>>,
+        );
+        let cases: Vec<Case> = vec![
+            (
+                "reshape",
+                vec![("newshape", ints(&[0, -1]))],
+                vec![2, 3, 4],
+                None,
+            ),
+            (
+                "reshape",
+                vec![("newshape", ints(&[-3, 0, -4, 2, -1]))],
+                vec![2, 3, 4, 6],
+                None,
+            ),
+            (
+                "reshape",
+                vec![("newshape", ints(&[5, -1]))],
+                vec![2, 3],
+                None,
+            ),
+            (
+                "contrib_reverse_reshape",
+                vec![("newshape", ints(&[-1, 0]))],
+                vec![2, 3, 4],
+                None,
+            ),
+            (
+                "squeeze",
+                vec![("axis", ints(&[0, 2]))],
+                vec![1, 3, 1, 4],
+                None,
+            ),
+            ("squeeze", vec![], vec![1, 3, 1, 4], None),
+            ("squeeze", vec![("axis", ints(&[1]))], vec![1, 3], None),
+            (
+                "expand_dims",
+                vec![("axis", int(-1)), ("num_newaxis", int(2))],
+                vec![3],
+                None,
+            ),
+            (
+                "transpose",
+                vec![("axes", ints(&[0, 2, 1, 3]))],
+                vec![1, 5, 4, 8],
+                None,
+            ),
+            ("transpose", vec![], vec![2, 3, 4], None),
+            ("transpose", vec![("axes", ints(&[0, 0]))], vec![2, 3], None),
+            (
+                "reshape_like",
+                vec![
+                    ("lhs_begin", int(0)),
+                    ("lhs_end", int(1)),
+                    ("rhs_end", int(2)),
+                ],
+                vec![12, 5, 8],
+                Some(vec![3, 4, 9]),
+            ),
+            (
+                "reshape_like",
+                vec![("lhs_begin", int(2))],
+                vec![2, 3],
+                Some(vec![4]),
+            ),
+        ];
+        for (op, set, data, like) in cases {
+            let a = attrs(op, &set);
+            let dims = crate::support::dims(&data);
+            let like_dims = like.as_deref().map(crate::support::dims);
+            let fast = super::view_shape(op, &dims, like_dims.as_deref(), &a)
+                .unwrap_or_else(|| panic!("`{op}` has a view shape"));
+            let mut types = vec![f32ty(&data)];
+            types.extend(like.as_deref().map(f32ty));
+            let relation = crate::lookup(op).and_then(|o| o.relation).unwrap();
+            let slow = relation(&types, &a).map(|t| match t.kind() {
+                TypeKind::Tensor { shape, .. } => shape.clone(),
+                other => panic!("{other:?}"),
+            });
+            match (fast, slow) {
+                (Ok(f), Ok(s)) => assert_eq!(f, s, "{op} {set:?} of {data:?}"),
+                (Err(_), Err(_)) => {}
+                (f, s) => panic!("{op} {set:?} of {data:?}: {f:?} but the relation gives {s:?}"),
+            }
+        }
+        let none = super::view_shape("take", &[Dim::Known(3)], None, &attrs("take", &[]));
+        assert!(none.is_none());
     }
 
     #[test]

@@ -261,7 +261,11 @@ fn infer_dim(
 
 /// The new shape of a `reshape` (or, `reverse`, of a `contrib_reverse_reshape`, which reads
 /// both shapes from the right).
-fn reshape_shape(shape: &[Dim], attrs: &Attrs, reverse: bool) -> Result<Vec<Dim>, OpError> {
+pub(crate) fn reshape_shape(
+    shape: &[Dim],
+    attrs: &Attrs,
+    reverse: bool,
+) -> Result<Vec<Dim>, OpError> {
     let newshape = attr_ints(attrs, "newshape")?;
     let allowzero = attr_bool(attrs, "allowzero")?;
     if !reverse {
@@ -296,12 +300,21 @@ fn reverse_reshape_eval(args: &[Value], attrs: &Attrs) -> Result<Value, OpError>
 
 /// `reshape_like`: `data`'s dimensions `lhs_begin..lhs_end` replaced by `shape_like`'s
 /// `rhs_begin..rhs_end` (ends default to the rank; negative values count from the end).
-fn reshape_like_shape(lhs: &[Dim], rhs: &[Dim], attrs: &Attrs) -> Result<Vec<Dim>, OpError> {
+pub(crate) fn reshape_like_shape(
+    lhs: &[Dim],
+    rhs: &[Dim],
+    attrs: &Attrs,
+) -> Result<Vec<Dim>, OpError> {
+    // The attributes by their whole names: a shape function reads them at every new shape.
     let range = |side: &str, rank: usize| -> Result<(usize, usize), OpError> {
         let r = rank as i64;
         let norm = |v: i64| if v < 0 { v + r } else { v };
-        let begin = norm(attr_int(attrs, &format!("{side}_begin"))?);
-        let end = norm(attr_opt_int(attrs, &format!("{side}_end"))?.unwrap_or(r));
+        let (begin, end) = match side {
+            "lhs" => ("lhs_begin", "lhs_end"),
+            _ => ("rhs_begin", "rhs_end"),
+        };
+        let begin = norm(attr_int(attrs, begin)?);
+        let end = norm(attr_opt_int(attrs, end)?.unwrap_or(r));
         if !(0 <= begin && begin <= end && end <= r) {
             return Err(OpError::shape(format!(
                 "`{side}_begin` and `{side}_end` select dimensions {begin}..{end}, outside a tensor of rank {rank}"

@@ -107,7 +107,7 @@ pub(crate) fn transposed(x: &NDArray, perm: &[usize]) -> Result<NDArray, OpError
     })
 }
 
-fn expand_dims_shape(shape: &[Dim], attrs: &Attrs) -> Result<Vec<Dim>, OpError> {
+pub(crate) fn expand_dims_shape(shape: &[Dim], attrs: &Attrs) -> Result<Vec<Dim>, OpError> {
     let axis = attr_int(attrs, "axis")?;
     let count = attr_int(attrs, "num_newaxis")?;
     if !(0..=MAX_RANK).contains(&count) {
@@ -135,7 +135,7 @@ fn expand_dims_eval(args: &[Value], attrs: &Attrs) -> Result<Value, OpError> {
 
 /// `squeeze`: the listed dimensions removed (each must be 1), or with `axis=None` every
 /// dimension known to be 1.
-fn squeeze_shape(shape: &[Dim], attrs: &Attrs) -> Result<Vec<Dim>, OpError> {
+pub(crate) fn squeeze_shape(shape: &[Dim], attrs: &Attrs) -> Result<Vec<Dim>, OpError> {
     let Some(axes) = attr_opt_ints(attrs, "axis")? else {
         return Ok(shape
             .iter()

@@ -192,32 +192,49 @@ impl Link {
         inputs: &[&[i64]],
         dtype: DType,
     ) -> Result<Vec<i64>, OpError> {
+        let like = self.like.map(|i| input_shape(inputs, i)).transpose()?;
+        if self.index.is_none() {
+            let like = like.map(crate::support::dims);
+            let shape = crate::transform::view_shape(
+                self.op.name,
+                &crate::support::dims(data),
+                like.as_deref(),
+                &self.attrs,
+            );
+            if let Some(shape) = shape {
+                return static_dims(&shape?, self.op.name);
+            }
+        }
         let relation = self
             .op
             .relation
             .ok_or_else(|| OpError::unsupported(format!("`{}` has no relation", self.op.name)))?;
         let mut types = vec![Type::tensor(data, dtype)];
-        if let Some(like) = self.like {
-            types.push(Type::tensor(input_shape(inputs, like)?, dtype));
+        if let Some(like) = like {
+            types.push(Type::tensor(like, dtype));
         }
         if self.index.is_some() {
             types.push(Type::tensor(&[], DType::I64));
         }
         let ty = relation(&types, &self.attrs)?;
         match tensor_dims(&ty) {
-            Some((dims, _)) => dims
-                .iter()
-                .map(|d| match d {
-                    Dim::Known(n) => Ok(*n),
-                    Dim::Any => Err(OpError::shape(format!(
-                        "`{}` to `{ty}` is not static",
-                        self.op.name
-                    ))),
-                })
-                .collect(),
+            Some((dims, _)) => static_dims(dims, self.op.name),
             None => Err(OpError::shape(format!("`{}` to `{ty}`", self.op.name))),
         }
     }
+}
+
+/// The extents of `dims`, all known, the result of operator `op`.
+fn static_dims(dims: &[Dim], op: &str) -> Result<Vec<i64>, OpError> {
+    dims.iter()
+        .map(|d| match d {
+            Dim::Known(n) => Ok(*n),
+            Dim::Any => Err(OpError::shape(format!(
+                "`{op}` to `{}` is not static",
+                crate::support::shape_text(dims)
+            ))),
+        })
+        .collect()
 }
 
 /// The shape of argument `i` of `inputs`.
