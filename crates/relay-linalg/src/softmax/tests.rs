@@ -276,3 +276,43 @@ fn unnormalized_rows_give_numerators_and_sums_on_every_path() {
         }
     }
 }
+
+/// Rows of every length up to five vectors of 16 lanes: the tail of a row past its whole
+/// vectors (which the AVX2 path takes as the row's last vector, its first lanes computed
+/// again) is stored and summed once, and a NaN there or just before it spreads over its row.
+#[test]
+fn every_row_tail_is_summed_once_and_a_nan_there_spreads() {
+    for isa in Isa::available() {
+        let ctx = KernelContext::with_threads(1).with_isa(isa).unwrap();
+        for cols in 1..=80 {
+            let s = Softmax {
+                rows: 3,
+                cols,
+                prologue: Prologue::Mul(0.5),
+                log: false,
+            };
+            let x = data(3 * cols, cols as u64 + 7, 30.0);
+            let got = run(&ctx, &s, &x);
+            for (k, (&g, w)) in got.iter().zip(reference(&s, &x)).enumerate() {
+                let tol = 1e-5 * w.abs().max(1.0) + 1e-7;
+                assert!(
+                    (f64::from(g) - w).abs() <= tol,
+                    "{isa:?} {cols} columns, element {k}: {g} want {w}"
+                );
+            }
+            // A NaN in the last element of row 1 and, in row 2, just before the tail.
+            let mut x = x;
+            x[2 * cols - 1] = f32::NAN;
+            x[2 * cols + (cols - cols % 8).saturating_sub(1)] = f32::NAN;
+            let y = run(&ctx, &s, &x);
+            assert!(
+                y[..cols].iter().all(|v| v.is_finite()),
+                "{isa:?} {cols}: {y:?}"
+            );
+            assert!(
+                y[cols..].iter().all(|v| v.is_nan()),
+                "{isa:?} {cols}: {y:?}"
+            );
+        }
+    }
+}
