@@ -39,6 +39,18 @@ fn run(ctx: &KernelContext, s: &Softmax, x: &[f32]) -> Vec<f32> {
     y
 }
 
+/// Asserts that `got` is `want` within the softmax's tolerance, naming `what` if not.
+fn check(got: &[f32], want: &[f64], what: &str) {
+    assert_eq!(got.len(), want.len(), "{what}");
+    for (k, (&g, &w)) in got.iter().zip(want).enumerate() {
+        let tol = 1e-5 * w.abs().max(1.0) + 1e-7;
+        assert!(
+            (f64::from(g) - w).abs() <= tol,
+            "{what} element {k}: {g} want {w}"
+        );
+    }
+}
+
 #[test]
 fn every_path_agrees_with_the_reference_at_every_row_length() {
     let shapes = [
@@ -64,14 +76,11 @@ fn every_path_agrees_with_the_reference_at_every_row_length() {
                         log,
                     };
                     let x = data(rows * cols, (rows * cols + i) as u64, 20.0);
-                    let got = run(&ctx, &s, &x);
-                    for (k, (&g, w)) in got.iter().zip(reference(&s, &x)).enumerate() {
-                        let tol = 1e-5 * w.abs().max(1.0) + 1e-7;
-                        assert!(
-                            (f64::from(g) - w).abs() <= tol,
-                            "{isa:?} {s:?} element {k}: {g} want {w}"
-                        );
-                    }
+                    check(
+                        &run(&ctx, &s, &x),
+                        &reference(&s, &x),
+                        &format!("{isa:?} {s:?}"),
+                    );
                 }
             }
         }
@@ -292,14 +301,11 @@ fn every_row_tail_is_summed_once_and_a_nan_there_spreads() {
                 log: false,
             };
             let x = data(3 * cols, cols as u64 + 7, 30.0);
-            let got = run(&ctx, &s, &x);
-            for (k, (&g, w)) in got.iter().zip(reference(&s, &x)).enumerate() {
-                let tol = 1e-5 * w.abs().max(1.0) + 1e-7;
-                assert!(
-                    (f64::from(g) - w).abs() <= tol,
-                    "{isa:?} {cols} columns, element {k}: {g} want {w}"
-                );
-            }
+            check(
+                &run(&ctx, &s, &x),
+                &reference(&s, &x),
+                &format!("{isa:?} {cols} columns"),
+            );
             // A NaN in the last element of row 1 and, in row 2, just before the tail.
             let mut x = x;
             x[2 * cols - 1] = f32::NAN;
