@@ -424,8 +424,7 @@ pub(crate) fn view_shape(
         ("reshape_like", Some(like)) => reshape::reshape_like_shape(data, like, attrs),
         ("squeeze", None) => transpose::squeeze_shape(data, attrs),
         ("expand_dims", None) => transpose::expand_dims_shape(data, attrs),
-        ("transpose", None) => transpose::permutation(data.len(), attrs)
-            .map(|perm| perm.iter().map(|&p| data[p]).collect()),
+        ("transpose", None) => transpose::transpose_shape(data, attrs),
         _ => return None,
     })
 }

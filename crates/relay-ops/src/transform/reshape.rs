@@ -305,25 +305,21 @@ pub(crate) fn reshape_like_shape(
     rhs: &[Dim],
     attrs: &Attrs,
 ) -> Result<Vec<Dim>, OpError> {
-    // The attributes by their whole names: a shape function reads them at every new shape.
-    let range = |side: &str, rank: usize| -> Result<(usize, usize), OpError> {
+    // The attributes by their whole names (a shape function reads them at every new shape).
+    let range = |[b, e]: [&str; 2], rank: usize| -> Result<(usize, usize), OpError> {
         let r = rank as i64;
         let norm = |v: i64| if v < 0 { v + r } else { v };
-        let (begin, end) = match side {
-            "lhs" => ("lhs_begin", "lhs_end"),
-            _ => ("rhs_begin", "rhs_end"),
-        };
-        let begin = norm(attr_int(attrs, begin)?);
-        let end = norm(attr_opt_int(attrs, end)?.unwrap_or(r));
+        let begin = norm(attr_int(attrs, b)?);
+        let end = norm(attr_opt_int(attrs, e)?.unwrap_or(r));
         if !(0 <= begin && begin <= end && end <= r) {
             return Err(OpError::shape(format!(
-                "`{side}_begin` and `{side}_end` select dimensions {begin}..{end}, outside a tensor of rank {rank}"
+                "`{b}` and `{e}` select dimensions {begin}..{end}, outside a tensor of rank {rank}"
             )));
         }
         Ok((begin as usize, end as usize))
     };
-    let (lb, le) = range("lhs", lhs.len())?;
-    let (rb, re) = range("rhs", rhs.len())?;
+    let (lb, le) = range(["lhs_begin", "lhs_end"], lhs.len())?;
+    let (rb, re) = range(["rhs_begin", "rhs_end"], rhs.len())?;
     let out: Vec<Dim> = lhs[..lb]
         .iter()
         .chain(&rhs[rb..re])

@@ -83,10 +83,15 @@ pub(crate) fn permutation(rank: usize, attrs: &Attrs) -> Result<Vec<usize>, OpEr
     Ok(perm)
 }
 
+/// `transpose`: the dimensions in the order of its [`permutation`].
+pub(crate) fn transpose_shape(shape: &[Dim], attrs: &Attrs) -> Result<Vec<Dim>, OpError> {
+    let perm = permutation(shape.len(), attrs)?;
+    Ok(perm.iter().map(|&p| shape[p]).collect())
+}
+
 fn transpose_rel(inputs: &[Type], attrs: &Attrs) -> Result<Type, OpError> {
     let (shape, dtype) = data_type(inputs)?;
-    let perm = permutation(shape.len(), attrs)?;
-    Ok(tensor(perm.iter().map(|&p| shape[p]).collect(), dtype))
+    Ok(tensor(transpose_shape(shape, attrs)?, dtype))
 }
 
 fn transpose_eval(args: &[Value], attrs: &Attrs) -> Result<Value, OpError> {
