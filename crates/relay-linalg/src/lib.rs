@@ -11,7 +11,7 @@
 //!   blocks at the instruction set's width;
 //! - [`reduce`]: sums, means, products and extremes over a run of axes at run-time sizes;
 //! - [`copy`]: strided copies between views (transposes, slices, concatenations at run-time
-//!   shapes);
+//!   shapes), transposing a 4-byte tile at a time (`transpose`, which packing shares);
 //! - [`isa`] and [`ops`]: the instruction sets the kernels have code for and the table of
 //!   kernels per instruction set, chosen once at start-up (or by `RELAYC_ISA`, for testing and
 //!   benchmarking every path on one machine);
@@ -30,6 +30,7 @@ pub mod pool;
 pub mod reduce;
 pub mod rnn;
 pub mod softmax;
+mod transpose;
 
 pub use context::{DATA_ALIGNMENT, KernelContext};
 pub use isa::{Isa, IsaError};

@@ -13,7 +13,7 @@
 use std::sync::Arc;
 
 use relay_ir::{Attrs, DType, ExprKind, Function, Type, TypeKind};
-use relay_linalg::copy::{Strided, strided_copy};
+use relay_linalg::copy::{Bits, Strided, strided_copy};
 use relay_ops::views::{LayoutChain, layout_chain};
 
 /// What a copy primitive moves.
@@ -303,7 +303,7 @@ impl CopyOp {
     /// Copies the inputs' elements into the outputs (the last arguments, after
     /// [`CopyOp::inputs`] inputs) by `moves`, of elements of type `T` (the others passed
     /// empty).
-    pub(super) fn run<T: Copy>(&self, args: &mut [&mut [T]], moves: &[Move]) -> Result<(), String> {
+    pub(super) fn run<T: Bits>(&self, args: &mut [&mut [T]], moves: &[Move]) -> Result<(), String> {
         let (sources, outs) = args.split_at_mut(self.inputs(args.len())?);
         for m in moves {
             let src = sources.get(m.source).ok_or("a missing argument")?;

@@ -15,7 +15,7 @@
 use std::sync::Arc;
 
 use relay_ir::{Attrs, DType, ExprKind, Function, NDArray, OpRef, Type, TypeKind};
-use relay_linalg::copy::{Strided, strided_copy};
+use relay_linalg::copy::{Bits, Strided, strided_copy};
 use relay_ops::dynamic::{self, Resolved};
 use relay_ops::views::View;
 
@@ -354,21 +354,14 @@ fn copy_view(src: &[u8], view: &View, out: &mut [u8], width: usize) -> Result<()
     }
 }
 
-/// Plain integers, which any bytes are a valid value of.
-trait Element: Copy {}
-impl Element for u8 {}
-impl Element for u16 {}
-impl Element for u32 {}
-impl Element for u64 {}
-
 /// [`strided_copy`] of bytes as elements of `T`, which both buffers must be aligned to.
-fn copy_as<T: Element>(
+fn copy_as<T: Bits>(
     src: &[u8],
     from: &Strided,
     out: &mut [u8],
     into: &Strided,
 ) -> Result<(), String> {
-    // SAFETY: `T` is a plain integer (`Element`), valid for any bytes.
+    // SAFETY: `T` is a plain integer (`Bits`), valid for any bytes.
     let (head, src, tail) = unsafe { src.align_to::<T>() };
     // SAFETY: as above; writes through `out` are writes of its bytes.
     let (out_head, out, out_tail) = unsafe { out.align_to_mut::<T>() };

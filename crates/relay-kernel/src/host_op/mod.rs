@@ -556,7 +556,7 @@ unsafe fn copy_elements(
 /// # Safety
 ///
 /// As [`call`]'s.
-unsafe fn copy_as<T: Copy>(
+unsafe fn copy_as<T: relay_linalg::copy::Bits>(
     c: &CopyOp,
     memo: &ShapeMemo,
     spec: &KernelSpec,

@@ -36,6 +36,33 @@ pub trait Operand<T: Element>: Copy + Send + Sync + 'static {
         // SAFETY: forwarded.
         unsafe { Self::convert(src, dst, N) }
     }
+
+    /// The rows of a panel `nr` wide from `width` columns of `depth` contiguous elements
+    /// each (column `j` at `src + j·ld`): element `p` of column `j` to `dst[p·nr + j]`, for
+    /// `j < width`; the other lanes of the panel are not written.
+    ///
+    /// # Safety
+    ///
+    /// The columns are valid for `depth` elements, `dst` for `depth` rows of `nr`, and
+    /// `width <= nr`.
+    #[inline(always)]
+    unsafe fn transpose_into(
+        src: *const Self,
+        ld: isize,
+        depth: usize,
+        width: usize,
+        nr: usize,
+        dst: *mut T,
+    ) {
+        for j in 0..width {
+            // SAFETY: column `j` is valid for `depth` elements (by the contract).
+            let column = unsafe { src.offset(j as isize * ld) };
+            for p in 0..depth {
+                // SAFETY: as above; `(p, j)` is inside `dst`.
+                unsafe { *dst.add(p * nr + j) = (*column.add(p)).widen() };
+            }
+        }
+    }
 }
 
 /// `N` elements copied as one value of constant size, which the compiler expands into vector
@@ -70,6 +97,22 @@ impl Operand<f32> for f32 {
     unsafe fn convert_row<const N: usize>(src: *const f32, dst: *mut f32) {
         // SAFETY: by the contract.
         unsafe { copy_row::<f32, N>(src, dst) }
+    }
+
+    /// A tile of eight columns at a time ([`crate::transpose`]).
+    unsafe fn transpose_into(
+        src: *const f32,
+        ld: isize,
+        depth: usize,
+        width: usize,
+        nr: usize,
+        dst: *mut f32,
+    ) {
+        // SAFETY: by the contract: the `width × depth` block of columns is the source, the
+        // `depth` rows of `dst` the destination (`width <= nr` lanes of each).
+        unsafe {
+            crate::transpose::transpose_u32(src.cast(), ld, dst.cast(), nr as isize, width, depth)
+        }
     }
 }
 

@@ -184,7 +184,8 @@ unsafe fn convert_row<T: Element, S: Operand<T>>(
 }
 
 /// One panel of a matrix whose columns are contiguous (`b.rs == 1`, a transposed operand):
-/// column by column, each read in order, then the padding columns.
+/// its columns transposed into the panel's rows ([`Operand::transpose_into`]), then the
+/// padding lanes of each row.
 ///
 /// # Safety
 ///
@@ -198,19 +199,13 @@ unsafe fn pack_columns<T: Element, S: Operand<T>>(
     nr: usize,
     out: *mut T,
 ) {
-    for j in 0..nr {
-        if j >= width {
-            for p in 0..depth {
-                // SAFETY: padding inside the panel.
-                unsafe { *out.add(p * nr + j) = T::ZERO };
-            }
-            continue;
-        }
-        // SAFETY: `(p0, c0 + j)` is inside `b`; its column's `depth` elements are contiguous.
-        let src = unsafe { b.at(p0, c0 + j) };
-        for p in 0..depth {
-            // SAFETY: as above; `(p, j)` is inside the panel.
-            unsafe { *out.add(p * nr + j) = (*src.add(p)).widen() };
+    // SAFETY: `(p0, c0)` is inside `b`; its `width` columns' `depth` elements are inside it
+    // and contiguous; the panel holds `depth` rows of `nr`.
+    unsafe { S::transpose_into(b.at(p0, c0), b.cs, depth, width, nr, out) };
+    for p in 0..depth {
+        for j in width..nr {
+            // SAFETY: padding inside the panel.
+            unsafe { *out.add(p * nr + j) = T::ZERO };
         }
     }
 }
