@@ -1,8 +1,10 @@
-//! The attention pattern: a product (`nn.batch_matmul` or `nn.dense`: the scores), views
-//! (`reshape`, `reshape_like`), at most one scaling by a one-element `float32` constant,
-//! `nn.softmax` over the last axis, views, a product of that by the values (`nn.batch_matmul`
-//! with `transpose_a` false, or `nn.dense`), then views of the result, `float32` throughout. `fuse_ops` groups such a chain into one primitive function
-//! and the kernel library computes it in cache; both walk it with [`step`].
+//! The attention pattern: a product (`nn.batch_matmul`, `nn.dense` or `nn.matmul`: the
+//! scores), views (`reshape`, `reshape_like`), at most one scaling by a one-element `float32`
+//! constant, `nn.softmax` over the last axis, views, a product of that by the values (any of
+//! the three), then views of the result, `float32` throughout; an `nn.matmul` or a second
+//! `nn.batch_matmul` does not transpose its first operand. `fuse_ops` groups such a chain into
+//! one primitive function and the kernel library computes it in cache; both walk it with
+//! [`step`].
 
 use relay_ir::{DType, Expr, TypeKind};
 
@@ -34,13 +36,19 @@ pub enum Role {
     Product,
 }
 
-/// Whether `e` can start an attention: a `float32` `nn.batch_matmul` or `nn.dense`.
+/// Whether `e` can start an attention: a `float32` `nn.batch_matmul`, `nn.dense`, or
+/// `nn.matmul` that does not transpose its first operand.
 pub fn is_first(e: &Expr) -> bool {
-    matches!(e.op_call(), Some((op, _, _)) if PRODUCTS.contains(&op.name)) && is_f32(e)
+    let product = match e.op_call() {
+        Some((op, _, attrs)) => match op.name {
+            "nn.batch_matmul" | "nn.dense" => true,
+            "nn.matmul" => attr_bool(attrs, "transpose_a").ok() == Some(false),
+            _ => false,
+        },
+        None => false,
+    };
+    product && is_f32(e)
 }
-
-/// The operators of an attention's products.
-const PRODUCTS: &[&str] = &["nn.batch_matmul", "nn.dense"];
 
 /// The role of call `e` when the chain, at `stage`, enters it by argument `operand`, and the
 /// stage after it; `None` when `e` does not continue an attention there.
@@ -59,7 +67,7 @@ pub fn step(stage: Stage, e: &Expr, operand: usize) -> Option<(Role, Stage)> {
         (Stage::Scores | Stage::Scaled, "nn.softmax", 0) if last_axis(e, attrs) => {
             Some((Role::Softmax, Stage::Probabilities))
         }
-        (Stage::Probabilities, "nn.batch_matmul", 0)
+        (Stage::Probabilities, "nn.batch_matmul" | "nn.matmul", 0)
             if attr_bool(attrs, "transpose_a").ok() == Some(false) =>
         {
             Some((Role::Product, Stage::Context))

@@ -5,8 +5,9 @@
 //! fail or write a reference), no `ref_write`, no `match` (a clause may be missing), no call of
 //! a `memory.*`/`vm.*` dialect operator, and no operator call that can fail at run time on
 //! well-typed inputs (integer division and modulo, which fail on zero, any operator whose
-//! argument types have `?` dimensions, which fail when the shapes disagree, and any operator on
-//! an empty tensor, such as an empty integer `mean`). Other operator calls, constructor
+//! argument types have `?` dimensions, which fail when the shapes disagree, except `transpose`,
+//! which only reorders its operand's axes, and any operator on an empty tensor, such as an
+//! empty integer `mean`). Other operator calls, constructor
 //! applications, tuples, projections, `ref`, `ref_read`, `if` and function literals built from
 //! pure parts are pure.
 //!
@@ -209,6 +210,10 @@ impl Purity {
 pub(crate) fn pure_op_call(name: &str, call: &Expr, args: &[Expr]) -> bool {
     if name.starts_with("memory.") || name.starts_with("vm.") {
         return false;
+    }
+    // Reordering the axes its operand's type has cannot fail, whatever their extents.
+    if name == "transpose" {
+        return true;
     }
     let static_types = args.iter().all(|a| a.checked_type().is_some_and(is_static));
     if !static_types {

@@ -28,6 +28,7 @@ pub mod lambda_lift;
 pub mod liveness;
 pub mod manifest_alloc;
 pub mod plan_memory;
+pub mod simplify_expr;
 pub mod simplify_inference;
 pub mod tail_call;
 pub mod to_anf;
@@ -231,6 +232,7 @@ pub fn all_passes() -> &'static [&'static dyn Pass] {
         &eta_expand::EtaExpand,
         &fold_constant::FoldConstant,
         &dynamic_to_static::DynamicToStatic,
+        &simplify_expr::SimplifyExpr,
         &eliminate_dead_code::EliminateDeadCode,
         &hoist_loop_invariants::HoistLoopInvariants,
         &fuse_ops::FuseOps,

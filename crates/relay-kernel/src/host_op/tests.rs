@@ -767,6 +767,23 @@ fn attentions_are_one_library_call_at_every_shape() {
             &[&[300, 64], &[300, 64], &[64, 300]],
         ],
     );
+    // The same loop after `simplify_expr`: the values read as they are by an `nn.matmul`, and
+    // an `nn.matmul` of the keys transposed as the first product.
+    for body in [
+        "nn.matmul(nn.softmax(nn.dense(%p0, %p1, units=None)), %p2, units=None)",
+        "nn.matmul(nn.softmax(nn.matmul(%p0, %p1, units=None, transpose_b=True)), %p2, units=None)",
+    ] {
+        attention_cases(
+            "%p0: Tensor[(?, 64), float32], %p1: Tensor[(?, 64), float32], \
+             %p2: Tensor[(?, 64), float32]",
+            body,
+            &[
+                &[&[1, 64], &[1, 64], &[1, 64]],
+                &[&[37, 64], &[37, 64], &[37, 64]],
+                &[&[300, 64], &[300, 64], &[300, 64]],
+            ],
+        );
+    }
     // Views that regroup the softmax's rows (a reshape to another row length) are computed
     // one operator after another, still right.
     let regrouped = "%0 = nn.batch_matmul(%p0, %p1, transpose_b=True); \
