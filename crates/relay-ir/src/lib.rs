@@ -51,7 +51,7 @@ pub use op_error::{OpError, OpErrorKind};
 pub use printer::{PrintOptions, print_expr, print_module, print_type};
 pub use relay_runtime::{DType, DTypeCode, NDArray, Value};
 pub use span::Span;
-pub use structural::{module_eq, module_hash, type_eq};
+pub use structural::{module_eq, module_hash, type_eq, type_refines};
 pub use structural::{structural_eq, structural_hash};
 pub use symbol::Symbol;
 pub use ty::{

@@ -26,7 +26,7 @@ use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
 
 use crate::{
-    Attrs, Binding, Expr, ExprKind, Function, Module, Pattern, PatternKind, Type, TypeDef,
+    Attrs, Binding, Dim, Expr, ExprKind, Function, Module, Pattern, PatternKind, Type, TypeDef,
     TypeKind, TypeVar, TypeVarId, Var, VarId,
 };
 
@@ -45,6 +45,37 @@ pub fn structural_hash(e: &Expr) -> u64 {
 /// Whether two types are equal up to consistent renaming of type variables.
 pub fn type_eq(a: &Type, b: &Type) -> bool {
     Equal::default().ty(a, b)
+}
+
+/// Whether `a` is `b` with some of `b`'s `?` dimensions known: equal types, or tensors of one
+/// dtype and rank whose dimensions are equal wherever `b`'s is not `?`, or tuples of such
+/// fields. A kernel whose parameter has type `b` takes an argument of type `a` (the type
+/// solver merges a known dimension with `?` into `?`, so two inferences of one program may
+/// differ that way).
+pub fn type_refines(a: &Type, b: &Type) -> bool {
+    if type_eq(a, b) {
+        return true;
+    }
+    match (a.kind(), b.kind()) {
+        (
+            TypeKind::Tensor {
+                shape: sa,
+                dtype: da,
+            },
+            TypeKind::Tensor {
+                shape: sb,
+                dtype: db,
+            },
+        ) => {
+            da == db
+                && sa.len() == sb.len()
+                && sa.iter().zip(sb).all(|(x, y)| *y == Dim::Any || x == y)
+        }
+        (TypeKind::Tuple(xs), TypeKind::Tuple(ys)) => {
+            xs.len() == ys.len() && xs.iter().zip(ys).all(|(x, y)| type_refines(x, y))
+        }
+        _ => false,
+    }
 }
 
 /// Whether two modules are structurally equal: the same kind, the same global functions by

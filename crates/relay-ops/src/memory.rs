@@ -213,8 +213,9 @@ fn invoke_tvm_op_rel(inputs: &[Type], _: &Attrs) -> RelResult {
             args.len()
         )));
     }
+    // An argument may know dimensions the parameter leaves `?` (the kernel takes any).
     for (i, (arg, param)) in args.iter().zip(&f.params).enumerate() {
-        if !relay_ir::type_eq(arg, param) {
+        if !relay_ir::type_refines(arg, param) {
             return Err(OpError::type_error(format!(
                 "input {i} has type `{arg}`, but the callee's parameter {i} has type `{param}`"
             )));
