@@ -19,7 +19,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from zoo import networks, ort  # noqa: E402
+from zoo import generation, networks, ort  # noqa: E402
 from zoo.lstm import lstm  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
@@ -48,6 +48,11 @@ TESTS = {
     "mobilenetv2_block2": networks.mobilenetv2_block,
     "bert_layer0": networks.bert_block,
     "gpt2_h0": networks.gpt2_block,
+}
+
+# name -> (config, prompt, new tokens) of the generation tests (zoo/generation.py).
+GENERATION_TESTS = {
+    "gpt2_generate_tiny": (generation.TINY, [5, 17, 42, 3, 88, 11, 2, 60], 40),
 }
 
 # At most this many expected values are stored per output (every stride-th element).
@@ -110,6 +115,30 @@ def write_test(name, graph, directory):
     (directory / f"{name}.manifest").write_text("\n".join(lines) + "\n")
 
 
+def write_generation_test(name, directory):
+    """name.relay and name.manifest of a generation program (the weights by seed, the prompt
+    and the count as values) and the ids the numpy loop generates."""
+    config, prompt, new_tokens = GENERATION_TESTS[name]
+    (directory / f"{name}.relay").write_text(generation.relay_text(config))
+    seed = networks.SEEDS["gpt2"]
+    lines = [
+        f"# {name}: written by benches/models/generate.py --tests; read by benches/tests/models.rs.",
+        "# input NAME int32 SHAPE|scalar values V,V,...",
+        "# param NAME DTYPE SHAPE splitmix SEED SCALE OFFSET  (zoo/weights.py)",
+        "# output INDEX STRIDE COUNT FILE  (the ids of zoo/generation.py's numpy loop)",
+        f"input prompt int32 {len(prompt)} values {','.join(map(str, prompt))}",
+        f"input new_tokens int32 scalar values {new_tokens}",
+    ]
+    for pname, shape, scale, offset in generation.weight_specs(**config):
+        dims = ",".join(map(str, shape))
+        lines.append(f"param {pname} float32 {dims} splitmix "
+                     f"{generation.tensor_seed(seed, pname)} {scale!r} {offset!r}")
+    ids = generation.greedy(config, generation.weights(config, seed), prompt, new_tokens)
+    np.save(directory / f"{name}.expected0.npy", ids)
+    lines.append(f"output 0 1 {ids.size} {name}.expected0.npy")
+    (directory / f"{name}.manifest").write_text("\n".join(lines) + "\n")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=HERE / "out")
@@ -119,9 +148,12 @@ def main():
     args = parser.parse_args()
     if args.tests is not None:
         args.tests.mkdir(parents=True, exist_ok=True)
-        for name in args.names or TESTS:
+        for name in args.names or [*TESTS, *GENERATION_TESTS]:
             print(f"== test model {name}", file=sys.stderr, flush=True)
-            write_test(name, TESTS[name](), args.tests)
+            if name in GENERATION_TESTS:
+                write_generation_test(name, args.tests)
+            else:
+                write_test(name, TESTS[name](), args.tests)
         return
     for name in args.names or NETWORKS:
         directory = args.out / name

@@ -3,7 +3,8 @@
 //! float16, MobileNetV2's depthwise inverted residual block2, BERT-base's encoder layer 0,
 //! GPT-2-small's block h0), compiled with their weights bound as constants and run on the VM,
 //! each compared with the reference interpreter and with ONNX Runtime's outputs stored by the
-//! generator.
+//! generator; and GPT-2's generation loop at a small config, against the generator's numpy
+//! loop.
 //!
 //! The test data is `benches/models/tests/` (written by `benches/models/generate.py --tests`):
 //! for each model its Relay text, a manifest and the expected outputs (every STRIDE-th element,
@@ -75,13 +76,22 @@ fn tensor(dtype: &str, shape: &[i64], data: &[f32]) -> Tensor {
                 .collect();
             Tensor::from_ndarray(NDArray::from_bytes(DType::F16, shape, &bytes).unwrap())
         }
+        // Token ids and counts, exact in float32.
+        "int32" => {
+            let ints: Vec<i32> = data.iter().map(|&v| v as i32).collect();
+            Tensor::from_slice(&ints, shape).unwrap()
+        }
         other => panic!("manifest dtype {other}"),
     }
 }
 
-/// The tensor a manifest line describes (`param|input NAME DTYPE SHAPE KIND ...`).
+/// The tensor a manifest line describes (`param|input NAME DTYPE SHAPE KIND ...`; SHAPE
+/// `scalar` for a scalar).
 fn entry(fields: &[&str]) -> Entry {
-    let shape: Vec<i64> = fields[3].split(',').map(|d| d.parse().unwrap()).collect();
+    let shape: Vec<i64> = match fields[3] {
+        "scalar" => Vec::new(),
+        dims => dims.split(',').map(|d| d.parse().unwrap()).collect(),
+    };
     let n = shape.iter().product::<i64>() as usize;
     let data = match fields[4] {
         "splitmix" => splitmix_uniform(
@@ -90,6 +100,7 @@ fn entry(fields: &[&str]) -> Entry {
             fields[6].parse().unwrap(),
             fields[7].parse().unwrap(),
         ),
+        "values" => fields[5].split(',').map(|v| v.parse().unwrap()).collect(),
         "causal_mask" => {
             let seq = shape[0] as usize;
             (0..n)
@@ -278,4 +289,12 @@ fn bert_encoder_layer() {
 #[test]
 fn gpt2_block() {
     check("gpt2_h0");
+}
+
+/// Issue 32's generation program (`benches/models/zoo/generation.py`) at a small config: an
+/// 8-token prompt, 40 new tokens, greedy, the cache grown per step; the ids equal the numpy
+/// loop's token for token (and the interpreter's).
+#[test]
+fn gpt2_generation() {
+    check("gpt2_generate_tiny");
 }
