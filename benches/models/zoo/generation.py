@@ -27,8 +27,9 @@ from .weights import splitmix_uniform, tensor_seed
 
 # GPT-2 small.
 SMALL = dict(layers=12, width=768, heads=12, vocab=50257, positions=1024, eos=50256)
-# A test config: every shape of the small one, smaller.
+# Test configs: every shape of the small one, smaller (`TEST`'s ONNX decoder is committed).
 TINY = dict(layers=2, width=64, heads=4, vocab=97, positions=160, eos=96)
+TEST = dict(layers=2, width=32, heads=2, vocab=61, positions=64, eos=60)
 
 
 def weight_specs(layers, width, vocab, positions, **_):

@@ -138,13 +138,14 @@ impl Executable {
 /// `bind_params_by_name`): weights given this way are packed once for the contraction
 /// kernels. `opt_level` overrides the pipeline's (0–3); `passes` is a pass pipeline, a
 /// `passes.toml` path or its text; `threads` is the kernel threads of the VMs made from this
-/// executable (0: every core). Raises `relayc.ParseError`, `relayc.TypeCheckError`,
-/// `relayc.CompileError` or `relayc.FileError`.
+/// executable (0: every core). `generate=True` wraps an ONNX decoder with past in a greedy
+/// generation loop (see `relayc.import_onnx`). Raises `relayc.ParseError`,
+/// `relayc.TypeCheckError`, `relayc.CompileError` or `relayc.FileError`.
 ///
 /// >>> exe = relayc.compile(text, params={"w": w, "b": b})
 /// >>> relayc.VM(exe)(x)
 #[pyfunction]
-#[pyo3(signature = (source, params = None, opt_level = None, passes = None, threads = 0, entry = "main", name = "model.relay"))]
+#[pyo3(signature = (source, params = None, opt_level = None, passes = None, threads = 0, entry = "main", name = "model.relay", generate = false))]
 #[allow(clippy::too_many_arguments)]
 pub fn compile(
     py: Python<'_>,
@@ -155,8 +156,9 @@ pub fn compile(
     threads: usize,
     entry: &str,
     name: &str,
+    generate: bool,
 ) -> PyResult<Executable> {
-    let (module, mut bound, aliases) = source_module(py, source, name)?;
+    let (module, mut bound, aliases) = source_module(py, source, name, generate)?;
     if let Some(params) = params {
         for (key, value) in params.iter() {
             let key: String = key.extract()?;
@@ -201,13 +203,29 @@ pub fn load(py: Python<'_>, path: PathBuf) -> PyResult<Executable> {
 /// the ONNX input names.
 type Source = (IrModule, Vec<(String, Tensor)>, HashMap<String, String>);
 
-fn source_module(py: Python<'_>, source: &Bound<'_, PyAny>, name: &str) -> PyResult<Source> {
+fn source_module(
+    py: Python<'_>,
+    source: &Bound<'_, PyAny>,
+    name: &str,
+    generate: bool,
+) -> PyResult<Source> {
+    if generate {
+        if !names_onnx(source) {
+            return Err(usage(
+                py,
+                Stage::Usage,
+                "generate=True takes an ONNX decoder with past: a path ending in .onnx or \
+                 the model's bytes",
+            ));
+        }
+        return onnx_source(py, source, true);
+    }
     if let Ok(module) = source.cast::<Module>() {
         let module = module.get();
         return Ok((module.inner.clone(), Vec::new(), module.aliases.clone()));
     }
     if source.cast::<PyBytes>().is_ok() {
-        return onnx_source(py, source);
+        return onnx_source(py, source, false);
     }
     let path = match source.cast::<PyString>() {
         Ok(text) => {
@@ -229,7 +247,7 @@ fn source_module(py: Python<'_>, source: &Bound<'_, PyAny>, name: &str) -> PyRes
         })?,
     };
     match path.extension().and_then(|e| e.to_str()) {
-        Some("onnx") => onnx_source(py, source),
+        Some("onnx") => onnx_source(py, source, false),
         Some("ro") => Err(usage(
             py,
             Stage::Usage,
@@ -254,8 +272,19 @@ fn source_module(py: Python<'_>, source: &Bound<'_, PyAny>, name: &str) -> PyRes
     }
 }
 
-fn onnx_source(py: Python<'_>, source: &Bound<'_, PyAny>) -> PyResult<Source> {
-    let (module, params) = import(py, source, HashMap::new())?;
+/// Whether `source` is ONNX model bytes or a path ending in `.onnx`.
+fn names_onnx(source: &Bound<'_, PyAny>) -> bool {
+    if source.cast::<PyBytes>().is_ok() {
+        return true;
+    }
+    source.extract::<PathBuf>().is_ok_and(|p| {
+        p.extension()
+            .is_some_and(|e| e.eq_ignore_ascii_case("onnx"))
+    })
+}
+
+fn onnx_source(py: Python<'_>, source: &Bound<'_, PyAny>, generate: bool) -> PyResult<Source> {
+    let (module, params) = import(py, source, HashMap::new(), generate)?;
     let params = params
         .into_iter()
         .map(|(n, a)| (n, Tensor::from(a)))

@@ -101,16 +101,21 @@ pub fn check(py: Python<'_>, source: &Bound<'_, PyAny>, name: &str) -> PyResult<
 /// `?` otherwise). Raises `relayc.CompileError` for a model the importer refuses and
 /// `relayc.FileError` for a file that cannot be read.
 ///
+/// `generate=True` takes a decoder with past, as Hugging Face's exporters write one, and wraps
+/// it in a greedy generation loop: the module's `@main` takes `prompt` (int64 token ids),
+/// `new_tokens` (int32) and `eos` (int64, negative for none) and returns the generated ids.
+///
 /// >>> module, params = relayc.import_onnx("mnist.onnx")
 /// >>> exe = relayc.compile(module, params=params)
 #[pyfunction]
-#[pyo3(signature = (model, input_shapes = None))]
+#[pyo3(signature = (model, input_shapes = None, generate = false))]
 pub fn import_onnx<'py>(
     py: Python<'py>,
     model: &Bound<'py, PyAny>,
     input_shapes: Option<HashMap<String, Vec<i64>>>,
+    generate: bool,
 ) -> PyResult<(Module, Bound<'py, PyDict>)> {
-    let (module, params) = import(py, model, input_shapes.unwrap_or_default())?;
+    let (module, params) = import(py, model, input_shapes.unwrap_or_default(), generate)?;
     let dict = PyDict::new(py);
     for (name, array) in params {
         dict.set_item(name, numpy_of(py, array.into())?)?;
@@ -118,11 +123,12 @@ pub fn import_onnx<'py>(
     Ok((module, dict))
 }
 
-/// [`import_onnx`]'s module and initializers.
+/// [`import_onnx`]'s module and initializers (`generate`: wrapped in a generation loop).
 pub(crate) fn import(
     py: Python<'_>,
     model: &Bound<'_, PyAny>,
     input_shapes: HashMap<String, Vec<i64>>,
+    generate: bool,
 ) -> PyResult<(Module, Vec<(String, relay::NDArray)>)> {
     let (bytes, base_dir) = if let Ok(bytes) = model.cast::<PyBytes>() {
         (bytes.as_bytes().to_vec(), None)
@@ -145,6 +151,12 @@ pub(crate) fn import(
     let imported = py
         .detach(move || relay::onnx::import_owned(bytes, &options))
         .map_err(|e| raise(py, Stage::Compile, &e))?;
+    let imported = match generate {
+        true => py
+            .detach(|| relay::generation_loop(&imported))
+            .map_err(|e| raise(py, Stage::Compile, &e))?,
+        false => imported,
+    };
     let aliases = imported
         .inputs
         .iter()

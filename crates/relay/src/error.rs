@@ -61,6 +61,21 @@ pub enum Error {
         /// The entry function looked for.
         entry: String,
     },
+    /// An ONNX model given as a decoder with past to wrap in a generation loop
+    /// ([`crate::generation_loop`]) lacks what one has.
+    #[error("not a decoder with past: {reason}")]
+    #[diagnostic(
+        code(relay::api::not_a_decoder),
+        help(
+            "a decoder with past, as Hugging Face's exporters write one, has inputs `input_ids`, \
+             `attention_mask`, `past_key_values.N.key` and `.value` ([batch, heads, past, head \
+             width]) and outputs `logits`, `present.N.key` and `.value`"
+        )
+    )]
+    NotADecoder {
+        /// What is missing or wrong.
+        reason: String,
+    },
     /// The lowered module could not be compiled to bytecode.
     #[error(transparent)]
     #[diagnostic(transparent)]

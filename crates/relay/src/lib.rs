@@ -62,6 +62,7 @@
 mod bind;
 mod compiler;
 mod error;
+mod generation;
 mod kernels;
 mod tensor;
 mod vm;
@@ -71,6 +72,7 @@ use relay_ir::Module;
 pub use bind::bind_params;
 pub use compiler::{CompileTimes, Compiler, run_passes, verify_kernels};
 pub use error::{Error, Reported, Result};
+pub use generation::generation_loop;
 pub use kernels::KernelFailure;
 /// The reference interpreter: runs a typed module directly, one operator at a time with the
 /// operators' reference evaluations (`relayc run --executor interp`); the oracle of the tests.

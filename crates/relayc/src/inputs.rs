@@ -27,6 +27,9 @@ pub(crate) struct InputArgs<'a> {
     /// Parameters bound like `--params` entries, from memory (an imported model's
     /// initializers).
     pub constants: &'a [(String, relay::NDArray)],
+    /// Inputs the options give (`--generate`'s `--prompt`, `--new-tokens` and `--eos`),
+    /// under the option's name; `--inputs` and `--input` override them.
+    pub options: &'a [(String, relay::NDArray)],
 }
 
 /// A parameter of a function: its name and its type, when known.
@@ -199,6 +202,12 @@ pub(crate) fn bind_arguments(
     for (name, array) in args.constants {
         if let Some(i) = position(name) {
             bound[i] = Some(Binding::Param(array.clone()));
+        }
+    }
+
+    for (name, array) in args.options {
+        if let Some(i) = position(name) {
+            bound[i] = Some(Binding::Input(array.clone(), PathBuf::from("--generate")));
         }
     }
 

@@ -32,6 +32,11 @@ pub struct ImportArgs {
     /// instead of a `.npz`: one self-contained file that `relayc run` and `build` take alone.
     #[arg(long)]
     pub keep_params_inline: bool,
+    /// Wraps the model, a decoder with past as Hugging Face's exporters write one, in a greedy
+    /// generation loop: `@main(%prompt, %new_tokens, %eos, weights...)` returns the generated
+    /// ids (`relayc run OUT.relay --params ... --generate`'s options are its inputs).
+    #[arg(long, conflicts_with = "input_shape")]
+    pub generate: bool,
 }
 
 /// `NAME=D0,D1,...`.
@@ -118,6 +123,19 @@ fn is_import_constant(array: &NDArray) -> bool {
     array.ndim() == 0 || array.ndim() == 1 && array.num_elements() <= 16
 }
 
+/// Imports `file`, a decoder with past, wrapped in a generation loop
+/// ([`relay::generation_loop`]), reporting failure on stderr.
+pub fn load_generation(file: &Path) -> Option<Imported> {
+    let imported = load(file, &[])?;
+    match relay::generation_loop(&imported) {
+        Ok(wrapped) => Some(wrapped),
+        Err(err) => {
+            report_diagnostic(&err);
+            None
+        }
+    }
+}
+
 /// Imports `file`, reporting failure on stderr.
 pub fn load(file: &Path, input_shapes: &[(String, Vec<i64>)]) -> Option<Imported> {
     import_file(file, input_shapes, Vec::new())
@@ -180,7 +198,11 @@ fn write_inline(imported: &Imported, output: &Path) -> Exit {
 
 /// `relayc import MODEL.onnx ...`.
 pub fn import(args: &ImportArgs) -> Exit {
-    let Some(imported) = load(&args.file, &args.input_shape) else {
+    let imported = match args.generate {
+        true => load_generation(&args.file),
+        false => load(&args.file, &args.input_shape),
+    };
+    let Some(imported) = imported else {
         return Exit::UserError;
     };
     let output = args

@@ -31,8 +31,8 @@ use relay::{Executable, Vm, VmError, VmOptions};
 use crate::compile::{PipelineArgs, compile, compile_summary, lower, millis};
 use crate::diagnostics::{report_diagnostic, report_error, report_relay_error};
 use crate::inputs::{
-    Bound, InputArgs, bind_arguments, defined_functions, executable_functions, function_params,
-    read_inputs_file, split_params, vm_function_params,
+    Bound, InputArgs, Param, bind_arguments, defined_functions, executable_functions,
+    function_params, read_inputs_file, split_params, vm_function_params,
 };
 use crate::timing::TimingArgs;
 use crate::{Exit, write_stdout};
@@ -105,6 +105,62 @@ pub struct RunArgs {
     /// best the CPU has].
     #[arg(long, value_name = "ISA", value_parser = host_kernels)]
     isa: Option<&'static relay::Ops>,
+    /// Runs an ONNX decoder with past (Hugging Face's exporters' `input_ids`,
+    /// `attention_mask`, `past_key_values.N.key`/`.value` → `logits`, `present.N.*`) in a greedy
+    /// generation loop compiled with it, and prints the generated ids.
+    #[command(flatten)]
+    generation: GenerationArgs,
+}
+
+/// `relayc run MODEL.onnx --generate`'s options.
+#[derive(Debug, Args)]
+pub struct GenerationArgs {
+    /// Wraps the ONNX decoder with past in a greedy generation loop: its inputs become
+    /// `prompt` (token ids), `new_tokens` and `eos`, given by the options below or as inputs.
+    #[arg(long)]
+    generate: bool,
+    /// The prompt's token ids: `--prompt 464,2068,7586`.
+    #[arg(
+        long,
+        value_name = "ID,ID,...",
+        requires = "generate",
+        value_delimiter = ','
+    )]
+    prompt: Vec<i64>,
+    /// How many ids to generate at most.
+    #[arg(long, value_name = "N", default_value_t = 32, requires = "generate")]
+    new_tokens: i32,
+    /// The end-of-sequence id that stops the generation (kept in the output); none when
+    /// negative.
+    #[arg(long, value_name = "ID", default_value_t = -1, requires = "generate", allow_negative_numbers = true)]
+    eos: i64,
+}
+
+impl GenerationArgs {
+    /// The loop's inputs the options give, with `--generate`: the prompt when given, the
+    /// counts always.
+    fn options(&self) -> Vec<(String, NDArray)> {
+        if !self.generate {
+            return Vec::new();
+        }
+        let mut given = vec![
+            (
+                "new_tokens".to_owned(),
+                relay::Tensor::scalar(self.new_tokens).into_ndarray(),
+            ),
+            (
+                "eos".to_owned(),
+                relay::Tensor::scalar(self.eos).into_ndarray(),
+            ),
+        ];
+        if !self.prompt.is_empty() {
+            let n = self.prompt.len() as i64;
+            if let Ok(t) = relay::Tensor::from_slice(&self.prompt, &[n]) {
+                given.push(("prompt".to_owned(), t.into_ndarray()));
+            }
+        }
+        given
+    }
 }
 
 /// The host kernels of the instruction set `--isa` names, if this CPU runs it.
@@ -121,8 +177,24 @@ impl RunArgs {
             inputs_file: self.inputs_file.as_deref().map(|path| (path, given)),
             random_inputs: self.random_inputs,
             constants: &[],
+            options: &[],
         }
     }
+}
+
+/// With `--generate`, a usage error unless the entry function is a generation loop (its
+/// parameters include `new_tokens`).
+fn check_generation(args: &RunArgs, entry: &str, params: &[Param<'_>]) -> Option<Exit> {
+    if !args.generation.generate || params.iter().any(|(name, _)| *name == "new_tokens") {
+        return None;
+    }
+    report_error(format_args!(
+        "--generate runs an ONNX decoder with past, or a generation loop `relayc import \
+         --generate` wrote (inputs `prompt`, `new_tokens`, `eos`); `@{entry}` of `{}` has no \
+         parameter `%new_tokens`",
+        args.file.display()
+    ));
+    Some(Exit::Usage)
 }
 
 /// The most kernel threads `--threads` accepts: each is an OS thread started up front.
@@ -228,7 +300,13 @@ pub fn run(args: &RunArgs) -> Exit {
     // An ONNX model is imported first; its initializers are bound as `--params` entries,
     // `--input` and `--inputs` take its inputs' ONNX names, and integer inputs (shapes, axes,
     // indices) are constants of the import.
-    let (imported, renamed, given) = if crate::onnx::is_onnx(&args.file) {
+    let generating_onnx = args.generation.generate && crate::onnx::is_onnx(&args.file);
+    let (imported, renamed, given) = if generating_onnx {
+        match crate::onnx::load_generation(&args.file) {
+            Some(imported) => (Some(imported), args.inputs.clone(), given),
+            None => return Exit::UserError,
+        }
+    } else if crate::onnx::is_onnx(&args.file) {
         match crate::onnx::load_with_inputs(&args.file, &args.inputs, &given) {
             Some((imported, rest, given)) => (Some(imported), rest, given),
             None => return Exit::UserError,
@@ -243,9 +321,11 @@ pub fn run(args: &RunArgs) -> Exit {
             None => return Exit::UserError,
         },
     };
+    let options = args.generation.options();
     let input_args = InputArgs {
         inputs: &renamed,
         constants: imported.as_ref().map_or(&[][..], |m| m.params.as_slice()),
+        options: &options,
         ..args.input_args(&given)
     };
     let entry = entry_name(args);
@@ -258,11 +338,11 @@ pub fn run(args: &RunArgs) -> Exit {
         return Exit::UserError;
     };
 
-    let Some(bound) = bound_or_report(bind_arguments(
-        &input_args,
-        entry,
-        &function_params(&global.func),
-    )) else {
+    let params = function_params(&global.func);
+    if let Some(exit) = check_generation(args, entry, &params) {
+        return exit;
+    }
+    let Some(bound) = bound_or_report(bind_arguments(&input_args, entry, &params)) else {
         return Exit::UserError;
     };
 
@@ -315,11 +395,16 @@ fn run_executable(
         ));
         return Exit::UserError;
     };
-    let Some(bound) = bound_or_report(bind_arguments(
-        &args.input_args(given),
-        entry,
-        &vm_function_params(func),
-    )) else {
+    let params = vm_function_params(func);
+    if let Some(exit) = check_generation(args, entry, &params) {
+        return exit;
+    }
+    let options = args.generation.options();
+    let input_args = InputArgs {
+        options: &options,
+        ..args.input_args(given)
+    };
+    let Some(bound) = bound_or_report(bind_arguments(&input_args, entry, &params)) else {
         return Exit::UserError;
     };
     // `--params` given to `build` are constants now; entries of a `--params` given here name

@@ -114,8 +114,10 @@ def compile(
     threads: int = 0,
     entry: str = "main",
     name: str = "model.relay",
+    generate: bool = False,
 ) -> Executable:
-    """Compiles a module, Relay text, a ``.relay``/``.onnx`` path or ONNX bytes."""
+    """Compiles a module, Relay text, a ``.relay``/``.onnx`` path or ONNX bytes
+    (``generate``: an ONNX decoder with past in a greedy generation loop)."""
 
 def load(path: PathLike) -> Executable:
     """Loads a ``.ro`` executable file."""
@@ -123,8 +125,20 @@ def load(path: PathLike) -> Executable:
 def import_onnx(
     model: Union[PathLike, bytes],
     input_shapes: Optional[Mapping[str, Sequence[int]]] = None,
+    generate: bool = False,
 ) -> tuple[Module, dict[str, np.ndarray]]:
-    """Imports an ONNX model: the Relay module and its initializers."""
+    """Imports an ONNX model: the Relay module and its initializers (``generate``: a decoder
+    with past wrapped in a greedy generation loop)."""
+
+def generate(
+    model: PathLike,
+    prompt: ArrayLike,
+    new_tokens: int,
+    eos: int = -1,
+    threads: int = 0,
+) -> np.ndarray:
+    """Greedy generation with an ONNX decoder with past, compiled once per path: the
+    generated ids (int64)."""
 
 def empty(shape: Union[int, Sequence[int]], dtype: str = "float32") -> np.ndarray:
     """A zero-filled numpy array whose data is 64-byte aligned (read in place by the VM)."""
