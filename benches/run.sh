@@ -36,6 +36,14 @@
 #   growing loop against numpy (benches/dynamic/bench.py; its arguments pass through, e.g.
 #   --lengths 1:512 --threads 2 --skip bert).
 #
+# - generate (issue 32; not part of `all`): GPT-2 small's greedy generation (a 32-token prompt,
+#   128 new tokens) by relayc — the zoo's Relay program and the ONNX decoder with past in a
+#   generation loop — against ONNX Runtime driven by a Python loop with I/O binding, at 1 and
+#   2 threads: time to first token and tokens per second after it, the ids checked equal
+#   (benches/generate/bench.py; the models are written into benches/generate/out/ by
+#   benches/generate/export.py when missing, which installs torch and transformers into the
+#   venv; arguments pass through, e.g. --threads 1 --new-tokens 64).
+#
 # - exported (issue 29; not part of `all`): the exported zoo of benches/exported/ — torchvision
 #   and Hugging Face architectures, nn.LSTM/nn.GRU and Loop/Scan/If models exported by both of
 #   PyTorch's exporters (TorchScript at opset 17, dynamo at opset 20) from configs with seeded
@@ -50,6 +58,7 @@
 #        benches/run.sh models [--profile] [NAME...]   (ROUNDS default 1 here)
 #        benches/run.sh exported [NAME...]             (ROUNDS default 3 here)
 #        benches/run.sh dynamic [--lengths LO:HI] [--threads N] ...
+#        benches/run.sh generate [--config small|tiny] [--threads N...] ...
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -59,10 +68,11 @@ rounds="${ROUNDS:-2}"
 mode="${1:-all}"
 case "$mode" in
     all) parts=(kernels vm) ;;
-    kernels | vm | models | exported | dynamic) parts=("$mode") ;;
+    kernels | vm | models | exported | dynamic | generate) parts=("$mode") ;;
     *)
         echo "usage: benches/run.sh [all|kernels|vm] | benches/run.sh models [--profile] [NAME...]" \
-            "| benches/run.sh exported [NAME...] | benches/run.sh dynamic [ARGS...]" >&2
+            "| benches/run.sh exported [NAME...] | benches/run.sh dynamic [ARGS...]" \
+            "| benches/run.sh generate [ARGS...]" >&2
         exit 2
         ;;
 esac
@@ -118,6 +128,25 @@ if [ "$mode" = dynamic ]; then
     (cd "$root/crates/relay-python" && VIRTUAL_ENV="$venv" PATH="$venv/bin:$PATH" \
         maturin develop --release >&2)
     exec "$venv/bin/python" "$here/dynamic/bench.py" "$@"
+fi
+
+if [ "$mode" = generate ]; then
+    shift
+    setup_venv
+    echo "== building the relayc Python package (release) into $venv" >&2
+    "$venv/bin/pip" install --quiet 'maturin>=1.7,<2' >&2
+    (cd "$root/crates/relay-python" && VIRTUAL_ENV="$venv" PATH="$venv/bin:$PATH" \
+        maturin develop --release >&2)
+    if ! "$venv/bin/python" -c "import torch, transformers" 2>/dev/null; then
+        echo "== installing torch and transformers into $venv" >&2
+        "$venv/bin/pip" install --quiet torch transformers onnx onnxruntime >&2
+    fi
+    config=small
+    for ((i = 1; i <= $#; i++)); do
+        if [ "${!i}" = --config ]; then j=$((i + 1)); config="${!j}"; fi
+    done
+    "$venv/bin/python" "$here/generate/export.py" --config "$config" >&2
+    exec "$venv/bin/python" "$here/generate/bench.py" "$@"
 fi
 
 if [ "$mode" = models ]; then
