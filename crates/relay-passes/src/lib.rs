@@ -16,6 +16,7 @@ mod testing;
 pub mod util;
 pub mod verify;
 
+pub mod bind_constant_arguments;
 pub mod const_pool_layout;
 pub mod dynamic_to_static;
 pub mod eliminate_dead_code;
@@ -230,6 +231,7 @@ pub fn all_passes() -> &'static [&'static dyn Pass] {
         &unpartition::Unpartition,
         &simplify_inference::SimplifyInference,
         &eta_expand::EtaExpand,
+        &bind_constant_arguments::BindConstantArguments,
         &fold_constant::FoldConstant,
         &dynamic_to_static::DynamicToStatic,
         &simplify_expr::SimplifyExpr,
