@@ -14,7 +14,8 @@
 //! A recursive function that passes a parameter on unchanged (`@loop(..., %w)` inside
 //! `@loop`) still counts as passing the constant. The same constant means the same node (a
 //! bound parameter's uses share one): constants are not compared by value. The entry function,
-//! whose caller is the host, and a global used other than as a callee are left alone.
+//! whose caller is the host, a polymorphic global (a constant would fix its type variables)
+//! and a global used other than as a callee are left alone.
 //! Primitive functions are not entered. Statistics: `arguments bound`.
 
 use std::collections::{HashMap, HashSet};
@@ -50,7 +51,12 @@ impl Pass for BindConstantArguments {
         let entry = cx.entry;
         let mut bound: HashMap<Symbol, Vec<usize>> = HashMap::new();
         for g in &mut module.functions {
-            if g.name == entry || is_primitive(&g.func) || uses.escapes.contains(&g.name) {
+            let polymorphic = !g.func.type_params.is_empty();
+            if g.name == entry
+                || polymorphic
+                || is_primitive(&g.func)
+                || uses.escapes.contains(&g.name)
+            {
                 continue;
             }
             let Some(calls) = uses.calls.get(&g.name) else {
