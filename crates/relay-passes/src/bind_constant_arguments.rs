@@ -11,8 +11,10 @@
 //! def @main(%x) { @f(%x, meta[..][0]) }          ==>  def @main(%x) { @f(%x) }
 //! ```
 //!
-//! A recursive function that passes a parameter on unchanged (`@loop(..., %w)` inside
-//! `@loop`) still counts as passing the constant. The same constant means the same node (a
+//! Only tensors are bound, not scalars: weights are what the products pack, and a loop's
+//! count or a literal argument stays an argument (the function keeps the signature a host
+//! calling it through `--entry` sees). A recursive function that passes a parameter on
+//! unchanged (`@loop(..., %w)` inside `@loop`) still counts as passing the constant. The same constant means the same node (a
 //! bound parameter's uses share one): constants are not compared by value. The entry function,
 //! whose caller is the host, a polymorphic global (a constant would fix its type variables)
 //! and a global used other than as a callee are left alone.
@@ -116,15 +118,16 @@ impl Uses {
     }
 }
 
-/// The constant every call passes at position `i`, the function's own parameter `param`
-/// passed on unchanged counting as that constant; `None` unless there is exactly one.
+/// The tensor constant (not a scalar) every call passes at position `i`, the function's own
+/// parameter `param` passed on unchanged counting as that constant; `None` unless there is
+/// exactly one.
 fn common_constant(calls: &[Vec<Expr>], i: usize, param: VarId) -> Option<Expr> {
     let mut found: Option<&Expr> = None;
     for args in calls {
         let arg = args.get(i)?;
         match arg.kind() {
             ExprKind::Var(v) if v.id() == param => {}
-            ExprKind::Constant(_) => match found {
+            ExprKind::Constant(c) if !c.shape().is_empty() => match found {
                 Some(c) if !Expr::ptr_eq(c, arg) => return None,
                 _ => found = Some(arg),
             },
