@@ -14,7 +14,7 @@
 //! ONNX Runtime users write this loop in Python around the same model (Hugging Face Optimum's
 //! `ORTModelForCausalLM`); here it is compiled once and runs in the VM.
 
-use relay_ir::{Module, Type};
+use relay_ir::{Dim, Module, Type, TypeKind};
 use relay_onnx::{Imported, Port};
 use relay_runtime::DType;
 
@@ -96,15 +96,12 @@ fn signature(imported: &Imported) -> Result<Signature> {
     let mask = need(input("attention_mask"), "input `attention_mask`")?;
     let logits = need(output("logits"), "output `logits`")?;
     let (mut past, mut present) = (Vec::new(), Vec::new());
-    for layer in 0.. {
-        let Some(key) = input(&format!("past_key_values.{layer}.key")) else {
-            break;
-        };
-        for (kind, i) in [("key", key), ("value", usize::MAX)] {
-            let p = match i {
-                usize::MAX => input(&format!("past_key_values.{layer}.value")),
-                i => Some(i),
-            };
+    let layers = (0..)
+        .take_while(|layer| input(&format!("past_key_values.{layer}.key")).is_some())
+        .count();
+    for layer in 0..layers {
+        for kind in ["key", "value"] {
+            let p = input(&format!("past_key_values.{layer}.{kind}"));
             past.push(need(p, &format!("input `past_key_values.{layer}.{kind}`"))?);
             let o = output(&format!("present.{layer}.{kind}"));
             present.push(need(o, &format!("output `present.{layer}.{kind}`"))?);
@@ -224,18 +221,18 @@ def @main(%prompt: Tensor[(?), int64], %new_tokens: int32, %eos: int64{weights_t
     )
 }
 
-/// The Relay type of graph input `p`.
+/// The Relay type of graph input `p` (its `-1` dimensions `?`), as the IR prints it.
 fn input_type(p: &Port) -> String {
-    let dims: Vec<String> = p
+    let shape = p
         .shape
         .iter()
-        .map(|&d| if d < 0 { "?".into() } else { d.to_string() })
+        .map(|&d| if d < 0 { Dim::Any } else { Dim::Known(d) })
         .collect();
-    match dims.len() {
-        0 => p.dtype.to_string(),
-        1 => format!("Tensor[({},), {}]", dims[0], p.dtype),
-        _ => format!("Tensor[({}), {}]", dims.join(", "), p.dtype),
-    }
+    Type::from_kind(TypeKind::Tensor {
+        shape,
+        dtype: p.dtype,
+    })
+    .to_string()
 }
 
 /// `module`, type-checked.
