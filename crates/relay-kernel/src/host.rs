@@ -6,8 +6,8 @@ use std::ffi::c_void;
 
 use crate::abi::KernelContext;
 use relay_linalg::Ops;
-use relay_linalg::gemm::dot::DotFn;
 use relay_linalg::gemm::epilogue::EpilogueCall;
+use relay_linalg::gemm::gemv::{Gemv, GemvFn};
 use relay_linalg::gemm::narrow::{MAX_NARROW, Narrow, NarrowFn};
 
 /// The symbol of the `float32` GEMM ([`relay_kernel_sgemm`]).
@@ -103,18 +103,18 @@ unsafe impl<T> Send for Shared<T> {}
 // SAFETY: as above.
 unsafe impl<T> Sync for Shared<T> {}
 
-/// An element type of the host GEMM, with its dot product (matrix-vector products) and its
-/// narrow product, if it has one.
+/// An element type of the host GEMM, with its matrix-vector product and its narrow product,
+/// if it has one.
 trait Element: relay_linalg::gemm::Element + relay_linalg::gemm::Operand<Self> {
-    /// The dot product of the instruction set of `ops`.
-    fn dot(ops: &Ops) -> DotFn<Self>;
+    /// The matrix-vector product of the instruction set of `ops`.
+    fn gemv(ops: &Ops) -> GemvFn<Self>;
     /// The product with a narrow result of the instruction set of `ops`.
     fn narrow(ops: &Ops) -> Option<NarrowFn<Self>>;
 }
 
 impl Element for f32 {
-    fn dot(ops: &Ops) -> DotFn<f32> {
-        ops.sdot
+    fn gemv(ops: &Ops) -> GemvFn<f32> {
+        ops.sgemv
     }
     fn narrow(ops: &Ops) -> Option<NarrowFn<f32>> {
         Some(ops.snarrow)
@@ -122,8 +122,8 @@ impl Element for f32 {
 }
 
 impl Element for f64 {
-    fn dot(ops: &Ops) -> DotFn<f64> {
-        ops.ddot
+    fn gemv(ops: &Ops) -> GemvFn<f64> {
+        ops.dgemv
     }
     fn narrow(_: &Ops) -> Option<NarrowFn<f64>> {
         None
@@ -204,8 +204,8 @@ unsafe fn gemm<T: Element>(
     let threads = ctx.map_or(1, |c| c.threads()) as i64;
     let work = m.saturating_mul(n).saturating_mul(k);
     let (a, b, c) = (Shared(a), Shared(b), Shared(c));
-    // A matrix-vector product whose rows are contiguous: dot products, no packing (which
-    // would cost as much as the product itself).
+    // A matrix-vector product whose rows are contiguous: no packing (which would cost as
+    // much as the product itself).
     let gemv = if m == 1 && csa == 1 && rsb == 1 {
         // c[0, j] = a[0, :] · b[:, j]
         Some((n, a.0, b.0, csb, c.0, csc))
@@ -215,19 +215,25 @@ unsafe fn gemm<T: Element>(
     } else {
         None
     };
-    if let Some((len, v, rows, row_stride, out, out_stride)) = gemv {
-        let (v, rows, out) = (Shared(v), Shared(rows), Shared(out));
-        let dot = T::dot(ops);
+    if let Some((len, x, rows, ld, y, incy)) = gemv {
+        let (x, rows, y) = (Shared(x), Shared(rows), Shared(y));
+        let gemv = T::gemv(ops);
         let run = move |j0: i64, j1: i64| {
-            let (v, rows, out) = (v, rows, out);
-            for j in j0..j1 {
-                // SAFETY: row `j` has `k` contiguous elements, `out[j]` is an element of `c`;
-                // `dot` is of an instruction set this CPU runs (an `Ops` table).
-                unsafe {
-                    *out.0.offset((j * out_stride) as isize) =
-                        dot(v.0, rows.0.offset((j * row_stride) as isize), k as usize);
-                }
-            }
+            let (x, rows, y) = (x, rows, y);
+            let p = Gemv {
+                n: (j1 - j0) as usize,
+                k: k as usize,
+                x: x.0,
+                // SAFETY: rows `j0..j1` and their results are in the operands (the contract).
+                rows: unsafe { rows.0.offset((j0 * ld) as isize) },
+                ld: ld as usize,
+                // SAFETY: as above.
+                y: unsafe { y.0.offset((j0 * incy) as isize) },
+                incy: incy as usize,
+            };
+            // SAFETY: the rows' views are valid (the contract), and `gemv` is of an
+            // instruction set this CPU runs (an `Ops` table).
+            unsafe { gemv(p) };
             0
         };
         return finish(match ctx {

@@ -6,7 +6,7 @@
 use std::sync::OnceLock;
 
 use crate::gemm::Kernel;
-use crate::gemm::dot::{self, DotFn};
+use crate::gemm::gemv::{self, GemvFn};
 use crate::gemm::narrow::{self, NarrowFn};
 use crate::isa::{Isa, IsaError};
 use crate::pointwise::{self, PointwiseFn};
@@ -22,10 +22,10 @@ pub struct Ops {
     pub sgemm: &'static Kernel<f32>,
     /// The float64 GEMM's microkernel and blocking.
     pub dgemm: &'static Kernel<f64>,
-    /// The float32 dot product (the rows of a matrix-vector product).
-    pub sdot: DotFn<f32>,
-    /// The float64 dot product.
-    pub ddot: DotFn<f64>,
+    /// The float32 matrix-vector product over contiguous rows.
+    pub sgemv: GemvFn<f32>,
+    /// The float64 matrix-vector product.
+    pub dgemv: GemvFn<f64>,
     /// The float32 product with a narrow result (at most 16 columns).
     pub snarrow: NarrowFn<f32>,
     /// The LSTM recurrence.
@@ -77,8 +77,8 @@ impl Ops {
             isa,
             sgemm: <f32 as crate::gemm::Element>::kernel(isa),
             dgemm: <f64 as crate::gemm::Element>::kernel(isa),
-            sdot: dot::sdot_for(isa),
-            ddot: dot::ddot_for(isa),
+            sgemv: gemv::sgemv_for(isa),
+            dgemv: gemv::dgemv_for(isa),
             snarrow: narrow::snarrow_for(isa),
             lstm: rnn::lstm_for(isa),
             gru: rnn::gru_for(isa),

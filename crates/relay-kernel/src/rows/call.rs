@@ -2,9 +2,9 @@
 //!
 //! Each chunk's batched arguments are `DLTensor`s of the chunk's shape at the rows' byte
 //! offset (aligned, since chunks start every `align` rows); the others are passed as they
-//! are. The rows left after the whole chunks, fewer than the smallest chunk, are copied into
-//! aligned scratch buffers padded to that chunk by repeating their last row (so the padding
-//! computes what a real row does, errors included), run, and their results copied back.
+//! are. The rows left after the aligned chunks run a step at a time: in place where the step
+//! starts aligned, else copied into aligned scratch buffers, run, and their results copied
+//! back.
 
 use std::ffi::c_void;
 
@@ -44,25 +44,31 @@ pub(crate) unsafe fn call(
         })
         .ok_or_else(|| format!("rows {lead:?} are too many"))?;
     let mut args = Chunks::new(rows, tensors);
+    let mut scratch = None;
     let mut done = 0i64;
     for (chunk, kernel) in &rows.chunks {
         while total - done >= *chunk {
-            args.at_rows(rows, done, *chunk);
-            // SAFETY: rows `done..done + chunk` are within every batched argument.
-            unsafe { args.run(kernel, ctx) }?;
+            if done % rows.align == 0 {
+                args.at_rows(rows, done, *chunk);
+                // SAFETY: rows `done..done + chunk` are within every batched argument.
+                unsafe { args.run(kernel, ctx) }?;
+            } else {
+                let scratch = scratch.get_or_insert_with(|| Scratch::for_rows(rows, *chunk));
+                let at = Copied {
+                    inputs,
+                    first: done,
+                    n: *chunk,
+                };
+                // SAFETY: as above.
+                unsafe { run_copied(rows, ctx, kernel, tensors, &mut args, scratch, at) }?;
+            }
             done += chunk;
         }
     }
     if done < total {
-        let (chunk, kernel) = rows.chunks.last().ok_or("a row kernel without chunks")?;
-        let padded = Padded {
-            inputs,
-            first: done,
-            n: total - done,
-            chunk: *chunk,
-        };
-        // SAFETY: as above, for the rows left, padded in scratch.
-        unsafe { run_padded(rows, ctx, kernel, tensors, &mut args, padded) }?;
+        return Err(format!(
+            "rows {lead:?} are not whole steps of the row kernel"
+        ));
     }
     Ok(())
 }
@@ -264,6 +270,18 @@ impl Scratch {
         }
     }
 
+    /// A buffer of `n` rows for each batched argument of `rows` (none for the others).
+    fn for_rows(rows: &Rows, n: i64) -> Vec<Scratch> {
+        let bytes = |a: &RowArg| {
+            if a.batched {
+                a.row_bytes * n as usize
+            } else {
+                0
+            }
+        };
+        rows.args.iter().map(|a| Scratch::new(bytes(a))).collect()
+    }
+
     /// The first aligned byte.
     fn aligned(&mut self) -> *mut u8 {
         let at = self.bytes.as_ptr().align_offset(DATA_ALIGNMENT as usize);
@@ -271,73 +289,52 @@ impl Scratch {
     }
 }
 
-/// The rows left after the whole chunks.
-struct Padded {
+/// Rows run through scratch buffers: where their start is not aligned.
+struct Copied {
     /// How many arguments are inputs.
     inputs: usize,
-    /// The first row left.
+    /// The first row.
     first: i64,
-    /// How many are left (fewer than `chunk`).
+    /// How many (the rows of the kernel that runs them).
     n: i64,
-    /// The rows of the kernel that runs them.
-    chunk: i64,
 }
 
-/// Runs the rows `p` says through the `p.chunk`-row kernel in padded scratch.
+/// Runs the rows `at` says through `kernel` in `scratch` (which holds `at.n` rows of each
+/// batched argument).
 ///
 /// # Safety
 ///
-/// As [`call`]'s, the rows `p.first..p.first + p.n` within every batched argument.
-unsafe fn run_padded(
+/// As [`call`]'s, the rows `at.first..at.first + at.n` within every batched argument.
+unsafe fn run_copied(
     rows: &Rows,
     ctx: &mut KernelContext,
     kernel: &PackedFunc,
     tensors: &[&DLTensor],
     args: &mut Chunks,
-    p: Padded,
+    scratch: &mut [Scratch],
+    at: Copied,
 ) -> Result<(), String> {
-    let Padded {
-        inputs,
-        first,
-        n,
-        chunk,
-    } = p;
-    let mut scratch: Vec<Scratch> = rows
-        .args
-        .iter()
-        .map(|a| {
-            Scratch::new(if a.batched {
-                a.row_bytes * chunk as usize
-            } else {
-                0
-            })
-        })
-        .collect();
-    for (i, (t, a)) in tensors.iter().zip(&rows.args).enumerate() {
-        if !a.batched || i >= inputs || n == 0 {
-            continue;
-        }
-        let dst = scratch[i].aligned();
-        // SAFETY: `n` rows from `first` are in the argument; the scratch holds `chunk`.
-        unsafe {
-            let src = rows_at(t, a, first);
-            std::ptr::copy_nonoverlapping(src, dst, n as usize * a.row_bytes);
-            let last = dst.add((n as usize - 1) * a.row_bytes);
-            for r in n..chunk {
-                std::ptr::copy_nonoverlapping(last, dst.add(r as usize * a.row_bytes), a.row_bytes);
+    let Copied { inputs, first, n } = at;
+    let each = tensors.iter().zip(&rows.args).zip(scratch.iter_mut());
+    for (i, ((t, a), scratch)) in each.enumerate() {
+        if a.batched && i < inputs {
+            // SAFETY: `n` rows from `first` are in the argument; the scratch holds `n`.
+            unsafe {
+                let src = rows_at(t, a, first);
+                std::ptr::copy_nonoverlapping(src, scratch.aligned(), n as usize * a.row_bytes);
             }
         }
     }
-    args.at_scratch(rows, chunk, &mut scratch);
-    // SAFETY: every batched argument is in scratch, `chunk` rows each.
+    args.at_scratch(rows, n, scratch);
+    // SAFETY: every batched argument is in scratch, `n` rows each.
     unsafe { args.run(kernel, ctx) }?;
-    for (i, (t, a)) in tensors.iter().zip(&rows.args).enumerate().skip(inputs) {
+    let each = tensors.iter().zip(&rows.args).zip(scratch.iter_mut());
+    for ((t, a), scratch) in each.skip(inputs) {
         if a.batched {
-            let src = scratch[i].aligned();
             // SAFETY: the output holds rows `first..first + n`.
             unsafe {
                 let dst = rows_at(t, a, first).cast_mut();
-                std::ptr::copy_nonoverlapping(src, dst, n as usize * a.row_bytes);
+                std::ptr::copy_nonoverlapping(scratch.aligned(), dst, n as usize * a.row_bytes);
             }
         }
     }

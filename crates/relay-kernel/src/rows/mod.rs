@@ -13,9 +13,9 @@
 //! same ones ([`Pattern`]). Such a function compiles once into loop nests for a few fixed row
 //! counts (**chunks**: the function specialized with its row dimensions' `?` set to 1 but for
 //! the last, which holds the chunk), and one [`PackedFunc`] serves every shape: it walks the
-//! rows of its arguments a chunk at a time, each chunk a view at the rows' offset (a row count
-//! not a multiple of the smallest chunk is run padded, through an aligned scratch copy:
-//! [`call`]). Its outputs' shapes are the arguments' row dimensions followed by the static
+//! rows of its arguments a chunk at a time, each chunk a view at the rows' offset (the rows
+//! after the last aligned chunk run a step at a time, through an aligned scratch copy where
+//! their start is not aligned: [`call`]). Its outputs' shapes are the arguments' row dimensions followed by the static
 //! trailing ones (its shape function). A `?` after the rows in an argument is taken to be the
 //! result's extent there. Nothing is compiled per shape; a call whose tensors do not share
 //! their rows or those extents (a `?` that broadcasts at run time) is not served, and the
@@ -69,8 +69,11 @@ pub struct Rows {
     pattern: Pattern,
     /// Each kernel argument, inputs then outputs.
     args: Vec<RowArg>,
-    /// The chunk kernels, most rows first; every count is a multiple of the last one's.
+    /// The chunk kernels, most rows first; every count is a multiple of the next one's, and
+    /// every one but the last (the pattern's step, which may start anywhere) of `align`.
     chunks: Vec<(i64, PackedFunc)>,
+    /// The rows from one aligned start of every batched argument to the next.
+    align: i64,
 }
 
 /// The row dimensions every argument with rows shares: what is known of each (`-1` for `?`),
@@ -360,13 +363,16 @@ fn row_wise_call(e: &Expr, s: &Structure) -> bool {
     }
 }
 
-/// The row counts of the chunks for rows of at most `widest` elements whose every row start
-/// is aligned every `align` rows: multiples of `align`, most first.
-fn chunk_rows(widest: i64, align: i64) -> Vec<i64> {
+/// The row counts of the chunks for rows of at most `widest` elements whose row starts are
+/// aligned every `align` rows, `align` a multiple of `step` (the rows of the known row
+/// dimensions): multiples of `align`, most first, then `step` for the rows left, so that one
+/// row of an embedding's 50,257 logits (aligned every 16 rows) runs as one row, not sixteen.
+fn chunk_rows(widest: i64, align: i64, step: i64) -> Vec<i64> {
     let target = (CHUNK_ELEMENTS / widest.max(1)).clamp(1, MAX_CHUNK_ROWS);
     let big = (target / align).max(1) * align;
     let mut rows = vec![big, 8 * align, align];
     rows.retain(|&r| r <= big);
+    rows.push(step);
     rows.dedup();
     rows
 }
@@ -419,7 +425,7 @@ fn compile_rows(
         )));
     }
     let mut chunks = Vec::new();
-    for rows in chunk_rows(widest, align) {
+    for rows in chunk_rows(widest, align, pattern.step) {
         let types: Vec<Type> = (0..inputs)
             .map(|i| chunk_type(&spec.args[i], &args[i], &pattern, rows))
             .collect::<Result<_, _>>()
@@ -431,6 +437,7 @@ fn compile_rows(
         pattern,
         args,
         chunks,
+        align,
     };
     Ok(PackedFunc::rows(name.to_owned(), spec, inputs, rows))
 }

@@ -9,17 +9,18 @@ fn row_cases(params: &str, body: &str, cases: &[&[&[i64]]]) {
 
 #[test]
 fn chunks_are_multiples_of_the_aligned_row_count() {
-    assert_eq!(chunk_rows(32, 1), vec![512, 8, 1]);
-    assert_eq!(chunk_rows(32, 16), vec![512, 128, 16]);
-    assert_eq!(chunk_rows(768, 1), vec![21, 8, 1]);
-    assert_eq!(chunk_rows(1 << 20, 16), vec![16]);
-    assert_eq!(chunk_rows(1, 1), vec![1024, 8, 1]);
+    assert_eq!(chunk_rows(32, 1, 1), vec![512, 8, 1]);
+    assert_eq!(chunk_rows(32, 16, 1), vec![512, 128, 16, 1]);
+    assert_eq!(chunk_rows(32, 16, 4), vec![512, 128, 16, 4]);
+    assert_eq!(chunk_rows(768, 1, 1), vec![21, 8, 1]);
+    assert_eq!(chunk_rows(1 << 20, 16, 1), vec![16, 1]);
+    assert_eq!(chunk_rows(1, 1, 1), vec![1024, 8, 1]);
 }
 
 #[test]
 fn layer_norm_pieces_run_at_every_row_count() {
     // The mean is a reduction of the library; the variance and the normalization are rows
-    // of 32 and of 1 floats (aligned every 16 rows: a count not a multiple is padded).
+    // of 32 and of 1 floats (aligned every 16 rows: the rest run a row at a time).
     let counts: &[&[i64]] = &[
         &[1, 1],
         &[2, 7],
@@ -64,8 +65,8 @@ fn epilogues_and_other_dtypes_run_in_chunks() {
             &[&[3, 0, 40], &[40], &[3, 0, 40]],
         ],
     );
-    // Rows of 3 bytes (aligned every 64 rows) with integer division: the padded rows repeat
-    // a real one, so they divide by what it divides by.
+    // Rows of 3 bytes (aligned every 64 rows) with integer division: the rows after the
+    // aligned chunks run one at a time, those that do not start aligned in scratch.
     row_cases(
         "%p0: Tensor[(?, 3), int8], %p1: Tensor[(?, 3), int8]",
         "floor_divide(%p0, maximum(%p1, 1i8))",
@@ -74,6 +75,13 @@ fn epilogues_and_other_dtypes_run_in_chunks() {
             &[&[65, 3], &[65, 3]],
             &[&[200, 3], &[200, 3]],
         ],
+    );
+    // The argmax of a language model's logits: rows of 50,257 floats (aligned every 16
+    // rows), one row alone or a few.
+    row_cases(
+        "%p0: Tensor[(?, 50257), float32]",
+        "argmax(%p0, axis=[-1])",
+        &[&[&[1, 50257]], &[&[3, 50257]], &[&[17, 50257]]],
     );
     // A softmax over the last axis of float64 rows, with a broadcast row.
     row_cases(

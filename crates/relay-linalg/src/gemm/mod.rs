@@ -11,8 +11,8 @@
 
 #[cfg(target_arch = "x86_64")]
 mod avx512;
-pub mod dot;
 pub mod epilogue;
+pub mod gemv;
 pub mod half_epilogue;
 pub(crate) mod kernels;
 pub mod narrow;
