@@ -159,8 +159,8 @@ unsafe fn rows_f32_avx2<const R: usize>(p: &Gemv<f32>, j: usize, band: usize) {
         // SAFETY: elements `l..l + 8` (`l + 8 <= k`).
         unsafe {
             let x0 = _mm256_loadu_ps(p.x.add(l));
-            for r in 0..R {
-                lo[r] = _mm256_fmadd_ps(x0, _mm256_loadu_ps(row(r).add(l)), lo[r]);
+            for (r, lo) in lo.iter_mut().enumerate() {
+                *lo = _mm256_fmadd_ps(x0, _mm256_loadu_ps(row(r).add(l)), *lo);
             }
         }
         l += 8;
@@ -246,8 +246,8 @@ unsafe fn rows_f32_avx512<const R: usize>(p: &Gemv<f32>, j: usize, band: usize) 
         // SAFETY: masked loads read only elements `l..l + left`, all below `k`.
         unsafe {
             let x0 = _mm512_maskz_loadu_ps(mask, p.x.add(l));
-            for r in 0..R {
-                lo[r] = _mm512_fmadd_ps(x0, _mm512_maskz_loadu_ps(mask, row(r).add(l)), lo[r]);
+            for (r, lo) in lo.iter_mut().enumerate() {
+                *lo = _mm512_fmadd_ps(x0, _mm512_maskz_loadu_ps(mask, row(r).add(l)), *lo);
             }
         }
         l += left;
