@@ -488,12 +488,21 @@ unsafe fn tiles<T: Element, SA, SB>(
     let mut tile = [T::ZERO; MAX_TILE];
     // The last tile computed, whose epilogue is still to be applied.
     let mut pending = None;
+    let row_tiles = rows.div_ceil(mr);
     for jr in (0..cols).step_by(nr) {
         let w = nr.min(cols - jr);
         // SAFETY: panel `jr / nr` of the block.
         let bpanel = unsafe { bp.ptr.add(jr * bp.step) };
+        // The next packed panel, prefetched a part before each tile of this one: a constant's
+        // panels come from memory, and the first tile of each would wait for them (GPT-2's
+        // 32-token prefill, AVX2: 2.45 → 2.1 ms for a 768 × 3072 weight).
+        let next =
+            (bp.ld == nr && jr + nr < cols).then(|| bp.ptr.wrapping_add((jr + nr) * bp.step));
         for ir in (0..rows).step_by(mr) {
             let h = mr.min(rows - ir);
+            if let Some(next) = next {
+                prefetch_part(next.cast(), kcb * nr * size_of::<T>(), (ir / mr, row_tiles));
+            }
             // SAFETY: panel `ir / mr` of the block; `(i0 + ir, j0 + jr)` is inside `c`.
             let (apanel, out) = unsafe { (ap.add(ir * kcb), c.at(i0 + ir, j0 + jr).cast_mut()) };
             if let Some(e) = epilogue {
@@ -526,6 +535,15 @@ unsafe fn tiles<T: Element, SA, SB>(
     if let (Some(e), Some((rows, cols))) = (epilogue, pending) {
         // SAFETY: as above.
         unsafe { e.apply(kern.isa, c, rows, cols) };
+    }
+}
+
+/// Prefetches part `i` of `parts` of the `bytes` at `p`, for reading.
+fn prefetch_part(p: *const u8, bytes: usize, (i, parts): (usize, usize)) {
+    let lines = bytes.div_ceil(64);
+    let each = lines.div_ceil(parts);
+    for l in i * each..((i + 1) * each).min(lines) {
+        super::epilogue::prefetch(p.wrapping_add(l * 64), false);
     }
 }
 

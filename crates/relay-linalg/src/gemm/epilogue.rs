@@ -167,7 +167,7 @@ impl<T> Epilogue<T> {
 /// A hint to load the cache line holding `p`, to be written when `write` (no effect on other
 /// targets; never faults).
 #[inline(always)]
-fn prefetch(p: *const u8, write: bool) {
+pub(super) fn prefetch(p: *const u8, write: bool) {
     #[cfg(target_arch = "x86_64")]
     // SAFETY: a prefetch does not access memory architecturally and never faults.
     unsafe {

@@ -147,6 +147,12 @@ fn edge_shapes() -> Vec<(usize, usize, usize)> {
     for (m, n) in [(100, 49), (70, 17), (40, 3), (25, 13), (13, 1), (127, 7)] {
         shapes.push((m, 9, n));
     }
+    // Every row count of an edge tile, with whole and partial columns (one kernel per row
+    // count on AVX2).
+    for rows in 1..=12 {
+        shapes.push((rows, 5, 32));
+        shapes.push((12 + rows, 5, 16 + rows));
+    }
     // `b`'s rows padded to exactly 32 and 16 elements (the row stride of a packed panel).
     shapes.push((13, 7, 30));
     shapes.push((13, 7, 14));
