@@ -546,8 +546,10 @@ fn execute(
     Ok(result)
 }
 
-/// The VM's profile in `--profile-format`: the tables (kernels and instruction kinds, then the
-/// allocator's statistics, separated by blank lines), their rows as JSON, or the Chrome trace.
+/// The VM's profile in `--profile-format`: the tables (kernels and instruction kinds, the
+/// allocator's statistics, then the VM's deepest call stack and the kernels it compiled for
+/// argument shapes while running, separated by blank lines), their rows as JSON, or the
+/// Chrome trace.
 fn profile_text(args: &RunArgs, exe: &Executable, vm: &mut Vm<'_>) -> String {
     let Some(profile) = vm.take_profile() else {
         return "the VM recorded no profile\n".to_string();
@@ -555,7 +557,16 @@ fn profile_text(args: &RunArgs, exe: &Executable, vm: &mut Vm<'_>) -> String {
     let allocator = vm.allocator_stats();
     match args.profile_format.unwrap_or(ProfileFormat::Table) {
         ProfileFormat::Table => {
-            let tables = [profile.to_string(), allocator.to_string()];
+            let machine = format!(
+                "{:<22}{:>14}\n  {:<20}{:>14}\n  {:<20}{:>14}\n",
+                "virtual machine",
+                "count",
+                "peak frames",
+                vm.inner().peak_frames(),
+                "kernels compiled",
+                exe.cache.compiled(),
+            );
+            let tables = [profile.to_string(), allocator.to_string(), machine];
             let sections: Vec<&str> = tables.iter().map(|t| t.trim_end_matches('\n')).collect();
             sections.join("\n\n") + "\n"
         }

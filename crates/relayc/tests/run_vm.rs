@@ -475,6 +475,10 @@ def @main(%x: Tensor[(4, 8), float32], %w: Tensor[(16, 8), float32]) {
         // The allocator statistics.
         "storage allocator",
         "served from pool",
+        // The VM's stack and run-time compilations.
+        "virtual machine",
+        "peak frames",
+        "kernels compiled",
     ] {
         assert!(err.contains(needle), "expected {needle:?} in: {err}");
     }

@@ -187,7 +187,7 @@ pub(crate) unsafe fn portable<T: super::Element, const MR: usize, const NR: usiz
 }
 
 /// The x86-64 microkernels: AVX-512F (16 `f32` or 8 `f64` lanes, edges in registers) and
-/// AVX2 with FMA (whole tiles, edges through a local tile).
+/// AVX2 with FMA (a kernel per row count; fewer columns through a local tile).
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod x86 {
     use std::arch::x86_64::*;
