@@ -1,9 +1,11 @@
 """Writes the generation workloads of issue 32 (benches/generate/README.md) into out/<config>/:
 
-- generate.relay and params.npz: GPT-2's greedy generation as one Relay program
-  (benches/models/zoo/generation.py) with the zoo's seeded `gpt2` weights;
+- generate.relay, beam.relay and params.npz: GPT-2's greedy generation and its beam search of
+  width 4 as Relay programs (benches/models/zoo/generation.py) with the zoo's seeded `gpt2`
+  weights;
 - hf/: the same weights as a Hugging Face GPT2LMHeadModel (config.json, model.safetensors), the
-  input of onnxruntime-genai's model builder;
+  input onnxruntime-genai's model builder would take (its 0.18.0 does not build GPT-2:
+  "GPT2LMHeadModel is not currently supported");
 - decoder_with_past.onnx: that model exported as Hugging Face's exporters write a decoder with
   past (TorchScript exporter, opset 17): inputs `input_ids` [batch, sequence], `attention_mask`
   [batch, past + sequence], `past_key_values.N.key`/`.value` [batch, heads, past, 64]; outputs
@@ -172,11 +174,12 @@ def main():
         return write_test_data()
     config = CONFIGS[args.config]
     out = args.out / args.config
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "generate.relay").write_text(generation.relay_text(config))
+    (out / "beam.relay").write_text(generation.beam_relay_text(config))
     if (out / "decoder_with_past.onnx").exists() and not args.force:
         return
-    out.mkdir(parents=True, exist_ok=True)
     w = generation.weights(config)
-    (out / "generate.relay").write_text(generation.relay_text(config))
     np.savez(out / "params.npz", **w)
     model = hf_model(config, w)
     model.save_pretrained(out / "hf")

@@ -50,9 +50,17 @@ TESTS = {
     "gpt2_h0": networks.gpt2_block,
 }
 
-# name -> (config, prompt, new tokens) of the generation tests (zoo/generation.py).
+# name -> (config, prompt, new tokens, program) of the generation tests (zoo/generation.py):
+# the greedy loop, and beam search of width 4 (a prompt whose beams and greedy ids differ).
 GENERATION_TESTS = {
-    "gpt2_generate_tiny": (generation.TINY, [5, 17, 42, 3, 88, 11, 2, 60], 40),
+    "gpt2_generate_tiny": (generation.TINY, [5, 17, 42, 3, 88, 11, 2, 60], 40, "greedy"),
+    "gpt2_beam_tiny": (generation.TINY, [9, 30, 77], 40, "beam"),
+}
+
+# program -> (its Relay text, its numpy reference) by config (zoo/generation.py).
+GENERATION_PROGRAMS = {
+    "greedy": (generation.relay_text, generation.greedy),
+    "beam": (generation.beam_relay_text, generation.beam_search),
 }
 
 # At most this many expected values are stored per output (every stride-th element).
@@ -118,14 +126,15 @@ def write_test(name, graph, directory):
 def write_generation_test(name, directory):
     """name.relay and name.manifest of a generation program (the weights by seed, the prompt
     and the count as values) and the ids the numpy loop generates."""
-    config, prompt, new_tokens = GENERATION_TESTS[name]
-    (directory / f"{name}.relay").write_text(generation.relay_text(config))
+    config, prompt, new_tokens, program = GENERATION_TESTS[name]
+    text, reference = GENERATION_PROGRAMS[program]
+    (directory / f"{name}.relay").write_text(text(config))
     seed = networks.SEEDS["gpt2"]
     lines = [
         f"# {name}: written by benches/models/generate.py --tests; read by benches/tests/models.rs.",
         "# input NAME int32 SHAPE|scalar values V,V,...",
         "# param NAME DTYPE SHAPE splitmix SEED SCALE OFFSET  (zoo/weights.py)",
-        "# output INDEX STRIDE COUNT FILE  (the ids of zoo/generation.py's numpy loop)",
+        f"# output INDEX STRIDE COUNT FILE  (the ids of zoo/generation.py's numpy {program} loop)",
         f"input prompt int32 {len(prompt)} values {','.join(map(str, prompt))}",
         f"input new_tokens int32 scalar values {new_tokens}",
     ]
@@ -133,7 +142,7 @@ def write_generation_test(name, directory):
         dims = ",".join(map(str, shape))
         lines.append(f"param {pname} float32 {dims} splitmix "
                      f"{generation.tensor_seed(seed, pname)} {scale!r} {offset!r}")
-    ids = generation.greedy(config, generation.weights(config, seed), prompt, new_tokens)
+    ids = reference(config, generation.weights(config, seed), prompt, new_tokens)
     np.save(directory / f"{name}.expected0.npy", ids)
     lines.append(f"output 0 1 {ids.size} {name}.expected0.npy")
     (directory / f"{name}.manifest").write_text("\n".join(lines) + "\n")

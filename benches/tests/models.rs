@@ -298,3 +298,11 @@ fn gpt2_block() {
 fn gpt2_generation() {
     check("gpt2_generate_tiny");
 }
+
+/// The zoo's beam search (width 4) at the same config: the beams decoded together (one product
+/// per layer for all four), reordered by origin each step, picked by argmax-and-mask; the best
+/// sequence equals the numpy search's (and the interpreter's), and differs from greedy's.
+#[test]
+fn gpt2_beam_search() {
+    check("gpt2_beam_tiny");
+}

@@ -64,23 +64,36 @@ def weights(config, seed=SEEDS["gpt2"]):
     }
 
 
-def relay_text(config):
-    """The generation program for `config` (see the module's documentation)."""
-    layers, width, heads = config["layers"], config["width"], config["heads"]
-    vocab, eos = config["vocab"], config["eos"]
+def _dense(x, name):
+    return f"add(nn.dense({x}, %{name}_weight, units=None), %{name}_bias)"
+
+
+def _norm(x, name):
+    return f"nn.layer_norm({x}, %{name}_gamma, %{name}_beta, epsilon=1e-05f)"
+
+
+def _mlp(h, y):
+    """The lines of layer `h`'s MLP block after its attention's output `y` (to `%{h}_out`)."""
+    return [
+        f"let %{h}_m = {_dense(_norm(y, f'{h}_ln2'), f'{h}_mlp_in')};",
+        f"let %{h}_g = multiply(multiply(%{h}_m, 0.5f), add(tanh(multiply(add(%{h}_m, "
+        f"multiply(power(%{h}_m, 3f), 0.044715f)), 0.7978846f)), 1f));",
+        f"let %{h}_out = add({y}, {_dense(f'%{h}_g', f'{h}_mlp_out')});",
+    ]
+
+
+def _types(config, beams=1):
+    """The text of one cache's type (`[beams · heads, ?, head width]`) and of the caches' tuple."""
+    layers, heads, d = config["layers"], config["heads"], config["width"] // config["heads"]
+    cache_t = f"Tensor[({beams * heads}, ?, {d}), float32]"
+    return cache_t, "(" + ", ".join([cache_t] * (2 * layers)) + ")"
+
+
+def _forward(config):
+    """`%forward(%ids, %caches)`: the decoder on `s` new ids of one sequence."""
+    layers, width, heads, vocab = config["layers"], config["width"], config["heads"], config["vocab"]
     d = width // heads
-    cache_t = f"Tensor[({heads}, ?, {d}), float32]"
-    caches_t = "(" + ", ".join([cache_t] * (2 * layers)) + ")"
-    params = ", ".join(
-        f"%{name}: Tensor[({', '.join(map(str, shape))}), float32]"
-        for name, shape, _, _ in weight_specs(**config)
-    )
-
-    def dense(x, name):
-        return f"add(nn.dense({x}, %{name}_weight, units=None), %{name}_bias)"
-
-    def norm(x, name):
-        return f"nn.layer_norm({x}, %{name}_gamma, %{name}_beta, epsilon=1e-05f)"
+    _, caches_t = _types(config)
 
     def split_heads(x):
         return f"transpose(reshape({x}, newshape=[-1, {heads}, {d}]), axes=[1, 0, 2])"
@@ -99,35 +112,55 @@ def relay_text(config):
     for i in range(layers):
         h = f"h{i}"
         body += [
-            f"let %{h}_a = {norm(x, f'{h}_ln1')};",
-            f"let %{h}_q = {split_heads(dense(f'%{h}_a', f'{h}_attn_q'))};",
-            f"let %{h}_k = concatenate((%caches.{2 * i}, {split_heads(dense(f'%{h}_a', f'{h}_attn_k'))}), axis=1);",
-            f"let %{h}_v = concatenate((%caches.{2 * i + 1}, {split_heads(dense(f'%{h}_a', f'{h}_attn_v'))}), axis=1);",
+            f"let %{h}_a = {_norm(x, f'{h}_ln1')};",
+            f"let %{h}_q = {split_heads(_dense(f'%{h}_a', f'{h}_attn_q'))};",
+            f"let %{h}_k = concatenate((%caches.{2 * i}, {split_heads(_dense(f'%{h}_a', f'{h}_attn_k'))}), axis=1);",
+            f"let %{h}_v = concatenate((%caches.{2 * i + 1}, {split_heads(_dense(f'%{h}_a', f'{h}_attn_v'))}), axis=1);",
             f"let %{h}_s = add(multiply(nn.batch_matmul(%{h}_q, %{h}_k, transpose_b=True), "
             f"{1 / math.sqrt(d)!r}f), %mask);",
             f"let %{h}_c = nn.batch_matmul(nn.softmax(%{h}_s, axis=-1), %{h}_v, transpose_b=False);",
-            f"let %{h}_y = add({x}, {dense(f'reshape(transpose(%{h}_c, axes=[1, 0, 2]), newshape=[-1, {width}])', f'{h}_attn_out')});",
-            f"let %{h}_m = {dense(norm(f'%{h}_y', f'{h}_ln2'), f'{h}_mlp_in')};",
-            f"let %{h}_g = multiply(multiply(%{h}_m, 0.5f), add(tanh(multiply(add(%{h}_m, "
-            f"multiply(power(%{h}_m, 3f), 0.044715f)), 0.7978846f)), 1f));",
-            f"let %{h}_out = add(%{h}_y, {dense(f'%{h}_g', f'{h}_mlp_out')});",
+            f"let %{h}_y = add({x}, {_dense(f'reshape(transpose(%{h}_c, axes=[1, 0, 2]), newshape=[-1, {width}])', f'{h}_attn_out')});",
         ]
+        body += _mlp(h, f"%{h}_y")
         x = f"%{h}_out"
     last = f"expand_dims(take({x}, subtract(%n, 1), axis=0), axis=0)"
     body += [
-        f"let %logits = nn.dense({norm(last, 'ln_f')}, %wte, units=None);",
+        f"let %logits = nn.dense({_norm(last, 'ln_f')}, %wte, units=None);",
         "let %caches1 = (" + ", ".join(f"%h{i}_{kv}" for i in range(layers) for kv in "kv") + ");",
         "(%logits, %caches1)",
     ]
-    forward = "\n      ".join(body)
+    lines = "\n      ".join(body)
+    return f"""let %forward = fn (%ids: Tensor[(?), int32], %caches: {caches_t}) -> (Tensor[(1, {vocab}), float32], {caches_t}) {{
+      {lines}
+  }};"""
+
+
+def _prefill(config):
+    """`%prefill`: `%forward` on the prompt with empty caches."""
+    heads, d = config["heads"], config["width"] // config["heads"]
     empty = f"zeros(shape=[{heads}, 0, {d}], dtype=\"float32\")"
+    return f"let %prefill = %forward(%prompt, ({', '.join([empty] * (2 * config['layers']))}));"
+
+
+def _main(config, body):
+    """`@main(%prompt, %new_tokens, weights...)` around `body`."""
+    params = ", ".join(
+        f"%{name}: Tensor[({', '.join(map(str, shape))}), float32]"
+        for name, shape, _, _ in weight_specs(**config)
+    )
     return f"""#[version = "0.0.5"]
 def @main(%prompt: Tensor[(?), int32], %new_tokens: int32, {params}) -> Tensor[(?), int32] {{
-  let %forward = fn (%ids: Tensor[(?), int32], %caches: {caches_t}) -> (Tensor[(1, {vocab}), float32], {caches_t}) {{
-      {forward}
-  }};
-  let %decode = fn (%token: Tensor[(1), int32], %caches: {caches_t}, %count: int32, %out: Tensor[(?), int32]) -> Tensor[(?), int32] {{
-    if (logical_or(greater_equal(%count, %new_tokens), equal(take(%token, 0), {eos}))) {{
+  {_forward(config)}
+{body}
+}}
+"""
+
+
+def relay_text(config):
+    """The greedy generation program for `config` (see the module's documentation)."""
+    _, caches_t = _types(config)
+    return _main(config, f"""  let %decode = fn (%token: Tensor[(1), int32], %caches: {caches_t}, %count: int32, %out: Tensor[(?), int32]) -> Tensor[(?), int32] {{
+    if (logical_or(greater_equal(%count, %new_tokens), equal(take(%token, 0), {config["eos"]}))) {{
       %out
     }} else {{
       let %step = %forward(%token, %caches);
@@ -135,16 +168,118 @@ def @main(%prompt: Tensor[(?), int32], %new_tokens: int32, {params}) -> Tensor[(
       %decode(%next, %step.1, add(%count, 1), concatenate((%out, %next), axis=0))
     }}
   }};
-  let %prefill = %forward(%prompt, ({", ".join([empty] * (2 * layers))}));
+  {_prefill(config)}
   let %first = argmax(%prefill.0, axis=[-1]);
-  %decode(%first, %prefill.1, 1, %first)
-}}
-"""
+  %decode(%first, %prefill.1, 1, %first)""")
 
 
-def greedy(config, w, prompt, new_tokens):
-    """The generation in numpy with a growing cache (the reference)."""
-    layers, width, heads, eos = config["layers"], config["width"], config["heads"], config["eos"]
+def _beam_step(config, beams):
+    """`%step(%tokens, %caches)`: the decoder on one new id of each of `beams` sequences, their
+    caches `[beams · heads, length, head width]` (beam-major), one product per layer for all."""
+    layers, width, heads, vocab = config["layers"], config["width"], config["heads"], config["vocab"]
+    d = width // heads
+    _, caches_t = _types(config, beams)
+    rows = beams * heads
+
+    def per_head(x):
+        return f"reshape({x}, newshape=[{rows}, 1, {d}])"
+
+    body = [
+        "let %past = take(shape_of(%caches.0, dtype=\"int32\"), 1);",
+        "let %x0 = add(take(%wte, %tokens, axis=0), take(%wpe, %past, axis=0));",
+    ]
+    x = "%x0"
+    for i in range(layers):
+        h = f"h{i}"
+        body += [
+            f"let %{h}_a = {_norm(x, f'{h}_ln1')};",
+            f"let %{h}_q = {per_head(_dense(f'%{h}_a', f'{h}_attn_q'))};",
+            f"let %{h}_k = concatenate((%caches.{2 * i}, {per_head(_dense(f'%{h}_a', f'{h}_attn_k'))}), axis=1);",
+            f"let %{h}_v = concatenate((%caches.{2 * i + 1}, {per_head(_dense(f'%{h}_a', f'{h}_attn_v'))}), axis=1);",
+            # One new position sees every cached one: no mask.
+            f"let %{h}_s = multiply(nn.batch_matmul(%{h}_q, %{h}_k, transpose_b=True), {1 / math.sqrt(d)!r}f);",
+            f"let %{h}_c = nn.batch_matmul(nn.softmax(%{h}_s, axis=-1), %{h}_v, transpose_b=False);",
+            f"let %{h}_y = add({x}, {_dense(f'reshape(%{h}_c, newshape=[{beams}, {width}])', f'{h}_attn_out')});",
+        ]
+        body += _mlp(h, f"%{h}_y")
+        x = f"%{h}_out"
+    body += [
+        f"let %logits = nn.dense({_norm(x, 'ln_f')}, %wte, units=None);",
+        "let %caches1 = (" + ", ".join(f"%h{i}_{kv}" for i in range(layers) for kv in "kv") + ");",
+        "(%logits, %caches1)",
+    ]
+    lines = "\n      ".join(body)
+    return f"""let %step = fn (%tokens: Tensor[({beams}), int32], %caches: {caches_t}) -> (Tensor[({beams}, {vocab}), float32], {caches_t}) {{
+      {lines}
+  }};"""
+
+
+def _top(beams, flat, size):
+    """The lines binding `%top` to the positions of the `beams` largest of `%{flat}` (`size`
+    floats), largest first, the lowest position first among equals: an argmax, that position
+    masked, and again."""
+    lines = [f"let %{flat}_0 = %{flat};"]
+    picks = []
+    for b in range(beams):
+        lines.append(f"let %{flat}_i{b} = argmax(%{flat}_{b}, axis=[0]);")
+        picks.append(f"%{flat}_i{b}")
+        if b + 1 < beams:
+            lines.append(f"let %{flat}_{b + 1} = where(equal(arange(0, {size}, 1, dtype=\"int32\"), "
+                         f"%{flat}_i{b}), -3.4e+38f, %{flat}_{b});")
+    lines.append(f"let %top = stack(({', '.join(picks)}), axis=0);")
+    return lines
+
+
+def beam_relay_text(config, beams=4):
+    """The beam search program for `config`: the prefill, then `beams` sequences decoded
+    together, each step keeping the `beams` continuations of highest total log-probability;
+    after `new_tokens` ids, the sequence of the best. No end-of-sequence stop and no length
+    penalty (every beam is `new_tokens` long)."""
+    layers, heads, vocab = config["layers"], config["heads"], config["vocab"]
+    _, caches_t = _types(config, beams)
+
+    def reorder(cache):
+        # The caches of each beam's origin: `[beams, heads, length, d]`, taken by beam.
+        d = config["width"] // heads
+        return (f"reshape(take(reshape({cache}, newshape=[{beams}, {heads}, -1, {d}]), %origin, axis=0), "
+                f"newshape=[{beams * heads}, -1, {d}])")
+
+    def indent(lines, n):
+        return ("\n" + " " * n).join(lines)
+
+    size = beams * vocab
+    step = _top(beams, "total", size) + [
+        "let %origin = floor_divide(%top, " + str(vocab) + ");",
+        "let %next = floor_mod(%top, " + str(vocab) + ");",
+        "let %rc = %r.1;",
+        "let %caches2 = (" + ", ".join(reorder(f"%rc.{j}") for j in range(2 * layers)) + ");",
+        "let %seqs1 = concatenate((take(%seqs, %origin, axis=0), expand_dims(%next, axis=1)), axis=1);",
+        "%decode(%next, take(%total, %top), %seqs1, %caches2, add(%count, 1))",
+    ]
+    first = _top(beams, "first", vocab) + [
+        "let %pc = %prefill.1;",
+        "let %tiled = (" + ", ".join(f"tile(%pc.{j}, reps=[{beams}, 1, 1])" for j in range(2 * layers)) + ");",
+        "%decode(%top, take(%first, %top), expand_dims(%top, axis=1), %tiled, 1)",
+    ]
+    return _main(config, f"""  {_beam_step(config, beams)}
+  let %decode = fn (%tokens: Tensor[({beams}), int32], %scores: Tensor[({beams}), float32], %seqs: Tensor[({beams}, ?), int32], %caches: {caches_t}, %count: int32) -> Tensor[(?), int32] {{
+    if (greater_equal(%count, %new_tokens)) {{
+      take(%seqs, argmax(%scores, axis=[0]), axis=0)
+    }} else {{
+      let %r = %step(%tokens, %caches);
+      let %total = reshape(add(nn.log_softmax(%r.0, axis=-1), expand_dims(%scores, axis=1)), newshape=[{size}]);
+      {indent(step, 6)}
+    }}
+  }};
+  {_prefill(config)}
+  let %first = reshape(nn.log_softmax(%prefill.0, axis=-1), newshape=[{vocab}]);
+  {indent(first, 2)}""")
+
+
+def _numpy_forward(config, w):
+    """`forward(ids, caches)`: the decoder in numpy on the new ids of one sequence, its caches
+    (a list of `[heads, length, head width]` arrays) grown in place; the last row's logits."""
+    layers, width, heads = config["layers"], config["width"], config["heads"]
     d = width // heads
 
     def norm(x, name):
@@ -158,9 +293,7 @@ def greedy(config, w, prompt, new_tokens):
     def split(x):
         return x.reshape(-1, heads, d).transpose(1, 0, 2)
 
-    caches = [np.zeros((heads, 0, d), np.float32) for _ in range(2 * layers)]
-
-    def forward(ids):
+    def forward(ids, caches):
         past, n = caches[0].shape[1], len(ids)
         pos = np.arange(past, past + n)
         x = w["wte"][ids] + w["wpe"][pos]
@@ -179,9 +312,53 @@ def greedy(config, w, prompt, new_tokens):
             m = dense(norm(y, f"{h}_ln2"), f"{h}_mlp_in")
             g = 0.5 * m * (1 + np.tanh(0.7978846 * (m + 0.044715 * m**3)))
             x = y + dense(g, f"{h}_mlp_out")
-        return norm(x[-1:], "ln_f") @ w["wte"].T
+        return (norm(x[-1:], "ln_f") @ w["wte"].T)[0]
 
-    out = [int(np.argmax(forward(np.asarray(prompt))))]
+    return forward
+
+
+def _empty_caches(config):
+    heads, d = config["heads"], config["width"] // config["heads"]
+    return [np.zeros((heads, 0, d), np.float32) for _ in range(2 * config["layers"])]
+
+
+def greedy(config, w, prompt, new_tokens):
+    """The greedy generation in numpy with a growing cache (the reference)."""
+    forward, caches, eos = _numpy_forward(config, w), _empty_caches(config), config["eos"]
+    out = [int(np.argmax(forward(np.asarray(prompt), caches)))]
     while len(out) < new_tokens and out[-1] != eos:
-        out.append(int(np.argmax(forward(np.asarray(out[-1:])))))
+        out.append(int(np.argmax(forward(np.asarray(out[-1:]), caches))))
     return np.asarray(out, np.int32)
+
+
+def log_softmax(x):
+    """Log-probabilities of the last axis, in float32."""
+    x = x.astype(np.float32)
+    shifted = x - x.max(-1, keepdims=True)
+    return shifted - np.log(np.exp(shifted).sum(-1, keepdims=True))
+
+
+def top(scores, k):
+    """The positions of the `k` largest of `scores` (flat), largest first, the lowest position
+    first among equals (what the program's argmax-and-mask selection picks)."""
+    return np.argsort(-scores, kind="stable")[:k]
+
+
+def beam_search(config, w, prompt, new_tokens, beams=4):
+    """The beam search in numpy (the reference of `beam_relay_text`): the ids of the best of
+    `beams` sequences, `new_tokens` long."""
+    forward, vocab = _numpy_forward(config, w), config["vocab"]
+    caches = _empty_caches(config)
+    first = log_softmax(forward(np.asarray(prompt), caches))
+    tokens = top(first, beams)
+    scores, seqs = first[tokens], tokens[:, None]
+    beam_caches = [list(caches) for _ in range(beams)]
+    for _ in range(1, new_tokens):
+        logp = np.stack([log_softmax(forward(tokens[b:b + 1], beam_caches[b])) for b in range(beams)])
+        total = (logp + scores[:, None]).reshape(-1)
+        picked = top(total, beams)
+        origin, tokens = picked // vocab, picked % vocab
+        scores = total[picked]
+        beam_caches = [list(beam_caches[o]) for o in origin]
+        seqs = np.concatenate((seqs[origin], tokens[:, None]), 1)
+    return seqs[int(np.argmax(scores))].astype(np.int32)
