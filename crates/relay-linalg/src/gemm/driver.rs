@@ -496,8 +496,8 @@ unsafe fn tiles<T: Element, SA, SB>(
         // The next packed panel, prefetched a part before each tile of this one: a constant's
         // panels come from memory, and the first tile of each would wait for them (GPT-2's
         // 32-token prefill, AVX2: 2.45 → 2.1 ms for a 768 × 3072 weight).
-        let next =
-            (bp.ld == nr && jr + nr < cols).then(|| bp.ptr.wrapping_add((jr + nr) * bp.step));
+        let next = (!kern.prefetches_b && bp.ld == nr && jr + nr < cols)
+            .then(|| bp.ptr.wrapping_add((jr + nr) * bp.step));
         for ir in (0..rows).step_by(mr) {
             let h = mr.min(rows - ir);
             if let Some(next) = next {

@@ -70,6 +70,9 @@ pub struct Kernel<T> {
     /// Whether the microkernel can read `b` in place (rows `ldb` apart, masked at the edge)
     /// instead of from a packed panel.
     pub direct_b: bool,
+    /// Whether the microkernel prefetches the packed panel of `b` it reads (else the driver
+    /// prefetches the next panel, a part before each row tile of the current one).
+    pub prefetches_b: bool,
     micro: MicroKernel<T>,
 }
 
@@ -95,6 +98,7 @@ macro_rules! element {
                     row_step: 4,
                     col_step: 8,
                     direct_b: false,
+                    prefetches_b: false,
                     micro: kernels::portable::<$t, 4, 8>,
                 };
                 #[cfg(target_arch = "x86_64")]
@@ -108,6 +112,7 @@ macro_rules! element {
                     row_step: 1,
                     col_step: $nr512 / 2,
                     direct_b: true,
+                    prefetches_b: true,
                     micro: kernels::x86::$avx512,
                 };
                 #[cfg(target_arch = "x86_64")]
@@ -118,9 +123,10 @@ macro_rules! element {
                     kc: 256,
                     mc: 24 * $mr2,
                     nc: 2048,
-                    row_step: $mr2,
+                    row_step: 1,
                     col_step: $nr2,
                     direct_b: false,
+                    prefetches_b: false,
                     micro: kernels::x86::$avx2,
                 };
                 match isa {
