@@ -98,6 +98,12 @@ fn import_generate_writes_a_loop_that_runs_with_its_params() {
         params.arg(),
     ]);
     assert_eq!(code(&out), 0, "{}", stderr(&out));
+    // The loop reads the last position's logits only: the head computes no other.
+    let written = std::fs::read_to_string(text.path()).unwrap();
+    assert!(
+        written.contains("nn.dense(strided_slice("),
+        "the language-model head is not on the last position:\n{written}"
+    );
     let (prompt, new_tokens, eos, ids) = cases().remove(2);
     let prompt_file = TempFile::path_for("prompt.npy");
     let prompt = Tensor::from_slice(&prompt, &[prompt.len() as i64]).unwrap();
