@@ -237,8 +237,11 @@ unsafe fn gemm<T: Element>(
             0
         };
         return finish(match ctx {
+            // One range of rows per thread: the longest streams (its bands) for the
+            // prefetchers (GPT-2 small's steps, two threads, AVX2: 7% faster than four
+            // ranges per thread).
             Some(ctx) if threads > 1 && work >= PARALLEL_GEMM_WORK => {
-                let chunks = (threads * 4).min(len);
+                let chunks = threads.min(len);
                 let step = (len + chunks - 1) / chunks;
                 ctx.parallel(chunks, &|t| {
                     run((t * step).min(len), ((t + 1) * step).min(len))
