@@ -38,8 +38,10 @@
 #
 # - generate (issue 32; not part of `all`): GPT-2 small's greedy generation (a 32-token prompt,
 #   128 new tokens) by relayc — the zoo's Relay program and the ONNX decoder with past in a
-#   generation loop — against ONNX Runtime driven by a Python loop with I/O binding, at 1 and
-#   2 threads: time to first token and tokens per second after it, the ids checked equal
+#   generation loop — against ONNX Runtime driven by a Python loop with I/O binding, and its
+#   beam search of width 4 (the zoo's program against the same decoder on a batch of beams in
+#   a Python loop), at 1 and 2 threads: time to first token and tokens per second after it, the
+#   ids checked equal, then each greedy loop's time per token beside the bandwidth bound
 #   (benches/generate/bench.py; the models are written into benches/generate/out/ by
 #   benches/generate/export.py when missing, which installs torch and transformers into the
 #   venv; arguments pass through, e.g. --threads 1 --new-tokens 64).
