@@ -82,6 +82,17 @@ def _mlp(h, y):
     ]
 
 
+def _attention_inputs(h, i, x, heads):
+    """The lines of layer `h` (the `i`th) binding its normalized input `x`, its queries, and
+    its key and value caches grown by the new rows; `heads` splits a projection into heads."""
+    return [
+        f"let %{h}_a = {_norm(x, f'{h}_ln1')};",
+        f"let %{h}_q = {heads(_dense(f'%{h}_a', f'{h}_attn_q'))};",
+        f"let %{h}_k = concatenate((%caches.{2 * i}, {heads(_dense(f'%{h}_a', f'{h}_attn_k'))}), axis=1);",
+        f"let %{h}_v = concatenate((%caches.{2 * i + 1}, {heads(_dense(f'%{h}_a', f'{h}_attn_v'))}), axis=1);",
+    ]
+
+
 def _types(config, beams=1):
     """The text of one cache's type (`[beams · heads, ?, head width]`) and of the caches' tuple."""
     layers, heads, d = config["layers"], config["heads"], config["width"] // config["heads"]
@@ -112,10 +123,7 @@ def _forward(config):
     for i in range(layers):
         h = f"h{i}"
         body += [
-            f"let %{h}_a = {_norm(x, f'{h}_ln1')};",
-            f"let %{h}_q = {split_heads(_dense(f'%{h}_a', f'{h}_attn_q'))};",
-            f"let %{h}_k = concatenate((%caches.{2 * i}, {split_heads(_dense(f'%{h}_a', f'{h}_attn_k'))}), axis=1);",
-            f"let %{h}_v = concatenate((%caches.{2 * i + 1}, {split_heads(_dense(f'%{h}_a', f'{h}_attn_v'))}), axis=1);",
+            *_attention_inputs(h, i, x, split_heads),
             f"let %{h}_s = add(multiply(nn.batch_matmul(%{h}_q, %{h}_k, transpose_b=True), "
             f"{1 / math.sqrt(d)!r}f), %mask);",
             f"let %{h}_c = nn.batch_matmul(nn.softmax(%{h}_s, axis=-1), %{h}_v, transpose_b=False);",
@@ -192,10 +200,7 @@ def _beam_step(config, beams):
     for i in range(layers):
         h = f"h{i}"
         body += [
-            f"let %{h}_a = {_norm(x, f'{h}_ln1')};",
-            f"let %{h}_q = {per_head(_dense(f'%{h}_a', f'{h}_attn_q'))};",
-            f"let %{h}_k = concatenate((%caches.{2 * i}, {per_head(_dense(f'%{h}_a', f'{h}_attn_k'))}), axis=1);",
-            f"let %{h}_v = concatenate((%caches.{2 * i + 1}, {per_head(_dense(f'%{h}_a', f'{h}_attn_v'))}), axis=1);",
+            *_attention_inputs(h, i, x, per_head),
             # One new position sees every cached one: no mask.
             f"let %{h}_s = multiply(nn.batch_matmul(%{h}_q, %{h}_k, transpose_b=True), {1 / math.sqrt(d)!r}f);",
             f"let %{h}_c = nn.batch_matmul(nn.softmax(%{h}_s, axis=-1), %{h}_v, transpose_b=False);",
