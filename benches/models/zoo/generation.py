@@ -93,6 +93,24 @@ def _attention_inputs(h, i, x, heads):
     ]
 
 
+def _outputs(layers, x):
+    """The last lines of a decoder function: the logits of the rows `x` and the grown caches."""
+    return [
+        f"let %logits = nn.dense({_norm(x, 'ln_f')}, %wte, units=None);",
+        "let %caches1 = (" + ", ".join(f"%h{i}_{kv}" for i in range(layers) for kv in "kv") + ");",
+        "(%logits, %caches1)",
+    ]
+
+
+def _local_fn(name, ids, beams, config, body):
+    """`let %{name} = fn ({ids}, %caches) -> (logits of `beams` rows, caches) { body };`."""
+    _, caches_t = _types(config, beams)
+    lines = "\n      ".join(body)
+    return f"""let %{name} = fn ({ids}, %caches: {caches_t}) -> (Tensor[({beams}, {config["vocab"]}), float32], {caches_t}) {{
+      {lines}
+  }};"""
+
+
 def _types(config, beams=1):
     """The text of one cache's type (`[beams · heads, ?, head width]`) and of the caches' tuple."""
     layers, heads, d = config["layers"], config["heads"], config["width"] // config["heads"]
@@ -102,9 +120,8 @@ def _types(config, beams=1):
 
 def _forward(config):
     """`%forward(%ids, %caches)`: the decoder on `s` new ids of one sequence."""
-    layers, width, heads, vocab = config["layers"], config["width"], config["heads"], config["vocab"]
+    layers, width, heads = config["layers"], config["width"], config["heads"]
     d = width // heads
-    _, caches_t = _types(config)
 
     def split_heads(x):
         return f"transpose(reshape({x}, newshape=[-1, {heads}, {d}]), axes=[1, 0, 2])"
@@ -132,15 +149,7 @@ def _forward(config):
         body += _mlp(h, f"%{h}_y")
         x = f"%{h}_out"
     last = f"expand_dims(take({x}, subtract(%n, 1), axis=0), axis=0)"
-    body += [
-        f"let %logits = nn.dense({_norm(last, 'ln_f')}, %wte, units=None);",
-        "let %caches1 = (" + ", ".join(f"%h{i}_{kv}" for i in range(layers) for kv in "kv") + ");",
-        "(%logits, %caches1)",
-    ]
-    lines = "\n      ".join(body)
-    return f"""let %forward = fn (%ids: Tensor[(?), int32], %caches: {caches_t}) -> (Tensor[(1, {vocab}), float32], {caches_t}) {{
-      {lines}
-  }};"""
+    return _local_fn("forward", "%ids: Tensor[(?), int32]", 1, config, body + _outputs(layers, last))
 
 
 def _prefill(config):
@@ -184,9 +193,8 @@ def relay_text(config):
 def _beam_step(config, beams):
     """`%step(%tokens, %caches)`: the decoder on one new id of each of `beams` sequences, their
     caches `[beams · heads, length, head width]` (beam-major), one product per layer for all."""
-    layers, width, heads, vocab = config["layers"], config["width"], config["heads"], config["vocab"]
+    layers, width, heads = config["layers"], config["width"], config["heads"]
     d = width // heads
-    _, caches_t = _types(config, beams)
     rows = beams * heads
 
     def per_head(x):
@@ -208,15 +216,8 @@ def _beam_step(config, beams):
         ]
         body += _mlp(h, f"%{h}_y")
         x = f"%{h}_out"
-    body += [
-        f"let %logits = nn.dense({_norm(x, 'ln_f')}, %wte, units=None);",
-        "let %caches1 = (" + ", ".join(f"%h{i}_{kv}" for i in range(layers) for kv in "kv") + ");",
-        "(%logits, %caches1)",
-    ]
-    lines = "\n      ".join(body)
-    return f"""let %step = fn (%tokens: Tensor[({beams}), int32], %caches: {caches_t}) -> (Tensor[({beams}, {vocab}), float32], {caches_t}) {{
-      {lines}
-  }};"""
+    return _local_fn("step", f"%tokens: Tensor[({beams}), int32]", beams, config,
+                     body + _outputs(layers, x))
 
 
 def _top(beams, flat, size):

@@ -210,35 +210,41 @@ unsafe fn gemm<T: Element>(
     // beams, AVX2, one thread: 17.9 ms through the GEMM's packed panels, 9.0 ms here).
     let gemv = if m <= FEW_ROWS as i64 && csa == 1 && rsb == 1 {
         // c[i, j] = a[i, :] · b[:, j]
-        Some((m, a.0, rsa, n, b.0, csb, c.0, rsc, csc))
+        Some(Gemv {
+            m: m as usize,
+            ldx: rsa as usize,
+            ldy: rsc as usize,
+            n: n as usize,
+            k: k as usize,
+            x: a.0,
+            rows: b.0,
+            ld: csb as usize,
+            y: c.0,
+            incy: csc as usize,
+        })
     } else if n == 1 && csa == 1 && rsb == 1 {
         // c[i, 0] = a[i, :] · b[:, 0]
-        Some((1, b.0, 0, m, a.0, rsa, c.0, 0, rsc))
+        Some(Gemv {
+            m: 1,
+            ldx: 0,
+            ldy: 0,
+            n: m as usize,
+            k: k as usize,
+            x: b.0,
+            rows: a.0,
+            ld: rsa as usize,
+            y: c.0,
+            incy: rsc as usize,
+        })
     } else {
         None
     };
-    if let Some((vectors, x, ldx, len, rows, ld, y, ldy, incy)) = gemv {
-        let (x, rows, y) = (Shared(x), Shared(rows), Shared(y));
-        let gemv = T::gemv(ops);
+    if let Some(p) = gemv {
+        let (gemv, len) = (T::gemv(ops), p.n as i64);
         let run = move |j0: i64, j1: i64| {
-            let (x, rows, y) = (x, rows, y);
-            let p = Gemv {
-                m: vectors as usize,
-                ldx: ldx as usize,
-                ldy: ldy as usize,
-                n: (j1 - j0) as usize,
-                k: k as usize,
-                x: x.0,
-                // SAFETY: rows `j0..j1` and their results are in the operands (the contract).
-                rows: unsafe { rows.0.offset((j0 * ld) as isize) },
-                ld: ld as usize,
-                // SAFETY: as above.
-                y: unsafe { y.0.offset((j0 * incy) as isize) },
-                incy: incy as usize,
-            };
-            // SAFETY: the rows' views are valid (the contract), and `gemv` is of an
-            // instruction set this CPU runs (an `Ops` table).
-            unsafe { gemv(p) };
+            // SAFETY: the operands' views are valid (the contract), rows `j0..j1` are among
+            // them, and `gemv` is of an instruction set this CPU runs (an `Ops` table).
+            unsafe { gemv(p.rows_in(j0 as usize, j1 as usize)) };
             0
         };
         return finish(match ctx {

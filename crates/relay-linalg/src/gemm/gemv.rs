@@ -56,6 +56,24 @@ pub struct Gemv<T> {
     pub incy: usize,
 }
 
+impl<T> Gemv<T> {
+    /// The product's rows `j0..j1` and their results (`j0 <= j1 <= n`): a thread's share.
+    pub fn rows_in(self, j0: usize, j1: usize) -> Gemv<T> {
+        Gemv {
+            n: j1 - j0,
+            rows: self.rows.wrapping_add(j0 * self.ld),
+            y: self.y.wrapping_add(j0 * self.incy),
+            ..self
+        }
+    }
+}
+
+// SAFETY: the operands are only read (`x`, `rows`) or written at rows no other thread's share
+// has (`y`, split by `rows_in`); the caller keeps the memory alive for the call.
+unsafe impl<T> Send for Gemv<T> {}
+// SAFETY: as above.
+unsafe impl<T> Sync for Gemv<T> {}
+
 /// Rows read side by side, one from each band.
 pub const ROWS: usize = 4;
 
