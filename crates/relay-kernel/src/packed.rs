@@ -181,6 +181,16 @@ impl PackedFunc {
         }
     }
 
+    /// The input whose buffer may also be passed as its output, the kernel then writing only
+    /// what changes (a `strided_set`'s data, [`relay_ops::updates_input`]); `None` for a
+    /// kernel whose outputs must not overlap its inputs.
+    pub fn updates_input(&self) -> Option<usize> {
+        match &self.entry {
+            Entry::Host(crate::host_op::HostOp::StridedSet(_)) => Some(0),
+            _ => None,
+        }
+    }
+
     /// Whether it serves arguments of any extent where its spec says `-1` (a host operator
     /// compiled from a primitive with `?` dimensions): its outputs' shapes come from
     /// [`Self::output_shapes`].

@@ -40,6 +40,7 @@ pub mod support;
 #[cfg(test)]
 mod testing;
 mod transform;
+pub use transform::strided_set_region;
 pub mod views;
 
 /// The family tables in their stable order.
@@ -63,6 +64,26 @@ pub fn lookup(name: &str) -> Option<OpRef> {
         .get_or_init(|| all().map(|op| (op.name, op)).collect())
         .get(name)
         .copied()
+}
+
+/// The input whose bytes a call of `op` may overwrite with its result when nothing reads that
+/// input afterwards: `strided_set`'s data, its result being the data with one region replaced
+/// (TVM Relax's `call_tir_inplace`, decided by the VM at run time). `None` for every other
+/// operator.
+pub fn updates_input(op: OpRef) -> Option<usize> {
+    (op.name == "strided_set").then_some(0)
+}
+
+/// The parameter of primitive function `f` whose buffer its kernel may overwrite with the
+/// result: when `f` is one call of an operator that [updates an input](updates_input) and that
+/// input is the parameter of the same position.
+pub fn updated_param(f: &relay_ir::Function) -> Option<usize> {
+    let (op, args, _) = f.body.op_call()?;
+    let k = updates_input(op)?;
+    match args.get(k)?.kind() {
+        relay_ir::ExprKind::Var(v) if f.params.get(k) == Some(v) => Some(k),
+        _ => None,
+    }
 }
 
 /// The known operator name closest to `name` (Levenshtein distance), if it is close enough to

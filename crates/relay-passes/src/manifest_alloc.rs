@@ -17,7 +17,9 @@
 //! tensors. A call anywhere else (a let-chain's body, a branch, an argument, when the program is
 //! not in A-normal form) is bound first: in a let-chain's body the bindings join the chain,
 //! elsewhere the call becomes `let … ; %tensor`. Calls with a dynamic (`?`) or otherwise
-//! non-tensor result type are left alone, and nothing inside a primitive function changes. The
+//! non-tensor result type are left alone, and so are calls of a primitive that may write its
+//! result over an input ([`relay_ops::updated_param`]: `strided_set`), whose output the VM
+//! chooses; nothing inside a primitive function changes. The
 //! pass adds `extern type Storage` to the module when it allocates anything and the module
 //! does not declare it yet.
 //!
@@ -240,6 +242,11 @@ impl Rewriter {
             && let Some(newshape) = view_shape(ty)
         {
             return Some((callee, args, Lowering::View(View { data, newshape })));
+        }
+        // A kernel that may write over its input is left to the VM, which passes the input as
+        // the output when nothing else holds it (`invoke_packed_update`).
+        if relay_ops::updated_param(f).is_some() {
+            return None;
         }
         let outputs = static_outputs(ty)?;
         Some((callee, args, Lowering::Invoke(outputs)))

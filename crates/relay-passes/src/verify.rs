@@ -524,7 +524,9 @@ impl Verifier<'_> {
                              through `vm.reshape_tensor`",
                             e,
                         );
-                    } else if result.is_some_and(is_static_result) {
+                    } else if result.is_some_and(is_static_result)
+                        && relay_ops::updated_param(prim).is_none()
+                    {
                         self.error_at(
                             "a primitive function with a static result type is called directly \
                              instead of through `vm.invoke_tvm_op`",

@@ -31,6 +31,7 @@ fn allowed(name: &str) -> Option<Option<&'static [&'static str]>> {
         "relay-vm" => Some(&[
             "relay-runtime",
             "relay-ir",
+            "relay-ops",
             "relay-linalg",
             "relay-kernel",
             "relay-syntax",

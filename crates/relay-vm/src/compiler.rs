@@ -229,6 +229,9 @@ struct FunctionCompiler<'m, 'k> {
     skipped: HashSet<usize>,
     /// Output tensors of scalar kernels (computed by `invoke_packed_alloc`).
     scalar_outputs: HashSet<VarId>,
+    /// Kernel calls that may write over their first input, dead after them (by address of
+    /// the call): `invoke_packed_update`.
+    updates: HashSet<usize>,
     /// Variables bound to constants, so memory-dialect operands written through a variable
     /// are still static sizes, offsets and shapes.
     consts: HashMap<VarId, Expr>,
@@ -250,6 +253,7 @@ impl<'m, 'k> FunctionCompiler<'m, 'k> {
             params: 0,
             skipped: HashSet::new(),
             scalar_outputs: HashSet::new(),
+            updates: HashSet::new(),
             consts: HashMap::new(),
         }
     }
@@ -336,7 +340,7 @@ impl<'m, 'k> FunctionCompiler<'m, 'k> {
     fn tail(&mut self, e: &Expr) -> Result<()> {
         relay_ir::ensure_sufficient_stack(|| match e.kind() {
             ExprKind::Let { bindings, body } => {
-                self.plan_scalars(bindings);
+                self.plan(bindings);
                 let tail_at = tail_binding(bindings, body);
                 for (i, b) in bindings.iter().enumerate() {
                     if Some(i) == tail_at {
@@ -404,7 +408,9 @@ impl<'m, 'k> FunctionCompiler<'m, 'k> {
     }
 
     /// A self tail call: the arguments move into the parameter registers (through temporaries
-    /// where a parameter is read after being overwritten), then a jump to the start.
+    /// where a parameter is read after being overwritten), the registers they came from are
+    /// killed (so a parameter is the only register holding its value, and a kernel that
+    /// updates it in place finds it alone), then a jump to the start.
     fn self_jump(&mut self, args: Vec<Reg>) {
         let n = self.params;
         let args: Vec<Reg> = args
@@ -420,13 +426,20 @@ impl<'m, 'k> FunctionCompiler<'m, 'k> {
                 }
             })
             .collect();
-        for (i, a) in args.into_iter().enumerate() {
+        for (i, &a) in args.iter().enumerate() {
             if a.0 != i as u32 {
                 self.emit(Instruction::Move {
                     from: a,
                     dst: Reg(i as u32),
                 });
             }
+        }
+        // Every register the loop body writes is written again before it is read.
+        let mut sources: Vec<Reg> = args.into_iter().filter(|a| a.0 >= n).collect();
+        sources.sort_by_key(|r| r.0);
+        sources.dedup();
+        for reg in sources {
+            self.emit(Instruction::KillRegister { reg });
         }
         if self.pc() == 0 {
             // An unconditional self call as the first instruction: a jump needs a non-zero
@@ -524,7 +537,7 @@ impl<'m, 'k> FunctionCompiler<'m, 'k> {
                 "a function literal outside a call (run the lambda_lift pass)".into(),
             )),
             ExprKind::Let { bindings, body } => {
-                self.plan_scalars(bindings);
+                self.plan(bindings);
                 for b in bindings {
                     self.bind(b)?;
                 }
@@ -605,6 +618,37 @@ impl<'m, 'k> FunctionCompiler<'m, 'k> {
 
     fn atoms(&mut self, es: &[Expr]) -> Result<Vec<Reg>> {
         es.iter().map(|e| self.expr(e)).collect()
+    }
+
+    /// Plans a let-chain's kernel calls before compiling it: scalar kernels, and updates.
+    fn plan(&mut self, bindings: &[Binding]) {
+        self.plan_scalars(bindings);
+        self.plan_updates(bindings);
+    }
+
+    /// Finds the calls of a let-chain whose kernel may write over an input
+    /// ([`relay_ops::updated_param`]) that the chain kills right after the call (the
+    /// `liveness` pass kills a variable right after its last use), so nothing reads it later:
+    /// they become `invoke_packed_update`.
+    fn plan_updates(&mut self, bindings: &[Binding]) {
+        for (k, b) in bindings.iter().enumerate() {
+            let ExprKind::Call { callee, args, .. } = b.value.kind() else {
+                continue;
+            };
+            let ExprKind::Function(f) = callee.kind() else {
+                continue;
+            };
+            let Some(ExprKind::Var(x)) = relay_ops::updated_param(f).map(|p| args[p].kind()) else {
+                continue;
+            };
+            let killed_after = bindings[k + 1..]
+                .iter()
+                .map_while(|b| killed(&b.value))
+                .any(|v| v == x.id());
+            if is_primitive(f) && killed_after {
+                self.updates.insert(addr(&b.value));
+            }
+        }
     }
 
     /// Finds the scalar kernel calls of a let-chain: `%s = memory.alloc_storage(..)`,
@@ -783,14 +827,19 @@ impl<'m, 'k> FunctionCompiler<'m, 'k> {
                 let kernel = self.kernels.index(callee, f);
                 let inputs = self.atoms(args)?;
                 let dst = self.fresh();
-                self.emit_at(
-                    Instruction::InvokePackedAlloc {
+                let call = match self.updates.contains(&addr(e)) {
+                    true => Instruction::InvokePackedUpdate {
                         kernel,
                         inputs,
                         dst,
                     },
-                    kernel_span(e, callee),
-                );
+                    false => Instruction::InvokePackedAlloc {
+                        kernel,
+                        inputs,
+                        dst,
+                    },
+                };
+                self.emit_at(call, kernel_span(e, callee));
                 Ok(dst)
             }
             ExprKind::Global(g) => {
@@ -1181,6 +1230,20 @@ fn is_scalar_var(v: &relay_ir::Var) -> bool {
 /// The address of an expression node (bindings are told apart by their value's node).
 fn addr(e: &Expr) -> usize {
     std::ptr::from_ref(e.kind()) as usize
+}
+
+/// `memory.kill(%x)`: `%x`.
+fn killed(e: &Expr) -> Option<VarId> {
+    let ExprKind::Call { callee, args, .. } = e.kind() else {
+        return None;
+    };
+    match (callee.kind(), args.as_slice()) {
+        (ExprKind::Op(op), [x]) if op.name == "memory.kill" => match x.kind() {
+            ExprKind::Var(x) => Some(x.id()),
+            _ => None,
+        },
+        _ => None,
+    }
 }
 
 /// `vm.invoke_tvm_op(func, ins, (%x,))`: the function and `%x`.

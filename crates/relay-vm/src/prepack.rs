@@ -25,7 +25,8 @@ impl Executable {
             for ins in &f.code {
                 let (kernel, inputs) = match ins {
                     Instruction::InvokePacked { kernel, inputs, .. }
-                    | Instruction::InvokePackedAlloc { kernel, inputs, .. } => (kernel, inputs),
+                    | Instruction::InvokePackedAlloc { kernel, inputs, .. }
+                    | Instruction::InvokePackedUpdate { kernel, inputs, .. } => (kernel, inputs),
                     _ => continue,
                 };
                 let args: Vec<Option<&NDArray>> = inputs

@@ -602,6 +602,15 @@ impl<'e> Vm<'e> {
         Ok(())
     }
 
+    /// Empties register `r`, returning what it held.
+    fn take(&mut self, base: usize, r: Reg) -> Result<Slot> {
+        let slot = self
+            .registers
+            .get_mut(base + r.0 as usize)
+            .ok_or_else(|| bad(format!("register {r} outside the frame")))?;
+        Ok(std::mem::take(slot))
+    }
+
     fn value(&self, base: usize, r: Reg) -> Result<Value> {
         match self.reg(base, r)? {
             Slot::Value(v) => Ok(v.clone()),
@@ -654,6 +663,7 @@ impl<'e> Vm<'e> {
                 | Instruction::TailInvokeClosure { .. }
                 | Instruction::InvokePacked { .. }
                 | Instruction::InvokePackedAlloc { .. }
+                | Instruction::InvokePackedUpdate { .. }
         ) {
             self.poll()?;
         }
@@ -708,7 +718,16 @@ impl<'e> Vm<'e> {
                 dst,
             } => {
                 // `fast` ran it already when the kernel and its inputs are scalars.
-                let result = self.invoke_packed_alloc(base, *kernel, inputs)?;
+                let result = self.invoke_packed_alloc(base, *kernel, inputs, false)?;
+                self.set(base, *dst, Slot::Value(result))?;
+                self.advance();
+            }
+            Instruction::InvokePackedUpdate {
+                kernel,
+                inputs,
+                dst,
+            } => {
+                let result = self.invoke_packed_alloc(base, *kernel, inputs, true)?;
                 self.set(base, *dst, Slot::Value(result))?;
                 self.advance();
             }
@@ -1093,12 +1112,37 @@ impl<'e> Vm<'e> {
         })
     }
 
-    /// `invoke_packed_alloc`: allocates the kernel's outputs, then calls it.
-    fn invoke_packed_alloc(&mut self, base: usize, kernel: u32, inputs: &[Reg]) -> Result<Value> {
+    /// `invoke_packed_alloc`: allocates the kernel's outputs, then calls it. With `update`
+    /// (`invoke_packed_update`), the first input's register is emptied first, and its tensor is
+    /// the output when the kernel may write over it and nothing else holds its buffer.
+    fn invoke_packed_alloc(
+        &mut self,
+        base: usize,
+        kernel: u32,
+        inputs: &[Reg],
+        update: bool,
+    ) -> Result<Value> {
         let mut tensors = Vec::with_capacity(inputs.len() + 1);
         self.flatten_inputs(base, inputs, &mut tensors)?;
         let num_inputs = tensors.len();
         let func = self.kernel(kernel, &tensors)?;
+        if update
+            && func.updates_input() == Some(0)
+            && let Some(&first) = inputs.first()
+        {
+            // The register's reference goes (the input is dead after the call), so the call's
+            // is the only one when nothing else holds the tensor.
+            drop(self.take(base, first)?);
+            if let Some(data) = tensors.first().filter(|t| writable_alone(t)) {
+                let out = data.clone();
+                tensors.push(out);
+                self.call_kernel(kernel, &func, &tensors)?;
+                return tensors
+                    .pop()
+                    .map(Value::Tensor)
+                    .ok_or_else(|| bad("kernel without outputs"));
+            }
+        }
         // A generic kernel's outputs are shaped by its shape function; a specialized or static
         // one's are its spec's (nothing to allocate for them here).
         let shaped = match func.is_generic() {
@@ -1231,6 +1275,15 @@ fn shapes(tensors: &[Arc<NDArray>], inputs: usize) -> String {
         list(&tensors[..inputs]),
         list(&tensors[inputs..])
     )
+}
+
+/// Whether `t` is the only holder of its bytes and may be written: no other `Arc` of it (a
+/// register, tuple, reference or caller), no other view of its storage, and memory of its own
+/// (not an array someone else allocated).
+fn writable_alone(t: &Arc<NDArray>) -> bool {
+    Arc::strong_count(t) == 1
+        && !t.is_foreign()
+        && t.storage().is_none_or(|(s, _)| Arc::strong_count(s) == 1)
 }
 
 /// Gives a dropped register's storage back to the pool when nothing else holds it.

@@ -345,11 +345,22 @@ fn copy_view(src: &[u8], view: &View, out: &mut [u8], width: usize) -> Result<()
         offset: usize::try_from(view.offset).map_err(|_| "a negative offset")?,
     };
     let into = Strided::compact(&from.shape, 0);
+    copy_bytes(src, &from, out, &into, width)
+}
+
+/// Copies view `from` of `src` into view `into` of `out`, elements of `width` bytes.
+pub(super) fn copy_bytes(
+    src: &[u8],
+    from: &Strided,
+    out: &mut [u8],
+    into: &Strided,
+    width: usize,
+) -> Result<(), String> {
     match width {
-        1 => copy_as::<u8>(src, &from, out, &into),
-        2 => copy_as::<u16>(src, &from, out, &into),
-        4 => copy_as::<u32>(src, &from, out, &into),
-        8 => copy_as::<u64>(src, &from, out, &into),
+        1 => copy_as::<u8>(src, from, out, into),
+        2 => copy_as::<u16>(src, from, out, into),
+        4 => copy_as::<u32>(src, from, out, into),
+        8 => copy_as::<u64>(src, from, out, into),
         _ => Err(format!("a copy of {width}-byte elements")),
     }
 }

@@ -3,8 +3,9 @@
 //! ([`attention`]), `float32` softmax over the last axis ([`softmax`]), functions of one
 //! variable with `erf`, `tanh`, `exp` or `sigmoid` in them, a GELU ([`pointwise`]),
 //! matrix products with `?` dimensions ([`matmul`]), reshapes with `?` dimensions, which
-//! the VM makes views ([`view`]), and transposes, slices and concatenations with `?`
-//! dimensions, strided copies ([`copy`]).
+//! the VM makes views ([`view`]), transposes, slices and concatenations with `?`
+//! dimensions, strided copies ([`copy`]), and `strided_set`, in place when the VM can
+//! ([`strided_set`]).
 //!
 //! Such a primitive compiles to a [`PackedFunc`] whose entry is the library function
 //! ([`compile`]) instead of JIT code. A `?` dimension of a parameter or the result stays `-1` in
@@ -23,6 +24,7 @@ mod pointwise;
 mod recurrence;
 mod reduce;
 mod softmax;
+mod strided_set;
 mod view;
 
 use relay_ir::{Dim, ExprKind, Function, Type, TypeKind};
@@ -43,6 +45,7 @@ pub use pointwise::PointwiseOp;
 pub use recurrence::Recurrence;
 pub use reduce::ReduceOp;
 pub use softmax::{Scale, SoftmaxOp};
+pub use strided_set::StridedSet;
 pub use view::ViewOp;
 
 /// A host operator with its attributes.
@@ -69,6 +72,9 @@ pub enum HostOp {
     Attention(AttentionOp),
     /// A function of one variable over every element (`gelu(x + bias)`).
     Pointwise(PointwiseOp),
+    /// `strided_set`: the data with a region replaced, in place when the VM passes the data
+    /// as the output.
+    StridedSet(StridedSet),
 }
 
 /// The host operator primitive function `func` computes, when it is one (see each kind's
@@ -82,6 +88,9 @@ pub fn host_op(func: &Function) -> Option<Result<HostOp, KernelError>> {
     let (op, args, attrs) = body.op_call()?;
     if let Some(d) = dynamic::recognize(func) {
         return Some(Ok(HostOp::Dynamic(d)));
+    }
+    if let Some(s) = strided_set::recognize(func) {
+        return Some(Ok(HostOp::StridedSet(s)));
     }
     if let Some(a) = attention::recognize(func) {
         return Some(Ok(HostOp::Attention(a)));
@@ -179,6 +188,7 @@ impl HostOp {
             HostOp::MaskedSoftmax(m) => m.output_shapes(inputs)?,
             HostOp::Attention(a) => a.output_shapes(inputs)?,
             HostOp::Pointwise(p) => p.output_shapes(inputs)?,
+            HostOp::StridedSet(s) => s.output_shapes(inputs)?,
             HostOp::Dynamic(d) => {
                 let dtypes = input_dtypes(spec, inputs.len())?;
                 let inputs = Inputs {
@@ -246,6 +256,7 @@ pub fn compile(func: &Function, name: &str, op: HostOp) -> Result<PackedFunc, Ke
             | HostOp::Reduce(_)
             | HostOp::Dynamic(_)
             | HostOp::MaskedSoftmax(_)
+            | HostOp::StridedSet(_)
     );
     let (spec, inputs) = kernel_spec(func, name, any_dtype)?;
     let outputs = spec.args.len() - inputs;
@@ -397,7 +408,8 @@ fn count(shape: &[i64]) -> Option<usize> {
 /// # Safety
 ///
 /// Each tensor that passes the checks against `spec` has data valid for reads (inputs) or
-/// writes (outputs) of its whole size, with no overlap between outputs and other arguments.
+/// writes (outputs) of its whole size, with no overlap between outputs and other arguments
+/// (but a `strided_set`'s output, which may be its data exactly).
 pub(crate) unsafe fn call(
     op: &HostOp,
     memo: &ShapeMemo,
@@ -441,6 +453,11 @@ pub(crate) unsafe fn call(
             "outputs of shapes {:?}, want {want:?}",
             &shapes[inputs..]
         ));
+    }
+    if let HostOp::StridedSet(s) = op {
+        // SAFETY: checked against the spec; the caller passes the data itself as the output
+        // or an output disjoint from every input (`run` checks which).
+        return unsafe { s.run(spec, tensors, &shapes) };
     }
     if let HostOp::View(v) = op {
         let mut bytes: Vec<&mut [u8]> = Vec::with_capacity(tensors.len());
@@ -521,7 +538,8 @@ pub(crate) unsafe fn call(
         | HostOp::Copy(_)
         | HostOp::Reduce(_)
         | HostOp::Dynamic(_)
-        | HostOp::MaskedSoftmax(_) => Ok(()),
+        | HostOp::MaskedSoftmax(_)
+        | HostOp::StridedSet(_) => Ok(()),
     }
 }
 

@@ -1,3 +1,5 @@
+use std::sync::Arc;
+
 use relay_ir::{DType, NDArray};
 
 use super::*;
@@ -979,4 +981,101 @@ fn pointwise_needs_one_variable_and_fitting_biases() {
     let x = zeros(&[2, 8]);
     let mut y = zeros(&[2, 8]);
     assert!(k.call(&[&x, &zeros(&[5])], &mut [&mut y]).is_err());
+}
+
+/// `strided_set` of a `?`-shaped tensor of `dtype`, its indices kernel arguments.
+fn strided_set_primitive(dtype: &str) -> relay_ir::Function {
+    softmax_primitive(
+        &format!(
+            "%p0: Tensor[(?, 4, ?), {dtype}], %p1: Tensor[(?, ?, ?), {dtype}], \
+             %p2: Tensor[(?), int64], %p3: Tensor[(?), int64], %p4: Tensor[(?), int32]"
+        ),
+        "strided_set(%p0, %p1, %p2, %p3, %p4)",
+    )
+}
+
+fn index_vector(dtype: DType, v: &[i128]) -> NDArray {
+    NDArray::from_i128_slice(dtype, &[v.len() as i64], v).unwrap()
+}
+
+#[test]
+fn strided_sets_agree_with_the_interpreter_at_every_shape_and_dtype() {
+    /// Data shape, begin, end, strides.
+    type Case<'a> = (&'a [i64], &'a [i128], &'a [i128], &'a [i128]);
+    let cases: &[Case] = &[
+        (&[3, 4, 5], &[1, 0, 2], &[2, 4, 5], &[1, 1, 1]),
+        (&[3, 4, 5], &[0, 1], &[3, 4], &[2, 2]),
+        (&[2, 4, 7], &[-1, 3, 6], &[-3, -5, 0], &[-1, -1, -3]),
+        (&[1, 4, 1], &[], &[], &[]),
+        (&[5, 4, 2], &[4], &[4], &[1]),
+        (&[0, 4, 3], &[0], &[0], &[1]),
+    ];
+    for dtype in ["float32", "float16", "int8", "int64", "bool"] {
+        let f = strided_set_primitive(dtype);
+        let k = crate::compile_generic(&f, "k").unwrap().unwrap();
+        assert_eq!(k.updates_input(), Some(0));
+        for (i, &(shape, begin, end, strides)) in cases.iter().enumerate() {
+            let data_ty =
+                relay_ir::Type::tensor(shape, tensor_dtype(f.params[0].checked_type().unwrap()));
+            let mut rng = relay_interp::SplitMix64::new(i as u64);
+            let data = relay_interp::random_tensor(Some(&data_ty), &mut rng).unwrap();
+            let (b, e, s) = (
+                index_vector(DType::I64, begin),
+                index_vector(DType::I64, end),
+                index_vector(DType::I32, strides),
+            );
+            let region = relay_ops::strided_set_region(
+                shape,
+                &begin.iter().map(|&x| x as i64).collect::<Vec<_>>(),
+                &end.iter().map(|&x| x as i64).collect::<Vec<_>>(),
+                &strides.iter().map(|&x| x as i64).collect::<Vec<_>>(),
+            )
+            .unwrap();
+            let v_ty = relay_ir::Type::tensor(&region.shape, data.dtype());
+            let v = relay_interp::random_tensor(Some(&v_ty), &mut rng).unwrap();
+            let args = [&data, &v, &b, &e, &s];
+            let values: Vec<relay_ir::Value> = args
+                .iter()
+                .map(|t| relay_ir::Value::tensor((*t).clone()))
+                .collect();
+            let want = crate::compose::tests::interpret(&f, values);
+            let mut out = NDArray::zeros(data.dtype(), shape).unwrap();
+            k.call(&args, &mut [&mut out])
+                .unwrap_or_else(|e| panic!("{dtype} case {i}: {e}"));
+            assert_eq!(out.as_bytes(), want[0].as_bytes(), "{dtype} case {i}");
+        }
+    }
+}
+
+#[test]
+fn a_strided_set_writes_over_its_data_when_given_it_as_the_output() {
+    let f = strided_set_primitive("float32");
+    let k = crate::compile_generic(&f, "k").unwrap().unwrap();
+    let storage = Arc::new(relay_runtime::Storage::new(2 * 4 * 3 * 4, 64).unwrap());
+    // SAFETY: the one view of the storage.
+    let data = unsafe { NDArray::view(storage, 0, DType::F32, &[2, 4, 3]) }.unwrap();
+    let row = floats(&[1, 1, 3], |i| 10.0 + i as f32);
+    let (b, e, s) = (
+        index_vector(DType::I64, &[1, 2]),
+        index_vector(DType::I64, &[2, 3]),
+        index_vector(DType::I32, &[1]),
+    );
+    // SAFETY: the output is the data exactly, which strided_set allows; no slice is alive.
+    unsafe { k.call_views(&[&data, &row, &b, &e, &s, &data]) }.unwrap();
+    let got: Vec<f32> = data
+        .as_bytes()
+        .chunks_exact(4)
+        .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
+        .collect();
+    let mut want = vec![0f32; 24];
+    want[12 + 2 * 3..12 + 3 * 3].copy_from_slice(&[10.0, 11.0, 12.0]);
+    assert_eq!(got, want);
+    // A value of another shape than the region is an error, not a write.
+    let wide = floats(&[1, 1, 2], |_| 1.0);
+    // SAFETY: as above.
+    let err = unsafe { k.call_views(&[&data, &wide, &b, &e, &s, &data]) }.unwrap_err();
+    assert!(
+        err.to_string().contains("into a region of shape [1, 1, 3]"),
+        "{err}"
+    );
 }

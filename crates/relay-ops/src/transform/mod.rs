@@ -41,6 +41,7 @@ mod tile;
 mod transpose;
 
 pub(crate) use slice::slice_steps;
+pub use slice::strided_set_region;
 pub(crate) use take::take_view;
 pub(crate) use transpose::{permutation, transposed};
 

@@ -1,11 +1,13 @@
 //! Slicing: `strided_slice` (TVM's index canonicalization, every `slice_mode` and `axes`) with
-//! its type relation, reference evaluation and compute definition, and the table entries of
-//! `strided_set` and `slice_like`.
+//! its type relation, reference evaluation and compute definition; `strided_set`, which
+//! writes a tensor into the region `strided_slice` would read, with its relation and
+//! evaluation (the kernel library computes it, in place when its data is dead after the call);
+//! and the table entry of `slice_like`.
 
-use relay_ir::OpError;
 use relay_ir::te::{TExpr, TeValue, Tensor};
 use relay_ir::{
-    AttrDefault as D, AttrField, AttrKind as K, Attrs, Dim, OpPattern as P, OpSchema, Type, Value,
+    AttrDefault as D, AttrField, AttrKind as K, AttrValue, Attrs, Dim, NDArray, OpError,
+    OpPattern as P, OpSchema, Symbol, Type, Value,
 };
 
 use super::{
@@ -13,8 +15,10 @@ use super::{
 };
 use crate::compute::{self, ComputeResult};
 use crate::support::{
-    arg_tensor, attr_ints, attr_opt_ints, attr_str, axis_index, dims, tensor, value,
+    arg_tensor, attr_ints, attr_opt_ints, attr_str, axis_index, dims, inputs_n, tensor,
+    tensor_type, value,
 };
+use crate::views::View;
 use crate::{field, op, plain, required_nullable};
 
 /// `StridedSliceAttrs`. Every array is an `Optional`, left `None` by `dyn.strided_slice`; TVM
@@ -38,7 +42,13 @@ pub(super) static OPS: &[OpSchema] = &[
     )
     .with(P::Injective, strided_slice_rel, strided_slice_eval)
     .with_compute(strided_slice_te),
-    plain("strided_set", &["data", "v", "begin", "end", "strides"]),
+    // TVM registers it injective; opaque here, so it is a kernel of its own, which may write
+    // its result over its data (`updates_input`).
+    plain("strided_set", &["data", "v", "begin", "end", "strides"]).with(
+        P::Opaque,
+        strided_set_rel,
+        strided_set_eval,
+    ),
     op(
         "slice_like",
         &["data", "shape_like"],
@@ -226,6 +236,86 @@ fn strided_slice_eval(args: &[Value], attrs: &Attrs) -> Result<Value, OpError> {
     value(strided(x, &begin, &step, &concrete(&lens)?))
 }
 
+/// The region of a tensor of `shape` that `strided_set` with index vectors `begin`, `end` and
+/// `strides` writes: the view `strided_slice` with those attributes reads (TVM's index
+/// canonicalization; vectors shorter than the rank cover the leading dimensions, an empty
+/// `strides` is all ones).
+pub fn strided_set_region(
+    shape: &[i64],
+    begin: &[i64],
+    end: &[i64],
+    strides: &[i64],
+) -> Result<View, OpError> {
+    let ints = |v: &[i64]| AttrValue::Array(v.iter().map(|&i| AttrValue::Int(i)).collect());
+    let attrs = Attrs::new(vec![
+        (Symbol::intern("begin"), ints(begin)),
+        (Symbol::intern("end"), ints(end)),
+        (Symbol::intern("strides"), ints(strides)),
+        (Symbol::intern("slice_mode"), AttrValue::Str("end".into())),
+        (Symbol::intern("axes"), AttrValue::Null),
+    ]);
+    View::compact(shape).sliced(&attrs)
+}
+
+/// `strided_set(data, v, begin, end, strides)` (TVM's `StridedSetRel`): `data`'s type. `v`
+/// has `data`'s dtype and rank (its shape is the region's, known only with the indices'
+/// values); `begin`, `end` and `strides` are integer vectors of at most one value per
+/// dimension.
+fn strided_set_rel(inputs: &[Type], _: &Attrs) -> Result<Type, OpError> {
+    let [data, v, indices @ ..] = inputs_n::<5>(inputs)?;
+    let (shape, dtype) = tensor_type(data, "the data")?;
+    let (v_shape, v_dtype) = tensor_type(v, "the value `v`")?;
+    if v_dtype != dtype || v_shape.len() != shape.len() {
+        return Err(OpError::shape(format!(
+            "strided_set writes `v` of type `{v}` into data of type `{data}`: they need one dtype and one rank"
+        )));
+    }
+    for (name, t) in ["begin", "end", "strides"].into_iter().zip(indices) {
+        let (dims, index_dtype) = tensor_type(t, name)?;
+        let too_long = matches!(dims.first(), Some(Dim::Known(n)) if *n > shape.len() as i64);
+        if !index_dtype.is_int() || dims.len() != 1 || too_long {
+            return Err(OpError::shape(format!(
+                "strided_set `{name}` must be a vector of at most {} integers, got `{t}`",
+                shape.len()
+            )));
+        }
+    }
+    Ok(data.clone())
+}
+
+fn strided_set_eval(args: &[Value], _: &Attrs) -> Result<Value, OpError> {
+    let (data, v) = (arg_tensor(args, 0)?, arg_tensor(args, 1)?);
+    let ints = |i: usize| -> Result<Vec<i64>, OpError> {
+        arg_tensor(args, i)?
+            .to_i128_vec()
+            .into_iter()
+            .map(|x| i64::try_from(x).map_err(|_| OpError::value("an index out of range")))
+            .collect()
+    };
+    let region = strided_set_region(data.shape(), &ints(2)?, &ints(3)?, &ints(4)?)?;
+    if region.shape != v.shape() || v.dtype() != data.dtype() {
+        return Err(OpError::shape(format!(
+            "strided_set writes `v` of shape {:?} into a region of shape {:?}",
+            v.shape(),
+            region.shape
+        )));
+    }
+    let mut out: NDArray = (**data).clone();
+    let width = data.dtype().size_bytes();
+    let bytes = out.as_bytes_mut();
+    for (k, element) in v.as_bytes().chunks_exact(width).enumerate() {
+        // Element `k` of `v`, row-major, is at `offset + Σ index · stride` of the data.
+        let (mut rest, mut at) = (k as i64, region.offset);
+        for (&n, &stride) in region.shape.iter().zip(&region.strides).rev() {
+            at += (rest % n) * stride;
+            rest /= n;
+        }
+        let at = at as usize * width;
+        bytes[at..at + width].copy_from_slice(element);
+    }
+    value(Ok::<_, OpError>(out))
+}
+
 // ----- Compute definitions -----
 
 /// `strided_slice`: `begin + i * step` in every dimension, as the reference plans it.
@@ -263,7 +353,7 @@ fn strided_slice_te(inputs: &[TeValue], attrs: &Attrs, out: &Type) -> ComputeRes
 #[cfg(test)]
 mod tests {
 
-    use relay_ir::{AttrValue, DType};
+    use relay_ir::{AttrValue, DType, Type, Value};
 
     use crate::compute::op_tests::{DTYPES, Rng, random};
 
@@ -366,6 +456,138 @@ mod tests {
         let (s, v) =
             shape_values(&eval("strided_slice", &[&x], &slice_attrs(&[1], &[1], &[1])).unwrap());
         assert_eq!((s, v), (vec![0, 3, 4], vec![]));
+    }
+
+    /// `strided_set(data, v, begin, end, strides)` with integer index vectors.
+    fn set(
+        data: &Value,
+        v: &Value,
+        begin: &[i64],
+        end: &[i64],
+        strides: &[i64],
+    ) -> Result<Value, String> {
+        let vector = |x: &[i64]| {
+            let x: Vec<i128> = x.iter().map(|&i| i128::from(i)).collect();
+            typed(DType::I64, &[x.len() as i64], &x)
+        };
+        let (b, e, s) = (vector(begin), vector(end), vector(strides));
+        eval("strided_set", &[data, v, &b, &e, &s], &[])
+    }
+
+    #[test]
+    fn strided_set_types() {
+        let index = |n: i64| ty(&[n], DType::I64);
+        let (x, v) = (f32ty(&[2, 3, 4]), any_ty(&[2, -1, 4]));
+        let r = |data: &Type, v: &Type, begin: &Type| {
+            rel("strided_set", &[data, v, begin, &index(1), &index(1)], &[])
+        };
+        assert_eq!(r(&x, &v, &index(2)).unwrap(), "Tensor[(2, 3, 4), float32]");
+        assert_eq!(
+            r(&any_ty(&[-1, 4]), &f32ty(&[1, 4]), &index(1)).unwrap(),
+            "Tensor[(?, 4), float32]"
+        );
+        // Another dtype or rank for `v`, an index vector too long or of floats.
+        assert!(
+            r(&x, &ty(&[2, 3, 4], DType::F16), &index(3))
+                .unwrap_err()
+                .contains("one dtype")
+        );
+        assert!(
+            r(&x, &f32ty(&[2, 3]), &index(3))
+                .unwrap_err()
+                .contains("one rank")
+        );
+        assert!(
+            r(&x, &v, &index(4))
+                .unwrap_err()
+                .contains("at most 3 integers")
+        );
+        assert!(r(&x, &v, &f32ty(&[3])).is_err());
+        assert!(rel("strided_set", &[&x, &v, &index(3)], &[]).is_err());
+    }
+
+    #[test]
+    fn strided_set_values() {
+        for dtype in SHAPE_DTYPES {
+            let x = iota(dtype, &[3, 4]);
+            let wrap = |i: i128| if dtype == DType::BOOL { i % 2 } else { i };
+            // Row 1, columns 1 and 3.
+            let v = typed(dtype, &[1, 2], &[wrap(101), wrap(103)]);
+            let (s, d, out) = parts(&set(&x, &v, &[1, 1], &[2, 4], &[1, 2]).unwrap());
+            assert_eq!((s, d), (vec![3, 4], dtype));
+            let expect: Vec<i128> = [0, 1, 2, 3, 4, 101, 6, 103, 8, 9, 10, 11]
+                .into_iter()
+                .map(wrap)
+                .collect();
+            assert_eq!(out, expect);
+        }
+        // Rows in reverse (a short vector covers the leading axis); the data is unchanged.
+        let x = iota(DType::I32, &[3, 4]);
+        let v = typed(DType::I32, &[3, 4], &(100..112).collect::<Vec<i128>>());
+        let (_, out) = shape_values(&set(&x, &v, &[-1], &[-4], &[-1]).unwrap());
+        assert_eq!(
+            out,
+            [108, 109, 110, 111, 104, 105, 106, 107, 100, 101, 102, 103]
+        );
+        assert_eq!(shape_values(&x).1, (0..12).collect::<Vec<i128>>());
+        // An empty region writes nothing.
+        let empty = typed(DType::I32, &[0, 4], &[]);
+        assert_eq!(
+            shape_values(&set(&x, &empty, &[2], &[2], &[1]).unwrap()).1,
+            (0..12).collect::<Vec<i128>>()
+        );
+        // A `v` of another shape than the region, a zero stride.
+        let err = set(&x, &v, &[0], &[2], &[1]).unwrap_err();
+        assert!(
+            err.contains("shape [3, 4] into a region of shape [2, 4]"),
+            "{err}"
+        );
+        assert!(
+            set(&x, &v, &[0], &[3], &[0])
+                .unwrap_err()
+                .contains("must not contain 0")
+        );
+    }
+
+    #[test]
+    fn strided_set_writes_what_strided_slice_reads() {
+        let mut rng = Rng(0x5eed_0031);
+        let shape = [4i64, 5, 3];
+        let mut written = 0;
+        for _ in 0..400 {
+            let n = rng.below(4) as usize;
+            let mut value = || rng.below(13) as i64 - 6;
+            let begin: Vec<i64> = (0..n).map(|_| value()).collect();
+            let end: Vec<i64> = (0..n).map(|_| value()).collect();
+            let strides: Vec<i64> = (0..n)
+                .map(|_| [1, 2, -1, -3][(value() & 3) as usize])
+                .collect();
+            let attrs = slice_attrs(&begin, &end, &strides);
+            let x = iota(DType::I32, &shape);
+            let Ok(region) = eval("strided_slice", &[&x], &attrs) else {
+                assert!(set(&x, &x, &begin, &end, &strides).is_err());
+                continue;
+            };
+            let (s, old) = shape_values(&region);
+            let new: Vec<i128> = old.iter().map(|&i| 1000 + i).collect();
+            let v = typed(DType::I32, &s, &new);
+            let out = set(&x, &v, &begin, &end, &strides).unwrap();
+            // The region reads back as `v`; every other element is the data's.
+            assert_eq!(
+                shape_values(&eval("strided_slice", &[&out], &attrs).unwrap()).1,
+                new
+            );
+            let (_, all) = shape_values(&out);
+            for (i, &e) in all.iter().enumerate() {
+                assert!(
+                    e == i as i128 || (e >= 1000 && old.contains(&(e - 1000))),
+                    "{e} at {i}"
+                );
+                assert!(e != i as i128 || !old.contains(&e));
+            }
+            written += usize::from(!new.is_empty());
+        }
+        assert!(written > 100, "only {written} regions written");
     }
 
     #[test]

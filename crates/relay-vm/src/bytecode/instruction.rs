@@ -246,6 +246,21 @@ instruction_table! {
         /// Where `()` goes.
         dst: RegOut,
     }
+    /// As [`Instruction::InvokePackedAlloc`] for a kernel that may write its result over its
+    /// first input (`strided_set`'s data), which is dead after the call: the VM takes that
+    /// input out of its register, and when nothing else holds its buffer (no other register,
+    /// tuple, reference or caller; not a constant or a caller's array) passes it as the output
+    /// too, so the kernel writes only what changes; otherwise it allocates the output as
+    /// `invoke_packed_alloc` does. TVM Relax's `call_tir_inplace`, decided at run time.
+    InvokePackedUpdate = "invoke_packed_update",
+        "invoke_packed_update {dst} PackedFunc[{kernel}] (in: {inputs})" {
+        /// The kernel's index in the executable's kernel table.
+        kernel: KernelIndex,
+        /// The input registers; the first is consumed.
+        inputs: RegsIn,
+        /// Where the result goes.
+        dst: RegOut,
+    }
 }
 
 impl Instruction {

@@ -234,6 +234,14 @@ fn every_instruction() -> Vec<(Instruction, &'static str)> {
             },
             "ref_write $2 $1 $0",
         ),
+        (
+            I::InvokePackedUpdate {
+                kernel: 0,
+                inputs: vec![r(0), r(1)],
+                dst: r(2),
+            },
+            "invoke_packed_update $2 PackedFunc[0] (in: $0, $1)",
+        ),
     ]
 }
 
@@ -417,6 +425,20 @@ fn malformed_code_is_an_error_naming_the_instruction() {
                 ],
             ),
             "kernel index 1 out of range",
+        ),
+        (
+            func(
+                3,
+                vec![
+                    I::InvokePackedUpdate {
+                        kernel: 0,
+                        inputs: vec![],
+                        dst: r(2),
+                    },
+                    ret.clone(),
+                ],
+            ),
+            "without the input it updates",
         ),
         (
             func(

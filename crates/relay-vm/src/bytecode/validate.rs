@@ -198,6 +198,11 @@ impl Check<'_> {
             Instruction::InvokePacked { outputs, .. } if outputs.is_empty() => {
                 return Err(self.fail("a kernel call without outputs".into()));
             }
+            Instruction::InvokePackedUpdate { inputs, .. } if inputs.is_empty() => {
+                return Err(
+                    self.fail("an updating kernel call without the input it updates".into())
+                );
+            }
             _ => {}
         }
         Ok(())
