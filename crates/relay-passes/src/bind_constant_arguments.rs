@@ -11,9 +11,10 @@
 //! def @main(%x) { @f(%x, meta[..][0]) }          ==>  def @main(%x) { @f(%x) }
 //! ```
 //!
-//! Only tensors are bound, not scalars: weights are what the products pack, and a loop's
-//! count or a literal argument stays an argument (the function keeps the signature a host
-//! calling it through `--entry` sees). A recursive function that passes a parameter on
+//! Tensors and floating-point scalars are bound, not integer scalars: weights are what the
+//! products pack, and a float literal an exporter passes (an attention's scale, a GELU's
+//! coefficients) is what lets `simplify_expr` move a scale onto a product and the kernels
+//! compute with it inline, while a loop's count or an index stays an argument. A recursive function that passes a parameter on
 //! unchanged (`@loop(..., %w)` inside `@loop`) still counts as passing the constant. The same constant means the same node (a
 //! bound parameter's uses share one): constants are not compared by value. The entry function,
 //! whose caller is the host, a polymorphic global (a constant would fix its type variables)
@@ -118,7 +119,7 @@ impl Uses {
     }
 }
 
-/// The tensor constant (not a scalar) every call passes at position `i`, the function's own
+/// The tensor or floating-point scalar constant every call passes at position `i`, the function's own
 /// parameter `param` passed on unchanged counting as that constant; `None` unless there is
 /// exactly one.
 fn common_constant(calls: &[Vec<Expr>], i: usize, param: VarId) -> Option<Expr> {
@@ -127,7 +128,7 @@ fn common_constant(calls: &[Vec<Expr>], i: usize, param: VarId) -> Option<Expr> 
         let arg = args.get(i)?;
         match arg.kind() {
             ExprKind::Var(v) if v.id() == param => {}
-            ExprKind::Constant(c) if !c.shape().is_empty() => match found {
+            ExprKind::Constant(c) if !c.shape().is_empty() || c.dtype().is_float() => match found {
                 Some(c) if !Expr::ptr_eq(c, arg) => return None,
                 _ => found = Some(arg),
             },

@@ -9,7 +9,17 @@
 //!                                                        ==>  nn.batch_matmul(%a, %b, transpose_a=!T)
 //! ```
 //!
-//! (and the second operand of `nn.batch_matmul` likewise). The transposed copy is then never
+//! (and the second operand of `nn.batch_matmul` likewise), and the keys of an attention as
+//! PyTorch's exporters write it, transposed per head, scaled by a constant and their leading
+//! axes merged:
+//!
+//! ```text
+//! nn.batch_matmul(%q, reshape(multiply(transpose(%k, axes=[0, 1, 3, 2]), c), newshape=[-3, 0, 0]), transpose_b=F)
+//!     ==>  multiply(nn.batch_matmul(%q, reshape(%k, newshape=[-3, 0, 0]), transpose_b=T), c)
+//! ```
+//!
+//! (the product scaled rather than the keys: a decoder step's scores are `[heads, 1, length]`,
+//! its keys `[heads, length, 64]`). The transposed copy is then never
 //! made: a product reads either layout, and a row-major operand packs faster than a transposed
 //! one. The transpose may be nested in the call or bound by a `let` to a variable of an atom
 //! (a variable or constant), which the product then reads, so nothing is computed twice; the
@@ -20,12 +30,12 @@
 
 use std::collections::HashMap;
 
-use relay_ir::visit::{is_atom, is_primitive, map_children};
+use relay_ir::visit::{for_each_child, is_atom, is_primitive, map_children};
 use relay_ir::{
     AttrValue, Attrs, Binding, Expr, ExprKind, Module, Span, TypeKind, VarId,
     ensure_sufficient_stack,
 };
-use relay_ops::support::attr_bool;
+use relay_ops::support::{attr_bool, scalar_f32_constant};
 
 use crate::{Pass, PassContext, PassError};
 
@@ -69,12 +79,19 @@ enum Swap {
     Matrix,
     /// The last two of a stack of matrices (`axes=[0, 2, 1]`).
     Batch,
+    /// The last two of a batch of stacks (`axes=[0, 1, 3, 2]`: an attention's heads), which
+    /// only [`Simplify::batch_operand`] folds.
+    Heads,
 }
 
 /// The walk: the variables bound to transposes of atoms so far, and the folds made.
 #[derive(Default)]
 struct Simplify {
     transposes: HashMap<VarId, (Expr, Swap)>,
+    /// Variables bound to an attention's transposed keys ([`Simplify::batch_operand`]).
+    keys: HashMap<VarId, (Expr, Option<Expr>)>,
+    /// Variables bound to a scaled transpose of the last two axes of a rank-4 atom.
+    heads: HashMap<VarId, (Expr, Option<Expr>)>,
     folded: i64,
 }
 
@@ -84,7 +101,7 @@ impl Simplify {
         ensure_sufficient_stack(|| match e.kind() {
             ExprKind::Function(f) if is_primitive(f) => e.clone(),
             ExprKind::Let { bindings, body } => {
-                let bindings = bindings
+                let bindings: Vec<Binding> = bindings
                     .iter()
                     .map(|b| {
                         let value = self.expr(&b.value);
@@ -92,11 +109,16 @@ impl Simplify {
                             && is_atom(&source)
                         {
                             self.transposes.insert(b.var.id(), (source, swap));
+                        } else if let Some(keys) = self.keys_of(&value) {
+                            self.keys.insert(b.var.id(), keys);
+                        } else if let Some(heads) = self.scaled_heads(&value) {
+                            self.heads.insert(b.var.id(), heads);
                         }
                         Binding { value, ..b.clone() }
                     })
                     .collect();
                 let body = self.expr(body);
+                let bindings = self.without_folded_keys(bindings, &body);
                 Expr::new(ExprKind::Let { bindings, body }, e.span())
             }
             ExprKind::Call { .. } => {
@@ -111,6 +133,30 @@ impl Simplify {
             }
             _ => map_children(e, |c| self.expr(c)),
         })
+    }
+
+    /// `bindings` without those of an attention's keys that a fold left unread: the
+    /// transpose, its scaling and the merging reshape of each. `eliminate_dead_code` keeps a
+    /// reshape whose shape could fail to fit; this one fits whenever the product's reshape of
+    /// the untransposed keys, which replaced it, does.
+    fn without_folded_keys(&self, mut bindings: Vec<Binding>, body: &Expr) -> Vec<Binding> {
+        let folded = |b: &Binding| {
+            let id = b.var.id();
+            self.keys.contains_key(&id)
+                || self.heads.contains_key(&id)
+                || matches!(self.transposes.get(&id), Some((_, Swap::Heads)))
+        };
+        loop {
+            let mut uses: HashMap<VarId, usize> = HashMap::new();
+            let mut count = |e: &Expr| count_uses(e, &mut uses);
+            bindings.iter().for_each(|b| count(&b.value));
+            count(body);
+            let before = bindings.len();
+            bindings.retain(|b| !folded(b) || uses.get(&b.var.id()).is_some_and(|&n| n > 0));
+            if bindings.len() == before {
+                return bindings;
+            }
+        }
     }
 
     /// What operand `e` transposes and how, when it is a transpose or a variable bound to one.
@@ -140,7 +186,7 @@ impl Simplify {
                 ("nn.matmul", vec![x.clone(), w], attrs)
             }
             ("nn.batch_matmul", [a, b]) => {
-                let (ta, tb) = (self.operand(a, Swap::Batch), self.operand(b, Swap::Batch));
+                let (ta, tb) = (self.batch_operand(a), self.batch_operand(b));
                 if ta.is_none() && tb.is_none() {
                     return None;
                 }
@@ -150,25 +196,100 @@ impl Simplify {
                         attrs = attrs.with(side, AttrValue::Bool(!flag(side)?));
                     }
                 }
-                let args = vec![
-                    ta.unwrap_or_else(|| a.clone()),
-                    tb.unwrap_or_else(|| b.clone()),
-                ];
-                ("nn.batch_matmul", args, attrs)
+                let mut scales = Vec::new();
+                let mut read = |x: &Expr, t: Option<(Expr, Option<Expr>)>| match t {
+                    Some((source, scale)) => {
+                        scales.extend(scale);
+                        source
+                    }
+                    None => x.clone(),
+                };
+                let args = vec![read(a, ta), read(b, tb)];
+                let product = call_op("nn.batch_matmul", args, attrs, call.span())?;
+                // A scalar factor of an operand scales the (smaller) product instead.
+                return scales.into_iter().try_fold(product, |p, c| {
+                    call_op("multiply", vec![p, c], Attrs::default(), call.span())
+                });
             }
             _ => return None,
         };
-        let op = relay_ops::lookup(name)?;
-        let callee = Expr::new(ExprKind::Op(op), Span::DUMMY);
-        Some(Expr::new(
-            ExprKind::Call {
-                callee,
-                args,
-                attrs,
-            },
-            call.span(),
-        ))
+        call_op(name, args, attrs, call.span())
     }
+
+    /// What operand `e` of `nn.batch_matmul` reads transposed, with the one-element constant
+    /// it scales it by: a transpose of its last two axes (as [`Self::operand`] finds it), or
+    /// the form exporters give an attention's keys,
+    /// `reshape(multiply(transpose(%k, axes=[0, 1, 3, 2]), c), newshape=[-3, 0, 0])` (PyTorch's
+    /// scaled dot-product attention: the keys of each head transposed and scaled, then the
+    /// batch and head axes merged), which is `reshape(%k, newshape=[-3, 0, 0])` transposed,
+    /// scaled by `c`.
+    fn batch_operand(&self, e: &Expr) -> Option<(Expr, Option<Expr>)> {
+        if let Some(source) = self.operand(e, Swap::Batch) {
+            return Some((source, None));
+        }
+        match e.kind() {
+            ExprKind::Var(v) => self.keys.get(&v.id()).cloned(),
+            _ => self.keys_of(e),
+        }
+    }
+
+    /// The keys `e` transposes and their scale, when `e` is the exporters' form of them (see
+    /// [`Self::batch_operand`]), the transpose nested or bound to a variable of an atom.
+    fn keys_of(&self, e: &Expr) -> Option<(Expr, Option<Expr>)> {
+        let (op, [x], attrs) = e.op_call()? else {
+            return None;
+        };
+        let merged = matches!(attrs.get("newshape"), Some(AttrValue::Array(s))
+            if s.iter().map(AttrValue::as_int).collect::<Option<Vec<_>>>() == Some(vec![-3, 0, 0]));
+        if op.name != "reshape" || !merged {
+            return None;
+        }
+        let (k, scale) = self.scaled_heads(x)?;
+        let reshaped = call_op("reshape", vec![k], attrs.clone(), e.span())?;
+        Some((reshaped, scale))
+    }
+
+    /// The rank-4 atom `e` transposes the last two axes of, and the one-element constant it
+    /// scales the transpose by: `transpose(%k, axes=[0, 1, 3, 2])`, times `c` or not, each
+    /// nested or bound to a variable.
+    fn scaled_heads(&self, e: &Expr) -> Option<(Expr, Option<Expr>)> {
+        if let ExprKind::Var(v) = e.kind()
+            && let Some(heads) = self.heads.get(&v.id())
+        {
+            return Some(heads.clone());
+        }
+        let (transposed, scale) = match e.op_call() {
+            Some((op, [t, c], _)) if op.name == "multiply" && scalar_f32_constant(c).is_some() => {
+                (t, Some(c.clone()))
+            }
+            Some((op, [c, t], _)) if op.name == "multiply" && scalar_f32_constant(c).is_some() => {
+                (t, Some(c.clone()))
+            }
+            _ => (e, None),
+        };
+        Some((self.operand(transposed, Swap::Heads)?, scale))
+    }
+}
+
+/// Adds the occurrences of each variable in `e` to `uses`.
+fn count_uses(e: &Expr, uses: &mut HashMap<VarId, usize>) {
+    ensure_sufficient_stack(|| match e.kind() {
+        ExprKind::Var(v) => *uses.entry(v.id()).or_insert(0) += 1,
+        _ => for_each_child(e, |c| count_uses(c, uses)),
+    })
+}
+
+/// A call of operator `name`.
+fn call_op(name: &str, args: Vec<Expr>, attrs: Attrs, span: Span) -> Option<Expr> {
+    let callee = Expr::new(ExprKind::Op(relay_ops::lookup(name)?), Span::DUMMY);
+    Some(Expr::new(
+        ExprKind::Call {
+            callee,
+            args,
+            attrs,
+        },
+        span,
+    ))
 }
 
 /// The operand of `e` and the axes it swaps, when `e` is a `transpose` that swaps the two
@@ -199,6 +320,7 @@ fn swapped(e: &Expr) -> Option<(Expr, Swap)> {
     let swap = match axes.as_slice() {
         [1, 0] => Swap::Matrix,
         [0, 2, 1] => Swap::Batch,
+        [0, 1, 3, 2] => Swap::Heads,
         _ => return None,
     };
     Some((x.clone(), swap))

@@ -155,6 +155,14 @@ impl PackedConstants {
         (hi <= r.end).then_some(r)
     }
 
+    /// Whether the `bytes` bytes at `ptr` lie in one of the constants (an operand the GEMM
+    /// packs once and keeps).
+    pub fn holds<T>(&self, ptr: *const T, bytes: usize) -> bool {
+        let lo = ptr as usize;
+        lo.checked_add(bytes)
+            .is_some_and(|hi| self.constant_of(lo, hi).is_some())
+    }
+
     /// The key of `m`'s packing as operand `side` of kernel `kern`, if `m` lies in one of
     /// the constants.
     fn key<T: Element, S: Operand<T>>(
