@@ -37,8 +37,9 @@
 #   --lengths 1:512 --threads 2 --skip bert).
 #
 # - generate (issue 32; not part of `all`): GPT-2 small's greedy generation (a 32-token prompt,
-#   128 new tokens) by relayc — the zoo's Relay program and the ONNX decoder with past in a
-#   generation loop — against ONNX Runtime driven by a Python loop with I/O binding, and its
+#   128 new tokens) by relayc — the zoo's Relay programs (caches grown per step, and
+#   preallocated caches written in place) and the ONNX decoder with past in a generation
+#   loop — against ONNX Runtime driven by a Python loop with I/O binding, and its
 #   beam search of width 4 (the zoo's program against the same decoder on a batch of beams in
 #   a Python loop), at 1 and 2 threads: time to first token and tokens per second after it, the
 #   ids checked equal, then each greedy loop's time per token beside the bandwidth bound

@@ -3,7 +3,8 @@
 Workloads (out/<config>/ from export.py; the same seeded weights everywhere), a prompt of
 --prompt ids and --new-tokens new ones, each the median of --runs runs after a warm-up:
 - greedy: relayc, the zoo's program (generate.relay, weights bound by
-  `relayc.compile(params=...)`); relayc, the ONNX decoder with past in a generation loop
+  `relayc.compile(params=...)`), its caches grown per step; the same with preallocated caches
+  written in place (generate_preallocated.relay); relayc, the ONNX decoder with past in a generation loop
   (`relayc.compile(model, generate=True)`), what `relayc.generate` runs; ONNX Runtime, the same
   decoder with past in a Python loop with I/O binding (Optimum's `ORTModelForCausalLM`: the
   presents of a step bound as the next step's past, no copies);
@@ -188,10 +189,13 @@ def main():
         if "greedy" not in args.skip:
             theirs = OrtLoop(onnx_path, config, threads)
             zoo = relayc.VM(relayc.compile(str(out / "generate.relay"), params=params, threads=threads))
+            written = relayc.VM(relayc.compile(str(out / "generate_preallocated.relay"), params=params,
+                                               threads=threads))
             onnx = relayc.VM(relayc.compile(str(onnx_path), generate=True, threads=threads))
             per_token[threads] = compare("greedy", threads, {
                 PEER: lambda k: theirs(prompt, k),
                 "relayc, zoo program": lambda k: np.asarray(zoo(ids32, np.int32(k))),
+                "relayc, zoo program, preallocated cache": lambda k: np.asarray(written(ids32, np.int32(k))),
                 "relayc, ONNX decoder in a loop": lambda k: np.asarray(onnx(prompt, np.int32(k), np.int64(-1))),
             }, n, args.runs)
         if "beam" not in args.skip:

@@ -1,7 +1,8 @@
 """Writes the generation workloads of issue 32 (benches/generate/README.md) into out/<config>/:
 
-- generate.relay, beam.relay and params.npz: GPT-2's greedy generation and its beam search of
-  width 4 as Relay programs (benches/models/zoo/generation.py) with the zoo's seeded `gpt2`
+- generate.relay, generate_preallocated.relay, beam.relay and params.npz: GPT-2's greedy
+  generation (its caches grown per step, or preallocated and written in place) and its beam
+  search of width 4 as Relay programs (benches/models/zoo/generation.py) with the zoo's seeded `gpt2`
   weights;
 - hf/: the same weights as a Hugging Face GPT2LMHeadModel (config.json, model.safetensors), the
   input onnxruntime-genai's model builder would take (its 0.18.0 does not build GPT-2:
@@ -177,6 +178,7 @@ def main():
     out.mkdir(parents=True, exist_ok=True)
     (out / "generate.relay").write_text(generation.relay_text(config))
     (out / "beam.relay").write_text(generation.beam_relay_text(config))
+    (out / "generate_preallocated.relay").write_text(generation.preallocated_relay_text(config))
     if (out / "decoder_with_past.onnx").exists() and not args.force:
         return
     w = generation.weights(config)

@@ -51,16 +51,19 @@ TESTS = {
 }
 
 # name -> (config, prompt, new tokens, program) of the generation tests (zoo/generation.py):
-# the greedy loop, and beam search of width 4 (a prompt whose beams and greedy ids differ).
+# the greedy loop, beam search of width 4 (a prompt whose beams and greedy ids differ), and the
+# greedy loop with preallocated caches written in place.
 GENERATION_TESTS = {
     "gpt2_generate_tiny": (generation.TINY, [5, 17, 42, 3, 88, 11, 2, 60], 40, "greedy"),
     "gpt2_beam_tiny": (generation.TINY, [9, 30, 77], 40, "beam"),
+    "gpt2_generate_preallocated_tiny": (generation.TINY, [5, 17, 42, 3, 88, 11, 2, 60], 40, "preallocated"),
 }
 
 # program -> (its Relay text, its numpy reference) by config (zoo/generation.py).
 GENERATION_PROGRAMS = {
     "greedy": (generation.relay_text, generation.greedy),
     "beam": (generation.beam_relay_text, generation.beam_search),
+    "preallocated": (generation.preallocated_relay_text, generation.greedy),
 }
 
 # At most this many expected values are stored per output (every stride-th element).

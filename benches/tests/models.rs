@@ -299,6 +299,15 @@ fn gpt2_generation() {
     check("gpt2_generate_tiny");
 }
 
+/// The same greedy loop with preallocated caches: each a `[heads, prompt + new tokens, 16]`
+/// buffer, a parameter of the decode loop written a row per step by `strided_set` in place
+/// (`invoke_packed_update`), attention over the whole buffer with the positions not yet written
+/// masked; the ids equal the numpy loop's (and the interpreter's).
+#[test]
+fn gpt2_generation_with_preallocated_caches() {
+    check("gpt2_generate_preallocated_tiny");
+}
+
 /// The zoo's beam search (width 4) at the same config: the beams decoded together (one product
 /// per layer for all four), reordered by origin each step, picked by argmax-and-mask; the best
 /// sequence equals the numpy search's (and the interpreter's), and differs from greedy's.

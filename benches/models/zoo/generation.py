@@ -12,6 +12,12 @@ made. Its caches are a tuple of two `[heads, length, head width]` tensors per la
 positions of its ids start at the caches' length; its mask lets row `i` of `s` new ids see the
 cache and the new ids up to itself.
 
+`preallocated_relay_text` is the same generation with preallocated caches: each a
+`[heads, prompt + new_tokens, head width]` buffer, a parameter of its own of the decode loop,
+written a row per step by `strided_set` in place (the VM's `invoke_packed_update`: the
+parameter is dead after the write and nothing else holds it), the attention reading the whole
+buffer with the positions not written yet masked.
+
 The weights are the zoo's GPT-2 (`networks.gpt2`'s names and seeds: `wte`, `wpe`,
 `h{i}_ln1_gamma`, `h{i}_attn_q_weight`, ...; `wpe` longer, its first rows the same), so the
 generation computes what `networks.gpt2` computes for the same ids. `greedy` is the same loop
@@ -82,22 +88,39 @@ def _mlp(h, y):
     ]
 
 
-def _attention_inputs(h, i, x, heads):
+def _grown(j, rows):
+    """Cache `j` of the `%caches` tuple grown by `rows` (along the length)."""
+    return f"concatenate((%caches.{j}, {rows}), axis=1)"
+
+
+def _written(j, rows):
+    """Preallocated cache parameter `%c{j}` with `rows` written at the positions `%at`..`%to`
+    (`strided_set`, in place: the parameter is dead after it)."""
+    return f"strided_set(%c{j}, {rows}, %at, %to, %steps)"
+
+
+def _attention_inputs(h, i, x, heads, cache=_grown):
     """The lines of layer `h` (the `i`th) binding its normalized input `x`, its queries, and
-    its key and value caches grown by the new rows; `heads` splits a projection into heads."""
+    its key and value caches with the new rows (`cache(j, rows)`: grown by default); `heads`
+    splits a projection into heads."""
     return [
         f"let %{h}_a = {_norm(x, f'{h}_ln1')};",
         f"let %{h}_q = {heads(_dense(f'%{h}_a', f'{h}_attn_q'))};",
-        f"let %{h}_k = concatenate((%caches.{2 * i}, {heads(_dense(f'%{h}_a', f'{h}_attn_k'))}), axis=1);",
-        f"let %{h}_v = concatenate((%caches.{2 * i + 1}, {heads(_dense(f'%{h}_a', f'{h}_attn_v'))}), axis=1);",
+        f"let %{h}_k = {cache(2 * i, heads(_dense(f'%{h}_a', f'{h}_attn_k')))};",
+        f"let %{h}_v = {cache(2 * i + 1, heads(_dense(f'%{h}_a', f'{h}_attn_v')))};",
     ]
+
+
+def _cache_names(layers):
+    """The caches a step binds, in order: `%h0_k, %h0_v, %h1_k, ...`."""
+    return ", ".join(f"%h{i}_{kv}" for i in range(layers) for kv in "kv")
 
 
 def _outputs(layers, x):
     """The last lines of a decoder function: the logits of the rows `x` and the grown caches."""
     return [
         f"let %logits = nn.dense({_norm(x, 'ln_f')}, %wte, units=None);",
-        "let %caches1 = (" + ", ".join(f"%h{i}_{kv}" for i in range(layers) for kv in "kv") + ");",
+        f"let %caches1 = ({_cache_names(layers)});",
         "(%logits, %caches1)",
     ]
 
@@ -190,9 +213,11 @@ def relay_text(config):
   %decode(%first, %prefill.1, 1, %first)""")
 
 
-def _beam_step(config, beams):
-    """`%step(%tokens, %caches)`: the decoder on one new id of each of `beams` sequences, their
-    caches `[beams · heads, length, head width]` (beam-major), one product per layer for all."""
+def _step_lines(config, beams, cache=_grown, mask=""):
+    """The lines of a decoder step on one new id (`%tokens`) of each of `beams` sequences at
+    position `%past`, their caches `[beams · heads, length, head width]` (beam-major), one
+    product per layer for all; `cache` makes a layer's caches with the new rows, `mask` is
+    added to the scores. Returns the lines and the last hidden state."""
     layers, width, heads = config["layers"], config["width"], config["heads"]
     d = width // heads
     rows = beams * heads
@@ -200,24 +225,73 @@ def _beam_step(config, beams):
     def per_head(x):
         return f"reshape({x}, newshape=[{rows}, 1, {d}])"
 
-    body = [
-        "let %past = take(shape_of(%caches.0, dtype=\"int32\"), 1);",
-        "let %x0 = add(take(%wte, %tokens, axis=0), take(%wpe, %past, axis=0));",
-    ]
+    body = ["let %x0 = add(take(%wte, %tokens, axis=0), take(%wpe, %past, axis=0));"]
     x = "%x0"
     for i in range(layers):
         h = f"h{i}"
+        scores = f"multiply(nn.batch_matmul(%{h}_q, %{h}_k, transpose_b=True), {1 / math.sqrt(d)!r}f)"
         body += [
-            *_attention_inputs(h, i, x, per_head),
-            # One new position sees every cached one: no mask.
-            f"let %{h}_s = multiply(nn.batch_matmul(%{h}_q, %{h}_k, transpose_b=True), {1 / math.sqrt(d)!r}f);",
+            *_attention_inputs(h, i, x, per_head, cache),
+            f"let %{h}_s = {f'add({scores}, {mask})' if mask else scores};",
             f"let %{h}_c = nn.batch_matmul(nn.softmax(%{h}_s, axis=-1), %{h}_v, transpose_b=False);",
             f"let %{h}_y = add({x}, {_dense(f'reshape(%{h}_c, newshape=[{beams}, {width}])', f'{h}_attn_out')});",
         ]
         body += _mlp(h, f"%{h}_y")
         x = f"%{h}_out"
+    return body, x
+
+
+def _beam_step(config, beams):
+    """`%step(%tokens, %caches)`: the decoder on one new id of each of `beams` sequences, whose
+    grown caches see every cached position (no mask)."""
+    past = "let %past = take(shape_of(%caches.0, dtype=\"int32\"), 1);"
+    body, x = _step_lines(config, beams)
     return _local_fn("step", f"%tokens: Tensor[({beams}), int32]", beams, config,
-                     body + _outputs(layers, x))
+                     [past] + body + _outputs(config["layers"], x))
+
+
+def preallocated_relay_text(config):
+    """The greedy generation program for `config` with preallocated caches: after the
+    prefill, each cache is a `[heads, prompt + new_tokens, head width]` buffer holding the
+    prompt's rows, a parameter of its own of the decode loop, which writes each step's row at
+    `%past` with `strided_set` (in place: the parameter is dead after the write, and the loop's
+    tail call hands the result on alone) and attends over the whole buffer, positions after
+    `%past` masked. Same ids as `relay_text`."""
+    layers, heads, eos = config["layers"], config["heads"], config["eos"]
+    d = config["width"] // heads
+    cache_t, _ = _types(config)
+    caches = ", ".join(f"%c{j}: {cache_t}" for j in range(2 * layers))
+    step, x = _step_lines(config, 1, _written, "%mask")
+    step = [
+        "let %at = stack((0, %past), axis=0);",
+        f"let %to = stack(({heads}, add(%past, 1)), axis=0);",
+        "let %steps = ones(shape=[2], dtype=\"int32\");",
+        "let %mask = where(greater(arange(0, %length, 1, dtype=\"int32\"), %past), -1e+09f, 0f);",
+        *step,
+        f"let %logits = nn.dense({_norm(x, 'ln_f')}, %wte, units=None);",
+        "let %next = argmax(%logits, axis=[-1]);",
+        f"%decode(%next, add(%count, 1), concatenate((%out, %next), axis=0), add(%past, 1), {_cache_names(layers)})",
+    ]
+    lines = "\n      ".join(step)
+    buffer = (f"reshape(dyn.zeros(stack(({heads}, %length, {d}), axis=0), dtype=\"float32\"), "
+              f"newshape=[{heads}, -1, {d}])")
+    filled = ", ".join(
+        f"strided_set({buffer}, %pc.{j}, zeros(shape=[2], dtype=\"int32\"), %end, ones(shape=[2], dtype=\"int32\"))"
+        for j in range(2 * layers))
+    return _main(config, f"""  let %prompt_length = take(shape_of(%prompt, dtype="int32"), 0);
+  let %length = add(%prompt_length, %new_tokens);
+  let %decode = fn (%tokens: Tensor[(1), int32], %count: int32, %out: Tensor[(?), int32], %past: int32, {caches}) -> Tensor[(?), int32] {{
+    if (logical_or(greater_equal(%count, %new_tokens), equal(take(%tokens, 0), {eos}))) {{
+      %out
+    }} else {{
+      {lines}
+    }}
+  }};
+  {_prefill(config)}
+  let %first = argmax(%prefill.0, axis=[-1]);
+  let %end = stack(({heads}, %prompt_length), axis=0);
+  let %pc = %prefill.1;
+  %decode(%first, 1, reshape(%first, newshape=[-1]), %prompt_length, {filled})""")
 
 
 def _top(beams, flat, size):

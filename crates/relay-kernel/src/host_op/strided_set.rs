@@ -81,8 +81,12 @@ impl StridedSet {
             [data, v, .., out] => (*data, *v, *out),
             _ => return Err("strided_set takes data, a value and an output".into()),
         };
-        let (shape, v_shape) = (shapes[0], shapes[1]);
-        let width = usize::from(spec.args[0].dtype.bits).div_ceil(8);
+        let (Some(&shape), Some(&v_shape), Some(a)) =
+            (shapes.first(), shapes.get(1), spec.args.first())
+        else {
+            return Err("strided_set takes data and a value".into());
+        };
+        let width = usize::from(a.dtype.bits).div_ceil(8);
         let len = count(shape)
             .and_then(|n| n.checked_mul(width))
             .ok_or("too large")?;

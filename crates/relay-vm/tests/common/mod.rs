@@ -480,7 +480,7 @@ impl Walker<'_> {
             "tail_invoke" => "fR",
             "tail_invoke_closure" => "rR",
             "invoke_packed" => "kRR",
-            "invoke_packed_alloc" => "kRr",
+            "invoke_packed_alloc" | "invoke_packed_update" => "kRr",
             "alloc_tensor" => "rrIdr",
             "alloc_tensor_reg" => "rrrdar",
             "alloc_storage" => "rqdr",
