@@ -1237,8 +1237,10 @@ impl<'e> Vm<'e> {
         };
         let started = self.profile.is_some().then(Instant::now);
         // SAFETY: the outputs are views into pooled storage that no input overlaps while the
-        // kernel runs (the memory plan reuses storage only between disjoint lifetimes), and
-        // the VM holds no slice of their bytes during the call.
+        // kernel runs (the memory plan reuses storage only between disjoint lifetimes), but
+        // for an updating kernel's output, which is exactly its first input, as the kernel
+        // allows (`PackedFunc::updates_input`); the VM holds no slice of their bytes during
+        // the call.
         let result = unsafe { func.call_views_with(&mut self.context, refs) };
         if let (Some(t), Some(p)) = (started, &mut self.profile) {
             p.record_kernel(kernel as usize, t, || shapes(tensors, func.num_inputs()));
