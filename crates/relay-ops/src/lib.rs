@@ -86,6 +86,25 @@ pub fn updated_param(f: &relay_ir::Function) -> Option<usize> {
     }
 }
 
+/// A call of the operator registered under `name` (`None` when there is none), at `span`.
+pub fn call(
+    name: &str,
+    args: Vec<relay_ir::Expr>,
+    attrs: relay_ir::Attrs,
+    span: relay_ir::Span,
+) -> Option<relay_ir::Expr> {
+    use relay_ir::{Expr, ExprKind, Span};
+    let callee = Expr::new(ExprKind::Op(lookup(name)?), Span::DUMMY);
+    Some(Expr::new(
+        ExprKind::Call {
+            callee,
+            args,
+            attrs,
+        },
+        span,
+    ))
+}
+
 /// The known operator name closest to `name` (Levenshtein distance), if it is close enough to
 /// be worth suggesting: "unknown operator `nn.rleu`, did you mean `nn.relu`?".
 pub fn closest(name: &str) -> Option<&'static str> {

@@ -32,8 +32,7 @@ use std::collections::HashMap;
 
 use relay_ir::visit::{for_each_child, is_atom, is_primitive, map_children};
 use relay_ir::{
-    AttrValue, Attrs, Binding, Expr, ExprKind, Module, Span, TypeKind, VarId,
-    ensure_sufficient_stack,
+    AttrValue, Attrs, Binding, Expr, ExprKind, Module, TypeKind, VarId, ensure_sufficient_stack,
 };
 use relay_ops::support::{attr_bool, scalar_f32_constant};
 
@@ -146,6 +145,10 @@ impl Simplify {
                 || self.heads.contains_key(&id)
                 || matches!(self.transposes.get(&id), Some((_, Swap::Heads)))
         };
+        // Most chains hold none: they are not walked.
+        if !bindings.iter().any(folded) {
+            return bindings;
+        }
         loop {
             let mut uses: HashMap<VarId, usize> = HashMap::new();
             let mut count = |e: &Expr| count_uses(e, &mut uses);
@@ -205,15 +208,15 @@ impl Simplify {
                     None => x.clone(),
                 };
                 let args = vec![read(a, ta), read(b, tb)];
-                let product = call_op("nn.batch_matmul", args, attrs, call.span())?;
+                let product = relay_ops::call("nn.batch_matmul", args, attrs, call.span())?;
                 // A scalar factor of an operand scales the (smaller) product instead.
                 return scales.into_iter().try_fold(product, |p, c| {
-                    call_op("multiply", vec![p, c], Attrs::default(), call.span())
+                    relay_ops::call("multiply", vec![p, c], Attrs::default(), call.span())
                 });
             }
             _ => return None,
         };
-        call_op(name, args, attrs, call.span())
+        relay_ops::call(name, args, attrs, call.span())
     }
 
     /// What operand `e` of `nn.batch_matmul` reads transposed, with the one-element constant
@@ -245,7 +248,7 @@ impl Simplify {
             return None;
         }
         let (k, scale) = self.scaled_heads(x)?;
-        let reshaped = call_op("reshape", vec![k], attrs.clone(), e.span())?;
+        let reshaped = relay_ops::call("reshape", vec![k], attrs.clone(), e.span())?;
         Some((reshaped, scale))
     }
 
@@ -277,19 +280,6 @@ fn count_uses(e: &Expr, uses: &mut HashMap<VarId, usize>) {
         ExprKind::Var(v) => *uses.entry(v.id()).or_insert(0) += 1,
         _ => for_each_child(e, |c| count_uses(c, uses)),
     })
-}
-
-/// A call of operator `name`.
-fn call_op(name: &str, args: Vec<Expr>, attrs: Attrs, span: Span) -> Option<Expr> {
-    let callee = Expr::new(ExprKind::Op(relay_ops::lookup(name)?), Span::DUMMY);
-    Some(Expr::new(
-        ExprKind::Call {
-            callee,
-            args,
-            attrs,
-        },
-        span,
-    ))
 }
 
 /// The operand of `e` and the axes it swaps, when `e` is a `transpose` that swaps the two

@@ -638,7 +638,10 @@ impl<'m, 'k> FunctionCompiler<'m, 'k> {
             let ExprKind::Function(f) = callee.kind() else {
                 continue;
             };
-            let Some(ExprKind::Var(x)) = relay_ops::updated_param(f).map(|p| args[p].kind()) else {
+            let Some(ExprKind::Var(x)) = relay_ops::updated_param(f)
+                .and_then(|p| args.get(p))
+                .map(Expr::kind)
+            else {
                 continue;
             };
             let killed_after = bindings[k + 1..]

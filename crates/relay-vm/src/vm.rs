@@ -716,18 +716,16 @@ impl<'e> Vm<'e> {
                 kernel,
                 inputs,
                 dst,
-            } => {
-                // `fast` ran it already when the kernel and its inputs are scalars.
-                let result = self.invoke_packed_alloc(base, *kernel, inputs, false)?;
-                self.set(base, *dst, Slot::Value(result))?;
-                self.advance();
             }
-            Instruction::InvokePackedUpdate {
+            | Instruction::InvokePackedUpdate {
                 kernel,
                 inputs,
                 dst,
             } => {
-                let result = self.invoke_packed_alloc(base, *kernel, inputs, true)?;
+                // `fast` ran an `invoke_packed_alloc` already when the kernel and its inputs
+                // are scalars.
+                let update = matches!(instr, Instruction::InvokePackedUpdate { .. });
+                let result = self.invoke_packed_alloc(base, *kernel, inputs, update)?;
                 self.set(base, *dst, Slot::Value(result))?;
                 self.advance();
             }

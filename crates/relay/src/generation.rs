@@ -16,7 +16,7 @@
 //! ONNX Runtime users write this loop in Python around the same model (Hugging Face Optimum's
 //! `ORTModelForCausalLM`); here it is compiled once and runs in the VM.
 
-use relay_ir::{AttrValue, Attrs, Dim, Expr, ExprKind, Function, Module, Span, Type, TypeKind};
+use relay_ir::{AttrValue, Attrs, Dim, Expr, ExprKind, Function, Module, Type, TypeKind};
 use relay_onnx::{Imported, Port};
 use relay_runtime::DType;
 
@@ -310,17 +310,8 @@ fn last_position_head(head: &Expr) -> Option<Expr> {
         .with("strides", ints(&[1]))
         .with("slice_mode", AttrValue::Str("end".into()))
         .with("axes", ints(&[1]));
-    let call = |name: &str, args: Vec<Expr>, attrs: Attrs| {
-        let callee = Expr::new(ExprKind::Op(relay_ops::lookup(name)?), Span::DUMMY);
-        Some(Expr::new(
-            ExprKind::Call {
-                callee,
-                args,
-                attrs,
-            },
-            head.span(),
-        ))
-    };
+    let call =
+        |name: &str, args: Vec<Expr>, attrs: Attrs| relay_ops::call(name, args, attrs, head.span());
     let last_row = call("strided_slice", vec![hidden.clone()], slice)?;
     call(op.name, vec![last_row, weight.clone()], attrs.clone())
 }
