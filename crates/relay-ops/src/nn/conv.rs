@@ -6,7 +6,7 @@ use relay_ir::OpError;
 use relay_ir::te::{BinaryOp, IterVar, TeValue, Tensor};
 use relay_ir::{
     AttrDefault as D, AttrField, AttrKind as K, Attrs, DType, Dim, NDArray, OpPattern as P,
-    OpSchema, Type, Value,
+    OpSchema, Type, TypeKind, Value,
 };
 
 use super::layout::Relayout;
@@ -181,13 +181,21 @@ pub(super) static OPS: &[OpSchema] = &[
         DATA_WEIGHT,
         "relay.attrs.Conv2DAttrs",
         CONV2D_ATTRS,
-    ),
+    )
+    .with(P::OutEWiseFusable, conv2d_rel, conv2d_eval)
+    .with_compute(conv2d_te),
     op(
         "nn.contrib_depthwise_conv2d_NCHWc",
         DATA_WEIGHT,
         "relay.attrs.Conv2DAttrs",
         CONV2D_ATTRS,
-    ),
+    )
+    .with(
+        P::OutEWiseFusable,
+        depthwise_nchwc_rel,
+        depthwise_nchwc_eval,
+    )
+    .with_compute(depthwise_nchwc_te),
     op(
         "nn.contrib_conv2d_gemm_without_weight_transform",
         DATA_WEIGHT,
@@ -445,6 +453,63 @@ fn conv2d_eval(args: &[Value], attrs: &Attrs) -> Result<Value, OpError> {
     }
 }
 
+// ----- The blocked (NCHWc) variants -----
+//
+// TVM's `nn.contrib_conv2d_NCHWc` is `nn.conv2d` in the layouts its attributes name
+// (`NCHW8c` data, `OIHW8i8o` kernel, `NCHW8c` result), which [`Relayout`] moves; its entry
+// shares `nn.conv2d`'s functions. `nn.contrib_depthwise_conv2d_NCHWc` (`OIHW1i8o` kernel) is
+// depthwise whatever `groups` says — TVM's compute never reads it — so its functions set
+// `groups` to the data's channels first.
+
+/// `attrs` with `groups` the data's number of `channels` (NCHW's `C`).
+fn depthwise_groups(attrs: &Attrs, channels: Option<Dim>) -> Result<Attrs, OpError> {
+    match channels {
+        Some(Dim::Known(c)) => Ok(attrs.with("groups", relay_ir::AttrValue::Int(c))),
+        _ => Err(OpError::shape(
+            "nn.contrib_depthwise_conv2d_NCHWc needs 4-d data with a known number of channels",
+        )),
+    }
+}
+
+/// The layouts of a blocked operator, which are never all canonical.
+fn blocked(attrs: &Attrs) -> Result<Relayout, OpError> {
+    Relayout::of(attrs, "data_layout", Some("kernel_layout"))?.ok_or_else(|| {
+        OpError::attribute(
+            "data_layout",
+            "nn.contrib_depthwise_conv2d_NCHWc expects blocked layouts such as NCHW8c and \
+             OIHW1i8o",
+        )
+    })
+}
+
+fn depthwise_nchwc_rel(types: &[Type], attrs: &Attrs) -> Result<Type, OpError> {
+    blocked(attrs)?.relation(types, |types, canonical| {
+        let channels = match types.first().map(Type::kind) {
+            Some(TypeKind::Tensor { shape, .. }) if shape.len() == 4 => Some(shape[1]),
+            _ => None,
+        };
+        conv2d_rel(types, &depthwise_groups(canonical, channels)?)
+    })
+}
+
+fn depthwise_nchwc_eval(args: &[Value], attrs: &Attrs) -> Result<Value, OpError> {
+    blocked(attrs)?.evaluate(args, |args, canonical| {
+        let channels = match args.first() {
+            Some(Value::Tensor(t)) if t.ndim() == 4 => Some(Dim::Known(t.shape()[1])),
+            _ => None,
+        };
+        conv2d_eval(args, &depthwise_groups(canonical, channels)?)
+    })
+}
+
+fn depthwise_nchwc_te(inputs: &[TeValue], attrs: &Attrs, out: &Type) -> Result<TeValue, OpError> {
+    blocked(attrs)?.compute(inputs, out, |inputs, canonical, out| {
+        let x = compute::input(inputs, 0)?;
+        let channels = (x.shape.len() == 4).then(|| Dim::Known(x.shape[1]));
+        conv2d_te(inputs, &depthwise_groups(canonical, channels)?, out)
+    })
+}
+
 // ----- Compute definition -----
 
 /// `nn.conv2d` on NCHW data and OIHW weights as a contraction over an im2col of the (padded)
@@ -638,8 +703,8 @@ mod tests {
             "conv2d weight has 6 output channels, which groups=4 does not divide"
         );
         assert!(
-            err("nn.conv2d", &two, &[("data_layout", s("NCWH8c"))])
-                .starts_with("data_layout=\"NCWH8c\" is not supported")
+            err("nn.conv2d", &two, &[("data_layout", s("NCWHX"))])
+                .starts_with("data_layout=\"NCWHX\" is not supported")
         );
         assert!(
             err("nn.conv2d", &two, &[("kernel_layout", s("HWIOX"))])

@@ -11,7 +11,7 @@
 
 use relay_ir::OpError;
 use relay_ir::te::{BinaryOp, TExpr, TeValue, Tensor};
-use relay_ir::{Attrs, Dim, Type, Value};
+use relay_ir::{Attrs, Dim, NDArray, Type, Value};
 
 use super::{concrete, data_type, gather};
 use crate::compute::{self, ComputeResult};
@@ -110,32 +110,45 @@ impl Layout {
     }
 }
 
-/// The source and destination layouts of a call.
+/// The source and destination layouts of a call, and the attributes naming them in errors.
 struct Transform {
     src: Layout,
     dst: Layout,
+    names: [String; 2],
 }
 
 impl Transform {
     fn of(attrs: &Attrs) -> Result<Transform, OpError> {
-        let src = Layout::parse(attr_str(attrs, "src_layout")?, "src_layout")?;
-        let dst = Layout::parse(attr_str(attrs, "dst_layout")?, "dst_layout")?;
+        let src = (attr_str(attrs, "src_layout")?, "src_layout");
+        Transform::between(src, (attr_str(attrs, "dst_layout")?, "dst_layout"))
+    }
+
+    /// The transform from layout `src.0` to `dst.0`, each named in errors by its attribute.
+    fn between(src: (&str, &str), dst: (&str, &str)) -> Result<Transform, OpError> {
+        let (src_attr, dst_attr) = (src.1, dst.1);
+        let src = Layout::parse(src.0, src_attr)?;
+        let dst = Layout::parse(dst.0, dst_attr)?;
         if src.primals() != dst.primals() {
             return Err(OpError::shape(format!(
-                "src_layout and dst_layout must have the same primal axes, got {:?} and {:?}",
+                "{src_attr} and {dst_attr} must have the same primal axes, got {:?} and {:?}",
                 src.primals(),
                 dst.primals()
             )));
         }
-        Ok(Transform { src, dst })
+        Ok(Transform {
+            src,
+            dst,
+            names: [src_attr.to_string(), dst_attr.to_string()],
+        })
     }
 
     /// The extent of each primal axis of a tensor of `shape` in the source layout.
     fn primal_extents(&self, shape: &[Dim]) -> Result<Vec<(char, Dim)>, OpError> {
         if shape.len() != self.src.0.len() {
             return Err(OpError::shape(format!(
-                "the data has {} dimensions, but src_layout has {} axes",
+                "the data has {} dimensions, but {} has {} axes",
                 shape.len(),
+                self.names[0],
                 self.src.0.len()
             )));
         }
@@ -154,8 +167,9 @@ impl Transform {
                 (Dim::Any, Some((Dim::Known(i), Some(f)))) if i == f => Dim::Any,
                 (_, Some((d, f))) => {
                     return Err(OpError::shape(format!(
-                        "the sub-axis of `{p}` has extent {}, but src_layout splits it by {}",
+                        "the sub-axis of `{p}` has extent {}, but {} splits it by {}",
                         dim_text(d),
+                        self.names[0],
                         f.unwrap_or(0)
                     )));
                 }
@@ -184,8 +198,8 @@ impl Transform {
                     None => Ok(Dim::Known(n)),
                     Some(f) if n % f == 0 => Ok(Dim::Known(n / f)),
                     Some(f) => Err(OpError::shape(format!(
-                        "dst_layout splits axis `{}` of extent {n} by {f}, which does not divide it",
-                        a.primal
+                        "{} splits axis `{}` of extent {n} by {f}, which does not divide it",
+                        self.names[1], a.primal
                     ))),
                 },
             })
@@ -245,25 +259,71 @@ pub(super) fn layout_transform_rel(inputs: &[Type], attrs: &Attrs) -> Result<Typ
 }
 
 pub(super) fn layout_transform_eval(args: &[Value], attrs: &Attrs) -> Result<Value, OpError> {
-    let x = arg_tensor(args, 0)?;
-    let t = Transform::of(attrs)?;
-    let out = concrete(&t.dst_shape(&dims(x.shape()))?)?;
-    let st = strides(x.shape());
-    value(gather(x, &out, |idx| {
-        Ok(t.source(idx, &CONCRETE)
-            .iter()
-            .zip(&st)
-            .map(|(i, s)| i * s)
-            .sum())
-    }))
+    value(Transform::of(attrs)?.array(arg_tensor(args, 0)?))
 }
 
 pub(super) fn layout_transform_te(inputs: &[TeValue], attrs: &Attrs, out: &Type) -> ComputeResult {
     let (shape, _) = compute::static_tensor(out)?;
     let x = compute::input(inputs, 0)?;
-    let t = Transform::of(attrs)?;
-    let t = Tensor::compute("T_layout_trans", &shape, |i| x.at(&t.source(i, &SYMBOLIC)));
-    compute::tensor_value(t)
+    compute::tensor_value(Transform::of(attrs)?.tensor(x, &shape))
+}
+
+impl Transform {
+    /// `x` moved into the destination layout.
+    fn array(&self, x: &NDArray) -> Result<NDArray, OpError> {
+        let out = concrete(&self.dst_shape(&dims(x.shape()))?)?;
+        let st = strides(x.shape());
+        gather(x, &out, |idx| {
+            Ok(self
+                .source(idx, &CONCRETE)
+                .iter()
+                .zip(&st)
+                .map(|(i, s)| i * s)
+                .sum())
+        })
+    }
+
+    /// The compute tensor of `x` moved into the destination layout (`shape`, its extents).
+    fn tensor(&self, x: &Tensor, shape: &[i64]) -> Tensor {
+        Tensor::compute("T_layout_trans", shape, |i| {
+            x.at(&self.source(i, &SYMBOLIC))
+        })
+    }
+}
+
+/// A layout other than an operator's canonical one (`NCHW8c` data, `OIHW8i8o` weights, of a
+/// convolution written for `NCHW` and `OIHW`): its operands moved to the canonical layout and
+/// its result back by `layout_transform`'s rules. Each side is `(layout, attribute)`, the
+/// attribute naming it in errors.
+pub(crate) struct Reblock(Transform);
+
+impl Reblock {
+    /// The move from layout `src` to `dst`.
+    pub(crate) fn new(src: (&str, &str), dst: (&str, &str)) -> Result<Reblock, OpError> {
+        Transform::between(src, dst).map(Reblock)
+    }
+
+    /// Whether `layout` splits an axis (`NCHW8c`), so that only a reblocking reaches it.
+    pub(crate) fn splits(layout: &str) -> bool {
+        layout.bytes().any(|b| b.is_ascii_digit())
+    }
+
+    /// A tensor type moved (its dtype kept); other types are an error.
+    pub(crate) fn ty(&self, t: &Type) -> Result<Type, OpError> {
+        let (shape, dtype) = data_type(std::slice::from_ref(t))?;
+        Ok(tensor(self.0.dst_shape(shape)?, dtype))
+    }
+
+    /// An array moved.
+    pub(crate) fn array(&self, x: &NDArray) -> Result<NDArray, OpError> {
+        self.0.array(x)
+    }
+
+    /// A compute tensor moved.
+    pub(crate) fn tensor(&self, x: &Tensor) -> Result<Tensor, OpError> {
+        let shape = concrete(&self.0.dst_shape(&dims(&x.shape))?)?;
+        Ok(self.0.tensor(x, &shape))
+    }
 }
 
 #[cfg(test)]

@@ -40,6 +40,7 @@ mod testing;
 mod tile;
 mod transpose;
 
+pub(crate) use layout::Reblock;
 pub(crate) use slice::slice_steps;
 pub use slice::strided_set_region;
 pub(crate) use take::take_view;
