@@ -288,6 +288,11 @@ mod tests {
     use crate::nn::testing::{eval, exact, s, small, verify};
     use crate::testing::{attrs, ints};
 
+    /// The bits of each element (as `f64`): equal arrays compare equal, NaN included.
+    fn bits(a: &NDArray) -> Vec<u64> {
+        a.to_f64_vec().iter().map(|v| v.to_bits()).collect()
+    }
+
     /// `op` on `inputs` in the layouts `set` names (beside the common `attrs`) agrees with `op`
     /// on the inputs moved to NCHW/OIHW (`to_nchw`: the axes moving each), its result moved by
     /// `from_nchw`, and its compute definition agrees with its evaluation.
@@ -312,12 +317,6 @@ mod tests {
         let got = got.as_tensor().unwrap();
         assert_eq!(got.shape(), want.shape(), "{op} {set:?}");
         // Bit for bit: the same arithmetic in the same order (NaN equal to NaN).
-        let bits = |a: &NDArray| {
-            a.to_f64_vec()
-                .iter()
-                .map(|v| v.to_bits())
-                .collect::<Vec<_>>()
-        };
         assert_eq!(bits(got), bits(&want), "{op} {set:?}");
         assert!(verify(op, inputs, &attrs(op, &all), exact), "{op} {set:?}");
     }
@@ -439,12 +438,6 @@ mod tests {
         let got = eval(op, &values(&args), set).unwrap();
         let got = got.as_tensor().unwrap();
         assert_eq!(got.shape(), want.shape(), "{op} {set:?}");
-        let bits = |a: &NDArray| {
-            a.to_f64_vec()
-                .iter()
-                .map(|v| v.to_bits())
-                .collect::<Vec<_>>()
-        };
         assert_eq!(bits(got), bits(&want), "{op} {set:?}");
         assert!(verify(op, &args, &attrs(op, set), exact), "{op} {set:?}");
     }

@@ -1332,7 +1332,7 @@ mod tests {
             .unwrap();
         assert_eq!(got.to_f64_vec(), [f64::NEG_INFINITY; 4]);
         assert!(verify("nn.adaptive_max_pool2d", from_ref(&x), &set, exact));
-        // Layouts other than orders of NCHW are refused with a typed error, not a panic.
+        // A blocked layout that does not fit the data is a typed error, not a panic.
         let blocked = attrs(
             "nn.adaptive_max_pool2d",
             &[("output_size", ints(&[2, 2])), ("layout", s("NCHW4c"))],
@@ -1340,7 +1340,7 @@ mod tests {
         let err = compute(&placeholders, &blocked, &out).unwrap_err();
         assert!(
             err.to_string()
-                .contains("layout=\"NCHW4c\" is not supported"),
+                .contains("the data has 4 dimensions, but layout has 5 axes"),
             "{err}"
         );
     }

@@ -206,52 +206,50 @@ impl Transform {
             .collect()
     }
 
-    /// The source index of the element at destination index `dst`, over any index type:
-    /// primal coordinates from the destination's axes, then the source's axes from them.
-    fn source<I: Clone>(&self, dst: &[I], ops: &IndexOps<I>) -> Vec<I> {
-        let primal = |p: char| {
-            let (outer, inner) = self.dst.positions(p);
-            match (inner, self.dst.factor(p)) {
-                (Some(i), Some(f)) => (ops.add)((ops.mul)(dst[outer].clone(), f), dst[i].clone()),
-                _ => dst[outer].clone(),
-            }
-        };
+    /// How each source axis's index follows from a destination index: the destination axes
+    /// holding its primal coordinate (outer, and inner with the destination's factor), then
+    /// the source's split of it. The one rule both the evaluation and the compute apply.
+    fn recipe(&self) -> Vec<SourceAxis> {
         self.src
             .0
             .iter()
             .map(|a| {
-                let v = primal(a.primal);
-                match (a.factor, self.src.factor(a.primal)) {
-                    (Some(f), _) => (ops.rem)(v, f),
-                    (None, Some(f)) => (ops.div)(v, f),
-                    (None, None) => v,
+                let (outer, inner) = self.dst.positions(a.primal);
+                SourceAxis {
+                    outer,
+                    inner: inner.zip(self.dst.factor(a.primal)),
+                    split: match (a.factor, self.src.factor(a.primal)) {
+                        (Some(f), _) => Split::Inner(f),
+                        (None, Some(f)) => Split::Outer(f),
+                        (None, None) => Split::Whole,
+                    },
                 }
             })
             .collect()
     }
 }
 
-/// Index arithmetic for [`Transform::source`]: on concrete indices or on expressions.
-struct IndexOps<I> {
-    add: fn(I, I) -> I,
-    mul: fn(I, i64) -> I,
-    div: fn(I, i64) -> I,
-    rem: fn(I, i64) -> I,
+/// The index of one source axis as a function of the destination index (see
+/// [`Transform::recipe`]).
+#[derive(Clone, Copy, Debug)]
+struct SourceAxis {
+    /// The destination axis of the primal coordinate, or of its outer part.
+    outer: usize,
+    /// The destination axis of its inner part, and the destination's factor.
+    inner: Option<(usize, i64)>,
+    /// What part of the primal coordinate the source axis is.
+    split: Split,
 }
 
-const CONCRETE: IndexOps<i64> = IndexOps {
-    add: |a, b| a + b,
-    mul: |a, f| a * f,
-    div: |a, f| a / f,
-    rem: |a, f| a % f,
-};
-
-const SYMBOLIC: IndexOps<TExpr> = IndexOps {
-    add: |a, b| compute::bin(BinaryOp::Add, &a, &b),
-    mul: |a, f| compute::bin(BinaryOp::Mul, &a, &TExpr::index(f)),
-    div: |a, f| compute::bin(BinaryOp::Div, &a, &TExpr::index(f)),
-    rem: |a, f| compute::bin(BinaryOp::Mod, &a, &TExpr::index(f)),
-};
+/// The part of a primal coordinate a source axis holds.
+#[derive(Clone, Copy, Debug)]
+enum Split {
+    Whole,
+    /// The outer part of an axis split by the factor (`c / 8`).
+    Outer(i64),
+    /// The inner part (`c % 8`).
+    Inner(i64),
+}
 
 pub(super) fn layout_transform_rel(inputs: &[Type], attrs: &Attrs) -> Result<Type, OpError> {
     let (shape, dtype) = data_type(inputs)?;
@@ -272,21 +270,49 @@ impl Transform {
     /// `x` moved into the destination layout.
     fn array(&self, x: &NDArray) -> Result<NDArray, OpError> {
         let out = concrete(&self.dst_shape(&dims(x.shape()))?)?;
-        let st = strides(x.shape());
+        // The recipe is computed once, so that each element costs a few multiply-adds (a
+        // network's weights are millions of elements, moved when their layout_transform is
+        // folded).
+        let recipe: Vec<(SourceAxis, i64)> =
+            self.recipe().into_iter().zip(strides(x.shape())).collect();
         gather(x, &out, |idx| {
-            Ok(self
-                .source(idx, &CONCRETE)
-                .iter()
-                .zip(&st)
-                .map(|(i, s)| i * s)
-                .sum())
+            let mut at = 0;
+            for &(a, stride) in &recipe {
+                let mut v = idx[a.outer];
+                if let Some((i, f)) = a.inner {
+                    v = v * f + idx[i];
+                }
+                v = match a.split {
+                    Split::Whole => v,
+                    Split::Outer(f) => v / f,
+                    Split::Inner(f) => v % f,
+                };
+                at += v * stride;
+            }
+            Ok(at)
         })
     }
 
     /// The compute tensor of `x` moved into the destination layout (`shape`, its extents).
     fn tensor(&self, x: &Tensor, shape: &[i64]) -> Tensor {
+        let recipe = self.recipe();
         Tensor::compute("T_layout_trans", shape, |i| {
-            x.at(&self.source(i, &SYMBOLIC))
+            let at: Vec<TExpr> = recipe
+                .iter()
+                .map(|a| {
+                    let mut v = i[a.outer].clone();
+                    if let Some((k, f)) = a.inner {
+                        let outer = compute::bin(BinaryOp::Mul, &v, &TExpr::index(f));
+                        v = compute::bin(BinaryOp::Add, &outer, &i[k]);
+                    }
+                    match a.split {
+                        Split::Whole => v,
+                        Split::Outer(f) => compute::bin(BinaryOp::Div, &v, &TExpr::index(f)),
+                        Split::Inner(f) => compute::bin(BinaryOp::Mod, &v, &TExpr::index(f)),
+                    }
+                })
+                .collect();
+            x.at(&at)
         })
     }
 }
