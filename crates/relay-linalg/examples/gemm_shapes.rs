@@ -19,6 +19,10 @@ use relay_linalg::KernelContext;
 use relay_linalg::gemm::prepacked::PackedConstants;
 use relay_linalg::gemm::{Matrix, gemm};
 
+#[path = "common/mod.rs"]
+mod common;
+use common::{cpu_seconds, values};
+
 /// A product `m × k × n`; `dense`: `b` is a transposed `n × k` weight, else `a` is the
 /// `m × k` weight and `b` the `k × n` input.
 struct Shape {
@@ -84,42 +88,6 @@ const SHAPES: &[Shape] = &[
     conv("mnv2 1x1 320x960x49", 320, 960, 49),
     conv("mnv2 1x1 1280x320x49", 1280, 320, 49),
 ];
-
-/// Values in [-1, 1).
-fn values(len: usize, seed: u32) -> Vec<f32> {
-    let mut x = seed.wrapping_mul(2_654_435_761).max(1);
-    (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 17;
-            x ^= x << 5;
-            (x >> 8) as f32 / (1 << 23) as f32 - 1.0
-        })
-        .collect()
-}
-
-/// Seconds of CPU time this process has used (Linux), if it can be read.
-#[cfg(target_os = "linux")]
-fn cpu_seconds() -> Option<f64> {
-    #[repr(C)]
-    struct Timespec {
-        sec: i64,
-        nsec: i64,
-    }
-    unsafe extern "C" {
-        fn clock_gettime(clock: i32, ts: *mut Timespec) -> i32;
-    }
-    const CLOCK_PROCESS_CPUTIME_ID: i32 = 2;
-    let mut ts = Timespec { sec: 0, nsec: 0 };
-    // SAFETY: `ts` is a valid `struct timespec` (64-bit Linux layout).
-    let rc = unsafe { clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &mut ts) };
-    (rc == 0).then_some(ts.sec as f64 + ts.nsec as f64 * 1e-9)
-}
-
-#[cfg(not(target_os = "linux"))]
-fn cpu_seconds() -> Option<f64> {
-    None
-}
 
 /// Best seconds of `repeats` products of `s` on `ctx`.
 fn time(s: &Shape, ctx: &mut KernelContext, repeats: usize) -> f64 {

@@ -1,0 +1,532 @@
+//! The row kernel of the blocked convolution: output positions of one row × up to
+//! [`FILTER_SET`] output blocks per tile, accumulators in registers.
+//!
+//! Per kernel tap and input lane, each position's input element is broadcast once and each
+//! output block's filter row (`B` output channels) loaded once, then multiplied into every
+//! accumulator of the tile: `F · R` fused multiply-adds for `R` broadcasts and `F` loads
+//! (AVX2: 2 blocks × 6 positions in 12 of the 16 registers, the shape of the GEMM's 6 × 16
+//! microkernel — MLAS's 4 × 3 left the compiler too few registers and it spilled; AVX-512:
+//! 4 × 6 in 24 of 32, MLAS's). One generic body over [`Lanes`] — a vector of one output
+//! block — is compiled per instruction set and block: 8 lanes in a `ymm` (AVX2, or AVX-512
+//! running a program blocked for AVX2), 16 in a `zmm`, 16 in two `ymm`s, and `[f32; B]`
+//! arrays the compiler vectorizes for the baseline (portable).
+
+use super::NchwcEpilogue;
+use super::StepOperand;
+use crate::gemm::epilogue::{Lower, Step};
+use crate::isa::Isa;
+
+/// The output blocks a tile computes at most.
+pub const FILTER_SET: usize = 4;
+
+/// One row's work for a batch of input blocks (every pointer at its first element).
+pub(super) struct Row<'a> {
+    /// The data at the batch's first input block, row 0, column 0.
+    pub x: *const f32,
+    /// Elements between input blocks, and between input rows.
+    pub x_block: usize,
+    pub x_row: usize,
+    /// Input columns.
+    pub width: usize,
+    /// The filter of the first output block at the batch's first input block.
+    pub w: *const f32,
+    /// Elements between output blocks' filters, and between input blocks' taps.
+    pub w_out: usize,
+    pub w_in: usize,
+    /// Input blocks in the batch.
+    pub blocks: usize,
+    /// The kernel rows inside the data.
+    pub rows: (usize, usize),
+    /// The input row of kernel row 0.
+    pub ih0: isize,
+    pub kernel_w: usize,
+    /// Vertical and horizontal dilation.
+    pub dilation: [usize; 2],
+    pub stride_w: usize,
+    pub pad_left: usize,
+    pub in_block: usize,
+    /// The result at the first output block, this row, column 0.
+    pub y: *mut f32,
+    /// Elements between output blocks.
+    pub y_out: usize,
+    /// `y`'s offset from the result's first element (where a `Full` operand is read).
+    pub y_offset: usize,
+    /// The first output channel.
+    pub channel0: usize,
+    /// Output blocks of the tile (1 to [`FILTER_SET`]).
+    pub filters: usize,
+    /// Whether this batch starts the sums (else it adds to the result).
+    pub first: bool,
+    /// The epilogue, on the last batch.
+    pub epilogue: Option<&'a NchwcEpilogue>,
+}
+
+/// Computes output columns `ow0..ow1` of a [`Row`].
+pub(super) type RowKernel = unsafe fn(&Row<'_>, usize, usize);
+
+/// The row kernel of `isa` for output blocks of `block` lanes (8 or 16).
+pub(super) fn row_kernel(isa: Isa, block: usize) -> RowKernel {
+    #[cfg(target_arch = "x86_64")]
+    match (isa, block) {
+        (Isa::Avx512, 16) => return x86::row_avx512,
+        (Isa::Avx512 | Isa::Avx2, 8) => return x86::row_avx2_8,
+        (Isa::Avx2, 16) => return x86::row_avx2_16,
+        _ => {}
+    }
+    let _ = isa;
+    if block == 16 {
+        portable_row::<16>
+    } else {
+        portable_row::<8>
+    }
+}
+
+/// The portable row kernel.
+///
+/// # Safety
+///
+/// As [`RowKernel`]: the row addresses its data, filter and result.
+unsafe fn portable_row<const B: usize>(row: &Row<'_>, ow0: usize, ow1: usize) {
+    // SAFETY: forwarded.
+    unsafe { run_row::<[f32; B]>(row, ow0, ow1) }
+}
+
+/// A vector of one output block's lanes.
+pub(super) trait Lanes: Copy {
+    /// Lanes (the output block).
+    const B: usize;
+    /// Output blocks a tile computes at most.
+    const F: usize;
+    /// Positions a tile computes at most.
+    const R: usize;
+    /// All zero.
+    unsafe fn zero() -> Self;
+    /// `*p` in every lane.
+    unsafe fn splat(p: *const f32) -> Self;
+    /// `v` in every lane.
+    unsafe fn set(v: f32) -> Self;
+    /// `B` values from `p`.
+    unsafe fn load(p: *const f32) -> Self;
+    /// The lanes to `p`.
+    unsafe fn store(self, p: *mut f32);
+    /// `a · b + c` (fused where the instruction set has FMA).
+    unsafe fn fma(a: Self, b: Self, c: Self) -> Self;
+    /// `a + b`.
+    unsafe fn add(a: Self, b: Self) -> Self;
+    /// `a · b`.
+    unsafe fn mul(a: Self, b: Self) -> Self;
+    /// x86's `min`: `a < b ? a : b`.
+    unsafe fn min(a: Self, b: Self) -> Self;
+    /// x86's `max`: `a > b ? a : b`.
+    unsafe fn max(a: Self, b: Self) -> Self;
+}
+
+impl<const B: usize> Lanes for [f32; B] {
+    const B: usize = B;
+    const F: usize = 2;
+    const R: usize = 2;
+    #[inline(always)]
+    unsafe fn zero() -> Self {
+        [0.0; B]
+    }
+    #[inline(always)]
+    unsafe fn splat(p: *const f32) -> Self {
+        // SAFETY: the caller's.
+        [unsafe { *p }; B]
+    }
+    #[inline(always)]
+    unsafe fn set(v: f32) -> Self {
+        [v; B]
+    }
+    #[inline(always)]
+    unsafe fn load(p: *const f32) -> Self {
+        // SAFETY: the caller's.
+        unsafe { p.cast::<[f32; B]>().read_unaligned() }
+    }
+    #[inline(always)]
+    unsafe fn store(self, p: *mut f32) {
+        // SAFETY: the caller's.
+        unsafe { p.cast::<[f32; B]>().write_unaligned(self) }
+    }
+    #[inline(always)]
+    unsafe fn fma(a: Self, b: Self, c: Self) -> Self {
+        // Rounded products: without FMA in the baseline, `mul_add` is a library call.
+        std::array::from_fn(|i| a[i] * b[i] + c[i])
+    }
+    #[inline(always)]
+    unsafe fn add(a: Self, b: Self) -> Self {
+        std::array::from_fn(|i| a[i] + b[i])
+    }
+    #[inline(always)]
+    unsafe fn mul(a: Self, b: Self) -> Self {
+        std::array::from_fn(|i| a[i] * b[i])
+    }
+    #[inline(always)]
+    unsafe fn min(a: Self, b: Self) -> Self {
+        std::array::from_fn(|i| if a[i] < b[i] { a[i] } else { b[i] })
+    }
+    #[inline(always)]
+    unsafe fn max(a: Self, b: Self) -> Self {
+        std::array::from_fn(|i| if a[i] > b[i] { a[i] } else { b[i] })
+    }
+}
+
+/// Output columns `ow0..ow1` of `row`: the edge columns one at a time with their padding taps
+/// skipped, the interior ones `V::R` at a time.
+///
+/// # Safety
+///
+/// As [`RowKernel`].
+#[inline(always)]
+pub(super) unsafe fn run_row<V: Lanes>(row: &Row<'_>, ow0: usize, ow1: usize) {
+    let (lo, hi) = interior(row, ow0, ow1);
+    // SAFETY: every tile below is inside the row (forwarded contract); the interior's taps
+    // are inside the data, the edges' are checked.
+    unsafe {
+        for ow in (ow0..lo).chain(hi..ow1) {
+            filters::<V, 1, true>(row, ow);
+        }
+        let mut ow = lo;
+        while ow + V::R <= hi {
+            positions::<V>(row, ow, V::R);
+            ow += V::R;
+        }
+        if ow < hi {
+            positions::<V>(row, ow, hi - ow);
+        }
+    }
+}
+
+/// The columns of `ow0..ow1` whose every tap lies inside the input row.
+fn interior(row: &Row<'_>, ow0: usize, ow1: usize) -> (usize, usize) {
+    let (s, pl) = (row.stride_w, row.pad_left);
+    let reach = (row.kernel_w - 1) * row.dilation[1];
+    let lo = pl.div_ceil(s);
+    let hi = match (row.width + pl).checked_sub(reach + 1) {
+        Some(last) => last / s + 1,
+        None => 0,
+    };
+    let lo = lo.clamp(ow0, ow1);
+    (lo, hi.clamp(lo, ow1))
+}
+
+/// `r` unchecked positions from column `ow` (`r <= V::R`).
+///
+/// # Safety
+///
+/// As [`run_row`]; the positions are interior.
+#[inline(always)]
+unsafe fn positions<V: Lanes>(row: &Row<'_>, ow: usize, r: usize) {
+    // SAFETY: forwarded.
+    unsafe {
+        match r {
+            1 => filters::<V, 1, false>(row, ow),
+            2 => filters::<V, 2, false>(row, ow),
+            3 => filters::<V, 3, false>(row, ow),
+            4 if V::R >= 4 => filters::<V, 4, false>(row, ow),
+            5 if V::R >= 5 => filters::<V, 5, false>(row, ow),
+            6 if V::R >= 6 => filters::<V, 6, false>(row, ow),
+            _ => unreachable!("a tile of {r} positions"),
+        }
+    }
+}
+
+/// `R` positions from column `ow`, for the row's output blocks, `V::F` at a time.
+///
+/// # Safety
+///
+/// As [`positions`]; checked (`CHECKED`) or interior.
+#[inline(always)]
+unsafe fn filters<V: Lanes, const R: usize, const CHECKED: bool>(row: &Row<'_>, ow: usize) {
+    let mut f0 = 0;
+    while f0 < row.filters {
+        let n = (row.filters - f0).min(V::F);
+        // SAFETY: forwarded; blocks `f0..f0 + n` are the row's.
+        unsafe {
+            match n {
+                1 => tile::<V, 1, R, CHECKED>(row, ow, f0),
+                2 => tile::<V, 2, R, CHECKED>(row, ow, f0),
+                3 => tile::<V, 3, R, CHECKED>(row, ow, f0),
+                _ => tile::<V, 4, R, CHECKED>(row, ow, f0),
+            }
+        }
+        f0 += n;
+    }
+}
+
+/// The tile of `F` output blocks from the row's block `f0` × `R` positions from column `ow`:
+/// the sums of the row's batch (added to the result's unless the batch is the first), the
+/// epilogue on the last batch, stored.
+///
+/// # Safety
+///
+/// As [`filters`].
+#[inline(always)]
+unsafe fn tile<V: Lanes, const F: usize, const R: usize, const CHECKED: bool>(
+    row: &Row<'_>,
+    ow: usize,
+    f0: usize,
+) {
+    let (b, bi) = (V::B, row.in_block);
+    let out = |f: usize, r: usize| row.y.wrapping_add((f0 + f) * row.y_out + (ow + r) * b);
+    // SAFETY: the tile's results, inputs and filters are inside the row (the contract); a
+    // checked tile reads only the taps inside the data.
+    unsafe {
+        let mut acc = [[V::zero(); R]; F];
+        if !row.first {
+            for (f, acc) in acc.iter_mut().enumerate() {
+                for (r, a) in acc.iter_mut().enumerate() {
+                    *a = V::load(out(f, r));
+                }
+            }
+        }
+        let step = row.stride_w * bi;
+        let kw = row.kernel_w;
+        for block in 0..row.blocks {
+            let x = row.x.add(block * row.x_block);
+            let w = row.w.add(f0 * row.w_out + block * row.w_in);
+            for kh in row.rows.0..row.rows.1 {
+                let ih = (row.ih0 + (kh * row.dilation[0]) as isize) as usize;
+                let x = x.add(ih * row.x_row);
+                let w = w.add(kh * kw * bi * b);
+                for kx in 0..kw {
+                    let iw =
+                        (ow * row.stride_w + kx * row.dilation[1]) as isize - row.pad_left as isize;
+                    if CHECKED && (iw < 0 || iw as usize >= row.width) {
+                        continue;
+                    }
+                    let x = x.add(iw as usize * bi);
+                    let w = w.add(kx * bi * b);
+                    lanes(&mut acc, (x, step), (w, row.w_out), bi);
+                }
+            }
+        }
+        if let Some(e) = row.epilogue {
+            for (f, acc) in acc.iter_mut().enumerate() {
+                for (r, a) in acc.iter_mut().enumerate() {
+                    let at = row.y_offset + (f0 + f) * row.y_out + (ow + r) * b;
+                    *a = epilogue(e, *a, row.channel0 + (f0 + f) * b, at);
+                }
+            }
+        }
+        for (f, acc) in acc.iter().enumerate() {
+            for (r, a) in acc.iter().enumerate() {
+                a.store(out(f, r));
+            }
+        }
+    }
+}
+
+/// One tap's `bi` input lanes into the accumulators: per lane, each position's input (`x`,
+/// positions `step` apart) broadcast and each block's filter row (`w`, blocks `w_out` apart)
+/// loaded once.
+///
+/// # Safety
+///
+/// The inputs and filter rows are readable.
+#[inline(always)]
+unsafe fn lanes<V: Lanes, const F: usize, const R: usize>(
+    acc: &mut [[V; R]; F],
+    (x, step): (*const f32, usize),
+    (w, w_out): (*const f32, usize),
+    bi: usize,
+) {
+    // SAFETY: forwarded.
+    unsafe {
+        for lane in 0..bi {
+            let inputs: [V; R] = std::array::from_fn(|r| V::splat(x.add(r * step + lane)));
+            for (f, acc) in acc.iter_mut().enumerate() {
+                let wv = V::load(w.add(f * w_out + lane * V::B));
+                for (a, &v) in acc.iter_mut().zip(&inputs) {
+                    *a = V::fma(v, wv, *a);
+                }
+            }
+        }
+    }
+}
+
+/// `v` (channels from `channel`, result elements from `at`) through the epilogue.
+///
+/// # Safety
+///
+/// The operands hold those channels and elements.
+#[inline(always)]
+unsafe fn epilogue<V: Lanes>(e: &NchwcEpilogue, mut v: V, channel: usize, at: usize) -> V {
+    // SAFETY: forwarded.
+    unsafe {
+        for (step, operand) in e.steps.iter().flatten() {
+            let o = match *operand {
+                StepOperand::Channel(p) => V::load(p.add(channel)),
+                StepOperand::Full(p) => V::load(p.add(at)),
+            };
+            v = match step {
+                Step::Mul => V::mul(v, o),
+                Step::Add => V::add(v, o),
+            };
+        }
+        if let Some(hi) = e.upper {
+            v = V::min(V::set(hi), v);
+        }
+        match e.lower {
+            Lower::None => v,
+            Lower::Relu(lo) => V::max(v, V::set(lo)),
+            Lower::Clip(lo) => V::max(V::set(lo), v),
+        }
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+mod x86 {
+    use std::arch::x86_64::*;
+
+    use super::{Lanes, Row, run_row};
+
+    /// 8 lanes in a `ymm` register.
+    #[derive(Clone, Copy)]
+    pub(super) struct Y8(__m256);
+
+    /// 16 lanes in two `ymm` registers.
+    #[derive(Clone, Copy)]
+    pub(super) struct Y16(__m256, __m256);
+
+    /// 16 lanes in a `zmm` register.
+    #[derive(Clone, Copy)]
+    pub(super) struct Z16(__m512);
+
+    /// The [`Lanes`] methods of a vector type from one expression each, every one run
+    /// with the instruction set the row kernels are compiled for.
+    macro_rules! lanes {
+        ($t:ident, $b:expr, $f:expr, $r:expr, |$p:ident, $v:ident, $a:ident, $bb:ident, $c:ident| {
+            zero: $zero:expr, splat: $splat:expr, set: $set:expr, load: $load:expr,
+            store: $store:expr, fma: $fma:expr, add: $add:expr, mul: $mul:expr,
+            min: $min:expr, max: $max:expr $(,)?
+        }) => {
+            // SAFETY: every method's caller has the instruction set (the row kernels below are
+            // compiled for it) and valid lanes at its pointer.
+            impl Lanes for $t {
+                const B: usize = $b;
+                const F: usize = $f;
+                const R: usize = $r;
+                #[inline(always)]
+                unsafe fn zero() -> Self {
+                    unsafe { $zero }
+                }
+                #[inline(always)]
+                unsafe fn splat($p: *const f32) -> Self {
+                    unsafe { $splat }
+                }
+                #[inline(always)]
+                unsafe fn set($v: f32) -> Self {
+                    unsafe { $set }
+                }
+                #[inline(always)]
+                unsafe fn load($p: *const f32) -> Self {
+                    unsafe { $load }
+                }
+                #[inline(always)]
+                unsafe fn store(self, $p: *mut f32) {
+                    let $a = self;
+                    unsafe { $store }
+                }
+                #[inline(always)]
+                unsafe fn fma($a: Self, $bb: Self, $c: Self) -> Self {
+                    unsafe { $fma }
+                }
+                #[inline(always)]
+                unsafe fn add($a: Self, $bb: Self) -> Self {
+                    unsafe { $add }
+                }
+                #[inline(always)]
+                unsafe fn mul($a: Self, $bb: Self) -> Self {
+                    unsafe { $mul }
+                }
+                #[inline(always)]
+                unsafe fn min($a: Self, $bb: Self) -> Self {
+                    unsafe { $min }
+                }
+                #[inline(always)]
+                unsafe fn max($a: Self, $bb: Self) -> Self {
+                    unsafe { $max }
+                }
+            }
+        };
+    }
+
+    lanes!(Y8, 8, 4, 3, |p, v, a, b, c| {
+        zero: Y8(_mm256_setzero_ps()),
+        splat: Y8(_mm256_broadcast_ss(&*p)),
+        set: Y8(_mm256_set1_ps(v)),
+        load: Y8(_mm256_loadu_ps(p)),
+        store: _mm256_storeu_ps(p, a.0),
+        fma: Y8(_mm256_fmadd_ps(a.0, b.0, c.0)),
+        add: Y8(_mm256_add_ps(a.0, b.0)),
+        mul: Y8(_mm256_mul_ps(a.0, b.0)),
+        min: Y8(_mm256_min_ps(a.0, b.0)),
+        max: Y8(_mm256_max_ps(a.0, b.0)),
+    });
+
+    lanes!(Y16, 16, 1, 4, |p, v, a, b, c| {
+        zero: Y16(_mm256_setzero_ps(), _mm256_setzero_ps()),
+        splat: {
+            let v = _mm256_broadcast_ss(&*p);
+            Y16(v, v)
+        },
+        set: Y16(_mm256_set1_ps(v), _mm256_set1_ps(v)),
+        load: Y16(_mm256_loadu_ps(p), _mm256_loadu_ps(p.add(8))),
+        store: {
+            _mm256_storeu_ps(p, a.0);
+            _mm256_storeu_ps(p.add(8), a.1)
+        },
+        fma: Y16(_mm256_fmadd_ps(a.0, b.0, c.0), _mm256_fmadd_ps(a.1, b.1, c.1)),
+        add: Y16(_mm256_add_ps(a.0, b.0), _mm256_add_ps(a.1, b.1)),
+        mul: Y16(_mm256_mul_ps(a.0, b.0), _mm256_mul_ps(a.1, b.1)),
+        min: Y16(_mm256_min_ps(a.0, b.0), _mm256_min_ps(a.1, b.1)),
+        max: Y16(_mm256_max_ps(a.0, b.0), _mm256_max_ps(a.1, b.1)),
+    });
+
+    lanes!(Z16, 16, 4, 6, |p, v, a, b, c| {
+        zero: Z16(_mm512_setzero_ps()),
+        splat: Z16(_mm512_set1_ps(*p)),
+        set: Z16(_mm512_set1_ps(v)),
+        load: Z16(_mm512_loadu_ps(p)),
+        store: _mm512_storeu_ps(p, a.0),
+        fma: Z16(_mm512_fmadd_ps(a.0, b.0, c.0)),
+        add: Z16(_mm512_add_ps(a.0, b.0)),
+        mul: Z16(_mm512_mul_ps(a.0, b.0)),
+        min: Z16(_mm512_min_ps(a.0, b.0)),
+        max: Z16(_mm512_max_ps(a.0, b.0)),
+    });
+
+    /// The row kernel with AVX2 and blocks of 8.
+    ///
+    /// # Safety
+    ///
+    /// As [`super::RowKernel`]; the CPU has AVX2 and FMA.
+    #[target_feature(enable = "avx2,fma")]
+    pub(super) unsafe fn row_avx2_8(row: &Row<'_>, ow0: usize, ow1: usize) {
+        // SAFETY: forwarded.
+        unsafe { run_row::<Y8>(row, ow0, ow1) }
+    }
+
+    /// The row kernel with AVX2 and blocks of 16.
+    ///
+    /// # Safety
+    ///
+    /// As [`row_avx2_8`].
+    #[target_feature(enable = "avx2,fma")]
+    pub(super) unsafe fn row_avx2_16(row: &Row<'_>, ow0: usize, ow1: usize) {
+        // SAFETY: forwarded.
+        unsafe { run_row::<Y16>(row, ow0, ow1) }
+    }
+
+    /// The row kernel with AVX-512 and blocks of 16.
+    ///
+    /// # Safety
+    ///
+    /// As [`super::RowKernel`]; the CPU has AVX-512F.
+    #[target_feature(enable = "avx512f,avx2,fma")]
+    pub(super) unsafe fn row_avx512(row: &Row<'_>, ow0: usize, ow1: usize) {
+        // SAFETY: forwarded.
+        unsafe { run_row::<Z16>(row, ow0, ow1) }
+    }
+}
