@@ -183,7 +183,7 @@ impl MatmulOp {
 }
 
 /// The elements of a `float32` array.
-fn floats(a: &NDArray) -> Option<&[f32]> {
+pub(super) fn floats(a: &NDArray) -> Option<&[f32]> {
     // SAFETY: every bit pattern is an `f32`; `align_to` gives the aligned middle part, which
     // is the whole array when its data is aligned (an array's always is).
     let (head, floats, tail) = unsafe { a.as_bytes().align_to::<f32>() };

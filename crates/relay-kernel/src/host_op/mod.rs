@@ -4,8 +4,9 @@
 //! variable with `erf`, `tanh`, `exp` or `sigmoid` in them, a GELU ([`pointwise`]),
 //! matrix products with `?` dimensions ([`matmul`]), reshapes with `?` dimensions, which
 //! the VM makes views ([`view`]), transposes, slices and concatenations with `?`
-//! dimensions, strided copies ([`copy`]), and `strided_set`, in place when the VM can
-//! ([`strided_set`]).
+//! dimensions, strided copies ([`copy`]), `strided_set`, in place when the VM can
+//! ([`strided_set`]), and blocked (NCHWc) convolutions with their epilogues
+//! ([`conv_nchwc`]).
 //!
 //! Such a primitive compiles to a [`PackedFunc`] whose entry is the library function
 //! ([`compile`]) instead of JIT code. A `?` dimension of a parameter or the result stays `-1` in
@@ -15,6 +16,7 @@
 //! checked against the spec and the shape function as a JIT'd entry checks them.
 
 mod attention;
+mod conv_nchwc;
 mod copy;
 mod dynamic;
 mod masked_softmax;
@@ -36,6 +38,7 @@ use crate::abi::{ArgSpec, DLDataType, DLTensor, KernelSpec, dtype_name, dtype_of
 use crate::packed::PackedFunc;
 
 pub use attention::AttentionOp;
+pub use conv_nchwc::ConvNchwc;
 pub use copy::CopyOp;
 pub use dynamic::{DynamicOp, Inputs};
 pub use masked_softmax::MaskedSoftmax;
@@ -75,6 +78,8 @@ pub enum HostOp {
     /// `strided_set`: the data with a region replaced, in place when the VM passes the data
     /// as the output.
     StridedSet(StridedSet),
+    /// A blocked (NCHWc) convolution and its epilogue.
+    ConvNchwc(ConvNchwc),
 }
 
 /// The host operator primitive function `func` computes, when it is one (see each kind's
@@ -91,6 +96,9 @@ pub fn host_op(func: &Function) -> Option<Result<HostOp, KernelError>> {
     }
     if let Some(s) = strided_set::recognize(func) {
         return Some(Ok(HostOp::StridedSet(s)));
+    }
+    if let Some(c) = conv_nchwc::recognize(func) {
+        return Some(Ok(HostOp::ConvNchwc(c)));
     }
     if let Some(a) = attention::recognize(func) {
         return Some(Ok(HostOp::Attention(a)));
@@ -189,6 +197,7 @@ impl HostOp {
             HostOp::Attention(a) => a.output_shapes(inputs)?,
             HostOp::Pointwise(p) => p.output_shapes(inputs)?,
             HostOp::StridedSet(s) => s.output_shapes(inputs)?,
+            HostOp::ConvNchwc(c) => c.output_shapes(inputs)?,
             HostOp::Dynamic(d) => {
                 let dtypes = input_dtypes(spec, inputs.len())?;
                 let inputs = Inputs {
@@ -534,6 +543,7 @@ pub(crate) unsafe fn call(
         HostOp::Matmul(m) => m.run(ctx, &mut args, &shapes[..inputs]),
         HostOp::Attention(a) => a.run(ctx, memo, &mut args, &shapes[..inputs]),
         HostOp::Pointwise(p) => p.run(ctx, &mut args),
+        HostOp::ConvNchwc(c) => c.run(ctx, &mut args),
         HostOp::View(_)
         | HostOp::Copy(_)
         | HostOp::Reduce(_)

@@ -349,6 +349,17 @@ fn a_dynamic_reshape_is_a_view_shaped_by_its_relations() {
 /// Runs generic kernel `k` of primitive `f` on random arguments of shapes `shapes` (the
 /// parameters' dtypes; tuples flattened) and compares with the interpreter's run of `f`.
 pub(crate) fn check_generic(f: &relay_ir::Function, k: &PackedFunc, shapes: &[&[i64]], seed: u64) {
+    check_within(f, k, shapes, seed, (1e-5, 1e-6));
+}
+
+/// [`check_generic`] within relative and absolute tolerances `(rtol, atol)`.
+fn check_within(
+    f: &relay_ir::Function,
+    k: &PackedFunc,
+    shapes: &[&[i64]],
+    seed: u64,
+    (rtol, atol): (f64, f64),
+) {
     use relay_interp::{SplitMix64, compare_tensors, random_tensor};
     let mut rng = SplitMix64::new(seed);
     let mut dtypes = Vec::new();
@@ -390,7 +401,7 @@ pub(crate) fn check_generic(f: &relay_ir::Function, k: &PackedFunc, shapes: &[&[
     k.call(&refs, &mut out_refs)
         .unwrap_or_else(|e| panic!("at {shapes:?}: {e}"));
     for (got, want) in outs.iter().zip(&want) {
-        if let Some(why) = compare_tensors(got, want, 1e-5, 1e-6) {
+        if let Some(why) = compare_tensors(got, want, rtol, atol) {
             panic!("at {shapes:?}: {why}");
         }
     }
@@ -1078,4 +1089,97 @@ fn a_strided_set_writes_over_its_data_when_given_it_as_the_output() {
         err.to_string().contains("into a region of shape [1, 1, 3]"),
         "{err}"
     );
+}
+
+/// Whether `body` over `params` is a blocked convolution of the kernel library.
+fn is_blocked_conv(params: &str, body: &str) -> bool {
+    matches!(
+        host_op(&softmax_primitive(params, body)),
+        Some(Ok(HostOp::ConvNchwc(_)))
+    )
+}
+
+/// Blocked convolutions as `alter_op_layout` writes them and `fuse_ops` groups them — a padded
+/// 3 × 3 with a bias, a residual and `relu`; the NCHW stem, strided, scaled by a constant and
+/// clipped; blocks of 16 with a batch norm's scale and shift; a grouped and dilated one — are
+/// one library call that agrees with the interpreter.
+#[test]
+fn blocked_convolutions_with_their_epilogues_are_one_library_call() {
+    let cases: &[(&str, &str, &[&[i64]])] = &[
+        (
+            "%p0: Tensor[(1, 2, 9, 7, 8), float32], %p1: Tensor[(3, 2, 3, 3, 8, 8), float32], \
+             %p2: Tensor[(1, 3, 1, 1, 8), float32], %p3: Tensor[(1, 3, 9, 7, 8), float32]",
+            "%0 = nn.contrib_conv2d_NCHWc(%p0, %p1, padding=[1, 1, 1, 1], channels=24, \
+             kernel_size=[3, 3], data_layout=\"NCHW8c\", kernel_layout=\"OIHW8i8o\", \
+             out_layout=\"NCHW8c\"); %1 = add(%0, %p2); %2 = add(%p3, %1); nn.relu(%2)",
+            &[
+                &[1, 2, 9, 7, 8],
+                &[3, 2, 3, 3, 8, 8],
+                &[1, 3, 1, 1, 8],
+                &[1, 3, 9, 7, 8],
+            ],
+        ),
+        (
+            "%p0: Tensor[(1, 3, 23, 19), float32], %p1: Tensor[(2, 3, 7, 7, 8), float32]",
+            "%0 = nn.contrib_conv2d_NCHWc(%p0, %p1, strides=[2, 2], padding=[3, 3, 3, 3], \
+             channels=16, kernel_size=[7, 7], kernel_layout=\"OIHW8o\", out_layout=\"NCHW8c\"); \
+             %1 = multiply(%0, 0.5f); clip(%1, a_min=0f, a_max=6f)",
+            &[&[1, 3, 23, 19], &[2, 3, 7, 7, 8]],
+        ),
+        (
+            "%p0: Tensor[(2, 2, 6, 6, 16), float32], %p1: Tensor[(2, 2, 1, 1, 16, 16), float32], \
+             %p2: Tensor[(2, 1, 1, 16), float32], %p3: Tensor[(2, 1, 1, 16), float32]",
+            "%0 = nn.contrib_conv2d_NCHWc(%p0, %p1, channels=32, kernel_size=[1, 1], \
+             data_layout=\"NCHW16c\", kernel_layout=\"OIHW16i16o\", out_layout=\"NCHW16c\"); \
+             add(multiply(%0, %p2), %p3)",
+            &[
+                &[2, 2, 6, 6, 16],
+                &[2, 2, 1, 1, 16, 16],
+                &[2, 1, 1, 16],
+                &[2, 1, 1, 16],
+            ],
+        ),
+        (
+            "%p0: Tensor[(1, 4, 8, 8, 8), float32], %p1: Tensor[(4, 2, 3, 3, 8, 8), float32]",
+            "nn.contrib_conv2d_NCHWc(%p0, %p1, padding=[2, 2, 2, 2], dilation=[2, 2], \
+             groups=2, channels=32, kernel_size=[3, 3], data_layout=\"NCHW8c\", \
+             kernel_layout=\"OIHW8i8o\", out_layout=\"NCHW8c\")",
+            &[&[1, 4, 8, 8, 8], &[4, 2, 3, 3, 8, 8]],
+        ),
+    ];
+    for (i, (params, body, shapes)) in cases.iter().enumerate() {
+        assert!(is_blocked_conv(params, body), "{body}");
+        let f = softmax_primitive(params, body);
+        let k = crate::compile_primitive(&f, "k").unwrap_or_else(|e| panic!("{body}: {e}"));
+        assert!(k.entry().is_none(), "{body}");
+        // Sums of up to 144 products of values in [-1, 1), in another order than the
+        // interpreter's float64 sum.
+        check_within(&f, &k, shapes, i as u64, (1e-5, 1e-5));
+    }
+}
+
+/// What the blocked kernel does not compute stays a loop nest: a depthwise convolution, blocks
+/// of 4, a bias broadcast along other axes, another operator after the convolution.
+#[test]
+fn other_blocked_convolutions_stay_loop_nests() {
+    let depthwise =
+        "%p0: Tensor[(1, 1, 6, 6, 8), float32], %p1: Tensor[(1, 1, 3, 3, 1, 8), float32]";
+    assert!(!is_blocked_conv(
+        depthwise,
+        "nn.contrib_depthwise_conv2d_NCHWc(%p0, %p1, groups=8, channels=8, kernel_size=[3, 3], \
+         data_layout=\"NCHW8c\", kernel_layout=\"OIHW1i8o\", out_layout=\"NCHW8c\")"
+    ));
+    let four = "%p0: Tensor[(1, 2, 6, 6, 4), float32], %p1: Tensor[(2, 2, 1, 1, 4, 4), float32]";
+    assert!(!is_blocked_conv(
+        four,
+        "nn.contrib_conv2d_NCHWc(%p0, %p1, channels=8, kernel_size=[1, 1], \
+         data_layout=\"NCHW4c\", kernel_layout=\"OIHW4i4o\", out_layout=\"NCHW4c\")"
+    ));
+    let conv = "nn.contrib_conv2d_NCHWc(%p0, %p1, channels=8, kernel_size=[1, 1], \
+                data_layout=\"NCHW8c\", kernel_layout=\"OIHW8i8o\", out_layout=\"NCHW8c\")";
+    let params = "%p0: Tensor[(1, 1, 6, 6, 8), float32], %p1: Tensor[(1, 1, 1, 1, 8, 8), float32], \
+                  %p2: Tensor[(1, 1, 6, 1, 8), float32]";
+    assert!(!is_blocked_conv(params, &format!("add({conv}, %p2)")));
+    assert!(!is_blocked_conv(params, &format!("tanh({conv})")));
+    assert!(is_blocked_conv(params, conv));
 }
