@@ -1,6 +1,7 @@
-//! `// test bytecode [opt-level=N] [passes=PATH]`: the file parses and type-checks; the
-//! pipeline of a `passes.toml` (the repository's own by default; `passes=PATH` names another,
-//! relative to the test file's directory; `opt-level=N` overrides its opt level) lowers it with
+//! `// test bytecode [opt-level=N] [passes=PATH] [block=B]`: the file parses and type-checks;
+//! the pipeline of a `passes.toml` (the repository's own by default; `passes=PATH` names
+//! another, relative to the test file's directory; `opt-level=N` overrides its opt level;
+//! `block=B` sets `alter_op_layout`'s channel block, 0 to keep convolutions NCHW) lowers it with
 //! every pass's output type-checked and verified; [`relay_vm::compile`] turns the result into
 //! an executable whose bytecode passes the validator; and the filecheck directives and/or the
 //! `// output:` block (at least one is required) match the printed bytecode: every function's
@@ -22,7 +23,7 @@ use crate::{Failure, Kind, TestFile, checks};
 /// The `bytecode` test kind.
 pub(crate) const KIND: Kind = Kind {
     name: "bytecode",
-    options: &["opt-level=", "passes="],
+    options: &["opt-level=", "passes=", "block="],
     checks_own_options: false,
     run,
 };
@@ -31,6 +32,7 @@ pub(crate) const KIND: Kind = Kind {
 fn pipeline(file: &TestFile<'_>) -> Result<PassManager, Failure> {
     let mut path = default_config_path();
     let mut opt_level = None;
+    let mut block = None;
     for option in &file.options {
         if let Some(value) = option.strip_prefix("passes=") {
             let dir = file.path.parent().unwrap_or(Path::new("."));
@@ -46,6 +48,13 @@ fn pipeline(file: &TestFile<'_>) -> Result<PassManager, Failure> {
                     ))
                 })?;
             opt_level = Some(level);
+        } else if let Some(value) = option.strip_prefix("block=") {
+            let b = value.parse().map_err(|_| {
+                Failure::new(format!(
+                    "`block` expects a non-negative integer, got `{value}`"
+                ))
+            })?;
+            block = Some(b);
         }
     }
     let mut config = PipelineConfig::load(&path).map_err(|err| {
@@ -57,6 +66,15 @@ fn pipeline(file: &TestFile<'_>) -> Result<PassManager, Failure> {
     })?;
     if let Some(level) = opt_level {
         config.opt_level = level;
+    }
+    // `block=N`: `alter_op_layout`'s channel block (0: convolutions stay NCHW, to test the NCHW
+    // kernels).
+    if let Some(b) = block {
+        config.options.push(relay_passes::config::OptionSetting {
+            pass: "alter_op_layout",
+            option: "block",
+            value: relay_passes::OptionValue::Int(b),
+        });
     }
     Ok(PassManager::from_config(&config).verify_each(true))
 }

@@ -1,4 +1,4 @@
-//! `// test clif [opt-level=N] [passes=PATH]`: as `test kernels` ([`crate::test_kernels`]),
+//! `// test clif [opt-level=N] [passes=PATH] [block=B]`: as `test kernels` ([`crate::test_kernels`]),
 //! on each kernel's Cranelift IR instead of its loop nest — its body and its packed entry,
 //! before Cranelift compiles them ([`relay_kernel::print_kernels`] with [`KernelText::Clif`]),
 //! each kernel after a `// kernel NAME` line: exactly what `relayc build FILE --emit clif`
@@ -17,7 +17,7 @@ use crate::{Failure, Kind, TestFile, checks};
 /// The `clif` test kind.
 pub(crate) const KIND: Kind = Kind {
     name: "clif",
-    options: &["opt-level=", "passes="],
+    options: &["opt-level=", "passes=", "block="],
     checks_own_options: false,
     run,
 };

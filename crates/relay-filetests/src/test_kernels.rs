@@ -1,4 +1,4 @@
-//! `// test kernels [opt-level=N] [passes=PATH]`: the file parses, type-checks and lowers
+//! `// test kernels [opt-level=N] [passes=PATH] [block=B]`: the file parses, type-checks and lowers
 //! through the pipeline as in `test bytecode`; every primitive function of the lowered module
 //! ([`relay_kernel::primitive_functions`]) lowers to a loop nest; and the filecheck directives
 //! and/or the `// output:` block (at least one is required) match the listing
@@ -17,7 +17,7 @@ use crate::{Failure, Kind, TestFile, checks};
 /// The `kernels` test kind.
 pub(crate) const KIND: Kind = Kind {
     name: "kernels",
-    options: &["opt-level=", "passes="],
+    options: &["opt-level=", "passes=", "block="],
     checks_own_options: false,
     run,
 };

@@ -1,4 +1,4 @@
-//! `// test schedule [opt-level=N] [passes=PATH]`: as `test kernels` ([`crate::test_kernels`]),
+//! `// test schedule [opt-level=N] [passes=PATH] [block=B]`: as `test kernels` ([`crate::test_kernels`]),
 //! on each kernel's schedule instead of its loop nest — the decisions lowering made: its stages
 //! in order, each with the buffer it writes and whether it runs in place, and its loops
 //! (extent, serial, vectorized or parallel, partitioned) and GEMMs
@@ -13,7 +13,7 @@ use crate::{Failure, Kind, TestFile, checks};
 /// The `schedule` test kind.
 pub(crate) const KIND: Kind = Kind {
     name: "schedule",
-    options: &["opt-level=", "passes="],
+    options: &["opt-level=", "passes=", "block="],
     checks_own_options: false,
     run,
 };

@@ -86,6 +86,27 @@ pub fn updated_param(f: &relay_ir::Function) -> Option<usize> {
     }
 }
 
+/// A call's attributes for `op`: every schema field in order, the given ones set (names `op`
+/// does not have are left out) and the rest at their defaults (`Null` for required fields),
+/// as the parser builds them.
+pub fn schema_attrs(op: relay_ir::OpRef, set: &[(&str, relay_ir::AttrValue)]) -> relay_ir::Attrs {
+    use relay_ir::{AttrValue, Attrs, Symbol};
+    Attrs::new(
+        op.attrs
+            .iter()
+            .map(|f| {
+                let v = set
+                    .iter()
+                    .find(|(n, _)| *n == f.name)
+                    .map(|(_, v)| v.clone())
+                    .or_else(|| f.default.value())
+                    .unwrap_or(AttrValue::Null);
+                (Symbol::intern(f.name), v)
+            })
+            .collect(),
+    )
+}
+
 /// A call of the operator registered under `name` (`None` when there is none), at `span`.
 pub fn call(
     name: &str,

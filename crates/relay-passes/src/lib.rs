@@ -16,6 +16,7 @@ mod testing;
 pub mod util;
 pub mod verify;
 
+pub mod alter_op_layout;
 pub mod bind_constant_arguments;
 pub mod const_pool_layout;
 pub mod dynamic_to_static;
@@ -231,6 +232,7 @@ pub fn all_passes() -> &'static [&'static dyn Pass] {
         &unpartition::Unpartition,
         &simplify_inference::SimplifyInference,
         &eta_expand::EtaExpand,
+        &alter_op_layout::AlterOpLayout,
         &bind_constant_arguments::BindConstantArguments,
         &fold_constant::FoldConstant,
         &dynamic_to_static::DynamicToStatic,

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use miette::NamedSource;
 use relay_ir::Module;
-use relay_passes::{PassManager, PipelineConfig};
+use relay_passes::{OptionValue, PassManager, PipelineConfig};
 use relay_runtime::NDArray;
 use relay_vm::Executable;
 
@@ -128,6 +128,7 @@ impl Compiler {
             pipeline.opt_level = level;
         }
         pipeline.debug.verify_each |= self.verify_each;
+        set_block(&mut pipeline);
         run_passes(
             &PassManager::from_config(&pipeline).entry(&self.entry),
             module,
@@ -164,6 +165,21 @@ impl Compiler {
             each_kernel,
         };
         Ok((exe, times))
+    }
+}
+
+/// Gives `alter_op_layout` the channel block of the kernel library's instruction set (16
+/// lanes with AVX-512, 8 otherwise: `RELAYC_ISA` picks another) where the pipeline asks for it
+/// with `block = -1`.
+fn set_block(pipeline: &mut PipelineConfig) {
+    let block = match relay_linalg::Ops::process_default().isa {
+        relay_linalg::Isa::Avx512 => 16,
+        _ => 8,
+    };
+    for o in &mut pipeline.options {
+        if (o.pass, o.option, o.value) == ("alter_op_layout", "block", OptionValue::Int(-1)) {
+            o.value = OptionValue::Int(block);
+        }
     }
 }
 
