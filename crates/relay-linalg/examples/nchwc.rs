@@ -82,8 +82,12 @@ fn blocked(l: &Layer, ctx: &KernelContext, block: usize, repeats: usize) -> f64 
     let mut y = vec![0f32; p.out_channels * out * out];
     best(repeats, ctx.threads(), || {
         // SAFETY: the vectors hold the shape's elements.
-        unsafe { conv_nchwc(Some(ctx), &p, x.as_ptr(), w.as_ptr(), y.as_mut_ptr(), None) }
-            .expect("a valid shape");
+        let done =
+            unsafe { conv_nchwc(Some(ctx), &p, x.as_ptr(), w.as_ptr(), y.as_mut_ptr(), None) };
+        if let Err(e) = done {
+            eprintln!("{}: {e}", l.0);
+            std::process::exit(1);
+        }
     })
 }
 
@@ -155,7 +159,13 @@ fn main() {
     } else {
         8
     };
-    let peak = relay_linalg::peak::fma_peak(isa, 5).expect("the default ISA runs here");
+    let peak = match relay_linalg::peak::fma_peak(isa, 5) {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("{e}");
+            std::process::exit(1);
+        }
+    };
     let mut ctx = KernelContext::with_threads(threads);
     println!("{isa:?}, block {block}, {threads} thread(s): FMA peak {peak:.1} GFLOP/s a core");
     println!("{:<28} {:>22} {:>22}", "layer", "NCHWc", "im2col GEMM");

@@ -223,37 +223,32 @@ impl Alter {
             }
             _ => self.elementwise(e, name, args, &vals, attrs),
         };
-        match blocked {
-            Some(b) => {
-                self.operators += 1;
-                self.blocked(b, e)
-            }
-            None => Val::Plain(rebuild(
-                e,
-                vals.into_iter().map(plain_of).collect(),
-                attrs.clone(),
-            )),
+        if let Some(v) = blocked.and_then(|b| self.blocked(b, e)) {
+            self.operators += 1;
+            return v;
         }
+        let plain = vals.into_iter().map(plain_of).collect();
+        Val::Plain(rebuild(e, plain, attrs.clone()))
     }
 
     /// A blocked value and its NCHW form.
-    fn blocked(&self, blocked: Expr, original: &Expr) -> Val {
-        let plain = self.transform(&blocked, &self.nchwc(), "NCHW", original.span());
-        Val::Blocked { blocked, plain }
+    fn blocked(&self, blocked: Expr, original: &Expr) -> Option<Val> {
+        let plain = self.transform(&blocked, &self.nchwc(), "NCHW", original.span())?;
+        Some(Val::Blocked { blocked, plain })
     }
 
     /// The NCHW value `p` moved to `NCHW{B}c`, once per variable (every convolution reading
     /// an NCHW input shares its move).
-    fn block_of(&mut self, p: &Expr, span: Span) -> Expr {
+    fn block_of(&mut self, p: &Expr, span: Span) -> Option<Expr> {
         let ExprKind::Var(v) = p.kind() else {
             return self.transform(p, "NCHW", &self.nchwc(), span);
         };
         if let Some(moved) = self.moved.get(&v.id()) {
-            return moved.clone();
+            return Some(moved.clone());
         }
-        let moved = self.transform(p, "NCHW", &self.nchwc(), span);
+        let moved = self.transform(p, "NCHW", &self.nchwc(), span)?;
         self.moved.insert(v.id(), moved.clone());
-        moved
+        Some(moved)
     }
 
     /// `NCHW{B}c`.
@@ -262,7 +257,7 @@ impl Alter {
     }
 
     /// `layout_transform(x, src, dst)`.
-    fn transform(&self, x: &Expr, src: &str, dst: &str, span: Span) -> Expr {
+    fn transform(&self, x: &Expr, src: &str, dst: &str, span: Span) -> Option<Expr> {
         op_call(
             "layout_transform",
             vec![x.clone()],
@@ -298,22 +293,23 @@ impl Alter {
                 (blocked.clone(), self.nchwc(), format!("OIHW{b}i{b}o"))
             }
             Val::Plain(p) if c % b == 0 => (
-                self.block_of(p, span),
+                self.block_of(p, span)?,
                 self.nchwc(),
                 format!("OIHW{b}i{b}o"),
             ),
             Val::Plain(p) if c < b => (p.clone(), "NCHW".to_string(), format!("OIHW{b}o")),
             Val::Plain(_) => return None,
         };
-        let weight = self.transform(&plain_of(vals[1].clone()), "OIHW", &kernel_layout, span);
+        let weight = self.transform(&plain_of(vals[1].clone()), "OIHW", &kernel_layout, span)?;
         let attrs = attrs
             .with("data_layout", AttrValue::Str(data_layout.into()))
             .with("kernel_layout", AttrValue::Str(kernel_layout.into()))
             .with("out_layout", AttrValue::Str(self.nchwc().into()))
             .with("channels", AttrValue::Int(o))
             .with("kernel_size", ints(&[kh, kw]));
+        let conv = relay_ops::call("nn.contrib_conv2d_NCHWc", vec![data, weight], attrs, span)?;
         self.convolutions += 1;
-        relay_ops::call("nn.contrib_conv2d_NCHWc", vec![data, weight], attrs, span)
+        Some(conv)
     }
 
     /// `nn.bias_add(x, bias, axis=1)` of a blocked `x`: an `add` of the bias blocked.
@@ -397,7 +393,7 @@ impl Alter {
         if aligned[1] == 1 {
             let mut five = aligned.clone();
             five.push(1);
-            return Some(reshape(p, &five, span));
+            return reshape(p, &five, span);
         }
         self.channel_operand(p, &aligned, span)
     }
@@ -407,7 +403,7 @@ impl Alter {
         if aligned.get(1)? % self.block != 0 {
             return None;
         }
-        Some(self.transform(&reshape(x, aligned, span), "NCHW", &self.nchwc(), span))
+        self.transform(&reshape(x, aligned, span)?, "NCHW", &self.nchwc(), span)
     }
 
     /// `concatenate` on the channels of blocked values: of their blocks.
@@ -426,8 +422,9 @@ impl Alter {
             .collect();
         let tuple = Expr::new(ExprKind::Tuple(blocked?), t.span());
         let call = rebuild(e, vec![tuple], attrs.with("axis", AttrValue::Int(1)));
+        let v = self.blocked(call, e)?;
         self.operators += 1;
-        Some(self.blocked(call, e))
+        Some(v)
     }
 }
 
@@ -464,15 +461,15 @@ fn rebuild(e: &Expr, args: Vec<Expr>, attrs: Attrs) -> Expr {
     )
 }
 
-/// A call of `name` with the schema's attributes, `set` among them.
-fn op_call(name: &str, args: Vec<Expr>, set: &[(&str, AttrValue)], span: Span) -> Expr {
-    let op = relay_ops::lookup(name).unwrap_or_else(|| panic!("operator `{name}` is registered"));
-    let attrs = relay_ops::schema_attrs(op, set);
-    relay_ops::call(name, args, attrs, span).unwrap_or_else(|| panic!("`{name}` is registered"))
+/// A call of `name` with the schema's attributes, `set` among them (`None` if no operator has
+/// that name).
+fn op_call(name: &str, args: Vec<Expr>, set: &[(&str, AttrValue)], span: Span) -> Option<Expr> {
+    let attrs = relay_ops::schema_attrs(relay_ops::lookup(name)?, set);
+    relay_ops::call(name, args, attrs, span)
 }
 
 /// `reshape(x, newshape)`.
-fn reshape(x: &Expr, newshape: &[i64], span: Span) -> Expr {
+fn reshape(x: &Expr, newshape: &[i64], span: Span) -> Option<Expr> {
     op_call(
         "reshape",
         vec![x.clone()],

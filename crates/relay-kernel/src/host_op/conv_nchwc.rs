@@ -15,7 +15,7 @@ use relay_ir::{Attrs, DType, Expr, ExprKind, Function, NDArray};
 use relay_linalg::KernelContext;
 use relay_linalg::gemm::epilogue::{Lower, Step};
 use relay_linalg::nchwc::{MAX_STEPS, NchwcConv, NchwcEpilogue, StepOperand, conv_nchwc};
-use relay_ops::support::{attr_int, attr_ints, attr_str, scalar_f32_constant};
+use relay_ops::support::{attr_float, attr_int, attr_ints, attr_str, scalar_f32_constant};
 
 use super::resolve;
 
@@ -72,8 +72,8 @@ pub(super) fn recognize(func: &Function) -> Option<ConvNchwc> {
         match op.name {
             "nn.relu" => lower = Lower::Relu(0.0),
             "clip" => {
-                upper = Some(attr_f32(attrs, "a_max")?);
-                lower = Lower::Clip(attr_f32(attrs, "a_min")?);
+                upper = Some(attr_float(attrs, "a_max").ok()? as f32);
+                lower = Lower::Clip(attr_float(attrs, "a_min").ok()? as f32);
             }
             _ => {}
         }
@@ -218,11 +218,6 @@ fn blocked(attrs: &Attrs, x: &[i64], w: &[i64], out: &[i64]) -> Option<NchwcConv
         dilation: pair("dilation")?,
         pad: [size(pad[0])?, size(pad[1])?],
     })
-}
-
-/// A float attribute (`clip`'s bounds).
-fn attr_f32(attrs: &Attrs, name: &str) -> Option<f32> {
-    attrs.get(name).and_then(|v| v.as_float()).map(|v| v as f32)
 }
 
 /// The static shape of a `float32` tensor type.

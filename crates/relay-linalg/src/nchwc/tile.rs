@@ -226,7 +226,8 @@ unsafe fn positions<V: Lanes>(row: &Row<'_>, ow: usize, r: usize) {
             4 if V::R >= 4 => filters::<V, 4, false>(row, ow),
             5 if V::R >= 5 => filters::<V, 5, false>(row, ow),
             6 if V::R >= 6 => filters::<V, 6, false>(row, ow),
-            _ => unreachable!("a tile of {r} positions"),
+            // More than the vector type's tile (not asked for): one position at a time.
+            _ => (ow..ow + r).for_each(|o| filters::<V, 1, false>(row, o)),
         }
     }
 }
