@@ -21,7 +21,7 @@ use relay_linalg::gemm::{Matrix, gemm};
 
 #[path = "common/mod.rs"]
 mod common;
-use common::{cpu_seconds, values};
+use common::{Buffer, cpu_seconds, values};
 
 /// A product `m × k × n`; `dense`: `b` is a transposed `n × k` weight, else `a` is the
 /// `m × k` weight and `b` the `k × n` input.
@@ -92,7 +92,7 @@ const SHAPES: &[Shape] = &[
 /// Best seconds of `repeats` products of `s` on `ctx`.
 fn time(s: &Shape, ctx: &mut KernelContext, repeats: usize) -> f64 {
     let (a, b) = (values(s.m * s.k, 1), values(s.k * s.n, 2));
-    let mut c = vec![0f32; s.m * s.n];
+    let (a, b, mut c) = (Buffer::from(&a), Buffer::from(&b), Buffer::zeros(s.m * s.n));
     let a_view = Matrix {
         ptr: a.as_ptr(),
         rows: s.m,

@@ -18,7 +18,7 @@ use relay_linalg::{KernelContext, Ops};
 
 #[path = "common/mod.rs"]
 mod common;
-use common::{cpu_seconds, values};
+use common::{Buffer, cpu_seconds, values};
 
 /// A layer: name, input channels, output channels, input size, kernel, stride, padding.
 type Layer = (&'static str, usize, usize, usize, usize, usize, usize);
@@ -77,9 +77,9 @@ fn blocked(l: &Layer, ctx: &KernelContext, block: usize, repeats: usize) -> f64 
         dilation: [1; 2],
         pad: [pad; 2],
     };
-    let x = values(c * size * size, 1);
-    let w = values(p.out_channels * c * k * k, 2);
-    let mut y = vec![0f32; p.out_channels * out * out];
+    let x = Buffer::from(&values(c * size * size, 1));
+    let w = Buffer::from(&values(p.out_channels * c * k * k, 2));
+    let mut y = Buffer::zeros(p.out_channels * out * out);
     best(repeats, ctx.threads(), || {
         // SAFETY: the vectors hold the shape's elements.
         let done =
@@ -96,7 +96,11 @@ fn im2col(l: &Layer, ctx: &mut KernelContext, repeats: usize) -> f64 {
     let &(_, c, o, size, k, s, pad) = l;
     let out = (size + 2 * pad - k) / s + 1;
     let (x, w) = (values(c * size * size, 1), values(o * c * k * k, 2));
-    let mut y = vec![0f32; o * out * out];
+    let (x, w, mut y) = (
+        Buffer::from(&x),
+        Buffer::from(&w),
+        Buffer::zeros(o * out * out),
+    );
     let depth = c * k * k;
     let a = Matrix {
         ptr: w.as_ptr(),

@@ -32,7 +32,7 @@ pub mod dynamic;
 mod elementwise;
 pub mod memory;
 mod nn;
-pub use nn::recurrence_clip;
+pub use nn::{padding4, positive_pair, recurrence_clip};
 pub use reduce::reduced_mask;
 mod other;
 mod reduce;

@@ -221,7 +221,7 @@ fn blocked(attrs: &Attrs, x: &[i64], w: &[i64], out: &[i64]) -> Option<NchwcConv
 }
 
 /// The static shape of a `float32` tensor type.
-fn f32_shape(t: &relay_ir::Type) -> Option<Vec<i64>> {
+pub(super) fn f32_shape(t: &relay_ir::Type) -> Option<Vec<i64>> {
     match super::softmax::tensor_dims(t)? {
         (DType::F32, dims) => dims.into_iter().collect(),
         _ => None,

@@ -5,8 +5,8 @@
 //! matrix products with `?` dimensions ([`matmul`]), reshapes with `?` dimensions, which
 //! the VM makes views ([`view`]), transposes, slices and concatenations with `?`
 //! dimensions, strided copies ([`copy`]), `strided_set`, in place when the VM can
-//! ([`strided_set`]), and blocked (NCHWc) convolutions with their epilogues
-//! ([`conv_nchwc`]).
+//! ([`strided_set`]), blocked (NCHWc) convolutions with their epilogues ([`conv_nchwc`])
+//! and blocked pooling ([`pool_nchwc`]).
 //!
 //! Such a primitive compiles to a [`PackedFunc`] whose entry is the library function
 //! ([`compile`]) instead of JIT code. A `?` dimension of a parameter or the result stays `-1` in
@@ -23,6 +23,7 @@ mod masked_softmax;
 mod matmul;
 mod memo;
 mod pointwise;
+mod pool_nchwc;
 mod recurrence;
 mod reduce;
 mod softmax;
@@ -45,6 +46,7 @@ pub use masked_softmax::MaskedSoftmax;
 pub use matmul::{MatmulOp, Product};
 pub(crate) use memo::ShapeMemo;
 pub use pointwise::PointwiseOp;
+pub use pool_nchwc::PoolNchwc;
 pub use recurrence::Recurrence;
 pub use reduce::ReduceOp;
 pub use softmax::{Scale, SoftmaxOp};
@@ -80,6 +82,8 @@ pub enum HostOp {
     StridedSet(StridedSet),
     /// A blocked (NCHWc) convolution and its epilogue.
     ConvNchwc(ConvNchwc),
+    /// A blocked (NCHWc) max or average pooling.
+    PoolNchwc(PoolNchwc),
 }
 
 /// The host operator primitive function `func` computes, when it is one (see each kind's
@@ -99,6 +103,9 @@ pub fn host_op(func: &Function) -> Option<Result<HostOp, KernelError>> {
     }
     if let Some(c) = conv_nchwc::recognize(func) {
         return Some(Ok(HostOp::ConvNchwc(c)));
+    }
+    if let Some(p) = pool_nchwc::recognize(func) {
+        return Some(Ok(HostOp::PoolNchwc(p)));
     }
     if let Some(a) = attention::recognize(func) {
         return Some(Ok(HostOp::Attention(a)));
@@ -198,6 +205,7 @@ impl HostOp {
             HostOp::Pointwise(p) => p.output_shapes(inputs)?,
             HostOp::StridedSet(s) => s.output_shapes(inputs)?,
             HostOp::ConvNchwc(c) => c.output_shapes(inputs)?,
+            HostOp::PoolNchwc(p) => p.output_shapes(inputs)?,
             HostOp::Dynamic(d) => {
                 let dtypes = input_dtypes(spec, inputs.len())?;
                 let inputs = Inputs {
@@ -544,6 +552,7 @@ pub(crate) unsafe fn call(
         HostOp::Attention(a) => a.run(ctx, memo, &mut args, &shapes[..inputs]),
         HostOp::Pointwise(p) => p.run(ctx, &mut args),
         HostOp::ConvNchwc(c) => c.run(ctx, &mut args),
+        HostOp::PoolNchwc(p) => p.run(ctx, &mut args),
         HostOp::View(_)
         | HostOp::Copy(_)
         | HostOp::Reduce(_)

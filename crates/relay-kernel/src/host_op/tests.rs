@@ -1183,3 +1183,60 @@ fn other_blocked_convolutions_stay_loop_nests() {
     assert!(!is_blocked_conv(params, &format!("tanh({conv})")));
     assert!(is_blocked_conv(params, conv));
 }
+
+/// Blocked pooling as `alter_op_layout` writes it — ResNet's 3 × 3 / 2 max pool, an average
+/// pool with `count_include_pad` and ceil mode, blocks of 16 — is one library call that
+/// agrees with the interpreter; other layouts and dtypes stay loop nests.
+#[test]
+fn blocked_pooling_is_one_library_call() {
+    let cases: &[(&str, &str, &[&[i64]])] = &[
+        (
+            "%p0: Tensor[(1, 2, 12, 11, 8), float32]",
+            "nn.max_pool2d(%p0, pool_size=[3, 3], strides=[2, 2], padding=[1, 1, 1, 1], \
+             layout=\"NCHW8c\")",
+            &[&[1, 2, 12, 11, 8]],
+        ),
+        (
+            "%p0: Tensor[(2, 1, 7, 7, 8), float32]",
+            "nn.avg_pool2d(%p0, pool_size=[2, 3], strides=[2, 2], padding=[1, 0], \
+             ceil_mode=True, count_include_pad=True, layout=\"NCHW8c\", out_layout=\"NCHW8c\")",
+            &[&[2, 1, 7, 7, 8]],
+        ),
+        (
+            "%p0: Tensor[(1, 2, 6, 5, 16), float32]",
+            "nn.avg_pool2d(%p0, pool_size=[3, 3], padding=[1, 1], layout=\"NCHW16c\")",
+            &[&[1, 2, 6, 5, 16]],
+        ),
+    ];
+    for (i, (params, body, shapes)) in cases.iter().enumerate() {
+        let f = softmax_primitive(params, body);
+        assert!(
+            matches!(host_op(&f), Some(Ok(HostOp::PoolNchwc(_)))),
+            "{body}"
+        );
+        let k = crate::compile_primitive(&f, "k").unwrap_or_else(|e| panic!("{body}: {e}"));
+        assert!(k.entry().is_none(), "{body}");
+        check_within(&f, &k, shapes, i as u64, (1e-6, 1e-6));
+    }
+    let others = [
+        (
+            "%p0: Tensor[(1, 8, 6, 6), float32]",
+            "nn.max_pool2d(%p0, pool_size=[2, 2])",
+        ),
+        (
+            "%p0: Tensor[(1, 1, 6, 6, 4), float32]",
+            "nn.max_pool2d(%p0, pool_size=[2, 2], layout=\"NCHW4c\")",
+        ),
+        (
+            "%p0: Tensor[(1, 1, 6, 6, 8), float16]",
+            "nn.max_pool2d(%p0, pool_size=[2, 2], layout=\"NCHW8c\")",
+        ),
+    ];
+    for (params, body) in others {
+        let f = softmax_primitive(params, body);
+        assert!(
+            !matches!(host_op(&f), Some(Ok(HostOp::PoolNchwc(_)))),
+            "{body}"
+        );
+    }
+}

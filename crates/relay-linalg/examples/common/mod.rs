@@ -37,3 +37,43 @@ pub fn cpu_seconds() -> Option<f64> {
 pub fn cpu_seconds() -> Option<f64> {
     None
 }
+
+/// A cache line of floats: a [`Buffer`]'s unit, aligned as the runtime aligns its tensors.
+#[repr(C, align(64))]
+#[derive(Clone, Copy)]
+struct Line([f32; 16]);
+
+/// Floats at a 64-byte-aligned address, as the VM's allocator places every tensor (a `Vec`
+/// of floats is only 16-byte aligned, so some vector loads would cross cache lines).
+pub struct Buffer(Vec<Line>, usize);
+
+impl Buffer {
+    /// `len` zeros.
+    pub fn zeros(len: usize) -> Buffer {
+        Buffer(vec![Line([0.0; 16]); len.div_ceil(16)], len)
+    }
+
+    /// A copy of `v`.
+    pub fn from(v: &[f32]) -> Buffer {
+        let mut b = Buffer::zeros(v.len());
+        for (line, chunk) in b.0.iter_mut().zip(v.chunks(16)) {
+            line.0[..chunk.len()].copy_from_slice(chunk);
+        }
+        b
+    }
+
+    /// The number of floats.
+    pub fn len(&self) -> usize {
+        self.1
+    }
+
+    /// The first element.
+    pub fn as_ptr(&self) -> *const f32 {
+        self.0.as_ptr().cast()
+    }
+
+    /// The first element, writable.
+    pub fn as_mut_ptr(&mut self) -> *mut f32 {
+        self.0.as_mut_ptr().cast()
+    }
+}

@@ -1,5 +1,5 @@
 //! Convolutions in the blocked NCHWc layout (ONNX Runtime's NCHWc, TVM's `conv2d_NCHWc`),
-//! float32, direct: no im2col, no packing.
+//! float32, direct: no im2col, no packing; and max and average pooling in it (`pool.rs`).
 //!
 //! Data is `[N, C / bi, H, W, bi]` (`bi` the input block: the output block, or 1 for NCHW
 //! data, the stem of a network whose few input channels fill no block), the filter
@@ -12,9 +12,8 @@
 //! (`tile.rs`); the input blocks are visited in batches of about 128 multiply-adds per
 //! accumulator, between which the row's partial sums stay in the output (in L1), so a
 //! batch's filter slice and input rows stay in cache across the whole row. The positions
-//! whose taps all lie inside the row run unchecked, several at a time; those at the edges
-//! one at a time with the padding taps skipped, and kernel rows outside the data are never
-//! visited. A 1 × 1 convolution with unit strides and no padding is `H · W` positions cut
+//! whose taps all lie inside the row run unchecked, several at a time; tiles at the edges
+//! read zeros for their padding taps, and kernel rows outside the data are never visited. A 1 × 1 convolution with unit strides and no padding is `H · W` positions cut
 //! into rows of 64. The epilogue (per-channel scale and shift, a residual in the output's
 //! layout, the clamps of `relu` and `clip`) is applied to the accumulators of the last batch
 //! before they are stored.
@@ -24,6 +23,7 @@
 //! is read from memory once per unit and from L1 after. Threads take the units one by one
 //! (at least four per thread when the shape has them), so a late core costs its share only.
 
+mod pool;
 #[cfg(test)]
 mod tests;
 mod tile;
@@ -32,6 +32,7 @@ use crate::KernelContext;
 use crate::gemm::epilogue::{Lower, Step};
 use crate::isa::Isa;
 
+pub use pool::{NchwcPool, PoolKind, pool_nchwc};
 pub use tile::FILTER_SET;
 
 /// The epilogue steps a convolution applies at most.

@@ -408,3 +408,106 @@ fn shapes_it_does_not_take_are_errors() {
         assert!(e.contains(why), "{e}");
     }
 }
+
+/// Blocked pooling against a direct evaluation of the definition (f64 sums), every ISA,
+/// blocks 8 and 16, max and both averages, with padding, ceil-mode windows past the padding,
+/// dilation, NaN inputs (max skips them), one and several threads.
+#[test]
+fn blocked_pooling_on_every_isa() {
+    use super::{NchwcPool, PoolKind, pool_nchwc};
+    // (N, C/B, [H, W], [KH, KW], strides, dilations, [top, left, bottom, right], [OH, OW])
+    let shapes = [
+        (
+            1,
+            3,
+            [112, 112],
+            [3, 3],
+            [2, 2],
+            [1, 1],
+            [1, 1, 1, 1],
+            [56, 56],
+        ),
+        (2, 2, [7, 9], [2, 3], [1, 2], [1, 1], [0, 1, 0, 1], [6, 5]),
+        (1, 1, [6, 6], [3, 3], [2, 2], [2, 1], [1, 0, 1, 0], [3, 3]),
+        (1, 2, [5, 5], [3, 3], [2, 2], [1, 1], [0, 0, 0, 0], [3, 3]),
+        (1, 1, [4, 4], [4, 4], [1, 1], [1, 1], [0, 0, 0, 0], [1, 1]),
+    ];
+    let kinds = [
+        PoolKind::Max,
+        PoolKind::Avg {
+            count_include_pad: false,
+        },
+        PoolKind::Avg {
+            count_include_pad: true,
+        },
+    ];
+    for isa in Isa::available() {
+        for b in [8, 16] {
+            for (n, blocks, input, kernel, stride, dilation, pad, output) in shapes {
+                for kind in kinds {
+                    let p = NchwcPool {
+                        batch: n,
+                        blocks,
+                        block: b,
+                        input,
+                        output,
+                        kernel,
+                        stride,
+                        dilation,
+                        pad,
+                        kind,
+                    };
+                    let mut x = values(n * blocks * b * input[0] * input[1], 7);
+                    x[5] = f32::NAN;
+                    let mut y = vec![0f32; n * blocks * b * output[0] * output[1]];
+                    for threads in [1, 3] {
+                        let ctx = KernelContext::with_threads(threads).with_isa(isa).unwrap();
+                        // SAFETY: the vectors hold the shape's elements.
+                        unsafe { pool_nchwc(Some(&ctx), &p, x.as_ptr(), y.as_mut_ptr()) }.unwrap();
+                        check_pool(&p, &x, &y, &format!("{isa:?} {p:?} {threads}"));
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// `y` against the pooling's definition evaluated per element.
+fn check_pool(p: &super::NchwcPool, x: &[f32], y: &[f32], what: &str) {
+    use super::PoolKind;
+    let (b, [h, w], [oh, ow]) = (p.block, p.input, p.output);
+    for (i, &got) in y.iter().enumerate() {
+        let (lane, c, r, plane) = (i % b, i / b % ow, i / b / ow % oh, i / b / ow / oh);
+        let (mut max, mut sum, mut taps, mut counted) = (f64::NEG_INFINITY, 0.0, 0, 0);
+        for kh in 0..p.kernel[0] {
+            let ih = (r * p.stride[0] + kh * p.dilation[0]) as isize - p.pad[0] as isize;
+            for kw in 0..p.kernel[1] {
+                let iw = (c * p.stride[1] + kw * p.dilation[1]) as isize - p.pad[1] as isize;
+                if ih < (h + p.pad[2]) as isize && iw < (w + p.pad[3]) as isize {
+                    counted += 1;
+                }
+                if ih < 0 || iw < 0 || ih >= h as isize || iw >= w as isize {
+                    continue;
+                }
+                let v = f64::from(x[((plane * h + ih as usize) * w + iw as usize) * b + lane]);
+                if v > max {
+                    max = v;
+                }
+                sum += v;
+                taps += 1;
+            }
+        }
+        let want = match p.kind {
+            PoolKind::Max => max,
+            PoolKind::Avg { count_include_pad } => {
+                sum / f64::from(if count_include_pad { counted } else { taps })
+            }
+        };
+        let ok = if want.is_nan() {
+            got.is_nan()
+        } else {
+            (f64::from(got) - want).abs() <= 1e-5 * (want.abs() + 1.0)
+        };
+        assert!(ok, "{what} element {i}: {got} != {want}");
+    }
+}

@@ -4,12 +4,16 @@
 //! Per kernel tap and input lane, each position's input element is broadcast once and each
 //! output block's filter row (`B` output channels) loaded once, then multiplied into every
 //! accumulator of the tile: `F · R` fused multiply-adds for `R` broadcasts and `F` loads
-//! (AVX2: 2 blocks × 6 positions in 12 of the 16 registers, the shape of the GEMM's 6 × 16
-//! microkernel — MLAS's 4 × 3 left the compiler too few registers and it spilled; AVX-512:
-//! 4 × 6 in 24 of 32, MLAS's). One generic body over [`Lanes`] — a vector of one output
-//! block — is compiled per instruction set and block: 8 lanes in a `ymm` (AVX2, or AVX-512
-//! running a program blocked for AVX2), 16 in a `zmm`, 16 in two `ymm`s, and `[f32; B]`
-//! arrays the compiler vectorizes for the baseline (portable).
+//! (AVX2: 4 blocks × 3 positions, MLAS's, in 12 of the 16 registers; AVX-512: 4 × 6 in 24 of
+//! 32). One generic body over [`Lanes`] — a vector of one output block — is compiled per
+//! instruction set and block: 8 lanes in a `ymm` (AVX2, or AVX-512 running a program blocked
+//! for AVX2), 16 in a `zmm`, 16 in two `ymm`s, and `[f32; B]` arrays the compiler vectorizes
+//! for the baseline (portable). A type may bring a dedicated sequence for a whole tap
+//! ([`Lanes::block`]): AVX2's is hand-scheduled `asm!`, because the compiler, given the lanes
+//! as intrinsics, spills the accumulators or keeps them in memory across taps.
+//!
+//! Each position of a tile reads its own input pointer, so a tile at the row's edge is as wide
+//! as an interior one: its padding taps read [`ZEROS`].
 
 use super::NchwcEpilogue;
 use super::StepOperand;
@@ -119,6 +123,23 @@ pub(super) trait Lanes: Copy {
     unsafe fn min(a: Self, b: Self) -> Self;
     /// x86's `max`: `a > b ? a : b`.
     unsafe fn max(a: Self, b: Self) -> Self;
+    /// Whether [`Lanes::block`] computes tiles of `F` blocks × `R` positions.
+    #[inline(always)]
+    fn has_block<const F: usize, const R: usize>() -> bool {
+        false
+    }
+    /// All `B` lanes of one tap into a tile of `F` blocks × `R` positions, as [`lanes`] with
+    /// `bi == B`, or the one lane of a tap with `bi == 1` (`ONE`: data in NCHW), for the tiles
+    /// of [`Lanes::has_block`] (a dedicated sequence).
+    #[inline(always)]
+    unsafe fn block<const F: usize, const R: usize, const ONE: bool>(
+        acc: &mut [[Self; R]; F],
+        xs: [*const f32; R],
+        w: (*const f32, usize),
+    ) {
+        // SAFETY: forwarded.
+        unsafe { lanes(acc, xs, w, if ONE { 1 } else { Self::B }) }
+    }
 }
 
 impl<const B: usize> Lanes for [f32; B] {
@@ -171,8 +192,13 @@ impl<const B: usize> Lanes for [f32; B] {
     }
 }
 
-/// Output columns `ow0..ow1` of `row`: the edge columns one at a time with their padding taps
-/// skipped, the interior ones `V::R` at a time.
+/// Zeros a checked tile reads for the taps of its positions in the padding (as many as an
+/// input block has lanes, at most).
+static ZEROS: [f32; 64] = [0.0; 64];
+
+/// Output columns `ow0..ow1` of `row`, `V::R` at a time: tiles whose every tap lies inside the
+/// data unchecked, those touching the padding checked (each position's padding taps read
+/// [`ZEROS`]; one position at a time, skipping them, for input blocks wider than that).
 ///
 /// # Safety
 ///
@@ -180,19 +206,21 @@ impl<const B: usize> Lanes for [f32; B] {
 #[inline(always)]
 pub(super) unsafe fn run_row<V: Lanes>(row: &Row<'_>, ow0: usize, ow1: usize) {
     let (lo, hi) = interior(row, ow0, ow1);
+    let zeros = row.in_block <= ZEROS.len();
+    let mut ow = ow0;
     // SAFETY: every tile below is inside the row (forwarded contract); the interior's taps
     // are inside the data, the edges' are checked.
     unsafe {
-        for ow in (ow0..lo).chain(hi..ow1) {
-            filters::<V, 1, true>(row, ow);
-        }
-        let mut ow = lo;
-        while ow + V::R <= hi {
-            positions::<V>(row, ow, V::R);
-            ow += V::R;
-        }
-        if ow < hi {
-            positions::<V>(row, ow, hi - ow);
+        while ow < ow1 {
+            let r = V::R.min(ow1 - ow);
+            if ow >= lo && ow + r <= hi {
+                positions::<V, false>(row, ow, r);
+            } else if zeros {
+                positions::<V, true>(row, ow, r);
+            } else {
+                (ow..ow + r).for_each(|o| filters::<V, 1, true>(row, o));
+            }
+            ow += r;
         }
     }
 }
@@ -210,24 +238,24 @@ fn interior(row: &Row<'_>, ow0: usize, ow1: usize) -> (usize, usize) {
     (lo, hi.clamp(lo, ow1))
 }
 
-/// `r` unchecked positions from column `ow` (`r <= V::R`).
+/// `r` positions from column `ow` (`r <= V::R`), checked or interior.
 ///
 /// # Safety
 ///
-/// As [`run_row`]; the positions are interior.
+/// As [`run_row`]; unless `CHECKED`, the positions are interior.
 #[inline(always)]
-unsafe fn positions<V: Lanes>(row: &Row<'_>, ow: usize, r: usize) {
+unsafe fn positions<V: Lanes, const CHECKED: bool>(row: &Row<'_>, ow: usize, r: usize) {
     // SAFETY: forwarded.
     unsafe {
         match r {
-            1 => filters::<V, 1, false>(row, ow),
-            2 => filters::<V, 2, false>(row, ow),
-            3 => filters::<V, 3, false>(row, ow),
-            4 if V::R >= 4 => filters::<V, 4, false>(row, ow),
-            5 if V::R >= 5 => filters::<V, 5, false>(row, ow),
-            6 if V::R >= 6 => filters::<V, 6, false>(row, ow),
+            1 => filters::<V, 1, CHECKED>(row, ow),
+            2 => filters::<V, 2, CHECKED>(row, ow),
+            3 => filters::<V, 3, CHECKED>(row, ow),
+            4 if V::R >= 4 => filters::<V, 4, CHECKED>(row, ow),
+            5 if V::R >= 5 => filters::<V, 5, CHECKED>(row, ow),
+            6 if V::R >= 6 => filters::<V, 6, CHECKED>(row, ow),
             // More than the vector type's tile (not asked for): one position at a time.
-            _ => (ow..ow + r).for_each(|o| filters::<V, 1, false>(row, o)),
+            _ => (ow..ow + r).for_each(|o| filters::<V, 1, CHECKED>(row, o)),
         }
     }
 }
@@ -281,26 +309,10 @@ unsafe fn tile<V: Lanes, const F: usize, const R: usize, const CHECKED: bool>(
                 }
             }
         }
-        let step = row.stride_w * bi;
-        let kw = row.kernel_w;
-        for block in 0..row.blocks {
-            let x = row.x.add(block * row.x_block);
-            let w = row.w.add(f0 * row.w_out + block * row.w_in);
-            for kh in row.rows.0..row.rows.1 {
-                let ih = (row.ih0 + (kh * row.dilation[0]) as isize) as usize;
-                let x = x.add(ih * row.x_row);
-                let w = w.add(kh * kw * bi * b);
-                for kx in 0..kw {
-                    let iw =
-                        (ow * row.stride_w + kx * row.dilation[1]) as isize - row.pad_left as isize;
-                    if CHECKED && (iw < 0 || iw as usize >= row.width) {
-                        continue;
-                    }
-                    let x = x.add(iw as usize * bi);
-                    let w = w.add(kx * bi * b);
-                    lanes(&mut acc, (x, step), (w, row.w_out), bi);
-                }
-            }
+        match (bi, V::has_block::<F, R>()) {
+            (b, true) if b == V::B => taps::<V, F, R, CHECKED, WHOLE_BLOCK>(&mut acc, row, ow, f0),
+            (1, true) => taps::<V, F, R, CHECKED, ONE_LANE>(&mut acc, row, ow, f0),
+            _ => taps::<V, F, R, CHECKED, ANY_BLOCK>(&mut acc, row, ow, f0),
         }
         if let Some(e) = row.epilogue {
             for (f, acc) in acc.iter_mut().enumerate() {
@@ -318,9 +330,72 @@ unsafe fn tile<V: Lanes, const F: usize, const R: usize, const CHECKED: bool>(
     }
 }
 
-/// One tap's `bi` input lanes into the accumulators: per lane, each position's input (`x`,
-/// positions `step` apart) broadcast and each block's filter row (`w`, blocks `w_out` apart)
-/// loaded once.
+/// [`taps`] by [`Lanes::block`], the input block `V::B` wide.
+const WHOLE_BLOCK: u8 = 0;
+/// [`taps`] by [`Lanes::block`], the input block one lane wide.
+const ONE_LANE: u8 = 1;
+/// [`taps`] by [`lanes`].
+const ANY_BLOCK: u8 = 2;
+
+/// The row's batch of input blocks into the accumulators of the tile at column `ow` (output
+/// blocks from `f0`): per input block and tap, all the block's lanes, by [`Lanes::block`]
+/// (`PATH`: [`WHOLE_BLOCK`] or [`ONE_LANE`], when the input block is `V::B` or 1 and the type
+/// has a sequence for the tile) or by [`lanes`] ([`ANY_BLOCK`]).
+/// [`lanes`]. A checked tile skips the taps outside the data.
+///
+/// # Safety
+///
+/// As [`tile`].
+#[inline(always)]
+unsafe fn taps<V: Lanes, const F: usize, const R: usize, const CHECKED: bool, const PATH: u8>(
+    acc: &mut [[V; R]; F],
+    row: &Row<'_>,
+    ow: usize,
+    f0: usize,
+) {
+    let (b, bi) = (V::B, row.in_block);
+    let kw = row.kernel_w;
+    let (s, pl) = (row.stride_w as isize, row.pad_left as isize);
+    // SAFETY: forwarded; a checked tile's positions outside the data read `ZEROS` (it has
+    // `bi` lanes: `run_row`) or, alone, skip the tap.
+    unsafe {
+        for block in 0..row.blocks {
+            let x = row.x.add(block * row.x_block);
+            let w = row.w.add(f0 * row.w_out + block * row.w_in);
+            for kh in row.rows.0..row.rows.1 {
+                let ih = (row.ih0 + (kh * row.dilation[0]) as isize) as usize;
+                let x = x.add(ih * row.x_row);
+                let w = w.add(kh * kw * bi * b);
+                for kx in 0..kw {
+                    let iw0 = ow as isize * s + (kx * row.dilation[1]) as isize - pl;
+                    let inside = |r: usize| {
+                        let iw = iw0 + r as isize * s;
+                        !CHECKED || (iw >= 0 && (iw as usize) < row.width)
+                    };
+                    if CHECKED && !(0..R).any(inside) {
+                        continue;
+                    }
+                    let xs: [*const f32; R] = std::array::from_fn(|r| {
+                        if inside(r) {
+                            x.wrapping_offset((iw0 + r as isize * s) * bi as isize)
+                        } else {
+                            ZEROS.as_ptr()
+                        }
+                    });
+                    let w = (w.add(kx * bi * b), row.w_out);
+                    match PATH {
+                        WHOLE_BLOCK => V::block::<F, R, false>(acc, xs, w),
+                        ONE_LANE => V::block::<F, R, true>(acc, xs, w),
+                        _ => lanes(acc, xs, w, bi),
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// One tap's `bi` input lanes into the accumulators: per lane, each position's input (`xs`)
+/// broadcast and each block's filter row (`w`, blocks `w_out` apart) loaded once.
 ///
 /// # Safety
 ///
@@ -328,14 +403,14 @@ unsafe fn tile<V: Lanes, const F: usize, const R: usize, const CHECKED: bool>(
 #[inline(always)]
 unsafe fn lanes<V: Lanes, const F: usize, const R: usize>(
     acc: &mut [[V; R]; F],
-    (x, step): (*const f32, usize),
+    xs: [*const f32; R],
     (w, w_out): (*const f32, usize),
     bi: usize,
 ) {
     // SAFETY: forwarded.
     unsafe {
         for lane in 0..bi {
-            let inputs: [V; R] = std::array::from_fn(|r| V::splat(x.add(r * step + lane)));
+            let inputs: [V; R] = std::array::from_fn(|r| V::splat(xs[r].add(lane)));
             for (f, acc) in acc.iter_mut().enumerate() {
                 let wv = V::load(w.add(f * w_out + lane * V::B));
                 for (a, &v) in acc.iter_mut().zip(&inputs) {
@@ -400,7 +475,7 @@ mod x86 {
         ($t:ident, $b:expr, $f:expr, $r:expr, |$p:ident, $v:ident, $a:ident, $bb:ident, $c:ident| {
             zero: $zero:expr, splat: $splat:expr, set: $set:expr, load: $load:expr,
             store: $store:expr, fma: $fma:expr, add: $add:expr, mul: $mul:expr,
-            min: $min:expr, max: $max:expr $(,)?
+            min: $min:expr, max: $max:expr $(, block: $block:ident => $fr:expr)? $(,)?
         }) => {
             // SAFETY: every method's caller has the instruction set (the row kernels below are
             // compiled for it) and valid lanes at its pointer.
@@ -449,6 +524,20 @@ mod x86 {
                 unsafe fn max($a: Self, $bb: Self) -> Self {
                     unsafe { $max }
                 }
+                $(
+                #[inline(always)]
+                fn has_block<const F: usize, const R: usize>() -> bool {
+                    $fr
+                }
+                #[inline(always)]
+                unsafe fn block<const F: usize, const R: usize, const ONE: bool>(
+                    acc: &mut [[Self; R]; F],
+                    xs: [*const f32; R],
+                    w: (*const f32, usize),
+                ) {
+                    unsafe { $block::<F, R, ONE>(acc, xs, w) }
+                }
+                )?
             }
         };
     }
@@ -464,6 +553,7 @@ mod x86 {
         mul: Y8(_mm256_mul_ps(a.0, b.0)),
         min: Y8(_mm256_min_ps(a.0, b.0)),
         max: Y8(_mm256_max_ps(a.0, b.0)),
+        block: block_y8 => R == 3 && F <= 4,
     });
 
     lanes!(Y16, 16, 1, 4, |p, v, a, b, c| {
@@ -497,6 +587,154 @@ mod x86 {
         min: Z16(_mm512_min_ps(a.0, b.0)),
         max: Z16(_mm512_max_ps(a.0, b.0)),
     });
+
+    /// The broadcasts of lane `$l`: the three positions' inputs.
+    macro_rules! broadcasts {
+        ($l:literal) => {
+            concat!(
+                "vbroadcastss {x0}, dword ptr [{p0} + 4*",
+                $l,
+                "]\n",
+                "vbroadcastss {x1}, dword ptr [{p1} + 4*",
+                $l,
+                "]\n",
+                "vbroadcastss {x2}, dword ptr [{p2} + 4*",
+                $l,
+                "]\n",
+            )
+        };
+    }
+
+    /// Lane `$l` of one output block (its filter row at `$w`) into its three accumulators.
+    macro_rules! filter_row {
+        ($l:literal, $w:literal, $a0:literal, $a1:literal, $a2:literal) => {
+            concat!(
+                "vmovups {t}, ymmword ptr [",
+                $w,
+                " + 32*",
+                $l,
+                "]\n",
+                "vfmadd231ps {",
+                $a0,
+                "}, {x0}, {t}\n",
+                "vfmadd231ps {",
+                $a1,
+                "}, {x1}, {t}\n",
+                "vfmadd231ps {",
+                $a2,
+                "}, {x2}, {t}\n",
+            )
+        };
+    }
+
+    /// Lane `$l` of a tile of 1 to 4 output blocks × 3 positions.
+    macro_rules! lane {
+        ($l:literal, 1) => {
+            concat!(
+                broadcasts!($l),
+                filter_row!($l, "{w0}", "a00", "a01", "a02")
+            )
+        };
+        ($l:literal, 2) => {
+            concat!(
+                lane!($l, 1),
+                filter_row!($l, "{w0} + {o}", "a10", "a11", "a12")
+            )
+        };
+        ($l:literal, 3) => {
+            concat!(
+                lane!($l, 2),
+                filter_row!($l, "{w0} + 2*{o}", "a20", "a21", "a22")
+            )
+        };
+        ($l:literal, 4) => {
+            concat!(lane!($l, 3), filter_row!($l, "{w3}", "a30", "a31", "a32"))
+        };
+    }
+
+    /// The 8 lanes of a tile of `$f` output blocks × 3 positions.
+    macro_rules! eight_lanes {
+        ($f:tt) => {
+            concat!(
+                lane!(0, $f),
+                lane!(1, $f),
+                lane!(2, $f),
+                lane!(3, $f),
+                lane!(4, $f),
+                lane!(5, $f),
+                lane!(6, $f),
+                lane!(7, $f),
+            )
+        };
+    }
+
+    /// The lanes of one tap (`$n`: 8, or 1) of a tile of `$f` output blocks × 3 positions.
+    macro_rules! lanes_of {
+        (8, $f:tt) => {
+            eight_lanes!($f)
+        };
+        (1, $f:tt) => {
+            lane!(0, $f)
+        };
+    }
+
+    /// The 8 lanes (or the one lane: `ONE`) of one tap into the AVX2 tile of `F` (1 to 4) output blocks × 3
+    /// positions, scheduled by hand: the registers hold the accumulators, 3 broadcasts and a
+    /// filter row (all 16 `ymm` for 4 blocks), which the compiler, given the same loop as
+    /// intrinsics, spills when it unrolls the lanes, and keeps in memory across taps when it
+    /// does not.
+    ///
+    /// # Safety
+    ///
+    /// As [`super::lanes`] with `bi == 8`; the CPU has AVX2 and FMA.
+    #[inline]
+    #[target_feature(enable = "avx2,fma")]
+    unsafe fn block_y8<const F: usize, const R: usize, const ONE: bool>(
+        acc: &mut [[Y8; R]; F],
+        xs: [*const f32; R],
+        (w, w_out): (*const f32, usize),
+    ) {
+        assert!(R == 3, "the AVX2 sequences are for tiles of 3 positions");
+        let a = acc.as_flattened_mut();
+        let o = w_out * 4;
+        // SAFETY: the tile reads the caller's inputs (3 positions, 8 lanes each)
+        // and filter rows (`F` blocks `w_out` apart, 8 × 8 each); the registers are operands.
+        unsafe {
+            macro_rules! run {
+                ($n:tt, $f:tt, $($name:ident = $i:literal),* $(; $($more:tt)*)?) => {
+                    std::arch::asm!(
+                        lanes_of!($n, $f),
+                        p0 = in(reg) xs[0],
+                        p1 = in(reg) xs[1],
+                        p2 = in(reg) xs[2],
+                        w0 = in(reg) w,
+                        $($($more)*,)?
+                        x0 = out(ymm_reg) _,
+                        x1 = out(ymm_reg) _,
+                        x2 = out(ymm_reg) _,
+                        t = out(ymm_reg) _,
+                        $($name = inout(ymm_reg) a[$i].0,)*
+                        options(nostack, pure, readonly),
+                    )
+                };
+            }
+            macro_rules! by_filters {
+                ($n:tt) => {
+                    match F {
+                        1 => run!($n, 1, a00 = 0, a01 = 1, a02 = 2),
+                        2 => run!($n, 2, a00 = 0, a01 = 1, a02 = 2, a10 = 3, a11 = 4, a12 = 5;
+                            o = in(reg) o),
+                        3 => run!($n, 3, a00 = 0, a01 = 1, a02 = 2, a10 = 3, a11 = 4, a12 = 5,
+                            a20 = 6, a21 = 7, a22 = 8; o = in(reg) o),
+                        _ => run!($n, 4, a00 = 0, a01 = 1, a02 = 2, a10 = 3, a11 = 4, a12 = 5,
+                            a20 = 6, a21 = 7, a22 = 8, a30 = 9, a31 = 10, a32 = 11;
+                            o = in(reg) o, w3 = in(reg) w.add(3 * w_out)),
+                    }
+                };
+            }
+            if ONE { by_filters!(1) } else { by_filters!(8) }
+        }
+    }
 
     /// The row kernel with AVX2 and blocks of 8.
     ///

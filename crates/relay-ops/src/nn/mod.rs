@@ -309,7 +309,7 @@ fn within_limit(name: &str, values: &[i64]) -> Result<(), OpError> {
 }
 
 /// A two-value attribute such as `strides` or `dilation`, each value at least 1.
-fn positive_pair(attrs: &Attrs, name: &str) -> Result<[i64; 2], OpError> {
+pub fn positive_pair(attrs: &Attrs, name: &str) -> Result<[i64; 2], OpError> {
     let v = attr_ints_len(attrs, name, &[2])?;
     within_limit(name, &v)?;
     match *v.as_slice() {
@@ -323,7 +323,7 @@ fn positive_pair(attrs: &Attrs, name: &str) -> Result<[i64; 2], OpError> {
 
 /// `padding` as (top, left, bottom, right), as TVM's `get_pad_tuple2d` reads it: one value pads
 /// every side, two values are (top and bottom, left and right).
-fn padding4(attrs: &Attrs) -> Result<[i64; 4], OpError> {
+pub fn padding4(attrs: &Attrs) -> Result<[i64; 4], OpError> {
     let v = attr_ints_len(attrs, "padding", &[1, 2, 4])?;
     if v.iter().any(|&p| p < 0) {
         return Err(OpError::attribute(
