@@ -11,7 +11,10 @@
 //!   channels) becomes `nn.contrib_conv2d_NCHWc` with data `NCHW{B}c` (`NCHW` when its input
 //!   channels are fewer than `B` and a block does not divide them: the stem), kernel
 //!   `OIHW{B}i{B}o` (`OIHW{B}o` for the stem) — a `layout_transform` of the weight, which
-//!   `fold_constant` folds once when it is a constant — and result `NCHW{B}c`;
+//!   `fold_constant` folds once when it is a constant — and result `NCHW{B}c`; a depthwise one
+//!   (`groups` = input = output channels, a multiple of `B`) becomes
+//!   `nn.contrib_depthwise_conv2d_NCHWc` with data and result `NCHW{B}c` and kernel
+//!   `OIHW1i{B}o`;
 //! - on a blocked value, elementwise operators stay elementwise; broadcasting ones (`add`,
 //!   `multiply`, ...) take their other operand blocked — a per-channel vector (a bias, a batch
 //!   norm's scale) reshaped and moved to `[1, C/B, 1, 1, B]`, a tensor constant along the
@@ -21,7 +24,7 @@
 //! - anything else reads the value moved back to NCHW (a `layout_transform` bound right after
 //!   the blocked value, which `eliminate_dead_code` drops when nothing reads it).
 //!
-//! Depthwise and grouped convolutions stay NCHW (their kernels are NCHW kernels). Primitive
+//! Other grouped convolutions stay NCHW (their kernels are NCHW kernels). Primitive
 //! functions are not entered. Statistics: `convolutions blocked`, `operators blocked`.
 
 use std::collections::HashMap;
@@ -282,12 +285,19 @@ impl Alter {
         let canonical = str_attr(attrs, "data_layout") == Some("NCHW")
             && str_attr(attrs, "kernel_layout") == Some("OIHW")
             && matches!(str_attr(attrs, "out_layout"), Some("" | "NCHW"))
-            && matches!(str_attr(attrs, "out_dtype"), Some("" | "float32"))
-            && matches!(attrs.get("groups"), Some(AttrValue::Int(1)));
+            && matches!(str_attr(attrs, "out_dtype"), Some("" | "float32"));
+        let depthwise = match attrs.get("groups") {
+            Some(AttrValue::Int(1)) => false,
+            Some(AttrValue::Int(g)) if *g == c && c == o && c > 1 => true,
+            _ => return None,
+        };
         if !canonical || o % b != 0 {
             return None;
         }
         let span = e.span();
+        if depthwise {
+            return self.depthwise(vals, attrs, [o, kh, kw], span);
+        }
         let (data, data_layout, kernel_layout) = match &vals[0] {
             Val::Blocked { blocked, .. } => {
                 (blocked.clone(), self.nchwc(), format!("OIHW{b}i{b}o"))
@@ -308,6 +318,37 @@ impl Alter {
             .with("channels", AttrValue::Int(o))
             .with("kernel_size", ints(&[kh, kw]));
         let conv = relay_ops::call("nn.contrib_conv2d_NCHWc", vec![data, weight], attrs, span)?;
+        self.convolutions += 1;
+        Some(conv)
+    }
+
+    /// A depthwise `nn.conv2d` (`groups` = input = output channels, a multiple of the block)
+    /// as `nn.contrib_depthwise_conv2d_NCHWc`: data `NCHW{B}c`, kernel `OIHW1i{B}o`.
+    fn depthwise(
+        &mut self,
+        vals: &[Val],
+        attrs: &Attrs,
+        [o, kh, kw]: [i64; 3],
+        span: Span,
+    ) -> Option<Expr> {
+        let data = match &vals[0] {
+            Val::Blocked { blocked, .. } => blocked.clone(),
+            Val::Plain(p) => self.block_of(p, span)?,
+        };
+        let kernel_layout = format!("OIHW1i{}o", self.block);
+        let weight = self.transform(&plain_of(vals[1].clone()), "OIHW", &kernel_layout, span)?;
+        let attrs = attrs
+            .with("data_layout", AttrValue::Str(self.nchwc().into()))
+            .with("kernel_layout", AttrValue::Str(kernel_layout.into()))
+            .with("out_layout", AttrValue::Str(self.nchwc().into()))
+            .with("channels", AttrValue::Int(o))
+            .with("kernel_size", ints(&[kh, kw]));
+        let conv = relay_ops::call(
+            "nn.contrib_depthwise_conv2d_NCHWc",
+            vec![data, weight],
+            attrs,
+            span,
+        )?;
         self.convolutions += 1;
         Some(conv)
     }

@@ -6,8 +6,9 @@
 //! constant (a bias, a batch norm's scale or shift: shape `[1, O/B, 1, 1, B]` or
 //! `[O/B, 1, 1, B]`, or one element) or by a parameter of the result's shape (a residual),
 //! then `relu` or `clip`. Each step is the IEEE operation of its operator, applied while the
-//! output block is in registers. Anything else (another layout, a depthwise convolution, a
-//! broadcast the kernel does not know) stays a loop nest.
+//! output block is in registers. `nn.contrib_depthwise_conv2d_NCHWc` (data and result
+//! `NCHW{B}c`, kernel `OIHW1i{B}o`) is the kernel's depthwise form, with the same epilogues.
+//! Anything else (another layout, a broadcast the kernel does not know) stays a loop nest.
 
 use std::sync::Arc;
 
@@ -88,7 +89,8 @@ pub(super) fn recognize(func: &Function) -> Option<ConvNchwc> {
         let step = match op.name {
             "add" => Step::Add,
             "multiply" => Step::Mul,
-            "nn.contrib_conv2d_NCHWc" | "nn.conv2d" => break (args, attrs),
+            "nn.contrib_conv2d_NCHWc" | "nn.conv2d" => break (false, args, attrs),
+            "nn.contrib_depthwise_conv2d_NCHWc" => break (true, args, attrs),
             _ => return None,
         };
         let [a, b] = args else { return None };
@@ -104,7 +106,7 @@ pub(super) fn recognize(func: &Function) -> Option<ConvNchwc> {
         e = resolve(bindings, inner);
     };
     steps.reverse();
-    let (args, attrs) = conv;
+    let (depthwise, args, attrs) = conv;
     let [x, w] = args else { return None };
     let data = param(resolve(bindings, x))?;
     let w = resolve(bindings, w);
@@ -115,7 +117,7 @@ pub(super) fn recognize(func: &Function) -> Option<ConvNchwc> {
     };
     let x_shape = f32_shape(x.checked_type()?)?;
     let w_shape = f32_shape(w.checked_type()?)?;
-    let shape = blocked(attrs, &x_shape, &w_shape, &result)?;
+    let shape = blocked(attrs, &x_shape, &w_shape, &result, depthwise)?;
     // Every binding is on the chain (a let-bound value nothing reads is not this function).
     let used = bindings.len() <= steps.len() + 2;
     (used && shape.check().is_ok()).then_some(ConvNchwc {
@@ -159,9 +161,10 @@ fn operand(
     }
 }
 
-/// The shape of a blocked convolution with `attrs` of data `x` by weight `w` into `out`, when
-/// the kernel computes it.
-fn blocked(attrs: &Attrs, x: &[i64], w: &[i64], out: &[i64]) -> Option<NchwcConv> {
+/// The shape of a blocked convolution (`depthwise`: `nn.contrib_depthwise_conv2d_NCHWc`, one
+/// group per channel whatever `groups` says, as in TVM's compute) with `attrs` of data `x` by
+/// weight `w` into `out`, when the kernel computes it.
+fn blocked(attrs: &Attrs, x: &[i64], w: &[i64], out: &[i64], depthwise: bool) -> Option<NchwcConv> {
     let &[n, blocks, oh, ow, b] = out else {
         return None;
     };
@@ -182,6 +185,14 @@ fn blocked(attrs: &Attrs, x: &[i64], w: &[i64], out: &[i64]) -> Option<NchwcConv
     };
     let kernel_layout = attr_str(attrs, "kernel_layout").ok()?;
     let (kh, kw) = match *w {
+        [ob, 1, kh, kw, 1, wo]
+            if depthwise
+                && kernel_layout == format!("OIHW1i{b}o")
+                && (ob, wo, bi, blocks * b) == (blocks, b, b, c) =>
+        {
+            (kh, kw)
+        }
+        _ if depthwise => return None,
         [ob, _, kh, kw, wi, wo]
             if kernel_layout == format!("OIHW{bi}i{b}o") && (ob, wi, wo) == (blocks, bi, b) =>
         {
@@ -206,7 +217,10 @@ fn blocked(attrs: &Attrs, x: &[i64], w: &[i64], out: &[i64]) -> Option<NchwcConv
     let size = |v: i64| usize::try_from(v).ok();
     Some(NchwcConv {
         batch: size(n)?,
-        groups: size(attr_int(attrs, "groups").ok()?)?,
+        groups: match depthwise {
+            true => size(c)?,
+            false => size(attr_int(attrs, "groups").ok()?)?,
+        },
         channels: size(c)?,
         in_block: size(bi)?,
         out_channels: size(blocks.checked_mul(b)?)?,

@@ -1101,8 +1101,9 @@ fn is_blocked_conv(params: &str, body: &str) -> bool {
 
 /// Blocked convolutions as `alter_op_layout` writes them and `fuse_ops` groups them — a padded
 /// 3 × 3 with a bias, a residual and `relu`; the NCHW stem, strided, scaled by a constant and
-/// clipped; blocks of 16 with a batch norm's scale and shift; a grouped and dilated one — are
-/// one library call that agrees with the interpreter.
+/// clipped; blocks of 16 with a batch norm's scale and shift; a strided depthwise one with a
+/// bias and `clip`; a grouped and dilated one — are one library call that agrees with the
+/// interpreter.
 #[test]
 fn blocked_convolutions_with_their_epilogues_are_one_library_call() {
     let cases: &[(&str, &str, &[&[i64]])] = &[
@@ -1140,6 +1141,15 @@ fn blocked_convolutions_with_their_epilogues_are_one_library_call() {
             ],
         ),
         (
+            "%p0: Tensor[(1, 2, 7, 9, 8), float32], %p1: Tensor[(2, 1, 3, 3, 1, 8), float32], \
+             %p2: Tensor[(1, 2, 1, 1, 8), float32]",
+            "%0 = nn.contrib_depthwise_conv2d_NCHWc(%p0, %p1, strides=[2, 2], \
+             padding=[1, 1, 1, 1], groups=16, channels=16, kernel_size=[3, 3], \
+             data_layout=\"NCHW8c\", kernel_layout=\"OIHW1i8o\", out_layout=\"NCHW8c\"); \
+             clip(add(%0, %p2), a_min=0f, a_max=6f)",
+            &[&[1, 2, 7, 9, 8], &[2, 1, 3, 3, 1, 8], &[1, 2, 1, 1, 8]],
+        ),
+        (
             "%p0: Tensor[(1, 4, 8, 8, 8), float32], %p1: Tensor[(4, 2, 3, 3, 8, 8), float32]",
             "nn.contrib_conv2d_NCHWc(%p0, %p1, padding=[2, 2, 2, 2], dilation=[2, 2], \
              groups=2, channels=32, kernel_size=[3, 3], data_layout=\"NCHW8c\", \
@@ -1158,16 +1168,17 @@ fn blocked_convolutions_with_their_epilogues_are_one_library_call() {
     }
 }
 
-/// What the blocked kernel does not compute stays a loop nest: a depthwise convolution, blocks
-/// of 4, a bias broadcast along other axes, another operator after the convolution.
+/// What the blocked kernel does not compute stays a loop nest: blocks of 4 (a depthwise and an
+/// ordinary convolution), a bias broadcast along other axes, another operator after
+/// the convolution.
 #[test]
 fn other_blocked_convolutions_stay_loop_nests() {
     let depthwise =
-        "%p0: Tensor[(1, 1, 6, 6, 8), float32], %p1: Tensor[(1, 1, 3, 3, 1, 8), float32]";
+        "%p0: Tensor[(1, 2, 6, 6, 4), float32], %p1: Tensor[(2, 1, 3, 3, 1, 4), float32]";
     assert!(!is_blocked_conv(
         depthwise,
         "nn.contrib_depthwise_conv2d_NCHWc(%p0, %p1, groups=8, channels=8, kernel_size=[3, 3], \
-         data_layout=\"NCHW8c\", kernel_layout=\"OIHW1i8o\", out_layout=\"NCHW8c\")"
+         data_layout=\"NCHW4c\", kernel_layout=\"OIHW1i4o\", out_layout=\"NCHW4c\")"
     ));
     let four = "%p0: Tensor[(1, 2, 6, 6, 4), float32], %p1: Tensor[(2, 2, 1, 1, 4, 4), float32]";
     assert!(!is_blocked_conv(

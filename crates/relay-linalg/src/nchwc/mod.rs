@@ -4,7 +4,9 @@
 //! Data is `[N, C / bi, H, W, bi]` (`bi` the input block: the output block, or 1 for NCHW
 //! data, the stem of a network whose few input channels fill no block), the filter
 //! `[O / B, (C / groups) / bi, KH, KW, bi, B]` (TVM's `OIHW{bi}i{B}o`, MLAS's `OIHWBiBo`, or
-//! `OIHWBo` when `bi` is 1), the result `[N, O / B, OH, OW, B]`; `B` is 8 or 16.
+//! `OIHWBo` when `bi` is 1), the result `[N, O / B, OH, OW, B]`; `B` is 8 or 16. The depthwise
+//! form (one group per channel, [`NchwcConv::is_depthwise`]) takes the filter
+//! `[C / B, 1, KH, KW, 1, B]` (`OIHW1i{B}o`) and has its own row kernel (`depthwise.rs`).
 //!
 //! The work is MLAS's: a call of the tile kernel computes a few output positions of one row
 //! for up to [`FILTER_SET`] output blocks at once, their accumulators in registers, reading
@@ -23,6 +25,7 @@
 //! is read from memory once per unit and from L1 after. Threads take the units one by one
 //! (at least four per thread when the shape has them), so a late core costs its share only.
 
+mod depthwise;
 mod pool;
 #[cfg(test)]
 mod tests;
@@ -138,13 +141,20 @@ impl NchwcConv {
         if !matches!(self.block, 8 | 16) {
             return bad(format!("the output block is {}, not 8 or 16", self.block));
         }
-        if !self.channels.is_multiple_of(self.in_block * self.groups) {
+        if self.is_depthwise() {
+            if !self.channels.is_multiple_of(self.block) {
+                return bad(format!(
+                    "{} channels do not split into blocks of {}",
+                    self.channels, self.block
+                ));
+            }
+        } else if !self.channels.is_multiple_of(self.in_block * self.groups) {
             return bad(format!(
                 "{} input channels do not split into {} groups of blocks of {}",
                 self.channels, self.groups, self.in_block
             ));
         }
-        if !self.out_channels.is_multiple_of(self.block * self.groups) {
+        if !self.is_depthwise() && !self.out_channels.is_multiple_of(self.block * self.groups) {
             return bad(format!(
                 "{} output channels do not split into {} groups of blocks of {}",
                 self.out_channels, self.groups, self.block
@@ -165,6 +175,16 @@ impl NchwcConv {
             return bad(format!("{self:?} has more elements than memory holds"));
         }
         Ok(())
+    }
+
+    /// Whether it is the depthwise form: one group per channel (`groups`, `channels` and
+    /// `out_channels` equal, more than one) over blocked data (`in_block` the block), the
+    /// filter `[C / B, 1, KH, KW, 1, B]` (TVM's `OIHW1i{B}o`).
+    pub fn is_depthwise(&self) -> bool {
+        self.groups > 1
+            && self.groups == self.channels
+            && self.channels == self.out_channels
+            && self.in_block == self.block
     }
 
     /// The multiply-adds of the convolution.
@@ -222,6 +242,11 @@ pub unsafe fn conv_nchwc(
     } else {
         1
     };
+    if p.is_depthwise() {
+        // SAFETY: forwarded.
+        unsafe { depthwise_call(ctx, p, isa, threads, (x, w, y), epilogue) };
+        return Ok(());
+    }
     let plan = Plan::new(p, isa, threads);
     let call = Call {
         x: x as usize,
@@ -245,6 +270,75 @@ pub unsafe fn conv_nchwc(
     }
     Ok(())
 }
+
+/// The depthwise form of [`conv_nchwc`]: units of (batch element, channel block, run of
+/// [`DEPTHWISE_ROWS`] output rows) handed out to the threads one by one.
+///
+/// # Safety
+///
+/// As [`conv_nchwc`]; `p` is depthwise and checked.
+unsafe fn depthwise_call(
+    ctx: Option<&KernelContext>,
+    p: &NchwcConv,
+    isa: Isa,
+    threads: usize,
+    (x, w, y): (*const f32, *const f32, *mut f32),
+    epilogue: Option<&NchwcEpilogue>,
+) {
+    let kernel = tile::depthwise_kernel(isa, p.block);
+    let ([h, wd], [oh_n, ow_n], b) = (p.input, p.output, p.block);
+    let chunks = oh_n.div_ceil(DEPTHWISE_ROWS);
+    let planes = p.batch * p.channels / b;
+    let (xa, wa, ya) = (x as usize, w as usize, y as usize);
+    let run = |u: i64| {
+        let (plane, chunk) = (u as usize / chunks, u as usize % chunks);
+        let cb = plane % (p.channels / b);
+        for oh in chunk * DEPTHWISE_ROWS..((chunk + 1) * DEPTHWISE_ROWS).min(oh_n) {
+            let ih0 = (oh * p.stride[0]) as isize - p.pad[0] as isize;
+            let y_row = (plane * oh_n + oh) * ow_n * b;
+            let row = tile::Row {
+                x: (xa as *const f32).wrapping_add(plane * h * wd * b),
+                x_block: 0,
+                x_row: wd * b,
+                width: wd,
+                w: (wa as *const f32).wrapping_add(cb * p.kernel[0] * p.kernel[1] * b),
+                w_out: 0,
+                w_in: 0,
+                blocks: 1,
+                rows: inside(ih0, p.dilation[0], p.kernel[0], h),
+                ih0,
+                kernel_w: p.kernel[1],
+                dilation: p.dilation,
+                stride_w: p.stride[1],
+                pad_left: p.pad[1],
+                in_block: b,
+                y: (ya as *mut f32).wrapping_add(y_row),
+                y_out: 0,
+                y_offset: y_row,
+                channel0: cb * b,
+                filters: 1,
+                first: true,
+                epilogue,
+            };
+            // SAFETY: the row addresses its plane's data, its block's filter and its row of
+            // the result (the caller's contract); units write disjoint rows.
+            unsafe { kernel(&row, 0, ow_n) };
+        }
+        0
+    };
+    let units = (planes * chunks) as i64;
+    match ctx {
+        Some(ctx) if threads > 1 => {
+            ctx.parallel(units, &run);
+        }
+        _ => (0..units).for_each(|u| {
+            run(u);
+        }),
+    }
+}
+
+/// Output rows per unit of a depthwise convolution.
+const DEPTHWISE_ROWS: usize = 4;
 
 /// The pointers of one call (as addresses, shared by its threads).
 struct Call<'a> {

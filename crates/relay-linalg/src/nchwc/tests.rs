@@ -111,10 +111,12 @@ fn reference(p: &NchwcConv, x: &[f32], w: &[f32]) -> (Vec<f64>, Vec<f64>) {
                                 let (iy, ix) = (iy as usize, ix as usize);
                                 let xi = (((n * p.channels / bi + c / bi) * h + iy) * wd + ix) * bi
                                     + c % bi;
-                                let wi = ((((o / b) * (cg / bi) + ci / bi) * kh + ky) * kw + kx)
-                                    * bi
+                                // A depthwise filter is `OIHW1i{B}o`: one input lane.
+                                let wb = if p.is_depthwise() { 1 } else { bi };
+                                let wi = ((((o / b) * (cg / wb) + ci / wb) * kh + ky) * kw + kx)
+                                    * wb
                                     * b
-                                    + (ci % bi) * b
+                                    + (ci % wb) * b
                                     + o % b;
                                 let t = f64::from(x[xi]) * f64::from(w[wi]);
                                 acc += t;
@@ -184,6 +186,47 @@ fn check(case: &Case, isa: Isa, threads: usize, epilogue: bool) {
 /// The cases, for output blocks of `b` (input blocks of `b` unless 1 or given).
 fn cases(b: usize) -> Vec<Case> {
     vec![
+        // Depthwise (groups = channels): MobileNet's 3×3, strided with asymmetric padding on
+        // an odd size, a dilated 5×5 over a row wider than a tile, several batches.
+        (
+            1,
+            4 * b,
+            b,
+            4 * b,
+            b,
+            4 * b,
+            [14, 14],
+            [3, 3],
+            [1, 1],
+            [1, 1],
+            [1, 1, 1, 1],
+        ),
+        (
+            2,
+            2 * b,
+            b,
+            2 * b,
+            b,
+            2 * b,
+            [9, 11],
+            [3, 3],
+            [2, 2],
+            [1, 1],
+            [0, 1, 1, 0],
+        ),
+        (
+            1,
+            b,
+            b,
+            b,
+            b,
+            b,
+            [7, 23],
+            [5, 5],
+            [1, 1],
+            [2, 2],
+            [4, 4, 4, 4],
+        ),
         // ResNet-50: a 3×3 of the second stage, the 1×1s around it, a strided 1×1.
         (
             1,

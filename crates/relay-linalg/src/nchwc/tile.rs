@@ -85,6 +85,33 @@ pub(super) fn row_kernel(isa: Isa, block: usize) -> RowKernel {
     }
 }
 
+/// The depthwise row kernel of `isa` for blocks of `block` lanes (8 or 16).
+pub(super) fn depthwise_kernel(isa: Isa, block: usize) -> RowKernel {
+    #[cfg(target_arch = "x86_64")]
+    match (isa, block) {
+        (Isa::Avx512, 16) => return x86::depthwise_avx512,
+        (Isa::Avx512 | Isa::Avx2, 8) => return x86::depthwise_avx2_8,
+        (Isa::Avx2, 16) => return x86::depthwise_avx2_16,
+        _ => {}
+    }
+    let _ = isa;
+    if block == 16 {
+        portable_depthwise::<16>
+    } else {
+        portable_depthwise::<8>
+    }
+}
+
+/// The portable depthwise row kernel.
+///
+/// # Safety
+///
+/// As [`RowKernel`].
+unsafe fn portable_depthwise<const B: usize>(row: &Row<'_>, ow0: usize, ow1: usize) {
+    // SAFETY: forwarded.
+    unsafe { super::depthwise::run_row::<[f32; B]>(row, ow0, ow1) }
+}
+
 /// The portable row kernel.
 ///
 /// # Safety
@@ -226,7 +253,7 @@ pub(super) unsafe fn run_row<V: Lanes>(row: &Row<'_>, ow0: usize, ow1: usize) {
 }
 
 /// The columns of `ow0..ow1` whose every tap lies inside the input row.
-fn interior(row: &Row<'_>, ow0: usize, ow1: usize) -> (usize, usize) {
+pub(super) fn interior(row: &Row<'_>, ow0: usize, ow1: usize) -> (usize, usize) {
     let (s, pl) = (row.stride_w, row.pad_left);
     let reach = (row.kernel_w - 1) * row.dilation[1];
     let lo = pl.div_ceil(s);
@@ -427,7 +454,12 @@ unsafe fn lanes<V: Lanes, const F: usize, const R: usize>(
 ///
 /// The operands hold those channels and elements.
 #[inline(always)]
-unsafe fn epilogue<V: Lanes>(e: &NchwcEpilogue, mut v: V, channel: usize, at: usize) -> V {
+pub(super) unsafe fn epilogue<V: Lanes>(
+    e: &NchwcEpilogue,
+    mut v: V,
+    channel: usize,
+    at: usize,
+) -> V {
     // SAFETY: forwarded.
     unsafe {
         for (step, operand) in e.steps.iter().flatten() {
@@ -756,6 +788,40 @@ mod x86 {
     pub(super) unsafe fn row_avx2_16(row: &Row<'_>, ow0: usize, ow1: usize) {
         // SAFETY: forwarded.
         unsafe { run_row::<Y16>(row, ow0, ow1) }
+    }
+
+    /// The depthwise row kernels with AVX2 (blocks of 8 and 16) and AVX-512 (16), as the
+    /// row kernels above.
+    ///
+    /// # Safety
+    ///
+    /// As [`row_avx2_8`].
+    #[target_feature(enable = "avx2,fma")]
+    pub(super) unsafe fn depthwise_avx2_8(row: &Row<'_>, ow0: usize, ow1: usize) {
+        // SAFETY: forwarded.
+        unsafe { crate::nchwc::depthwise::run_row::<Y8>(row, ow0, ow1) }
+    }
+
+    /// See [`depthwise_avx2_8`].
+    ///
+    /// # Safety
+    ///
+    /// As [`row_avx2_8`].
+    #[target_feature(enable = "avx2,fma")]
+    pub(super) unsafe fn depthwise_avx2_16(row: &Row<'_>, ow0: usize, ow1: usize) {
+        // SAFETY: forwarded.
+        unsafe { crate::nchwc::depthwise::run_row::<Y16>(row, ow0, ow1) }
+    }
+
+    /// See [`depthwise_avx2_8`].
+    ///
+    /// # Safety
+    ///
+    /// As [`row_avx512`].
+    #[target_feature(enable = "avx512f,avx2,fma")]
+    pub(super) unsafe fn depthwise_avx512(row: &Row<'_>, ow0: usize, ow1: usize) {
+        // SAFETY: forwarded.
+        unsafe { crate::nchwc::depthwise::run_row::<Z16>(row, ow0, ow1) }
     }
 
     /// The row kernel with AVX-512 and blocks of 16.
