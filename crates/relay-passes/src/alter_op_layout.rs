@@ -3,9 +3,9 @@
 //! `block` (8 for AVX2, 16 for AVX-512; `-1`: the compiler sets it from the kernel library's
 //! instruction set), so that the kernels read and write whole vectors of channels.
 //!
-//! Off by default (`block = 0`): measured on a Zen 3 core with AVX2, the blocked kernels do not
-//! yet beat the NCHW GEMM over an implicit im2col (ResNet-50 is slower blocked), so the pass is
-//! opted into with `[passes.alter_op_layout] block = -1` (the kernel library's block) or `8`.
+//! On by default (`block = -1`, the kernel library's block); `block = 0` keeps every
+//! convolution NCHW. Measured on a Zen 3 core with AVX2, ResNet-50 and MobileNetV2 run faster
+//! blocked than in NCHW (`docs/design.md` §8.3.1).
 //!
 //! - `nn.conv2d` (`float32`, NCHW/OIHW, static shapes, one group, `B` dividing its output
 //!   channels) becomes `nn.contrib_conv2d_NCHWc` with data `NCHW{B}c` (`NCHW` when its input
@@ -43,11 +43,10 @@ pub struct AlterOpLayout;
 
 static OPTIONS: &[PassOption] = &[PassOption {
     name: "block",
-    default: OptionValue::Int(0),
+    default: OptionValue::Int(-1),
     min: -1,
-    doc: "the channel block of the NCHW{B}c layout: 8 (AVX2), 16 (AVX-512), -1 the kernel \
-          library's (the compiler's instruction set; 8 without one), 0 no blocking (the default \
-          while the blocked kernels are slower than the NCHW ones on AVX2)",
+    doc: "the channel block of the NCHW{B}c layout: 8 (AVX2), 16 (AVX-512), -1 (the default) \
+          the kernel library's (the compiler's instruction set; 8 without one), 0 no blocking",
 }];
 
 /// The block `-1` stands for where no compiler says which instruction set runs the kernels.

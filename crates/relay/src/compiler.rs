@@ -170,16 +170,27 @@ impl Compiler {
 
 /// Gives `alter_op_layout` the channel block of the kernel library's instruction set (16
 /// lanes with AVX-512, 8 otherwise: `RELAYC_ISA` picks another) where the pipeline asks for it
-/// with `block = -1`.
+/// with `block = -1`, or sets no block (the option's default is `-1`).
 fn set_block(pipeline: &mut PipelineConfig) {
     let block = match relay_linalg::Ops::process_default().isa {
         relay_linalg::Isa::Avx512 => 16,
         _ => 8,
     };
+    let mut set = false;
     for o in &mut pipeline.options {
-        if (o.pass, o.option, o.value) == ("alter_op_layout", "block", OptionValue::Int(-1)) {
-            o.value = OptionValue::Int(block);
+        if (o.pass, o.option) == ("alter_op_layout", "block") {
+            set = true;
+            if o.value == OptionValue::Int(-1) {
+                o.value = OptionValue::Int(block);
+            }
         }
+    }
+    if !set {
+        pipeline.options.push(relay_passes::config::OptionSetting {
+            pass: "alter_op_layout",
+            option: "block",
+            value: OptionValue::Int(block),
+        });
     }
 }
 

@@ -65,11 +65,11 @@ unsafe fn tile<V: Lanes, const R: usize, const CHECKED: bool>(row: &Row<'_>, ow:
                 }
             }
         }
-        for (r, a) in acc.into_iter().enumerate() {
-            let a = match row.epilogue {
-                Some(e) => epilogue(e, a, row.channel0, row.y_offset + (ow + r) * b),
-                None => a,
-            };
+        let mut acc = [acc];
+        if let Some(e) = row.epilogue {
+            epilogue(e, &mut acc, row, ow, 0);
+        }
+        for (r, a) in acc[0].into_iter().enumerate() {
             a.store(row.y.add((ow + r) * b));
         }
     }

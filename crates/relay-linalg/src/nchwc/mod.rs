@@ -254,21 +254,26 @@ pub unsafe fn conv_nchwc(
         y: y as usize,
         epilogue,
     };
-    let units = plan.units();
     let run = |u: i64| {
         // SAFETY: the units write disjoint rows of `y` (forwarded contract).
         unsafe { plan.unit(&call, u as usize) };
         0
     };
+    spread(ctx.filter(|_| threads > 1), plan.units(), &run);
+    Ok(())
+}
+
+/// Runs units `0..units` of a call, handed out one by one to the threads of `ctx` (on the
+/// calling thread without one).
+fn spread(ctx: Option<&KernelContext>, units: usize, run: &(dyn Fn(i64) -> i32 + Sync)) {
     match ctx {
-        Some(ctx) if threads > 1 => {
-            ctx.parallel(units as i64, &run);
+        Some(ctx) => {
+            ctx.parallel(units as i64, run);
         }
-        _ => (0..units as i64).for_each(|u| {
+        None => (0..units as i64).for_each(|u| {
             run(u);
         }),
     }
-    Ok(())
 }
 
 /// The depthwise form of [`conv_nchwc`]: units of (batch element, channel block, run of
@@ -326,15 +331,7 @@ unsafe fn depthwise_call(
         }
         0
     };
-    let units = (planes * chunks) as i64;
-    match ctx {
-        Some(ctx) if threads > 1 => {
-            ctx.parallel(units, &run);
-        }
-        _ => (0..units).for_each(|u| {
-            run(u);
-        }),
-    }
+    spread(ctx.filter(|_| threads > 1), planes * chunks, &run);
 }
 
 /// Output rows per unit of a depthwise convolution.

@@ -127,14 +127,11 @@ pub unsafe fn pool_nchwc(
         }
         0
     };
-    match ctx {
-        Some(ctx) if ctx.threads() > 1 && taps >= PARALLEL_TAPS => {
-            ctx.parallel(units as i64, &run);
-        }
-        _ => (0..units as i64).for_each(|u| {
-            run(u);
-        }),
-    }
+    super::spread(
+        ctx.filter(|c| c.threads() > 1 && taps >= PARALLEL_TAPS),
+        units,
+        &run,
+    );
     Ok(())
 }
 

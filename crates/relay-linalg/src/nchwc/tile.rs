@@ -342,12 +342,7 @@ unsafe fn tile<V: Lanes, const F: usize, const R: usize, const CHECKED: bool>(
             _ => taps::<V, F, R, CHECKED, ANY_BLOCK>(&mut acc, row, ow, f0),
         }
         if let Some(e) = row.epilogue {
-            for (f, acc) in acc.iter_mut().enumerate() {
-                for (r, a) in acc.iter_mut().enumerate() {
-                    let at = row.y_offset + (f0 + f) * row.y_out + (ow + r) * b;
-                    *a = epilogue(e, *a, row.channel0 + (f0 + f) * b, at);
-                }
-            }
+            epilogue(e, &mut acc, row, ow, f0);
         }
         for (f, acc) in acc.iter().enumerate() {
             for (r, a) in acc.iter().enumerate() {
@@ -448,37 +443,59 @@ unsafe fn lanes<V: Lanes, const F: usize, const R: usize>(
     }
 }
 
-/// `v` (channels from `channel`, result elements from `at`) through the epilogue.
+/// The accumulators of the tile at column `ow` (output blocks from `f0` of the row) through
+/// the epilogue, step by step: a per-channel operand is loaded once per block and applied to
+/// the block's positions, a full one once per accumulator; then the clamps.
 ///
 /// # Safety
 ///
-/// The operands hold those channels and elements.
+/// The operands hold the row's channels and result elements.
 #[inline(always)]
-pub(super) unsafe fn epilogue<V: Lanes>(
+pub(super) unsafe fn epilogue<V: Lanes, const F: usize, const R: usize>(
     e: &NchwcEpilogue,
-    mut v: V,
-    channel: usize,
-    at: usize,
-) -> V {
+    acc: &mut [[V; R]; F],
+    row: &Row<'_>,
+    ow: usize,
+    f0: usize,
+) {
+    let b = V::B;
+    let at = |f: usize, r: usize| row.y_offset + (f0 + f) * row.y_out + (ow + r) * b;
     // SAFETY: forwarded.
     unsafe {
-        for (step, operand) in e.steps.iter().flatten() {
-            let o = match *operand {
-                StepOperand::Channel(p) => V::load(p.add(channel)),
-                StepOperand::Full(p) => V::load(p.add(at)),
+        for &(step, operand) in e.steps.iter().flatten() {
+            let apply = |a: V, o: V| match step {
+                Step::Mul => V::mul(a, o),
+                Step::Add => V::add(a, o),
             };
-            v = match step {
-                Step::Mul => V::mul(v, o),
-                Step::Add => V::add(v, o),
-            };
+            for (f, acc) in acc.iter_mut().enumerate() {
+                match operand {
+                    StepOperand::Channel(p) => {
+                        let o = V::load(p.add(row.channel0 + (f0 + f) * b));
+                        acc.iter_mut().for_each(|a| *a = apply(*a, o));
+                    }
+                    StepOperand::Full(p) => {
+                        for (r, a) in acc.iter_mut().enumerate() {
+                            *a = apply(*a, V::load(p.add(at(f, r))));
+                        }
+                    }
+                }
+            }
         }
+        let all = acc.as_flattened_mut();
         if let Some(hi) = e.upper {
-            v = V::min(V::set(hi), v);
+            let hi = V::set(hi);
+            all.iter_mut().for_each(|a| *a = V::min(hi, *a));
         }
         match e.lower {
-            Lower::None => v,
-            Lower::Relu(lo) => V::max(v, V::set(lo)),
-            Lower::Clip(lo) => V::max(V::set(lo), v),
+            Lower::None => {}
+            Lower::Relu(lo) => {
+                let lo = V::set(lo);
+                all.iter_mut().for_each(|a| *a = V::max(*a, lo));
+            }
+            Lower::Clip(lo) => {
+                let lo = V::set(lo);
+                all.iter_mut().for_each(|a| *a = V::max(lo, *a));
+            }
         }
     }
 }
