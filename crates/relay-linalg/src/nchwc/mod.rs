@@ -25,6 +25,29 @@
 //! is read from memory once per unit and from L1 after. Threads take the units one by one
 //! (at least four per thread when the shape has them), so a late core costs its share only.
 
+/// The body of a function returning the kernel of instruction set `$isa` for blocks of
+/// `$block` lanes: `$avx512` (AVX-512, 16), `$avx2_8` (AVX2, or AVX-512 running a program
+/// blocked for AVX2, 8), `$avx2_16` (AVX2, 16), else the portable `$portable::<8>` or
+/// `$portable::<16>`.
+macro_rules! by_isa {
+    ($isa:expr, $block:expr, $avx512:path, $avx2_8:path, $avx2_16:path, $portable:ident) => {{
+        let (isa, block): (crate::isa::Isa, usize) = ($isa, $block);
+        #[cfg(target_arch = "x86_64")]
+        match (isa, block) {
+            (crate::isa::Isa::Avx512, 16) => return $avx512,
+            (crate::isa::Isa::Avx512 | crate::isa::Isa::Avx2, 8) => return $avx2_8,
+            (crate::isa::Isa::Avx2, 16) => return $avx2_16,
+            _ => {}
+        }
+        let _ = isa;
+        if block == 16 {
+            $portable::<16>
+        } else {
+            $portable::<8>
+        }
+    }};
+}
+
 mod depthwise;
 mod pool;
 #[cfg(test)]

@@ -140,15 +140,14 @@ type RowKernel = unsafe fn(&NchwcPool, *const f32, *mut f32, usize);
 
 /// The row kernel of `isa` for blocks of `block` lanes.
 fn row_kernel(isa: Isa, block: usize) -> RowKernel {
-    #[cfg(target_arch = "x86_64")]
-    match (isa, block) {
-        (Isa::Avx512, 16) => return x86::row_avx512,
-        (Isa::Avx512 | Isa::Avx2, 8) => return x86::row_avx2_8,
-        (Isa::Avx2, 16) => return x86::row_avx2_16,
-        _ => {}
-    }
-    let _ = isa;
-    if block == 16 { row::<16> } else { row::<8> }
+    by_isa!(
+        isa,
+        block,
+        x86::row_avx512,
+        x86::row_avx2_8,
+        x86::row_avx2_16,
+        row
+    )
 }
 
 /// Output row `r` of one plane, `B` lanes per position, in the caller's instruction set.

@@ -70,36 +70,26 @@ pub(super) type RowKernel = unsafe fn(&Row<'_>, usize, usize);
 
 /// The row kernel of `isa` for output blocks of `block` lanes (8 or 16).
 pub(super) fn row_kernel(isa: Isa, block: usize) -> RowKernel {
-    #[cfg(target_arch = "x86_64")]
-    match (isa, block) {
-        (Isa::Avx512, 16) => return x86::row_avx512,
-        (Isa::Avx512 | Isa::Avx2, 8) => return x86::row_avx2_8,
-        (Isa::Avx2, 16) => return x86::row_avx2_16,
-        _ => {}
-    }
-    let _ = isa;
-    if block == 16 {
-        portable_row::<16>
-    } else {
-        portable_row::<8>
-    }
+    by_isa!(
+        isa,
+        block,
+        x86::row_avx512,
+        x86::row_avx2_8,
+        x86::row_avx2_16,
+        portable_row
+    )
 }
 
 /// The depthwise row kernel of `isa` for blocks of `block` lanes (8 or 16).
 pub(super) fn depthwise_kernel(isa: Isa, block: usize) -> RowKernel {
-    #[cfg(target_arch = "x86_64")]
-    match (isa, block) {
-        (Isa::Avx512, 16) => return x86::depthwise_avx512,
-        (Isa::Avx512 | Isa::Avx2, 8) => return x86::depthwise_avx2_8,
-        (Isa::Avx2, 16) => return x86::depthwise_avx2_16,
-        _ => {}
-    }
-    let _ = isa;
-    if block == 16 {
-        portable_depthwise::<16>
-    } else {
-        portable_depthwise::<8>
-    }
+    by_isa!(
+        isa,
+        block,
+        x86::depthwise_avx512,
+        x86::depthwise_avx2_8,
+        x86::depthwise_avx2_16,
+        portable_depthwise
+    )
 }
 
 /// The portable depthwise row kernel.
@@ -459,23 +449,23 @@ pub(super) unsafe fn epilogue<V: Lanes, const F: usize, const R: usize>(
     f0: usize,
 ) {
     let b = V::B;
-    let at = |f: usize, r: usize| row.y_offset + (f0 + f) * row.y_out + (ow + r) * b;
+    // No closures here: a closure does not take the caller's `target_feature`, and the
+    // vector operations in it could stay calls.
     // SAFETY: forwarded.
     unsafe {
         for &(step, operand) in e.steps.iter().flatten() {
-            let apply = |a: V, o: V| match step {
-                Step::Mul => V::mul(a, o),
-                Step::Add => V::add(a, o),
-            };
             for (f, acc) in acc.iter_mut().enumerate() {
                 match operand {
                     StepOperand::Channel(p) => {
                         let o = V::load(p.add(row.channel0 + (f0 + f) * b));
-                        acc.iter_mut().for_each(|a| *a = apply(*a, o));
+                        for a in acc.iter_mut() {
+                            *a = combine(step, *a, o);
+                        }
                     }
                     StepOperand::Full(p) => {
                         for (r, a) in acc.iter_mut().enumerate() {
-                            *a = apply(*a, V::load(p.add(at(f, r))));
+                            let at = row.y_offset + (f0 + f) * row.y_out + (ow + r) * b;
+                            *a = combine(step, *a, V::load(p.add(at)));
                         }
                     }
                 }
@@ -484,18 +474,40 @@ pub(super) unsafe fn epilogue<V: Lanes, const F: usize, const R: usize>(
         let all = acc.as_flattened_mut();
         if let Some(hi) = e.upper {
             let hi = V::set(hi);
-            all.iter_mut().for_each(|a| *a = V::min(hi, *a));
+            for a in all.iter_mut() {
+                *a = V::min(hi, *a);
+            }
         }
         match e.lower {
             Lower::None => {}
             Lower::Relu(lo) => {
                 let lo = V::set(lo);
-                all.iter_mut().for_each(|a| *a = V::max(*a, lo));
+                for a in all.iter_mut() {
+                    *a = V::max(*a, lo);
+                }
             }
             Lower::Clip(lo) => {
                 let lo = V::set(lo);
-                all.iter_mut().for_each(|a| *a = V::max(lo, *a));
+                for a in all.iter_mut() {
+                    *a = V::max(lo, *a);
+                }
             }
+        }
+    }
+}
+
+/// `a · o` or `a + o`: an epilogue step.
+///
+/// # Safety
+///
+/// The caller has the vector type's instruction set.
+#[inline(always)]
+unsafe fn combine<V: Lanes>(step: Step, a: V, o: V) -> V {
+    // SAFETY: forwarded.
+    unsafe {
+        match step {
+            Step::Mul => V::mul(a, o),
+            Step::Add => V::add(a, o),
         }
     }
 }
