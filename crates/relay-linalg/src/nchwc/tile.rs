@@ -614,7 +614,7 @@ mod x86 {
         mul: Y8(_mm256_mul_ps(a.0, b.0)),
         min: Y8(_mm256_min_ps(a.0, b.0)),
         max: Y8(_mm256_max_ps(a.0, b.0)),
-        block: block_y8 => R == 3 && F <= 4,
+        block: block_y8 => R <= 3 && F <= 4,
     });
 
     lanes!(Y16, 16, 1, 4, |p, v, a, b, c| {
@@ -649,101 +649,69 @@ mod x86 {
         max: Z16(_mm512_max_ps(a.0, b.0)),
     });
 
-    /// The broadcasts of lane `$l`: the three positions' inputs.
+    /// The broadcasts of lane `$l`: each position's input (positions `$r`).
     macro_rules! broadcasts {
-        ($l:literal) => {
-            concat!(
-                "vbroadcastss {x0}, dword ptr [{p0} + 4*",
-                $l,
-                "]\n",
-                "vbroadcastss {x1}, dword ptr [{p1} + 4*",
-                $l,
-                "]\n",
-                "vbroadcastss {x2}, dword ptr [{p2} + 4*",
-                $l,
-                "]\n",
-            )
+        ($l:literal, [$($r:literal),*]) => {
+            concat!($("vbroadcastss {x", $r, "}, dword ptr [{p", $r, "} + 4*", $l, "]\n",)*)
         };
     }
 
-    /// Lane `$l` of one output block (its filter row at `$w`) into its three accumulators.
+    /// Lane `$l` of output block `$f` (its filter row at `$w`) into its accumulators, one per
+    /// position `$r`.
     macro_rules! filter_row {
-        ($l:literal, $w:literal, $a0:literal, $a1:literal, $a2:literal) => {
+        ($l:literal, $w:literal, $f:literal, [$($r:literal),*]) => {
             concat!(
                 "vmovups {t}, ymmword ptr [",
                 $w,
                 " + 32*",
                 $l,
                 "]\n",
-                "vfmadd231ps {",
-                $a0,
-                "}, {x0}, {t}\n",
-                "vfmadd231ps {",
-                $a1,
-                "}, {x1}, {t}\n",
-                "vfmadd231ps {",
-                $a2,
-                "}, {x2}, {t}\n",
+                $("vfmadd231ps {a", $f, $r, "}, {x", $r, "}, {t}\n",)*
             )
         };
     }
 
-    /// Lane `$l` of a tile of 1 to 4 output blocks × 3 positions.
+    /// Lane `$l` of a tile of 1 to 4 output blocks × the positions `$rs`.
     macro_rules! lane {
-        ($l:literal, 1) => {
-            concat!(
-                broadcasts!($l),
-                filter_row!($l, "{w0}", "a00", "a01", "a02")
-            )
+        ($l:literal, 1, $rs:tt) => {
+            concat!(broadcasts!($l, $rs), filter_row!($l, "{w0}", 0, $rs))
         };
-        ($l:literal, 2) => {
-            concat!(
-                lane!($l, 1),
-                filter_row!($l, "{w0} + {o}", "a10", "a11", "a12")
-            )
+        ($l:literal, 2, $rs:tt) => {
+            concat!(lane!($l, 1, $rs), filter_row!($l, "{w0} + {o}", 1, $rs))
         };
-        ($l:literal, 3) => {
-            concat!(
-                lane!($l, 2),
-                filter_row!($l, "{w0} + 2*{o}", "a20", "a21", "a22")
-            )
+        ($l:literal, 3, $rs:tt) => {
+            concat!(lane!($l, 2, $rs), filter_row!($l, "{w0} + 2*{o}", 2, $rs))
         };
-        ($l:literal, 4) => {
-            concat!(lane!($l, 3), filter_row!($l, "{w3}", "a30", "a31", "a32"))
+        ($l:literal, 4, $rs:tt) => {
+            concat!(lane!($l, 3, $rs), filter_row!($l, "{w3}", 3, $rs))
         };
     }
 
-    /// The 8 lanes of a tile of `$f` output blocks × 3 positions.
-    macro_rules! eight_lanes {
-        ($f:tt) => {
-            concat!(
-                lane!(0, $f),
-                lane!(1, $f),
-                lane!(2, $f),
-                lane!(3, $f),
-                lane!(4, $f),
-                lane!(5, $f),
-                lane!(6, $f),
-                lane!(7, $f),
-            )
-        };
-    }
-
-    /// The lanes of one tap (`$n`: 8, or 1) of a tile of `$f` output blocks × 3 positions.
+    /// The lanes of one tap (`$n`: 8, or 1) of a tile of `$f` output blocks × the positions
+    /// `$rs`.
     macro_rules! lanes_of {
-        (8, $f:tt) => {
-            eight_lanes!($f)
+        (8, $f:tt, $rs:tt) => {
+            concat!(
+                lane!(0, $f, $rs),
+                lane!(1, $f, $rs),
+                lane!(2, $f, $rs),
+                lane!(3, $f, $rs),
+                lane!(4, $f, $rs),
+                lane!(5, $f, $rs),
+                lane!(6, $f, $rs),
+                lane!(7, $f, $rs),
+            )
         };
-        (1, $f:tt) => {
-            lane!(0, $f)
+        (1, $f:tt, $rs:tt) => {
+            lane!(0, $f, $rs)
         };
     }
 
-    /// The 8 lanes (or the one lane: `ONE`) of one tap into the AVX2 tile of `F` (1 to 4) output blocks × 3
-    /// positions, scheduled by hand: the registers hold the accumulators, 3 broadcasts and a
-    /// filter row (all 16 `ymm` for 4 blocks), which the compiler, given the same loop as
-    /// intrinsics, spills when it unrolls the lanes, and keeps in memory across taps when it
-    /// does not.
+    /// The 8 lanes (or the one lane: `ONE`) of one tap into the AVX2 tile of `F` (1 to 4)
+    /// output blocks × `R` (1 to 3) positions, scheduled by hand: the registers hold the
+    /// accumulators, a broadcast per position and a filter row (all 16 `ymm` for 4 blocks × 3
+    /// positions), which the compiler, given the same loop as intrinsics, spills when it
+    /// unrolls the lanes, and keeps in memory across taps when it does not.
     ///
     /// # Safety
     ///
@@ -755,45 +723,85 @@ mod x86 {
         xs: [*const f32; R],
         (w, w_out): (*const f32, usize),
     ) {
-        assert!(R == 3, "the AVX2 sequences are for tiles of 3 positions");
+        assert!(
+            R <= 3 && F <= 4,
+            "the AVX2 sequences are for tiles of up to 4 × 3"
+        );
         let a = acc.as_flattened_mut();
         let o = w_out * 4;
-        // SAFETY: the tile reads the caller's inputs (3 positions, 8 lanes each)
-        // and filter rows (`F` blocks `w_out` apart, 8 × 8 each); the registers are operands.
+        // SAFETY: the tile reads the caller's inputs (`R` positions, 8 lanes each) and filter
+        // rows (`F` blocks `w_out` apart, 8 × 8 each); the registers are operands.
         unsafe {
             macro_rules! run {
-                ($n:tt, $f:tt, $($name:ident = $i:literal),* $(; $($more:tt)*)?) => {
+                ($n:tt, $f:tt, $rs:tt, [$($p:ident = $pi:literal),*], [$($x:ident),*],
+                    $($name:ident = $i:literal),* $(; $($more:tt)*)?) => {
                     std::arch::asm!(
-                        lanes_of!($n, $f),
-                        p0 = in(reg) xs[0],
-                        p1 = in(reg) xs[1],
-                        p2 = in(reg) xs[2],
+                        lanes_of!($n, $f, $rs),
+                        $($p = in(reg) xs[$pi],)*
                         w0 = in(reg) w,
                         $($($more)*,)?
-                        x0 = out(ymm_reg) _,
-                        x1 = out(ymm_reg) _,
-                        x2 = out(ymm_reg) _,
+                        $($x = out(ymm_reg) _,)*
                         t = out(ymm_reg) _,
                         $($name = inout(ymm_reg) a[$i].0,)*
                         options(nostack, pure, readonly),
                     )
                 };
             }
+            // The accumulators of blocks 0 to 3 (`[$a0]` ... `[$a3]`: names and indices).
             macro_rules! by_filters {
-                ($n:tt) => {
+                ($n:tt, $rs:tt, $ps:tt, $xs:tt, [$($a0:tt)*], [$($a1:tt)*], [$($a2:tt)*],
+                    [$($a3:tt)*]) => {
                     match F {
-                        1 => run!($n, 1, a00 = 0, a01 = 1, a02 = 2),
-                        2 => run!($n, 2, a00 = 0, a01 = 1, a02 = 2, a10 = 3, a11 = 4, a12 = 5;
+                        1 => run!($n, 1, $rs, $ps, $xs, $($a0)*),
+                        2 => run!($n, 2, $rs, $ps, $xs, $($a0)*, $($a1)*; o = in(reg) o),
+                        3 => run!($n, 3, $rs, $ps, $xs, $($a0)*, $($a1)*, $($a2)*;
                             o = in(reg) o),
-                        3 => run!($n, 3, a00 = 0, a01 = 1, a02 = 2, a10 = 3, a11 = 4, a12 = 5,
-                            a20 = 6, a21 = 7, a22 = 8; o = in(reg) o),
-                        _ => run!($n, 4, a00 = 0, a01 = 1, a02 = 2, a10 = 3, a11 = 4, a12 = 5,
-                            a20 = 6, a21 = 7, a22 = 8, a30 = 9, a31 = 10, a32 = 11;
+                        _ => run!($n, 4, $rs, $ps, $xs, $($a0)*, $($a1)*, $($a2)*, $($a3)*;
                             o = in(reg) o, w3 = in(reg) w.add(3 * w_out)),
                     }
                 };
             }
-            if ONE { by_filters!(1) } else { by_filters!(8) }
+            macro_rules! by_positions {
+                ($n:tt) => {
+                    match R {
+                        1 => by_filters!(
+                            $n,
+                            [0],
+                            [p0 = 0],
+                            [x0],
+                            [a00 = 0],
+                            [a10 = 1],
+                            [a20 = 2],
+                            [a30 = 3]
+                        ),
+                        2 => by_filters!(
+                            $n,
+                            [0, 1],
+                            [p0 = 0, p1 = 1],
+                            [x0, x1],
+                            [a00 = 0, a01 = 1],
+                            [a10 = 2, a11 = 3],
+                            [a20 = 4, a21 = 5],
+                            [a30 = 6, a31 = 7]
+                        ),
+                        _ => by_filters!(
+                            $n,
+                            [0, 1, 2],
+                            [p0 = 0, p1 = 1, p2 = 2],
+                            [x0, x1, x2],
+                            [a00 = 0, a01 = 1, a02 = 2],
+                            [a10 = 3, a11 = 4, a12 = 5],
+                            [a20 = 6, a21 = 7, a22 = 8],
+                            [a30 = 9, a31 = 10, a32 = 11]
+                        ),
+                    }
+                };
+            }
+            if ONE {
+                by_positions!(1)
+            } else {
+                by_positions!(8)
+            }
         }
     }
 
