@@ -68,14 +68,15 @@ pub const MAX_STEPS: usize = 4;
 const PARALLEL_WORK: usize = 1 << 18;
 
 /// The bytes of a unit's results, at most: they stay in L2 between batches of input blocks,
-/// while each batch's filter slice stays in L1 across the unit's rows.
+/// with the batch's filter slice, across the unit's rows.
 const UNIT_BYTES: usize = 128 << 10;
 
 /// The row length a flattened 1 × 1 convolution is cut into.
-const FLAT_ROW: usize = 64;
+const FLAT_ROW: usize = 48;
 
-/// The multiply-adds per accumulator of one batch of input blocks, about.
-const BATCH_MACS: usize = 128;
+/// The multiply-adds per accumulator of one batch of input blocks, about: fewer batches
+/// write and read the partial sums fewer times, and a batch's filter slice stays in L2.
+const BATCH_MACS: usize = 1024;
 
 /// The shape of a blocked convolution.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -337,6 +337,21 @@ fn cases(b: usize) -> Vec<Case> {
             [1, 1],
             [1, 1, 1, 1],
         ),
+        // Deep: several input batches of a 1×1 (the pointwise sequence over a batch's
+        // blocks, then the next batch added to its partial sums), two filter blocks.
+        (
+            1,
+            130 * b,
+            b,
+            2 * b,
+            b,
+            1,
+            [3, 7],
+            [1, 1],
+            [1, 1],
+            [1, 1],
+            [0; 4],
+        ),
         // A row with no interior column, and one with no valid kernel row at all.
         (
             1,

@@ -148,15 +148,39 @@ pub(super) trait Lanes: Copy {
     /// All `B` lanes of one tap into a tile of `F` blocks × `R` positions, as [`lanes`] with
     /// `bi == B`, or the one lane of a tap with `bi == 1` (`ONE`: data in NCHW), for the tiles
     /// of [`Lanes::has_block`] (a dedicated sequence).
+    ///
+    /// `steps` taps in all: after each, the inputs move `steps.x` elements and the filter
+    /// rows `steps.w`.
     #[inline(always)]
     unsafe fn block<const F: usize, const R: usize, const ONE: bool>(
         acc: &mut [[Self; R]; F],
         xs: [*const f32; R],
-        w: (*const f32, usize),
+        (w, w_out): (*const f32, usize),
+        steps: Steps,
     ) {
-        // SAFETY: forwarded.
-        unsafe { lanes(acc, xs, w, if ONE { 1 } else { Self::B }) }
+        // SAFETY: forwarded: every step's inputs and filter rows are readable.
+        unsafe {
+            for i in 0..steps.n {
+                let xs = xs.map(|x| x.wrapping_add(i * steps.x));
+                let w = w.add(i * steps.w);
+                lanes(acc, xs, (w, w_out), if ONE { 1 } else { Self::B });
+            }
+        }
     }
+}
+
+/// Taps of [`Lanes::block`] in one call: `n` of them, the inputs `x` and the filter rows `w`
+/// elements further at each.
+#[derive(Clone, Copy)]
+pub(super) struct Steps {
+    pub n: usize,
+    pub x: usize,
+    pub w: usize,
+}
+
+impl Steps {
+    /// One tap.
+    const ONE: Steps = Steps { n: 1, x: 0, w: 0 };
 }
 
 impl<const B: usize> Lanes for [f32; B] {
@@ -368,10 +392,25 @@ unsafe fn taps<V: Lanes, const F: usize, const R: usize, const CHECKED: bool, co
     let (b, bi) = (V::B, row.in_block);
     let kw = row.kernel_w;
     let (s, pl) = (row.stride_w as isize, row.pad_left as isize);
+    // An interior tile of a 1 × 1 kernel by a sequence takes every input block of the batch
+    // in one call (the blocks' inputs `x_block` and filters `w_in` apart), MLAS's pointwise
+    // kernel; the others one tap at a time (for larger kernels, the taps of one block in a
+    // row read one plane, where a call across the blocks would hop between them).
+    let pointwise = kw == 1 && row.rows.1 - row.rows.0 == 1;
+    let (blocks, steps) = if pointwise && !CHECKED && PATH != ANY_BLOCK {
+        let steps = Steps {
+            n: row.blocks,
+            x: row.x_block,
+            w: row.w_in,
+        };
+        (1, steps)
+    } else {
+        (row.blocks, Steps::ONE)
+    };
     // SAFETY: forwarded; a checked tile's positions outside the data read `ZEROS` (it has
     // `bi` lanes: `run_row`) or, alone, skip the tap.
     unsafe {
-        for block in 0..row.blocks {
+        for block in 0..blocks {
             let x = row.x.add(block * row.x_block);
             let w = row.w.add(f0 * row.w_out + block * row.w_in);
             for kh in row.rows.0..row.rows.1 {
@@ -396,8 +435,8 @@ unsafe fn taps<V: Lanes, const F: usize, const R: usize, const CHECKED: bool, co
                     });
                     let w = (w.add(kx * bi * b), row.w_out);
                     match PATH {
-                        WHOLE_BLOCK => V::block::<F, R, false>(acc, xs, w),
-                        ONE_LANE => V::block::<F, R, true>(acc, xs, w),
+                        WHOLE_BLOCK => V::block::<F, R, false>(acc, xs, w, steps),
+                        ONE_LANE => V::block::<F, R, true>(acc, xs, w, steps),
                         _ => lanes(acc, xs, w, bi),
                     }
                 }
@@ -516,7 +555,7 @@ unsafe fn combine<V: Lanes>(step: Step, a: V, o: V) -> V {
 mod x86 {
     use std::arch::x86_64::*;
 
-    use super::{Lanes, Row, run_row};
+    use super::{Lanes, Row, Steps, run_row};
 
     /// 8 lanes in a `ymm` register.
     #[derive(Clone, Copy)]
@@ -595,8 +634,9 @@ mod x86 {
                     acc: &mut [[Self; R]; F],
                     xs: [*const f32; R],
                     w: (*const f32, usize),
+                    steps: Steps,
                 ) {
-                    unsafe { $block::<F, R, ONE>(acc, xs, w) }
+                    unsafe { $block::<F, R, ONE>(acc, xs, w, steps) }
                 }
                 )?
             }
@@ -722,24 +762,53 @@ mod x86 {
         acc: &mut [[Y8; R]; F],
         xs: [*const f32; R],
         (w, w_out): (*const f32, usize),
+        steps: Steps,
     ) {
         assert!(
             R <= 3 && F <= 4,
             "the AVX2 sequences are for tiles of up to 4 × 3"
         );
+        if steps.n == 0 {
+            return;
+        }
         let a = acc.as_flattened_mut();
         let o = w_out * 4;
+        let (x_step, w_step) = (steps.x * 4, steps.w * 4);
         // SAFETY: the tile reads the caller's inputs (`R` positions, 8 lanes each) and filter
         // rows (`F` blocks `w_out` apart, 8 × 8 each); the registers are operands.
         unsafe {
             macro_rules! run {
-                ($n:tt, $f:tt, $rs:tt, [$($p:ident = $pi:literal),*], [$($x:ident),*],
-                    $($name:ident = $i:literal),* $(; $($more:tt)*)?) => {
+                (once, $n:tt, $f:tt, $rs:tt, [$($p:ident = $pi:literal),*], [$($x:ident),*],
+                    [$($name:ident = $i:literal),*], [$($o:ident)?], [$($w3:ident)?]) => {
                     std::arch::asm!(
                         lanes_of!($n, $f, $rs),
                         $($p = in(reg) xs[$pi],)*
                         w0 = in(reg) w,
-                        $($($more)*,)?
+                        $($w3 = in(reg) w.add(3 * w_out),)?
+                        $(o = in(reg) $o,)?
+                        $($x = out(ymm_reg) _,)*
+                        t = out(ymm_reg) _,
+                        $($name = inout(ymm_reg) a[$i].0,)*
+                        options(nostack, pure, readonly),
+                    )
+                };
+                (looped, $n:tt, $f:tt, $rs:tt, [$($p:ident = $pi:literal),*], [$($x:ident),*],
+                    [$($name:ident = $i:literal),*], [$($o:ident)?], [$($w3:ident)?]) => {
+                    std::arch::asm!(
+                        "2:",
+                        lanes_of!($n, $f, $rs),
+                        $(concat!("add {", stringify!($p), "}, {xs}"),)*
+                        "add {w0}, {ws}",
+                        $(concat!("add {", stringify!($w3), "}, {ws}"),)?
+                        "dec {n}",
+                        "jnz 2b",
+                        $($p = inout(reg) xs[$pi] => _,)*
+                        w0 = inout(reg) w => _,
+                        $($w3 = inout(reg) w.add(3 * w_out) => _,)?
+                        n = inout(reg) steps.n => _,
+                        xs = in(reg) x_step,
+                        ws = in(reg) w_step,
+                        $(o = in(reg) $o,)?
                         $($x = out(ymm_reg) _,)*
                         t = out(ymm_reg) _,
                         $($name = inout(ymm_reg) a[$i].0,)*
@@ -749,22 +818,22 @@ mod x86 {
             }
             // The accumulators of blocks 0 to 3 (`[$a0]` ... `[$a3]`: names and indices).
             macro_rules! by_filters {
-                ($n:tt, $rs:tt, $ps:tt, $xs:tt, [$($a0:tt)*], [$($a1:tt)*], [$($a2:tt)*],
-                    [$($a3:tt)*]) => {
+                ($l:tt, $n:tt, $rs:tt, $ps:tt, $xs:tt, [$($a0:tt)*], [$($a1:tt)*],
+                    [$($a2:tt)*], [$($a3:tt)*]) => {
                     match F {
-                        1 => run!($n, 1, $rs, $ps, $xs, $($a0)*),
-                        2 => run!($n, 2, $rs, $ps, $xs, $($a0)*, $($a1)*; o = in(reg) o),
-                        3 => run!($n, 3, $rs, $ps, $xs, $($a0)*, $($a1)*, $($a2)*;
-                            o = in(reg) o),
-                        _ => run!($n, 4, $rs, $ps, $xs, $($a0)*, $($a1)*, $($a2)*, $($a3)*;
-                            o = in(reg) o, w3 = in(reg) w.add(3 * w_out)),
+                        1 => run!($l, $n, 1, $rs, $ps, $xs, [$($a0)*], [], []),
+                        2 => run!($l, $n, 2, $rs, $ps, $xs, [$($a0)*, $($a1)*], [o], []),
+                        3 => run!($l, $n, 3, $rs, $ps, $xs, [$($a0)*, $($a1)*, $($a2)*], [o], []),
+                        _ => run!($l, $n, 4, $rs, $ps, $xs, [$($a0)*, $($a1)*, $($a2)*, $($a3)*],
+                            [o], [w3]),
                     }
                 };
             }
             macro_rules! by_positions {
-                ($n:tt) => {
+                ($l:tt, $n:tt) => {
                     match R {
                         1 => by_filters!(
+                            $l,
                             $n,
                             [0],
                             [p0 = 0],
@@ -775,6 +844,7 @@ mod x86 {
                             [a30 = 3]
                         ),
                         2 => by_filters!(
+                            $l,
                             $n,
                             [0, 1],
                             [p0 = 0, p1 = 1],
@@ -785,6 +855,7 @@ mod x86 {
                             [a30 = 6, a31 = 7]
                         ),
                         _ => by_filters!(
+                            $l,
                             $n,
                             [0, 1, 2],
                             [p0 = 0, p1 = 1, p2 = 2],
@@ -797,10 +868,11 @@ mod x86 {
                     }
                 };
             }
-            if ONE {
-                by_positions!(1)
-            } else {
-                by_positions!(8)
+            match (ONE, steps.n) {
+                (true, 1) => by_positions!(once, 1),
+                (true, _) => by_positions!(looped, 1),
+                (false, 1) => by_positions!(once, 8),
+                (false, _) => by_positions!(looped, 8),
             }
         }
     }
