@@ -24,7 +24,13 @@
 #   missing), each network run by `relayc run --params` (release build) and by ONNX Runtime,
 #   alternately, at 1 and 2 threads, relayc's outputs checked against ONNX Runtime's (a mismatch
 #   fails the run), then the table of ratios and issue 15's targets (benches/models/bench.py).
-#   `--profile` adds each network's top kernels (`relayc run --profile --threads 1`); names
+#   relayc runs once per instruction set this CPU has (avx512, avx2: `RELAYC_ISA`), each with
+#   its columns. `--profile` adds each network's top kernels (`relayc run --profile --threads 1`)
+#   per instruction set, convolutions and products with their GFLOP/s and the fraction of the
+#   measured multiply-add peak (relay-linalg's `peak` example); `--interleave` runs each
+#   network in one Python process through the relayc package (built into the venv) and ONNX
+#   Runtime, one inference of each in turn (the fair comparison on a host whose speed varies
+#   from second to second); names
 #   select networks (mnist lstm mobilenetv2 resnet50_b1 resnet50_b8 resnet50_b1_f16 bert_b1
 #   bert_b8 bert_b1_f16 gpt2).
 #
@@ -58,7 +64,7 @@
 #
 # Usage: benches/run.sh [all|kernels|vm]   (from anywhere; default all, both tables;
 #        ROUNDS=1 benches/run.sh vm for a quicker run of the VM table only)
-#        benches/run.sh models [--profile] [NAME...]   (ROUNDS default 1 here)
+#        benches/run.sh models [--profile] [--nchw] [--interleave] [NAME...]   (ROUNDS default 1)
 #        benches/run.sh exported [NAME...]             (ROUNDS default 3 here)
 #        benches/run.sh dynamic [--lengths LO:HI] [--threads N] ...
 #        benches/run.sh generate [--config small|tiny] [--threads N...] ...
@@ -154,12 +160,22 @@ fi
 
 if [ "$mode" = models ]; then
     shift
-    echo "== building relayc (release)" >&2
+    echo "== building relayc and the multiply-add peak (release)" >&2
     cargo build --release -p relayc >&2
+    cargo build --release -p relay-linalg --example peak >&2
     setup_venv
     models=()
     for arg in "$@"; do
-        [ "$arg" = --profile ] || [ "$arg" = --nchw ] || models+=("$arg")
+        case "$arg" in
+            --profile | --nchw) ;;
+            --interleave)
+                echo "== building the relayc Python package (release) into $venv" >&2
+                "$venv/bin/pip" install --quiet 'maturin>=1.7,<2' >&2
+                (cd "$root/crates/relay-python" && VIRTUAL_ENV="$venv" PATH="$venv/bin:$PATH" \
+                    maturin develop --release >&2)
+                ;;
+            *) models+=("$arg") ;;
+        esac
     done
     "$venv/bin/python" "$here/models/generate.py" "${models[@]}" >&2
     exec "$venv/bin/python" "$here/models/bench.py" --relayc "$target_dir/release/relayc" \

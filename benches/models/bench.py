@@ -3,22 +3,33 @@ alternately, at 1 and 2 threads; checks that relayc's outputs match ONNX Runtime
 table of benches/run.sh models. Called by benches/run.sh; usable alone:
 
     python3 benches/models/bench.py --relayc target/release/relayc [--rounds N] [--profile]
-                                    [--threads 1,2] [NAME...]
+                                    [--threads 1,2] [--isas avx512,avx2] [NAME...]
 
 Times are medians per inference: relayc's `relayc run --repeat N` (its own median, compile time
 excluded), ONNX Runtime's of N runs after one warm-up run. The result of each relayc run is
 compared with ONNX Runtime's: max |relayc - ORT| ≤ tol · max |ORT|, tol 1e-3 for float32 and
 3e-2 for float16 (checked against ONNX Runtime's float32 run of the same float16 weights when
 its CPU provider has no float16 kernels; ORT's time then shows "—"). A mismatch fails the run
-(exit 1) after the table. With --profile, relayc's `--profile` of three runs at one thread follows for
-the networks of PROFILED, cut to the top kernels. With --nchw, ONNX Runtime is also timed at its
-"extended" optimization level on the convolutional networks (CONVOLUTIONAL), where it keeps
-their NCHW layout instead of converting the graph to its blocked NCHWc layout: the table then
-has a column "ORT NCHW / relayc" for each thread count.
+(exit 1) after the table. relayc runs once per instruction set of --isas (`RELAYC_ISA`; default
+every one of avx512 and avx2 this CPU has), each with its own columns. With --profile, relayc's
+`--profile` of three runs at one thread follows for the networks of PROFILED, per instruction set,
+cut to the top kernels, each convolution and product with its GFLOP/s and the fraction of the
+instruction set's multiply-add peak that is (measured by relay-linalg's `peak` example, built
+beside relayc: `cargo build --release -p relay-linalg --example peak`). With --nchw, ONNX
+Runtime is also timed at its "extended" optimization level on the convolutional networks
+(CONVOLUTIONAL), where it keeps their NCHW layout instead of converting the graph to its blocked
+NCHWc layout: the table then has a column "ORT NCHW / relayc" for each thread count.
+
+With --interleave, each network instead runs in this process through the relayc Python package
+(built into the venv) and ONNX Runtime, one inference of each in turn, so that both see the same
+moments of a host whose speed varies (on a shared 2-core machine the same run took 11 to 19 ms
+from one second to the next); relayc then uses its default instruction set (RELAYC_ISA as the
+process starts).
 """
 
 import argparse
 import json
+import os
 import re
 import statistics
 import subprocess
@@ -80,12 +91,30 @@ class Network:
         return args
 
 
-def run_relayc(net, relayc, threads, repeat, scratch):
+def host_isas():
+    """The x86 instruction sets of relayc's kernels this CPU runs, best first."""
+    try:
+        flags = set(re.findall(r"\b(avx512f|avx2|fma)\b", Path("/proc/cpuinfo").read_text()))
+    except OSError:
+        return []
+    return [isa for isa, need in (("avx512", {"avx512f"}), ("avx2", {"avx2", "fma"}))
+            if need <= flags]
+
+
+def isa_env(isa):
+    """The environment running relayc with instruction set `isa` (None: its own choice)."""
+    env = dict(os.environ)
+    if isa:
+        env["RELAYC_ISA"] = isa
+    return env
+
+
+def run_relayc(net, relayc, threads, repeat, scratch, isa=None):
     """(median seconds, outputs) of `relayc run --repeat`; raises on failure."""
     suffix = ".npy" if net.meta["outputs"] == 1 else ".npz"
     output = scratch / f"{net.name}{suffix}"
     done = subprocess.run(net.relayc_args(relayc, threads, repeat, output), capture_output=True,
-                          text=True)
+                          text=True, env=isa_env(isa))
     if done.returncode != 0:
         raise RuntimeError(f"relayc failed (exit {done.returncode}):\n{done.stderr[-3000:]}")
     found = re.search(r"p50 ([0-9.]+) (ns|µs|us|ms|s)\b", done.stderr)
@@ -108,6 +137,37 @@ def run_ort(sess, net, widened, repeat):
         ort.run(sess, net.feeds, widened)
         times.append(time.perf_counter() - start)
     return statistics.median(times), outputs
+
+
+def run_interleaved(net, threads, repeat):
+    """(ORT median seconds, relayc median seconds, mismatch or None): `repeat` inferences of
+    each in turn in this process, after two of each."""
+    import relayc
+
+    # ONNX Runtime's idle threads spin after a run by default, on the core relayc's second
+    # thread then needs: here they sleep.
+    sess, widened = ort.reference_session(onnx.load(str(net.dir / "model.onnx")), threads,
+                                          spinning=False)
+    with np.load(net.dir / "params.npz") as z:
+        params = {k: z[k] for k in z.files}
+    vm = relayc.VM(relayc.compile(str(net.dir / "model.relay"), params=params, threads=threads),
+                   threads=threads)
+    feeds = {}
+    for name, value in net.feeds.items():
+        feeds[name] = relayc.empty(value.shape, str(value.dtype))  # read in place
+        feeds[name][...] = value
+    times = ([], [])
+    for i in range(repeat + 2):
+        start = time.perf_counter()
+        want = ort.run(sess, net.feeds, widened)
+        middle = time.perf_counter()
+        got = vm(**feeds)
+        end = time.perf_counter()
+        if i >= 2:
+            times[0].append(middle - start)
+            times[1].append(end - middle)
+    got = [np.asarray(g) for g in (got if isinstance(got, tuple) else (got,))]
+    return statistics.median(times[0]), statistics.median(times[1]), mismatch(net, got, want)
 
 
 def mismatch(net, ours, theirs):
@@ -138,27 +198,78 @@ def fmt(seconds):
     return f"{seconds * 1e6:.3g} µs"
 
 
-def profile(net, relayc, scratch, top):
-    """Prints the header, the `top` costliest kernels and the totals of relayc's profile of three
-    runs at one thread."""
+PROFILE_ROW = re.compile(r"(\S+)\s+(\d+)\s+([0-9.]+)\s+([0-9.]+)\s+([0-9.]+)\s+([0-9.]+)\s+"
+                         r"([0-9.]+)%\s+(.*)")
+
+
+def shapes(arguments):
+    """The argument shapes and the result shape of a profile row's `a, b -> c`."""
+    ins, _, out = arguments.partition("->")
+    parse = lambda text: [[int(d) for d in m.split(",") if d.strip()]  # noqa: E731
+                          for m in re.findall(r"\[([^\]]*)\]", text)]
+    outs = parse(out)
+    return parse(ins), outs[0] if outs else []
+
+
+def macs(name, arguments):
+    """Multiply-adds of one call of a convolution or product kernel, from its shapes; None for
+    other kernels."""
+    ins, out = shapes(arguments)
+    if len(ins) < 2 or not out:
+        return None
+    x, w, positions = ins[0], ins[1], int(np.prod(out))
+    if "conv2d_NCHWc" in name:
+        # weight [O/B, C/bi, KH, KW, bi, B] (depthwise [C/B, 1, KH, KW, 1, B]), or the stem's
+        # [O/B, C, KH, KW, B]: per output element, every weight dimension but the outer and
+        # the output block.
+        return positions * int(np.prod(w[1:-1])) if len(w) in (5, 6) else None
+    if "conv2d" in name and len(w) == 4:
+        return positions * int(np.prod(w[1:]))  # OIHW, grouped: I is C / groups
+    if any(k in name for k in ("dense", "batch_matmul", "matmul")) and x:
+        return positions * x[-1]
+    return None
+
+
+def profile(net, relayc, scratch, top, isa, peaks):
+    """Prints the `top` costliest kernels and the totals of relayc's profile of three runs at
+    one thread with instruction set `isa`, convolutions and products with their GFLOP/s (at
+    their mean time) and its fraction of the instruction set's peak."""
     args = net.relayc_args(relayc, 1, 3, scratch / f"profile-{net.name}.npz")
     args.append("--profile")
-    done = subprocess.run(args, capture_output=True, text=True)
-    print(f"\n### {net.name}: relayc run --profile --threads 1 --repeat 3, top {top} kernels\n")
+    done = subprocess.run(args, capture_output=True, text=True, env=isa_env(isa))
+    peak = peaks.get(isa) if isa else None
+    at = f", {isa}" + (f" (peak {peak:.1f} GFLOP/s a core)" if peak else "") if isa else ""
+    print(f"\n### {net.name}: relayc run --profile --threads 1 --repeat 3{at}, top {top} kernels\n")
     if done.returncode != 0:
         print(f"relayc failed (exit {done.returncode}): {done.stderr[-2000:]}")
         return
     lines = done.stderr.splitlines()
     kernels = [i for i, line in enumerate(lines) if line.startswith("kernel ")]
-    print("```")
-    if kernels:
-        first = kernels[0]
-        table = lines[first + 1 :]
-        print(lines[first])
-        print("\n".join(table[:top]))
-        print("\n".join(line for line in table if line.startswith("all kernels")))
-    print("\n".join(line for line in lines if line.startswith(("run time", "compile:"))))
-    print("```")
+    print("| kernel | calls | mean | share | GFLOP/s | of peak | arguments |")
+    print("|---|---|---|---|---|---|---|")
+    for line in (lines[kernels[0] + 1 :] if kernels else [])[:top]:
+        row = PROFILE_ROW.match(line)
+        if not row:
+            continue
+        name, calls, _, mean_us, _, _, share, arguments = row.groups()
+        n = macs(name, arguments)
+        rate = 2 * n / (float(mean_us) * 1e-6) / 1e9 if n else None
+        print(f"| {name} | {calls} | {fmt(float(mean_us) * 1e-6)} | {share}% | "
+              f"{f'{rate:.1f}' if rate else '—'} | "
+              f"{f'{rate / peak:.0%}' if rate and peak else '—'} | {arguments.strip()} |")
+    print()
+    print("\n".join(line for line in lines if line.startswith(("all kernels", "run time",
+                                                                  "compile:"))))
+
+
+def fma_peaks(relayc):
+    """{isa: GFLOP/s} of relay-linalg's `peak` example beside relayc ({} without it)."""
+    peak = Path(relayc).parent / "examples" / "peak"
+    if not peak.exists():
+        print(f"({peak} is missing: no fractions of the peak)", file=sys.stderr)
+        return {}
+    done = subprocess.run([str(peak)], capture_output=True, text=True)
+    return json.loads(done.stdout) if done.returncode == 0 else {}
 
 
 def main():
@@ -169,10 +280,18 @@ def main():
     parser.add_argument("--threads", default="1,2")
     parser.add_argument("--profile", action="store_true")
     parser.add_argument("--nchw", action="store_true")
+    parser.add_argument("--isas", default=None,
+                        help="instruction sets relayc runs with, e.g. avx512,avx2 (default: "
+                             "those of avx512 and avx2 this CPU has)")
+    parser.add_argument("--interleave", action="store_true")
     parser.add_argument("names", nargs="*")
     args = parser.parse_args()
     names = args.names or ORDER
     thread_counts = [int(t) for t in args.threads.split(",")]
+    isas = args.isas.split(",") if args.isas else (host_isas() or [None])
+    if args.interleave:
+        interleave(names, thread_counts, args)
+        return
     scratch = Path(subprocess.check_output(["mktemp", "-d"], text=True).strip())
     samples = defaultdict(list)  # (name, impl, threads) -> seconds
     failures = {}
@@ -195,21 +314,28 @@ def main():
                     samples[(name, "ort-nchw", threads)].append(
                         run_ort(sess, net, False, REPEATS[name])[0])
                     del sess
-                try:
-                    t_ours, got = run_relayc(net, args.relayc, threads, REPEATS[name], scratch)
-                except RuntimeError as error:
-                    failures[name] = str(error)
+                for isa in isas:
+                    try:
+                        t_ours, got = run_relayc(net, args.relayc, threads, REPEATS[name],
+                                                 scratch, isa)
+                    except RuntimeError as error:
+                        failures[name] = f"{isa or 'relayc'}: {error}"
+                        break
+                    samples[(name, ("relayc", isa), threads)].append(t_ours)
+                    wrong = mismatch(net, got, want)
+                    if wrong:
+                        failures[name] = (f"{isa or 'relayc'}: relayc's result differs from "
+                                          f"ONNX Runtime's: {wrong}")
+                        break
+                if name in failures:
                     break
-                samples[(name, "relayc", threads)].append(t_ours)
-                wrong = mismatch(net, got, want)
-                if wrong:
-                    failures[name] = f"relayc's result differs from ONNX Runtime's: {wrong}"
-                    break
-    table(names, thread_counts, samples, failures, args.nchw)
+    table(names, thread_counts, isas, samples, failures, args.nchw)
     if args.profile:
+        peaks = fma_peaks(args.relayc)
         for name, net in nets.items():
             if name not in failures and name in PROFILED:
-                profile(net, args.relayc, scratch, 5)
+                for isa in isas:
+                    profile(net, args.relayc, scratch, 8, isa, peaks)
     if failures:
         print("\nFAILED:", file=sys.stderr)
         for name, why in failures.items():
@@ -217,15 +343,44 @@ def main():
         sys.exit(1)
 
 
-def table(names, thread_counts, samples, failures, nchw):
+def interleave(names, thread_counts, args):
+    """The --interleave table: each network's inferences by ONNX Runtime and by the relayc
+    package in turn, in this process, `rounds` times."""
+    samples = defaultdict(list)
+    failures = {}
+    for rnd in range(1, args.rounds + 1):
+        for name in names:
+            net = Network(name, args.out / name)
+            for threads in thread_counts:
+                print(f"== round {rnd}/{args.rounds}: {name}, {threads} thread(s), interleaved",
+                      file=sys.stderr, flush=True)
+                t_ort, t_ours, wrong = run_interleaved(net, threads, max(4 * REPEATS[name], 20))
+                samples[(name, "ort", threads)].append(t_ort)
+                samples[(name, ("relayc", None), threads)].append(t_ours)
+                if wrong:
+                    failures[name] = f"relayc's result differs from ONNX Runtime's: {wrong}"
+    print("\nInterleaved: one inference of each in turn, in one process (the relayc package);")
+    print("ONNX Runtime's idle threads do not spin (session.intra_op.allow_spinning = 0).")
+    table(names, thread_counts, [None], samples, failures, False)
+    if failures:
+        for name, why in failures.items():
+            print(f"- {name}: {why}", file=sys.stderr)
+        sys.exit(1)
+
+
+def table(names, thread_counts, isas, samples, failures, nchw):
     t = {key: statistics.median(v) for key, v in samples.items()}
+    label = lambda isa: f" {isa}" if isa else ""  # noqa: E731
     header = "| network |"
     rule = "|---|"
     for threads in thread_counts:
-        header += f" ORT {threads}t | relayc {threads}t | ORT / relayc {threads}t |"
-        rule += "---|---|---|"
+        header += f" ORT {threads}t |"
+        rule += "---|"
+        for isa in isas:
+            header += f" relayc{label(isa)} {threads}t | ORT / relayc{label(isa)} {threads}t |"
+            rule += "---|---|"
         if nchw:
-            header += f" ORT NCHW {threads}t, / relayc |"
+            header += f" ORT NCHW {threads}t, / relayc{label(isas[0])} |"
             rule += "---|"
     print()
     print(header + " target | matches ORT |")
@@ -234,24 +389,27 @@ def table(names, thread_counts, samples, failures, nchw):
         cells = []
         for threads in thread_counts:
             theirs = t.get((name, "ort", threads))
-            ours = t.get((name, "relayc", threads))
-            ratio = f"{theirs / ours:.2f}×" if theirs and ours else "—"
-            cells += [fmt(theirs), fmt(ours), ratio]
+            cells.append(fmt(theirs))
+            for isa in isas:
+                ours = t.get((name, ("relayc", isa), threads))
+                cells += [fmt(ours), f"{theirs / ours:.2f}×" if theirs and ours else "—"]
             if nchw:
                 plain = t.get((name, "ort-nchw", threads))
+                ours = t.get((name, ("relayc", isas[0]), threads))
                 cells.append(f"{fmt(plain)}, {plain / ours:.2f}×" if plain and ours else "—")
+        first = ("relayc", isas[0])
         extra = ""
-        ours1 = t.get((name, "relayc", 1))
-        ours2 = t.get((name, "relayc", 2))
+        ours1 = t.get((name, first, 1))
+        ours2 = t.get((name, first, 2))
         if name == "lstm" and ours1:
             extra = f" (relayc {ours1 / 100 * 1e6:.3g} µs per step)"
         if name.endswith("_f16"):
-            base = t.get((name[: -len("_f16")], "relayc", 1))
+            base = t.get((name[: -len("_f16")], first, 1))
             if base and ours1:
                 extra = f" (float16 / float32: {ours1 / base:.2f}×)"
         elif name == "resnet50_b1" and ours1 and ours2:
             extra = f" (2 threads: {ours1 / ours2:.2f}× our 1 thread)"
-        ok = "FAIL" if name in failures else ("yes" if (name, "relayc", 1) in t else "—")
+        ok = "FAIL" if name in failures else ("yes" if (name, first, 1) in t else "—")
         print(f"| {name} | {' | '.join(cells)} | {TARGETS.get(name, '')}{extra} | {ok} |")
     print()
     print("ORT / relayc > 1: relayc faster. Medians per inference over rounds (each a median of")

@@ -6,15 +6,18 @@ ONNX Runtime's CPU provider does not implement in float16, the same model comput
 import numpy as np
 
 
-def session(model, threads, blocked=True):
+def session(model, threads, blocked=True, spinning=True):
     """A session for a serialized model (bytes) or a model file (path). `blocked=False` stops
     at the "extended" optimization level: ONNX Runtime then runs convolutions on NCHW tensors,
     as relayc does, instead of converting the graph to its blocked NCHWc layout (the layout
-    transformer of the "all" level)."""
+    transformer of the "all" level). `spinning=False`: its idle intra-op threads sleep instead
+    of spinning (its default) after a run."""
     import onnxruntime as ort
 
     options = ort.SessionOptions()
     options.intra_op_num_threads = threads
+    if not spinning:
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
     options.inter_op_num_threads = 1
     options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
     level = ort.GraphOptimizationLevel
@@ -39,13 +42,13 @@ def widened(model):
     return model
 
 
-def reference_session(model, threads=1):
+def reference_session(model, threads=1, spinning=True):
     """(session, widened): a session for `model` (an onnx.ModelProto), or for its float32
     widening when ONNX Runtime cannot run it as it is."""
     try:
-        return session(model.SerializeToString(), threads), False
+        return session(model.SerializeToString(), threads, spinning=spinning), False
     except Exception:  # noqa: BLE001 (onnxruntime raises its own NOT_IMPLEMENTED types)
-        return session(widened(model).SerializeToString(), threads), True
+        return session(widened(model).SerializeToString(), threads, spinning=spinning), True
 
 
 def run(sess, feeds, widened_model):
