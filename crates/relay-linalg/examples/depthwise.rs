@@ -1,10 +1,18 @@
-//! Speed of the host depthwise convolution on MobileNetV2's 3×3 shapes, per instruction set,
-//! one thread, no epilogue: the best of 200 calls each.
+//! Speed of the host depthwise convolutions on MobileNetV2's 3×3 shapes, one thread, no
+//! epilogue, the best of 200 calls each: the NCHW kernel per instruction set, and the blocked
+//! one (`nchwc`, data `[1, C/B, H, W, B]`) with the ISA of `RELAYC_ISA` (else the best this
+//! CPU has).
 //! `cargo run --release -p relay-linalg --example depthwise`.
 
 use std::time::Instant;
 
 use relay_linalg::depthwise::{DepthwiseEpilogue, DepthwiseParams, Isa, depthwise_f32};
+use relay_linalg::nchwc::{NchwcConv, conv_nchwc};
+
+#[path = "common/mod.rs"]
+#[allow(dead_code)]
+mod common;
+use common::{Buffer, values};
 
 /// A 3×3, padding-1 depthwise convolution of `c` channels of `hw × hw` with stride `s`.
 fn params(c: i64, hw: i64, s: i64) -> DepthwiseParams {
@@ -62,7 +70,46 @@ fn best_of(p: &DepthwiseParams, isa: Isa) -> Option<f64> {
     Some(best)
 }
 
+/// Best time in seconds of 200 calls of the blocked depthwise kernel on `p`'s shape with
+/// blocks of `b` (`None` when the kernel refuses it).
+fn best_blocked(p: &DepthwiseParams, b: usize) -> Option<f64> {
+    let u = |v: i64| usize::try_from(v).ok();
+    let c = u(p.channels)?;
+    let shape = NchwcConv {
+        batch: 1,
+        groups: c,
+        channels: c,
+        in_block: b,
+        out_channels: c,
+        block: b,
+        input: [u(p.height)?, u(p.width)?],
+        output: [u(p.out_height)?, u(p.out_width)?],
+        kernel: [u(p.kernel_h)?, u(p.kernel_w)?],
+        stride: [u(p.stride_h)?, u(p.stride_w)?],
+        dilation: [1, 1],
+        pad: [u(p.pad_top)?, u(p.pad_left)?],
+    };
+    let x = Buffer::from(&values(c * shape.input[0] * shape.input[1], 1));
+    let w = Buffer::from(&values(c * 9, 2));
+    let mut y = Buffer::zeros(c * shape.output[0] * shape.output[1]);
+    let mut best = f64::INFINITY;
+    for _ in 0..200 {
+        let t = Instant::now();
+        // SAFETY: the buffers hold the shape's elements; no context means one thread.
+        let done =
+            unsafe { conv_nchwc(None, &shape, x.as_ptr(), w.as_ptr(), y.as_mut_ptr(), None) };
+        done.ok()?;
+        best = best.min(t.elapsed().as_secs_f64());
+    }
+    Some(best)
+}
+
 fn main() {
+    let block = if relay_linalg::Ops::process_default().isa == Isa::Avx512 {
+        16
+    } else {
+        8
+    };
     for (c, hw, s) in [
         (32, 112, 1),
         (96, 112, 2),
@@ -84,6 +131,14 @@ fn main() {
                 ),
                 None => println!("{c}x{hw}² stride {s} {isa:?}: refused"),
             }
+        }
+        match best_blocked(&p, block) {
+            Some(t) => println!(
+                "{c}x{hw}² stride {s} NCHW{block}c: {:.1} µs, {:.1} GFLOP/s",
+                t * 1e6,
+                flops / t / 1e9
+            ),
+            None => println!("{c}x{hw}² stride {s} NCHW{block}c: refused"),
         }
     }
 }
