@@ -7,7 +7,8 @@
 use std::time::Instant;
 
 use relay_linalg::depthwise::{DepthwiseEpilogue, DepthwiseParams, Isa, depthwise_f32};
-use relay_linalg::nchwc::{NchwcConv, conv_nchwc};
+use relay_linalg::gemm::epilogue::{Lower, Step};
+use relay_linalg::nchwc::{NchwcConv, NchwcEpilogue, StepOperand, conv_nchwc};
 
 #[path = "common/mod.rs"]
 #[allow(dead_code)]
@@ -71,8 +72,9 @@ fn best_of(p: &DepthwiseParams, isa: Isa) -> Option<f64> {
 }
 
 /// Best time in seconds of 200 calls of the blocked depthwise kernel on `p`'s shape with
-/// blocks of `b` (`None` when the kernel refuses it).
-fn best_blocked(p: &DepthwiseParams, b: usize) -> Option<f64> {
+/// blocks of `b` (`None` when the kernel refuses it), with MobileNetV2's epilogue (batch norm's
+/// multiply and add, `clip(0, 6)`) when `epilogue`.
+fn best_blocked(p: &DepthwiseParams, b: usize, epilogue: bool) -> Option<f64> {
     let u = |v: i64| usize::try_from(v).ok();
     let c = u(p.channels)?;
     let shape = NchwcConv {
@@ -92,12 +94,24 @@ fn best_blocked(p: &DepthwiseParams, b: usize) -> Option<f64> {
     let x = Buffer::from(&values(c * shape.input[0] * shape.input[1], 1));
     let w = Buffer::from(&values(c * 9, 2));
     let mut y = Buffer::zeros(c * shape.output[0] * shape.output[1]);
+    let (scale, shift) = (Buffer::from(&values(c, 3)), Buffer::from(&values(c, 4)));
+    let e = NchwcEpilogue {
+        steps: [
+            Some((Step::Mul, StepOperand::Channel(scale.as_ptr()))),
+            Some((Step::Add, StepOperand::Channel(shift.as_ptr()))),
+            None,
+            None,
+        ],
+        upper: Some(6.0),
+        lower: Lower::Clip(0.0),
+    };
+    let e = epilogue.then_some(&e);
     let mut best = f64::INFINITY;
     for _ in 0..200 {
         let t = Instant::now();
-        // SAFETY: the buffers hold the shape's elements; no context means one thread.
-        let done =
-            unsafe { conv_nchwc(None, &shape, x.as_ptr(), w.as_ptr(), y.as_mut_ptr(), None) };
+        // SAFETY: the buffers hold the shape's elements, the epilogue's operands `c` values;
+        // no context means one thread.
+        let done = unsafe { conv_nchwc(None, &shape, x.as_ptr(), w.as_ptr(), y.as_mut_ptr(), e) };
         done.ok()?;
         best = best.min(t.elapsed().as_secs_f64());
     }
@@ -132,13 +146,15 @@ fn main() {
                 None => println!("{c}x{hw}² stride {s} {isa:?}: refused"),
             }
         }
-        match best_blocked(&p, block) {
-            Some(t) => println!(
-                "{c}x{hw}² stride {s} NCHW{block}c: {:.1} µs, {:.1} GFLOP/s",
-                t * 1e6,
-                flops / t / 1e9
-            ),
-            None => println!("{c}x{hw}² stride {s} NCHW{block}c: refused"),
+        for (epilogue, with) in [(false, ""), (true, " + batch norm, clip")] {
+            match best_blocked(&p, block, epilogue) {
+                Some(t) => println!(
+                    "{c}x{hw}² stride {s} NCHW{block}c{with}: {:.1} µs, {:.1} GFLOP/s",
+                    t * 1e6,
+                    flops / t / 1e9
+                ),
+                None => println!("{c}x{hw}² stride {s} NCHW{block}c{with}: refused"),
+            }
         }
     }
 }
