@@ -12,9 +12,9 @@ compared with ONNX Runtime's: max |relayc - ORT| ≤ tol · max |ORT|, tol 1e-3 
 its CPU provider has no float16 kernels; ORT's time then shows "—"). A mismatch fails the run
 (exit 1) after the table. relayc runs once per instruction set of --isas (`RELAYC_ISA`; default
 every one of avx512 and avx2 this CPU has), each with its own columns. With --profile, relayc's
-`--profile` of three runs at one thread follows for the networks of PROFILED, per instruction set,
-cut to the top kernels, each convolution and product with its GFLOP/s and the fraction of the
-instruction set's multiply-add peak that is (measured by relay-linalg's `peak` example, built
+`--profile` of ten runs at one thread follows for the networks of PROFILED, per instruction set,
+cut to the top kernels, each convolution and product with its GFLOP/s at its mean and at its
+fastest call, and the fraction of the instruction set's multiply-add peak the fastest is (measured by relay-linalg's `peak` example, built
 beside relayc: `cargo build --release -p relay-linalg --example peak`). With --nchw, ONNX
 Runtime is also timed at its "extended" optimization level on the convolutional networks
 (CONVOLUTIONAL), where it keeps their NCHW layout instead of converting the graph to its blocked
@@ -198,6 +198,9 @@ def fmt(seconds):
     return f"{seconds * 1e6:.3g} µs"
 
 
+# Runs of a --profile (after one warm-up): the fastest call of each kernel is what it can do,
+# its mean what the host's load left it.
+PROFILE_RUNS = 10
 PROFILE_ROW = re.compile(r"(\S+)\s+(\d+)\s+([0-9.]+)\s+([0-9.]+)\s+([0-9.]+)\s+([0-9.]+)\s+"
                          r"([0-9.]+)%\s+(.*)")
 
@@ -231,32 +234,35 @@ def macs(name, arguments):
 
 
 def profile(net, relayc, scratch, top, isa, peaks):
-    """Prints the `top` costliest kernels and the totals of relayc's profile of three runs at
-    one thread with instruction set `isa`, convolutions and products with their GFLOP/s (at
-    their mean time) and its fraction of the instruction set's peak."""
-    args = net.relayc_args(relayc, 1, 3, scratch / f"profile-{net.name}.npz")
-    args.append("--profile")
+    """Prints the `top` costliest kernels and the totals of relayc's profile of PROFILE_RUNS
+    runs at one thread with instruction set `isa`, convolutions and products with their
+    GFLOP/s at their mean and fastest calls, and the fastest's fraction of the ISA's peak."""
+    args = net.relayc_args(relayc, 1, PROFILE_RUNS, scratch / f"profile-{net.name}.npz")
+    args += ["--warmup", "1", "--profile"]
     done = subprocess.run(args, capture_output=True, text=True, env=isa_env(isa))
     peak = peaks.get(isa) if isa else None
     at = f", {isa}" + (f" (peak {peak:.1f} GFLOP/s a core)" if peak else "") if isa else ""
-    print(f"\n### {net.name}: relayc run --profile --threads 1 --repeat 3{at}, top {top} kernels\n")
+    print(f"\n### {net.name}: relayc run --profile --threads 1 --repeat {PROFILE_RUNS} "
+          f"--warmup 1{at}, top {top} kernels\n")
     if done.returncode != 0:
         print(f"relayc failed (exit {done.returncode}): {done.stderr[-2000:]}")
         return
     lines = done.stderr.splitlines()
     kernels = [i for i, line in enumerate(lines) if line.startswith("kernel ")]
-    print("| kernel | calls | mean | share | GFLOP/s | of peak | arguments |")
-    print("|---|---|---|---|---|---|---|")
+    print("| kernel | calls | share | mean | GFLOP/s | fastest | GFLOP/s | of peak | arguments |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for line in (lines[kernels[0] + 1 :] if kernels else [])[:top]:
         row = PROFILE_ROW.match(line)
         if not row:
             continue
-        name, calls, _, mean_us, _, _, share, arguments = row.groups()
+        name, calls, _, mean_us, min_us, _, share, arguments = row.groups()
         n = macs(name, arguments)
-        rate = 2 * n / (float(mean_us) * 1e-6) / 1e9 if n else None
-        print(f"| {name} | {calls} | {fmt(float(mean_us) * 1e-6)} | {share}% | "
-              f"{f'{rate:.1f}' if rate else '—'} | "
-              f"{f'{rate / peak:.0%}' if rate and peak else '—'} | {arguments.strip()} |")
+        rate = lambda us: 2 * n / (float(us) * 1e-6) / 1e9 if n else None  # noqa: E731
+        mean, best = rate(mean_us), rate(min_us)
+        print(f"| {name} | {calls} | {share}% | {fmt(float(mean_us) * 1e-6)} | "
+              f"{f'{mean:.1f}' if mean else '—'} | {fmt(float(min_us) * 1e-6)} | "
+              f"{f'{best:.1f}' if best else '—'} | "
+              f"{f'{best / peak:.0%}' if best and peak else '—'} | {arguments.strip()} |")
     print()
     print("\n".join(line for line in lines if line.startswith(("all kernels", "run time",
                                                                   "compile:"))))
