@@ -352,6 +352,9 @@ fn cases(b: usize) -> Vec<Case> {
             [1, 1],
             [0; 4],
         ),
+        // A 1×1 over NCHW data (input blocks of one lane): the one-lane sequence over the
+        // channels.
+        (1, 3, 1, 2 * b, b, 1, [5, 7], [1, 1], [1, 1], [1, 1], [0; 4]),
         // A row with no interior column, and one with no valid kernel row at all.
         (
             1,
