@@ -35,7 +35,7 @@ use relay_ir::{
     TypeKind, VarId, ensure_sufficient_stack,
 };
 
-use crate::util::fresh_var;
+use crate::util::{fresh_var, ints, op_call, reshape, shape, str_attr};
 use crate::{OptionValue, Pass, PassContext, PassError, PassOption};
 
 /// The `alter_op_layout` pass.
@@ -499,41 +499,6 @@ fn rebuild(e: &Expr, args: Vec<Expr>, attrs: Attrs) -> Expr {
         },
         e.span(),
     )
-}
-
-/// A call of `name` with the schema's attributes, `set` among them (`None` if no operator has
-/// that name).
-fn op_call(name: &str, args: Vec<Expr>, set: &[(&str, AttrValue)], span: Span) -> Option<Expr> {
-    let attrs = relay_ops::schema_attrs(relay_ops::lookup(name)?, set);
-    relay_ops::call(name, args, attrs, span)
-}
-
-/// `reshape(x, newshape)`.
-fn reshape(x: &Expr, newshape: &[i64], span: Span) -> Option<Expr> {
-    op_call(
-        "reshape",
-        vec![x.clone()],
-        &[("newshape", ints(newshape))],
-        span,
-    )
-}
-
-/// An integer-list attribute.
-fn ints(v: &[i64]) -> AttrValue {
-    AttrValue::Array(v.iter().map(|&i| AttrValue::Int(i)).collect())
-}
-
-/// A string attribute.
-fn str_attr<'a>(attrs: &'a Attrs, name: &str) -> Option<&'a str> {
-    attrs.get(name).and_then(|v| v.as_str())
-}
-
-/// The static shape of `e`'s tensor type (any dtype).
-fn shape(e: &Expr) -> Option<Vec<i64>> {
-    match e.checked_type()?.kind() {
-        TypeKind::Tensor { shape, .. } => relay_ops::support::known(shape),
-        _ => None,
-    }
 }
 
 /// The static shape of `e`'s `float32` tensor type.

@@ -23,6 +23,7 @@ pub mod dynamic_to_static;
 pub mod eliminate_dead_code;
 pub mod eta_expand;
 pub mod fold_constant;
+pub mod fold_scale_axis;
 pub mod fuse_ops;
 pub mod hoist_loop_invariants;
 pub mod inline_primitives;
@@ -232,6 +233,7 @@ pub fn all_passes() -> &'static [&'static dyn Pass] {
         &unpartition::Unpartition,
         &simplify_inference::SimplifyInference,
         &eta_expand::EtaExpand,
+        &fold_scale_axis::FoldScaleAxis,
         &alter_op_layout::AlterOpLayout,
         &bind_constant_arguments::BindConstantArguments,
         &fold_constant::FoldConstant,

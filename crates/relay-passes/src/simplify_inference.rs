@@ -30,8 +30,8 @@
 
 use relay_ir::visit::{is_atom, is_primitive, map_children};
 use relay_ir::{
-    AttrValue, Attrs, Binding, BindingKind, DType, Expr, ExprKind, Module, NDArray, Span, Symbol,
-    TypeKind, ensure_sufficient_stack,
+    AttrValue, Attrs, Binding, BindingKind, DType, Expr, ExprKind, Module, NDArray, Span, TypeKind,
+    ensure_sufficient_stack,
 };
 
 use crate::util::fresh_var;
@@ -346,28 +346,7 @@ fn scalar(dtype: DType, value: f64) -> Option<Expr> {
 /// A call of operator `name` with every attribute of its schema, in declaration order: the
 /// given ones, the others at their defaults (as the parser normalizes calls).
 fn op_call(name: &str, args: Vec<Expr>, given: &[(&str, AttrValue)]) -> Option<Expr> {
-    let op = relay_ops::lookup(name)?;
-    let attrs = op
-        .attrs
-        .iter()
-        .map(|f| {
-            let value = given
-                .iter()
-                .find(|(n, _)| *n == f.name)
-                .map(|(_, v)| v.clone())
-                .or_else(|| f.default.value())
-                .unwrap_or(AttrValue::Null);
-            (Symbol::intern(f.name), value)
-        })
-        .collect();
-    Some(Expr::new(
-        ExprKind::Call {
-            callee: Expr::new(ExprKind::Op(op), Span::DUMMY),
-            args,
-            attrs: Attrs::new(attrs),
-        },
-        Span::DUMMY,
-    ))
+    crate::util::op_call(name, args, given, Span::DUMMY)
 }
 
 #[cfg(test)]

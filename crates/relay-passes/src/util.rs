@@ -1,6 +1,6 @@
 //! Small helpers the passes share (the generic walks live in `relay_ir::visit`).
 
-use relay_ir::{Dim, Function, Span, Symbol, Type, TypeKind, Var};
+use relay_ir::{AttrValue, Attrs, Dim, Expr, Function, Span, Symbol, Type, TypeKind, Var};
 
 /// A fresh variable named `name` with annotation `ty` (passes annotate the variables they
 /// create with the checked type, so the output type-checks without the input's inference).
@@ -38,6 +38,41 @@ pub fn view_shape(ty: &Type) -> Option<Vec<i64>> {
             })
             .collect(),
     )
+}
+
+/// A call of `name` with the schema's attributes, `set` among them (`None` if no operator has
+/// that name).
+pub fn op_call(name: &str, args: Vec<Expr>, set: &[(&str, AttrValue)], span: Span) -> Option<Expr> {
+    let attrs = relay_ops::schema_attrs(relay_ops::lookup(name)?, set);
+    relay_ops::call(name, args, attrs, span)
+}
+
+/// `reshape(x, newshape)`.
+pub fn reshape(x: &Expr, newshape: &[i64], span: Span) -> Option<Expr> {
+    op_call(
+        "reshape",
+        vec![x.clone()],
+        &[("newshape", ints(newshape))],
+        span,
+    )
+}
+
+/// An integer-list attribute.
+pub fn ints(v: &[i64]) -> AttrValue {
+    AttrValue::Array(v.iter().map(|&i| AttrValue::Int(i)).collect())
+}
+
+/// A string attribute.
+pub fn str_attr<'a>(attrs: &'a Attrs, name: &str) -> Option<&'a str> {
+    attrs.get(name).and_then(|v| v.as_str())
+}
+
+/// The static shape of `e`'s tensor type (any dtype).
+pub fn shape(e: &Expr) -> Option<Vec<i64>> {
+    match e.checked_type()?.kind() {
+        TypeKind::Tensor { shape, .. } => relay_ops::support::known(shape),
+        _ => None,
+    }
 }
 
 /// The dimensions and dtype of a tensor type.
