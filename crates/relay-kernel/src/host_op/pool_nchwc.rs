@@ -1,7 +1,8 @@
 //! Blocked pooling on [`relay_linalg::nchwc::pool_nchwc`]: a primitive whose body is
-//! `nn.max_pool2d` or `nn.avg_pool2d` of a `float32` parameter in the layout `NCHW{B}c`
-//! (`B` 8 or 16, the result in the same layout), static shapes. The output shape is the
-//! type's, so `ceil_mode` needs nothing more; anything else stays a loop nest.
+//! `nn.max_pool2d`, `nn.avg_pool2d`, `nn.global_max_pool2d` or `nn.global_avg_pool2d` (a
+//! window of the whole image) of a `float32` parameter in the layout `NCHW{B}c` (`B` 8 or 16,
+//! the result in the same layout), static shapes. The output shape is the type's, so
+//! `ceil_mode` needs nothing more; anything else stays a loop nest.
 
 use relay_ir::{ExprKind, Function};
 use relay_linalg::KernelContext;
@@ -22,8 +23,12 @@ pub(super) fn recognize(func: &Function) -> Option<PoolNchwc> {
     let (op, [x], attrs) = func.body.op_call()? else {
         return None;
     };
+    let global = matches!(op.name, "nn.global_max_pool2d" | "nn.global_avg_pool2d");
     let kind = match op.name {
-        "nn.max_pool2d" => PoolKind::Max,
+        "nn.max_pool2d" | "nn.global_max_pool2d" => PoolKind::Max,
+        "nn.global_avg_pool2d" => PoolKind::Avg {
+            count_include_pad: false,
+        },
         "nn.avg_pool2d" => PoolKind::Avg {
             count_include_pad: attrs
                 .get("count_include_pad")
@@ -56,6 +61,21 @@ pub(super) fn recognize(func: &Function) -> Option<PoolNchwc> {
         let [a, b] = positive_pair(attrs, name).ok()?;
         Some([size(a)?, size(b)?])
     };
+    if global {
+        let shape = NchwcPool {
+            batch: size(n)?,
+            blocks: size(blocks)?,
+            block: size(b)?,
+            input: [size(h)?, size(w)?],
+            output: [size(oh)?, size(ow)?],
+            kernel: [size(h)?, size(w)?],
+            stride: [1, 1],
+            dilation: [1, 1],
+            pad: [0; 4],
+            kind,
+        };
+        return (shape.output == [1, 1] && shape.check().is_ok()).then_some(PoolNchwc { shape });
+    }
     let [t, l, bottom, r] = padding4(attrs).ok()?;
     let shape = NchwcPool {
         batch: size(n)?,

@@ -1196,7 +1196,8 @@ fn other_blocked_convolutions_stay_loop_nests() {
 }
 
 /// Blocked pooling as `alter_op_layout` writes it — ResNet's 3 × 3 / 2 max pool, an average
-/// pool with `count_include_pad` and ceil mode, blocks of 16 — is one library call that
+/// pool with `count_include_pad` and ceil mode, blocks of 16, global pools (ResNet-50's
+/// `[1, 256, 7, 7, 8]` mean, a maximum over a non-square plane) — is one library call that
 /// agrees with the interpreter; other layouts and dtypes stay loop nests.
 #[test]
 fn blocked_pooling_is_one_library_call() {
@@ -1217,6 +1218,16 @@ fn blocked_pooling_is_one_library_call() {
             "%p0: Tensor[(1, 2, 6, 5, 16), float32]",
             "nn.avg_pool2d(%p0, pool_size=[3, 3], padding=[1, 1], layout=\"NCHW16c\")",
             &[&[1, 2, 6, 5, 16]],
+        ),
+        (
+            "%p0: Tensor[(1, 256, 7, 7, 8), float32]",
+            "nn.global_avg_pool2d(%p0, layout=\"NCHW8c\")",
+            &[&[1, 256, 7, 7, 8]],
+        ),
+        (
+            "%p0: Tensor[(2, 3, 5, 9, 16), float32]",
+            "nn.global_max_pool2d(%p0, layout=\"NCHW16c\", out_layout=\"NCHW16c\")",
+            &[&[2, 3, 5, 9, 16]],
         ),
     ];
     for (i, (params, body, shapes)) in cases.iter().enumerate() {
@@ -1241,6 +1252,10 @@ fn blocked_pooling_is_one_library_call() {
         (
             "%p0: Tensor[(1, 1, 6, 6, 8), float16]",
             "nn.max_pool2d(%p0, pool_size=[2, 2], layout=\"NCHW8c\")",
+        ),
+        (
+            "%p0: Tensor[(1, 8, 6, 6), float32]",
+            "nn.global_avg_pool2d(%p0)",
         ),
     ];
     for (params, body) in others {
