@@ -61,35 +61,28 @@ pub(super) fn recognize(func: &Function) -> Option<PoolNchwc> {
         let [a, b] = positive_pair(attrs, name).ok()?;
         Some([size(a)?, size(b)?])
     };
-    if global {
-        let shape = NchwcPool {
-            batch: size(n)?,
-            blocks: size(blocks)?,
-            block: size(b)?,
-            input: [size(h)?, size(w)?],
-            output: [size(oh)?, size(ow)?],
-            kernel: [size(h)?, size(w)?],
-            stride: [1, 1],
-            dilation: [1, 1],
-            pad: [0; 4],
-            kind,
-        };
-        return (shape.output == [1, 1] && shape.check().is_ok()).then_some(PoolNchwc { shape });
-    }
-    let [t, l, bottom, r] = padding4(attrs).ok()?;
+    // A global pool's window is the whole image.
+    let (kernel, stride, dilation, pad) = if global {
+        ([size(h)?, size(w)?], [1, 1], [1, 1], [0; 4])
+    } else {
+        let [t, l, bottom, r] = padding4(attrs).ok()?;
+        let pad = [size(t)?, size(l)?, size(bottom)?, size(r)?];
+        (pair("pool_size")?, pair("strides")?, pair("dilation")?, pad)
+    };
     let shape = NchwcPool {
         batch: size(n)?,
         blocks: size(blocks)?,
         block: size(b)?,
         input: [size(h)?, size(w)?],
         output: [size(oh)?, size(ow)?],
-        kernel: pair("pool_size")?,
-        stride: pair("strides")?,
-        dilation: pair("dilation")?,
-        pad: [size(t)?, size(l)?, size(bottom)?, size(r)?],
+        kernel,
+        stride,
+        dilation,
+        pad,
         kind,
     };
-    shape.check().is_ok().then_some(PoolNchwc { shape })
+    let fits = !global || shape.output == [1, 1];
+    (fits && shape.check().is_ok()).then_some(PoolNchwc { shape })
 }
 
 impl PoolNchwc {
