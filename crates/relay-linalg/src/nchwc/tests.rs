@@ -186,8 +186,9 @@ fn check(case: &Case, isa: Isa, threads: usize, epilogue: bool) {
 /// The cases, for output blocks of `b` (input blocks of `b` unless 1 or given).
 fn cases(b: usize) -> Vec<Case> {
     vec![
-        // Depthwise (groups = channels): MobileNet's 3×3, strided with asymmetric padding on
-        // an odd size, a dilated 5×5 over a row wider than a tile, several batches.
+        // Depthwise (groups = channels): MobileNet's 3×3, rows whose interiors are tiles of 6
+        // and 4 positions and single ones at strides 1 and 2 (12, 15 and 23 wide), strided with
+        // asymmetric padding on an odd size, a dilated 5×5 over a row wider than a tile, several batches.
         (
             1,
             4 * b,
@@ -198,6 +199,45 @@ fn cases(b: usize) -> Vec<Case> {
             [14, 14],
             [3, 3],
             [1, 1],
+            [1, 1],
+            [1, 1, 1, 1],
+        ),
+        (
+            1,
+            2 * b,
+            b,
+            2 * b,
+            b,
+            2 * b,
+            [5, 12],
+            [3, 3],
+            [1, 1],
+            [1, 1],
+            [1, 1, 1, 1],
+        ),
+        (
+            1,
+            b,
+            b,
+            b,
+            b,
+            b,
+            [4, 15],
+            [3, 3],
+            [1, 1],
+            [1, 1],
+            [1, 1, 1, 1],
+        ),
+        (
+            1,
+            b,
+            b,
+            b,
+            b,
+            b,
+            [6, 23],
+            [3, 3],
+            [2, 2],
             [1, 1],
             [1, 1, 1, 1],
         ),
