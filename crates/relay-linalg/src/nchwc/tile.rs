@@ -120,6 +120,9 @@ pub(super) trait Lanes: Copy {
     const F: usize;
     /// Positions a tile computes at most.
     const R: usize;
+    /// Positions a tile computes at most for a row of 1 or 2 output blocks (whose tile holds
+    /// fewer accumulators per position).
+    const R_NARROW: usize = Self::R;
     /// All zero.
     unsafe fn zero() -> Self;
     /// `*p` in every lane.
@@ -248,12 +251,13 @@ static ZEROS: [f32; 64] = [0.0; 64];
 pub(super) unsafe fn run_row<V: Lanes>(row: &Row<'_>, ow0: usize, ow1: usize) {
     let (lo, hi) = interior(row, ow0, ow1);
     let zeros = row.in_block <= ZEROS.len();
+    let width = if row.filters <= 2 { V::R_NARROW } else { V::R };
     let mut ow = ow0;
     // SAFETY: every tile below is inside the row (forwarded contract); the interior's taps
     // are inside the data, the edges' are checked.
     unsafe {
         while ow < ow1 {
-            let r = V::R.min(ow1 - ow);
+            let r = width.min(ow1 - ow);
             if ow >= lo && ow + r <= hi {
                 positions::<V, false>(row, ow, r);
             } else if zeros {
@@ -279,7 +283,8 @@ pub(super) fn interior(row: &Row<'_>, ow0: usize, ow1: usize) -> (usize, usize) 
     (lo, hi.clamp(lo, ow1))
 }
 
-/// `r` positions from column `ow` (`r <= V::R`), checked or interior.
+/// `r` positions from column `ow` (`r <= V::R`, or `V::R_NARROW` for a row of at most 2
+/// output blocks), checked or interior.
 ///
 /// # Safety
 ///
@@ -292,9 +297,9 @@ unsafe fn positions<V: Lanes, const CHECKED: bool>(row: &Row<'_>, ow: usize, r: 
             1 => filters::<V, 1, CHECKED>(row, ow),
             2 => filters::<V, 2, CHECKED>(row, ow),
             3 => filters::<V, 3, CHECKED>(row, ow),
-            4 if V::R >= 4 => filters::<V, 4, CHECKED>(row, ow),
-            5 if V::R >= 5 => filters::<V, 5, CHECKED>(row, ow),
-            6 if V::R >= 6 => filters::<V, 6, CHECKED>(row, ow),
+            4 if V::R.max(V::R_NARROW) >= 4 => filters::<V, 4, CHECKED>(row, ow),
+            5 if V::R.max(V::R_NARROW) >= 5 => filters::<V, 5, CHECKED>(row, ow),
+            6 if V::R.max(V::R_NARROW) >= 6 => filters::<V, 6, CHECKED>(row, ow),
             // More than the vector type's tile (not asked for): one position at a time.
             _ => (ow..ow + r).for_each(|o| filters::<V, 1, CHECKED>(row, o)),
         }
@@ -575,7 +580,8 @@ mod x86 {
         ($t:ident, $b:expr, $f:expr, $r:expr, |$p:ident, $v:ident, $a:ident, $bb:ident, $c:ident| {
             zero: $zero:expr, splat: $splat:expr, set: $set:expr, load: $load:expr,
             store: $store:expr, fma: $fma:expr, add: $add:expr, mul: $mul:expr,
-            min: $min:expr, max: $max:expr $(, block: $block:ident => $fr:expr)? $(,)?
+            min: $min:expr, max: $max:expr $(, narrow: $narrow:expr)?
+            $(, block: $block:ident => $fr:expr)? $(,)?
         }) => {
             // SAFETY: every method's caller has the instruction set (the row kernels below are
             // compiled for it) and valid lanes at its pointer.
@@ -583,6 +589,7 @@ mod x86 {
                 const B: usize = $b;
                 const F: usize = $f;
                 const R: usize = $r;
+                $(const R_NARROW: usize = $narrow;)?
                 #[inline(always)]
                 unsafe fn zero() -> Self {
                     unsafe { $zero }
@@ -654,7 +661,8 @@ mod x86 {
         mul: Y8(_mm256_mul_ps(a.0, b.0)),
         min: Y8(_mm256_min_ps(a.0, b.0)),
         max: Y8(_mm256_max_ps(a.0, b.0)),
-        block: block_y8 => R <= 3 && F <= 4,
+        narrow: 6,
+        block: block_y8 => (R <= 3 && F <= 4) || F <= 2,
     });
 
     lanes!(Y16, 16, 1, 4, |p, v, a, b, c| {
@@ -747,11 +755,58 @@ mod x86 {
         };
     }
 
+    /// Lane `$l` of a narrow tile (1 or 2 output blocks × the positions `$rs`, up to 6): the
+    /// blocks' filter rows loaded once (`{t}`, `{x1}`), each position's input broadcast into
+    /// `{x0}` and multiplied by both.
+    macro_rules! narrow_lane {
+        ($l:literal, 1, [$($r:literal),*]) => {
+            concat!(
+                "vmovups {t}, ymmword ptr [{w0} + 32*", $l, "]\n",
+                $(
+                    "vbroadcastss {x0}, dword ptr [{p", $r, "} + 4*", $l, "]\n",
+                    "vfmadd231ps {a0", $r, "}, {x0}, {t}\n",
+                )*
+            )
+        };
+        ($l:literal, 2, [$($r:literal),*]) => {
+            concat!(
+                "vmovups {t}, ymmword ptr [{w0} + 32*", $l, "]\n",
+                "vmovups {x1}, ymmword ptr [{w0} + {o} + 32*", $l, "]\n",
+                $(
+                    "vbroadcastss {x0}, dword ptr [{p", $r, "} + 4*", $l, "]\n",
+                    "vfmadd231ps {a0", $r, "}, {x0}, {t}\n",
+                    "vfmadd231ps {a1", $r, "}, {x0}, {x1}\n",
+                )*
+            )
+        };
+    }
+
+    /// The lanes of one tap (`$n`: 8, or 1) of a narrow tile.
+    macro_rules! narrow_lanes_of {
+        (8, $f:tt, $rs:tt) => {
+            concat!(
+                narrow_lane!(0, $f, $rs),
+                narrow_lane!(1, $f, $rs),
+                narrow_lane!(2, $f, $rs),
+                narrow_lane!(3, $f, $rs),
+                narrow_lane!(4, $f, $rs),
+                narrow_lane!(5, $f, $rs),
+                narrow_lane!(6, $f, $rs),
+                narrow_lane!(7, $f, $rs),
+            )
+        };
+        (1, $f:tt, $rs:tt) => {
+            narrow_lane!(0, $f, $rs)
+        };
+    }
+
     /// The 8 lanes (or the one lane: `ONE`) of one tap into the AVX2 tile of `F` (1 to 4)
     /// output blocks × `R` (1 to 3) positions, scheduled by hand: the registers hold the
     /// accumulators, a broadcast per position and a filter row (all 16 `ymm` for 4 blocks × 3
     /// positions), which the compiler, given the same loop as intrinsics, spills when it
-    /// unrolls the lanes, and keeps in memory across taps when it does not.
+    /// unrolls the lanes, and keeps in memory across taps when it does not. A tile of 1 or 2
+    /// blocks × 4 to 6 positions (a row of few output channels) holds its filter rows instead
+    /// and one broadcast at a time (`narrow_lane!`): up to 12 accumulators, as many as 4 × 3.
     ///
     /// # Safety
     ///
@@ -765,8 +820,8 @@ mod x86 {
         steps: Steps,
     ) {
         assert!(
-            R <= 3 && F <= 4,
-            "the AVX2 sequences are for tiles of up to 4 × 3"
+            (R <= 3 && F <= 4) || (F <= 2 && R <= 6),
+            "the AVX2 sequences are for tiles of up to 4 × 3 and 2 × 6"
         );
         if steps.n == 0 {
             return;
@@ -778,10 +833,11 @@ mod x86 {
         // rows (`F` blocks `w_out` apart, 8 × 8 each); the registers are operands.
         unsafe {
             macro_rules! run {
-                (once, $n:tt, $f:tt, $rs:tt, [$($p:ident = $pi:literal),*], [$($x:ident),*],
-                    [$($name:ident = $i:literal),*], [$($o:ident)?], [$($w3:ident)?]) => {
+                ($seq:ident, once, $n:tt, $f:tt, $rs:tt, [$($p:ident = $pi:literal),*],
+                    [$($x:ident),*], [$($name:ident = $i:literal),*], [$($o:ident)?],
+                    [$($w3:ident)?]) => {
                     std::arch::asm!(
-                        lanes_of!($n, $f, $rs),
+                        $seq!($n, $f, $rs),
                         $($p = in(reg) xs[$pi],)*
                         w0 = in(reg) w,
                         $($w3 = in(reg) w.add(3 * w_out),)?
@@ -792,11 +848,12 @@ mod x86 {
                         options(nostack, pure, readonly),
                     )
                 };
-                (looped, $n:tt, $f:tt, $rs:tt, [$($p:ident = $pi:literal),*], [$($x:ident),*],
-                    [$($name:ident = $i:literal),*], [$($o:ident)?], [$($w3:ident)?]) => {
+                ($seq:ident, looped, $n:tt, $f:tt, $rs:tt, [$($p:ident = $pi:literal),*],
+                    [$($x:ident),*], [$($name:ident = $i:literal),*], [$($o:ident)?],
+                    [$($w3:ident)?]) => {
                     std::arch::asm!(
                         "2:",
-                        lanes_of!($n, $f, $rs),
+                        $seq!($n, $f, $rs),
                         $(concat!("add {", stringify!($p), "}, {xs}"),)*
                         "add {w0}, {ws}",
                         $(concat!("add {", stringify!($w3), "}, {ws}"),)?
@@ -821,11 +878,22 @@ mod x86 {
                 ($l:tt, $n:tt, $rs:tt, $ps:tt, $xs:tt, [$($a0:tt)*], [$($a1:tt)*],
                     [$($a2:tt)*], [$($a3:tt)*]) => {
                     match F {
-                        1 => run!($l, $n, 1, $rs, $ps, $xs, [$($a0)*], [], []),
-                        2 => run!($l, $n, 2, $rs, $ps, $xs, [$($a0)*, $($a1)*], [o], []),
-                        3 => run!($l, $n, 3, $rs, $ps, $xs, [$($a0)*, $($a1)*, $($a2)*], [o], []),
-                        _ => run!($l, $n, 4, $rs, $ps, $xs, [$($a0)*, $($a1)*, $($a2)*, $($a3)*],
-                            [o], [w3]),
+                        1 => run!(lanes_of, $l, $n, 1, $rs, $ps, $xs, [$($a0)*], [], []),
+                        2 => run!(lanes_of, $l, $n, 2, $rs, $ps, $xs, [$($a0)*, $($a1)*], [o], []),
+                        3 => run!(lanes_of, $l, $n, 3, $rs, $ps, $xs,
+                            [$($a0)*, $($a1)*, $($a2)*], [o], []),
+                        _ => run!(lanes_of, $l, $n, 4, $rs, $ps, $xs,
+                            [$($a0)*, $($a1)*, $($a2)*, $($a3)*], [o], [w3]),
+                    }
+                };
+            }
+            // A narrow tile: 1 or 2 blocks (`[$a0]`, `[$a1]`).
+            macro_rules! narrow {
+                ($l:tt, $n:tt, $rs:tt, $ps:tt, [$($a0:tt)*], [$($a1:tt)*]) => {
+                    match F {
+                        1 => run!(narrow_lanes_of, $l, $n, 1, $rs, $ps, [x0], [$($a0)*], [], []),
+                        _ => run!(narrow_lanes_of, $l, $n, 2, $rs, $ps, [x0, x1],
+                            [$($a0)*, $($a1)*], [o], []),
                     }
                 };
             }
@@ -853,6 +921,30 @@ mod x86 {
                             [a10 = 2, a11 = 3],
                             [a20 = 4, a21 = 5],
                             [a30 = 6, a31 = 7]
+                        ),
+                        4 => narrow!(
+                            $l,
+                            $n,
+                            [0, 1, 2, 3],
+                            [p0 = 0, p1 = 1, p2 = 2, p3 = 3],
+                            [a00 = 0, a01 = 1, a02 = 2, a03 = 3],
+                            [a10 = 4, a11 = 5, a12 = 6, a13 = 7]
+                        ),
+                        5 => narrow!(
+                            $l,
+                            $n,
+                            [0, 1, 2, 3, 4],
+                            [p0 = 0, p1 = 1, p2 = 2, p3 = 3, p4 = 4],
+                            [a00 = 0, a01 = 1, a02 = 2, a03 = 3, a04 = 4],
+                            [a10 = 5, a11 = 6, a12 = 7, a13 = 8, a14 = 9]
+                        ),
+                        6 => narrow!(
+                            $l,
+                            $n,
+                            [0, 1, 2, 3, 4, 5],
+                            [p0 = 0, p1 = 1, p2 = 2, p3 = 3, p4 = 4, p5 = 5],
+                            [a00 = 0, a01 = 1, a02 = 2, a03 = 3, a04 = 4, a05 = 5],
+                            [a10 = 6, a11 = 7, a12 = 8, a13 = 9, a14 = 10, a15 = 11]
                         ),
                         _ => by_filters!(
                             $l,
