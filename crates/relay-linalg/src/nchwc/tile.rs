@@ -120,9 +120,15 @@ pub(super) trait Lanes: Copy {
     const F: usize;
     /// Positions a tile computes at most.
     const R: usize;
-    /// Positions a tile computes at most for a row of 1 or 2 output blocks (whose tile holds
-    /// fewer accumulators per position).
-    const R_NARROW: usize = Self::R;
+    /// Positions a tile of any row computes at most: [`Lanes::width`]'s largest.
+    const R_MAX: usize = Self::R;
+    /// Positions a tile computes at most in a row of `filters` output blocks (a row of fewer
+    /// than [`Lanes::F`] holds fewer accumulators per position, and may take more positions).
+    #[inline(always)]
+    fn width(filters: usize) -> usize {
+        let _ = filters;
+        Self::R
+    }
     /// All zero.
     unsafe fn zero() -> Self;
     /// `*p` in every lane.
@@ -251,7 +257,7 @@ static ZEROS: [f32; 64] = [0.0; 64];
 pub(super) unsafe fn run_row<V: Lanes>(row: &Row<'_>, ow0: usize, ow1: usize) {
     let (lo, hi) = interior(row, ow0, ow1);
     let zeros = row.in_block <= ZEROS.len();
-    let width = if row.filters <= 2 { V::R_NARROW } else { V::R };
+    let width = V::width(row.filters);
     let mut ow = ow0;
     // SAFETY: every tile below is inside the row (forwarded contract); the interior's taps
     // are inside the data, the edges' are checked.
@@ -283,8 +289,7 @@ pub(super) fn interior(row: &Row<'_>, ow0: usize, ow1: usize) -> (usize, usize) 
     (lo, hi.clamp(lo, ow1))
 }
 
-/// `r` positions from column `ow` (`r <= V::R`, or `V::R_NARROW` for a row of at most 2
-/// output blocks), checked or interior.
+/// `r` positions from column `ow` (`r <= V::width(row.filters)`), checked or interior.
 ///
 /// # Safety
 ///
@@ -297,9 +302,9 @@ unsafe fn positions<V: Lanes, const CHECKED: bool>(row: &Row<'_>, ow: usize, r: 
             1 => filters::<V, 1, CHECKED>(row, ow),
             2 => filters::<V, 2, CHECKED>(row, ow),
             3 => filters::<V, 3, CHECKED>(row, ow),
-            4 if V::R.max(V::R_NARROW) >= 4 => filters::<V, 4, CHECKED>(row, ow),
-            5 if V::R.max(V::R_NARROW) >= 5 => filters::<V, 5, CHECKED>(row, ow),
-            6 if V::R.max(V::R_NARROW) >= 6 => filters::<V, 6, CHECKED>(row, ow),
+            4 if V::R_MAX >= 4 => filters::<V, 4, CHECKED>(row, ow),
+            5 if V::R_MAX >= 5 => filters::<V, 5, CHECKED>(row, ow),
+            6 if V::R_MAX >= 6 => filters::<V, 6, CHECKED>(row, ow),
             // More than the vector type's tile (not asked for): one position at a time.
             _ => (ow..ow + r).for_each(|o| filters::<V, 1, CHECKED>(row, o)),
         }
@@ -580,7 +585,7 @@ mod x86 {
         ($t:ident, $b:expr, $f:expr, $r:expr, |$p:ident, $v:ident, $a:ident, $bb:ident, $c:ident| {
             zero: $zero:expr, splat: $splat:expr, set: $set:expr, load: $load:expr,
             store: $store:expr, fma: $fma:expr, add: $add:expr, mul: $mul:expr,
-            min: $min:expr, max: $max:expr $(, narrow: $narrow:expr)?
+            min: $min:expr, max: $max:expr $(, widths: $rmax:expr, |$fl:ident| $width:expr)?
             $(, block: $block:ident => $fr:expr)? $(,)?
         }) => {
             // SAFETY: every method's caller has the instruction set (the row kernels below are
@@ -589,7 +594,13 @@ mod x86 {
                 const B: usize = $b;
                 const F: usize = $f;
                 const R: usize = $r;
-                $(const R_NARROW: usize = $narrow;)?
+                $(
+                const R_MAX: usize = $rmax;
+                #[inline(always)]
+                fn width($fl: usize) -> usize {
+                    $width
+                }
+                )?
                 #[inline(always)]
                 unsafe fn zero() -> Self {
                     unsafe { $zero }
@@ -661,8 +672,12 @@ mod x86 {
         mul: Y8(_mm256_mul_ps(a.0, b.0)),
         min: Y8(_mm256_min_ps(a.0, b.0)),
         max: Y8(_mm256_max_ps(a.0, b.0)),
-        narrow: 6,
-        block: block_y8 => (R <= 3 && F <= 4) || F <= 2,
+        widths: 6, |filters| match filters {
+            1 | 2 => 6,
+            3 => 4,
+            _ => 3,
+        },
+        block: block_y8 => (R <= 3 && F <= 4) || (F <= 2 && R <= 6) || (F == 3 && R <= 4),
     });
 
     lanes!(Y16, 16, 1, 4, |p, v, a, b, c| {
@@ -755,9 +770,9 @@ mod x86 {
         };
     }
 
-    /// Lane `$l` of a narrow tile (1 or 2 output blocks × the positions `$rs`, up to 6): the
-    /// blocks' filter rows loaded once (`{t}`, `{x1}`), each position's input broadcast into
-    /// `{x0}` and multiplied by both.
+    /// Lane `$l` of a narrow tile (1 or 2 output blocks × the positions `$rs`, up to 6; 3 × up
+    /// to 4): the blocks' filter rows loaded once (`{t}`, `{x1}`, `{x2}`), each position's
+    /// input broadcast into `{x0}` and multiplied by them all.
     macro_rules! narrow_lane {
         ($l:literal, 1, [$($r:literal),*]) => {
             concat!(
@@ -776,6 +791,25 @@ mod x86 {
                     "vbroadcastss {x0}, dword ptr [{p", $r, "} + 4*", $l, "]\n",
                     "vfmadd231ps {a0", $r, "}, {x0}, {t}\n",
                     "vfmadd231ps {a1", $r, "}, {x0}, {x1}\n",
+                )*
+            )
+        };
+        ($l:literal, 3, $rs:tt) => {
+            narrow_lane3!($l, $rs)
+        };
+    }
+
+    macro_rules! narrow_lane3 {
+        ($l:literal, [$($r:literal),*]) => {
+            concat!(
+                "vmovups {t}, ymmword ptr [{w0} + 32*", $l, "]\n",
+                "vmovups {x1}, ymmword ptr [{w0} + {o} + 32*", $l, "]\n",
+                "vmovups {x2}, ymmword ptr [{w0} + 2*{o} + 32*", $l, "]\n",
+                $(
+                    "vbroadcastss {x0}, dword ptr [{p", $r, "} + 4*", $l, "]\n",
+                    "vfmadd231ps {a0", $r, "}, {x0}, {t}\n",
+                    "vfmadd231ps {a1", $r, "}, {x0}, {x1}\n",
+                    "vfmadd231ps {a2", $r, "}, {x0}, {x2}\n",
                 )*
             )
         };
@@ -805,8 +839,9 @@ mod x86 {
     /// accumulators, a broadcast per position and a filter row (all 16 `ymm` for 4 blocks × 3
     /// positions), which the compiler, given the same loop as intrinsics, spills when it
     /// unrolls the lanes, and keeps in memory across taps when it does not. A tile of 1 or 2
-    /// blocks × 4 to 6 positions (a row of few output channels) holds its filter rows instead
-    /// and one broadcast at a time (`narrow_lane!`): up to 12 accumulators, as many as 4 × 3.
+    /// blocks × 4 to 6 positions, or 3 × 4 (a row of few output channels), holds its filter
+    /// rows instead and one broadcast at a time (`narrow_lane!`): up to 12 accumulators, as
+    /// many as 4 × 3.
     ///
     /// # Safety
     ///
@@ -820,8 +855,8 @@ mod x86 {
         steps: Steps,
     ) {
         assert!(
-            (R <= 3 && F <= 4) || (F <= 2 && R <= 6),
-            "the AVX2 sequences are for tiles of up to 4 × 3 and 2 × 6"
+            (R <= 3 && F <= 4) || (F <= 2 && R <= 6) || (F == 3 && R <= 4),
+            "the AVX2 sequences are for tiles of up to 4 × 3, 3 × 4 and 2 × 6"
         );
         if steps.n == 0 {
             return;
@@ -887,13 +922,20 @@ mod x86 {
                     }
                 };
             }
-            // A narrow tile: 1 or 2 blocks (`[$a0]`, `[$a1]`).
+            // A narrow tile: 1 or 2 blocks (`[$a0]`, `[$a1]`), or 3 (`[$a2]`).
             macro_rules! narrow {
                 ($l:tt, $n:tt, $rs:tt, $ps:tt, [$($a0:tt)*], [$($a1:tt)*]) => {
                     match F {
                         1 => run!(narrow_lanes_of, $l, $n, 1, $rs, $ps, [x0], [$($a0)*], [], []),
                         _ => run!(narrow_lanes_of, $l, $n, 2, $rs, $ps, [x0, x1],
                             [$($a0)*, $($a1)*], [o], []),
+                    }
+                };
+                ($l:tt, $n:tt, $rs:tt, $ps:tt, [$($a0:tt)*], [$($a1:tt)*], [$($a2:tt)*]) => {
+                    match F {
+                        1 | 2 => narrow!($l, $n, $rs, $ps, [$($a0)*], [$($a1)*]),
+                        _ => run!(narrow_lanes_of, $l, $n, 3, $rs, $ps, [x0, x1, x2],
+                            [$($a0)*, $($a1)*, $($a2)*], [o], []),
                     }
                 };
             }
@@ -928,7 +970,8 @@ mod x86 {
                             [0, 1, 2, 3],
                             [p0 = 0, p1 = 1, p2 = 2, p3 = 3],
                             [a00 = 0, a01 = 1, a02 = 2, a03 = 3],
-                            [a10 = 4, a11 = 5, a12 = 6, a13 = 7]
+                            [a10 = 4, a11 = 5, a12 = 6, a13 = 7],
+                            [a20 = 8, a21 = 9, a22 = 10, a23 = 11]
                         ),
                         5 => narrow!(
                             $l,
