@@ -17,7 +17,8 @@
 //! The convolution may be nested in the multiply, or bound by a `let` (or a graph binding)
 //! and read nowhere else than by a multiply among the calls of a later binding of the same
 //! block or its body; its binding is then dropped. A convolution read twice, or whose only
-//! reader is in a branch or a function (which may run other than once), stays. Primitive functions are not entered. Statistics: `scales folded`.
+//! reader is in a branch or a function (which may run other than once), stays. Primitive
+//! functions are not entered. Statistics: `scales folded`.
 
 use std::collections::{HashMap, HashSet};
 

@@ -110,6 +110,7 @@ unsafe fn tile_3x1<V: Lanes, const R: usize, const S: usize, const CHECKED: bool
             let ih = (row.ih0 + (kh * row.dilation[0]) as isize) as usize;
             let x = row.x.add(ih * row.x_row);
             let w = row.w.add(kh * 3 * b);
+            const { assert!(S * (R - 1) + 3 <= INPUTS, "a kernel row's inputs fit `xs`") };
             let mut xs = [V::zero(); INPUTS];
             for (j, v) in xs.iter_mut().enumerate().take(S * (R - 1) + 3) {
                 let iw = iw0 + j as isize;
